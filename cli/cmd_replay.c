@@ -1,0 +1,223 @@
+/* kvfuzz replay: kernel, oracle and judge for each case file; one line per (case, kernel). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "kvfuzz/judge.h"
+#include "kvfuzz/kernel.h"
+#include "kvfuzz/oracle.h"
+#include "kvfuzz/spec.h"
+
+#define MAX_RULES 16
+#define MAX_KERNELS 16
+
+static void replay_help(void) {
+    printf("usage: kvfuzz replay [--kernel K]... [--rule R]... [--jobs N] [--require-overflow]\n"
+           "                     FILE|DIR...\n\n"
+           "Runs each kernel on each case (.kvfz files; directories are read one level deep),\n"
+           "computes the correctly rounded answer with the MPFR oracle and judges the kernel's\n"
+           "o and lse under each rule. Prints one line per case and kernel: the verdict per\n"
+           "rule, then max abs error, max rel error and max ulp distance of o, and a summary.\n\n"
+           "  --kernel K          kernel to run (repeatable; `kvfuzz kernels` lists them).\n"
+           "                      Default: cuda when a GPU is usable, else cpu-splitkv.\n"
+           "  --rule R            rule (repeatable; `kvfuzz rules` lists them). Default: strict.\n"
+           "  --jobs N            oracle threads (default: all cores).\n"
+           "  --require-overflow  count violations on rows whose logits exceed the f32 range\n"
+           "                      (class overflow) as failures; by default they are shown but\n"
+           "                      do not fail the run.\n\n"
+           "Exit status: 0 every case passes, 1 any violation or kernel error, 2 bad input or\n"
+           "usage (an unreadable or malformed case file is reported and the others still run).\n");
+}
+
+static int default_jobs(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int kvf_cmd_replay(int argc, char **argv) {
+    const char *cmd = "replay";
+    kvf_rule rules[MAX_RULES];
+    int nrules = 0;
+    const kvf_kernel *kernels[MAX_KERNELS];
+    int nkernels = 0;
+    int64_t jobs = default_jobs();
+    int require_overflow = 0;
+    char **args = calloc((size_t)argc, sizeof *args);
+    int nargs = 0;
+    if (!args) return cli_usage_error(cmd, "out of memory");
+    int rc = KVF_EXIT_OK;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            replay_help();
+            free(args);
+            return KVF_EXIT_OK;
+        } else if (strcmp(a, "--kernel") == 0 || strcmp(a, "--rule") == 0 ||
+                   strcmp(a, "--jobs") == 0) {
+            if (i + 1 >= argc) {
+                free(args);
+                return cli_usage_error(cmd, "%s needs a value", a);
+            }
+            const char *v = argv[++i];
+            if (a[2] == 'k') {
+                const kvf_kernel *k = kvf_kernel_find(v);
+                if (!k) {
+                    free(args);
+                    return cli_usage_error(cmd, "unknown kernel \"%s\" (see kvfuzz kernels)", v);
+                }
+                if (nkernels == MAX_KERNELS) {
+                    free(args);
+                    return cli_usage_error(cmd, "at most %d kernels per run", MAX_KERNELS);
+                }
+                kernels[nkernels++] = k;
+            } else if (a[2] == 'r') {
+                kvf_error err = {0};
+                if (nrules == MAX_RULES) {
+                    free(args);
+                    return cli_usage_error(cmd, "at most %d rules per run", MAX_RULES);
+                }
+                if (kvf_rule_parse(&rules[nrules], v, &err)) {
+                    free(args);
+                    return cli_usage_error(cmd, "%s", err.msg);
+                }
+                nrules++;
+            } else if (cli_parse_i64(v, 1, 1024, &jobs)) {
+                free(args);
+                return cli_usage_error(cmd, "--jobs must be an integer in [1, 1024], got \"%s\"",
+                                       v);
+            }
+        } else if (strcmp(a, "--require-overflow") == 0) {
+            require_overflow = 1;
+        } else if (a[0] == '-' && a[1]) {
+            free(args);
+            return cli_usage_error(cmd, "unknown option \"%s\" (see kvfuzz replay --help)", a);
+        } else {
+            args[nargs++] = argv[i];
+        }
+    }
+    if (nargs == 0) {
+        free(args);
+        return cli_usage_error(cmd, "no case files given (see kvfuzz replay --help)");
+    }
+    if (nrules == 0) kvf_rule_parse(&rules[nrules++], "strict", NULL);
+    if (nkernels == 0) {
+        char why[256];
+        const kvf_kernel *k = kvf_cuda_available(why, sizeof why) ? kvf_kernel_find("cuda") : NULL;
+        kernels[nkernels++] = k ? k : kvf_kernel_find("cpu-splitkv");
+    }
+    char **paths;
+    size_t npaths;
+    if (cli_collect_cases(cmd, args, nargs, &paths, &npaths)) {
+        free(args);
+        return KVF_EXIT_USAGE;
+    }
+    free(args);
+    if (npaths == 0) {
+        cli_free_paths(paths, npaths);
+        return cli_usage_error(cmd, "no .kvfz files found in the given paths");
+    }
+
+    void *states[MAX_KERNELS] = {0};
+    for (int k = 0; k < nkernels; k++) {
+        kvf_error err = {0};
+        if (kernels[k]->create && kernels[k]->create(&states[k], &err)) {
+            fprintf(stderr, "kvfuzz replay: kernel %s could not start: %s\n", kernels[k]->name,
+                    err.msg);
+            for (int j = 0; j < k; j++)
+                if (kernels[j]->destroy) kernels[j]->destroy(states[j]);
+            cli_free_paths(paths, npaths);
+            return KVF_EXIT_FINDINGS;
+        }
+    }
+    kvf_limits limits;
+    cli_limits(&limits);
+    kvf_oracle_opts oopts;
+    kvf_oracle_opts_default(&oopts);
+    oopts.threads = (int)jobs;
+
+    printf("%-34s %-14s", "case", "kernel");
+    for (int r = 0; r < nrules; r++)
+        printf(" %-12s", rules[r].name);
+    printf(" %11s %11s %8s\n", "max_abs", "max_rel", "max_ulp");
+    size_t cases_ok = 0, bad_inputs = 0, runs = 0, failed_runs = 0, unsupported = 0;
+    long rule_failures[MAX_RULES] = {0};
+    for (size_t p = 0; p < npaths; p++) {
+        const char *base = strrchr(paths[p], '/') ? strrchr(paths[p], '/') + 1 : paths[p];
+        kvf_case c;
+        kvf_error err = {0};
+        if (kvf_case_load(paths[p], NULL, &c, &limits, &err)) {
+            fprintf(stderr, "kvfuzz replay: %s: %s\n", paths[p], err.msg);
+            printf("%-34s %-14s bad input\n", base, "-");
+            bad_inputs++;
+            continue;
+        }
+        cases_ok++;
+        kvf_oracle_result oracle;
+        if (kvf_oracle_run(&oracle, &c, &oopts, &err)) {
+            fprintf(stderr, "kvfuzz replay: %s: the oracle failed: %s\n", paths[p], err.msg);
+            kvf_case_free(&c);
+            failed_runs++;
+            continue;
+        }
+        kvf_bf16 *o = malloc((size_t)(kvf_case_o_elems(&c) ? kvf_case_o_elems(&c) : 1) * sizeof *o);
+        float *lse =
+            malloc((size_t)(kvf_case_lse_elems(&c) ? kvf_case_lse_elems(&c) : 1) * sizeof *lse);
+        for (int k = 0; k < nkernels && o && lse; k++) {
+            runs++;
+            printf("%-34s %-14s", base, kernels[k]->name);
+            int krc = kernels[k]->run(states[k], &c, o, lse, &err);
+            if (krc == KVF_EUNSUPPORTED) {
+                printf(" unsupported: %s\n", err.msg);
+                unsupported++;
+                continue;
+            }
+            if (krc) {
+                printf(" kernel-error: %s\n", err.msg);
+                failed_runs++;
+                continue;
+            }
+            int failed = 0;
+            kvf_verdict v;
+            double max_abs = 0, max_rel = 0;
+            int64_t max_ulp = 0;
+            for (int r = 0; r < nrules; r++) {
+                kvf_judge(&v, &rules[r], &c, &oracle, o, lse, NULL);
+                const char *word = v.pass ? "pass" : kvf_finding_class_name(v.finding);
+                int counts = !v.pass && (v.finding != KVF_FINDING_OVERFLOW || require_overflow);
+                if (counts) {
+                    failed = 1;
+                    rule_failures[r]++;
+                }
+                printf(" %-12s", word);
+                max_abs = v.o.max_abs;
+                max_rel = v.o.max_rel_fib;
+                max_ulp = v.o.max_ulps;
+            }
+            printf(" %11.3e %11.3e %8lld\n", max_abs, max_rel, (long long)max_ulp);
+            if (failed) failed_runs++;
+        }
+        if (!o || !lse) {
+            fprintf(stderr, "kvfuzz replay: out of memory for %s\n", paths[p]);
+            failed_runs++;
+        }
+        free(o);
+        free(lse);
+        kvf_oracle_result_free(&oracle);
+        kvf_case_free(&c);
+        fflush(stdout);
+    }
+    for (int k = 0; k < nkernels; k++)
+        if (kernels[k]->destroy) kernels[k]->destroy(states[k]);
+    printf("\n%zu case(s), %zu kernel run(s): %zu passed, %zu failed, %zu unsupported, %zu bad "
+           "input(s)\n",
+           cases_ok + bad_inputs, runs, runs - failed_runs - unsupported, failed_runs, unsupported,
+           bad_inputs);
+    for (int r = 0; r < nrules; r++)
+        printf("  %-20s %ld failing run(s)\n", rules[r].name, rule_failures[r]);
+    cli_free_paths(paths, npaths);
+    if (failed_runs) rc = KVF_EXIT_FINDINGS;
+    if (bad_inputs) rc = KVF_EXIT_USAGE; /* a file we could not judge outranks a verdict */
+    return rc;
+}

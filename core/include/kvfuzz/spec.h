@@ -1,0 +1,184 @@
+/* The case file's content (DESIGN.md section 6): a compact recipe, optional explicit overrides
+ * and optional explicit tensors; its .kvfz v1 codec; and the deterministic generator that
+ * expands a spec into a kvf_case.
+ *
+ * Ownership: a kvf_spec owns its arrays (per-sequence lists, overrides, explicit tensors);
+ * kvf_spec_free() releases them. kvf_spec_encode() returns a malloc'd buffer the caller frees.
+ * Errors: KVF_EFORMAT for bytes that are not a v1 case file, KVF_EINVAL for a field outside its
+ * domain, KVF_ELIMIT for sizes past kvf_limits, KVF_ENOMEM; always with one sentence naming the
+ * field. The on-disk layout is documented in docs/case-format.md. */
+#ifndef KVFUZZ_SPEC_H
+#define KVFUZZ_SPEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvfuzz/case.h"
+
+#define KVF_FORMAT_VERSION 1
+
+/* How sequences' pages are laid out in the pool (bug-classes.md: "page tables that are
+ * shuffled, shared between sequences, reversed, and use page ids >= 65536"). */
+typedef enum kvf_table_kind {
+    KVF_TABLE_CONTIGUOUS = 0, /* sequence after sequence, ids 0.. (what weak tests use) */
+    KVF_TABLE_SHUFFLED,       /* a random permutation of the pool */
+    KVF_TABLE_REVERSED,       /* descending ids */
+    KVF_TABLE_SHARED_PREFIX,  /* sequences share their leading pages (prefix caching) */
+    KVF_TABLE_HIGH_IDS,       /* ids from page_id_base upward, spread out, pool sized to fit */
+    KVF_TABLE_SCATTERED,      /* random distinct ids with unreferenced gaps between them */
+    KVF_TABLE_COUNT
+} kvf_table_kind;
+
+/* Value distributions for q, k and v. scale = 2^log2_scale. */
+typedef enum kvf_dist_kind {
+    KVF_DIST_NORMAL = 0,  /* N(0, scale) */
+    KVF_DIST_UNIFORM,     /* U(-scale, scale) */
+    KVF_DIST_LOG_UNIFORM, /* random sign, magnitude 2^U(-param, +param) times scale */
+    KVF_DIST_CONSTANT,    /* every element = scale (constant rows) */
+    KVF_DIST_ONE_HOT,     /* zeros with one spike of scale per row (param: extra spikes) */
+    KVF_DIST_SUBNORMAL,   /* bf16 subnormals and values near the normal threshold */
+    KVF_DIST_SIGNED_ZERO, /* +0 and -0 with a few N(0, scale) values */
+    KVF_DIST_SPECIAL,     /* N(0, scale) salted with bf16 extremes (max, min normal, +-0) */
+    KVF_DIST_COUNT
+} kvf_dist_kind;
+
+/* Shapes imposed on the logits through k, after q is drawn. */
+typedef enum kvf_logit_kind {
+    KVF_LOGITS_NATURAL = 0,   /* whatever q and k give */
+    KVF_LOGITS_EQUAL,         /* all keys of a sequence equal: exactly equal logits */
+    KVF_LOGITS_NEAR_TIE,      /* keys equal up to one bf16 ulp in a few places */
+    KVF_LOGITS_SPIKE,         /* one token's logit far above the rest (past 5e4 for large scales) */
+    KVF_LOGITS_VERY_NEGATIVE, /* all but one token far below (exp underflows in f32) */
+    KVF_LOGITS_HUGE,          /* every logit beyond +-5e4 (finite-sentinel bugs) */
+    KVF_LOGITS_BEYOND_F32,    /* logits past the f32 range: the overflow class */
+    KVF_LOGITS_COUNT
+} kvf_logit_kind;
+
+/* Poison bits: what unused slots and unreferenced pages hold. Without a bit they hold
+ * ordinary random values, never zeros, so a kernel that reads them changes the answer. */
+enum {
+    KVF_POISON_TAIL_NAN = 1u << 0,  /* unused slots of last pages: NaN */
+    KVF_POISON_TAIL_INF = 1u << 1,  /* unused slots: +-inf (NaN wins if both) */
+    KVF_POISON_UNREF_NAN = 1u << 2, /* unreferenced pages: NaN */
+    KVF_POISON_UNREF_INF = 1u << 3, /* unreferenced pages: +-inf (NaN wins if both) */
+    KVF_POISON_ALL = 0xFu
+};
+
+typedef struct kvf_dist {
+    uint8_t kind;      /* kvf_dist_kind */
+    int8_t log2_scale; /* in [-126, 127] */
+    uint8_t param;     /* kind-specific; see kvf_dist_kind */
+} kvf_dist;
+
+typedef struct kvf_recipe {
+    uint8_t num_qo_heads;  /* 1..255 */
+    uint8_t num_kv_heads;  /* 1..255, divides num_qo_heads */
+    uint16_t head_dim;     /* 1..limits */
+    uint16_t page_size;    /* 1..limits */
+    uint16_t batch_size;   /* 0..limits */
+    uint8_t table;         /* kvf_table_kind */
+    uint8_t logits;        /* kvf_logit_kind */
+    uint8_t poison;        /* KVF_POISON_* bits */
+    uint32_t page_id_base; /* first id for KVF_TABLE_HIGH_IDS; must be 0 for other tables */
+    uint16_t spare_pages;  /* unreferenced pages added to the pool */
+    float sm_scale;        /* finite */
+    kvf_dist q, k, v;
+    uint64_t seed;
+    uint16_t *num_pages;     /* [batch_size] pages per sequence */
+    uint16_t *last_page_len; /* [batch_size] in [1, S]; 0 exactly when num_pages is 0 */
+} kvf_recipe;
+
+typedef enum kvf_override_target {
+    KVF_OVERRIDE_TABLE_ENTRY = 1, /* kv_indices[index] = value (as int32) */
+    KVF_OVERRIDE_LAST_LEN = 2,    /* kv_last_page_len[index] = value (as int32) */
+    KVF_OVERRIDE_Q = 3,           /* q[index] = value (bf16 bits in the low 16) */
+    KVF_OVERRIDE_K = 4,           /* k_cache[index] = value */
+    KVF_OVERRIDE_V = 5,           /* v_cache[index] = value */
+} kvf_override_target;
+
+typedef struct kvf_override {
+    uint8_t target; /* kvf_override_target */
+    uint64_t index;
+    uint32_t value;
+} kvf_override;
+
+/* Full tensors for an imported workload. The page counts and last-page lengths still come
+ * from the recipe (so the table's shape is written once); values and ids come from here. */
+typedef struct kvf_explicit {
+    int64_t num_pages;   /* pool size P */
+    int32_t *kv_indices; /* [sum of recipe.num_pages] */
+    kvf_bf16 *q;         /* [B][Hq][D] */
+    kvf_bf16 *k_cache;   /* [P][S][Hk][D] */
+    kvf_bf16 *v_cache;   /* [P][S][Hk][D] */
+} kvf_explicit;
+
+typedef struct kvf_spec {
+    kvf_recipe recipe;
+    kvf_override *overrides;
+    uint32_t num_overrides;
+    int has_explicit;
+    kvf_explicit explicit_tensors;
+} kvf_spec;
+
+/* Decodes a .kvfz v1 byte string. Any byte string either decodes (return 0) or is rejected
+ * with one sentence. Checks the recipe's own domain and the limits; whether the expanded case
+ * is valid (e.g. an override's page id) is kvf_case_build()'s job. */
+int kvf_spec_decode(kvf_spec *out, const uint8_t *data, size_t size, const kvf_limits *limits,
+                    kvf_error *err);
+
+/* Encodes canonically: decode(encode(s)) == s, and encode(decode(b)) == b for accepted b. */
+int kvf_spec_encode(const kvf_spec *spec, uint8_t **out_data, size_t *out_size, kvf_error *err);
+
+/* Deep copy; dst must be empty. */
+int kvf_spec_copy(kvf_spec *dst, const kvf_spec *src, kvf_error *err);
+
+/* Returns nonzero when two specs are field-by-field identical. */
+int kvf_spec_equal(const kvf_spec *a, const kvf_spec *b);
+
+/* Sets the batch and (re)allocates the per-sequence arrays (new entries: 1 page, full). */
+int kvf_spec_set_batch(kvf_spec *spec, uint16_t batch_size, kvf_error *err);
+
+void kvf_spec_free(kvf_spec *spec);
+
+/* Expands a spec into a case deterministically (same spec, same bits, on every machine),
+ * applies the overrides, validates. */
+int kvf_case_build(kvf_case *out, const kvf_spec *spec, const kvf_limits *limits, kvf_error *err);
+
+/* Named starting points. "seed-h20kv4": FlashInfer-Bench's gqa_paged_decode_h20_kv4_d128_ps64
+ * (batch 1, 51 pages of 64 from a pool of 52, last page length drawn from the seed). The list
+ * is available through kvf_preset_name(i) for i < kvf_preset_count(). KVF_ENOTFOUND if unknown. */
+int kvf_spec_preset(kvf_spec *out, const char *name, uint64_t seed, kvf_error *err);
+size_t kvf_preset_count(void);
+const char *kvf_preset_name(size_t i);
+const char *kvf_preset_description(size_t i);
+
+/* Options for drawing random specs over the whole strategy space. */
+typedef struct kvf_random_opts {
+    int32_t max_batch;  /* largest batch drawn */
+    int32_t max_pages;  /* largest page count per sequence */
+    int32_t max_tokens; /* cap on total tokens (pages are trimmed to fit) */
+    int64_t max_work;   /* cap on total tokens x Hq x D, the oracle's cost driver */
+    int allow_overflow; /* may draw KVF_LOGITS_BEYOND_F32 */
+    int allow_high_ids; /* may draw KVF_TABLE_HIGH_IDS with ids past 65535 */
+} kvf_random_opts;
+
+void kvf_random_opts_default(kvf_random_opts *opts);
+
+/* A random, valid spec from `seed`: every table kind, distribution, logit shape, poison bit
+ * and GQA group 1..16 (with 5 and 7) can come out; shapes from the grid D in {64,128,256},
+ * S in {1,2,3,16,64,128,256} among others. */
+int kvf_spec_random(kvf_spec *out, uint64_t seed, const kvf_random_opts *opts, kvf_error *err);
+
+/* Names for printing and parsing ("shuffled", "normal", "spike", ...). */
+const char *kvf_table_name(int kind);
+const char *kvf_dist_name(int kind);
+const char *kvf_logits_name(int kind);
+
+/* Reads a file and decodes + builds it. spec_out may be NULL. KVF_EIO if unreadable. */
+int kvf_case_load(const char *path, kvf_spec *spec_out, kvf_case *case_out,
+                  const kvf_limits *limits, kvf_error *err);
+
+/* Writes a spec atomically (temporary file in the same folder, fsync, rename). */
+int kvf_spec_save(const kvf_spec *spec, const char *path, kvf_error *err);
+
+#endif

@@ -1,0 +1,797 @@
+/* The deterministic generator: expands a recipe into tensors (docs/case-format.md describes
+ * each strategy), applies overrides, validates; plus presets and random recipes.
+ *
+ * Every random draw comes from kvf_prng streams keyed by the recipe seed and a purpose, and
+ * only IEEE-exact arithmetic turns draws into values, so a .kvfz file means the same bits on
+ * every machine. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvfuzz/prng.h"
+#include "kvfuzz/spec.h"
+
+int kvf_recipe_check(const kvf_recipe *rp, const kvf_limits *lim, kvf_error *err);
+
+enum { STREAM_TABLE = 1, STREAM_Q, STREAM_K, STREAM_V, STREAM_POISON, STREAM_LOGITS, STREAM_PICK };
+
+/* Above this pool size only the pages next to referenced ones are written (poisoned), so
+ * high-id pools stay sparse; below it every unreferenced page is written. */
+#define FULL_POISON_POOL_BYTES ((int64_t)64 << 20)
+
+static const char *const table_names[KVF_TABLE_COUNT] = {"contiguous",    "shuffled", "reversed",
+                                                         "shared-prefix", "high-ids", "scattered"};
+static const char *const dist_names[KVF_DIST_COUNT] = {"normal",      "uniform", "log-uniform",
+                                                       "constant",    "one-hot", "subnormal",
+                                                       "signed-zero", "special"};
+static const char *const logit_names[KVF_LOGITS_COUNT] = {
+    "natural", "equal", "near-tie", "spike", "very-negative", "huge", "beyond-f32"};
+
+const char *kvf_table_name(int k) {
+    return k >= 0 && k < KVF_TABLE_COUNT ? table_names[k] : "?";
+}
+const char *kvf_dist_name(int k) {
+    return k >= 0 && k < KVF_DIST_COUNT ? dist_names[k] : "?";
+}
+const char *kvf_logits_name(int k) {
+    return k >= 0 && k < KVF_LOGITS_COUNT ? logit_names[k] : "?";
+}
+
+static kvf_bf16 to_bf16(double x) {
+    return kvf_f32_to_bf16_rne((float)x);
+}
+
+/* One value of a distribution. `slot` counts elements within a row (for one-hot spikes). */
+static kvf_bf16 draw(kvf_prng *rng, const kvf_dist *d, double scale, int32_t index_in_row,
+                     int32_t spike_at) {
+    switch (d->kind) {
+    case KVF_DIST_NORMAL:
+        return to_bf16(kvf_prng_normal(rng) * scale);
+    case KVF_DIST_UNIFORM:
+        return to_bf16((2.0 * kvf_prng_unit(rng) - 1.0) * scale);
+    case KVF_DIST_LOG_UNIFORM: {
+        int span = d->param ? d->param : 20;
+        int e = (int)kvf_prng_below(rng, 2u * (unsigned)span + 1) - span;
+        double m = 1.0 + kvf_prng_unit(rng);
+        double x = ldexp(m, e) * scale;
+        return to_bf16((kvf_prng_next(rng) & 1) ? -x : x);
+    }
+    case KVF_DIST_CONSTANT:
+        return to_bf16(scale);
+    case KVF_DIST_ONE_HOT:
+        if (index_in_row == spike_at) return to_bf16(scale);
+        if (d->param && kvf_prng_below(rng, 256) < d->param) return to_bf16(scale);
+        return 0;
+    case KVF_DIST_SUBNORMAL: {
+        /* bf16 subnormals are 0x0001..0x007F; mix them with the smallest normals. */
+        kvf_bf16 bits = (kvf_bf16)(1 + kvf_prng_below(rng, 0x00FF));
+        return (kvf_bf16)(bits | ((kvf_prng_next(rng) & 1) ? 0x8000u : 0));
+    }
+    case KVF_DIST_SIGNED_ZERO: {
+        uint64_t r = kvf_prng_below(rng, 8);
+        if (r < 3) return 0x0000;
+        if (r < 6) return 0x8000;
+        return to_bf16(kvf_prng_normal(rng) * scale);
+    }
+    case KVF_DIST_SPECIAL:
+    default: {
+        uint64_t r = kvf_prng_below(rng, 64);
+        static const kvf_bf16 extremes[] = {0x7F7F, 0xFF7F, 0x0080, 0x8080, 0x0000, 0x8000, 0x0001};
+        if (r < sizeof extremes / sizeof extremes[0]) return extremes[r];
+        return to_bf16(kvf_prng_normal(rng) * scale);
+    }
+    }
+}
+
+static void fill_rows(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,
+                      kvf_prng *rng) {
+    const double scale = ldexp(1.0, d->log2_scale);
+    for (int64_t r = 0; r < rows; r++) {
+        int32_t spike = (int32_t)kvf_prng_below(rng, (uint64_t)row_len);
+        for (int32_t i = 0; i < row_len; i++)
+            dst[r * row_len + i] = draw(rng, d, scale, i, spike);
+    }
+}
+
+static kvf_bf16 poison_value(kvf_prng *rng, int nan, int inf) {
+    if (nan) {
+        /* Varied NaN payloads and signs: a kernel must not depend on one NaN pattern. */
+        kvf_bf16 payload = (kvf_bf16)(1 + kvf_prng_below(rng, 0x7F));
+        return (kvf_bf16)(0x7F80u | payload | ((kvf_prng_next(rng) & 1) ? 0x8000u : 0));
+    }
+    if (inf) return (kvf_prng_next(rng) & 1) ? KVF_BF16_NEG_INF : KVF_BF16_POS_INF;
+    return 0;
+}
+
+/* Builds the page table and pool size; returns the ids in c->kv_indices. */
+static int lay_out_table(const kvf_recipe *rp, int64_t entries, int64_t *pool_out, int32_t *ids,
+                         const kvf_limits *lim, kvf_error *err) {
+    kvf_prng rng;
+    kvf_prng_seed_stream(&rng, rp->seed, STREAM_TABLE);
+    int64_t spare = rp->spare_pages;
+    int64_t pool = 0;
+    switch (rp->table) {
+    case KVF_TABLE_CONTIGUOUS:
+    case KVF_TABLE_REVERSED:
+        pool = entries + spare;
+        for (int64_t i = 0; i < entries; i++)
+            ids[i] = (int32_t)(rp->table == KVF_TABLE_CONTIGUOUS ? i : pool - 1 - i);
+        break;
+    case KVF_TABLE_SHUFFLED:
+    case KVF_TABLE_SCATTERED: {
+        pool = rp->table == KVF_TABLE_SHUFFLED ? entries + spare : 2 * entries + spare + 1;
+        if (pool > lim->max_table_entries * 4 + 65536)
+            return kvf_error_set(err, KVF_ELIMIT,
+                                 "the page pool of %lld pages is too large to shuffle",
+                                 (long long)pool);
+        int32_t *perm = malloc((size_t)(pool ? pool : 1) * sizeof *perm);
+        if (!perm) return kvf_error_set(err, KVF_ENOMEM, "could not allocate the page permutation");
+        for (int64_t i = 0; i < pool; i++)
+            perm[i] = (int32_t)i;
+        for (int64_t i = 0; i < entries; i++) { /* partial Fisher-Yates */
+            int64_t j = i + (int64_t)kvf_prng_below(&rng, (uint64_t)(pool - i));
+            int32_t t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+            ids[i] = perm[i];
+        }
+        free(perm);
+        break;
+    }
+    case KVF_TABLE_SHARED_PREFIX: {
+        /* Every non-empty sequence starts with the same `prefix` pages (the shortest
+         * sequence's pages but one, at least one), then owns the rest. */
+        int64_t shortest = -1, next = 0, pos = 0;
+        for (uint32_t b = 0; b < rp->batch_size; b++)
+            if (rp->num_pages[b] && (shortest < 0 || rp->num_pages[b] < shortest))
+                shortest = rp->num_pages[b];
+        int64_t prefix = shortest > 1 ? shortest - 1 : (shortest == 1 ? 1 : 0);
+        next = prefix;
+        for (uint32_t b = 0; b < rp->batch_size; b++)
+            for (int64_t p = 0; p < rp->num_pages[b]; p++)
+                ids[pos++] = (int32_t)(p < prefix ? p : next++);
+        pool = next + spare;
+        break;
+    }
+    case KVF_TABLE_HIGH_IDS:
+    default: {
+        int64_t stride = 1 + (int64_t)kvf_prng_below(&rng, 3);
+        int64_t last = (int64_t)rp->page_id_base + (entries ? (entries - 1) * stride : 0);
+        if (last > INT32_MAX - 1 - spare)
+            return kvf_error_set(
+                err, KVF_EINVAL,
+                "high-ids table from page_id_base %u runs past the int32 page-id range",
+                rp->page_id_base);
+        for (int64_t i = 0; i < entries; i++)
+            ids[i] = (int32_t)(rp->page_id_base + i * stride);
+        pool = (entries ? last + 1 : rp->page_id_base) + spare;
+        break;
+    }
+    }
+    *pool_out = pool;
+    return 0;
+}
+
+/* Scales every used k row (or q) by 2^e, saturating nothing: only exact power-of-two steps. */
+static void scale_bf16(kvf_bf16 *x, int64_t n, int e) {
+    for (int64_t i = 0; i < n; i++)
+        if (kvf_bf16_is_finite(x[i])) x[i] = to_bf16(ldexp((double)kvf_bf16_to_f32(x[i]), e));
+}
+
+static int64_t page_slot_offset(const kvf_case *c, int64_t page, int32_t slot) {
+    return (page * c->page_size + slot) * c->num_kv_heads * c->head_dim;
+}
+
+/* Applies the logit pattern to k (used slots of referenced pages) and, for the overflow class,
+ * to q. */
+static void shape_logits(kvf_case *c, const kvf_recipe *rp) {
+    if (rp->logits == KVF_LOGITS_NATURAL) return;
+    kvf_prng rng;
+    kvf_prng_seed_stream(&rng, rp->seed, STREAM_LOGITS);
+    const int32_t hk = c->num_kv_heads, d = c->head_dim, g = c->num_qo_heads / hk;
+    const int64_t row = (int64_t)hk * d; /* one slot: all kv heads */
+    kvf_bf16 *base = malloc((size_t)row * sizeof *base);
+    if (!base) return;
+    fill_rows(base, 1, (int32_t)row, &rp->k, &rng);
+    int big_e = rp->k.log2_scale + 10; /* spike magnitude relative to the k scale */
+    for (int32_t b = 0; b < c->batch_size; b++) {
+        int64_t len = kvf_case_seq_len(c, b);
+        if (len == 0) continue;
+        int64_t special = (int64_t)kvf_prng_below(&rng, (uint64_t)len);
+        const kvf_bf16 *qb = c->q + (int64_t)b * c->num_qo_heads * d;
+        for (int64_t t = 0; t < len; t++) {
+            int64_t page = c->kv_indices[c->kv_indptr[b] + t / c->page_size];
+            kvf_bf16 *k = c->k_cache + page_slot_offset(c, page, (int32_t)(t % c->page_size));
+            switch (rp->logits) {
+            case KVF_LOGITS_EQUAL:
+                memcpy(k, base, (size_t)row * sizeof *k);
+                break;
+            case KVF_LOGITS_NEAR_TIE:
+                memcpy(k, base, (size_t)row * sizeof *k);
+                for (int n = 0; n < 2; n++) {
+                    int64_t i = (int64_t)kvf_prng_below(&rng, (uint64_t)row);
+                    if (kvf_bf16_is_finite(k[i]) && (k[i] & 0x7FFF) != 0x7F7F)
+                        k[i] = (kvf_bf16)(k[i] + ((kvf_prng_next(&rng) & 1) ? 1 : 0));
+                }
+                break;
+            case KVF_LOGITS_SPIKE:
+            case KVF_LOGITS_VERY_NEGATIVE: {
+                /* Align (or anti-align) the key with the first q head of each group, so that
+                 * head's logit is large with a known sign. */
+                int spike = (t == special);
+                if (rp->logits == KVF_LOGITS_SPIKE && !spike) break;
+                if (rp->logits == KVF_LOGITS_VERY_NEGATIVE && spike) break;
+                double sign = rp->logits == KVF_LOGITS_SPIKE ? 1.0 : -1.0;
+                for (int32_t kh = 0; kh < hk; kh++)
+                    for (int32_t i = 0; i < d; i++) {
+                        float qv = kvf_bf16_to_f32(qb[(int64_t)kh * g * d + i]);
+                        double s = (qv > 0) ? sign : (qv < 0 ? -sign : 0.0);
+                        k[(int64_t)kh * d + i] = to_bf16(ldexp(s, big_e));
+                    }
+                break;
+            }
+            default:
+                break;
+            }
+        }
+    }
+    free(base);
+    if (rp->logits == KVF_LOGITS_HUGE || rp->logits == KVF_LOGITS_BEYOND_F32) {
+        /* HUGE: about 2^17 (> 5e4) per logit for unit-scale data; BEYOND_F32: about 2^135. */
+        int e_each = rp->logits == KVF_LOGITS_HUGE ? 9 : 68;
+        scale_bf16(c->q, kvf_case_q_elems(c), e_each);
+        for (int64_t i = 0; i < c->num_resident_pages; i++) {
+            int64_t page = c->resident_pages[i];
+            scale_bf16(c->k_cache + page * kvf_case_page_elems(c), kvf_case_page_elems(c), e_each);
+        }
+    }
+}
+
+static int apply_overrides(kvf_case *c, const kvf_spec *s, int64_t **extra, int64_t *num_extra,
+                           kvf_error *err) {
+    int64_t entries = c->kv_indptr[c->batch_size];
+    int64_t pool_elems = c->num_pages * kvf_case_page_elems(c);
+    for (uint32_t i = 0; i < s->num_overrides; i++) {
+        const kvf_override *o = &s->overrides[i];
+        switch (o->target) {
+        case KVF_OVERRIDE_TABLE_ENTRY:
+            if (o->index >= (uint64_t)entries)
+                return kvf_error_set(
+                    err, KVF_EINVAL,
+                    "override %u sets kv_indices[%llu] but the table has %lld entries", i,
+                    (unsigned long long)o->index, (long long)entries);
+            c->kv_indices[o->index] = (int32_t)o->value;
+            break;
+        case KVF_OVERRIDE_LAST_LEN:
+            if (o->index >= (uint64_t)c->batch_size)
+                return kvf_error_set(
+                    err, KVF_EINVAL,
+                    "override %u sets kv_last_page_len[%llu] but the batch has %d sequences", i,
+                    (unsigned long long)o->index, c->batch_size);
+            c->kv_last_page_len[o->index] = (int32_t)o->value;
+            break;
+        case KVF_OVERRIDE_Q:
+            if (o->index >= (uint64_t)kvf_case_q_elems(c))
+                return kvf_error_set(err, KVF_EINVAL,
+                                     "override %u sets q[%llu] but q has %lld elements", i,
+                                     (unsigned long long)o->index, (long long)kvf_case_q_elems(c));
+            c->q[o->index] = (kvf_bf16)o->value;
+            break;
+        case KVF_OVERRIDE_K:
+        case KVF_OVERRIDE_V: {
+            if (o->index >= (uint64_t)pool_elems)
+                return kvf_error_set(
+                    err, KVF_EINVAL,
+                    "override %u sets %s_cache[%llu] but the pool has %lld elements", i,
+                    o->target == KVF_OVERRIDE_K ? "k" : "v", (unsigned long long)o->index,
+                    (long long)pool_elems);
+            (o->target == KVF_OVERRIDE_K ? c->k_cache : c->v_cache)[o->index] = (kvf_bf16)o->value;
+            int64_t *grown = realloc(*extra, (size_t)(*num_extra + 1) * sizeof **extra);
+            if (!grown) return kvf_error_set(err, KVF_ENOMEM, "out of memory applying overrides");
+            *extra = grown;
+            (*extra)[(*num_extra)++] = (int64_t)(o->index / (uint64_t)kvf_case_page_elems(c));
+            break;
+        }
+        default:
+            return kvf_error_set(err, KVF_EINVAL, "override %u has unknown target %u", i,
+                                 o->target);
+        }
+    }
+    return 0;
+}
+
+/* Writes values into referenced pages (used slots get data; unused slots of last pages get
+ * poison or data) and chooses + writes the unreferenced pages that are kept resident. */
+static int fill_pool(kvf_case *c, const kvf_recipe *rp, int64_t **extra, int64_t *num_extra,
+                     const kvf_limits *lim, kvf_error *err) {
+    const int64_t page_elems = kvf_case_page_elems(c);
+    const int64_t slot_elems = (int64_t)c->num_kv_heads * c->head_dim;
+    const int64_t entries = c->kv_indptr[c->batch_size];
+    /* used[p] = most slots any sequence uses in page p (0 = unreferenced). Pages are keyed
+     * through the sorted resident list so high-id pools need no P-sized array. */
+    int rc = kvf_case_set_resident(c, NULL, 0, err);
+    if (rc) return rc;
+    int64_t nref = c->num_resident_pages;
+    int32_t *used = calloc((size_t)(nref ? nref : 1), sizeof *used);
+    if (!used) return kvf_error_set(err, KVF_ENOMEM, "out of memory filling the page pool");
+    for (int32_t b = 0; b < c->batch_size; b++)
+        for (int32_t i = c->kv_indptr[b]; i < c->kv_indptr[b + 1]; i++) {
+            int32_t slots = (i == c->kv_indptr[b + 1] - 1) ? c->kv_last_page_len[b] : c->page_size;
+            int64_t lo = 0, hi = nref - 1, key = c->kv_indices[i];
+            while (lo < hi) { /* binary search in the sorted resident list */
+                int64_t mid = (lo + hi) / 2;
+                if (c->resident_pages[mid] < key)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (slots > used[lo]) used[lo] = slots;
+        }
+    int64_t resident_bytes = (nref * page_elems * 2) * 2 + kvf_case_q_elems(c) * 2;
+    if (resident_bytes > lim->max_resident_bytes) {
+        free(used);
+        return kvf_error_set(err, KVF_ELIMIT,
+                             "the referenced pages need %lld bytes, past the limit of %lld",
+                             (long long)resident_bytes, (long long)lim->max_resident_bytes);
+    }
+    kvf_prng rk, rv, rpois;
+    kvf_prng_seed_stream(&rk, rp->seed, STREAM_K);
+    kvf_prng_seed_stream(&rv, rp->seed, STREAM_V);
+    kvf_prng_seed_stream(&rpois, rp->seed, STREAM_POISON);
+    int tail_nan = rp->poison & KVF_POISON_TAIL_NAN, tail_inf = rp->poison & KVF_POISON_TAIL_INF;
+    for (int64_t i = 0; i < nref; i++) {
+        int64_t page = c->resident_pages[i];
+        kvf_bf16 *kp = c->k_cache + page * page_elems, *vp = c->v_cache + page * page_elems;
+        fill_rows(kp, c->page_size * c->num_kv_heads, c->head_dim, &rp->k, &rk);
+        fill_rows(vp, c->page_size * c->num_kv_heads, c->head_dim, &rp->v, &rv);
+        if (tail_nan || tail_inf)
+            for (int64_t e = used[i] * slot_elems; e < page_elems; e++) {
+                kp[e] = poison_value(&rpois, tail_nan, tail_inf);
+                vp[e] = poison_value(&rpois, tail_nan, tail_inf);
+            }
+    }
+    free(used);
+    /* Unreferenced resident pages: all of a small pool, else the neighbours of referenced
+     * pages (where an off-by-one lands). */
+    int unref_nan = rp->poison & KVF_POISON_UNREF_NAN,
+        unref_inf = rp->poison & KVF_POISON_UNREF_INF;
+    int64_t budget =
+        (lim->max_resident_bytes - resident_bytes) / (page_elems * 4 > 0 ? page_elems * 4 : 1);
+    int full = (int64_t)c->pool_bytes <= FULL_POISON_POOL_BYTES && c->num_pages - nref <= budget;
+    int64_t cap = full ? c->num_pages - nref : (budget < 64 ? budget : 64);
+    int64_t *pages = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *pages);
+    if (!pages) return kvf_error_set(err, KVF_ENOMEM, "out of memory choosing poisoned pages");
+    int64_t n = 0, r = 0;
+    if (full) {
+        for (int64_t p = 0; p < c->num_pages && n < cap; p++) {
+            while (r < nref && c->resident_pages[r] < p)
+                r++;
+            if (r < nref && c->resident_pages[r] == p) continue;
+            pages[n++] = p;
+        }
+    } else {
+        for (int64_t i = 0; i < nref && n < cap; i++)
+            for (int delta = -1; delta <= 1 && n < cap; delta += 2) {
+                int64_t p = c->resident_pages[i] + delta;
+                if (p < 0 || p >= c->num_pages) continue;
+                int taken =
+                    (i + delta >= 0 && i + delta < nref && c->resident_pages[i + delta] == p) ||
+                    (n > 0 && pages[n - 1] == p);
+                if (!taken) pages[n++] = p;
+            }
+    }
+    for (int64_t i = 0; i < n; i++) {
+        kvf_bf16 *kp = c->k_cache + pages[i] * page_elems, *vp = c->v_cache + pages[i] * page_elems;
+        if (unref_nan || unref_inf) {
+            for (int64_t e = 0; e < page_elems; e++) {
+                kp[e] = poison_value(&rpois, unref_nan, unref_inf);
+                vp[e] = poison_value(&rpois, unref_nan, unref_inf);
+            }
+        } else {
+            fill_rows(kp, c->page_size * c->num_kv_heads, c->head_dim, &rp->k, &rk);
+            fill_rows(vp, c->page_size * c->num_kv_heads, c->head_dim, &rp->v, &rv);
+        }
+    }
+    (void)entries;
+    *extra = pages;
+    *num_extra = n;
+    return 0;
+}
+
+static int build_explicit(kvf_case *c, const kvf_spec *s) {
+    const kvf_explicit *ex = &s->explicit_tensors;
+    int64_t entries = c->kv_indptr[c->batch_size];
+    memcpy(c->kv_indices, ex->kv_indices, (size_t)entries * sizeof *ex->kv_indices);
+    memcpy(c->q, ex->q, (size_t)kvf_case_q_elems(c) * sizeof *c->q);
+    if (c->pool_bytes) {
+        memcpy(c->k_cache, ex->k_cache, c->pool_bytes);
+        memcpy(c->v_cache, ex->v_cache, c->pool_bytes);
+    }
+    return 0;
+}
+
+int kvf_case_build(kvf_case *out, const kvf_spec *s, const kvf_limits *lim, kvf_error *err) {
+    memset(out, 0, sizeof *out);
+    const kvf_recipe *rp = &s->recipe;
+    int rc = kvf_recipe_check(rp, lim, err);
+    if (rc) return rc;
+    int64_t entries = 0;
+    for (uint32_t b = 0; b < rp->batch_size; b++)
+        entries += rp->num_pages[b];
+    int32_t *ids = malloc((size_t)(entries ? entries : 1) * sizeof *ids);
+    if (!ids) return kvf_error_set(err, KVF_ENOMEM, "out of memory laying out the page table");
+    int64_t pool = 0;
+    if (s->has_explicit)
+        pool = s->explicit_tensors.num_pages;
+    else if ((rc = lay_out_table(rp, entries, &pool, ids, lim, err))) {
+        free(ids);
+        return rc;
+    }
+    rc = kvf_case_alloc(out, rp->num_qo_heads, rp->num_kv_heads, rp->head_dim, rp->page_size,
+                        rp->batch_size, entries, pool, lim, err);
+    if (rc) {
+        free(ids);
+        return rc;
+    }
+    out->sm_scale = rp->sm_scale;
+    for (uint32_t b = 0; b < rp->batch_size; b++) {
+        out->kv_indptr[b + 1] = out->kv_indptr[b] + rp->num_pages[b];
+        out->kv_last_page_len[b] = rp->last_page_len[b];
+    }
+    int64_t *extra = NULL, num_extra = 0;
+    if (s->has_explicit) {
+        build_explicit(out, s);
+        free(ids);
+        extra = malloc((size_t)(pool ? pool : 1) * sizeof *extra);
+        if (!extra) {
+            kvf_case_free(out);
+            return kvf_error_set(err, KVF_ENOMEM, "out of memory");
+        }
+        for (int64_t p = 0; p < pool; p++)
+            extra[p] = p; /* every explicit page holds data */
+        num_extra = pool;
+    } else {
+        memcpy(out->kv_indices, ids, (size_t)entries * sizeof *ids);
+        free(ids);
+        kvf_prng rq;
+        kvf_prng_seed_stream(&rq, rp->seed, STREAM_Q);
+        fill_rows(out->q, (int64_t)out->batch_size * out->num_qo_heads, out->head_dim, &rp->q, &rq);
+        if ((rc = fill_pool(out, rp, &extra, &num_extra, lim, err))) goto fail;
+        shape_logits(out, rp);
+    }
+    if ((rc = apply_overrides(out, s, &extra, &num_extra, err))) goto fail;
+    if ((rc = kvf_case_validate(out, lim, err))) goto fail;
+    if ((rc = kvf_case_set_resident(out, extra, num_extra, err))) goto fail;
+    free(extra);
+    return 0;
+fail:
+    free(extra);
+    kvf_case_free(out);
+    return rc;
+}
+
+/* ---- presets ---------------------------------------------------------------------------- */
+
+typedef struct preset {
+    const char *name;
+    const char *description;
+    void (*apply)(kvf_spec *s, uint64_t seed);
+} preset;
+
+static void base_recipe(kvf_spec *s, uint64_t seed, int hq, int hk, int d, int page) {
+    kvf_recipe *rp = &s->recipe;
+    rp->num_qo_heads = (uint8_t)hq;
+    rp->num_kv_heads = (uint8_t)hk;
+    rp->head_dim = (uint16_t)d;
+    rp->page_size = (uint16_t)page;
+    rp->table = KVF_TABLE_SHUFFLED;
+    rp->sm_scale = (float)(1.0 / sqrt((double)d));
+    rp->q = rp->k = rp->v = (kvf_dist){KVF_DIST_NORMAL, 0, 0};
+    rp->seed = seed;
+}
+
+static void set_seq(kvf_spec *s, uint32_t b, int64_t len) {
+    int64_t page = s->recipe.page_size;
+    s->recipe.num_pages[b] = (uint16_t)(len == 0 ? 0 : (len + page - 1) / page);
+    s->recipe.last_page_len[b] =
+        (uint16_t)(len == 0 ? 0 : len - (s->recipe.num_pages[b] - 1) * page);
+}
+
+static void preset_seed(kvf_spec *s, uint64_t seed) {
+    base_recipe(s, seed, 20, 4, 128, 64);
+    kvf_spec_set_batch(s, 1, NULL);
+    s->recipe.spare_pages = 1; /* 51 pages of a 52-page pool */
+    s->recipe.num_pages[0] = 51;
+    s->recipe.last_page_len[0] = (uint16_t)(1 + seed % 64);
+}
+
+static void preset_batch_mixed(kvf_spec *s, uint64_t seed) {
+    base_recipe(s, seed, 20, 4, 128, 64);
+    kvf_spec_set_batch(s, 6, NULL);
+    static const int64_t lens[6] = {1, 63, 64, 65, 0, 700};
+    for (uint32_t b = 0; b < 6; b++)
+        set_seq(s, b, lens[b]);
+    s->recipe.spare_pages = 3;
+}
+
+static void preset_empty(kvf_spec *s, uint64_t seed) {
+    base_recipe(s, seed, 20, 4, 128, 64);
+    kvf_spec_set_batch(s, 3, NULL);
+    set_seq(s, 0, 0);
+    set_seq(s, 1, 100);
+    set_seq(s, 2, 0);
+    s->recipe.poison = KVF_POISON_ALL & ~(KVF_POISON_TAIL_INF | KVF_POISON_UNREF_INF);
+    s->recipe.spare_pages = 2;
+}
+
+static void preset_tail_nan(kvf_spec *s, uint64_t seed) {
+    preset_seed(s, seed);
+    s->recipe.num_pages[0] = 4;
+    s->recipe.last_page_len[0] = 5;
+    s->recipe.poison = KVF_POISON_TAIL_NAN | KVF_POISON_UNREF_NAN;
+    s->recipe.spare_pages = 4;
+}
+
+static void preset_high_ids(kvf_spec *s, uint64_t seed) {
+    preset_seed(s, seed);
+    s->recipe.table = KVF_TABLE_HIGH_IDS;
+    s->recipe.num_pages[0] = 8;
+    s->recipe.page_id_base = 65530; /* crosses 65536: 32-bit element offsets overflow */
+    s->recipe.poison = KVF_POISON_UNREF_NAN;
+}
+
+static void preset_shared_prefix(kvf_spec *s, uint64_t seed) {
+    base_recipe(s, seed, 20, 4, 128, 64);
+    kvf_spec_set_batch(s, 4, NULL);
+    static const int64_t lens[4] = {200, 129, 300, 64};
+    for (uint32_t b = 0; b < 4; b++)
+        set_seq(s, b, lens[b]);
+    s->recipe.table = KVF_TABLE_SHARED_PREFIX;
+    s->recipe.poison = KVF_POISON_TAIL_NAN;
+}
+
+static void preset_gqa7(kvf_spec *s, uint64_t seed) {
+    base_recipe(s, seed, 28, 4, 128, 16);
+    kvf_spec_set_batch(s, 2, NULL);
+    set_seq(s, 0, 257);
+    set_seq(s, 1, 31);
+    s->recipe.table = KVF_TABLE_REVERSED;
+}
+
+static void preset_gqa16_d256(kvf_spec *s, uint64_t seed) {
+    base_recipe(s, seed, 32, 2, 256, 128);
+    kvf_spec_set_batch(s, 2, NULL);
+    set_seq(s, 0, 129);
+    set_seq(s, 1, 1000);
+    s->recipe.table = KVF_TABLE_SCATTERED;
+}
+
+static void preset_page1(kvf_spec *s, uint64_t seed) {
+    base_recipe(s, seed, 8, 8, 64, 1);
+    kvf_spec_set_batch(s, 3, NULL);
+    set_seq(s, 0, 1);
+    set_seq(s, 1, 77);
+    set_seq(s, 2, 5);
+}
+
+static void preset_page256(kvf_spec *s, uint64_t seed) {
+    base_recipe(s, seed, 20, 4, 128, 256);
+    kvf_spec_set_batch(s, 2, NULL);
+    set_seq(s, 0, 257);
+    set_seq(s, 1, 255);
+    s->recipe.poison = KVF_POISON_TAIL_NAN;
+}
+
+static void preset_equal_logits(kvf_spec *s, uint64_t seed) {
+    preset_seed(s, seed);
+    s->recipe.num_pages[0] = 2;
+    s->recipe.logits = KVF_LOGITS_EQUAL;
+}
+
+static void preset_spike(kvf_spec *s, uint64_t seed) {
+    preset_seed(s, seed);
+    s->recipe.num_pages[0] = 6;
+    s->recipe.logits = KVF_LOGITS_SPIKE;
+}
+
+static void preset_very_negative(kvf_spec *s, uint64_t seed) {
+    preset_seed(s, seed);
+    s->recipe.num_pages[0] = 6;
+    s->recipe.logits = KVF_LOGITS_VERY_NEGATIVE;
+}
+
+static void preset_huge(kvf_spec *s, uint64_t seed) {
+    preset_seed(s, seed);
+    s->recipe.num_pages[0] = 3;
+    s->recipe.logits = KVF_LOGITS_HUGE;
+}
+
+static void preset_beyond_f32(kvf_spec *s, uint64_t seed) {
+    preset_seed(s, seed);
+    s->recipe.num_pages[0] = 2;
+    s->recipe.logits = KVF_LOGITS_BEYOND_F32;
+}
+
+static void preset_subnormal(kvf_spec *s, uint64_t seed) {
+    preset_seed(s, seed);
+    s->recipe.num_pages[0] = 2;
+    s->recipe.v = (kvf_dist){KVF_DIST_SUBNORMAL, 0, 0};
+    s->recipe.q = (kvf_dist){KVF_DIST_SIGNED_ZERO, 0, 0};
+}
+
+static void preset_log_uniform(kvf_spec *s, uint64_t seed) {
+    preset_seed(s, seed);
+    s->recipe.num_pages[0] = 5;
+    s->recipe.v = (kvf_dist){KVF_DIST_LOG_UNIFORM, 0, 100};
+    s->recipe.k = (kvf_dist){KVF_DIST_LOG_UNIFORM, -2, 6};
+}
+
+static void preset_long(kvf_spec *s, uint64_t seed) {
+    base_recipe(s, seed, 20, 4, 128, 64);
+    kvf_spec_set_batch(s, 1, NULL);
+    set_seq(s, 0, 32768);
+}
+
+static const preset presets[] = {
+    {"seed-h20kv4",
+     "FlashInfer-Bench gqa_paged_decode_h20_kv4_d128_ps64: batch 1, 51 pages of 64 from a pool of "
+     "52",
+     preset_seed},
+    {"mixed-lengths", "seed shape, batch 6 with lengths 1, 63, 64, 65, 0, 700", preset_batch_mixed},
+    {"empty-sequences", "seed shape, two empty sequences around one of 100 tokens, NaN poison",
+     preset_empty},
+    {"tail-nan", "seed shape, last page 5 of 64 slots used, NaN in unused slots and spare pages",
+     preset_tail_nan},
+    {"high-page-ids", "seed shape, page ids from 65530 upward (past 32-bit element offsets)",
+     preset_high_ids},
+    {"shared-prefix", "seed shape, 4 sequences sharing leading pages, NaN tails",
+     preset_shared_prefix},
+    {"gqa7", "group 7 (Hq 28, Hk 4), page 16, reversed page table", preset_gqa7},
+    {"gqa16-d256", "group 16 (Hq 32, Hk 2), head dim 256, page 128, scattered ids",
+     preset_gqa16_d256},
+    {"page1", "page size 1, Hq = Hk = 8, head dim 64", preset_page1},
+    {"page256", "page size 256, lengths 257 and 255, NaN tails", preset_page256},
+    {"equal-logits", "seed shape, 2 pages, all keys equal: o is the mean of v",
+     preset_equal_logits},
+    {"spike-logit", "seed shape, one key aligned with q: one logit far above the rest",
+     preset_spike},
+    {"very-negative-logits", "seed shape, all keys but one anti-aligned with q",
+     preset_very_negative},
+    {"huge-logits", "seed shape, logits beyond +-5e4", preset_huge},
+    {"beyond-f32-logits", "seed shape, logits past the f32 range (overflow class)",
+     preset_beyond_f32},
+    {"subnormal-values", "seed shape, subnormal v and signed-zero q", preset_subnormal},
+    {"log-uniform", "seed shape, log-uniform magnitudes across the bf16 range in v",
+     preset_log_uniform},
+    {"long-32k", "seed shape, one sequence of 32768 tokens", preset_long},
+};
+
+size_t kvf_preset_count(void) {
+    return sizeof presets / sizeof presets[0];
+}
+const char *kvf_preset_name(size_t i) {
+    return i < kvf_preset_count() ? presets[i].name : NULL;
+}
+const char *kvf_preset_description(size_t i) {
+    return i < kvf_preset_count() ? presets[i].description : NULL;
+}
+
+int kvf_spec_preset(kvf_spec *out, const char *name, uint64_t seed, kvf_error *err) {
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < kvf_preset_count(); i++)
+        if (strcmp(presets[i].name, name) == 0) {
+            presets[i].apply(out, seed);
+            if (!out->recipe.num_pages) {
+                kvf_spec_free(out);
+                return kvf_error_set(err, KVF_ENOMEM, "out of memory building preset %s", name);
+            }
+            return 0;
+        }
+    return kvf_error_set(err, KVF_ENOTFOUND, "unknown preset \"%s\" (see kvfuzz gen --help)", name);
+}
+
+/* ---- random recipes ------------------------------------------------------------------- */
+
+void kvf_random_opts_default(kvf_random_opts *o) {
+    o->max_batch = 4;
+    o->max_pages = 8;
+    o->max_tokens = 2048;
+    o->max_work = (int64_t)1 << 21;
+    o->allow_overflow = 1;
+    o->allow_high_ids = 1;
+}
+
+static uint64_t pick(kvf_prng *r, uint64_t n) {
+    return kvf_prng_below(r, n);
+}
+
+int kvf_spec_random(kvf_spec *out, uint64_t seed, const kvf_random_opts *o, kvf_error *err) {
+    memset(out, 0, sizeof *out);
+    kvf_prng r;
+    kvf_prng_seed_stream(&r, seed, STREAM_PICK);
+    static const int kv_heads[] = {1, 2, 4, 8};
+    static const int groups[] = {1, 2, 3, 4, 5, 5, 6, 7, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    static const int dims[] = {64, 128, 256};
+    static const int pages[] = {1, 2, 3, 7, 16, 32, 64, 64, 128, 255, 256};
+    int hk = kv_heads[pick(&r, 4)], g = groups[pick(&r, sizeof groups / sizeof groups[0])];
+    int d = dims[pick(&r, 3)], page = pages[pick(&r, sizeof pages / sizeof pages[0])];
+    base_recipe(out, seed, hk * g, hk, d, page);
+    kvf_recipe *rp = &out->recipe;
+    int batch = 1 + (int)pick(&r, (uint64_t)(o->max_batch > 0 ? o->max_batch : 1));
+    if (kvf_spec_set_batch(out, (uint16_t)batch, err)) return KVF_ENOMEM;
+    int64_t budget = o->max_tokens;
+    int64_t work_tokens = o->max_work / ((int64_t)hk * g * d);
+    if (budget > work_tokens) budget = work_tokens;
+    for (int b = 0; b < batch; b++) {
+        int64_t maxlen = (int64_t)o->max_pages * page;
+        int64_t len;
+        switch (pick(&r, 8)) { /* the lengths where bugs live: 0, 1, S-1, S, S+1, random */
+        case 0:
+            len = 0;
+            break;
+        case 1:
+            len = 1;
+            break;
+        case 2:
+            len = page - 1;
+            break;
+        case 3:
+            len = page;
+            break;
+        case 4:
+            len = page + 1;
+            break;
+        case 5:
+            len = 32 * (1 + (int64_t)pick(&r, 8)) + (int64_t)pick(&r, 3) - 1;
+            break;
+        default:
+            len = 1 + (int64_t)pick(&r, (uint64_t)maxlen);
+            break;
+        }
+        if (len > maxlen) len = maxlen;
+        if (len > budget) len = budget;
+        if (len < 0) len = 0;
+        budget -= len;
+        set_seq(out, (uint32_t)b, len);
+    }
+    rp->table = (uint8_t)pick(&r, KVF_TABLE_COUNT);
+    if (rp->table == KVF_TABLE_HIGH_IDS && !o->allow_high_ids) rp->table = KVF_TABLE_SCATTERED;
+    if (rp->table == KVF_TABLE_HIGH_IDS) {
+        /* Aim past the 2^31-element mark when the 8 GiB pool allows, else as high as fits. */
+        int64_t page_elems = (int64_t)page * hk * d;
+        int64_t entries = 0;
+        for (int b = 0; b < batch; b++)
+            entries += rp->num_pages[b];
+        int64_t max_base = ((int64_t)8 << 30) / (page_elems * 2) - 3 * entries - 8;
+        int64_t overflow_at = ((int64_t)1 << 31) / page_elems;
+        int64_t base = overflow_at - (int64_t)pick(&r, 4);
+        if (base > max_base) base = max_base - (int64_t)pick(&r, 16);
+        rp->page_id_base = (uint32_t)(base > 0 ? base : 0);
+    }
+    rp->spare_pages = (uint16_t)pick(&r, 5);
+    rp->poison = (uint8_t)(pick(&r, 2) ? pick(&r, 16) : 0);
+    int logit_kinds = o->allow_overflow ? KVF_LOGITS_COUNT : KVF_LOGITS_BEYOND_F32;
+    rp->logits = (uint8_t)(pick(&r, 2) ? KVF_LOGITS_NATURAL : pick(&r, (uint64_t)logit_kinds));
+    kvf_dist *dists[3] = {&rp->q, &rp->k, &rp->v};
+    for (int i = 0; i < 3; i++) {
+        kvf_dist *dd = dists[i];
+        dd->kind = (uint8_t)(pick(&r, 3) ? KVF_DIST_NORMAL : pick(&r, KVF_DIST_COUNT));
+        /* q and k extremes (bf16 max) would put the logits past f32: that is the overflow
+         * class, drawn only through the logit pattern when allowed. */
+        if (i < 2 && dd->kind == KVF_DIST_SPECIAL) dd->kind = KVF_DIST_LOG_UNIFORM;
+        dd->log2_scale = (int8_t)(i < 2 ? (int)pick(&r, 9) - 4 : (int)pick(&r, 21) - 10);
+        dd->param = (uint8_t)(dd->kind == KVF_DIST_LOG_UNIFORM ? 1 + pick(&r, i < 2 ? 12 : 60)
+                                                               : pick(&r, 8));
+    }
+    switch (pick(&r, 4)) {
+    case 0:
+        rp->sm_scale = (float)ldexp(1.0, (int)pick(&r, 9) - 6);
+        break;
+    case 1:
+        rp->sm_scale = (float)(0.01 + 2.0 * kvf_prng_unit(&r));
+        break;
+    default:
+        break; /* 1/sqrt(D) */
+    }
+    return 0;
+}

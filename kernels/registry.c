@@ -1,0 +1,58 @@
+/* The registry of kernels under test: CPU kernels always, CUDA kernels when built with CUDA.
+ * Mutant families (compile-time variants of the production algorithms) append their tables
+ * here; the production kernels themselves carry no trace of them. */
+#include <stdio.h>
+#include <string.h>
+
+#include "kvfuzz/kernel.h"
+
+extern const kvf_kernel kvf_kernel_cpu_ref;
+extern const kvf_kernel kvf_kernel_cpu_splitkv;
+#ifdef KVF_HAVE_CUDA
+extern const kvf_kernel kvf_kernel_cuda;
+extern const kvf_kernel kvf_kernel_cuda_naive;
+/* Defined by the CUDA library: 1 if a device is usable, else 0 with the reason. */
+int kvf_cuda_runtime_available(char *why, size_t why_size);
+#endif
+
+static const kvf_kernel *const kernels[] = {
+    &kvf_kernel_cpu_ref,
+    &kvf_kernel_cpu_splitkv,
+#ifdef KVF_HAVE_CUDA
+    &kvf_kernel_cuda,
+    &kvf_kernel_cuda_naive,
+#endif
+};
+
+size_t kvf_kernel_count(void) {
+    return sizeof kernels / sizeof kernels[0];
+}
+
+const kvf_kernel *kvf_kernel_at(size_t i) {
+    return i < kvf_kernel_count() ? kernels[i] : NULL;
+}
+
+const kvf_kernel *kvf_kernel_find(const char *name) {
+    for (size_t i = 0; i < kvf_kernel_count(); i++)
+        if (strcmp(kernels[i]->name, name) == 0) return kernels[i];
+    return NULL;
+}
+
+int kvf_cuda_available(char *why, size_t why_size) {
+#ifdef KVF_HAVE_CUDA
+    return kvf_cuda_runtime_available(why, why_size);
+#else
+    if (why && why_size) snprintf(why, why_size, "kvfuzz was built without CUDA (no nvcc found)");
+    return 0;
+#endif
+}
+
+int kvf_kernel_run_once(const kvf_kernel *kernel, const kvf_case *c, kvf_bf16 *o, float *lse,
+                        kvf_error *err) {
+    void *state = NULL;
+    int rc = kernel->create ? kernel->create(&state, err) : 0;
+    if (rc) return rc;
+    rc = kernel->run(state, c, o, lse, err);
+    if (kernel->destroy) kernel->destroy(state);
+    return rc;
+}

@@ -1,0 +1,123 @@
+/* Tolerance rules and error metrics (DESIGN.md section 5): the judge compares a kernel's
+ * output with the oracle's and says, per rule, whether the case passes, with the metrics and
+ * the worst elements.
+ *
+ * Every function here is pure: it reads its inputs and writes only into the caller's structs
+ * (no allocation). Errors: kvf_rule_parse() returns KVF_EINVAL with one sentence naming the bad
+ * part of the rule text; kvf_judge() returns KVF_EINVAL if the oracle result and the case do not
+ * match in shape. */
+#ifndef KVFUZZ_JUDGE_H
+#define KVFUZZ_JUDGE_H
+
+#include <stdint.h>
+
+#include "kvfuzz/case.h"
+#include "kvfuzz/oracle.h"
+
+typedef enum kvf_rule_kind {
+    KVF_RULE_FIB = 0,  /* FlashInfer-Bench DefaultEvaluator: fail iff abs > 1e-2 AND rel > 1e-2 */
+    KVF_RULE_SOL,      /* SOL-ExecBench: abs > atol + rtol|r|; pass if >= 99% of elements pass */
+    KVF_RULE_ALLCLOSE, /* torch.allclose(ATOL, RTOL) */
+    KVF_RULE_ULP,      /* at most N ulps (bf16 for o, f32 for lse) from the rounded value */
+    KVF_RULE_STRICT,   /* condition-aware bound on |a - x| (docs/strict-rule.md) */
+    KVF_RULE_KIND_COUNT
+} kvf_rule_kind;
+
+typedef struct kvf_rule {
+    kvf_rule_kind kind;
+    double atol, rtol; /* fib, sol, allclose */
+    int64_t ulps;      /* ulp */
+    char name[64];     /* canonical text, e.g. "allclose:0.001:0.001" */
+} kvf_rule;
+
+/* Parses "fib", "sol", "allclose:ATOL:RTOL", "ulp:N", "strict". */
+int kvf_rule_parse(kvf_rule *out, const char *text, kvf_error *err);
+/* The default rule, strict (never fails). */
+void kvf_rule_default(kvf_rule *out);
+/* One line per rule kind for `kvfuzz rules`. */
+const char *kvf_rule_help(kvf_rule_kind kind);
+
+typedef enum kvf_output_kind { KVF_OUTPUT_O = 0, KVF_OUTPUT_LSE = 1 } kvf_output_kind;
+
+/* Finding classes (DESIGN section 7), in priority order for one verdict. */
+typedef enum kvf_finding_class {
+    KVF_FINDING_NONE = 0,
+    KVF_FINDING_NONFINITE,     /* NaN/inf where the exact result is finite, or the reverse */
+    KVF_FINDING_O_TOLERANCE,
+    KVF_FINDING_LSE_TOLERANCE,
+    KVF_FINDING_OVERFLOW,      /* violation on a row whose logits exceed f32 (oracle row flag) */
+    KVF_FINDING_KERNEL_ERROR,
+    KVF_FINDING_CRASH,
+    KVF_FINDING_HANG,
+    KVF_FINDING_NONDETERMINISM,
+    KVF_FINDING_CLASS_COUNT
+} kvf_finding_class;
+
+const char *kvf_finding_class_name(kvf_finding_class c); /* "o-tolerance", ... */
+
+/* One element's comparison. */
+typedef struct kvf_element_error {
+    kvf_output_kind output;
+    int32_t b, h, d;        /* d = -1 for lse */
+    double kernel_value;    /* a */
+    double rounded_value;   /* r */
+    double exact_value;     /* x */
+    uint32_t kernel_bits, rounded_bits; /* bf16 (low 16) or f32 bits */
+    double abs_error;       /* |a - r| */
+    double rel_error;       /* |a - r| / (|r| + 1e-8), FIB's definition */
+    int64_t ulps;           /* ordered distance from r; -1 when exactly one side is NaN */
+    double allowed;         /* the rule's allowance for this element (abs units) */
+    double margin;          /* rule-specific error / allowance: > 1 means the element fails */
+    int fails;
+} kvf_element_error;
+
+#define KVF_WORST_ELEMENTS 8
+
+typedef struct kvf_output_metrics {
+    int64_t elements;
+    int64_t violations;
+    double max_abs;         /* max |a - r| over finite pairs */
+    double max_rel_fib;     /* max |a - r| / (|r| + 1e-8) */
+    double max_rel_sol;     /* max |a - r| / |r| (|r| > 0) */
+    int64_t max_ulps;       /* max ordered distance from r (NaN mismatch counts as INT64_MAX) */
+    double bits_of_error;   /* log2(max_ulps + 1) */
+    double max_margin;      /* largest element margin */
+    int nonfinite_mismatch; /* count of NaN/inf mismatches */
+    int worst_count;
+    kvf_element_error worst[KVF_WORST_ELEMENTS]; /* by margin, largest first */
+} kvf_output_metrics;
+
+typedef struct kvf_verdict {
+    kvf_rule rule;
+    int pass;
+    kvf_finding_class finding; /* NONE when pass */
+    kvf_output_metrics o, lse;
+} kvf_verdict;
+
+/* Judges o (bf16 [B][Hq][D]) and lse (f32 [B][Hq]) against the oracle under one rule.
+ * Finding of a failing verdict: nonfinite if a failing element on a row not flagged overflow
+ * involves a NaN/inf (kernel, rounded or exact value); else o-tolerance if an o element on such
+ * a row fails; else lse-tolerance if an lse element does; else overflow (every failure is on
+ * overflow rows, NaN/inf ones included). */
+int kvf_judge(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
+              const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
+              kvf_error *err);
+
+/* The strict rule's allowance for one element (docs/strict-rule.md), exposed for tests and
+ * reports: the largest |a - x| a correct kernel may produce (0 for an empty sequence, whose o
+ * must be +-0 and whose lse must be -inf exactly). NaN if the indices are out of range or the
+ * oracle result does not match the case's shape. */
+double kvf_strict_bound_o(const kvf_case *c, const kvf_oracle_result *oracle, int32_t b,
+                          int32_t h, int32_t d);
+double kvf_strict_bound_lse(const kvf_case *c, const kvf_oracle_result *oracle, int32_t b,
+                            int32_t h);
+
+/* Optional per-element observer (reports' streaming statistics): called once per element
+ * judged, after its metrics are computed, row by row ((b, h) ascending): the row's D o
+ * elements in d order, then its lse (d = -1). */
+typedef void (*kvf_element_observer)(void *ctx, const kvf_element_error *e);
+int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
+                      const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
+                      kvf_element_observer observer, void *ctx, kvf_error *err);
+
+#endif

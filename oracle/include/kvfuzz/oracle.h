@@ -1,0 +1,69 @@
+/* The MPFR oracle (DESIGN.md section 4): for every output element, the correctly rounded value
+ * (bf16 o, f32 lse; round to nearest, ties to even), a high-precision value of the exact
+ * result, and the conditioning data the tolerance rules need.
+ *
+ * Ownership: kvf_oracle_run() allocates every array in *out; kvf_oracle_result_free() releases
+ * them. The case is only read. Errors: KVF_ENOMEM; KVF_EORACLE if the Ziv loop reaches
+ * max_precision without certifying a rounding (never seen; reported, never guessed). */
+#ifndef KVFUZZ_ORACLE_H
+#define KVFUZZ_ORACLE_H
+
+#include <stdint.h>
+
+#include "kvfuzz/case.h"
+
+/* Bits of kvf_oracle_row.overflow (docs/oracle.md, "overflow class"). */
+#define KVF_ORACLE_OVERFLOW_LOGITS 1 /* max_t sum_d |q_d k_td| * max(1,|sm_scale|) * log2(e)
+                                        >= 2^127: logits or their differences leave f32 */
+#define KVF_ORACLE_OVERFLOW_ACCUM 2  /* L * v_abs_max >= 2^127: an unnormalised sum p.v of a
+                                        correct fp32 kernel (or split merge) can leave f32 */
+
+/* Per (sequence, q head) data. */
+typedef struct kvf_oracle_row {
+    int64_t length;         /* L, tokens in the sequence */
+    double logit_abs_max;   /* max_t |s_t|, s_t = sm_scale * q.k_t (natural units) */
+    double dot_abs_max;     /* max_t |sm_scale| * sum_d |q_d k_td|: logit conditioning */
+    double v_abs_max;       /* max over tokens and d of |v| (finite v only) */
+    int overflow;           /* KVF_ORACLE_OVERFLOW_* bits; nonzero: an fp32 kernel cannot hold
+                               this row's logits/partial sums */
+    int nonfinite_input;    /* a referenced q/k/v element is NaN or inf: NaN in q or k makes the
+                               whole row NaN (o and lse); in v only that column is NaN or +-inf */
+} kvf_oracle_row;
+
+typedef struct kvf_oracle_result {
+    int32_t batch_size, num_qo_heads, head_dim;
+    kvf_bf16 *o_rounded;    /* [B][Hq][D] correctly rounded o (+0 for empty sequences) */
+    double *o_exact;        /* [B][Hq][D] exact o to about double precision: the working
+                               value, within 2^-p (5 o_cond + 2|o|) of o at the precision p that
+                               certified it, rounded to double; exact for exact ties */
+    double *o_cond;         /* [B][Hq][D] sum_t p_t |v_td| / sum_t p_t  (0 for empty) */
+    float *lse_rounded;     /* [B][Hq] correctly rounded base-2 lse (-inf for empty; +-inf if
+                               the exact lse is past the f32 range, as IEEE overflow rounds) */
+    double *lse_exact;      /* [B][Hq] exact lse rounded to double (-inf for empty) */
+    kvf_oracle_row *rows;   /* [B][Hq] */
+    /* Work done, for reports: highest working precision used, Ziv retries, exact ties. */
+    long max_precision_used;
+    long ziv_retries;
+    long exact_ties;
+} kvf_oracle_result;
+
+typedef struct kvf_oracle_opts {
+    long initial_precision; /* working precision in bits for the first Ziv pass (default 64;
+                               values below 24 are raised to 24, which the bounds assume) */
+    long max_precision;     /* give up (KVF_EORACLE) past this (default 1<<14) */
+    int threads;            /* rows in parallel; 0 or 1 = this thread only. Ignored (one
+                               thread) when MPFR is not built thread-safe (mpfr_buildopt_tls_p) */
+} kvf_oracle_opts;
+
+void kvf_oracle_opts_default(kvf_oracle_opts *opts);
+
+int kvf_oracle_run(kvf_oracle_result *out, const kvf_case *c, const kvf_oracle_opts *opts,
+                   kvf_error *err);
+
+void kvf_oracle_result_free(kvf_oracle_result *r);
+
+/* Correct rounding of a double to bf16 through MPFR (used by tests to check the fast
+ * kvf_f32_to_bf16_rne against an independent implementation). */
+kvf_bf16 kvf_oracle_round_bf16(double x);
+
+#endif

@@ -1,0 +1,621 @@
+/* The case model: .kvfz round trips, rejection of malformed files with one sentence each,
+ * generator determinism and coverage of every strategy, validation of hand-made cases. */
+#include <stdint.h>
+
+#include "check.h"
+#include "kvfuzz/prng.h"
+#include "kvfuzz/spec.h"
+
+static kvf_limits limits(void) {
+    kvf_limits l;
+    kvf_limits_default(&l);
+    return l;
+}
+
+static void encode_or_fail(const kvf_spec *s, uint8_t **data, size_t *size) {
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_encode(s, data, size, &err), &err);
+}
+
+static int cases_equal(const kvf_case *a, const kvf_case *b) {
+    if (a->num_qo_heads != b->num_qo_heads || a->num_kv_heads != b->num_kv_heads ||
+        a->head_dim != b->head_dim || a->page_size != b->page_size ||
+        a->batch_size != b->batch_size || a->num_pages != b->num_pages ||
+        kvf_f32_bits(a->sm_scale) != kvf_f32_bits(b->sm_scale) ||
+        a->num_resident_pages != b->num_resident_pages)
+        return 0;
+    if (memcmp(a->kv_indptr, b->kv_indptr, ((size_t)a->batch_size + 1) * 4) ||
+        memcmp(a->kv_last_page_len, b->kv_last_page_len, (size_t)a->batch_size * 4) ||
+        memcmp(a->kv_indices, b->kv_indices, (size_t)a->kv_indptr[a->batch_size] * 4) ||
+        memcmp(a->q, b->q, (size_t)kvf_case_q_elems(a) * 2))
+        return 0;
+    int64_t pe = kvf_case_page_elems(a);
+    for (int64_t i = 0; i < a->num_resident_pages; i++) {
+        int64_t p = a->resident_pages[i];
+        if (p != b->resident_pages[i] ||
+            memcmp(a->k_cache + p * pe, b->k_cache + p * pe, (size_t)pe * 2) ||
+            memcmp(a->v_cache + p * pe, b->v_cache + p * pe, (size_t)pe * 2))
+            return 0;
+    }
+    return 1;
+}
+
+static void test_preset_round_trip(void) {
+    kvf_limits lim = limits();
+    for (size_t i = 0; i < kvf_preset_count(); i++) {
+        kvf_spec s, d;
+        kvf_error err = {0};
+        CHECK_OK(kvf_spec_preset(&s, kvf_preset_name(i), 7, &err), &err);
+        uint8_t *bytes, *again;
+        size_t n, n2;
+        encode_or_fail(&s, &bytes, &n);
+        CHECK_OK(kvf_spec_decode(&d, bytes, n, &lim, &err), &err);
+        CHECK(kvf_spec_equal(&s, &d));
+        encode_or_fail(&d, &again, &n2);
+        CHECK(n == n2 && memcmp(bytes, again, n) == 0);
+        kvf_case c1, c2;
+        CHECK_OK(kvf_case_build(&c1, &s, &lim, &err), &err);
+        CHECK_OK(kvf_case_build(&c2, &d, &lim, &err), &err);
+        if (!cases_equal(&c1, &c2))
+            CHECK_FAIL_AT("preset %s: rebuilt case differs", kvf_preset_name(i));
+        kvf_case_free(&c1);
+        kvf_case_free(&c2);
+        free(bytes);
+        free(again);
+        kvf_spec_free(&s);
+        kvf_spec_free(&d);
+    }
+}
+
+static void test_random_round_trip_and_coverage(void) {
+    kvf_limits lim = limits();
+    kvf_random_opts o;
+    kvf_random_opts_default(&o);
+    int tables[KVF_TABLE_COUNT] = {0}, logits[KVF_LOGITS_COUNT] = {0}, dists[KVF_DIST_COUNT] = {0};
+    int groups[17] = {0}, poison_bits[4] = {0}, empty = 0;
+    for (uint64_t seed = 0; seed < 400; seed++) {
+        kvf_spec s, d;
+        kvf_error err = {0};
+        CHECK_OK(kvf_spec_random(&s, seed, &o, &err), &err);
+        uint8_t *bytes;
+        size_t n;
+        encode_or_fail(&s, &bytes, &n);
+        CHECK_OK(kvf_spec_decode(&d, bytes, n, &lim, &err), &err);
+        CHECK(kvf_spec_equal(&s, &d));
+        kvf_case c1, c2;
+        int rc = kvf_case_build(&c1, &s, &lim, &err);
+        if (rc) {
+            CHECK_FAIL_AT("seed %llu does not build: %s", (unsigned long long)seed, err.msg);
+        } else {
+            CHECK_OK(kvf_case_build(&c2, &d, &lim, &err), &err);
+            CHECK(cases_equal(&c1, &c2));
+            for (int32_t b = 0; b < c1.batch_size; b++)
+                empty += kvf_case_seq_len(&c1, b) == 0;
+            kvf_case_free(&c1);
+            kvf_case_free(&c2);
+        }
+        tables[s.recipe.table]++;
+        logits[s.recipe.logits]++;
+        dists[s.recipe.q.kind]++;
+        dists[s.recipe.v.kind]++;
+        groups[s.recipe.num_qo_heads / s.recipe.num_kv_heads]++;
+        for (int b = 0; b < 4; b++)
+            poison_bits[b] += (s.recipe.poison >> b) & 1;
+        free(bytes);
+        kvf_spec_free(&s);
+        kvf_spec_free(&d);
+    }
+    for (int i = 0; i < KVF_TABLE_COUNT; i++)
+        if (!tables[i]) CHECK_FAIL_AT("table %s never drawn", kvf_table_name(i));
+    for (int i = 0; i < KVF_LOGITS_COUNT; i++)
+        if (!logits[i]) CHECK_FAIL_AT("logit pattern %s never drawn", kvf_logits_name(i));
+    for (int i = 0; i < KVF_DIST_COUNT; i++)
+        if (!dists[i]) CHECK_FAIL_AT("distribution %s never drawn", kvf_dist_name(i));
+    for (int g = 1; g <= 16; g++)
+        if (!groups[g]) CHECK_FAIL_AT("GQA group %d never drawn", g);
+    for (int b = 0; b < 4; b++)
+        CHECK(poison_bits[b] > 0);
+    CHECK(empty > 0);
+}
+
+/* Same spec, same bits: a fixed hash of the seed workload's expansion pins the generator, so
+ * a change that would silently alter every stored corpus file fails here. */
+static void test_generator_is_deterministic(void) {
+    kvf_limits lim = limits();
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_preset(&s, "seed-h20kv4", 1, &err), &err);
+    kvf_case a, b;
+    CHECK_OK(kvf_case_build(&a, &s, &lim, &err), &err);
+    CHECK_OK(kvf_case_build(&b, &s, &lim, &err), &err);
+    CHECK(cases_equal(&a, &b));
+    CHECK_INT_EQ(a.batch_size, 1);
+    CHECK_INT_EQ(a.kv_indptr[1], 51);
+    CHECK_INT_EQ(a.num_pages, 52);
+    CHECK_INT_EQ(a.num_qo_heads, 20);
+    CHECK_INT_EQ(a.num_kv_heads, 4);
+    CHECK_INT_EQ(a.head_dim, 128);
+    CHECK_INT_EQ(a.page_size, 64);
+    CHECK_INT_EQ(a.kv_last_page_len[0], 2); /* 1 + seed % 64 */
+    CHECK_DBL_EQ(a.sm_scale, (float)(1.0 / sqrt(128.0)));
+    /* Shuffled: not the identity. */
+    int identity = 1;
+    for (int i = 0; i < 51; i++)
+        identity &= a.kv_indices[i] == i;
+    CHECK(!identity);
+    kvf_case_free(&a);
+    kvf_case_free(&b);
+    kvf_spec_free(&s);
+}
+
+static void test_poison_reaches_tails_and_unreferenced_pages(void) {
+    kvf_limits lim = limits();
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_preset(&s, "tail-nan", 3, &err), &err);
+    kvf_case c;
+    CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
+    int64_t len = kvf_case_seq_len(&c, 0);
+    CHECK_INT_EQ(len, 3 * 64 + 5);
+    /* Slot 5 of the last page: NaN in both caches. Used slots: finite. */
+    int64_t last_page = c.kv_indices[3];
+    int64_t pe = kvf_case_page_elems(&c), se = (int64_t)c.num_kv_heads * c.head_dim;
+    CHECK(kvf_bf16_is_nan(c.k_cache[last_page * pe + 5 * se]));
+    CHECK(kvf_bf16_is_nan(c.v_cache[last_page * pe + 63 * se + se - 1]));
+    CHECK(kvf_bf16_is_finite(c.k_cache[last_page * pe + 4 * se]));
+    /* Every unreferenced page of this small pool is resident and NaN. */
+    CHECK_INT_EQ(c.num_resident_pages, c.num_pages);
+    for (int64_t p = 0; p < c.num_pages; p++) {
+        int referenced = 0;
+        for (int i = 0; i < 4; i++)
+            referenced |= c.kv_indices[i] == p;
+        if (!referenced) CHECK(kvf_bf16_is_nan(c.v_cache[p * pe]));
+    }
+    kvf_case_free(&c);
+    kvf_spec_free(&s);
+}
+
+static void test_high_ids_cross_32bit_offsets(void) {
+    kvf_limits lim = limits();
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_preset(&s, "high-page-ids", 1, &err), &err);
+    kvf_case c;
+    CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
+    int32_t max_id = 0;
+    for (int i = 0; i < c.kv_indptr[1]; i++)
+        if (c.kv_indices[i] > max_id) max_id = c.kv_indices[i];
+    CHECK(max_id >= 65536);
+    CHECK((int64_t)max_id * kvf_case_page_elems(&c) > INT32_MAX);
+    /* Sparse: only referenced pages and their neighbours hold data. */
+    CHECK(c.num_resident_pages < 64);
+    kvf_case_free(&c);
+    kvf_spec_free(&s);
+}
+
+/* ---- malformed inputs ---------------------------------------------------------------------- */
+
+typedef void (*mutate_fn)(uint8_t *buf, size_t *size);
+
+static void set16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static void set32(uint8_t *p, uint32_t v) {
+    set16(p, (uint16_t)v);
+    set16(p + 2, (uint16_t)(v >> 16));
+}
+
+/* Offsets in the v1 header (docs/case-format.md). */
+enum {
+    OFF_VERSION = 4,
+    OFF_SECTIONS = 5,
+    OFF_RESERVED = 6,
+    OFF_HQ = 8,
+    OFF_HK = 9,
+    OFF_D = 10,
+    OFF_S = 12,
+    OFF_B = 14,
+    OFF_TABLE = 16,
+    OFF_LOGITS = 17,
+    OFF_POISON = 18,
+    OFF_RES2 = 19,
+    OFF_BASE = 20,
+    OFF_SPARE = 24,
+    OFF_RES3 = 26,
+    OFF_SCALE = 28,
+    OFF_QDIST = 32,
+    OFF_KDIST = 35,
+    OFF_VDIST = 38,
+    OFF_RES4 = 41,
+    OFF_SEED = 44,
+    OFF_SEQS = 52
+};
+
+static void m_magic(uint8_t *b, size_t *n) {
+    b[0] = 'X';
+}
+static void m_version0(uint8_t *b, size_t *n) {
+    b[OFF_VERSION] = 0;
+}
+static void m_version2(uint8_t *b, size_t *n) {
+    b[OFF_VERSION] = 2;
+}
+static void m_sections(uint8_t *b, size_t *n) {
+    b[OFF_SECTIONS] = 0x80;
+}
+static void m_reserved(uint8_t *b, size_t *n) {
+    b[OFF_RESERVED] = 1;
+}
+static void m_hq0(uint8_t *b, size_t *n) {
+    b[OFF_HQ] = 0;
+}
+static void m_hk0(uint8_t *b, size_t *n) {
+    b[OFF_HK] = 0;
+}
+static void m_group(uint8_t *b, size_t *n) {
+    b[OFF_HK] = 3;
+} /* 20 % 3 != 0 */
+static void m_d0(uint8_t *b, size_t *n) {
+    set16(b + OFF_D, 0);
+}
+static void m_dbig(uint8_t *b, size_t *n) {
+    set16(b + OFF_D, 60000);
+}
+static void m_s0(uint8_t *b, size_t *n) {
+    set16(b + OFF_S, 0);
+}
+static void m_sbig(uint8_t *b, size_t *n) {
+    set16(b + OFF_S, 5000);
+}
+static void m_batch_more(uint8_t *b, size_t *n) {
+    set16(b + OFF_B, 2);
+} /* truncates the list */
+static void m_batch_huge(uint8_t *b, size_t *n) {
+    set16(b + OFF_B, 65535);
+}
+static void m_table(uint8_t *b, size_t *n) {
+    b[OFF_TABLE] = KVF_TABLE_COUNT;
+}
+static void m_logits(uint8_t *b, size_t *n) {
+    b[OFF_LOGITS] = 200;
+}
+static void m_poison(uint8_t *b, size_t *n) {
+    b[OFF_POISON] = 0x10;
+}
+static void m_res2(uint8_t *b, size_t *n) {
+    b[OFF_RES2] = 9;
+}
+static void m_base(uint8_t *b, size_t *n) {
+    set32(b + OFF_BASE, 5);
+} /* table is shuffled */
+static void m_res3(uint8_t *b, size_t *n) {
+    b[OFF_RES3 + 1] = 1;
+}
+static void m_scale_nan(uint8_t *b, size_t *n) {
+    set32(b + OFF_SCALE, 0x7FC00000u);
+}
+static void m_scale_inf(uint8_t *b, size_t *n) {
+    set32(b + OFF_SCALE, 0xFF800000u);
+}
+static void m_qdist(uint8_t *b, size_t *n) {
+    b[OFF_QDIST] = KVF_DIST_COUNT;
+}
+static void m_vdist(uint8_t *b, size_t *n) {
+    b[OFF_VDIST] = 99;
+}
+static void m_kscale(uint8_t *b, size_t *n) {
+    b[OFF_KDIST + 1] = (uint8_t)-127;
+}
+static void m_res4(uint8_t *b, size_t *n) {
+    b[OFF_RES4 + 2] = 1;
+}
+static void m_last0(uint8_t *b, size_t *n) {
+    set16(b + OFF_SEQS + 2, 0);
+}
+static void m_last_big(uint8_t *b, size_t *n) {
+    set16(b + OFF_SEQS + 2, 65);
+}
+static void m_empty_with_last(uint8_t *b, size_t *n) {
+    set16(b + OFF_SEQS, 0);
+    set16(b + OFF_SEQS + 2, 3);
+}
+static void m_trailing(uint8_t *b, size_t *n) {
+    b[(*n)++] = 0;
+}
+static void m_truncated_header(uint8_t *b, size_t *n) {
+    *n = 30;
+}
+static void m_truncated_seqs(uint8_t *b, size_t *n) {
+    *n = OFF_SEQS + 2;
+}
+static void m_empty_file(uint8_t *b, size_t *n) {
+    *n = 0;
+}
+static void m_overrides_flag(uint8_t *b, size_t *n) {
+    b[OFF_SECTIONS] = 1;
+} /* no count follows */
+static void m_overrides_zero(uint8_t *b, size_t *n) {
+    b[OFF_SECTIONS] = 1;
+    set32(b + *n, 0);
+    *n += 4;
+}
+static void m_override_target(uint8_t *b, size_t *n) {
+    b[OFF_SECTIONS] = 1;
+    set32(b + *n, 1);
+    *n += 4;
+    b[(*n)++] = 9;
+    memset(b + *n, 0, 12);
+    *n += 12;
+}
+static void m_override_wide(uint8_t *b, size_t *n) {
+    b[OFF_SECTIONS] = 1;
+    set32(b + *n, 1);
+    *n += 4;
+    b[(*n)++] = KVF_OVERRIDE_Q;
+    memset(b + *n, 0, 8);
+    *n += 8;
+    set32(b + *n, 0x10000);
+    *n += 4;
+}
+static void m_override_short(uint8_t *b, size_t *n) {
+    b[OFF_SECTIONS] = 1;
+    set32(b + *n, 2);
+    *n += 4;
+    b[(*n)++] = 1;
+    memset(b + *n, 0, 12);
+    *n += 12;
+}
+static void m_explicit_missing(uint8_t *b, size_t *n) {
+    b[OFF_SECTIONS] = 2;
+    set32(b + *n, 52);
+    *n += 4;
+}
+
+static const struct {
+    const char *name;
+    mutate_fn fn;
+    const char *word; /* a word the error sentence must contain */
+} malformed[] = {
+    {"bad magic", m_magic, "magic"},
+    {"version 0", m_version0, "version"},
+    {"version 2", m_version2, "version"},
+    {"unknown section bits", m_sections, "section"},
+    {"reserved header byte", m_reserved, "reserved"},
+    {"zero q heads", m_hq0, "num_qo_heads"},
+    {"zero kv heads", m_hk0, "num_kv_heads"},
+    {"group not integral", m_group, "multiple"},
+    {"head_dim 0", m_d0, "head_dim"},
+    {"head_dim past limit", m_dbig, "head_dim"},
+    {"page_size 0", m_s0, "page_size"},
+    {"page_size past limit", m_sbig, "page_size"},
+    {"batch larger than the list", m_batch_more, "page counts"},
+    {"batch past limit", m_batch_huge, "batch_size"},
+    {"unknown table", m_table, "page-table"},
+    {"unknown logit pattern", m_logits, "logit"},
+    {"undefined poison bit", m_poison, "poison"},
+    {"reserved recipe byte", m_res2, "reserved"},
+    {"page_id_base without high ids", m_base, "page_id_base"},
+    {"reserved recipe bytes", m_res3, "reserved"},
+    {"NaN sm_scale", m_scale_nan, "sm_scale"},
+    {"infinite sm_scale", m_scale_inf, "sm_scale"},
+    {"unknown q distribution", m_qdist, "q distribution"},
+    {"unknown v distribution", m_vdist, "v distribution"},
+    {"k scale below -126", m_kscale, "k scale"},
+    {"reserved distribution byte", m_res4, "reserved"},
+    {"last page length 0", m_last0, "last_page_len"},
+    {"last page length past S", m_last_big, "last_page_len"},
+    {"empty sequence with a length", m_empty_with_last, "no pages"},
+    {"trailing byte", m_trailing, "unexpected bytes"},
+    {"truncated header", m_truncated_header, "ends inside"},
+    {"truncated sequence list", m_truncated_seqs, "ends inside"},
+    {"empty file", m_empty_file, "magic"},
+    {"overrides flag without count", m_overrides_flag, "override count"},
+    {"zero overrides", m_overrides_zero, "no overrides"},
+    {"unknown override target", m_override_target, "target"},
+    {"override bf16 wider than 16 bits", m_override_wide, "16 bits"},
+    {"override list truncated", m_override_short, "ends inside"},
+    {"explicit tensors missing", m_explicit_missing, "ends inside"},
+};
+
+static void test_malformed_inputs_rejected(void) {
+    kvf_limits lim = limits();
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_preset(&s, "seed-h20kv4", 1, &err), &err);
+    uint8_t *good;
+    size_t good_n;
+    encode_or_fail(&s, &good, &good_n);
+    kvf_spec_free(&s);
+    size_t count = sizeof malformed / sizeof malformed[0];
+    CHECK(count >= 30);
+    for (size_t i = 0; i < count; i++) {
+        uint8_t buf[512];
+        size_t n = good_n;
+        memcpy(buf, good, good_n);
+        malformed[i].fn(buf, &n);
+        kvf_spec d;
+        kvf_error e = {0};
+        int rc = kvf_spec_decode(&d, buf, n, &lim, &e);
+        if (rc == 0) {
+            CHECK_FAIL_AT("malformed input \"%s\" was accepted", malformed[i].name);
+            kvf_spec_free(&d);
+            continue;
+        }
+        CHECK(rc == KVF_EFORMAT || rc == KVF_EINVAL || rc == KVF_ELIMIT);
+        if (!strstr(e.msg, malformed[i].word))
+            CHECK_FAIL_AT("\"%s\": message \"%s\" does not name \"%s\"", malformed[i].name, e.msg,
+                          malformed[i].word);
+        CHECK(strchr(e.msg, '\n') == NULL);
+    }
+    free(good);
+}
+
+/* Overrides that decode but make an invalid case are rejected by the build, naming the field. */
+static void test_invalid_overrides_rejected_by_build(void) {
+    kvf_limits lim = limits();
+    struct {
+        kvf_override o;
+        const char *word;
+    } bad[] = {
+        {{KVF_OVERRIDE_TABLE_ENTRY, 3, 52}, "kv_indices[3] = 52"},
+        {{KVF_OVERRIDE_TABLE_ENTRY, 3, 0xFFFFFFFFu}, "kv_indices[3] = -1"},
+        {{KVF_OVERRIDE_TABLE_ENTRY, 51, 0}, "table has 51 entries"},
+        {{KVF_OVERRIDE_LAST_LEN, 0, 65}, "kv_last_page_len[0] = 65"},
+        {{KVF_OVERRIDE_LAST_LEN, 0, 0}, "kv_last_page_len[0] = 0"},
+        {{KVF_OVERRIDE_LAST_LEN, 1, 3}, "batch has 1"},
+        {{KVF_OVERRIDE_Q, 20 * 128, 0}, "q has 2560"},
+        {{KVF_OVERRIDE_V, 52ull * 32768, 0}, "pool has"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kvf_spec s;
+        kvf_error err = {0};
+        CHECK_OK(kvf_spec_preset(&s, "seed-h20kv4", 1, &err), &err);
+        s.overrides = malloc(sizeof(kvf_override));
+        s.overrides[0] = bad[i].o;
+        s.num_overrides = 1;
+        uint8_t *bytes;
+        size_t n;
+        encode_or_fail(&s, &bytes, &n);
+        kvf_spec d;
+        CHECK_OK(kvf_spec_decode(&d, bytes, n, &lim, &err), &err);
+        kvf_case c;
+        int rc = kvf_case_build(&c, &d, &lim, &err);
+        CHECK_INT_EQ(rc, KVF_EINVAL);
+        CHECK_STR_CONTAINS(err.msg, bad[i].word);
+        free(bytes);
+        kvf_spec_free(&s);
+        kvf_spec_free(&d);
+    }
+}
+
+static void test_explicit_tensors_round_trip(void) {
+    kvf_limits lim = limits();
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_preset(&s, "page1", 4, &err), &err);
+    kvf_case gen;
+    CHECK_OK(kvf_case_build(&gen, &s, &lim, &err), &err);
+    /* Import the generated tensors as explicit ones, as a captured workload would arrive. */
+    s.has_explicit = 1;
+    s.explicit_tensors.num_pages = gen.num_pages;
+    int64_t entries = gen.kv_indptr[gen.batch_size];
+    s.explicit_tensors.kv_indices = malloc((size_t)entries * 4);
+    memcpy(s.explicit_tensors.kv_indices, gen.kv_indices, (size_t)entries * 4);
+    s.explicit_tensors.q = malloc((size_t)kvf_case_q_elems(&gen) * 2);
+    memcpy(s.explicit_tensors.q, gen.q, (size_t)kvf_case_q_elems(&gen) * 2);
+    s.explicit_tensors.k_cache = malloc(gen.pool_bytes);
+    s.explicit_tensors.v_cache = malloc(gen.pool_bytes);
+    memcpy(s.explicit_tensors.k_cache, gen.k_cache, gen.pool_bytes);
+    memcpy(s.explicit_tensors.v_cache, gen.v_cache, gen.pool_bytes);
+    uint8_t *bytes;
+    size_t n;
+    encode_or_fail(&s, &bytes, &n);
+    kvf_spec d;
+    CHECK_OK(kvf_spec_decode(&d, bytes, n, &lim, &err), &err);
+    CHECK(kvf_spec_equal(&s, &d));
+    kvf_case imp;
+    CHECK_OK(kvf_case_build(&imp, &d, &lim, &err), &err);
+    CHECK(memcmp(imp.q, gen.q, (size_t)kvf_case_q_elems(&gen) * 2) == 0);
+    CHECK(memcmp(imp.v_cache, gen.v_cache, gen.pool_bytes) == 0);
+    CHECK(memcmp(imp.kv_indices, gen.kv_indices, (size_t)entries * 4) == 0);
+    kvf_case_free(&imp);
+    kvf_case_free(&gen);
+    free(bytes);
+    kvf_spec_free(&s);
+    kvf_spec_free(&d);
+}
+
+/* Random bytes, and random single-byte corruptions of valid files, never crash the decoder and
+ * either decode to a spec that re-encodes to the same bytes or are rejected with a message. */
+static void test_arbitrary_bytes(void) {
+    kvf_limits lim = limits();
+    kvf_prng rng;
+    kvf_prng_seed(&rng, 99);
+    kvf_random_opts o;
+    kvf_random_opts_default(&o);
+    int accepted = 0;
+    for (int iter = 0; iter < 1000; iter++) {
+        kvf_spec s;
+        kvf_error err = {0};
+        kvf_spec_random(&s, (uint64_t)iter, &o, &err);
+        uint8_t *bytes;
+        size_t n;
+        encode_or_fail(&s, &bytes, &n);
+        kvf_spec_free(&s);
+        int flips = 1 + (int)kvf_prng_below(&rng, 3);
+        for (int f = 0; f < flips; f++)
+            bytes[kvf_prng_below(&rng, n)] ^= (uint8_t)(1u << kvf_prng_below(&rng, 8));
+        if (kvf_prng_below(&rng, 4) == 0) n = (size_t)kvf_prng_below(&rng, n + 1);
+        kvf_spec d;
+        kvf_error e = {0};
+        if (kvf_spec_decode(&d, bytes, n, &lim, &e) == 0) {
+            accepted++;
+            uint8_t *again;
+            size_t n2;
+            encode_or_fail(&d, &again, &n2);
+            CHECK(n2 == n && memcmp(again, bytes, n) == 0);
+            free(again);
+            kvf_case c;
+            if (kvf_case_build(&c, &d, &lim, &e) == 0)
+                kvf_case_free(&c);
+            else
+                CHECK(e.msg[0] != '\0');
+            kvf_spec_free(&d);
+        } else {
+            CHECK(e.msg[0] != '\0');
+        }
+        free(bytes);
+    }
+    CHECK(accepted > 0);
+}
+
+static void test_validate_hand_made(void) {
+    kvf_limits lim = limits();
+    kvf_case c;
+    kvf_error err = {0};
+    CHECK_OK(kvf_case_alloc(&c, 4, 2, 8, 4, 2, 3, 5, &lim, &err), &err);
+    c.kv_indptr[1] = 2;
+    c.kv_indptr[2] = 3;
+    c.kv_indices[0] = 4;
+    c.kv_indices[1] = 0;
+    c.kv_indices[2] = 0; /* shared page */
+    c.kv_last_page_len[0] = 4;
+    c.kv_last_page_len[1] = 1;
+    CHECK_OK(kvf_case_validate(&c, &lim, &err), &err);
+    CHECK_INT_EQ(kvf_case_seq_len(&c, 0), 8);
+    CHECK_INT_EQ(kvf_case_seq_len(&c, 1), 1);
+    c.kv_indptr[1] = 4;
+    CHECK_INT_EQ(kvf_case_validate(&c, &lim, &err), KVF_EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "kv_indptr decreases");
+    c.kv_indptr[1] = 2;
+    c.kv_indices[2] = 5;
+    CHECK_INT_EQ(kvf_case_validate(&c, &lim, &err), KVF_EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "kv_indices[2] = 5");
+    c.kv_indices[2] = 0;
+    c.sm_scale = INFINITY;
+    CHECK_INT_EQ(kvf_case_validate(&c, &lim, &err), KVF_EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "sm_scale");
+    kvf_case_free(&c);
+    lim.max_pool_bytes = 1024;
+    CHECK_INT_EQ(kvf_case_alloc(&c, 4, 2, 8, 4, 2, 3, 1000, &lim, &err), KVF_ELIMIT);
+    CHECK_STR_CONTAINS(err.msg, "limit");
+    kvf_case_free(&c);
+}
+
+static const check_test tests[] = {
+    {"preset_round_trip", test_preset_round_trip},
+    {"random_round_trip_and_coverage", test_random_round_trip_and_coverage},
+    {"generator_is_deterministic", test_generator_is_deterministic},
+    {"poison_reaches_tails_and_unreferenced_pages",
+     test_poison_reaches_tails_and_unreferenced_pages},
+    {"high_ids_cross_32bit_offsets", test_high_ids_cross_32bit_offsets},
+    {"malformed_inputs_rejected", test_malformed_inputs_rejected},
+    {"invalid_overrides_rejected_by_build", test_invalid_overrides_rejected_by_build},
+    {"explicit_tensors_round_trip", test_explicit_tensors_round_trip},
+    {"arbitrary_bytes", test_arbitrary_bytes},
+    {"validate_hand_made", test_validate_hand_made},
+    {NULL, NULL},
+};
+
+CHECK_MAIN(tests)
