@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kvfuzz needs (when missing) and builds it into build/.
+# CUDA kernels are built when nvcc is on the PATH or in /usr/local/cuda/bin.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v cc >/dev/null || need+=(gcc)
+command -v make >/dev/null || need+=(make)
+[ -f /usr/include/mpfr.h ] || need+=(libmpfr-dev)
+[ -f /usr/include/gmp.h ] || [ -f /usr/include/x86_64-linux-gnu/gmp.h ] || need+=(libgmp-dev)
+if [ "${KVF_WITH_BROWSER:-0}" = 1 ] && ! command -v chromium >/dev/null; then need+=(chromium); fi
+if [ "${KVF_WITH_CLANG:-0}" = 1 ] && ! command -v clang >/dev/null; then need+=(clang); fi
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+cmake --build build -j "$jobs"

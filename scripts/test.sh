@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs the whole test suite (GPU tests skip with a reason where no GPU is).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+ctest --test-dir build --output-on-failure -j "$(nproc 2>/dev/null || echo 2)"

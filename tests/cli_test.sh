@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Command-line contract: exit codes (0 pass, 1 violation, 2 bad input/usage), one-sentence
+# errors that name the problem, --help on every subcommand, and the seed corpus verdicts.
+set -u
+kvfuzz=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect CODE PATTERN -- command...: exit code and a stderr line matching PATTERN.
+expect() {
+  local code=$1 pattern=$2
+  shift 3
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [ "$rc" -eq "$code" ] || fail "$* exited $rc, expected $code; stderr: $(cat "$tmp/err")"
+  if [ -n "$pattern" ]; then
+    grep -Eq "$pattern" "$tmp/err" || fail "$*: stderr does not match /$pattern/: $(cat "$tmp/err")"
+    [ "$(wc -l <"$tmp/err")" -le 2 ] || fail "$*: error is not one sentence: $(cat "$tmp/err")"
+  fi
+}
+
+for sub in replay gen show oracle kernels rules bench; do
+  expect 0 "" -- "$kvfuzz" "$sub" --help
+  grep -q "usage: kvfuzz $sub" "$tmp/out" || fail "$sub --help does not print its usage"
+done
+expect 2 "unknown command" -- "$kvfuzz" frobnicate
+expect 2 "unknown option" -- "$kvfuzz" replay --frob x
+expect 2 "unknown kernel" -- "$kvfuzz" replay --kernel nope "$src/corpus/seeds"
+expect 2 "allclose" -- "$kvfuzz" replay --rule allclose:x:1 "$src/corpus/seeds"
+expect 2 "jobs" -- "$kvfuzz" replay --jobs 0 "$src/corpus/seeds"
+expect 2 "no case files" -- "$kvfuzz" replay
+expect 2 "cannot read" -- "$kvfuzz" replay "$tmp/missing.kvfz"
+expect 2 "unknown preset" -- "$kvfuzz" gen --preset nope -o "$tmp/x.kvfz"
+expect 2 "seed" -- "$kvfuzz" gen --seed -3 -o "$tmp/x.kvfz"
+expect 2 "FILE is required" -- "$kvfuzz" gen
+
+# Bad case files: a bad page id, a bad last-page length, truncated bytes, garbage.
+seed="$src/corpus/seeds/00-seed-h20kv4.kvfz"
+"$kvfuzz" gen --preset seed-h20kv4 -o "$tmp/good.kvfz" || fail "gen failed"
+cmp -s "$tmp/good.kvfz" "$seed" || fail "gen --preset seed-h20kv4 --seed 1 differs from the shipped seed case"
+# Flag the overrides section and append one override: kv_indices[7] = 52 (pool has 52 pages).
+python3 - "$tmp" <<'PY' || fail "could not craft bad files"
+import struct, sys
+d = sys.argv[1]
+good = bytearray(open(d + "/good.kvfz", "rb").read())
+bad = bytearray(good); bad[5] |= 1
+bad += struct.pack("<IBQI", 1, 1, 7, 52)
+open(d + "/bad-page-id.kvfz", "wb").write(bad)
+bad = bytearray(good); struct.pack_into("<H", bad, 54, 65)
+open(d + "/bad-last-len.kvfz", "wb").write(bad)
+open(d + "/truncated.kvfz", "wb").write(good[:40])
+open(d + "/garbage.kvfz", "wb").write(b"not a case file at all")
+PY
+expect 2 "kv_indices\[7\] = 52 is outside the page pool" -- "$kvfuzz" replay --kernel cpu-ref "$tmp/bad-page-id.kvfz"
+expect 2 "last_page_len 65 is outside \[1, page_size 64\]" -- "$kvfuzz" replay --kernel cpu-ref "$tmp/bad-last-len.kvfz"
+expect 2 "ends inside" -- "$kvfuzz" replay --kernel cpu-ref "$tmp/truncated.kvfz"
+expect 2 "magic" -- "$kvfuzz" show "$tmp/garbage.kvfz"
+expect 2 "ends inside" -- "$kvfuzz" oracle "$tmp/truncated.kvfz"
+
+# show and oracle speak JSON that parses.
+"$kvfuzz" show --full "$seed" >"$tmp/show.json" || fail "show failed"
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); assert c["shape"]["num_qo_heads"]==20 and c["batch_size"]==1 and len(c["kv_indices"])==51' "$tmp/show.json" || fail "show JSON is wrong"
+"$kvfuzz" oracle --json "$seed" >"$tmp/oracle.json" || fail "oracle failed"
+python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); assert len(o["rows"])==20 and len(o["rows"][0]["o"])==128' "$tmp/oracle.json" || fail "oracle JSON is wrong"
+
+# The seed corpus passes strict on both CPU kernels.
+"$kvfuzz" replay --kernel cpu-ref --kernel cpu-splitkv --rule strict "$src/corpus/seeds" >"$tmp/replay" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] || { cat "$tmp/replay"; fail "seed corpus does not pass strict (exit $rc)"; }
+
+[ "$failures" -eq 0 ] && echo "cli: all checks passed" || echo "cli: $failures failure(s)"
+[ "$failures" -eq 0 ]
