@@ -8,6 +8,9 @@
 
 extern const kvf_kernel kvf_kernel_cpu_ref;
 extern const kvf_kernel kvf_kernel_cpu_splitkv;
+#define KVF_MUTANT(id, name, cls, desc) extern const kvf_kernel kvf_kernel_cpu_mut_##id;
+#include "mutants.def"
+#undef KVF_MUTANT
 #ifdef KVF_HAVE_CUDA
 extern const kvf_kernel kvf_kernel_cuda;
 extern const kvf_kernel kvf_kernel_cuda_naive;
@@ -22,6 +25,9 @@ static const kvf_kernel *const kernels[] = {
     &kvf_kernel_cuda,
     &kvf_kernel_cuda_naive,
 #endif
+#define KVF_MUTANT(id, name, cls, desc) &kvf_kernel_cpu_mut_##id,
+#include "mutants.def"
+#undef KVF_MUTANT
 };
 
 size_t kvf_kernel_count(void) {

@@ -1,0 +1,15 @@
+/* One CPU mutant: compiled once per entry of kernels/mutants.def with KVF_MUTANT_<ID>,
+ * KVF_MUTANT_ID, KVF_MUTANT_NAME, KVF_MUTANT_CLASS and KVF_MUTANT_DESC defined by the build. */
+#define KVF_SPLITKV_FN cpu_mutant_run
+#include "splitkv_algo.h"
+
+#define KVF_CAT_(a, b) a##b
+#define KVF_CAT(a, b) KVF_CAT_(a, b)
+
+const kvf_kernel KVF_CAT(kvf_kernel_cpu_mut_, KVF_MUTANT_ID) = {
+    .name = "cpu-splitkv/mut=" KVF_MUTANT_NAME,
+    .description = KVF_MUTANT_DESC,
+    .device = KVF_DEVICE_CPU,
+    .models = KVF_MUTANT_CLASS,
+    .run = cpu_mutant_run,
+};

@@ -1,0 +1,204 @@
+/* The CPU kernels against the oracle: cpu-ref and cpu-splitkv pass strict (and fib wherever
+ * FlashInfer-Bench's rule can pass a correct kernel) on generated cases over every strategy,
+ * and strict fires on the precision bugs it exists to catch. */
+#include <stdint.h>
+
+#include "check.h"
+#include "kvfuzz/judge.h"
+#include "kvfuzz/kernel.h"
+#include "kvfuzz/oracle.h"
+#include "kvfuzz/spec.h"
+
+#define GENERATED_CASES 1000
+
+typedef struct judged {
+    kvf_verdict strict, fib;
+    int has_empty; /* some sequence is empty: a correct lse is -inf, which fib rejects */
+    int has_overflow_row;
+} judged;
+
+static int judge_case(const kvf_case *c, const kvf_oracle_result *r, const kvf_kernel *k,
+                      judged *out) {
+    kvf_error err = {0};
+    kvf_bf16 *o = malloc((size_t)(kvf_case_o_elems(c) + 1) * sizeof *o);
+    float *lse = malloc((size_t)(kvf_case_lse_elems(c) + 1) * sizeof *lse);
+    int rc = kvf_kernel_run_once(k, c, o, lse, &err);
+    if (rc) {
+        CHECK_FAIL_AT("%s failed: %s", k->name, err.msg);
+    } else {
+        kvf_rule strict, fib;
+        kvf_rule_parse(&strict, "strict", NULL);
+        kvf_rule_parse(&fib, "fib", NULL);
+        CHECK_OK(kvf_judge(&out->strict, &strict, c, r, o, lse, &err), &err);
+        CHECK_OK(kvf_judge(&out->fib, &fib, c, r, o, lse, &err), &err);
+    }
+    out->has_empty = 0;
+    for (int32_t b = 0; b < c->batch_size; b++)
+        out->has_empty |= kvf_case_seq_len(c, b) == 0;
+    out->has_overflow_row = 0;
+    for (int64_t i = 0; i < kvf_case_lse_elems(c); i++)
+        out->has_overflow_row |= r->rows[i].overflow;
+    free(o);
+    free(lse);
+    return rc;
+}
+
+static int build_random(uint64_t seed, kvf_case *c, kvf_oracle_result *r) {
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_random_opts ro;
+    kvf_random_opts_default(&ro);
+    ro.max_work = 1 << 19;
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_random(&s, seed, &ro, &err), &err);
+    int rc = kvf_case_build(c, &s, &lim, &err);
+    kvf_spec_free(&s);
+    if (rc) {
+        CHECK_FAIL_AT("seed %llu does not build: %s", (unsigned long long)seed, err.msg);
+        return rc;
+    }
+    kvf_oracle_opts oo;
+    kvf_oracle_opts_default(&oo);
+    oo.threads = 2;
+    rc = kvf_oracle_run(r, c, &oo, &err);
+    if (rc) {
+        CHECK_FAIL_AT("oracle failed on seed %llu: %s", (unsigned long long)seed, err.msg);
+        kvf_case_free(c);
+    }
+    return rc;
+}
+
+static void report(const char *kernel, uint64_t seed, const char *rule, const kvf_verdict *v) {
+    const kvf_output_metrics *m = v->o.violations ? &v->o : &v->lse;
+    const kvf_element_error *w = &m->worst[0];
+    CHECK_FAIL_AT("%s fails %s on random seed %llu (%s): element (%d,%d,%d) a=%.9g x=%.9g "
+                  "margin %.3g",
+                  kernel, rule, (unsigned long long)seed, kvf_finding_class_name(v->finding), w->b,
+                  w->h, w->d, w->kernel_value, w->exact_value, w->margin);
+}
+
+/* Why fib may fail a correct kernel on an element: the correct -inf lse of an empty sequence
+ * (fib rejects any non-finite output), or an element so ill-conditioned that what a correct
+ * fp32 kernel can lose there (the strict bound) exceeds both of fib's tolerances. Anything else
+ * is a real failure. */
+static void check_fib_failure_is_explained(const kvf_case *c, const kvf_oracle_result *r,
+                                           const char *kernel, uint64_t seed,
+                                           const kvf_verdict *v) {
+    const kvf_output_metrics *outs[2] = {&v->o, &v->lse};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < outs[k]->worst_count; i++) {
+            const kvf_element_error *e = &outs[k]->worst[i];
+            if (!e->fails) continue;
+            if (e->output == KVF_OUTPUT_LSE && isinf(e->exact_value) && e->exact_value < 0)
+                continue;
+            double bound = e->output == KVF_OUTPUT_O ? kvf_strict_bound_o(c, r, e->b, e->h, e->d)
+                                                     : kvf_strict_bound_lse(c, r, e->b, e->h);
+            double fib_allowance = fmax(1e-2, 1e-2 * (fabs(e->rounded_value) + 1e-8));
+            if (!(bound > fib_allowance))
+                CHECK_FAIL_AT("%s fails fib on seed %llu at (%d,%d,%d): a=%.9g x=%.9g, but a "
+                              "correct kernel may only lose %.3g there",
+                              kernel, (unsigned long long)seed, e->b, e->h, e->d, e->kernel_value,
+                              e->exact_value, bound);
+        }
+}
+
+/* The correct kernels never violate strict, and fib passes them wherever fib can pass a correct
+ * kernel (check_fib_failure_is_explained). Rows past the f32 range are the overflow class. */
+static void test_correct_kernels_pass(void) {
+    const kvf_kernel *kernels[2] = {kvf_kernel_find("cpu-ref"), kvf_kernel_find("cpu-splitkv")};
+    int judged_cases = 0, fib_pass = 0, fib_explained = 0, overflow_cases = 0;
+    for (uint64_t seed = 0; seed < GENERATED_CASES; seed++) {
+        kvf_case c;
+        kvf_oracle_result r;
+        if (build_random(seed, &c, &r)) continue;
+        for (int k = 0; k < 2; k++) {
+            judged j;
+            if (judge_case(&c, &r, kernels[k], &j)) continue;
+            int strict_ok = j.strict.pass || j.strict.finding == KVF_FINDING_OVERFLOW;
+            if (!strict_ok) report(kernels[k]->name, seed, "strict", &j.strict);
+            if (j.fib.pass) {
+                fib_pass++;
+            } else if (!j.has_overflow_row) {
+                check_fib_failure_is_explained(&c, &r, kernels[k]->name, seed, &j.fib);
+                fib_explained++;
+            }
+            overflow_cases += k == 0 && j.has_overflow_row;
+        }
+        judged_cases++;
+        kvf_oracle_result_free(&r);
+        kvf_case_free(&c);
+    }
+    printf("%d cases judged; kernel runs: %d pass fib, %d fail it only where no correct kernel "
+           "can pass; %d cases with overflow rows\n",
+           judged_cases, fib_pass, fib_explained, overflow_cases);
+    CHECK(judged_cases == GENERATED_CASES);
+    CHECK(fib_pass >= GENERATED_CASES); /* most of the 2000 runs pass fib outright */
+}
+
+/* strict catches the precision bugs (truncating store, bf16 accumulation, bf16 partials before
+ * the merge) on generated cases; fib lets most of them through. */
+static void test_strict_fires_on_precision_bugs(void) {
+    const char *names[3] = {"cpu-splitkv/mut=trunc-store", "cpu-splitkv/mut=bf16-acc",
+                            "cpu-splitkv/mut=bf16-partials"};
+    int strict_hits[3] = {0}, fib_hits[3] = {0}, cases = 0;
+    for (uint64_t seed = 0; seed < 200; seed++) {
+        kvf_case c;
+        kvf_oracle_result r;
+        if (build_random(seed, &c, &r)) continue;
+        cases++;
+        for (int m = 0; m < 3; m++) {
+            judged j;
+            const kvf_kernel *k = kvf_kernel_find(names[m]);
+            CHECK(k != NULL);
+            if (!k || judge_case(&c, &r, k, &j)) continue;
+            strict_hits[m] += !j.strict.pass && j.strict.finding != KVF_FINDING_OVERFLOW;
+            fib_hits[m] += !j.fib.pass && !j.has_empty && !j.has_overflow_row;
+        }
+        kvf_oracle_result_free(&r);
+        kvf_case_free(&c);
+    }
+    for (int m = 0; m < 3; m++) {
+        printf("%-32s strict flags %d of %d cases, fib %d\n", names[m], strict_hits[m], cases,
+               fib_hits[m]);
+        CHECK(strict_hits[m] > 0);
+        CHECK(strict_hits[m] > fib_hits[m]);
+    }
+}
+
+/* The same case twice gives the same bits (CPU kernels are deterministic by construction; this
+ * guards the scratch handling). */
+static void test_deterministic(void) {
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_preset(&s, "mixed-lengths", 5, &err), &err);
+    kvf_case c;
+    CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
+    const char *names[2] = {"cpu-ref", "cpu-splitkv"};
+    for (int k = 0; k < 2; k++) {
+        int64_t no = kvf_case_o_elems(&c), nl = kvf_case_lse_elems(&c);
+        kvf_bf16 *o1 = malloc((size_t)no * 2), *o2 = malloc((size_t)no * 2);
+        float *l1 = malloc((size_t)nl * 4), *l2 = malloc((size_t)nl * 4);
+        CHECK_OK(kvf_kernel_run_once(kvf_kernel_find(names[k]), &c, o1, l1, &err), &err);
+        CHECK_OK(kvf_kernel_run_once(kvf_kernel_find(names[k]), &c, o2, l2, &err), &err);
+        CHECK(memcmp(o1, o2, (size_t)no * 2) == 0);
+        CHECK(memcmp(l1, l2, (size_t)nl * 4) == 0);
+        free(o1);
+        free(o2);
+        free(l1);
+        free(l2);
+    }
+    kvf_case_free(&c);
+    kvf_spec_free(&s);
+}
+
+static const check_test tests[] = {
+    {"correct_kernels_pass", test_correct_kernels_pass},
+    {"strict_fires_on_precision_bugs", test_strict_fires_on_precision_bugs},
+    {"deterministic", test_deterministic},
+    {NULL, NULL},
+};
+
+CHECK_MAIN(tests)
