@@ -23,6 +23,7 @@ static const command commands[] = {
     {"oracle", kvf_cmd_oracle, "print the oracle's correctly rounded o and lse for a case"},
     {"kernels", kvf_cmd_kernels, "list the registered kernels"},
     {"rules", kvf_cmd_rules, "list the tolerance rules"},
+    {"mutants", kvf_cmd_mutants, "the bug-finding benchmark: mutants vs kvfuzz and bench-style tests"},
     {"bench", kvf_cmd_bench, "time a kernel against a same-run read roofline (CUDA)"},
 };
 

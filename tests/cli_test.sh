@@ -23,7 +23,7 @@ expect() {
   fi
 }
 
-for sub in replay gen show oracle kernels rules bench; do
+for sub in replay gen show oracle kernels rules bench mutants; do
   expect 0 "" -- "$kvfuzz" "$sub" --help
   grep -q "usage: kvfuzz $sub" "$tmp/out" || fail "$sub --help does not print its usage"
 done
@@ -37,6 +37,8 @@ expect 2 "cannot read" -- "$kvfuzz" replay "$tmp/missing.kvfz"
 expect 2 "unknown preset" -- "$kvfuzz" gen --preset nope -o "$tmp/x.kvfz"
 expect 2 "seed" -- "$kvfuzz" gen --seed -3 -o "$tmp/x.kvfz"
 expect 2 "FILE is required" -- "$kvfuzz" gen
+expect 2 "--device must be cpu or cuda" -- "$kvfuzz" mutants --device tpu
+expect 2 "positive number of seconds" -- "$kvfuzz" mutants --budget -1
 
 # Bad case files: a bad page id, a bad last-page length, truncated bytes, garbage.
 seed="$src/corpus/seeds/00-seed-h20kv4.kvfz"

@@ -1,0 +1,410 @@
+/* kvfuzz mutants: the bug-finding benchmark. For every mutant (a deliberate bug modelled on a
+ * real bug class) it runs (a) kvfuzz's generated cases judged by the default rule against the
+ * oracle, (b) a FlashInfer-Bench-style check (captured-style workloads: contiguous page tables,
+ * the seed shape, N(0,1) values, 3 trials, the fib rule against an fp32 reference) and (c) a
+ * FlashInfer-test-style check (identity page table, equal lengths, allclose 1e-3/1e-3 against
+ * cpu-ref), then prints which caught it. Production kernels run through (a) as controls and
+ * must produce no finding.
+ *
+ * The generated cases of (a) are the same sequence for every kernel, so each case and its
+ * oracle result are computed once and reused; the time reported for a detection counts the
+ * generation and oracle time of every case consumed, as a standalone campaign would spend. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "kvfuzz/judge.h"
+#include "kvfuzz/kernel.h"
+#include "kvfuzz/oracle.h"
+#include "kvfuzz/spec.h"
+
+typedef struct cached_case {
+    kvf_case c;
+    kvf_oracle_result oracle;
+    double prepare_seconds; /* generation + oracle */
+    int ok;
+} cached_case;
+
+typedef struct case_cache {
+    cached_case *cases;
+    size_t count, cap;
+    uint64_t seed;
+    kvf_limits limits;
+    kvf_random_opts ropts;
+    kvf_oracle_opts oopts;
+} case_cache;
+
+typedef struct detection {
+    int caught;
+    double seconds;
+    long cases;
+    char finding[32];
+} detection;
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const cached_case *cache_get(case_cache *cache, size_t i) {
+    while (cache->count <= i) {
+        if (cache->count == cache->cap) {
+            size_t ncap = cache->cap ? cache->cap * 2 : 256;
+            cached_case *n = realloc(cache->cases, ncap * sizeof *n);
+            if (!n) return NULL;
+            cache->cases = n;
+            cache->cap = ncap;
+        }
+        cached_case *cc = &cache->cases[cache->count];
+        memset(cc, 0, sizeof *cc);
+        double t0 = now_seconds();
+        kvf_spec s;
+        kvf_error err = {0};
+        uint64_t seed = cache->seed + cache->count;
+        if (kvf_spec_random(&s, seed, &cache->ropts, &err) == 0) {
+            if (kvf_case_build(&cc->c, &s, &cache->limits, &err) == 0) {
+                if (kvf_oracle_run(&cc->oracle, &cc->c, &cache->oopts, &err) == 0)
+                    cc->ok = 1;
+                else
+                    kvf_case_free(&cc->c);
+            }
+            kvf_spec_free(&s);
+        }
+        if (!cc->ok)
+            fprintf(stderr, "kvfuzz mutants: case %llu skipped: %s\n", (unsigned long long)seed,
+                    err.msg);
+        cc->prepare_seconds = now_seconds() - t0;
+        cache->count++;
+    }
+    return &cache->cases[i];
+}
+
+static void cache_free(case_cache *cache) {
+    for (size_t i = 0; i < cache->count; i++)
+        if (cache->cases[i].ok) {
+            kvf_oracle_result_free(&cache->cases[i].oracle);
+            kvf_case_free(&cache->cases[i].c);
+        }
+    free(cache->cases);
+}
+
+static int run_kernel(const kvf_kernel *k, void *state, const kvf_case *c, kvf_bf16 **o,
+                      float **lse, kvf_error *err) {
+    *o = malloc((size_t)(kvf_case_o_elems(c) + 1) * sizeof **o);
+    *lse = malloc((size_t)(kvf_case_lse_elems(c) + 1) * sizeof **lse);
+    if (!*o || !*lse) return kvf_error_set(err, KVF_ENOMEM, "out of memory");
+    return k->run(state, c, *o, *lse, err);
+}
+
+/* (a): generated cases until the first finding (overflow-class violations do not count, as in
+ * replay without --require-overflow) or until the budget is spent. */
+static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule *rule,
+                          double budget) {
+    detection d = {0};
+    void *state = NULL;
+    kvf_error err = {0};
+    if (k->create && k->create(&state, &err)) {
+        d.caught = 1;
+        snprintf(d.finding, sizeof d.finding, "kernel-error");
+        return d;
+    }
+    double spent = 0;
+    for (size_t i = 0; spent < budget; i++) {
+        const cached_case *cc = cache_get(cache, i);
+        if (!cc) break;
+        spent += cc->prepare_seconds;
+        d.cases++;
+        if (!cc->ok) continue;
+        double t0 = now_seconds();
+        kvf_bf16 *o = NULL;
+        float *lse = NULL;
+        int rc = run_kernel(k, state, &cc->c, &o, &lse, &err);
+        if (rc && rc != KVF_EUNSUPPORTED) {
+            d.caught = 1;
+            snprintf(d.finding, sizeof d.finding, "kernel-error");
+        } else if (rc == 0) {
+            kvf_verdict v;
+            kvf_judge(&v, rule, &cc->c, &cc->oracle, o, lse, NULL);
+            if (!v.pass && v.finding != KVF_FINDING_OVERFLOW) {
+                d.caught = 1;
+                snprintf(d.finding, sizeof d.finding, "%s", kvf_finding_class_name(v.finding));
+            }
+        }
+        free(o);
+        free(lse);
+        spent += now_seconds() - t0;
+        if (d.caught) break;
+    }
+    d.seconds = spent;
+    if (k->destroy) k->destroy(state);
+    return d;
+}
+
+/* An fp32 reference's output dressed as an oracle result, for the benchmark-style checks that
+ * compare against a reference implementation rather than the exact answer. */
+static int reference_result(kvf_oracle_result *r, const kvf_case *c, kvf_error *err) {
+    memset(r, 0, sizeof *r);
+    int64_t no = kvf_case_o_elems(c), nl = kvf_case_lse_elems(c);
+    r->batch_size = c->batch_size;
+    r->num_qo_heads = c->num_qo_heads;
+    r->head_dim = c->head_dim;
+    r->o_rounded = malloc((size_t)(no + 1) * sizeof *r->o_rounded);
+    r->o_exact = malloc((size_t)(no + 1) * sizeof *r->o_exact);
+    r->o_cond = malloc((size_t)(no + 1) * sizeof *r->o_cond);
+    r->lse_rounded = malloc((size_t)(nl + 1) * sizeof *r->lse_rounded);
+    r->lse_exact = malloc((size_t)(nl + 1) * sizeof *r->lse_exact);
+    r->rows = calloc((size_t)(nl + 1), sizeof *r->rows);
+    if (!r->o_rounded || !r->o_exact || !r->o_cond || !r->lse_rounded || !r->lse_exact || !r->rows)
+        return kvf_error_set(err, KVF_ENOMEM, "out of memory");
+    int rc = kvf_kernel_run_once(kvf_kernel_find("cpu-ref"), c, r->o_rounded, r->lse_rounded, err);
+    if (rc) return rc;
+    for (int64_t i = 0; i < no; i++) {
+        r->o_exact[i] = kvf_bf16_to_f32(r->o_rounded[i]);
+        r->o_cond[i] = fabs(r->o_exact[i]);
+    }
+    for (int64_t i = 0; i < nl; i++) {
+        r->lse_exact[i] = r->lse_rounded[i];
+        r->rows[i].length = kvf_case_seq_len(c, (int32_t)(i / c->num_qo_heads));
+    }
+    return 0;
+}
+
+typedef struct workload {
+    int hq, hk, d, page, batch;
+    int lens[8];
+} workload;
+
+/* Builds a benchmark-style case: contiguous page table, N(0,1) values, given lengths. */
+static int style_case(kvf_case *c, const workload *w, uint64_t seed, const kvf_limits *lim,
+                      kvf_error *err) {
+    kvf_spec s;
+    int rc = kvf_spec_preset(&s, "seed-h20kv4", seed, err);
+    if (rc) return rc;
+    s.recipe.num_qo_heads = (uint8_t)w->hq;
+    s.recipe.num_kv_heads = (uint8_t)w->hk;
+    s.recipe.head_dim = (uint16_t)w->d;
+    s.recipe.page_size = (uint16_t)w->page;
+    s.recipe.sm_scale = (float)(1.0 / sqrt((double)w->d));
+    s.recipe.table = KVF_TABLE_CONTIGUOUS;
+    s.recipe.spare_pages = 0;
+    if ((rc = kvf_spec_set_batch(&s, (uint16_t)w->batch, err))) goto done;
+    for (int b = 0; b < w->batch; b++) {
+        int len = w->lens[b % 8];
+        s.recipe.num_pages[b] = (uint16_t)((len + w->page - 1) / w->page);
+        s.recipe.last_page_len[b] = (uint16_t)(len - (s.recipe.num_pages[b] - 1) * w->page);
+    }
+    rc = kvf_case_build(c, &s, lim, err);
+done:
+    kvf_spec_free(&s);
+    return rc;
+}
+
+/* FlashInfer-Bench's captured workloads for gqa_paged_decode_h20_kv4_d128_ps64: the seed shape,
+ * contiguous tables, no empty requests. */
+static const workload fib_workloads[] = {
+    {20, 4, 128, 64, 1, {3202}},
+    {20, 4, 128, 64, 4, {512, 1024, 2048, 4000}},
+    {20, 4, 128, 64, 8, {100, 900, 1700, 2500, 3300, 4100, 300, 64}},
+    {20, 4, 128, 64, 16, {1000, 200, 1500, 700, 64, 128, 1999, 333}},
+};
+
+/* FlashInfer's unit tests: identity page table, every request the same length, power-of-two
+ * groups, N(0,1). */
+static const workload test_workloads[] = {
+    {32, 4, 128, 16, 4, {54, 54, 54, 54, 54, 54, 54, 54}},
+    {32, 32, 128, 16, 4, {512, 512, 512, 512, 512, 512, 512, 512}},
+    {32, 8, 128, 1, 4, {97, 97, 97, 97, 97, 97, 97, 97}},
+    {32, 4, 128, 8, 4, {2048, 2048, 2048, 2048, 2048, 2048, 2048, 2048}},
+};
+
+static int style_check(const kvf_kernel *k, const workload *ws, size_t nw, int trials,
+                       const kvf_rule *rule, const kvf_limits *lim) {
+    void *state = NULL;
+    kvf_error err = {0};
+    if (k->create && k->create(&state, &err)) return 1;
+    int caught = 0;
+    for (size_t w = 0; w < nw && !caught; w++)
+        for (int t = 0; t < trials && !caught; t++) {
+            kvf_case c;
+            kvf_oracle_result ref;
+            if (style_case(&c, &ws[w], (uint64_t)(1000 + t), lim, &err)) continue;
+            if (reference_result(&ref, &c, &err) == 0) {
+                kvf_bf16 *o = NULL;
+                float *lse = NULL;
+                int rc = run_kernel(k, state, &c, &o, &lse, &err);
+                if (rc && rc != KVF_EUNSUPPORTED) {
+                    caught = 1;
+                } else if (rc == 0) {
+                    kvf_verdict v;
+                    kvf_judge(&v, rule, &c, &ref, o, lse, NULL);
+                    caught = !v.pass;
+                }
+                free(o);
+                free(lse);
+            }
+            kvf_oracle_result_free(&ref);
+            kvf_case_free(&c);
+        }
+    if (k->destroy) k->destroy(state);
+    return caught;
+}
+
+static void mutants_help(void) {
+    printf("usage: kvfuzz mutants [--device cpu|cuda] [--budget S] [--controls-budget S]\n"
+           "                      [--seed N] [--jobs N] [--json]\n\n"
+           "The bug-finding benchmark. For every mutant kernel (a deliberate bug modelled on a\n"
+           "real bug class; `kvfuzz kernels` lists them with the class) it reports whether it\n"
+           "is caught by\n"
+           "  (a) kvfuzz: generated cases (every strategy) judged by the strict rule against\n"
+           "      the oracle, with the time and cases to the first finding;\n"
+           "  (b) FlashInfer-Bench-style testing: contiguous page tables, the seed shape,\n"
+           "      N(0,1) values, 3 trials of 4 captured-style workloads, the fib rule against\n"
+           "      an fp32 reference;\n"
+           "  (c) FlashInfer-test-style testing: identity page table, equal lengths,\n"
+           "      allclose(1e-3, 1e-3) against cpu-ref.\n"
+           "The production kernels of the device run through (a) as controls.\n\n"
+           "  --device D           cpu (default) or cuda\n"
+           "  --budget S           seconds of (a) per mutant (default 60)\n"
+           "  --controls-budget S  seconds of (a) per control kernel (default: --budget)\n"
+           "  --seed N             first generated case (default 1)\n"
+           "  --jobs N             oracle threads (default: all cores)\n"
+           "  --json               one JSON object instead of the table\n\n"
+           "Exit status: 0 when kvfuzz catches every mutant and no control reports a finding,\n"
+           "1 otherwise, 2 on usage errors.\n");
+}
+
+int kvf_cmd_mutants(int argc, char **argv) {
+    const char *cmd = "mutants", *device = "cpu";
+    double budget = 60, controls_budget = -1;
+    uint64_t seed = 1;
+    int64_t jobs = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            mutants_help();
+            return KVF_EXIT_OK;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (strcmp(a, "--device") == 0 || strcmp(a, "--budget") == 0 ||
+                   strcmp(a, "--controls-budget") == 0 || strcmp(a, "--seed") == 0 ||
+                   strcmp(a, "--jobs") == 0) {
+            if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
+            const char *v = argv[++i];
+            double x;
+            if (strcmp(a, "--device") == 0) {
+                if (strcmp(v, "cpu") && strcmp(v, "cuda"))
+                    return cli_usage_error(cmd, "--device must be cpu or cuda, got \"%s\"", v);
+                device = v;
+            } else if (strcmp(a, "--seed") == 0) {
+                if (cli_parse_u64(v, &seed))
+                    return cli_usage_error(cmd, "--seed must be a non-negative integer, got \"%s\"",
+                                           v);
+            } else if (strcmp(a, "--jobs") == 0) {
+                if (cli_parse_i64(v, 1, 1024, &jobs))
+                    return cli_usage_error(cmd,
+                                           "--jobs must be an integer in [1, 1024], got \"%s\"", v);
+            } else if (cli_parse_double(v, &x) || !(x > 0) || !isfinite(x)) {
+                return cli_usage_error(cmd, "%s must be a positive number of seconds, got \"%s\"",
+                                       a, v);
+            } else if (strcmp(a, "--budget") == 0) {
+                budget = x;
+            } else {
+                controls_budget = x;
+            }
+        } else {
+            return cli_usage_error(cmd, "unexpected argument \"%s\" (see kvfuzz mutants --help)",
+                                   a);
+        }
+    }
+    if (controls_budget < 0) controls_budget = budget;
+    kvf_device dev = strcmp(device, "cuda") == 0 ? KVF_DEVICE_CUDA : KVF_DEVICE_CPU;
+    if (dev == KVF_DEVICE_CUDA) {
+        char why[256];
+        if (!kvf_cuda_available(why, sizeof why))
+            return cli_usage_error(cmd, "--device cuda needs a usable GPU: %s", why);
+    }
+    case_cache cache = {0};
+    cache.seed = seed;
+    cli_limits(&cache.limits);
+    kvf_random_opts_default(&cache.ropts);
+    cache.ropts.max_work = 1 << 19; /* small cases: many per second, bugs show at short lengths */
+    kvf_oracle_opts_default(&cache.oopts);
+    cache.oopts.threads = (int)jobs;
+    kvf_rule strict, fib, allclose;
+    kvf_rule_parse(&strict, "strict", NULL);
+    kvf_rule_parse(&fib, "fib", NULL);
+    kvf_rule_parse(&allclose, "allclose:1e-3:1e-3", NULL);
+
+    int survivors = 0, noisy_controls = 0, mutants = 0, missed_b = 0, missed_c = 0;
+    if (json)
+        printf("{\"device\": \"%s\", \"budget_seconds\": %g, \"mutants\": [", device, budget);
+    else
+        printf("%-44s %-9s %-8s %9s %7s %-12s %-9s %-9s\n", "mutant", "class", "kvfuzz", "seconds",
+               "cases", "finding", "fib-bench", "fi-tests");
+    for (size_t i = 0; i < kvf_kernel_count(); i++) {
+        const kvf_kernel *k = kvf_kernel_at(i);
+        if (k->device != dev || !k->models) continue;
+        detection a = campaign(k, &cache, &strict, budget);
+        int b = style_check(k, fib_workloads, sizeof fib_workloads / sizeof fib_workloads[0], 3,
+                            &fib, &cache.limits);
+        int c = style_check(k, test_workloads, sizeof test_workloads / sizeof test_workloads[0], 1,
+                            &allclose, &cache.limits);
+        survivors += !a.caught;
+        missed_b += !b;
+        missed_c += !c;
+        if (json) {
+            printf("%s\n {\"kernel\": ", mutants ? "," : "");
+            cli_json_string(stdout, k->name);
+            printf(", \"class\": ");
+            cli_json_string(stdout, k->models);
+            printf(", \"kvfuzz\": {\"caught\": %s, \"seconds\": %.3f, \"cases\": %ld, \"finding\": "
+                   "\"%s\"}"
+                   ", \"fib_bench\": %s, \"fi_tests\": %s}",
+                   a.caught ? "true" : "false", a.seconds, a.cases, a.finding, b ? "true" : "false",
+                   c ? "true" : "false");
+        } else {
+            printf("%-44s %-9s %-8s %9.2f %7ld %-12s %-9s %-9s\n", k->name, k->models,
+                   a.caught ? "caught" : "SURVIVED", a.seconds, a.cases, a.caught ? a.finding : "-",
+                   b ? "caught" : "missed", c ? "caught" : "missed");
+        }
+        fflush(stdout);
+        mutants++;
+    }
+    if (json)
+        printf("\n], \"controls\": [");
+    else
+        printf("\ncontrols (production kernels, %g s of generated cases each):\n", controls_budget);
+    int controls = 0;
+    for (size_t i = 0; i < kvf_kernel_count(); i++) {
+        const kvf_kernel *k = kvf_kernel_at(i);
+        if (k->device != dev || k->models || strcmp(k->name, "cuda-naive") == 0) continue;
+        detection a = campaign(k, &cache, &strict, controls_budget);
+        noisy_controls += a.caught;
+        if (json) {
+            printf("%s\n {\"kernel\": ", controls ? "," : "");
+            cli_json_string(stdout, k->name);
+            printf(", \"findings\": %d, \"seconds\": %.3f, \"cases\": %ld}", a.caught, a.seconds,
+                   a.cases);
+        } else {
+            printf("  %-20s %s after %ld cases (%.1f s)\n", k->name,
+                   a.caught ? a.finding : "no finding", a.cases, a.seconds);
+        }
+        controls++;
+    }
+    if (json)
+        printf("\n], \"killed\": %d, \"total\": %d, \"missed_by_fib_bench\": %d, "
+               "\"missed_by_fi_tests\": %d}\n",
+               mutants - survivors, mutants, missed_b, missed_c);
+    else
+        printf("\nkvfuzz killed %d of %d mutants; FlashInfer-Bench-style testing missed %d, "
+               "FlashInfer-test-style testing missed %d; controls with findings: %d\n",
+               mutants - survivors, mutants, missed_b, missed_c, noisy_controls);
+    cache_free(&cache);
+    return (survivors || noisy_controls) ? KVF_EXIT_FINDINGS : KVF_EXIT_OK;
+}
