@@ -18,7 +18,7 @@ expect() {
   local rc=$?
   [ "$rc" -eq "$code" ] || fail "$* exited $rc, expected $code; stderr: $(cat "$tmp/err")"
   if [ -n "$pattern" ]; then
-    grep -Eq "$pattern" "$tmp/err" || fail "$*: stderr does not match /$pattern/: $(cat "$tmp/err")"
+    grep -Eq -e "$pattern" "$tmp/err" || fail "$*: stderr does not match /$pattern/: $(cat "$tmp/err")"
     [ "$(wc -l <"$tmp/err")" -le 2 ] || fail "$*: error is not one sentence: $(cat "$tmp/err")"
   fi
 }
