@@ -50,9 +50,11 @@
  *    sum b_j e^(a_j) != 0 for distinct algebraic a_j and algebraic b_j not all zero), o == beta
  *    iff every S_j == 0, i.e. iff every group's mean of v_d is beta. That is tested exactly;
  *    a tie rounds to even (and an exact 0 gives +0). Otherwise the groups before the first
- *    nonzero S_j0 contribute nothing, and T = S_j0 + sum_{j>j0} e^(s_j - s_j0) S_j is nonzero
- *    with a leading exact term, so a Ziv loop on T terminates even when the other terms are as
- *    small as e^(-2^580). The same theorem shows lse is rational only when every logit is 0
+ *    nonzero S_j0 contribute nothing, and sign(o - beta) = sign(T) with
+ *    T = sum_{j>=j0} e^(s_j - s_a) S_j for an anchor group a with 0 <= s_a - s_j0 <= 2^19. T is
+ *    nonzero and its leading term is at least e^(-2^19) |S_j0| while every group below
+ *    s_a - 2^20 is bounded by eta |S_j|, so a Ziv loop on T terminates even when o - beta is
+ *    as small as e^(-2^580). The same theorem shows lse is rational only when every logit is 0
  *    (then lse = log2 L, an integer iff L is a power of two, handled exactly); every rounding
  *    boundary of f32 is rational, so the lse Ziv loop needs no tie test.
  *
@@ -75,9 +77,9 @@
 #define NEGL_LOG2 20       /* delta < -2^20 is negligible; eta = 2^(-2^20) */
 #define MIN_WORK_PREC 24   /* keeps u <= 2^-20, which the bound constants assume */
 #define MAX_WORK_PREC (1L << 19)
-#define BOUND_PREC 64      /* bounds are rounded upward, so a few bits suffice */
-/* Accumulator slots grow by < 2^35 per token (column_accumulate); 2^28 tokens keep them
- * below 2^63. Far beyond any configured limit. */
+#define BOUND_PREC 64 /* bounds are rounded upward, so a few bits suffice */
+/* Accumulator slots grow by < 2^33 per token (column_accumulate); 2^28 tokens keep them
+ * far below 2^63, and the double bound on A needs L < 2^28 too. Far beyond any limit. */
 #define MAX_ROW_TOKENS ((int64_t)1 << 28)
 
 #define M32 UINT64_C(0xFFFFFFFF)
@@ -103,7 +105,9 @@ static inline int bf16_split(kvf_bf16 x, uint32_t *mant, long *e) {
     return x >> 15;
 }
 
-static inline int bf16_nonfinite(kvf_bf16 x) { return (x & 0x7F80u) == 0x7F80u; }
+static inline int bf16_nonfinite(kvf_bf16 x) {
+    return (x & 0x7F80u) == 0x7F80u;
+}
 
 /* ---- IEEE rounding ------------------------------------------------------------------------ */
 
@@ -253,7 +257,7 @@ typedef struct ws {
     uint32_t *chunks;    /* [cap][nc] w's significand in 32-bit chunks, least significant first */
     size_t chunks_cap;
     /* tokens grouped by exact logit (built on demand for boundary tests) */
-    tok_key *keys;  /* [cap] sorted by logit, highest first */
+    tok_key *keys;   /* [cap] sorted by logit, highest first */
     int64_t *gstart; /* [cap + 1] group j = keys[gstart[j] .. gstart[j+1]) */
     mpfr_t *gsum;    /* [cap] S_j (GROUP_SUM_PREC) */
     mpfr_t *gterm;   /* [cap] e^(s_j - s_j0) * S_j */
@@ -270,7 +274,8 @@ typedef struct ws {
     unsigned char *qneg;
     double *qabs;
     unsigned char *colstate;
-    int32_t *list; /* columns still to certify */
+    uint16_t *colmag; /* OR of |v| bits per column */
+    int32_t *list;    /* columns still to certify */
     double *araw, *aup;
     long *fexp;
     int64_t *ntrunc;
@@ -280,21 +285,26 @@ typedef struct ws {
     size_t digbuf_cap;
 
     mpz_t z;
-    mpfr_t m, smf, zsum, rsum, nhat, ohat, chat, bound, t1, t2, lo, hi, eta, beta, scratch, ln2, lse_l,
-        lse_y, lam, gd, tsum, absum, neglsum;
+    mpfr_t m, smf, zsum, rsum, nhat, ohat, chat, bound, t1, t2, lo, hi, eta, beta, scratch, ln2,
+        lse_l, lse_y, lam, gd, tsum, absum, neglsum;
 } ws;
 
 typedef struct counters {
     long maxp, retries, ties;
 } counters;
 
+/* The scalar MPFR variables of a workspace, for initialisation and release in one place. */
+#define WS_SCALARS(s)                                                                              \
+    {                                                                                              \
+        (s)->m, (s)->smf, (s)->zsum, (s)->rsum, (s)->nhat, (s)->ohat, (s)->chat, (s)->bound,       \
+            (s)->t1, (s)->t2, (s)->lo, (s)->hi, (s)->eta, (s)->beta, (s)->scratch, (s)->ln2,       \
+            (s)->lse_l, (s)->lse_y, (s)->lam, (s)->gd, (s)->tsum, (s)->absum, (s)->neglsum         \
+    }
+
 static void ws_init(ws *s) {
     memset(s, 0, sizeof *s);
     mpz_init(s->z);
-    mpfr_ptr scalars[] = {s->m,  s->smf,  s->zsum,  s->rsum,  s->nhat,  s->ohat, s->chat,    s->bound,
-                          s->t1, s->t2,   s->lo,    s->hi,    s->eta,  s->beta,    s->scratch,
-                          s->ln2, s->lse_l, s->lse_y, s->lam, s->gd,   s->tsum,
-                          s->absum, s->neglsum};
+    mpfr_ptr scalars[] = WS_SCALARS(s);
     for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++)
         mpfr_init2(scalars[i], BOUND_PREC);
     mpfr_set_prec(s->m, LOGIT_PREC);
@@ -331,6 +341,7 @@ static void ws_free(ws *s) {
     free(s->qneg);
     free(s->qabs);
     free(s->colstate);
+    free(s->colmag);
     free(s->list);
     free(s->araw);
     free(s->aup);
@@ -339,35 +350,47 @@ static void ws_free(ws *s) {
     free(s->acc);
     free(s->digbuf);
     mpz_clear(s->z);
-    mpfr_ptr scalars[] = {s->m,  s->smf,  s->zsum,  s->rsum,  s->nhat,  s->ohat, s->chat,    s->bound,
-                          s->t1, s->t2,   s->lo,    s->hi,    s->eta,  s->beta,    s->scratch,
-                          s->ln2, s->lse_l, s->lse_y, s->lam, s->gd,   s->tsum,
-                          s->absum, s->neglsum};
-    for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++) mpfr_clear(scalars[i]);
+    mpfr_ptr scalars[] = WS_SCALARS(s);
+    for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++)
+        mpfr_clear(scalars[i]);
 }
 
-/* realloc that leaves *p untouched on failure. */
-static int grow(void *pp, size_t elems, size_t size) {
-    void **p = pp;
-    void *n = realloc(*p, elems * size + 1);
-    if (!n) return -1;
-    *p = n;
-    return 0;
+/* realloc that keeps the old block (and sets *fail) when the system refuses. */
+static void *grow(void *old, size_t elems, size_t size, int *fail) {
+    void *n = realloc(old, elems * size + 1);
+    if (!n) {
+        *fail = 1;
+        return old;
+    }
+    return n;
 }
+#define GROW(ptr, elems, fail) ((ptr) = grow((ptr), (elems), sizeof *(ptr), (fail)))
+/* Grows a scratch buffer to hold n elements; evaluates to nonzero on failure. */
+#define RESERVE(ptr, cap, n, fail)                                                                 \
+    ((n) <= (cap) ? 0 : (GROW(ptr, n, fail), *(fail) ? 1 : ((cap) = (n), 0)))
 
 static int ws_reserve_tokens(ws *s, int64_t n) {
     if (n <= s->cap) return 0;
     int64_t cap = s->cap ? s->cap : 64;
-    while (cap < n) cap *= 2;
+    while (cap < n)
+        cap *= 2;
     size_t c = (size_t)cap;
-    if (grow(&s->dots, c * DOT_DIGITS, sizeof(uint32_t)) || grow(&s->kvoff, c, sizeof(int64_t)) ||
-        grow(&s->delta, c, sizeof(mpfr_t)) || grow(&s->negl, c, 1) ||
-        grow(&s->w, c, sizeof(mpfr_t)) || grow(&s->ptrs, c + 1, sizeof(mpfr_ptr)) ||
-        grow(&s->wexp, c, sizeof(long)) || grow(&s->wup, c, sizeof(double)) ||
-        grow(&s->keys, c, sizeof(tok_key)) || grow(&s->gstart, c + 1, sizeof(int64_t)) ||
-        grow(&s->gsum, c, sizeof(mpfr_t)) || grow(&s->gterm, c, sizeof(mpfr_t)) ||
-        grow(&s->gexp, c, sizeof(mpfr_t)) || grow(&s->gstamp, c, sizeof(long)))
-        return KVF_ENOMEM;
+    int fail = 0;
+    GROW(s->dots, c * DOT_DIGITS, &fail);
+    GROW(s->kvoff, c, &fail);
+    GROW(s->delta, c, &fail);
+    GROW(s->negl, c, &fail);
+    GROW(s->w, c, &fail);
+    GROW(s->ptrs, c + 1, &fail);
+    GROW(s->wexp, c, &fail);
+    GROW(s->wup, c, &fail);
+    GROW(s->keys, c, &fail);
+    GROW(s->gstart, c + 1, &fail);
+    GROW(s->gsum, c, &fail);
+    GROW(s->gterm, c, &fail);
+    GROW(s->gexp, c, &fail);
+    GROW(s->gstamp, c, &fail);
+    if (fail) return KVF_ENOMEM; /* arrays may have grown; cap still counts the initialised */
     for (int64_t i = s->cap; i < cap; i++) {
         mpfr_init2(s->delta[i], LOGIT_PREC);
         mpfr_init2(s->w[i], MIN_WORK_PREC);
@@ -383,20 +406,20 @@ static int ws_reserve_tokens(ws *s, int64_t n) {
 static int ws_reserve_cols(ws *s, int32_t d) {
     if (d <= s->dcap) return 0;
     size_t c = (size_t)d;
-    if (grow(&s->qm, c, sizeof(uint32_t)) || grow(&s->qe, c, sizeof(long)) ||
-        grow(&s->qneg, c, 1) || grow(&s->qabs, c, sizeof(double)) || grow(&s->colstate, c, 1) ||
-        grow(&s->list, c, sizeof(int32_t)) || grow(&s->araw, c, sizeof(double)) ||
-        grow(&s->aup, c, sizeof(double)) || grow(&s->fexp, c, sizeof(long)) ||
-        grow(&s->ntrunc, c, sizeof(int64_t)))
-        return KVF_ENOMEM;
+    int fail = 0;
+    GROW(s->qm, c, &fail);
+    GROW(s->qe, c, &fail);
+    GROW(s->qneg, c, &fail);
+    GROW(s->qabs, c, &fail);
+    GROW(s->colstate, c, &fail);
+    GROW(s->colmag, c, &fail);
+    GROW(s->list, c, &fail);
+    GROW(s->araw, c, &fail);
+    GROW(s->aup, c, &fail);
+    GROW(s->fexp, c, &fail);
+    GROW(s->ntrunc, c, &fail);
+    if (fail) return KVF_ENOMEM;
     s->dcap = d;
-    return 0;
-}
-
-static int ws_reserve_buf(void *pp, size_t *cap, size_t n, size_t size) {
-    if (n <= *cap) return 0;
-    if (grow(pp, n, size)) return KVF_ENOMEM;
-    *cap = n;
     return 0;
 }
 
@@ -430,7 +453,9 @@ typedef struct row {
     kvf_oracle_row *info;
 } row;
 
-static inline const kvf_bf16 *row_v(const row *r, int64_t kvoff) { return r->c->v_cache + kvoff; }
+static inline const kvf_bf16 *row_v(const row *r, int64_t kvoff) {
+    return r->c->v_cache + kvoff;
+}
 
 /* Exact dot of q (decoded in s->q*) with key row kr into 20 digits; returns 1 if kr holds a
  * non-finite value. Each product P * 2^(e_q + e_k) is added at bit e_q + e_k + 266 in [0, 506]:
@@ -543,14 +568,16 @@ static int boundary_side(int *side, ws *s, const row *r, int32_t d, mpfr_srcptr 
      * above everything declared negligible (s_j - s_a < -2^20: e^(...) < eta). The gap grows
      * as a decreases, so a binary search with exact differences finds a. */
     mpfr_srcptr dj0 = s->delta[s->keys[s->gstart[j0]].t];
-    int64_t a = j0;
-    for (int64_t lo = 0, hi = j0; lo < hi;) {
+    int64_t lo = 0, hi = j0;
+    while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
         mpfr_sub(s->gd, s->delta[s->keys[s->gstart[mid]].t], dj0, MPFR_RNDN); /* exact */
-        if (mpfr_cmp_ui_2exp(s->gd, 1, 19) <= 0) hi = mid;
-        else lo = mid + 1;
-        a = hi;
+        if (mpfr_cmp_ui_2exp(s->gd, 1, 19) <= 0)
+            hi = mid;
+        else
+            lo = mid + 1;
     }
+    int64_t a = hi;
     mpfr_srcptr da = s->delta[s->keys[s->gstart[a]].t];
     for (long q = q0 < 64 ? 64 : q0;; q *= 2) {
         if (q > cnt->maxp) cnt->maxp = q;
@@ -617,8 +644,8 @@ static int boundary_side(int *side, ws *s, const row *r, int32_t d, mpfr_srcptr 
  * and R_hat = RN(sum of the w_hat other than the reference token's, which is exactly 1). */
 static int compute_weights(ws *s, const row *r, long p) {
     size_t nc = (size_t)(p + 31) / 32;
-    if (ws_reserve_buf(&s->chunks, &s->chunks_cap, (size_t)r->L * nc, sizeof(uint32_t)))
-        return KVF_ENOMEM;
+    int fail = 0;
+    if (RESERVE(s->chunks, s->chunks_cap, (size_t)r->L * nc, &fail)) return KVF_ENOMEM;
     size_t k = 1;
     for (int64_t t = 0; t < r->L; t++) {
         if (s->negl[t]) {
@@ -628,13 +655,16 @@ static int compute_weights(ws *s, const row *r, long p) {
         mpfr_ptr w = s->w[t];
         mpfr_set_prec(w, p);
         mpfr_exp(w, s->delta[t], MPFR_RNDN);
-        if (t == r->ref) s->ptrs[0] = w;
-        else s->ptrs[k++] = w;
+        if (t == r->ref)
+            s->ptrs[0] = w;
+        else
+            s->ptrs[k++] = w;
         s->wexp[t] = (long)mpfr_get_z_2exp(s->z, w);
         uint32_t *ch = s->chunks + (size_t)t * nc;
         size_t cnt = 0;
         mpz_export(ch, &cnt, -1, sizeof(uint32_t), 0, 0, s->z);
-        for (size_t i = cnt; i < nc; i++) ch[i] = 0;
+        for (size_t i = cnt; i < nc; i++)
+            ch[i] = 0;
         s->wup[t] = mpfr_get_d(w, MPFR_RNDU);
     }
     mpfr_set_prec(s->zsum, p);
@@ -646,7 +676,8 @@ static int compute_weights(ws *s, const row *r, long p) {
 
 static int ceil_log2_u64(uint64_t x) {
     int lg = 0;
-    while (lg < 63 && ((uint64_t)1 << lg) < x) lg++;
+    while (lg < 63 && ((uint64_t)1 << lg) < x)
+        lg++;
     return lg;
 }
 
@@ -656,7 +687,8 @@ static int ceil_log2_u64(uint64_t x) {
  * L < 2^28 the factor is below 1 + 2^-24; we use 1 + 2^-19, which also absorbs the rounding of
  * the multiplication that applies it, and add L * 2^-1073. */
 static void column_abs_sums(ws *s, const row *r, int32_t nlist) {
-    for (int32_t i = 0; i < nlist; i++) s->araw[s->list[i]] = 0;
+    for (int32_t i = 0; i < nlist; i++)
+        s->araw[s->list[i]] = 0;
     for (int64_t t = 0; t < r->L; t++) {
         if (s->negl[t]) continue;
         double a = s->wup[t];
@@ -674,32 +706,37 @@ static void column_abs_sums(ws *s, const row *r, int32_t nlist) {
     }
 }
 
-/* N_hat for the listed columns: the exact sum of w_hat_t * v_td with pieces below 2^F_d
- * dropped. w_hat_t = sum_k c_k 2^(32k + wexp_t) with c_k < 2^32 and v = +-V 2^y (V < 2^8), so a
- * product is a sum of pieces c_k V < 2^40 at bit wexp_t + y + 32k. A piece at relative bit
- * q = that - F >= 0 is split into three 32-bit-aligned increments (< 2^32, < 2^33, < 2^7); one
- * slot takes increments from at most three pieces of a token (< 2^35), so 2^28 tokens stay
- * below 2^63. Pieces with q < 0 are truncated toward zero (< 2^F lost each) and counted.
- * F_d = e_d - p - ceil(log2(L nc)) - 2 with A_up < 2^e_d: no product exceeds A_up, so no piece
- * reaches bit e_d - F_d = p + lg + 2 and `slots` covers every increment, while the total
- * truncation stays below 2^(e_d - p - 2) <= u A_up / 2. */
+/* N_hat for the listed columns: the exact sum of w_hat_t * v_td with each product's bits below
+ * 2^F_d dropped. w_hat_t = W 2^wexp_t with W < 2^p held in nc 32-bit chunks, and
+ * v = +-V 2^y (V < 2^8), so a product is the integer W V (nc + 1 digits of 32 bits, formed with
+ * carries) at bit wexp_t + y. At relative bit b = wexp_t + y - F >= 0 the digits, shifted by
+ * b mod 32, become nc + 2 increments below 2^33, one per slot, so 2^28 tokens keep every slot
+ * below 2^63. With b < 0 the product is shifted right (truncated toward zero, < 2^F lost) and
+ * counted. F_d = e_d - 2p - ceil(log2 L) - 40 with A_up < 2^e_d: the total truncation stays
+ * below L 2^F_d <= 2^(e_d - 2p - 40), far below u A_up, and the p + 38 bits of room under
+ * u A_up / L keep nearly every product whole (the truncating path is the slow one). No product
+ * exceeds A_up and W >= 2^(p-1), so b < p + lg + 41 and `slots` covers every increment; the
+ * sum stays below 2^(2p + lg + 40) relative to 2^F, well inside 32 slots bits with its sign. */
 static int column_accumulate(ws *s, const row *r, int32_t nlist, long p, size_t *slots_out) {
     size_t nc = (size_t)(p + 31) / 32;
-    int lg = ceil_log2_u64((uint64_t)r->L * nc);
-    size_t slots = (size_t)(p + lg + 2) / 32 + 4;
-    if (ws_reserve_buf(&s->acc, &s->acc_cap, (size_t)nlist * slots, sizeof(int64_t)))
+    int lg = ceil_log2_u64((uint64_t)r->L);
+    size_t slots = (size_t)(p + lg + 40) / 32 + nc + 3;
+    int fail = 0;
+    if (RESERVE(s->acc, s->acc_cap, (size_t)nlist * slots, &fail) ||
+        RESERVE(s->digbuf, s->digbuf_cap, nc + 2, &fail))
         return KVF_ENOMEM;
     memset(s->acc, 0, (size_t)nlist * slots * sizeof(int64_t));
     for (int32_t i = 0; i < nlist; i++) {
         int32_t d = s->list[i];
         int e;
         frexp(s->aup[d], &e); /* aup < 2^e */
-        s->fexp[i] = (long)e - p - lg - 2;
+        s->fexp[i] = (long)e - 2 * p - lg - 40;
         s->ntrunc[i] = 0;
     }
+    uint32_t *x = s->digbuf; /* the product's digits */
     for (int64_t t = 0; t < r->L; t++) {
         if (s->negl[t]) continue;
-        long x = s->wexp[t];
+        long wx = s->wexp[t];
         const uint32_t *ch = s->chunks + (size_t)t * nc;
         const kvf_bf16 *vr = row_v(r, s->kvoff[t]);
         for (int32_t i = 0; i < nlist; i++) {
@@ -707,36 +744,52 @@ static int column_accumulate(ws *s, const row *r, int32_t nlist, long p, size_t 
             if (!(vb & 0x7FFFu)) continue;
             uint32_t vm;
             long y;
-            int64_t m = -(int64_t)bf16_split(vb, &vm, &y);
-            long base = x + y - s->fexp[i];
+            int64_t m = -(int64_t)bf16_split(vb, &vm, &y); /* 0 or -1: (a ^ m) - m negates */
+            long b = wx + y - s->fexp[i];
             int64_t *acc = s->acc + (size_t)i * slots;
+            if (nc == 2 && b >= 0) {
+                /* The common case (p <= 64) unrolled: the same digits and increments. */
+                uint64_t v0 = (uint64_t)ch[0] * vm, v1 = (uint64_t)ch[1] * vm + (v0 >> 32);
+                size_t j = (size_t)(b >> 5);
+                int sh = (int)(b & 31);
+                if (j + 4 > slots) return KVF_EORACLE; /* impossible by the bound above */
+                uint64_t y0 = (v0 & M32) << sh, y1 = (v1 & M32) << sh, y2 = (v1 >> 32) << sh;
+                acc[j] += ((int64_t)(y0 & M32) ^ m) - m;
+                acc[j + 1] += ((int64_t)((y1 & M32) + (y0 >> 32)) ^ m) - m;
+                acc[j + 2] += ((int64_t)((y2 & M32) + (y1 >> 32)) ^ m) - m;
+                acc[j + 3] += ((int64_t)(y2 >> 32) ^ m) - m;
+                continue;
+            }
+            uint64_t carry = 0;
             for (size_t k = 0; k < nc; k++) {
-                uint64_t piece = (uint64_t)ch[k] * vm;
-                if (!piece) continue;
-                long q = base + 32 * (long)k;
-                int64_t a0, a1, a2;
-                size_t j;
-                if (q >= 0) {
-                    j = (size_t)(q >> 5);
-                    int sh = (int)(q & 31);
-                    uint64_t lo = (piece & M32) << sh; /* < 2^63 */
-                    uint64_t hi = (piece >> 32) << sh; /* < 2^39 */
-                    a0 = (int64_t)(lo & M32);
-                    a1 = (int64_t)(lo >> 32) + (int64_t)(hi & M32);
-                    a2 = (int64_t)(hi >> 32);
-                    if (j + 2 >= slots) return KVF_EORACLE; /* impossible by the bound above */
-                } else {
-                    s->ntrunc[i]++;
-                    if (q <= -40) continue;
-                    uint64_t kept = piece >> -q;
-                    j = 0;
-                    a0 = (int64_t)(kept & M32);
-                    a1 = (int64_t)(kept >> 32);
-                    a2 = 0;
+                uint64_t v = (uint64_t)ch[k] * vm + carry; /* < 2^40 */
+                x[k] = (uint32_t)v;
+                carry = v >> 32;
+            }
+            x[nc] = (uint32_t)carry;
+            if (b >= 0) {
+                size_t j = (size_t)(b >> 5);
+                int sh = (int)(b & 31);
+                if (j + nc + 2 > slots) return KVF_EORACLE; /* impossible by the bound above */
+                uint64_t prev = 0;
+                for (size_t k = 0; k <= nc; k++) {
+                    uint64_t v = (uint64_t)x[k] << sh; /* < 2^63 */
+                    int64_t inc = (int64_t)((v & M32) + prev);
+                    acc[j + k] += (inc ^ m) - m;
+                    prev = v >> 32;
                 }
-                acc[j] += (a0 ^ m) - m; /* branch-free negation, as in dot_accumulate */
-                acc[j + 1] += (a1 ^ m) - m;
-                acc[j + 2] += (a2 ^ m) - m;
+                acc[j + nc + 1] += ((int64_t)prev ^ m) - m;
+            } else {
+                s->ntrunc[i]++;
+                uint64_t rs = (uint64_t)-b;
+                if (rs >= 32 * (nc + 1)) continue; /* all of it below 2^F */
+                size_t wsh = (size_t)(rs >> 5);
+                int bs = (int)(rs & 31);
+                for (size_t k = 0; k + wsh <= nc; k++) {
+                    uint64_t v = x[k + wsh] >> bs;
+                    if (bs && k + wsh + 1 <= nc) v |= ((uint64_t)x[k + wsh + 1] << (32 - bs)) & M32;
+                    acc[k] += ((int64_t)v ^ m) - m;
+                }
             }
         }
     }
@@ -750,9 +803,12 @@ static int column_certify(ws *s, const row *r, int32_t i, size_t slots, long p, 
                           counters *cnt, kvf_error *err) {
     int32_t d = s->list[i];
     /* N_hat exactly. */
-    if (ws_reserve_buf(&s->digbuf, &s->digbuf_cap, slots, sizeof(uint32_t))) return KVF_ENOMEM;
+    int fail = 0;
+    if (RESERVE(s->digbuf, s->digbuf_cap, slots, &fail)) return KVF_ENOMEM;
     int64_t carry = digits_normalize(s->digbuf, s->acc + (size_t)i * slots, slots);
-    if (carry != 0 && carry != -1) /* impossible: |N_hat| < 2^(e_d - F_d + 1) */
+    /* |N_hat| < 2^(2p + lg + 40) relative to 2^F while the slots hold 32 slots >= 2p + lg + 105
+     * bits, so the carry is the sign and agrees with the top bit; anything else is a bug. */
+    if (carry != -(int64_t)(s->digbuf[slots - 1] >> 31))
         return kvf_error_set(err, KVF_EORACLE, "oracle: internal accumulator overflow");
     mpfr_set_prec(s->nhat, (mpfr_prec_t)(32 * slots + 32));
     digits_to_mpfr(s->nhat, s->digbuf, slots, s->fexp[i], s->z);
@@ -803,10 +859,14 @@ static int column_certify(ws *s, const row *r, int32_t i, size_t slots, long p, 
      * value above the largest finite bf16. Exact in 64 bits (adjacent values). */
     mpfr_set_prec(s->beta, 64);
     mpfr_set_prec(s->t1, 64);
-    if (isinf(rh)) mpfr_set_ui_2exp(s->beta, 1, 128, MPFR_RNDN);
-    else mpfr_set_d(s->beta, rh, MPFR_RNDN);
-    if (isinf(rl)) mpfr_set_si_2exp(s->t1, -1, 128, MPFR_RNDN);
-    else mpfr_set_d(s->t1, rl, MPFR_RNDN);
+    if (isinf(rh))
+        mpfr_set_ui_2exp(s->beta, 1, 128, MPFR_RNDN);
+    else
+        mpfr_set_d(s->beta, rh, MPFR_RNDN);
+    if (isinf(rl))
+        mpfr_set_si_2exp(s->t1, -1, 128, MPFR_RNDN);
+    else
+        mpfr_set_d(s->t1, rl, MPFR_RNDN);
     mpfr_add(s->beta, s->beta, s->t1, MPFR_RNDN);
     mpfr_div_2ui(s->beta, s->beta, 1, MPFR_RNDN);
     int side = 0;
@@ -821,8 +881,10 @@ static int column_certify(ws *s, const row *r, int32_t i, size_t slots, long p, 
     } else {
         /* An exact tie: to even; an exact zero is +0. */
         cnt->ties++;
-        if (mpfr_zero_p(s->beta)) r->o_rounded[idx] = 0x0000u;
-        else r->o_rounded[idx] = (bl & 1u) ? bh : bl;
+        if (mpfr_zero_p(s->beta))
+            r->o_rounded[idx] = 0x0000u;
+        else
+            r->o_rounded[idx] = (bl & 1u) ? bh : bl;
         r->o_exact[idx] = mpfr_get_d(s->beta, MPFR_RNDN);
     }
     return 1;
@@ -917,26 +979,47 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
     for (int64_t t = 0; t < r->L; t++) {
         s->kvoff[t] = kvf_case_kv_offset(c, r->b, t, r->g, 0);
         double asum;
-        bad_qk |= dot_accumulate(s, D, c->k_cache + s->kvoff[t], s->dots + (size_t)t * DOT_DIGITS,
-                                 &asum);
+        bad_qk |=
+            dot_accumulate(s, D, c->k_cache + s->kvoff[t], s->dots + (size_t)t * DOT_DIGITS, &asum);
         if (asum > abs_dot_max) abs_dot_max = asum;
     }
-    double vmax = 0;
-    for (int32_t d = 0; d < D; d++) s->colstate[d] = 0;
+    /* Which columns hold a nonzero or a non-finite v, and the largest finite |v|. The common
+     * all-finite case is one branch-free pass over magnitude bits (ordered like the values);
+     * only a row with a NaN or an infinity takes the classifying pass. */
+    uint16_t magmax = 0;
+    for (int32_t d = 0; d < D; d++)
+        s->colmag[d] = 0;
     for (int64_t t = 0; t < r->L; t++) {
         const kvf_bf16 *vr = row_v(r, s->kvoff[t]);
         for (int32_t d = 0; d < D; d++) {
-            kvf_bf16 vb = vr[d];
-            if (bf16_nonfinite(vb)) {
-                s->colstate[d] |= kvf_bf16_is_nan(vb) ? COL_NAN : (vb & 0x8000u) ? COL_NINF
-                                                                                  : COL_PINF;
-            } else if (vb & 0x7FFFu) {
-                s->colstate[d] |= COL_NONZERO;
-                double a = fabs((double)kvf_bf16_to_f32(vb));
-                if (a > vmax) vmax = a;
+            uint16_t mg = vr[d] & 0x7FFFu;
+            s->colmag[d] |= mg;
+            magmax = mg > magmax ? mg : magmax;
+        }
+    }
+    for (int32_t d = 0; d < D; d++)
+        s->colstate[d] = s->colmag[d] ? COL_NONZERO : 0;
+    if (magmax >= 0x7F80u) {
+        magmax = 0;
+        for (int32_t d = 0; d < D; d++)
+            s->colstate[d] = 0;
+        for (int64_t t = 0; t < r->L; t++) {
+            const kvf_bf16 *vr = row_v(r, s->kvoff[t]);
+            for (int32_t d = 0; d < D; d++) {
+                kvf_bf16 vb = vr[d];
+                uint16_t mg = vb & 0x7FFFu;
+                if (bf16_nonfinite(vb)) {
+                    s->colstate[d] |= kvf_bf16_is_nan(vb) ? COL_NAN
+                                      : (vb & 0x8000u)    ? COL_NINF
+                                                          : COL_PINF;
+                } else if (mg) {
+                    s->colstate[d] |= COL_NONZERO;
+                    if (mg > magmax) magmax = mg;
+                }
             }
         }
     }
+    double vmax = (double)kvf_bf16_to_f32(magmax);
     r->vmax = vmax;
     info->v_abs_max = vmax;
     if (bad_qk) {
@@ -963,8 +1046,8 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
         int64_t t = k ? tmin : tmax;
         memcpy(tmp, s->dots + (size_t)t * DOT_DIGITS, sizeof tmp);
         digits_to_mpfr(s->m, tmp, DOT_DIGITS, -DOT_SHIFT, s->z);
-        mpfr_mul(s->m, s->m, s->smf, MPFR_RNDN); /* exact (item 1) */
-        double a = fabs(mpfr_get_d(s->m, MPFR_RNDU));
+        mpfr_mul(s->m, s->m, s->smf, MPFR_RNDN);      /* exact (item 1) */
+        double a = fabs(mpfr_get_d(s->m, MPFR_RNDA)); /* magnitude rounded up */
         if (a > logit_abs) logit_abs = a;
     }
     memcpy(tmp, s->dots + (size_t)r->ref * DOT_DIGITS, sizeof tmp);
@@ -1005,8 +1088,9 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
              * infinities of both signs, make it undefined. */
             info->nonfinite_input = 1;
             int nan = (st & COL_NAN) || ((st & COL_PINF) && (st & COL_NINF));
-            r->o_rounded[d] = nan ? KVF_BF16_QNAN : (st & COL_PINF) ? KVF_BF16_POS_INF
-                                                                     : KVF_BF16_NEG_INF;
+            r->o_rounded[d] = nan               ? KVF_BF16_QNAN
+                              : (st & COL_PINF) ? KVF_BF16_POS_INF
+                                                : KVF_BF16_NEG_INF;
             r->o_exact[d] = nan ? NAN : (st & COL_PINF) ? INFINITY : -INFINITY;
             r->o_cond[d] = nan ? NAN : INFINITY;
         } else if (!(st & COL_NONZERO)) {
@@ -1037,8 +1121,7 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
             size_t slots = 0;
             rc = column_accumulate(s, r, nlist, p, &slots);
             if (rc == KVF_ENOMEM) return kvf_error_set(err, rc, "oracle: out of memory");
-            if (rc)
-                return kvf_error_set(err, rc, "oracle: internal accumulator window exceeded");
+            if (rc) return kvf_error_set(err, rc, "oracle: internal accumulator window exceeded");
             int32_t keep = 0;
             for (int32_t i = 0; i < nlist; i++) {
                 rc = column_certify(s, r, i, slots, p, pmax, cnt, err);
@@ -1140,8 +1223,8 @@ static int check_case(const kvf_case *c, kvf_error *err) {
             int32_t last = c->kv_last_page_len[b];
             if (last < 1 || last > c->page_size)
                 return kvf_error_set(err, KVF_EINVAL,
-                                     "oracle: kv_last_page_len[%d] = %d is outside [1, %d]",
-                                     (int)b, (int)last, (int)c->page_size);
+                                     "oracle: kv_last_page_len[%d] = %d is outside [1, %d]", (int)b,
+                                     (int)last, (int)c->page_size);
             if (!c->kv_indices || !c->k_cache || !c->v_cache)
                 return kvf_error_set(err, KVF_EINVAL, "oracle: case arrays are missing");
         }
@@ -1192,8 +1275,8 @@ int kvf_oracle_run(kvf_oracle_result *out, const kvf_case *c, const kvf_oracle_o
     out->lse_rounded = malloc(nrows * sizeof(float) + 1);
     out->lse_exact = malloc(nrows * sizeof(double) + 1);
     out->rows = calloc(nrows + 1, sizeof(kvf_oracle_row));
-    if (!out->o_rounded || !out->o_exact || !out->o_cond || !out->lse_rounded ||
-        !out->lse_exact || !out->rows) {
+    if (!out->o_rounded || !out->o_exact || !out->o_cond || !out->lse_rounded || !out->lse_exact ||
+        !out->rows) {
         kvf_oracle_result_free(out);
         return kvf_error_set(err, KVF_ENOMEM, "oracle: out of memory for %zu outputs", nel);
     }
@@ -1228,7 +1311,8 @@ int kvf_oracle_run(kvf_oracle_result *out, const kvf_case *c, const kvf_oracle_o
         started = i;
     }
     worker_main(&wk[0]);
-    for (int i = 1; i <= started; i++) pthread_join(tid[i], NULL);
+    for (int i = 1; i <= started; i++)
+        pthread_join(tid[i], NULL);
     pthread_mutex_destroy(&j.lock);
 
     for (int i = 0; i < nthreads; i++) {

@@ -12,11 +12,13 @@
 
 #include "kvfuzz/case.h"
 
-/* Bits of kvf_oracle_row.overflow (docs/oracle.md, "overflow class"). */
-#define KVF_ORACLE_OVERFLOW_LOGITS 1 /* max_t sum_d |q_d k_td| * max(1,|sm_scale|) * log2(e)
-                                        >= 2^127: logits or their differences leave f32 */
-#define KVF_ORACLE_OVERFLOW_ACCUM 2  /* L * v_abs_max >= 2^127: an unnormalised sum p.v of a
-                                        correct fp32 kernel (or split merge) can leave f32 */
+/* Bits of kvf_oracle_row.overflow (docs/oracle.md, "overflow class").
+ * LOGITS: max_t sum_d |q_d k_td| * max(1, |sm_scale|) * log2(e) >= 2^127, so an fp32 kernel's
+ *   logits or their differences can leave the f32 range.
+ * ACCUM: L * v_abs_max >= 2^127, so a correct fp32 kernel's unnormalised sum p.v (or a merge of
+ *   split outputs) can leave the f32 range although o itself is representable. */
+#define KVF_ORACLE_OVERFLOW_LOGITS 1
+#define KVF_ORACLE_OVERFLOW_ACCUM 2
 
 /* Per (sequence, q head) data. */
 typedef struct kvf_oracle_row {
