@@ -280,7 +280,7 @@ static int bench_one(const bench_workload *w, const bench_opts *o, bench_dev *dv
                  "upload") ||
         !cuda_ok(cudaMemcpy(dv->last, last, sizeof(int32_t) * (size_t)B, cudaMemcpyHostToDevice),
                  "upload") ||
-        !cuda_ok(cudaStreamSynchronize(dv->stream), "generating inputs"))
+        !cuda_ok(cudaDeviceSynchronize(), "generating inputs"))
         goto out;
 
     kvf_cuda_problem pr = {Hq,     Hk,  D, S, B, pool_pages, (float)(1.0 / sqrt((double)D)),
@@ -309,7 +309,8 @@ static int bench_one(const bench_workload *w, const bench_opts *o, bench_dev *dv
             fprintf(stderr, "kvfuzz bench: %s\n", err.msg);
             goto out;
         }
-        if (!cuda_ok(cudaMemcpy(o_host[k], t[k].o, q_b, cudaMemcpyDeviceToHost), "download") ||
+        if (!cuda_ok(cudaStreamSynchronize(dv->stream), "running the kernel") ||
+            !cuda_ok(cudaMemcpy(o_host[k], t[k].o, q_b, cudaMemcpyDeviceToHost), "download") ||
             !cuda_ok(cudaMemcpy(lse_host[k], t[k].lse, lse_b, cudaMemcpyDeviceToHost), "download"))
             goto out;
     }

@@ -39,8 +39,8 @@ extern const kvf_kernel kvf_kernel_cuda_naive;
 int kvf_cuda_runtime_available(char *why, size_t why_size);
 
 /* Supported shapes. Anything else is KVF_EUNSUPPORTED. */
-#define KVF_CUDA_MAX_GROUP 16        /* Hq / Hk in 1..16 */
-#define KVF_CUDA_MAX_PAGE_SIZE 256   /* S in 1..256 */
+#define KVF_CUDA_MAX_GROUP 16          /* Hq / Hk in 1..16 */
+#define KVF_CUDA_MAX_PAGE_SIZE 256     /* S in 1..256 */
 #define KVF_CUDA_MAX_SEQ_LEN (1 << 30) /* tokens of one sequence */
 /* head_dim must be 64, 128 or 256. */
 
@@ -89,7 +89,9 @@ void kvf_cuda_plan_destroy(kvf_cuda_plan *plan); /* NULL is fine */
 /* Checks the shape and host page-table metadata (indptr monotone from 0, last-page lengths in
  * [1, S] for non-empty sequences), chooses the split count from the SM count and the workload,
  * grows the workspace if needed and uploads the schedule (synchronously; skipped when the
- * schedule did not change). Page ids are not seen here: callers of the device API own them. */
+ * schedule did not change). Page ids are not seen here: callers of the device API own them.
+ * KVF_CUDA_CHUNK_TILES=N in the environment forces N tiles per split (tests of split
+ * boundaries and tuning experiments; the default heuristic is meant for everything else). */
 int kvf_cuda_plan_prepare(kvf_cuda_plan *plan, const kvf_cuda_problem *problem, kvf_error *err);
 
 /* Enqueues the kernels of the last prepared problem on `stream` (a cudaStream_t; NULL for the

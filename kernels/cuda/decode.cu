@@ -1,0 +1,933 @@
+// CUDA GQA paged-KV decode attention: bf16 q/k/v, fp32 accumulation, bf16 o (round to nearest
+// even), base-2 f32 lse, NHD pages [P][S][Hk][D]. Head dims 64/128/256, groups 1..16, page
+// sizes 1..256, empty and mixed-length sequences, shared pages, page ids up to 2^31-1.
+//
+// Variants (registered kernels; judge any of them with `kvfuzz replay --kernel NAME CASES`,
+// time them with `kvfuzz bench --kernel NAME`, test them with `ctest -L gpu`):
+//   cuda        split-KV (flash-decoding): splitkv_kernel<D,G> (decode.cuh) writes fp32 partial
+//               states (unnormalized o, running max m, sum l) for each chunk of a sequence;
+//               merge_kernel<D> combines them. The chunk size comes from the SM count and the
+//               workload so a single sequence still fills the GPU; a sequence that fits one
+//               chunk is written directly and skips the merge.
+//   cuda-naive  naive_kernel<D>: one block per (sequence, q head), whole sequence, no split,
+//               K/V re-read by every head of a group. The baseline the split kernel must beat.
+// Both keep one online-softmax rescale per tile of >= 32 tokens (the strict rule's model) and
+// mask by token index, so NaN in unused slots or unreferenced pages never reaches the result.
+//
+// This file, top-down: kernels (naive, merge, pool scatter), launchers that check
+// preconditions and cudaGetLastError, the plan (split heuristic, workspace, schedule), the
+// host-case entry point that uploads only resident pages into a NaN-poisoned device pool, and
+// the kvf_kernel vtables.
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode.cuh"
+#include "kvfuzz/cuda_kernels.h"
+
+namespace kvf {
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+
+struct NaiveParams {
+    const uint16_t *q, *k, *v;
+    const int32_t *kv_indptr, *kv_indices, *kv_last_len;
+    uint16_t *o;
+    float *lse;
+    int32_t num_qo_heads, num_kv_heads, page_size;
+    float scale_log2;
+};
+
+constexpr int kNaiveThreads = 128;
+constexpr int kNaiveTile = 32; // tokens per rescale, the smallest the strict rule models
+
+template <int D>
+__global__ void __launch_bounds__(kNaiveThreads) naive_kernel(const NaiveParams p) {
+    constexpr int T = kNaiveTile, NW = kNaiveThreads / 32;
+    constexpr int PER = (D + kNaiveThreads - 1) / kNaiveThreads; // output dims per thread
+    __shared__ float s_q[D];
+    __shared__ float s_p[T];
+    __shared__ int64_t s_off[T];
+    __shared__ float s_m, s_l, s_alpha;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int h = blockIdx.x, b = blockIdx.y;
+    const int Hq = p.num_qo_heads, Hk = p.num_kv_heads, S = p.page_size;
+    const int hk = h / (Hq / Hk);
+    const int pbeg = p.kv_indptr[b], npages = p.kv_indptr[b + 1] - pbeg;
+    const int len = npages == 0 ? 0 : (npages - 1) * S + p.kv_last_len[b];
+
+    for (int d = tid; d < D; d += kNaiveThreads)
+        s_q[d] = __uint_as_float((uint32_t)p.q[((int64_t)b * Hq + h) * D + d] << 16);
+    if (tid == 0) s_m = -INFINITY, s_l = 0.f;
+    float acc[PER];
+#pragma unroll
+    for (int i = 0; i < PER; ++i)
+        acc[i] = 0.f;
+    __syncthreads();
+
+    for (int t0 = 0; t0 < len; t0 += T) {
+        const int n = min(T, len - t0);
+        // Scores: one warp per token, lanes across D, fixed-order butterfly.
+        for (int j = warp; j < n; j += NW) {
+            const int t = t0 + j, pi = t / S, slot = t - pi * S;
+            const int64_t page = p.kv_indices[pbeg + pi];
+            const int64_t off = ((page * S + slot) * Hk + hk) * D;
+            float dot = 0.f;
+#pragma unroll
+            for (int i = 0; i < D / 32; ++i)
+                dot = fmaf(s_q[lane + 32 * i],
+                           __uint_as_float((uint32_t)p.k[off + lane + 32 * i] << 16), dot);
+            dot = warp_sum(dot);
+            if (lane == 0) {
+                s_p[j] = dot * p.scale_log2;
+                s_off[j] = off;
+            }
+        }
+        __syncthreads();
+        if (warp == 0) {
+            const float x = lane < n ? s_p[lane] : -INFINITY; // mask by index
+            const float m_old = s_m, m_new = fmaxf(m_old, warp_max(x));
+            const float alpha = m_old == -INFINITY ? 0.f : exp2f(m_old - m_new);
+            const float pk = x == -INFINITY ? 0.f : exp2f(x - m_new);
+            s_p[lane] = pk;
+            const float psum = warp_sum(pk);
+            if (lane == 0) s_m = m_new, s_l = s_l * alpha + psum, s_alpha = alpha;
+        }
+        __syncthreads();
+        const float alpha = s_alpha;
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            const int d = tid + kNaiveThreads * i;
+            if (d < D) {
+                float a = acc[i] * alpha;
+                for (int j = 0; j < n; ++j) // only valid tokens: never 0 * NaN
+                    a = fmaf(s_p[j], __uint_as_float((uint32_t)p.v[s_off[j] + d] << 16), a);
+                acc[i] = a;
+            }
+        }
+        __syncthreads();
+    }
+    const float m = s_m, l = s_l;
+    const int64_t row = (int64_t)b * Hq + h;
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+        const int d = tid + kNaiveThreads * i;
+        if (d < D)
+            p.o[row * D + d] =
+                __bfloat16_as_ushort(__float2bfloat16_rn(l > 0.f ? acc[i] / l : 0.f));
+    }
+    if (tid == 0) p.lse[row] = l > 0.f ? m + log2f(l) : -INFINITY;
+}
+
+struct MergeParams {
+    const float *ws_acc;
+    const float2 *ws_ml;
+    const int32_t *seq_first;
+    uint16_t *o;
+    float *lse;
+    int32_t num_qo_heads;
+};
+
+constexpr int kMergeThreads = 256;
+
+// One block per (q head, sequence): o = sum_i 2^(m_i-M) acc_i / sum_i 2^(m_i-M) l_i with
+// M = max_i m_i, so each partial is rescaled exactly once. Latency is what matters here (the
+// partials sit in L2): every load of a round (up to 64 splits) is issued before M is known,
+// warps take splits round-robin, and the warps' sums are added in a fixed order.
+template <int D>
+__global__ void __launch_bounds__(kMergeThreads) merge_kernel(const MergeParams p) {
+    constexpr int NW = kMergeThreads / 32, PER = D / 32, K = 8; // K splits per warp per round
+    __shared__ float s_o[NW][D];
+    __shared__ float s_lw[NW];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int h = blockIdx.x, b = blockIdx.y, Hq = p.num_qo_heads;
+    const int first = p.seq_first[b], n = p.seq_first[b + 1] - first;
+    if (n <= 1) return; // the split kernel wrote this sequence itself
+    // Programmatic dependent launch: the partial states are complete and visible after this.
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+
+    const float2 *ml = p.ws_ml + (int64_t)first * Hq + h;
+    const float *acc = p.ws_acc + ((int64_t)first * Hq + h) * D + lane * PER;
+    float o[PER], L = 0.f, M = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < PER; ++k)
+        o[k] = 0.f;
+    for (int round = 0; round * NW * K < n; ++round) {
+        float2 mlr[K];
+        float a[K][PER];
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int i = round * NW * K + k * NW + warp;
+            mlr[k] = make_float2(-INFINITY, 0.f);
+            if (i < n) {
+                mlr[k] = ml[(int64_t)i * Hq];
+#pragma unroll
+                for (int e = 0; e < PER; e += 2) {
+                    const float2 v =
+                        *reinterpret_cast<const float2 *>(acc + (int64_t)i * Hq * D + e);
+                    a[k][e] = v.x, a[k][e + 1] = v.y;
+                }
+            } else {
+#pragma unroll
+                for (int e = 0; e < PER; ++e)
+                    a[k][e] = 0.f;
+            }
+        }
+        if (round == 0) {
+            // Every warp derives the same M from lane-strided loads (no block barrier).
+            for (int i = lane; i < n; i += 32)
+                M = fmaxf(M, ml[(int64_t)i * Hq].x);
+            M = warp_max(M);
+        }
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            // An empty partial (m = -inf) weighs 0; never evaluate -inf - -inf (B02).
+            const float w = mlr[k].x == -INFINITY ? 0.f : ex2_approx(mlr[k].x - M);
+            L = fmaf(w, mlr[k].y, L);
+#pragma unroll
+            for (int e = 0; e < PER; ++e)
+                o[e] = fmaf(w, a[k][e], o[e]);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < PER; ++k)
+        s_o[warp][lane * PER + k] = o[k];
+    if (lane == 0) s_lw[warp] = L;
+    __syncthreads();
+    float Lt = 0.f;
+#pragma unroll
+    for (int w = 0; w < NW; ++w)
+        Lt += s_lw[w];
+    const int64_t orow = (int64_t)b * Hq + h;
+    for (int d = tid; d < D; d += kMergeThreads) {
+        float od = 0.f;
+#pragma unroll
+        for (int w = 0; w < NW; ++w)
+            od += s_o[w][d];
+        p.o[orow * D + d] = __bfloat16_as_ushort(__float2bfloat16_rn(Lt > 0.f ? od / Lt : 0.f));
+    }
+    if (tid == 0) p.lse[orow] = Lt > 0.f ? M + log2f(Lt) : -INFINITY;
+}
+
+// Resident pages, gathered on the host into `src` (n pages of page_vec 16-byte vectors), to
+// their places in the pool.
+__global__ void scatter_pages_kernel(const uint4 *src, const int64_t *ids, int64_t n,
+                                     int64_t page_vec, uint4 *pool) {
+    const int64_t total = n * page_vec;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t page = i / page_vec, j = i - page * page_vec;
+        pool[ids[page] * page_vec + j] = src[i];
+    }
+}
+
+} // namespace kvf
+
+using namespace kvf;
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+static int cuda_fail(kvf_error *err, cudaError_t e, const char *what) {
+    if (e == cudaErrorMemoryAllocation)
+        return kvf_error_set(err, KVF_ENOMEM, "%s: the device is out of memory (%s).", what,
+                             cudaGetErrorString(e));
+    return kvf_error_set(err, KVF_EDEVICE, "%s failed: %s (%s).", what, cudaGetErrorName(e),
+                         cudaGetErrorString(e));
+}
+#define KVF_CUDA_TRY(call, what)                                                                   \
+    do {                                                                                           \
+        cudaError_t kvf_e_ = (call);                                                               \
+        if (kvf_e_ != cudaSuccess) return cuda_fail(err, kvf_e_, what);                            \
+    } while (0)
+
+// Grows a device buffer to at least `bytes` (contents not kept).
+static int dev_grow(void **buf, size_t *cap, size_t bytes, const char *what, kvf_error *err) {
+    if (bytes <= *cap) return 0;
+    if (*buf) cudaFree(*buf);
+    *buf = NULL;
+    *cap = 0;
+    KVF_CUDA_TRY(cudaMalloc(buf, bytes), what);
+    *cap = bytes;
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The plan
+
+struct kvf_cuda_plan {
+    kvf_cuda_algo algo;
+    int device, num_sms;
+    // The prepared problem.
+    int ready;
+    int32_t Hq, Hk, D, S, B;
+    float scale_log2;
+    const SplitEntry *entry;
+    kvf_cuda_plan_info info;
+    int32_t n_items;
+    // Schedule: [B+1] seq_first, padded to 4 entries, then [n_items] int4 work items (see
+    // SplitParams::items); on the host (for change detection) and on the device.
+    int32_t *h_sched;
+    size_t h_sched_len, h_sched_cap;
+    void *d_sched;
+    size_t d_sched_cap;
+    size_t d_sched_len; // entries currently valid on the device
+    void *d_ws_acc, *d_ws_ml;
+    size_t ws_acc_cap, ws_ml_cap;
+};
+
+static const SplitEntry *split_entry(int D, int G) {
+    const SplitEntry *t = D == 64 ? kvf_split_d64 : D == 128 ? kvf_split_d128 : kvf_split_d256;
+    return &t[G - 1];
+}
+
+// Per-instance one-time setup (dynamic shared memory above 48 KB) and occupancy, cached.
+static std::atomic<int> g_split_occ[3][16];
+
+static int split_occupancy(int D, int G, kvf_error *err) {
+    const int di = D == 64 ? 0 : D == 128 ? 1 : 2;
+    int occ = g_split_occ[di][G - 1].load();
+    if (occ > 0) return occ;
+    const SplitEntry *e = split_entry(D, G);
+    KVF_CUDA_TRY(
+        cudaFuncSetAttribute(e->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, e->smem_bytes),
+        "setting the split kernel's shared-memory size");
+    KVF_CUDA_TRY(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, e->fn, kThreads, e->smem_bytes),
+        "querying the split kernel's occupancy");
+    if (occ < 1)
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "The split kernel for head_dim %d and group %d does not fit on this "
+                             "device (%d bytes of shared memory).",
+                             D, G, e->smem_bytes);
+    g_split_occ[di][G - 1].store(occ);
+    return occ;
+}
+
+extern "C" int kvf_cuda_plan_create(kvf_cuda_plan **out, kvf_cuda_algo algo, kvf_error *err) {
+    *out = NULL;
+    if (algo != KVF_CUDA_ALGO_SPLITKV && algo != KVF_CUDA_ALGO_NAIVE)
+        return kvf_error_set(err, KVF_EINVAL, "Unknown CUDA algorithm %d.", (int)algo);
+    kvf_cuda_plan *p = (kvf_cuda_plan *)calloc(1, sizeof *p);
+    if (!p) return kvf_error_set(err, KVF_ENOMEM, "Out of host memory for a CUDA plan.");
+    p->algo = algo;
+    cudaError_t e = cudaGetDevice(&p->device);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&p->num_sms, cudaDevAttrMultiProcessorCount, p->device);
+    if (e != cudaSuccess) {
+        free(p);
+        return cuda_fail(err, e, "Initializing CUDA");
+    }
+    *out = p;
+    return 0;
+}
+
+extern "C" void kvf_cuda_plan_destroy(kvf_cuda_plan *p) {
+    if (!p) return;
+    free(p->h_sched);
+    if (p->d_sched) cudaFree(p->d_sched);
+    if (p->d_ws_acc) cudaFree(p->d_ws_acc);
+    if (p->d_ws_ml) cudaFree(p->d_ws_ml);
+    free(p);
+}
+
+static int check_shape(const kvf_cuda_problem *pr, kvf_error *err) {
+    if (pr->num_qo_heads < 1 || pr->num_kv_heads < 1)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "num_qo_heads (%d) and num_kv_heads (%d) must be at least 1.",
+                             pr->num_qo_heads, pr->num_kv_heads);
+    if (pr->num_qo_heads % pr->num_kv_heads != 0)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "num_qo_heads (%d) is not a multiple of num_kv_heads (%d).",
+                             pr->num_qo_heads, pr->num_kv_heads);
+    const int G = pr->num_qo_heads / pr->num_kv_heads;
+    if (G > KVF_CUDA_MAX_GROUP)
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "GQA group %d (num_qo_heads / num_kv_heads) is above the CUDA "
+                             "kernels' maximum of %d.",
+                             G, KVF_CUDA_MAX_GROUP);
+    if (pr->num_kv_heads > 65535)
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "num_kv_heads %d is above the CUDA kernels' maximum of 65535.",
+                             pr->num_kv_heads);
+    if (pr->head_dim != 64 && pr->head_dim != 128 && pr->head_dim != 256)
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "head_dim %d is not supported by the CUDA kernels (64, 128 or 256).",
+                             pr->head_dim);
+    if (pr->page_size < 1)
+        return kvf_error_set(err, KVF_EINVAL, "page_size %d must be at least 1.", pr->page_size);
+    if (pr->page_size > KVF_CUDA_MAX_PAGE_SIZE)
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "page_size %d is above the CUDA kernels' maximum of %d.",
+                             pr->page_size, KVF_CUDA_MAX_PAGE_SIZE);
+    if (pr->batch_size < 0)
+        return kvf_error_set(err, KVF_EINVAL, "batch_size %d is negative.", pr->batch_size);
+    if (pr->batch_size > 65535)
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "batch_size %d is above the CUDA kernels' maximum of 65535.",
+                             pr->batch_size);
+    if (pr->num_pages < 0 || pr->num_pages > (int64_t)INT32_MAX + 1)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "num_pages %lld is outside [0, 2^31] (page ids are int32).",
+                             (long long)pr->num_pages);
+    if (!isfinite(pr->sm_scale)) return kvf_error_set(err, KVF_EINVAL, "sm_scale is not finite.");
+    if (pr->batch_size > 0 && (!pr->kv_indptr || !pr->kv_last_page_len))
+        return kvf_error_set(err, KVF_EINVAL, "kv_indptr and kv_last_page_len must be given.");
+    return 0;
+}
+
+// Validates the host page-table metadata and returns sequence lengths in len[].
+static int check_lengths(const kvf_cuda_problem *pr, int64_t *len, kvf_error *err) {
+    const int32_t *ip = pr->kv_indptr, *last = pr->kv_last_page_len;
+    if (pr->batch_size > 0 && ip[0] != 0)
+        return kvf_error_set(err, KVF_EINVAL, "kv_indptr[0] is %d, not 0.", ip[0]);
+    for (int32_t b = 0; b < pr->batch_size; ++b) {
+        if (ip[b + 1] < ip[b])
+            return kvf_error_set(err, KVF_EINVAL, "kv_indptr decreases at index %d (%d < %d).",
+                                 b + 1, ip[b + 1], ip[b]);
+        const int64_t n = (int64_t)ip[b + 1] - ip[b];
+        if (n > 0 && (last[b] < 1 || last[b] > pr->page_size))
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "kv_last_page_len[%d] is %d, outside [1, page_size = %d].", b,
+                                 last[b], pr->page_size);
+        if (n == 0 && (last[b] < 0 || last[b] > pr->page_size))
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "kv_last_page_len[%d] is %d for an empty sequence, outside "
+                                 "[0, page_size = %d].",
+                                 b, last[b], pr->page_size);
+        len[b] = n == 0 ? 0 : (n - 1) * pr->page_size + last[b];
+        if (len[b] > KVF_CUDA_MAX_SEQ_LEN)
+            return kvf_error_set(err, KVF_EUNSUPPORTED,
+                                 "Sequence %d has %lld tokens, above the CUDA kernels' maximum "
+                                 "of 2^30.",
+                                 b, (long long)len[b]);
+    }
+    return 0;
+}
+
+extern "C" int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem *pr, kvf_error *err) {
+    p->ready = 0;
+    int rc = check_shape(pr, err);
+    if (rc) return rc;
+    const int32_t B = pr->batch_size;
+    int64_t *len = (int64_t *)malloc(sizeof(int64_t) * (size_t)(B > 0 ? B : 1));
+    if (!len) return kvf_error_set(err, KVF_ENOMEM, "Out of host memory for sequence lengths.");
+    rc = check_lengths(pr, len, err);
+    if (rc) {
+        free(len);
+        return rc;
+    }
+    p->Hq = pr->num_qo_heads, p->Hk = pr->num_kv_heads, p->D = pr->head_dim;
+    p->S = pr->page_size, p->B = B;
+    // The folded constant is rounded once (in double first), then one rounding per logit:
+    // s2 = (q.k) * c, c = fl(sm_scale * log2 e).
+    p->scale_log2 = (float)((double)pr->sm_scale * 1.4426950408889634);
+    memset(&p->info, 0, sizeof p->info);
+    p->info.num_sms = p->num_sms;
+    const int G = p->Hq / p->Hk;
+
+    if (p->algo == KVF_CUDA_ALGO_NAIVE) {
+        free(len);
+        p->info.tile_tokens = kNaiveTile;
+        p->info.max_splits = 1;
+        p->info.ctas = (int64_t)B * p->Hq;
+        p->ready = 1;
+        return 0;
+    }
+
+    p->entry = split_entry(p->D, G);
+    const int occ = split_occupancy(p->D, G, err);
+    if (occ < 0) {
+        free(len);
+        return occ;
+    }
+    const int T = p->entry->tile_tokens;
+    // Split heuristic: aim for one full wave of CTAs (num_sms * ctas_per_sm). With at least
+    // that many (sequence, kv head) pairs, no split; otherwise chunks of equal tile count so
+    // that mixed lengths give CTAs of similar work (B16) and batch 1 fills the GPU. Chunks are
+    // whole tiles, so a chunk boundary never cuts a tile (B09).
+    int64_t total_tiles = 0, max_tiles = 0;
+    for (int32_t b = 0; b < B; ++b) {
+        const int64_t t = (len[b] + T - 1) / T;
+        total_tiles += t;
+        if (t > max_tiles) max_tiles = t;
+    }
+    const int64_t slots = (int64_t)p->num_sms * occ;
+    int64_t chunk_tiles;
+    if ((int64_t)B * p->Hk >= slots || max_tiles == 0)
+        chunk_tiles = max_tiles > 0 ? max_tiles : 1;
+    else
+        chunk_tiles = (total_tiles * p->Hk + slots - 1) / slots;
+    // KVF_CUDA_CHUNK_TILES forces the chunk size (experiments, and tests that want many
+    // split boundaries); not for production use.
+    const char *force = getenv("KVF_CUDA_CHUNK_TILES");
+    if (force && atoi(force) > 0) chunk_tiles = atoi(force);
+    if (chunk_tiles < 1) chunk_tiles = 1;
+    if (chunk_tiles > max_tiles && max_tiles > 0) chunk_tiles = max_tiles;
+    const int64_t chunk_tokens = chunk_tiles * T; // <= 2^30 + T: fits int32
+
+    // Schedule: every sequence gets at least one item, so empty ones are written too (B04,
+    // B05: the planner and the launch agree by construction, both read this table).
+    int64_t n_items = 0;
+    int32_t max_splits = 1;
+    for (int32_t b = 0; b < B; ++b) {
+        int64_t s = (len[b] + chunk_tokens - 1) / chunk_tokens;
+        if (s < 1) s = 1;
+        if (s > max_splits) max_splits = (int32_t)s;
+        n_items += s;
+    }
+    if (n_items > INT32_MAX) {
+        free(len);
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "The split plan needs %lld blocks, above 2^31-1.", (long long)n_items);
+    }
+    const size_t items_at = ((size_t)B + 1 + 3) & ~(size_t)3;
+    const size_t sched_len = items_at + 4 * (size_t)n_items;
+    if (sched_len > p->h_sched_cap) {
+        int32_t *nh = (int32_t *)realloc(p->h_sched, sched_len * sizeof(int32_t));
+        if (!nh) {
+            free(len);
+            return kvf_error_set(err, KVF_ENOMEM, "Out of host memory for the split schedule.");
+        }
+        p->h_sched = nh;
+        p->h_sched_cap = sched_len;
+    }
+    // Build into a scratch copy first to detect "unchanged" and skip the upload.
+    int32_t *sched = (int32_t *)malloc(sched_len * sizeof(int32_t));
+    if (!sched) {
+        free(len);
+        return kvf_error_set(err, KVF_ENOMEM, "Out of host memory for the split schedule.");
+    }
+    memset(sched, 0, sched_len * sizeof(int32_t));
+    int32_t *seq_first = sched, *items = sched + items_at;
+    int64_t it = 0;
+    for (int32_t b = 0; b < B; ++b) {
+        int64_t s = (len[b] + chunk_tokens - 1) / chunk_tokens;
+        if (s < 1) s = 1;
+        seq_first[b] = (int32_t)it;
+        for (int64_t k = 0; k < s; ++k, ++it) {
+            const int64_t beg = k * chunk_tokens;
+            const int64_t end = beg + chunk_tokens < len[b] ? beg + chunk_tokens : len[b];
+            items[4 * it] = b;
+            items[4 * it + 1] = pr->kv_indptr[b];
+            items[4 * it + 2] = (int32_t)beg;
+            // end <= 2^30 (checked), so bit 31 is free for "only item of its sequence".
+            items[4 * it + 3] =
+                (int32_t)((uint32_t)(end > beg ? end : beg) | (s == 1 ? 1u << 31 : 0u));
+        }
+    }
+    seq_first[B] = (int32_t)it;
+    free(len);
+    const int changed =
+        sched_len != p->d_sched_len || memcmp(sched, p->h_sched, sched_len * sizeof(int32_t)) != 0;
+    if (changed) {
+        memcpy(p->h_sched, sched, sched_len * sizeof(int32_t));
+        p->h_sched_len = sched_len;
+        p->d_sched_len = 0;
+        rc = dev_grow(&p->d_sched, &p->d_sched_cap, sched_len * sizeof(int32_t),
+                      "Allocating the split schedule", err);
+        if (!rc) {
+            // A pageable cudaMemcpy may return before its DMA lands, and callers launch on
+            // their own (possibly non-blocking) streams: wait for the legacy stream.
+            cudaError_t e =
+                cudaMemcpy(p->d_sched, sched, sched_len * sizeof(int32_t), cudaMemcpyHostToDevice);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(0);
+            if (e != cudaSuccess) rc = cuda_fail(err, e, "Uploading the split schedule");
+        }
+        if (rc) {
+            free(sched);
+            return rc;
+        }
+        p->d_sched_len = sched_len;
+    }
+    free(sched);
+    if (max_splits > 1) {
+        const size_t rows = (size_t)n_items * (size_t)p->Hq;
+        rc = dev_grow(&p->d_ws_acc, &p->ws_acc_cap, rows * p->D * sizeof(float),
+                      "Allocating the split-KV workspace", err);
+        if (!rc)
+            rc = dev_grow(&p->d_ws_ml, &p->ws_ml_cap, rows * sizeof(float2),
+                          "Allocating the split-KV workspace", err);
+        if (rc) return rc;
+    }
+    p->n_items = (int32_t)n_items;
+    p->info.tile_tokens = T;
+    p->info.chunk_tokens = (int32_t)chunk_tokens;
+    p->info.max_splits = max_splits;
+    p->info.ctas = n_items * p->Hk;
+    p->info.merge = max_splits > 1;
+    p->info.ctas_per_sm = occ;
+    p->ready = 1;
+    return 0;
+}
+
+extern "C" int kvf_cuda_plan_get_info(const kvf_cuda_plan *p, kvf_cuda_plan_info *info) {
+    if (!p || !p->ready) return KVF_EINVAL;
+    *info = p->info;
+    return 0;
+}
+
+// Launchers: preconditions were checked by prepare(); here only pointers and launch errors.
+static int launch_naive(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_t st,
+                        kvf_error *err) {
+    NaiveParams np;
+    np.q = t->q, np.k = t->k_cache, np.v = t->v_cache;
+    np.kv_indptr = t->kv_indptr, np.kv_indices = t->kv_indices;
+    np.kv_last_len = t->kv_last_page_len;
+    np.o = t->o, np.lse = t->lse;
+    np.num_qo_heads = p->Hq, np.num_kv_heads = p->Hk, np.page_size = p->S;
+    np.scale_log2 = p->scale_log2;
+    const dim3 grid((unsigned)p->Hq, (unsigned)p->B);
+    if (p->D == 64)
+        naive_kernel<64><<<grid, kNaiveThreads, 0, st>>>(np);
+    else if (p->D == 128)
+        naive_kernel<128><<<grid, kNaiveThreads, 0, st>>>(np);
+    else
+        naive_kernel<256><<<grid, kNaiveThreads, 0, st>>>(np);
+    KVF_CUDA_TRY(cudaGetLastError(), "Launching the naive decode kernel");
+    return 0;
+}
+
+template <int D>
+static cudaError_t launch_merge(const MergeParams &mp, dim3 grid, cudaStream_t st) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(kMergeThreads);
+    cfg.stream = st;
+    // Programmatic dependent launch: the merge grid is scheduled while the split grid drains
+    // and blocks in griddepcontrol.wait, hiding one launch latency (the seed workload is a
+    // few microseconds in total).
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, merge_kernel<D>, mp);
+}
+
+static int launch_split(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_t st,
+                        kvf_error *err) {
+    SplitParams sp;
+    sp.q = t->q, sp.k = t->k_cache, sp.v = t->v_cache;
+    sp.kv_indptr = t->kv_indptr, sp.kv_indices = t->kv_indices;
+    sp.kv_last_len = t->kv_last_page_len;
+    sp.seq_first = (const int32_t *)p->d_sched;
+    sp.items = (const int4 *)(sp.seq_first + ((p->B + 1 + 3) & ~3));
+    sp.o = t->o, sp.lse = t->lse;
+    sp.ws_acc = (float *)p->d_ws_acc, sp.ws_ml = (float2 *)p->d_ws_ml;
+    sp.num_qo_heads = p->Hq, sp.num_kv_heads = p->Hk, sp.page_size = p->S;
+    sp.page_shift = (p->S & (p->S - 1)) == 0 ? __builtin_ctz((unsigned)p->S) : -1;
+    sp.tile_in_page = p->S % p->entry->tile_tokens == 0;
+    sp.row_elems = p->Hk * p->D;
+    sp.page_elems = (int64_t)p->S * p->Hk * p->D;
+    sp.chunk_tokens = p->info.chunk_tokens;
+    sp.scale_log2 = p->scale_log2;
+    sp.use_pdl = p->info.merge;
+    void *args[] = {&sp};
+    KVF_CUDA_TRY(cudaLaunchKernel(p->entry->fn, dim3((unsigned)p->n_items, (unsigned)p->Hk),
+                                  dim3(kThreads), args, (size_t)p->entry->smem_bytes, st),
+                 "Launching the split-KV kernel");
+    KVF_CUDA_TRY(cudaGetLastError(), "Launching the split-KV kernel");
+    if (!p->info.merge) return 0;
+    MergeParams mp;
+    mp.ws_acc = sp.ws_acc, mp.ws_ml = sp.ws_ml, mp.seq_first = sp.seq_first;
+    mp.o = t->o, mp.lse = t->lse, mp.num_qo_heads = p->Hq;
+    const dim3 grid((unsigned)p->Hq, (unsigned)p->B);
+    cudaError_t e = p->D == 64    ? launch_merge<64>(mp, grid, st)
+                    : p->D == 128 ? launch_merge<128>(mp, grid, st)
+                                  : launch_merge<256>(mp, grid, st);
+    if (e != cudaSuccess) return cuda_fail(err, e, "Launching the split-KV merge kernel");
+    KVF_CUDA_TRY(cudaGetLastError(), "Launching the split-KV merge kernel");
+    return 0;
+}
+
+extern "C" int kvf_cuda_plan_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *t, void *stream,
+                                    kvf_error *err) {
+    if (!p || !p->ready) return kvf_error_set(err, KVF_EINVAL, "The CUDA plan was not prepared.");
+    if (p->B == 0) return 0;
+    if (!t->q || !t->kv_indptr || !t->kv_last_page_len || !t->o || !t->lse)
+        return kvf_error_set(err, KVF_EINVAL, "A device tensor pointer is NULL.");
+    cudaStream_t st = (cudaStream_t)stream;
+    return p->algo == KVF_CUDA_ALGO_NAIVE ? launch_naive(p, t, st, err)
+                                          : launch_split(p, t, st, err);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host-case entry point (the kvf_kernel vtables)
+
+namespace {
+
+constexpr size_t kStageBytes = 64u << 20; // gather buffer for resident pages
+
+struct CaseState {
+    kvf_cuda_plan *plan;
+    cudaStream_t stream;
+    void *d_k, *d_v; // the page pools, 0xFF-filled, only resident pages written
+    size_t pool_cap;
+    void *d_io; // q, indptr, indices, last_len, o, lse
+    size_t io_cap;
+    void *d_stage, *h_stage; // resident pages: pinned host gather -> device -> scatter
+    size_t stage_cap;
+    void *d_ids;
+    size_t ids_cap;
+};
+
+size_t align256(size_t x) {
+    return (x + 255) & ~(size_t)255;
+}
+
+int state_create(kvf_cuda_algo algo, void **out, kvf_error *err) {
+    *out = NULL;
+    char why[256];
+    if (!kvf_cuda_runtime_available(why, sizeof why))
+        return kvf_error_set(err, KVF_EDEVICE, "%s", why);
+    CaseState *s = (CaseState *)calloc(1, sizeof *s);
+    if (!s) return kvf_error_set(err, KVF_ENOMEM, "Out of host memory for CUDA kernel state.");
+    int rc = kvf_cuda_plan_create(&s->plan, algo, err);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    cudaError_t e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        kvf_cuda_plan_destroy(s->plan);
+        free(s);
+        return cuda_fail(err, e, "Creating a CUDA stream");
+    }
+    *out = s;
+    return 0;
+}
+
+void state_destroy(void *state) {
+    CaseState *s = (CaseState *)state;
+    if (!s) return;
+    if (s->stream) cudaStreamSynchronize(s->stream), cudaStreamDestroy(s->stream);
+    kvf_cuda_plan_destroy(s->plan);
+    void *dev[] = {s->d_k, s->d_v, s->d_io, s->d_stage, s->d_ids};
+    for (void *d : dev)
+        if (d) cudaFree(d);
+    if (s->h_stage) cudaFreeHost(s->h_stage);
+    free(s);
+}
+
+// Checks what the plan does not see: pointers, page ids, the pool size, resident pages.
+int check_case(const kvf_case *c, kvf_error *err) {
+    const int64_t page_elems = kvf_case_page_elems(c);
+    const int64_t P = c->num_pages;
+    if (c->batch_size > 0 && (!c->q || !c->kv_indptr || !c->kv_last_page_len))
+        return kvf_error_set(err, KVF_EINVAL, "The case has no q, kv_indptr or kv_last_page_len.");
+    const int64_t entries = c->batch_size > 0 ? c->kv_indptr[c->batch_size] : 0;
+    if (entries > 0 && !c->kv_indices)
+        return kvf_error_set(err, KVF_EINVAL, "The case has no kv_indices.");
+    for (int64_t i = 0; i < entries; ++i)
+        if (c->kv_indices[i] < 0 || c->kv_indices[i] >= P)
+            return kvf_error_set(err, KVF_EINVAL, "kv_indices[%lld] is %d, outside [0, %lld).",
+                                 (long long)i, c->kv_indices[i], (long long)P);
+    if (P > 0 && (!c->k_cache || !c->v_cache))
+        return kvf_error_set(err, KVF_EINVAL, "The case has no k_cache or v_cache.");
+    // 128-bit: P * page bytes can pass 2^64 for absurd shapes; such a pool is never real.
+    const unsigned __int128 need = (unsigned __int128)P * (uint64_t)page_elems * 2u;
+    if (need > ((unsigned __int128)1 << 62))
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "The page pool (%lld pages of %lld elements) is too large.",
+                             (long long)P, (long long)page_elems);
+    if (P > 0 && (unsigned __int128)c->pool_bytes < need)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "pool_bytes (%zu) is smaller than num_pages * page bytes (%lld).",
+                             c->pool_bytes, (long long)(P * page_elems * 2));
+    if (c->num_resident_pages < 0 || (c->num_resident_pages > 0 && !c->resident_pages))
+        return kvf_error_set(err, KVF_EINVAL, "The case's resident page list is malformed.");
+    for (int64_t i = 0; i < c->num_resident_pages; ++i)
+        if (c->resident_pages[i] < 0 || c->resident_pages[i] >= P)
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "resident_pages[%lld] is %lld, outside [0, %lld).", (long long)i,
+                                 (long long)c->resident_pages[i], (long long)P);
+    return 0;
+}
+
+// Pool: fill with 0xFF (bf16 NaN) and write only the resident pages. The host pool may be
+// GiBs of lazily mapped zeros; only resident pages are touched.
+int upload_pool(CaseState *s, const kvf_case *c, kvf_error *err) {
+    const size_t page_bytes = (size_t)kvf_case_page_elems(c) * 2;
+    const size_t pool = (size_t)c->num_pages * page_bytes;
+    if (pool == 0) return 0;
+    if (pool > s->pool_cap) {
+        if (s->d_k) cudaFree(s->d_k);
+        if (s->d_v) cudaFree(s->d_v);
+        s->d_k = s->d_v = NULL;
+        s->pool_cap = 0;
+        KVF_CUDA_TRY(cudaMalloc(&s->d_k, pool), "Allocating the device K pool");
+        KVF_CUDA_TRY(cudaMalloc(&s->d_v, pool), "Allocating the device V pool");
+        s->pool_cap = pool;
+    }
+    KVF_CUDA_TRY(cudaMemsetAsync(s->d_k, 0xFF, pool, s->stream), "Poisoning the K pool");
+    KVF_CUDA_TRY(cudaMemsetAsync(s->d_v, 0xFF, pool, s->stream), "Poisoning the V pool");
+    const int64_t nres = c->num_resident_pages;
+    if (nres == 0) return 0;
+    if (!s->h_stage) {
+        KVF_CUDA_TRY(cudaMallocHost(&s->h_stage, kStageBytes), "Allocating pinned staging");
+        KVF_CUDA_TRY(cudaMalloc(&s->d_stage, kStageBytes), "Allocating device staging");
+        s->stage_cap = kStageBytes;
+    }
+    if (page_bytes > s->stage_cap)
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "A page of %zu bytes exceeds the %zu-byte staging buffer.", page_bytes,
+                             s->stage_cap);
+    int rc = dev_grow(&s->d_ids, &s->ids_cap, (size_t)nres * sizeof(int64_t),
+                      "Allocating the resident page list", err);
+    if (rc) return rc;
+    KVF_CUDA_TRY(cudaMemcpyAsync(s->d_ids, c->resident_pages, (size_t)nres * sizeof(int64_t),
+                                 cudaMemcpyHostToDevice, s->stream),
+                 "Uploading the resident page list");
+    const int64_t per_batch = (int64_t)(s->stage_cap / page_bytes);
+    for (int which = 0; which < 2; ++which) {
+        const unsigned char *src = (const unsigned char *)(which ? c->v_cache : c->k_cache);
+        void *dst = which ? s->d_v : s->d_k;
+        for (int64_t i0 = 0; i0 < nres; i0 += per_batch) {
+            const int64_t n = nres - i0 < per_batch ? nres - i0 : per_batch;
+            // The previous batch's copy must finish before the staging buffer is refilled.
+            KVF_CUDA_TRY(cudaStreamSynchronize(s->stream), "Uploading resident pages");
+            for (int64_t i = 0; i < n; ++i)
+                memcpy((unsigned char *)s->h_stage + i * page_bytes,
+                       src + (size_t)c->resident_pages[i0 + i] * page_bytes, page_bytes);
+            KVF_CUDA_TRY(cudaMemcpyAsync(s->d_stage, s->h_stage, (size_t)n * page_bytes,
+                                         cudaMemcpyHostToDevice, s->stream),
+                         "Uploading resident pages");
+            const int64_t vecs = (int64_t)n * (int64_t)(page_bytes / 16);
+            const int blocks = (int)((vecs + 255) / 256 < 4096 ? (vecs + 255) / 256 : 4096);
+            scatter_pages_kernel<<<blocks, 256, 0, s->stream>>>(
+                (const uint4 *)s->d_stage, (const int64_t *)s->d_ids + i0, n,
+                (int64_t)(page_bytes / 16), (uint4 *)dst);
+            KVF_CUDA_TRY(cudaGetLastError(), "Launching the page scatter kernel");
+        }
+    }
+    return 0;
+}
+
+int state_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
+    CaseState *s = (CaseState *)state;
+    if (!s || !c || (c->batch_size > 0 && (!o || !lse)))
+        return kvf_error_set(err, KVF_EINVAL, "NULL kernel state, case or output buffer.");
+    // A failed API call of an earlier run (already reported) must not be blamed on this one:
+    // non-sticky errors stay pending until read.
+    (void)cudaGetLastError();
+    kvf_cuda_problem pr;
+    pr.num_qo_heads = c->num_qo_heads, pr.num_kv_heads = c->num_kv_heads;
+    pr.head_dim = c->head_dim, pr.page_size = c->page_size, pr.batch_size = c->batch_size;
+    pr.num_pages = c->num_pages, pr.sm_scale = c->sm_scale;
+    pr.kv_indptr = c->kv_indptr, pr.kv_last_page_len = c->kv_last_page_len;
+    int rc = kvf_cuda_plan_prepare(s->plan, &pr, err);
+    if (rc) return rc;
+    rc = check_case(c, err);
+    if (rc) return rc;
+    if (c->batch_size == 0) return 0;
+    rc = upload_pool(s, c, err);
+    if (rc) return rc;
+
+    const int64_t B = c->batch_size, entries = c->kv_indptr[B];
+    const size_t q_b = (size_t)kvf_case_q_elems(c) * 2, ip_b = (size_t)(B + 1) * 4;
+    const size_t ix_b = (size_t)entries * 4, ll_b = (size_t)B * 4;
+    const size_t lse_b = (size_t)kvf_case_lse_elems(c) * 4;
+    const size_t off_ip = align256(q_b), off_ix = off_ip + align256(ip_b);
+    const size_t off_ll = off_ix + align256(ix_b), off_o = off_ll + align256(ll_b);
+    const size_t off_lse = off_o + align256(q_b), total = off_lse + align256(lse_b);
+    rc = dev_grow(&s->d_io, &s->io_cap, total, "Allocating device inputs and outputs", err);
+    if (rc) return rc;
+    unsigned char *io = (unsigned char *)s->d_io;
+    KVF_CUDA_TRY(cudaMemcpyAsync(io, c->q, q_b, cudaMemcpyHostToDevice, s->stream), "Uploading q");
+    KVF_CUDA_TRY(
+        cudaMemcpyAsync(io + off_ip, c->kv_indptr, ip_b, cudaMemcpyHostToDevice, s->stream),
+        "Uploading kv_indptr");
+    if (ix_b)
+        KVF_CUDA_TRY(
+            cudaMemcpyAsync(io + off_ix, c->kv_indices, ix_b, cudaMemcpyHostToDevice, s->stream),
+            "Uploading kv_indices");
+    KVF_CUDA_TRY(
+        cudaMemcpyAsync(io + off_ll, c->kv_last_page_len, ll_b, cudaMemcpyHostToDevice, s->stream),
+        "Uploading kv_last_page_len");
+    // Poison the outputs so an element the kernel forgets reads as NaN.
+    KVF_CUDA_TRY(cudaMemsetAsync(io + off_o, 0xFF, (off_lse - off_o) + lse_b, s->stream),
+                 "Poisoning the outputs");
+
+    kvf_cuda_tensors t;
+    t.q = (const kvf_bf16 *)io;
+    t.k_cache = (const kvf_bf16 *)s->d_k, t.v_cache = (const kvf_bf16 *)s->d_v;
+    t.kv_indptr = (const int32_t *)(io + off_ip);
+    t.kv_indices = (const int32_t *)(io + off_ix);
+    t.kv_last_page_len = (const int32_t *)(io + off_ll);
+    t.o = (kvf_bf16 *)(io + off_o), t.lse = (float *)(io + off_lse);
+    rc = kvf_cuda_plan_launch(s->plan, &t, s->stream, err);
+    if (rc) return rc;
+    KVF_CUDA_TRY(cudaMemcpyAsync(o, t.o, q_b, cudaMemcpyDeviceToHost, s->stream), "Downloading o");
+    KVF_CUDA_TRY(cudaMemcpyAsync(lse, t.lse, lse_b, cudaMemcpyDeviceToHost, s->stream),
+                 "Downloading lse");
+    KVF_CUDA_TRY(cudaStreamSynchronize(s->stream), "Running the CUDA decode kernel");
+    return 0;
+}
+
+int create_split(void **state, kvf_error *err) {
+    return state_create(KVF_CUDA_ALGO_SPLITKV, state, err);
+}
+int create_naive(void **state, kvf_error *err) {
+    return state_create(KVF_CUDA_ALGO_NAIVE, state, err);
+}
+
+} // namespace
+
+extern "C" int kvf_cuda_runtime_available(char *why, size_t why_size) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        if (why && why_size)
+            snprintf(why, why_size, "No usable CUDA device: %s.",
+                     e != cudaSuccess ? cudaGetErrorString(e) : "no device found");
+        return 0;
+    }
+    int dev = 0, major = 0, minor = 0;
+    e = cudaGetDevice(&dev);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (e != cudaSuccess) {
+        if (why && why_size)
+            snprintf(why, why_size, "CUDA device query failed: %s.", cudaGetErrorString(e));
+        return 0;
+    }
+    if (major < 9) {
+        if (why && why_size)
+            snprintf(why, why_size,
+                     "CUDA device %d has compute capability %d.%d; the kernels are built for "
+                     "9.0 (Hopper) and newer.",
+                     dev, major, minor);
+        return 0;
+    }
+    return 1;
+}
+
+extern "C" const kvf_kernel kvf_kernel_cuda = {
+    "cuda",
+    "CUDA split-KV (flash-decoding) decode: fp32 partial states + merge kernel, any group 1-16",
+    KVF_DEVICE_CUDA,
+    NULL,
+    create_split,
+    state_destroy,
+    state_run,
+};
+
+extern "C" const kvf_kernel kvf_kernel_cuda_naive = {
+    "cuda-naive",
+    "CUDA naive decode: one block per (sequence, q head), whole sequence, no split",
+    KVF_DEVICE_CUDA,
+    NULL,
+    create_naive,
+    state_destroy,
+    state_run,
+};

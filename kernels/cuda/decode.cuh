@@ -1,0 +1,504 @@
+// Shared device code of the CUDA decode kernels: parameters, bf16 helpers, cp.async wrappers and
+// the split-KV main kernel template. decode.cu holds the launchers, the plan and the vtables;
+// decode_split_d{64,128,256}.cu instantiate the template, one head dim each, so the 48
+// (head dim, group) instances compile in parallel.
+//
+// The split-KV kernel (flash-decoding). One CTA handles one work item (a chunk of one sequence's
+// tokens) for one KV head and all G query heads of that head, so every K/V byte is read once per
+// group. Per tile of T >= 32 tokens (the strict rule's model: one running-max rescale per tile,
+// never per token):
+//   1. cp.async brings K and V rows of tile i+2 into a 3-stage shared-memory ring (16-byte
+//      copies; rows past the chunk's end are zero-stored, never loaded, so unused last-page
+//      slots never reach shared memory);
+//   2. scores: each warp computes q.k for 32 tokens over a slice of D, all G heads at once
+//      (fp32 FMA of exact bf16 products); slices are summed in a fixed order;
+//   3. softmax (one warp per head): the tile max, one rescale factor alpha = 2^(m_old - m_new),
+//      and p = 2^(s - m_new) with masked tokens set to exactly 0 (by index, not by
+//      multiplication); the denominator is kept per lane and summed once at the end;
+//   4. P.V: each thread owns VEC output dims of every head for TPG consecutive tokens; the
+//      accumulators are rescaled only when alpha != 1.
+// At the end the token groups are summed in a fixed tree order (deterministic bits) and the
+// result is either written out (one split) or stored unnormalized with (m, l) in fp32 for the
+// merge kernel. Measured on an H200 in docs/performance.md.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+namespace kvf {
+
+constexpr int kThreads = 256; // 8 warps: enough loads in flight with 2 CTAs per SM
+constexpr int kStages = 3;    // shared-memory ring depth: tiles i+1 and i+2 load during tile i
+
+// Everything the split kernel reads; device pointers.
+struct SplitParams {
+    const uint16_t *q, *k, *v;
+    const int32_t *kv_indptr, *kv_indices, *kv_last_len;
+    // [n_items] work items precomputed by the plan: (sequence, kv_indptr[sequence], first
+    // token, end token | 1 << 31 when the item is its sequence's only one). One 16-byte load
+    // instead of a chain of dependent index loads before the first K/V request.
+    const int4 *items;
+    const int32_t *seq_first; // [B+1] first work item of each sequence (merge kernel)
+    uint16_t *o;
+    float *lse;
+    float *ws_acc; // [n_items][Hq][D] unnormalized partial outputs
+    float2 *ws_ml; // [n_items][Hq] (running max m, sum l), base 2
+    int32_t num_qo_heads, num_kv_heads, page_size;
+    int32_t page_shift;   // log2(page_size) when a power of two, else -1 (then divide)
+    int32_t tile_in_page; // page_size % T == 0: a tile never crosses a page (one id per tile)
+    int32_t row_elems;    // Hk * D: elements between consecutive slots of a page
+    int64_t page_elems;   // S * Hk * D, 64-bit: page * page_elems passes 2^31 (B10)
+    int32_t chunk_tokens;
+    float scale_log2; // sm_scale * log2(e): logits in base-2 units
+    int32_t use_pdl;  // the merge kernel was launched as a programmatic dependent
+};
+
+// Compile-time geometry of one (D, G) instance.
+template <int D, int G> struct SplitCfg {
+    static constexpr int T = D == 256 ? 32 : 64; // tile tokens: equal bytes per tile for D=256
+    static constexpr int ROW = D + 8;            // smem row stride (bf16): +16 B keeps the
+                                                 // per-token LDS.128 of the scores conflict-free
+    static constexpr int TB = T / 32;            // 32-token blocks per tile (scores phase)
+    static constexpr int NW = kThreads / 32;
+    static constexpr int DS = NW / TB;         // D slices in the scores phase (one per warp group)
+    static constexpr int DSL = D / DS;         // dims per slice
+    static constexpr int VEC = G <= 8 ? 8 : 4; // P.V dims per thread; 4 keeps G*VEC <= 64 regs
+    static constexpr int NC = D / VEC;         // P.V dim chunks
+    static constexpr int NG = kThreads / NC;   // P.V token groups
+    static constexpr int TPG = T / NG;         // tokens per group per tile
+    static constexpr int CPR = D / 8;          // 16-byte chunks per K/V row
+    static constexpr int RSTEP = kThreads / CPR;
+    static constexpr int LROWS = T / RSTEP; // rows each thread copies per tile (K and V)
+    static constexpr int KV_TILE = T * ROW; // bf16 elements of one K (or V) tile
+    // Shared memory, bytes: [kStages][K,V][T][ROW] bf16 | q [G][D] f32 | s [DS][G][T] f32 |
+    // m, l, alpha [16] f32 each. p aliases slice 0 of s.
+    static constexpr int OFF_Q = kStages * 2 * KV_TILE * 2;
+    static constexpr int OFF_S = OFF_Q + G * D * 4;
+    static constexpr int OFF_STAT = OFF_S + DS * G * T * 4;
+    static constexpr int SMEM = OFF_STAT + 3 * 16 * 4;
+    // Two CTAs per SM when their shared memory fits (228 KB per SM, 1 KB reserved per CTA);
+    // the register cap of 128 that this implies costs a few spills only for G >= 6.
+    static constexpr int MIN_BLOCKS = 2 * (SMEM + 1024) <= 233472 ? 2 : 1;
+    static_assert(DSL % 8 == 0 && T % NG == 0 && T % RSTEP == 0, "geometry");
+    static_assert((kThreads / 2) * G * VEC * 4 <= OFF_Q, "epilogue buffer fits in the ring");
+    static_assert(G <= 2 * NW, "softmax phase: at most two heads per warp");
+};
+
+// bf16 <-> f32. A bf16 is the top half of an f32, so widening is exact.
+__device__ __forceinline__ float bf16lo(uint32_t w) {
+    return __uint_as_float(w << 16);
+}
+__device__ __forceinline__ float bf16hi(uint32_t w) {
+    return __uint_as_float(w & 0xffff0000u);
+}
+// Round to nearest even, both halves (cvt.rn.bf16x2.f32).
+__device__ __forceinline__ uint32_t pack_bf16x2_rn(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// 2^x with one MUFU.EX2 (relative error about 2^-22, subnormal results flushed to zero): the
+// strict rule's model of the weights' exponential (K1, K3 in docs/strict-rule.md). exp2f would
+// add a few instructions per call to keep subnormal results.
+__device__ __forceinline__ float ex2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+// Butterfly sum; lanes may differ in the last bit, so lane 0's value is broadcast.
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        x += __shfl_xor_sync(0xffffffffu, x, o);
+    return __shfl_sync(0xffffffffu, x, 0);
+}
+
+// Token t of a sequence -> (page index in the sequence's table, slot).
+__device__ __forceinline__ void token_page(int t, int page_size, int page_shift, int *pi,
+                                           int *slot) {
+    if (page_shift >= 0) {
+        *pi = t >> page_shift;
+        *slot = t & (page_size - 1);
+    } else {
+        *pi = t / page_size;
+        *slot = t - *pi * page_size;
+    }
+}
+
+template <int D, int G>
+__global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
+    splitkv_kernel(const SplitParams p) {
+    using C = SplitCfg<D, G>;
+    constexpr int T = C::T;
+    extern __shared__ __align__(16) unsigned char smem[];
+    uint16_t *s_kv = reinterpret_cast<uint16_t *>(smem);
+    float *s_q = reinterpret_cast<float *>(smem + C::OFF_Q);
+    float *s_s = reinterpret_cast<float *>(smem + C::OFF_S);
+    float *s_p = s_s; // p[g][t] overwrites slice 0 of the scores, thread by thread
+    float *s_m = reinterpret_cast<float *>(smem + C::OFF_STAT);
+    float *s_l = s_m + 16;
+    float *s_alpha = s_l + 16;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int item = blockIdx.x, hk = blockIdx.y;
+    const int Hq = p.num_qo_heads, S = p.page_size;
+    const int4 it = p.items[item];
+    // Token indices fit in int: the host rejects sequences longer than KVF_CUDA_MAX_SEQ_LEN.
+    const int b = it.x, pbeg = it.y, tok_beg = it.z, tok_end = it.w & 0x7fffffff;
+    const bool single = it.w < 0;
+    const int ntiles = tok_end > tok_beg ? (tok_end - tok_beg + T - 1) / T : 0;
+    const int hq0 = hk * G;
+
+    // The merge kernel may be scheduled now; it waits for this grid's completion before
+    // reading the workspace (griddepcontrol.wait), so triggering early only hides its launch.
+    if (p.use_pdl) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+
+    // q of the G heads -> f32 in shared memory (read as warp-wide broadcasts).
+    {
+        const uint4 *qg = reinterpret_cast<const uint4 *>(p.q + ((int64_t)b * Hq + hq0) * D);
+        for (int i = tid; i < G * D / 8; i += kThreads) {
+            uint4 w = qg[i];
+            float *dst = s_q + i * 8;
+            dst[0] = bf16lo(w.x), dst[1] = bf16hi(w.x), dst[2] = bf16lo(w.y);
+            dst[3] = bf16hi(w.y), dst[4] = bf16lo(w.z), dst[5] = bf16hi(w.z);
+            dst[6] = bf16lo(w.w), dst[7] = bf16hi(w.w);
+        }
+    }
+
+    // Copy assignment: thread copies 16-byte chunk `cc` of rows row0 + RSTEP*j.
+    const int cc = tid % C::CPR, row0 = tid / C::CPR;
+    const int head_off = hk * D + cc * 8;
+    // Page ids of the next tile to issue, fetched one iteration early so the dependent
+    // index load never stalls the copy issue. When pages hold whole tiles (S % T == 0, and
+    // chunks start on tile boundaries) one id serves every row: pg[0], sl[0] = the first slot.
+    int pg[C::LROWS], sl[C::LROWS];
+    auto fetch_pages = [&](int tile) {
+        const int t0 = tok_beg + tile * T;
+        if (p.tile_in_page) {
+            pg[0] = -1;
+            if (tile < ntiles) {
+                int pi;
+                token_page(t0, S, p.page_shift, &pi, &sl[0]);
+                pg[0] = __ldg(p.kv_indices + pbeg + pi);
+            }
+            return;
+        }
+#pragma unroll
+        for (int j = 0; j < C::LROWS; ++j) {
+            const int t = t0 + row0 + C::RSTEP * j;
+            pg[j] = -1;
+            if (tile < ntiles && t < tok_end) {
+                int pi;
+                token_page(t, S, p.page_shift, &pi, &sl[j]);
+                pg[j] = __ldg(p.kv_indices + pbeg + pi);
+            }
+        }
+    };
+    auto issue = [&](int tile, int stage) {
+        if (tile < ntiles) {
+            const int t0 = tok_beg + tile * T;
+            uint16_t *kdst = s_kv + stage * 2 * C::KV_TILE + row0 * C::ROW + cc * 8;
+            // 64-bit on purpose: page * page_elems passes 2^31 past page 65535 at the seed
+            // shape (bug class B10); slot * Hk * D can too for wide pages.
+            int64_t base = 0;
+            if (p.tile_in_page)
+                base = (int64_t)pg[0] * p.page_elems + (int64_t)(sl[0] + row0) * p.row_elems +
+                       head_off;
+#pragma unroll
+            for (int j = 0; j < C::LROWS; ++j) {
+                uint16_t *dk = kdst + C::RSTEP * j * C::ROW;
+                uint16_t *dv = dk + C::KV_TILE;
+                const bool valid = p.tile_in_page ? t0 + row0 + C::RSTEP * j < tok_end : pg[j] >= 0;
+                if (valid) {
+                    const int64_t off = p.tile_in_page
+                                            ? base + (int64_t)(C::RSTEP * j) * p.row_elems
+                                            : (int64_t)pg[j] * p.page_elems +
+                                                  (int64_t)sl[j] * p.row_elems + head_off;
+                    cp_async16(dk, p.k + off);
+                    cp_async16(dv, p.v + off);
+                } else {
+                    // Past the chunk's end: zeros, and no global read at all (B03).
+                    *reinterpret_cast<uint4 *>(dk) = make_uint4(0, 0, 0, 0);
+                    *reinterpret_cast<uint4 *>(dv) = make_uint4(0, 0, 0, 0);
+                }
+            }
+        }
+        cp_async_commit(); // empty groups keep the wait_group arithmetic uniform
+    };
+
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+        fetch_pages(s);
+        issue(s, s);
+    }
+    fetch_pages(kStages - 1);
+
+    // P.V ownership: dims [cpv*VEC, +VEC) of every head, tokens [grp*TPG, +TPG) (contiguous,
+    // so each head's weights come in one vector load).
+    const int cpv = tid % C::NC, grp = tid / C::NC;
+    float acc[G][C::VEC];
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+#pragma unroll
+        for (int v = 0; v < C::VEC; ++v)
+            acc[g][v] = 0.f;
+
+    // Running max and denominator of the heads this warp owns in the softmax phase (heads warp,
+    // warp + NW): the max is the same in every lane, the denominator is kept per lane (its
+    // tokens) and summed across lanes once at the end, off the per-tile critical path.
+    constexpr int HPW = (G + C::NW - 1) / C::NW;
+    float run_m[HPW], run_l[HPW];
+#pragma unroll
+    for (int k2 = 0; k2 < HPW; ++k2)
+        run_m[k2] = -INFINITY, run_l[k2] = 0.f;
+
+    int stage = 0; // tile % kStages, kept incrementally
+    for (int tile = 0; tile < ntiles; ++tile) {
+        cp_async_wait<kStages - 2>();
+        __syncthreads(); // tile's rows visible; the stage refilled below is no longer read
+        issue(tile + kStages - 1, stage == 0 ? kStages - 1 : stage - 1);
+        fetch_pages(tile + kStages);
+
+        const uint16_t *sk = s_kv + stage * 2 * C::KV_TILE;
+        stage = stage == kStages - 1 ? 0 : stage + 1;
+        const uint16_t *sv = sk + C::KV_TILE;
+        const int tile_beg = tok_beg + tile * T;
+
+        // Scores: token tb*32+lane, dims [ds*DSL, +DSL), all heads.
+        {
+            const int tb = warp % C::TB, ds = warp / C::TB;
+            const int t = tb * 32 + lane;
+            const uint16_t *krow = sk + t * C::ROW + ds * C::DSL;
+            const float *qs = s_q + ds * C::DSL;
+            float dot[G];
+#pragma unroll
+            for (int g = 0; g < G; ++g)
+                dot[g] = 0.f;
+#pragma unroll
+            for (int d8 = 0; d8 < C::DSL; d8 += 8) {
+                const uint4 w = *reinterpret_cast<const uint4 *>(krow + d8);
+                const float kf[8] = {bf16lo(w.x), bf16hi(w.x), bf16lo(w.y), bf16hi(w.y),
+                                     bf16lo(w.z), bf16hi(w.z), bf16lo(w.w), bf16hi(w.w)};
+#pragma unroll
+                for (int g = 0; g < G; ++g) {
+                    const float4 q0 = *reinterpret_cast<const float4 *>(qs + g * D + d8);
+                    const float4 q1 = *reinterpret_cast<const float4 *>(qs + g * D + d8 + 4);
+                    float a = dot[g];
+                    a = fmaf(q0.x, kf[0], a), a = fmaf(q0.y, kf[1], a);
+                    a = fmaf(q0.z, kf[2], a), a = fmaf(q0.w, kf[3], a);
+                    a = fmaf(q1.x, kf[4], a), a = fmaf(q1.y, kf[5], a);
+                    a = fmaf(q1.z, kf[6], a), a = fmaf(q1.w, kf[7], a);
+                    dot[g] = a;
+                }
+            }
+#pragma unroll
+            for (int g = 0; g < G; ++g)
+                s_s[(ds * G + g) * T + t] = dot[g];
+        }
+        __syncthreads();
+
+        // Online softmax, once per tile and head.
+#pragma unroll
+        for (int k2 = 0; k2 < HPW; ++k2) {
+            const int g = warp + k2 * C::NW;
+            if (g >= G) break;
+            float s[C::TB];
+            float tmax = -INFINITY;
+#pragma unroll
+            for (int k = 0; k < C::TB; ++k) {
+                const int t = lane + 32 * k;
+                float x = s_s[g * T + t];
+#pragma unroll
+                for (int ds = 1; ds < C::DS; ++ds)
+                    x += s_s[(ds * G + g) * T + t];
+                x *= p.scale_log2;
+                // Mask by token index: tokens past the chunk never count (B13).
+                s[k] = tile_beg + t < tok_end ? x : -INFINITY;
+                tmax = fmaxf(tmax, s[k]);
+            }
+            tmax = warp_max(tmax);
+            const float m_old = run_m[k2];
+            const float m_new = fmaxf(m_old, tmax);
+            // -inf - -inf would be NaN (B02): an empty running state scales by 0.
+            const float alpha = m_old == -INFINITY ? 0.f : ex2_approx(m_old - m_new);
+            float l = run_l[k2] * alpha; // the same factor as the numerators (exact when 1)
+#pragma unroll
+            for (int k = 0; k < C::TB; ++k) {
+                const float pk = s[k] == -INFINITY ? 0.f : ex2_approx(s[k] - m_new);
+                s_p[g * T + lane + 32 * k] = pk;
+                l += pk;
+            }
+            run_l[k2] = l;
+            run_m[k2] = m_new;
+            if (lane == 0) s_alpha[g] = alpha;
+        }
+        __syncthreads();
+
+        // P.V with at most one rescale of the accumulators per tile; skipped when the maximum
+        // did not move (alpha = 1 exactly: the product would change no bit). Uniform branch.
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            const float a = s_alpha[g];
+            if (a != 1.f) {
+#pragma unroll
+                for (int v = 0; v < C::VEC; ++v)
+                    acc[g][v] *= a;
+            }
+        }
+        float pw[G][C::TPG];
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            const float *src = s_p + g * T + grp * C::TPG;
+#pragma unroll
+            for (int j = 0; j < C::TPG; j += 2) {
+                if constexpr (C::TPG % 4 == 0) {
+                    if (j % 4 == 0) {
+                        const float4 w4 = *reinterpret_cast<const float4 *>(src + j);
+                        pw[g][j] = w4.x, pw[g][j + 1] = w4.y, pw[g][j + 2] = w4.z;
+                        pw[g][j + 3] = w4.w;
+                    }
+                } else {
+                    const float2 w2 = *reinterpret_cast<const float2 *>(src + j);
+                    pw[g][j] = w2.x, pw[g][j + 1] = w2.y;
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < C::TPG; ++j) {
+            const int t = grp * C::TPG + j;
+            float vf[C::VEC];
+            if constexpr (C::VEC == 8) {
+                const uint4 w = *reinterpret_cast<const uint4 *>(sv + t * C::ROW + cpv * 8);
+                vf[0] = bf16lo(w.x), vf[1] = bf16hi(w.x), vf[2] = bf16lo(w.y);
+                vf[3] = bf16hi(w.y), vf[4] = bf16lo(w.z), vf[5] = bf16hi(w.z);
+                vf[6] = bf16lo(w.w), vf[7] = bf16hi(w.w);
+            } else {
+                const uint2 w = *reinterpret_cast<const uint2 *>(sv + t * C::ROW + cpv * 4);
+                vf[0] = bf16lo(w.x), vf[1] = bf16hi(w.x), vf[2] = bf16lo(w.y);
+                vf[3] = bf16hi(w.y);
+            }
+#pragma unroll
+            for (int g = 0; g < G; ++g)
+#pragma unroll
+                for (int v = 0; v < C::VEC; ++v)
+                    acc[g][v] = fmaf(pw[g][j], vf[v], acc[g][v]);
+        }
+    }
+
+    // Epilogue: publish (m, l) per head, then sum the NG token groups in a fixed tree order
+    // through the (now idle) ring.
+#pragma unroll
+    for (int k2 = 0; k2 < HPW; ++k2) {
+        const int g = warp + k2 * C::NW;
+        if (g >= G) break;
+        const float l = warp_sum(run_l[k2]);
+        if (lane == 0) s_m[g] = run_m[k2], s_l[g] = l;
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+    float *red = reinterpret_cast<float *>(smem);
+    constexpr int GV = G * C::VEC;
+#pragma unroll 1
+    for (int active = C::NG; active > 1; active >>= 1) {
+        const int half = active >> 1;
+        if (grp >= half && grp < active) {
+            const int slot = (grp - half) * C::NC + cpv;
+#pragma unroll
+            for (int g = 0; g < G; ++g)
+#pragma unroll
+                for (int v = 0; v < C::VEC; ++v)
+                    red[(g * C::VEC + v) * (kThreads / 2) + slot] = acc[g][v];
+        }
+        __syncthreads();
+        if (grp < half) {
+            const int slot = grp * C::NC + cpv;
+#pragma unroll
+            for (int g = 0; g < G; ++g)
+#pragma unroll
+                for (int v = 0; v < C::VEC; ++v)
+                    acc[g][v] += red[(g * C::VEC + v) * (kThreads / 2) + slot];
+        }
+        __syncthreads();
+    }
+    (void)GV;
+    if (grp != 0) return;
+
+    if (single) {
+        // Whole sequence in this CTA: normalize and store. Empty: o = +0, lse = -inf (B04).
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            const float m = s_m[g], l = s_l[g];
+            const int64_t row = (int64_t)b * Hq + hq0 + g;
+            uint32_t packed[C::VEC / 2];
+#pragma unroll
+            for (int v = 0; v < C::VEC; v += 2) {
+                const float o0 = l > 0.f ? acc[g][v] / l : 0.f;
+                const float o1 = l > 0.f ? acc[g][v + 1] / l : 0.f;
+                packed[v / 2] = pack_bf16x2_rn(o0, o1);
+            }
+            uint16_t *dst = p.o + row * D + cpv * C::VEC;
+            if constexpr (C::VEC == 8)
+                *reinterpret_cast<uint4 *>(dst) =
+                    make_uint4(packed[0], packed[1], packed[2], packed[3]);
+            else
+                *reinterpret_cast<uint2 *>(dst) = make_uint2(packed[0], packed[1]);
+            if (cpv == 0) p.lse[row] = l > 0.f ? m + log2f(l) : -INFINITY;
+        }
+    } else {
+        // Partial state, unnormalized, in fp32 (B12: never bf16 before the merge).
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            const int64_t row = (int64_t)item * Hq + hq0 + g;
+            float4 *dst = reinterpret_cast<float4 *>(p.ws_acc + row * D + cpv * C::VEC);
+#pragma unroll
+            for (int v = 0; v < C::VEC; v += 4)
+                dst[v / 4] = make_float4(acc[g][v], acc[g][v + 1], acc[g][v + 2], acc[g][v + 3]);
+            if (cpv == 0) p.ws_ml[row] = make_float2(s_m[g], s_l[g]);
+        }
+    }
+}
+
+// One instance of the split kernel, as decode.cu sees it.
+struct SplitEntry {
+    const void *fn; // the __global__ function
+    int smem_bytes;
+    int tile_tokens;
+};
+
+} // namespace kvf
+
+// Instance tables, 16 entries (G = 1..16) each, defined in decode_split_d*.cu.
+extern const kvf::SplitEntry kvf_split_d64[16];
+extern const kvf::SplitEntry kvf_split_d128[16];
+extern const kvf::SplitEntry kvf_split_d256[16];
+
+#define KVF_SPLIT_TABLE(D)                                                                         \
+    const kvf::SplitEntry kvf_split_d##D[16] = {                                                   \
+        KVF_SPLIT_ENTRY(D, 1),  KVF_SPLIT_ENTRY(D, 2),  KVF_SPLIT_ENTRY(D, 3),                     \
+        KVF_SPLIT_ENTRY(D, 4),  KVF_SPLIT_ENTRY(D, 5),  KVF_SPLIT_ENTRY(D, 6),                     \
+        KVF_SPLIT_ENTRY(D, 7),  KVF_SPLIT_ENTRY(D, 8),  KVF_SPLIT_ENTRY(D, 9),                     \
+        KVF_SPLIT_ENTRY(D, 10), KVF_SPLIT_ENTRY(D, 11), KVF_SPLIT_ENTRY(D, 12),                    \
+        KVF_SPLIT_ENTRY(D, 13), KVF_SPLIT_ENTRY(D, 14), KVF_SPLIT_ENTRY(D, 15),                    \
+        KVF_SPLIT_ENTRY(D, 16)}
+#define KVF_SPLIT_ENTRY(D, G)                                                                      \
+    { (const void *)&kvf::splitkv_kernel<D, G>, kvf::SplitCfg<D, G>::SMEM, kvf::SplitCfg<D, G>::T }
