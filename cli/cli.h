@@ -21,6 +21,9 @@ int kvf_cmd_oracle(int argc, char **argv);
 int kvf_cmd_kernels(int argc, char **argv);
 int kvf_cmd_rules(int argc, char **argv);
 int kvf_cmd_bench(int argc, char **argv);
+int kvf_cmd_fuzz(int argc, char **argv);
+int kvf_cmd_minimize(int argc, char **argv);
+int kvf_cmd_report(int argc, char **argv);
 int kvf_cmd_mutants(int argc, char **argv);
 
 /* Prints "kvfuzz CMD: <message>" to stderr and returns KVF_EXIT_USAGE. */

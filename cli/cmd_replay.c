@@ -9,13 +9,14 @@
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/oracle.h"
 #include "kvfuzz/spec.h"
+#include "kvfuzz/stats.h"
 
 #define MAX_RULES 16
 #define MAX_KERNELS 16
 
 static void replay_help(void) {
     printf("usage: kvfuzz replay [--kernel K]... [--rule R]... [--jobs N] [--require-overflow]\n"
-           "                     FILE|DIR...\n\n"
+           "                     [--stats FILE] FILE|DIR...\n\n"
            "Runs each kernel on each case (.kvfz files; directories are read one level deep),\n"
            "computes the correctly rounded answer with the MPFR oracle and judges the kernel's\n"
            "o and lse under each rule. Prints one line per case and kernel: the verdict per\n"
@@ -26,7 +27,10 @@ static void replay_help(void) {
            "  --jobs N            oracle threads (default: all cores).\n"
            "  --require-overflow  count violations on rows whose logits exceed the f32 range\n"
            "                      (class overflow) as failures; by default they are shown but\n"
-           "                      do not fail the run.\n\n"
+           "                      do not fail the run.\n"
+           "  --stats FILE        also keep error statistics of every element judged (per\n"
+           "                      kernel, rule and output) and write them to FILE atomically\n"
+           "                      every 60 s and at the end; `kvfuzz report FILE` draws them.\n\n"
            "Exit status: 0 every case passes, 1 any violation or kernel error, 2 bad input or\n"
            "usage (an unreadable or malformed case file is reported and the others still run).\n");
 }
@@ -44,6 +48,7 @@ int kvf_cmd_replay(int argc, char **argv) {
     int nkernels = 0;
     int64_t jobs = default_jobs();
     int require_overflow = 0;
+    const char *stats_path = NULL;
     char **args = calloc((size_t)argc, sizeof *args);
     int nargs = 0;
     if (!args) return cli_usage_error(cmd, "out of memory");
@@ -88,6 +93,12 @@ int kvf_cmd_replay(int argc, char **argv) {
                 return cli_usage_error(cmd, "--jobs must be an integer in [1, 1024], got \"%s\"",
                                        v);
             }
+        } else if (strcmp(a, "--stats") == 0) {
+            if (i + 1 >= argc) {
+                free(args);
+                return cli_usage_error(cmd, "%s needs a value", a);
+            }
+            stats_path = argv[++i];
         } else if (strcmp(a, "--require-overflow") == 0) {
             require_overflow = 1;
         } else if (a[0] == '-' && a[1]) {
@@ -119,6 +130,20 @@ int kvf_cmd_replay(int argc, char **argv) {
         return cli_usage_error(cmd, "no .kvfz files found in the given paths");
     }
 
+    /* Statistics are written once before any work, so a path that cannot be written fails
+     * the run at once instead of after hours. */
+    kvf_stats *stats = NULL;
+    if (stats_path) {
+        kvf_error err = {0};
+        kvf_stats_opts so;
+        kvf_stats_opts_default(&so);
+        so.command = "kvfuzz replay";
+        if (kvf_stats_create(&stats, &so, &err) || kvf_stats_write(stats, stats_path, &err)) {
+            kvf_stats_free(stats);
+            cli_free_paths(paths, npaths);
+            return cli_usage_error(cmd, "%s", err.msg);
+        }
+    }
     void *states[MAX_KERNELS] = {0};
     for (int k = 0; k < nkernels; k++) {
         kvf_error err = {0};
@@ -128,6 +153,7 @@ int kvf_cmd_replay(int argc, char **argv) {
             for (int j = 0; j < k; j++)
                 if (kernels[j]->destroy) kernels[j]->destroy(states[j]);
             cli_free_paths(paths, npaths);
+            kvf_stats_free(stats);
             return KVF_EXIT_FINDINGS;
         }
     }
@@ -146,18 +172,26 @@ int kvf_cmd_replay(int argc, char **argv) {
     for (size_t p = 0; p < npaths; p++) {
         const char *base = strrchr(paths[p], '/') ? strrchr(paths[p], '/') + 1 : paths[p];
         kvf_case c;
+        kvf_spec spec;
         kvf_error err = {0};
-        if (kvf_case_load(paths[p], NULL, &c, &limits, &err)) {
+        if (kvf_case_load(paths[p], &spec, &c, &limits, &err)) {
             fprintf(stderr, "kvfuzz replay: %s: %s\n", paths[p], err.msg);
             printf("%-34s %-14s bad input\n", base, "-");
             bad_inputs++;
             continue;
         }
         cases_ok++;
+        /* The statistics identify a case by its canonical bytes (the file's, for any file
+         * that decodes) so their worst elements can be replayed from the report. */
+        kvf_stats_case ref = {paths[p], NULL, 0};
+        uint8_t *kvfz = NULL;
+        if (stats && kvf_spec_encode(&spec, &kvfz, &ref.kvfz_size, NULL) == 0) ref.kvfz = kvfz;
+        kvf_spec_free(&spec);
         kvf_oracle_result oracle;
         if (kvf_oracle_run(&oracle, &c, &oopts, &err)) {
             fprintf(stderr, "kvfuzz replay: %s: the oracle failed: %s\n", paths[p], err.msg);
             kvf_case_free(&c);
+            free(kvfz);
             failed_runs++;
             continue;
         }
@@ -168,6 +202,12 @@ int kvf_cmd_replay(int argc, char **argv) {
             runs++;
             printf("%-34s %-14s", base, kernels[k]->name);
             int krc = kernels[k]->run(states[k], &c, o, lse, &err);
+            if (stats)
+                kvf_stats_count_run(stats, kernels[k]->name,
+                                    krc == 0                  ? KVF_STATS_RAN
+                                    : krc == KVF_EUNSUPPORTED ? KVF_STATS_UNSUPPORTED
+                                                              : KVF_FINDING_KERNEL_ERROR,
+                                    NULL);
             if (krc == KVF_EUNSUPPORTED) {
                 printf(" unsupported: %s\n", err.msg);
                 unsupported++;
@@ -183,7 +223,8 @@ int kvf_cmd_replay(int argc, char **argv) {
             double max_abs = 0, max_rel = 0;
             int64_t max_ulp = 0;
             for (int r = 0; r < nrules; r++) {
-                kvf_judge(&v, &rules[r], &c, &oracle, o, lse, NULL);
+                kvf_stats_judge(stats, kernels[k]->name, &ref, &v, &rules[r], &c, &oracle, o, lse,
+                                NULL);
                 const char *word = v.pass ? "pass" : kvf_finding_class_name(v.finding);
                 int counts = !v.pass && (v.finding != KVF_FINDING_OVERFLOW || require_overflow);
                 if (counts) {
@@ -206,6 +247,9 @@ int kvf_cmd_replay(int argc, char **argv) {
         free(lse);
         kvf_oracle_result_free(&oracle);
         kvf_case_free(&c);
+        free(kvfz);
+        if (stats && kvf_stats_tick(stats, stats_path, &err))
+            fprintf(stderr, "kvfuzz replay: %s\n", err.msg);
         fflush(stdout);
     }
     for (int k = 0; k < nkernels; k++)
@@ -218,6 +262,16 @@ int kvf_cmd_replay(int argc, char **argv) {
         printf("  %-20s %ld failing run(s)\n", rules[r].name, rule_failures[r]);
     cli_free_paths(paths, npaths);
     if (failed_runs) rc = KVF_EXIT_FINDINGS;
+    if (stats) {
+        kvf_error err = {0};
+        if (kvf_stats_write(stats, stats_path, &err)) {
+            fprintf(stderr, "kvfuzz replay: %s\n", err.msg);
+            rc = KVF_EXIT_USAGE;
+        } else {
+            printf("statistics: %s\n", stats_path);
+        }
+        kvf_stats_free(stats);
+    }
     if (bad_inputs) rc = KVF_EXIT_USAGE; /* a file we could not judge outranks a verdict */
     return rc;
 }

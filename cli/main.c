@@ -25,6 +25,9 @@ static const command commands[] = {
     {"rules", kvf_cmd_rules, "list the tolerance rules"},
     {"mutants", kvf_cmd_mutants, "the bug-finding benchmark: mutants vs kvfuzz and bench-style tests"},
     {"bench", kvf_cmd_bench, "time a kernel against a same-run read roofline (CUDA)"},
+    {"fuzz", kvf_cmd_fuzz, "run a fuzzing campaign: generate, run, judge, save findings"},
+    {"minimize", kvf_cmd_minimize, "shrink a failing case while it fails the same way"},
+    {"report", kvf_cmd_report, "draw error-distribution reports from stats files"},
 };
 
 static void print_usage(FILE *f) {

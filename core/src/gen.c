@@ -93,6 +93,17 @@ static void fill_rows(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_di
     }
 }
 
+/* Values for slots no sequence reads, when they are not poisoned: finite, never zero, in
+ * +-[0.5, 1), so a kernel that reads them changes its answer. Four values per draw because
+ * these regions can be most of a pool. */
+static void fill_filler(kvf_bf16 *dst, int64_t n, kvf_prng *rng) {
+    for (int64_t i = 0; i < n; i += 4) {
+        uint64_t r = kvf_prng_next(rng);
+        for (int64_t j = 0; j < 4 && i + j < n; j++, r >>= 16)
+            dst[i + j] = (kvf_bf16)((r & 0x807Fu) | 0x3F00u);
+    }
+}
+
 static kvf_bf16 poison_value(kvf_prng *rng, int nan, int inf) {
     if (nan) {
         /* Varied NaN payloads and signs: a kernel must not depend on one NaN pattern. */
@@ -342,13 +353,18 @@ static int fill_pool(kvf_case *c, const kvf_recipe *rp, int64_t **extra, int64_t
     for (int64_t i = 0; i < nref; i++) {
         int64_t page = c->resident_pages[i];
         kvf_bf16 *kp = c->k_cache + page * page_elems, *vp = c->v_cache + page * page_elems;
-        fill_rows(kp, c->page_size * c->num_kv_heads, c->head_dim, &rp->k, &rk);
-        fill_rows(vp, c->page_size * c->num_kv_heads, c->head_dim, &rp->v, &rv);
-        if (tail_nan || tail_inf)
-            for (int64_t e = used[i] * slot_elems; e < page_elems; e++) {
+        int64_t used_elems = used[i] * slot_elems;
+        fill_rows(kp, used[i] * c->num_kv_heads, c->head_dim, &rp->k, &rk);
+        fill_rows(vp, used[i] * c->num_kv_heads, c->head_dim, &rp->v, &rv);
+        if (tail_nan || tail_inf) {
+            for (int64_t e = used_elems; e < page_elems; e++) {
                 kp[e] = poison_value(&rpois, tail_nan, tail_inf);
                 vp[e] = poison_value(&rpois, tail_nan, tail_inf);
             }
+        } else {
+            fill_filler(kp + used_elems, page_elems - used_elems, &rpois);
+            fill_filler(vp + used_elems, page_elems - used_elems, &rpois);
+        }
     }
     free(used);
     /* Unreferenced resident pages: all of a small pool, else the neighbours of referenced
@@ -388,8 +404,8 @@ static int fill_pool(kvf_case *c, const kvf_recipe *rp, int64_t **extra, int64_t
                 vp[e] = poison_value(&rpois, unref_nan, unref_inf);
             }
         } else {
-            fill_rows(kp, c->page_size * c->num_kv_heads, c->head_dim, &rp->k, &rk);
-            fill_rows(vp, c->page_size * c->num_kv_heads, c->head_dim, &rp->v, &rv);
+            fill_filler(kp, page_elems, &rpois);
+            fill_filler(vp, page_elems, &rpois);
         }
     }
     (void)entries;

@@ -1,0 +1,191 @@
+/* kvfuzz fuzz: the campaign runner's command line (fuzz/include/kvfuzz/campaign.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "kvfuzz/campaign.h"
+#include "kvfuzz/runner.h"
+#include "kvfuzz/test_kernels.h"
+
+static void fuzz_help(void) {
+    printf(
+        "usage: kvfuzz fuzz [--kernel K] [--rule R]... [--time SEC | --runs N] [--jobs N]\n"
+        "                   [--seed N] [--corpus DIR] [--findings DIR] [--deadline SEC]\n"
+        "                   [--determinism N] [--max-batch N] [--max-pages N]\n"
+        "                   [--max-page-size N] [--max-work N] [--require-overflow]\n"
+        "                   [--in-process] [--verbose]\n\n"
+        "Generates cases (random recipes over every strategy, and structure-aware mutations\n"
+        "of a corpus that grows with cases reaching new error buckets), runs the kernel in a\n"
+        "worker process, computes the MPFR oracle on a pool of threads and judges each case\n"
+        "under every rule. Prints a progress line every 5 s and a summary at the end.\n"
+        "Each finding is saved as <class>-<hash>.kvfz with a .json report beside it, once per\n"
+        "signature (class, kernel, rule, output, error magnitude). A kernel that crashes or\n"
+        "passes its deadline is recorded as a crash or hang finding and a fresh worker takes\n"
+        "over. SIGINT or SIGTERM stops the run cleanly with its summary (a second one kills).\n\n"
+        "  --kernel K          kernel to fuzz (`kvfuzz kernels`). Default: cuda when a GPU is\n"
+        "                      usable, else cpu-splitkv.\n"
+        "  --rule R            rule (repeatable; `kvfuzz rules`). Default: strict.\n"
+        "  --time SEC          stop after SEC seconds.\n"
+        "  --runs N            stop after N cases. Without --time or --runs: until stopped.\n"
+        "  --jobs N            oracle threads (default: all cores).\n"
+        "  --seed N            campaign seed (default: from the clock; printed at the start).\n"
+        "  --corpus DIR        cases to start from; new cases reaching new error buckets are\n"
+        "                      added to it (created if missing).\n"
+        "  --findings DIR      where findings go (default: findings).\n"
+        "  --deadline SEC      per-launch deadline before a hang is declared (default 10).\n"
+        "  --determinism N     re-run every Nth case after another one and compare the bits\n"
+        "                      (default 16; 0 turns the check off).\n"
+        "  --max-batch N       largest batch generated (default 4).\n"
+        "  --max-pages N       most pages per sequence (default 8).\n"
+        "  --max-page-size N   largest page size (default 256).\n"
+        "  --max-work N        cap on the oracle's cost per case, (tokens + 32 x batch) x\n"
+        "                      Hq x D (default 131072); the generator's budget, elements\n"
+        "                      written per cache, is a quarter of it (at least 32768).\n"
+        "  --require-overflow  count violations on rows whose logits exceed the f32 range\n"
+        "                      (class overflow) as findings.\n"
+        "  --in-process        run the kernel in this process (for a debugger; a crash or a\n"
+        "                      hang then ends the campaign).\n"
+        "  --verbose           print the full report of every new finding.\n\n"
+        "Exit status: 0 nothing found, 1 at least one finding, 2 bad usage or a kernel that\n"
+        "cannot start.\n");
+}
+
+static int parse_pos(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t hi,
+                     int64_t *out) {
+    if (cli_parse_i64(v, lo, hi, out))
+        return cli_usage_error(cmd, "%s must be an integer in [%lld, %lld], got \"%s\"", opt,
+                               (long long)lo, (long long)hi, v);
+    return 0;
+}
+
+static int parse_seconds(const char *cmd, const char *opt, const char *v, double *out) {
+    if (cli_parse_double(v, out) || !(*out > 0) || *out > 1e9)
+        return cli_usage_error(cmd, "%s must be a positive number of seconds, got \"%s\"", opt, v);
+    return 0;
+}
+
+int kvf_cmd_fuzz(int argc, char **argv) {
+    const char *cmd = "fuzz";
+    kvf_campaign_opts o;
+    kvf_campaign_opts_default(&o);
+    cli_limits(&o.case_limits);
+    o.findings_dir = "findings";
+    int seed_given = 0;
+    const char *kernel_name = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            fuzz_help();
+            return KVF_EXIT_OK;
+        }
+        if (strcmp(a, "--require-overflow") == 0) {
+            o.require_overflow = 1;
+            continue;
+        }
+        if (strcmp(a, "--in-process") == 0) {
+            o.in_process = 1;
+            continue;
+        }
+        if (strcmp(a, "--verbose") == 0) {
+            o.verbose = 1;
+            continue;
+        }
+        static const char *const valued[] = {
+            "--kernel", "--rule",        "--time",      "--runs",      "--jobs",
+            "--seed",   "--corpus",      "--findings",  "--deadline",  "--determinism",
+            "--max-batch", "--max-pages", "--max-page-size", "--max-work", NULL};
+        int known = 0;
+        for (int k = 0; valued[k]; k++)
+            if (strcmp(a, valued[k]) == 0) known = 1;
+        if (!known) {
+            if (a[0] == '-')
+                return cli_usage_error(cmd, "unknown option \"%s\" (see kvfuzz fuzz --help)", a);
+            return cli_usage_error(cmd, "unexpected argument \"%s\" (see kvfuzz fuzz --help)", a);
+        }
+        if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
+        const char *v = argv[++i];
+        int64_t n;
+        int rc = 0;
+        if (strcmp(a, "--kernel") == 0) {
+            kernel_name = v;
+        } else if (strcmp(a, "--rule") == 0) {
+            kvf_error err = {0};
+            if (o.nrules == KVF_MAX_RULES)
+                return cli_usage_error(cmd, "at most %d rules per run", KVF_MAX_RULES);
+            if (kvf_rule_parse(&o.rules[o.nrules], v, &err))
+                return cli_usage_error(cmd, "%s", err.msg);
+            o.nrules++;
+        } else if (strcmp(a, "--time") == 0) {
+            rc = parse_seconds(cmd, a, v, &o.time_limit_s);
+        } else if (strcmp(a, "--runs") == 0) {
+            rc = parse_pos(cmd, a, v, 1, INT64_MAX, &o.max_runs);
+        } else if (strcmp(a, "--jobs") == 0) {
+            rc = parse_pos(cmd, a, v, 1, 256, &n);
+            o.jobs = (int)n;
+        } else if (strcmp(a, "--seed") == 0) {
+            if (cli_parse_u64(v, &o.seed))
+                return cli_usage_error(cmd, "--seed must be a non-negative integer, got \"%s\"", v);
+            seed_given = 1;
+        } else if (strcmp(a, "--corpus") == 0) {
+            o.corpus_dir = v;
+        } else if (strcmp(a, "--findings") == 0) {
+            o.findings_dir = v;
+        } else if (strcmp(a, "--deadline") == 0) {
+            rc = parse_seconds(cmd, a, v, &o.deadline_s);
+        } else if (strcmp(a, "--determinism") == 0) {
+            rc = parse_pos(cmd, a, v, 0, INT32_MAX, &n);
+            o.determinism_every = (int)n;
+        } else if (strcmp(a, "--max-batch") == 0) {
+            rc = parse_pos(cmd, a, v, 1, 4096, &n);
+            o.mutate.max_batch = (int32_t)n;
+        } else if (strcmp(a, "--max-pages") == 0) {
+            rc = parse_pos(cmd, a, v, 1, 65535, &n);
+            o.mutate.max_pages = (int32_t)n;
+        } else if (strcmp(a, "--max-page-size") == 0) {
+            rc = parse_pos(cmd, a, v, 1, 1024, &n);
+            o.mutate.max_page_size = (int32_t)n;
+        } else if (strcmp(a, "--max-work") == 0) {
+            rc = parse_pos(cmd, a, v, 1, INT64_MAX / 4, &n);
+            o.mutate.max_work = n;
+            /* The pool budget follows the work budget so larger cases get larger pools. */
+            if (n / 4 > o.mutate.max_pool_elems) o.mutate.max_pool_elems = n / 4;
+        }
+        if (rc) return rc;
+    }
+    if (o.time_limit_s > 0 && o.max_runs > 0)
+        return cli_usage_error(cmd, "give --time or --runs, not both");
+    if (kernel_name) {
+        o.kernel = kvf_fuzz_kernel_find(kernel_name);
+        if (!o.kernel)
+            return cli_usage_error(cmd, "unknown kernel \"%s\" (see kvfuzz kernels)", kernel_name);
+    } else {
+        /* Asked in a child process: this one must not initialise CUDA before forking workers. */
+        char why[256];
+        o.kernel = kvf_runner_probe_cuda(why, sizeof why) ? kvf_kernel_find("cuda") : NULL;
+        if (!o.kernel) o.kernel = kvf_kernel_find("cpu-splitkv");
+    }
+    if (!seed_given) o.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    if (o.nrules == 0) kvf_rule_parse(&o.rules[o.nrules++], "strict", NULL);
+
+    fprintf(stderr, "kvfuzz fuzz: kernel %s, seed %" PRIu64 ", rules", o.kernel->name, o.seed);
+    for (int r = 0; r < o.nrules; r++)
+        fprintf(stderr, " %s", o.rules[r].name);
+    fprintf(stderr, ", findings in %s%s%s\n", o.findings_dir, o.corpus_dir ? ", corpus " : "",
+            o.corpus_dir ? o.corpus_dir : "");
+
+    kvf_campaign_stats st;
+    kvf_error err = {0};
+    int rc = kvf_campaign_run(&o, &st, &err);
+    if (rc) {
+        fprintf(stderr, "kvfuzz fuzz: %s\n", err.msg);
+        if (st.cases == 0) return KVF_EXIT_USAGE;
+    }
+    kvf_campaign_print_summary(stdout, &o, &st);
+    fflush(stdout);
+    if (st.finding_hits > 0) return KVF_EXIT_FINDINGS;
+    return rc ? KVF_EXIT_USAGE : KVF_EXIT_OK;
+}

@@ -1,0 +1,70 @@
+/* The report's model: series, rules and findings gathered from the inputs, shared by the
+ * summary / CSV / terminal writers (report.c) and the HTML page (html.c). Private to reports/. */
+#ifndef KVFUZZ_REPORTS_REPORT_INTERNAL_H
+#define KVFUZZ_REPORTS_REPORT_INTERNAL_H
+
+#include <stdio.h>
+
+#include "kvfuzz/report.h"
+#include "stats_internal.h"
+
+typedef struct rseries {
+    char name[192];
+    size_t input;
+    const kvf_stats *st;
+    const char *kernel;
+    const kvf_group **groups; /* this kernel's groups in the input, sorted by rule */
+    size_t ngroups;
+    const kvf_group *primary;    /* rule-independent charts come from this group (see report.c) */
+    const kvf_kernel_runs *runs; /* may be NULL */
+    const char *color;
+} rseries;
+
+typedef struct rfinding {
+    char *stem;                   /* "<class>-<hash>" */
+    char *cls;                    /* the part before the last '-' */
+    char *hash;                   /* the part after it */
+    char *kvfz;                   /* link relative to the output directory, or NULL when absent */
+    char *json;                   /* likewise */
+    char *kernel, *rule, *detail; /* from the .json when it has such string members */
+    char *dir;                    /* the findings directory it came from */
+} rfinding;
+
+typedef struct rmodel {
+    const kvf_report_input *inputs;
+    size_t ninputs;
+    char **labels; /* [ninputs] */
+    rseries *series;
+    size_t nseries;
+    const char **rules; /* union over the series, "strict" first, then by name */
+    size_t nrules;
+    rfinding *findings;
+    size_t nfindings;
+    char **finding_dirs;      /* directories looked at */
+    char **finding_dir_notes; /* [nfinding_dirs] NULL, or why it could not be read */
+    size_t nfinding_dirs;
+    const char *title;
+    char generated[32];
+    const char *out_dir;
+    char *out_abs; /* absolute output directory, for relative links */
+} rmodel;
+
+/* The group of a series for one rule, or NULL. */
+const kvf_group *rseries_group(const rseries *s, const char *rule);
+
+/* Link from the output directory to a file (relative when both resolve, else absolute);
+ * malloc'd, NULL when the file does not exist. */
+char *report_link(const rmodel *m, const char *file);
+
+/* Link for a worst element's case: "cases/<hash>.kvfz" when the bytes were embedded, else a
+ * link to its path if that file exists, else NULL (malloc'd). */
+char *report_case_link(const rmodel *m, const kvf_case_info *ci);
+
+/* The page. -1 (errno set) on allocation failure. */
+int report_write_html(FILE *f, const rmodel *m);
+
+/* Text helpers shared by the writers. */
+void html_escape(FILE *f, const char *s);
+void fmt_num(char *buf, size_t size, double x); /* short: 3 significant digits, or "inf" */
+
+#endif

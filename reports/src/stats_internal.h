@@ -1,0 +1,163 @@
+/* The inside of a kvf_stats, shared by the stats collector and the report writers (private to
+ * reports/). Every statistic is an integer count, an integer sum or a maximum, so merging is
+ * exact and associative; no floating-point sum appears anywhere. */
+#ifndef KVFUZZ_REPORTS_STATS_INTERNAL_H
+#define KVFUZZ_REPORTS_STATS_INTERNAL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "kvfuzz/stats.h"
+
+/* ---- an int64-keyed hash map with fixed-size values ---------------------------------------- */
+
+typedef struct kvf_map {
+    size_t vsize;
+    size_t count, cap; /* cap is 0 or a power of two */
+    int64_t *keys;
+    unsigned char *used;
+    unsigned char *vals; /* cap * vsize bytes, zeroed on insert */
+    /* The slot of the last key looked up: consecutive elements of a row share their head,
+     * sequence and slot classes, so most lookups end here. Entries never move except when
+     * the table grows, which clears it. */
+    int has_last;
+    int64_t last_key;
+    size_t last_slot;
+} kvf_map;
+
+void kvf_map_init(kvf_map *m, size_t vsize);
+void kvf_map_free(kvf_map *m);
+/* The value for key, or NULL. With create, inserts a zeroed value (NULL only on OOM). */
+void *kvf_map_get(kvf_map *m, int64_t key, int create);
+const void *kvf_map_find(const kvf_map *m, int64_t key);
+/* The keys in ascending order (malloc'd; the caller frees). NULL with *n = 0 when empty. */
+int64_t *kvf_map_sorted_keys(const kvf_map *m, size_t *n);
+
+/* ---- histograms ---------------------------------------------------------------------------- */
+
+/* 1-D log histogram of a non-negative quantity: zero, +inf and NaN apart, positive finite
+ * values in quarter-octave buckets (kvf_stats_bucket). */
+typedef struct kvf_hist {
+    int64_t total, zero, inf, nan;
+    kvf_map buckets; /* int32 bucket -> int64 count */
+} kvf_hist;
+
+/* 2-D key of the abs-vs-|exact| density: whole octaves floor(log2 v), with two sentinels. */
+#define KVF_OCT_ZERO (-5000)
+#define KVF_OCT_INF 5000
+int32_t kvf_stats_octave(double v); /* v >= 0 or inf; KVF_OCT_ZERO for 0, KVF_OCT_INF for inf */
+#define KVF_DENS_KEY(abs_oct, exact_oct)                                                           \
+    (((int64_t)(abs_oct) + 8192) * 16384 + ((exact_oct) + 8192))
+#define KVF_DENS_ABS(key) ((int32_t)((key) / 16384) - 8192)
+#define KVF_DENS_EXACT(key) ((int32_t)((key) % 16384) - 8192)
+
+/* ---- coordinate classes -------------------------------------------------------------------- */
+
+typedef enum kvf_class_kind {
+    KVF_CLASS_HEAD = 0, /* q head h */
+    KVF_CLASS_DIM,      /* head-dim index d (o only) */
+    KVF_CLASS_SEQLEN,   /* 0 for an empty sequence, else 1 + floor(log2 L): [2^(k-1), 2^k) */
+    KVF_CLASS_SLOT,     /* (page size S, slot (L-1) mod S of the row's last token), non-empty
+                           rows only; key = S * 65536 + slot */
+    KVF_CLASS_COUNT
+} kvf_class_kind;
+
+#define KVF_SLOT_KEY(S, slot) ((int64_t)(S)*65536 + (slot))
+#define KVF_BITS_SCALE 1024 /* bits of error are summed as integers in units of 1/1024 bit */
+
+typedef struct kvf_cell {
+    int64_t n, fails, nonfinite; /* nonfinite: a or r is NaN/inf and they differ */
+    int64_t bits_n, bits_sum;    /* elements with an ordered ULP distance, and the sum of
+                                    round(1024 log2(ulps + 1)) over them */
+    int64_t max_ulps;            /* -1 while no element had a distance */
+    double max_abs;              /* over pairs with a and r finite */
+    double max_margin;
+} kvf_cell;
+
+/* ---- worst elements ------------------------------------------------------------------------ */
+
+/* A case referenced by worst-element records; shared and reference counted. */
+typedef struct kvf_case_info {
+    int refs;
+    int has_hash;
+    uint64_t hash; /* kvf_hash64 of the .kvfz bytes */
+    char *path;    /* may be NULL */
+    char *hex;     /* embedded .kvfz bytes in hex, may be NULL */
+} kvf_case_info;
+
+typedef struct kvf_worst {
+    kvf_element_error e;
+    int64_t seq_len;
+    int32_t page_size;
+    kvf_case_info *ci; /* one reference held; may be NULL */
+    int overflow_row;  /* the oracle flagged the row overflow (DESIGN section 4) */
+} kvf_worst;
+
+/* ---- groups -------------------------------------------------------------------------------- */
+
+typedef struct kvf_outstats {
+    int64_t elements, violations, nonfinite;
+    double max_abs, max_rel; /* over pairs with a and r finite */
+    int64_t max_ulps;        /* -1 while none */
+    double max_margin;
+    kvf_hist abs, rel, ulp, margin; /* ulp: a one-sided NaN (distance -1) counts as nan */
+    kvf_map dens;                   /* KVF_DENS_KEY -> int64 count */
+    kvf_map by[KVF_CLASS_COUNT];    /* key -> kvf_cell */
+    int worst_count;
+    kvf_worst *worst; /* [worst_n], best-ranked (largest margin) first */
+} kvf_outstats;
+
+typedef struct kvf_group {
+    char *kernel;
+    char *rule;
+    int64_t cases, passed;
+    int64_t findings[KVF_FINDING_CLASS_COUNT]; /* failing verdicts by class */
+    kvf_outstats out[2];                       /* KVF_OUTPUT_O, KVF_OUTPUT_LSE */
+} kvf_group;
+
+typedef struct kvf_kernel_runs {
+    char *kernel;
+    int64_t ran, unsupported;
+    int64_t errors[KVF_FINDING_CLASS_COUNT]; /* kernel-error, crash, hang, nondeterminism */
+} kvf_kernel_runs;
+
+typedef struct kvf_source {
+    char *command, *host, *started, *written; /* UTC ISO 8601 times */
+    int64_t pid;
+} kvf_source;
+
+struct kvf_stats {
+    int worst_n;
+    double flush_interval_s;
+    char *label, *findings_dir;
+    int incomplete;
+    kvf_group **groups;
+    size_t ngroups, cap_groups;
+    kvf_kernel_runs *kernels;
+    size_t nkernels;
+    kvf_source *sources;
+    size_t nsources;
+    long own_source; /* index of this process's entry in sources, -1 for a file read back */
+    struct timespec last_write;
+};
+
+/* Serialises s as a v1 stats file. With provenance 0, label, findings directory and sources
+ * are left out: two objects with equal statistics then print identically. */
+int kvf_stats_serialize(const kvf_stats *s, FILE *f, int provenance); /* -1: out of memory */
+
+/* Ranking of worst elements: negative when x ranks before (is worse than) y. A total order on
+ * everything a record holds, so the kept top N does not depend on arrival order. */
+int kvf_worst_cmp(const kvf_worst *x, const kvf_worst *y);
+
+/* Writes path atomically: fill() writes the content to f and returns 0, or nonzero to abandon
+ * the write (the old file stays). KVF_EIO with a sentence naming path on failure. */
+int kvf_write_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ctx, kvf_error *err);
+
+/* Summary figures derived from one output's statistics (reports and terminal). */
+double kvf_outstats_mean_bits(const kvf_outstats *o); /* NaN when no distance counted */
+/* Upper bound of the q-quantile of the ULP distance (the largest integer in the bucket that
+ * holds it); -1 when the quantile falls among one-sided NaNs or nothing was counted. */
+int64_t kvf_outstats_ulp_quantile(const kvf_outstats *o, double q);
+
+#endif

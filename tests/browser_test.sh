@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Opens a real report in headless Chromium: every chart rendered (the page's own check compares
+# each chart's marks with its data-marks attribute and its on-screen size), no script or
+# console error, nothing fetched from the network; saves a screenshot into the build tree.
+# Skips (exit 77) with the reason where Chromium is not installed.
+#
+# usage: browser_test.sh KVFUZZ SOURCE_DIR OUT_DIR
+set -u
+kvfuzz=$1
+src=$2
+out=$3
+
+browser=""
+for b in chromium chromium-browser google-chrome; do
+  if command -v "$b" >/dev/null 2>&1; then browser=$(command -v "$b"); break; fi
+done
+if [ -z "$browser" ]; then
+  echo "SKIP: no chromium on PATH (Debian: apt-get install chromium, or KVF_WITH_BROWSER=1 scripts/setup.sh)"
+  exit 77
+fi
+
+rm -rf "$out"
+mkdir -p "$out/findings"
+profile=$(mktemp -d)
+trap 'rm -rf "$profile"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# Real statistics from the seed corpus: two correct kernels in one file, a mutant in another.
+"$kvfuzz" replay --kernel cpu-ref --kernel cpu-splitkv --rule strict --rule fib \
+  --stats "$out/cpu.json" "$src/corpus/seeds" >"$out/replay-cpu.txt" 2>&1
+"$kvfuzz" replay --kernel cpu-splitkv/mut=trunc-store --rule strict --rule fib \
+  --stats "$out/mutant.json" "$src/corpus/seeds" >"$out/replay-mutant.txt" 2>&1
+# One finding, shaped as the campaign writes them, so the findings table has a link.
+cp "$src/corpus/seeds/00-seed-h20kv4.kvfz" "$out/findings/o-tolerance-00000000c0ffee00.kvfz"
+echo '{"class": "o-tolerance", "kernel": "cpu-splitkv/mut=trunc-store", "rule": "strict"}' \
+  >"$out/findings/o-tolerance-00000000c0ffee00.json"
+if ! "$kvfuzz" report --quiet -o "$out/report" --findings "$out/findings" \
+  cpu="$out/cpu.json" mutant="$out/mutant.json" >"$out/report.txt" 2>&1; then
+  echo "FAIL: kvfuzz report failed: $(cat "$out/report.txt")"
+  exit 1
+fi
+page="$(cd "$out/report" && pwd)/index.html" # file:// needs an absolute path
+
+# Flags: a fresh profile, no background traffic; an unreachable proxy turns any network
+# request the page might make into a logged failure.
+flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run
+       --disable-background-networking --disable-component-update --disable-sync
+       --proxy-server=127.0.0.1:9 --user-data-dir="$profile"
+       --enable-logging=stderr --v=0)
+
+# 1. The DOM after the page's scripts ran: #kvf-status says whether every chart rendered.
+timeout 120 "$browser" "${flags[@]}" --window-size=1280,1000 --dump-dom "file://$page" \
+  >"$out/dom.html" 2>"$out/chromium-dom.log"
+rc=$?
+[ "$rc" -eq 0 ] || fail "chromium --dump-dom exited $rc (log: $out/chromium-dom.log)"
+status=$(grep -o '<p id="kvf-status"[^>]*>[^<]*' "$out/dom.html" | head -1)
+echo "page status: ${status#*>}"
+case "$status" in
+  *'data-state="ok"'*) ;;
+  *) fail "the page's self-check did not pass: ${status:-no #kvf-status element in the DOM}" ;;
+esac
+want=$(grep -c '<svg class="chart"' "$page")
+got=$(grep -o 'OK charts=[0-9]*' <<<"$status" | grep -o '[0-9]*$')
+[ "${got:-0}" = "$want" ] || fail "the page checked ${got:-0} charts, the file has $want"
+if grep -q '<li>' <(sed -n '/id="kvf-errors"/,/<\/ul>/p' "$out/dom.html"); then
+  fail "script errors recorded in the page: $(sed -n '/id="kvf-errors"/,/<\/ul>/p' "$out/dom.html")"
+fi
+# Chromium logs every console message (errors, failed loads) as INFO:CONSOLE; the page logs
+# nothing on success, so any such line is a failure.
+if grep -q 'CONSOLE' "$out/chromium-dom.log"; then
+  fail "console output: $(grep 'CONSOLE' "$out/chromium-dom.log" | head -5)"
+fi
+
+# 2. A screenshot of the whole page for people (and CI artifacts).
+timeout 120 "$browser" "${flags[@]}" --hide-scrollbars --window-size=1100,7200 \
+  --screenshot="$out/report.png" "file://$page" >/dev/null 2>"$out/chromium-shot.log"
+rc=$?
+[ "$rc" -eq 0 ] || fail "chromium --screenshot exited $rc (log: $out/chromium-shot.log)"
+if [ "$(head -c 8 "$out/report.png" 2>/dev/null | od -An -tx1 | tr -d ' \n')" != "89504e470d0a1a0a" ]; then
+  fail "no PNG screenshot at $out/report.png"
+else
+  echo "screenshot: $out/report.png ($(wc -c <"$out/report.png") bytes)"
+fi
+if grep -q 'CONSOLE' "$out/chromium-shot.log"; then
+  fail "console output while taking the screenshot: $(grep 'CONSOLE' "$out/chromium-shot.log" | head -5)"
+fi
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "browser: the report renders all $want charts without errors"

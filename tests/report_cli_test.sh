@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# `kvfuzz report` and `kvfuzz replay --stats` on the command line: --help, one-sentence errors
+# with exit 2 for bad input, and a report and a merge from real replay statistics.
+set -u
+kvfuzz=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect CODE PATTERN -- command...: exit code and a one-line stderr matching PATTERN.
+expect() {
+  local code=$1 pattern=$2
+  shift 3
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [ "$rc" -eq "$code" ] || fail "$* exited $rc, expected $code; stderr: $(cat "$tmp/err")"
+  if [ -n "$pattern" ]; then
+    grep -Eq "$pattern" "$tmp/err" || fail "$*: stderr does not match /$pattern/: $(cat "$tmp/err")"
+    [ "$(wc -l <"$tmp/err")" -le 1 ] || fail "$*: error is not one sentence: $(cat "$tmp/err")"
+  fi
+}
+
+expect 0 "" -- "$kvfuzz" report --help
+grep -q "usage: kvfuzz report" "$tmp/out" || fail "report --help does not print its usage"
+grep -q -- "--stats FILE" <("$kvfuzz" replay --help) || fail "replay --help does not mention --stats"
+expect 2 "no stats files" -- "$kvfuzz" report
+expect 2 "unknown option" -- "$kvfuzz" report --frob
+expect 2 "needs a value" -- "$kvfuzz" report -o
+expect 2 "cannot read .*missing.json" -- "$kvfuzz" report "$tmp/missing.json"
+printf '{"format": "kvfuzz-stats", "version": 1' >"$tmp/trunc.json"
+expect 2 "malformed stats file .*trunc.json" -- "$kvfuzz" report "$tmp/trunc.json"
+echo '{"format": "kvfuzz-stats", "version": 7}' >"$tmp/v7.json"
+expect 2 "version 7" -- "$kvfuzz" report "$tmp/v7.json"
+expect 2 "cannot write" -- "$kvfuzz" replay --kernel cpu-ref --stats "$tmp/nodir/s.json" \
+  "$src/corpus/seeds/00-seed-h20kv4.kvfz"
+
+# Real statistics: two kernels into one file, a third (a mutant) into another.
+seeds=("$src/corpus/seeds/00-seed-h20kv4.kvfz" "$src/corpus/seeds/05-shared-prefix.kvfz"
+       "$src/corpus/seeds/08-page1.kvfz")
+"$kvfuzz" replay --kernel cpu-ref --kernel cpu-splitkv --rule strict --rule fib \
+  --stats "$tmp/cpu.json" "${seeds[@]}" >"$tmp/replay.out" 2>&1 || fail "replay --stats failed: $(cat "$tmp/replay.out")"
+grep -q "statistics: $tmp/cpu.json" "$tmp/replay.out" || fail "replay does not say where the statistics went"
+"$kvfuzz" replay --kernel cpu-splitkv/mut=trunc-store --stats "$tmp/mut.json" "${seeds[@]}" \
+  >/dev/null 2>&1
+[ -s "$tmp/mut.json" ] || fail "replay of a failing mutant wrote no statistics"
+expect 2 "is not a directory|cannot create" -- "$kvfuzz" report -o "$tmp/cpu.json/x" "$tmp/cpu.json"
+expect 2 "cannot open findings directory" -- "$kvfuzz" report --findings "$tmp/nope" "$tmp/cpu.json"
+
+expect 0 "" -- "$kvfuzz" report -o "$tmp/rep" cpu="$tmp/cpu.json" mutant="$tmp/mut.json"
+for f in index.html summary.json errors.csv; do
+  [ -s "$tmp/rep/$f" ] || fail "report did not write $f"
+done
+grep -q "3 series from 2 stats file(s)" "$tmp/out" || fail "terminal summary lacks the series count: $(cat "$tmp/out")"
+grep -q "report: $tmp/rep/index.html" "$tmp/out" || fail "report does not print the page's path"
+grep -q "cpu-splitkv/mut=trunc-store" "$tmp/out" || fail "terminal summary lacks the mutant series"
+python3 - "$tmp/rep/summary.json" <<'PY' || fail "summary.json does not have the expected content"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["format"] == "kvfuzz-report-summary" and s["version"] == 1
+names = [x["name"] for x in s["series"]]
+assert names == ["cpu-ref", "cpu-splitkv", "cpu-splitkv/mut=trunc-store"], names
+assert s["rules"] == ["strict", "fib"], s["rules"]
+mut = s["series"][2]["rules"]["strict"]
+assert mut["failed"] > 0 and mut["o"]["violations"] > 0, mut
+PY
+
+# Merge: the same file twice doubles every count.
+expect 0 "" -- "$kvfuzz" report --quiet --merge "$tmp/twice.json" "$tmp/cpu.json" "$tmp/cpu.json"
+python3 - "$tmp/cpu.json" "$tmp/twice.json" <<'PY' || fail "merging a file with itself did not double its counts"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+for ga, gb in zip(a["groups"], b["groups"]):
+    for out in ("o", "lse"):
+        assert gb[out]["elements"] == 2 * ga[out]["elements"]
+        assert gb[out]["hist"]["ulp"]["zero"] == 2 * ga[out]["hist"]["ulp"]["zero"]
+assert len(b["sources"]) == 2
+PY
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "report command line: all checks passed"

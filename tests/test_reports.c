@@ -1,0 +1,842 @@
+/* Unit tests for reports/: histogram bucketing at its edges, the coordinate classes, merging
+ * (associative, and equal to one object that saw everything), the stats file (round trip,
+ * malformed input, atomic replacement) and the report writer (all three files, expected keys,
+ * findings links, errors).
+ *
+ * Statistics come from the real judge on small generated cases with perturbed kernel outputs,
+ * plus hand-made elements where an exact value matters. */
+#include <dirent.h>
+#include <errno.h>
+#include <float.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "kvfuzz/prng.h"
+#include "kvfuzz/report.h"
+#include "kvfuzz/spec.h"
+#include "kvfuzz/stats.h"
+#include "../reports/src/json.h" /* white box: the private JSON reader checks summary.json */
+
+/* ------------------------------------------------------------------------------------------ */
+/* Fixtures                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+static char tmp_root[256];
+static pid_t tmp_owner;
+
+/* Removes the scratch directory at exit (KVF_KEEP_TMP=1 keeps it for a look). */
+static void cleanup(void) {
+    if (!tmp_root[0] || getpid() != tmp_owner || getenv("KVF_KEEP_TMP")) return;
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_root);
+}
+
+static const char *tmp_dir(void) {
+    if (!tmp_root[0]) {
+        const char *base = getenv("TMPDIR");
+        snprintf(tmp_root, sizeof tmp_root, "%s/kvf-test-reports-XXXXXX", base ? base : "/tmp");
+        if (!mkdtemp(tmp_root)) {
+            perror("mkdtemp");
+            exit(2);
+        }
+        tmp_owner = getpid();
+        atexit(cleanup);
+    }
+    return tmp_root;
+}
+
+static void tmp_path(char *buf, size_t size, const char *name) {
+    snprintf(buf, size, "%s/%s", tmp_dir(), name);
+}
+
+/* A judged case: spec, case, oracle, and a kernel output that is the correctly rounded answer
+ * with some elements moved. */
+typedef struct judged {
+    kvf_spec spec;
+    kvf_case c;
+    kvf_oracle_result orc;
+    kvf_bf16 *o;
+    float *lse;
+    uint8_t *kvfz;
+    size_t kvfz_size;
+    char path[64];
+} judged;
+
+static void judged_make(judged *j, uint64_t seed, int damage) {
+    kvf_error err = {0};
+    memset(j, 0, sizeof *j);
+    kvf_random_opts ro;
+    kvf_random_opts_default(&ro);
+    ro.max_batch = 3;
+    ro.max_pages = 4;
+    ro.max_work = 200000;
+    ro.allow_overflow = 0;
+    ro.allow_high_ids = 0;
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    CHECK_OK(kvf_spec_random(&j->spec, seed, &ro, &err), &err);
+    CHECK_OK(kvf_case_build(&j->c, &j->spec, &lim, &err), &err);
+    kvf_oracle_opts oo;
+    kvf_oracle_opts_default(&oo);
+    CHECK_OK(kvf_oracle_run(&j->orc, &j->c, &oo, &err), &err);
+    CHECK_OK(kvf_spec_encode(&j->spec, &j->kvfz, &j->kvfz_size, &err), &err);
+    snprintf(j->path, sizeof j->path, "cases/seed-%llu.kvfz", (unsigned long long)seed);
+    int64_t n = kvf_case_o_elems(&j->c), rows = kvf_case_lse_elems(&j->c);
+    j->o = malloc((size_t)(n ? n : 1) * sizeof *j->o);
+    j->lse = malloc((size_t)(rows ? rows : 1) * sizeof *j->lse);
+    memcpy(j->o, j->orc.o_rounded, (size_t)n * sizeof *j->o);
+    memcpy(j->lse, j->orc.lse_rounded, (size_t)rows * sizeof *j->lse);
+    /* Damage: every 7th o element moved by (i % 5) ulps away from zero, one NaN, one lse
+     * moved by 3 f32 ulps. Finite, non-zero values only, so the move is a pure ulp step. */
+    for (int64_t i = 0; damage && i < n; i += 7)
+        if (kvf_bf16_is_finite(j->o[i]) && (j->o[i] & 0x7FFF) && (j->o[i] & 0x7FFF) < 0x7F00)
+            j->o[i] = (kvf_bf16)(j->o[i] + (i % 5));
+    if (damage && n > 3) j->o[3] = KVF_BF16_QNAN;
+    if (damage && rows > 0 && isfinite(j->lse[0]) && j->lse[0] != 0)
+        j->lse[0] = kvf_f32_from_bits(kvf_f32_bits(j->lse[0]) + 3);
+}
+
+static const char *const RULES[] = {"strict", "fib", "ulp:2"};
+
+/* Judges j under every rule, as kernel `kernel`, into s. */
+static void judged_observe(kvf_stats *s, const char *kernel, judged *j) {
+    kvf_error err = {0};
+    kvf_stats_case ref = {j->path, j->kvfz, j->kvfz_size};
+    CHECK_OK(kvf_stats_count_run(s, kernel, KVF_STATS_RAN, &err), &err);
+    for (size_t r = 0; r < sizeof RULES / sizeof RULES[0]; r++) {
+        kvf_rule rule;
+        kvf_verdict v;
+        CHECK_OK(kvf_rule_parse(&rule, RULES[r], &err), &err);
+        CHECK_OK(kvf_stats_judge(s, kernel, &ref, &v, &rule, &j->c, &j->orc, j->o, j->lse, &err),
+                 &err);
+    }
+}
+
+static kvf_stats *stats_new(int worst_n) {
+    kvf_stats *s = NULL;
+    kvf_stats_opts so;
+    kvf_error err = {0};
+    kvf_stats_opts_default(&so);
+    so.worst_n = worst_n;
+    so.command = "test_reports";
+    CHECK_OK(kvf_stats_create(&s, &so, &err), &err);
+    return s;
+}
+
+#define NJUDGED 4
+static judged J[NJUDGED];
+static int judged_ready;
+
+static void judged_all(void) {
+    if (judged_ready) return;
+    for (int i = 0; i < NJUDGED; i++)
+        judged_make(&J[i], 100 + (uint64_t)i, i != 1);
+    judged_ready = 1;
+}
+
+/* A case by hand: B = 3 sequences of lengths 0, 70 and 64 with page size 64, Hq = 2, D = 4. */
+static void small_case(kvf_case *c) {
+    kvf_error err = {0};
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    CHECK_OK(kvf_case_alloc(c, 2, 1, 4, 64, 3, 3, 3, &lim, &err), &err);
+    int32_t indptr[4] = {0, 0, 2, 3}, last[3] = {0, 6, 64}, idx[3] = {0, 1, 2};
+    memcpy(c->kv_indptr, indptr, sizeof indptr);
+    memcpy(c->kv_last_page_len, last, sizeof last);
+    memcpy(c->kv_indices, idx, sizeof idx);
+}
+
+static kvf_element_error elem(kvf_output_kind out, int b, int h, int d, double abs, int64_t ulps,
+                              double margin) {
+    kvf_element_error e;
+    memset(&e, 0, sizeof e);
+    e.output = out;
+    e.b = b;
+    e.h = h;
+    e.d = d;
+    e.kernel_value = 1 + abs;
+    e.rounded_value = 1;
+    e.exact_value = 1;
+    e.abs_error = abs;
+    e.rel_error = abs / (1 + 1e-8);
+    e.ulps = ulps;
+    e.margin = margin;
+    e.fails = margin > 1;
+    return e;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Buckets                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+static void test_bucket_edges(void) {
+    CHECK_INT_EQ(kvf_stats_bucket(1.0), 0);
+    CHECK_INT_EQ(kvf_stats_bucket(2.0), 4);
+    CHECK_INT_EQ(kvf_stats_bucket(nextafter(2.0, 0)), 3);
+    CHECK_INT_EQ(kvf_stats_bucket(0.5), -4);
+    CHECK_INT_EQ(kvf_stats_bucket(nextafter(0.5, 0)), -5);
+    CHECK_INT_EQ(kvf_stats_bucket(3.0), 6); /* log2 3 = 1.585: quarter 6 */
+    /* The quarter edges are the doubles nearest 2^(j/4): at the edge, and one below it. */
+    const double edges[3] = {0x1.306fe0a31b715p+0, 0x1.6a09e667f3bcdp+0, 0x1.ae89f995ad3adp+0};
+    for (int j = 0; j < 3; j++) {
+        CHECK_INT_EQ(kvf_stats_bucket(edges[j]), j + 1);
+        CHECK_INT_EQ(kvf_stats_bucket(nextafter(edges[j], 0)), j);
+        CHECK_INT_EQ(kvf_stats_bucket(ldexp(edges[j], -100)), -400 + j + 1);
+        CHECK_INT_EQ(kvf_stats_bucket(ldexp(nextafter(edges[j], 0), 37)), 148 + j);
+    }
+    /* Extremes: the smallest subnormal and the largest double. */
+    CHECK_INT_EQ(kvf_stats_bucket(4.9406564584124654e-324), -4296);
+    CHECK_INT_EQ(kvf_stats_bucket(DBL_MAX), 4095);
+    CHECK_INT_EQ(kvf_stats_bucket(DBL_MIN), -4088);
+    /* Lower edges invert the bucketing over the normal range, negative indices included. */
+    for (int32_t i = -4088; i < 4096; i++) {
+        double lo = kvf_stats_bucket_lo(i);
+        if (kvf_stats_bucket(lo) != i) {
+            CHECK_FAIL_AT("bucket(bucket_lo(%d) = %a) = %d", (int)i, lo, (int)kvf_stats_bucket(lo));
+            break;
+        }
+        if (kvf_stats_bucket(nextafter(lo, 0)) != i - 1) {
+            CHECK_FAIL_AT("the value below bucket_lo(%d) is not in bucket %d", (int)i, (int)i - 1);
+            break;
+        }
+    }
+    CHECK_DBL_EQ(kvf_stats_bucket_lo(-1), 0.5 * edges[2]);
+    CHECK_DBL_EQ(kvf_stats_bucket_lo(-8), 0.25);
+}
+
+/* Zero, infinity and NaN are counted apart; integer ULP distances bucket exactly. */
+static void test_special_values(void) {
+    kvf_stats *s = stats_new(4);
+    kvf_case c;
+    small_case(&c);
+    kvf_rule rule;
+    kvf_rule_default(&rule);
+    kvf_stats_scope sc;
+    kvf_error err = {0};
+    CHECK_OK(kvf_stats_begin(&sc, s, "k", &rule, &c, NULL, &err), &err);
+    kvf_element_error e[5] = {
+        elem(KVF_OUTPUT_O, 1, 0, 0, 0, 0, 0), elem(KVF_OUTPUT_O, 1, 0, 1, 0.25, 1, 0.5),
+        elem(KVF_OUTPUT_O, 1, 0, 2, INFINITY, 3, INFINITY),
+        elem(KVF_OUTPUT_O, 1, 1, 3, NAN, -1, INFINITY), elem(KVF_OUTPUT_O, 2, 1, 3, 0.75, 4, 2)};
+    e[2].kernel_value = INFINITY;
+    e[3].kernel_value = NAN;
+    for (int i = 0; i < 5; i++)
+        kvf_stats_observe_element(&sc, &e[i]);
+    kvf_stats_end(&sc);
+    char path[512];
+    tmp_path(path, sizeof path, "special.json");
+    CHECK_OK(kvf_stats_write(s, path, &err), &err);
+    char *text;
+    size_t size;
+    CHECK(kvf_read_file(path, &text, &size) == 0);
+    /* abs: one zero, one inf, one NaN, buckets -8 (0.25) and floor(4 log2 .75) = -2. */
+    CHECK_STR_CONTAINS(text, "\"abs\": {\"total\": 5, \"zero\": 1, \"inf\": 1, \"nan\": 1, "
+                             "\"buckets\": [[-8, 1], [-2, 1]]}");
+    /* ulp: 0, 1 (bucket 0), 3 (bucket 6), -1 (nan), 4 (bucket 8). */
+    CHECK_STR_CONTAINS(text, "\"ulp\": {\"total\": 5, \"zero\": 1, \"inf\": 0, \"nan\": 1, "
+                             "\"buckets\": [[0, 1], [6, 1], [8, 1]]}");
+    CHECK_STR_CONTAINS(text, "\"margin\": {\"total\": 5, \"zero\": 1, \"inf\": 2, \"nan\": 0");
+    /* Max abs and rel only over finite pairs; max ulps ignores the NaN (-1). */
+    CHECK_STR_CONTAINS(text, "\"max_abs\": 0.75, ");
+    CHECK_STR_CONTAINS(text, "\"max_ulps\": 4, \"max_margin\": \"inf\"");
+    CHECK_STR_CONTAINS(text, "\"nonfinite\": 2");
+    free(text);
+    kvf_stats *back = NULL;
+    CHECK_OK(kvf_stats_read(&back, path, &err), &err);
+    CHECK(back && kvf_stats_equal(s, back));
+    kvf_stats_free(back);
+    kvf_stats_free(s);
+    kvf_case_free(&c);
+}
+
+/* Sequence 0 is empty (seqlen class 0, no slot class), sequence 1 has 70 tokens (seqlen bucket
+ * 1 + floor(log2 70) = 7, last slot 5 of a 64-page), sequence 2 is one full page (bucket 7,
+ * slot 63). */
+static void test_coordinate_classes(void) {
+    kvf_stats *s = stats_new(4);
+    kvf_case c;
+    small_case(&c);
+    kvf_rule rule;
+    kvf_rule_default(&rule);
+    kvf_stats_scope sc;
+    kvf_error err = {0};
+    CHECK_OK(kvf_stats_begin(&sc, s, "k", &rule, &c, NULL, &err), &err);
+    kvf_element_error e0 = elem(KVF_OUTPUT_LSE, 0, 1, -1, 0, 0, 0);
+    kvf_element_error e1 = elem(KVF_OUTPUT_O, 1, 0, 2, 0.5, 3, 0.25);
+    kvf_element_error e2 = elem(KVF_OUTPUT_O, 2, 1, 3, 0.5, 1, 0.5);
+    kvf_stats_observe_element(&sc, &e0);
+    kvf_stats_observe_element(&sc, &e1);
+    kvf_stats_observe_element(&sc, &e2);
+    kvf_stats_end(&sc);
+    char path[512];
+    tmp_path(path, sizeof path, "classes.json");
+    CHECK_OK(kvf_stats_write(s, path, &err), &err);
+    char *text;
+    size_t size;
+    CHECK(kvf_read_file(path, &text, &size) == 0);
+    /* o: heads 0 and 1, dims 2 and 3, seqlen bucket 7 twice, slots (64, 5) and (64, 63).
+     * bits_sum = round(1024 log2(4)) = 2048 for 3 ulps, 1024 for 1 ulp. */
+    CHECK_STR_CONTAINS(text, "\"by_head\": [[0, 1, 0, 0, 1, 2048, 3, 0.5, 0.25],\n"
+                             "       [1, 1, 0, 0, 1, 1024, 1, 0.5, 0.5]]");
+    CHECK_STR_CONTAINS(text, "\"by_dim\": [[2, 1, 0, 0, 1, 2048, 3, 0.5, 0.25],\n"
+                             "       [3, 1, 0, 0, 1, 1024, 1, 0.5, 0.5]]");
+    CHECK_STR_CONTAINS(text, "\"by_seqlen\": [[7, 2, 0, 0, 2, 3072, 3, 0.5, 0.5]]");
+    CHECK_STR_CONTAINS(text, "\"by_slot\": [[64, 5, 1, 0, 0, 1, 2048, 3, 0.5, 0.25],\n"
+                             "       [64, 63, 1, 0, 0, 1, 1024, 1, 0.5, 0.5]]");
+    /* lse of the empty sequence: seqlen class 0, no dim, no slot. */
+    CHECK_STR_CONTAINS(text, "\"by_dim\": [],\n     \"by_seqlen\": [[0, 1, 0, 0, 1, 0, 0, 0, 0]],\n"
+                             "     \"by_slot\": []");
+    free(text);
+    kvf_stats_free(s);
+    kvf_case_free(&c);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Merging                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* merge(a, b) == one object that saw a's and b's elements, and merging is associative and
+ * commutative, with a worst list short enough (3) that truncation matters. */
+static void test_merge(void) {
+    judged_all();
+    kvf_error err = {0};
+    kvf_stats *all = stats_new(3), *part[NJUDGED];
+    for (int i = 0; i < NJUDGED; i++) {
+        part[i] = stats_new(3);
+        /* Two kernels, so groups exist in some parts and not others. */
+        judged_observe(part[i], i % 2 ? "kernel-b" : "kernel-a", &J[i]);
+        judged_observe(all, i % 2 ? "kernel-b" : "kernel-a", &J[i]);
+    }
+    CHECK(kvf_stats_elements(all) > 1000);
+    /* ((0 + 1) + 2) + 3 */
+    kvf_stats *left = stats_new(3);
+    for (int i = 0; i < NJUDGED; i++)
+        CHECK_OK(kvf_stats_merge(left, part[i], &err), &err);
+    CHECK(kvf_stats_equal(left, all));
+    /* 0 + (1 + (2 + 3)), built right to left */
+    kvf_stats *right = stats_new(3);
+    CHECK_OK(kvf_stats_merge(right, part[3], &err), &err);
+    for (int i = NJUDGED - 2; i >= 0; i--) {
+        kvf_stats *t = stats_new(3);
+        CHECK_OK(kvf_stats_merge(t, part[i], &err), &err);
+        CHECK_OK(kvf_stats_merge(t, right, &err), &err);
+        kvf_stats_free(right);
+        right = t;
+    }
+    CHECK(kvf_stats_equal(right, all));
+    /* (3 + 1) + (2 + 0): another order and grouping */
+    kvf_stats *x = stats_new(3), *y = stats_new(3);
+    CHECK_OK(kvf_stats_merge(x, part[3], &err), &err);
+    CHECK_OK(kvf_stats_merge(x, part[1], &err), &err);
+    CHECK_OK(kvf_stats_merge(y, part[2], &err), &err);
+    CHECK_OK(kvf_stats_merge(y, part[0], &err), &err);
+    CHECK_OK(kvf_stats_merge(x, y, &err), &err);
+    CHECK(kvf_stats_equal(x, all));
+    /* Merging through files gives the same. */
+    char pa[512], pb[512];
+    tmp_path(pa, sizeof pa, "merge-a.json");
+    tmp_path(pb, sizeof pb, "merge-b.json");
+    CHECK_OK(kvf_stats_write(left, pa, &err), &err);
+    CHECK_OK(kvf_stats_write(part[0], pb, &err), &err);
+    kvf_stats *ra = NULL, *rb = NULL;
+    CHECK_OK(kvf_stats_read(&ra, pa, &err), &err);
+    CHECK_OK(kvf_stats_read(&rb, pb, &err), &err);
+    CHECK(ra && kvf_stats_equal(ra, all));
+    CHECK_OK(kvf_stats_merge(ra, rb, &err), &err);
+    CHECK_OK(kvf_stats_merge(all, part[0], &err), &err);
+    CHECK(kvf_stats_equal(ra, all));
+    /* A different stats object is not equal. */
+    CHECK(!kvf_stats_equal(ra, part[0]));
+    CHECK_INT_EQ(kvf_stats_merge(all, all, &err), KVF_EINVAL);
+    kvf_stats_free(ra);
+    kvf_stats_free(rb);
+    kvf_stats_free(x);
+    kvf_stats_free(y);
+    kvf_stats_free(left);
+    kvf_stats_free(right);
+    kvf_stats_free(all);
+    for (int i = 0; i < NJUDGED; i++)
+        kvf_stats_free(part[i]);
+}
+
+/* kvf_stats_judge gives the verdict kvf_judge gives, and counts it. */
+static void test_judge_wrapper(void) {
+    judged_all();
+    kvf_error err = {0};
+    kvf_stats *s = stats_new(8);
+    kvf_rule rule;
+    kvf_rule_parse(&rule, "ulp:0", &err);
+    kvf_verdict a, b;
+    kvf_stats_case ref = {J[0].path, J[0].kvfz, J[0].kvfz_size};
+    CHECK_OK(kvf_judge(&a, &rule, &J[0].c, &J[0].orc, J[0].o, J[0].lse, &err), &err);
+    CHECK_OK(kvf_stats_judge(s, "k", &ref, &b, &rule, &J[0].c, &J[0].orc, J[0].o, J[0].lse, &err),
+             &err);
+    CHECK_INT_EQ(a.pass, b.pass);
+    CHECK_INT_EQ(a.finding, b.finding);
+    CHECK_INT_EQ(a.o.violations, b.o.violations);
+    CHECK_OK(
+        kvf_stats_judge(NULL, "k", &ref, &b, &rule, &J[0].c, &J[0].orc, J[0].o, J[0].lse, &err),
+        &err);
+    CHECK_INT_EQ(a.o.max_ulps, b.o.max_ulps);
+    CHECK_INT_EQ(kvf_stats_elements(s), kvf_case_o_elems(&J[0].c) + kvf_case_lse_elems(&J[0].c));
+    CHECK_INT_EQ(kvf_stats_count_run(s, "k", 42, &err), KVF_EINVAL);
+    kvf_stats_free(s);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The stats file                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+static void expect_format_error(const char *name, const char *text, const char *needle) {
+    char path[512];
+    tmp_path(path, sizeof path, name);
+    write_text(path, text);
+    kvf_stats *s = (kvf_stats *)1;
+    kvf_error err = {0};
+    CHECK_INT_EQ(kvf_stats_read(&s, path, &err), KVF_EFORMAT);
+    CHECK(s == NULL);
+    CHECK_STR_CONTAINS(err.msg, "malformed stats file");
+    CHECK_STR_CONTAINS(err.msg, name);
+    CHECK_STR_CONTAINS(err.msg, needle);
+    CHECK(strchr(err.msg, '\n') == NULL);
+}
+
+static void test_roundtrip_and_malformed(void) {
+    judged_all();
+    kvf_error err = {0};
+    kvf_stats *s = stats_new(5);
+    judged_observe(s, "k", &J[0]);
+    char path[512];
+    tmp_path(path, sizeof path, "roundtrip.json");
+    CHECK_OK(kvf_stats_write(s, path, &err), &err);
+    kvf_stats *back = NULL;
+    CHECK_OK(kvf_stats_read(&back, path, &err), &err);
+    CHECK(back && kvf_stats_equal(s, back));
+    /* The embedded case is the case's bytes: writing back gives the same file content. */
+    char path2[512];
+    tmp_path(path2, sizeof path2, "roundtrip2.json");
+    CHECK_OK(kvf_stats_write(back, path2, &err), &err);
+    char *t1 = NULL, *t2 = NULL;
+    size_t n1 = 0, n2 = 0;
+    if (kvf_read_file(path, &t1, &n1) != 0 || kvf_read_file(path2, &t2, &n2) != 0) {
+        CHECK_FAIL_AT("cannot read back %s or %s", path, path2);
+        return;
+    }
+    CHECK(n1 == n2 && memcmp(t1, t2, n1) == 0);
+    char hex[2 * KVF_STATS_EMBED_MAX + 1];
+    for (size_t i = 0; i < J[0].kvfz_size; i++)
+        sprintf(hex + 2 * i, "%02x", J[0].kvfz[i]);
+    CHECK_STR_CONTAINS(t1, hex);
+    free(t1);
+    free(t2);
+    kvf_stats_free(back);
+    kvf_stats_free(s);
+
+    /* Missing file: EIO naming the path. */
+    tmp_path(path, sizeof path, "does-not-exist.json");
+    CHECK_INT_EQ(kvf_stats_read(&back, path, &err), KVF_EIO);
+    CHECK_STR_CONTAINS(err.msg, "cannot read");
+    CHECK_STR_CONTAINS(err.msg, "does-not-exist.json");
+
+    expect_format_error("m-empty.json", "", "invalid JSON");
+    expect_format_error("m-trunc.json", "{\"format\": \"kvfuzz-stats\", \"version\": 1,",
+                        "invalid JSON");
+    expect_format_error("m-array.json", "[1, 2]", "top level");
+    expect_format_error("m-format.json", "{\"format\": \"other\"}", "format");
+    expect_format_error("m-version.json", "{\"format\": \"kvfuzz-stats\", \"version\": 2}",
+                        "version 2");
+    const char *head = "{\"format\": \"kvfuzz-stats\", \"version\": 1, \"buckets_per_octave\": 4, "
+                       "\"bits_scale\": 1024, \"worst_n\": 2, \"kernels\": [], \"cases\": [], ";
+    const char *hist_ok = "{\"total\": 1, \"zero\": 1, \"inf\": 0, \"nan\": 0, \"buckets\": []}";
+    char buf[4096];
+    /* A well-formed minimal file first, then one defect at a time. */
+    snprintf(buf, sizeof buf,
+             "%s\"groups\": [{\"kernel\": \"k\", \"rule\": \"strict\", \"cases\": 1, \"passed\": "
+             "1, \"findings\": {\"nonfinite\": 0, \"o-tolerance\": 0, \"lse-tolerance\": 0, "
+             "\"overflow\": 0, \"kernel-error\": 0, \"crash\": 0, \"hang\": 0, "
+             "\"nondeterminism\": 0}, \"o\": %s, \"lse\": %s}]}",
+             head, "OUT", "OUT");
+    char out_ok[2048];
+    snprintf(out_ok, sizeof out_ok,
+             "{\"elements\": 1, \"violations\": 0, \"nonfinite\": 0, \"max_abs\": 0, "
+             "\"max_rel\": 0, \"max_ulps\": 0, \"max_margin\": 0, \"hist\": {\"abs\": %s, "
+             "\"rel\": %s, \"ulp\": %s, \"margin\": %s}, \"abs_vs_exact\": [[\"zero\", 0, 1]], "
+             "\"by_head\": [[0, 1, 0, 0, 1, 0, 0, 0, 0]], \"by_dim\": [], \"by_seqlen\": [], "
+             "\"by_slot\": [], \"worst\": []}",
+             hist_ok, hist_ok, hist_ok, hist_ok);
+    char good[8192];
+    snprintf(good, sizeof good,
+             "%s\"groups\": [{\"kernel\": \"k\", \"rule\": \"strict\", \"cases\": 1, \"passed\": "
+             "1, \"findings\": {\"nonfinite\": 0, \"o-tolerance\": 0, \"lse-tolerance\": 0, "
+             "\"overflow\": 0, \"kernel-error\": 0, \"crash\": 0, \"hang\": 0, "
+             "\"nondeterminism\": 0}, \"o\": %s, \"lse\": %s}]}",
+             head, out_ok, out_ok);
+    tmp_path(path, sizeof path, "m-good.json");
+    write_text(path, good);
+    CHECK_OK(kvf_stats_read(&back, path, &err), &err);
+    kvf_stats_free(back);
+    /* Each defect: replace one fragment of the good file. */
+    struct {
+        const char *name, *from, *to, *needle;
+    } defects[] = {
+        {"m-total.json", "{\"total\": 1, \"zero\": 1", "{\"total\": 2, \"zero\": 1", "add up"},
+        {"m-bucket.json", "\"buckets\": []}", "\"buckets\": [[1]]}", "buckets[0]"},
+        {"m-cell.json", "[[0, 1, 0, 0, 1, 0, 0, 0, 0]]", "[[0, 1, 0]]", "by_head[0]"},
+        {"m-neg.json", "\"elements\": 1", "\"elements\": -1", "elements"},
+        {"m-case.json", "\"worst\": []", "\"worst\": [{\"case\": 3}]", "cases table"},
+        {"m-dens.json", "[[\"zero\", 0, 1]]", "[[\"zero\", \"x\", 1]]", "abs_vs_exact[0]"},
+        {"m-worstn.json", "\"worst_n\": 2", "\"worst_n\": 0", "worst_n"},
+    };
+    for (size_t i = 0; i < sizeof defects / sizeof defects[0]; i++) {
+        char bad[8192];
+        const char *at = strstr(good, defects[i].from);
+        CHECK(at != NULL);
+        if (!at) continue;
+        snprintf(bad, sizeof bad, "%.*s%s%s", (int)(at - good), good, defects[i].to,
+                 at + strlen(defects[i].from));
+        expect_format_error(defects[i].name, bad, defects[i].needle);
+    }
+    (void)buf;
+}
+
+static int count_tmp_files(const char *dir, const char *prefix) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && strstr(e->d_name, ".tmp.")) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+/* A reader never sees a mix: while a child process keeps replacing the file with A or B (large
+ * enough that a plain rewrite would be caught half-written), every read parses and equals one
+ * of them. A failed write leaves the old file and no temporary behind. */
+static void test_atomic_write(void) {
+    judged_all();
+    kvf_error err = {0};
+    kvf_stats *a = stats_new(64), *b = stats_new(64);
+    judged_observe(a, "k", &J[0]);
+    judged_observe(b, "k", &J[2]);
+    judged_observe(b, "other", &J[3]);
+    char path[512];
+    tmp_path(path, sizeof path, "atomic.json");
+    CHECK_OK(kvf_stats_write(a, path, &err), &err);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && st.st_size > 100000);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (int i = 0; i < 400; i++)
+            if (kvf_stats_write(i % 2 ? a : b, path, NULL)) _exit(1);
+        _exit(0);
+    }
+    int reads = 0, seen_a = 0, seen_b = 0, bad_reads = 0;
+    for (;;) {
+        int status;
+        int done = waitpid(pid, &status, WNOHANG) == pid;
+        kvf_stats *r = NULL;
+        if (kvf_stats_read(&r, path, &err) != 0) {
+            if (bad_reads++ == 0) CHECK_FAIL_AT("a read during replacement failed: %s", err.msg);
+        } else {
+            reads++;
+            if (kvf_stats_equal(r, a))
+                seen_a++;
+            else if (kvf_stats_equal(r, b))
+                seen_b++;
+            else if (bad_reads++ == 0)
+                CHECK_FAIL_AT("a read saw neither the old nor the new statistics");
+            kvf_stats_free(r);
+        }
+        if (done) {
+            CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+            break;
+        }
+    }
+    printf("  %d reads during 400 replacements: %d old, %d new\n", reads, seen_a, seen_b);
+    CHECK(reads > 0);
+    CHECK_INT_EQ(bad_reads, 0);
+    CHECK_INT_EQ(count_tmp_files(tmp_dir(), "atomic.json"), 0);
+
+    /* Unwritable target: a directory that does not exist. The error names the path. */
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/no-such-dir/stats.json", tmp_dir());
+    CHECK_INT_EQ(kvf_stats_write(a, bad, &err), KVF_EIO);
+    CHECK_STR_CONTAINS(err.msg, "cannot write");
+    CHECK_STR_CONTAINS(err.msg, "no-such-dir");
+    /* A path that is a directory: rename fails, the temporary is removed. */
+    char dirpath[600];
+    snprintf(dirpath, sizeof dirpath, "%s/a-directory", tmp_dir());
+    mkdir(dirpath, 0755);
+    CHECK_INT_EQ(kvf_stats_write(a, dirpath, &err), KVF_EIO);
+    CHECK_INT_EQ(count_tmp_files(tmp_dir(), "a-directory"), 0);
+
+    /* tick: an interval of 0 writes at once; an hour does not write. */
+    kvf_stats *t = NULL;
+    kvf_stats_opts so;
+    kvf_stats_opts_default(&so);
+    so.flush_interval_s = 3600;
+    CHECK_OK(kvf_stats_create(&t, &so, &err), &err);
+    char tick[512];
+    tmp_path(tick, sizeof tick, "tick.json");
+    CHECK_OK(kvf_stats_tick(t, tick, &err), &err);
+    CHECK(access(tick, F_OK) != 0);
+    kvf_stats_free(t);
+    so.flush_interval_s = 0;
+    CHECK_OK(kvf_stats_create(&t, &so, &err), &err);
+    CHECK_OK(kvf_stats_tick(t, tick, &err), &err);
+    CHECK(access(tick, F_OK) == 0);
+    kvf_stats_free(t);
+    kvf_stats_free(a);
+    kvf_stats_free(b);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reports                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+static const kvf_json *jpath(const kvf_json *v, const char *path) {
+    char key[64];
+    while (v && *path) {
+        const char *dot = strchr(path, '.');
+        size_t n = dot ? (size_t)(dot - path) : strlen(path);
+        snprintf(key, sizeof key, "%.*s", (int)n, path);
+        if (v->type == KVF_JSON_ARRAY) {
+            size_t i = (size_t)atoi(key);
+            v = i < v->count ? &v->items[i] : NULL;
+        } else {
+            v = kvf_json_get(v, key);
+        }
+        path += n + (dot != NULL);
+    }
+    return v;
+}
+
+#define CHECK_KEY(root, path)                                                                      \
+    do {                                                                                           \
+        if (!jpath((root), (path))) CHECK_FAIL_AT("summary.json has no %s", (path));               \
+    } while (0)
+
+static int count_substr(const char *hay, const char *needle) {
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+static void test_report_files(void) {
+    judged_all();
+    kvf_error err = {0};
+    kvf_stats *s1 = stats_new(6), *s2 = stats_new(6);
+    judged_observe(s1, "cpu-ref", &J[0]);
+    judged_observe(s1, "cpu-ref", &J[1]);
+    judged_observe(s2, "cpu-ref", &J[2]);
+    judged_observe(s2, "mutant", &J[3]);
+    CHECK_OK(kvf_stats_count_run(s2, "mutant", KVF_FINDING_CRASH, &err), &err);
+    /* A findings directory with one finding (case + report) and a stray file. */
+    char fdir[600], out[600], p[700];
+    snprintf(fdir, sizeof fdir, "%s/findings", tmp_dir());
+    snprintf(out, sizeof out, "%s/report", tmp_dir());
+    mkdir(fdir, 0755);
+    snprintf(p, sizeof p, "%s/o-tolerance-0123abcd4567ef89.kvfz", fdir);
+    write_text(p, "KVFZ");
+    snprintf(p, sizeof p, "%s/o-tolerance-0123abcd4567ef89.json", fdir);
+    write_text(p, "{\"kernel\": \"mutant\", \"rule\": \"strict\", \"detail\": \"o off by <3>\"}");
+    snprintf(p, sizeof p, "%s/stats.json", fdir);
+    write_text(p, "{}");
+    kvf_report_input in[2] = {{s1, "/somewhere/cpu.json", NULL}, {s2, NULL, "second"}};
+    kvf_report_opts ro = {out, fdir, "test <report>", NULL};
+    kvf_report_result res;
+    CHECK_OK(kvf_report_write(in, 2, &ro, &res, &err), &err);
+    CHECK_INT_EQ(res.series, 3); /* cpu:cpu-ref, second:cpu-ref, mutant */
+    CHECK_INT_EQ(res.findings, 1);
+    CHECK(res.html_bytes > 10000);
+
+    /* summary.json: the documented keys. */
+    snprintf(p, sizeof p, "%s/summary.json", out);
+    char *text;
+    size_t size;
+    CHECK(kvf_read_file(p, &text, &size) == 0);
+    kvf_json root;
+    char msg[200];
+    CHECK(kvf_json_parse(&root, text, size, msg, sizeof msg) == 0);
+    free(text);
+    static const char *const keys[] = {"format",
+                                       "version",
+                                       "generated",
+                                       "title",
+                                       "inputs.0.path",
+                                       "inputs.0.label",
+                                       "inputs.1.label",
+                                       "inputs.0.incomplete",
+                                       "inputs.0.runs_merged",
+                                       "inputs.0.findings_dir",
+                                       "rules.0",
+                                       "rules.2",
+                                       "series.0.name",
+                                       "series.0.input",
+                                       "series.0.kernel",
+                                       "series.0.primary_rule",
+                                       "series.0.runs.ran",
+                                       "series.0.runs.unsupported",
+                                       "series.0.runs.crash",
+                                       "series.0.rules.strict.cases",
+                                       "series.0.rules.strict.passed",
+                                       "series.0.rules.strict.failed",
+                                       "series.0.rules.strict.findings.o-tolerance",
+                                       "series.0.rules.fib.o.elements",
+                                       "series.0.rules.strict.o.violations",
+                                       "series.0.rules.strict.o.nonfinite",
+                                       "series.0.rules.strict.o.max_abs",
+                                       "series.0.rules.strict.o.max_rel",
+                                       "series.0.rules.strict.o.max_ulps",
+                                       "series.0.rules.strict.o.ulps_p50",
+                                       "series.0.rules.strict.o.ulps_p99",
+                                       "series.0.rules.strict.o.ulps_p999",
+                                       "series.0.rules.strict.o.mean_bits",
+                                       "series.0.rules.strict.o.max_margin",
+                                       "series.0.rules.ulp:2.lse.max_ulps",
+                                       "findings.dirs.0",
+                                       "findings.count",
+                                       "findings.by_class.o-tolerance",
+                                       "findings.files.0.name",
+                                       "findings.files.0.class",
+                                       "findings.files.0.hash",
+                                       "findings.files.0.kvfz",
+                                       "findings.files.0.json",
+                                       "findings.files.0.kernel",
+                                       "findings.files.0.rule",
+                                       "files.summary",
+                                       "files.errors_csv",
+                                       "files.html",
+                                       "files.cases_dir"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        CHECK_KEY(&root, keys[i]);
+    const kvf_json *v = jpath(&root, "format");
+    CHECK(v && v->type == KVF_JSON_STRING && strcmp(v->string, KVF_REPORT_SUMMARY_FORMAT) == 0);
+    v = jpath(&root, "rules.0");
+    CHECK(v && v->type == KVF_JSON_STRING && strcmp(v->string, "strict") == 0);
+    v = jpath(&root, "series.0.name");
+    CHECK(v && v->type == KVF_JSON_STRING && strcmp(v->string, "cpu:cpu-ref") == 0);
+    v = jpath(&root, "series.2.runs.crash");
+    CHECK(v && v->is_integer && v->integer == 1);
+    v = jpath(&root, "findings.files.0.kvfz");
+    CHECK(v && v->type == KVF_JSON_STRING &&
+          strcmp(v->string, "../findings/o-tolerance-0123abcd4567ef89.kvfz") == 0);
+    /* The element counts match the statistics. */
+    int64_t want = 0;
+    v = jpath(&root, "series.0.rules.strict.o.elements");
+    want = kvf_case_o_elems(&J[0].c) + kvf_case_o_elems(&J[1].c);
+    CHECK(v && v->is_integer && v->integer == want);
+    kvf_json_free(&root);
+
+    /* errors.csv: the header and one row per kept worst element. */
+    snprintf(p, sizeof p, "%s/errors.csv", out);
+    CHECK(kvf_read_file(p, &text, &size) == 0);
+    static const char header[] =
+        "series,kernel,rule,output,rank,case_hash,case_path,case_link,b,h,d,seq_len,page_size,"
+        "kernel_value,rounded_value,exact_value,kernel_bits,rounded_bits,abs_error,rel_error,"
+        "ulps,allowed,margin,fails,overflow_row\n";
+    CHECK(strncmp(text, header, strlen(header)) == 0);
+    CHECK(count_substr(text, "\n") > 3 * 3 * 2); /* 3 series x 3 rules x 2 outputs, >= 1 each */
+    CHECK_STR_CONTAINS(text, "cases/");
+    free(text);
+
+    /* index.html: every chart has a data-marks count, the self-check, no network. */
+    snprintf(p, sizeof p, "%s/index.html", out);
+    CHECK(kvf_read_file(p, &text, &size) == 0);
+    int charts = count_substr(text, "<svg class=\"chart\"");
+    char expect[64];
+    snprintf(expect, sizeof expect, "data-charts=\"%d\"", charts);
+    CHECK(charts >= 10); /* ulp, density, cdf, 3 margins, 4 heatmaps, lse */
+    CHECK_STR_CONTAINS(text, expect);
+    CHECK_INT_EQ(count_substr(text, "data-marks=\""), charts);
+    CHECK_STR_CONTAINS(text, "id=\"kvf-status\"");
+    CHECK_STR_CONTAINS(text, "test &lt;report&gt;");
+    CHECK_STR_CONTAINS(text, "o off by &lt;3&gt;");
+    CHECK_STR_CONTAINS(text, "href=\"../findings/o-tolerance-0123abcd4567ef89.json\"");
+    CHECK_INT_EQ(count_substr(text, " src="), 0);
+    CHECK_INT_EQ(count_substr(text, "href=\"http"), 0);
+    CHECK_INT_EQ(count_substr(text, "url("), 0);
+    free(text);
+
+    /* The embedded cases were written back byte for byte. */
+    snprintf(p, sizeof p, "%s/cases/%016llx.kvfz", out,
+             (unsigned long long)kvf_hash64(J[0].kvfz, J[0].kvfz_size));
+    CHECK(kvf_read_file(p, &text, &size) == 0);
+    CHECK(size == J[0].kvfz_size && memcmp(text, J[0].kvfz, size) == 0);
+    free(text);
+
+    /* Errors: an output path that is a file, a findings directory that does not exist. */
+    snprintf(p, sizeof p, "%s/o-tolerance-0123abcd4567ef89.kvfz", fdir);
+    kvf_report_opts bad = {p, NULL, NULL, NULL};
+    CHECK_INT_EQ(kvf_report_write(in, 2, &bad, NULL, &err), KVF_EIO);
+    CHECK_STR_CONTAINS(err.msg, "o-tolerance-0123abcd4567ef89.kvfz");
+    snprintf(p, sizeof p, "%s/no-findings-here", tmp_dir());
+    kvf_report_opts bad2 = {out, p, NULL, NULL};
+    CHECK_INT_EQ(kvf_report_write(in, 2, &bad2, NULL, &err), KVF_EIO);
+    CHECK_STR_CONTAINS(err.msg, "no-findings-here");
+    CHECK_INT_EQ(kvf_report_write(in, 0, &ro, NULL, &err), KVF_EINVAL);
+
+    /* Terminal summary: one line per series and rule, with the findings line. */
+    char *term = NULL;
+    size_t tsize = 0;
+    FILE *tf = open_memstream(&term, &tsize);
+    kvf_report_opts tro = {NULL, fdir, NULL, tf};
+    CHECK_OK(kvf_report_write(in, 2, &tro, NULL, &err), &err);
+    fclose(tf);
+    CHECK_STR_CONTAINS(term, "3 series from 2 stats file(s)");
+    CHECK_STR_CONTAINS(term, "second:cpu-ref");
+    CHECK_STR_CONTAINS(term, "findings: 1 (1 o-tolerance)");
+    CHECK_STR_CONTAINS(term, "1 crash");
+    free(term);
+    kvf_stats_free(s1);
+    kvf_stats_free(s2);
+}
+
+/* An empty stats object still gives a complete page (charts say "no elements"). */
+static void test_report_empty(void) {
+    kvf_error err = {0};
+    kvf_stats *s = stats_new(4);
+    char out[600], p[700];
+    snprintf(out, sizeof out, "%s/report-empty", tmp_dir());
+    kvf_report_input in = {s, NULL, NULL};
+    kvf_report_opts ro = {out, NULL, NULL, NULL};
+    CHECK_OK(kvf_report_write(&in, 1, &ro, NULL, &err), &err);
+    snprintf(p, sizeof p, "%s/index.html", out);
+    char *text;
+    size_t size;
+    CHECK(kvf_read_file(p, &text, &size) == 0);
+    CHECK_STR_CONTAINS(text, "data-charts=\"8\""); /* no rules: no margin charts */
+    CHECK_STR_CONTAINS(text, "no elements");
+    free(text);
+    kvf_stats_free(s);
+}
+
+static const check_test tests[] = {
+    {"bucket_edges", test_bucket_edges},
+    {"special_values", test_special_values},
+    {"coordinate_classes", test_coordinate_classes},
+    {"merge", test_merge},
+    {"judge_wrapper", test_judge_wrapper},
+    {"roundtrip_and_malformed", test_roundtrip_and_malformed},
+    {"atomic_write", test_atomic_write},
+    {"report_files", test_report_files},
+    {"report_empty", test_report_empty},
+    {NULL, NULL},
+};
+
+CHECK_MAIN(tests)
