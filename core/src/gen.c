@@ -598,34 +598,27 @@ static void preset_page256(kvf_spec *s, uint64_t seed) {
     s->recipe.poison = KVF_POISON_TAIL_NAN;
 }
 
+/* The seed shape with fewer pages and a logit pattern imposed. */
+static void seed_with_logits(kvf_spec *s, uint64_t seed, uint16_t pages, kvf_logit_kind logits) {
+    preset_seed(s, seed);
+    s->recipe.num_pages[0] = pages;
+    s->recipe.logits = (uint8_t)logits;
+}
+
 static void preset_equal_logits(kvf_spec *s, uint64_t seed) {
-    preset_seed(s, seed);
-    s->recipe.num_pages[0] = 2;
-    s->recipe.logits = KVF_LOGITS_EQUAL;
+    seed_with_logits(s, seed, 2, KVF_LOGITS_EQUAL);
 }
-
 static void preset_spike(kvf_spec *s, uint64_t seed) {
-    preset_seed(s, seed);
-    s->recipe.num_pages[0] = 6;
-    s->recipe.logits = KVF_LOGITS_SPIKE;
+    seed_with_logits(s, seed, 6, KVF_LOGITS_SPIKE);
 }
-
 static void preset_very_negative(kvf_spec *s, uint64_t seed) {
-    preset_seed(s, seed);
-    s->recipe.num_pages[0] = 6;
-    s->recipe.logits = KVF_LOGITS_VERY_NEGATIVE;
+    seed_with_logits(s, seed, 6, KVF_LOGITS_VERY_NEGATIVE);
 }
-
 static void preset_huge(kvf_spec *s, uint64_t seed) {
-    preset_seed(s, seed);
-    s->recipe.num_pages[0] = 3;
-    s->recipe.logits = KVF_LOGITS_HUGE;
+    seed_with_logits(s, seed, 3, KVF_LOGITS_HUGE);
 }
-
 static void preset_beyond_f32(kvf_spec *s, uint64_t seed) {
-    preset_seed(s, seed);
-    s->recipe.num_pages[0] = 2;
-    s->recipe.logits = KVF_LOGITS_BEYOND_F32;
+    seed_with_logits(s, seed, 2, KVF_LOGITS_BEYOND_F32);
 }
 
 static void preset_subnormal(kvf_spec *s, uint64_t seed) {
