@@ -17,6 +17,11 @@ extern const kvf_kernel kvf_kernel_cuda_naive;
 /* Defined by the CUDA library: 1 if a device is usable, else 0 with the reason. */
 int kvf_cuda_runtime_available(char *why, size_t why_size);
 #endif
+#if defined(KVF_HAVE_CUDA) && defined(KVF_HAVE_CUDA_MUTANTS)
+#define KVF_MUTANT(id, name, cls, desc) extern const kvf_kernel kvf_kernel_cuda_mut_##id;
+#include "mutants.def"
+#undef KVF_MUTANT
+#endif
 
 static const kvf_kernel *const kernels[] = {
     &kvf_kernel_cpu_ref,
@@ -28,6 +33,11 @@ static const kvf_kernel *const kernels[] = {
 #define KVF_MUTANT(id, name, cls, desc) &kvf_kernel_cpu_mut_##id,
 #include "mutants.def"
 #undef KVF_MUTANT
+#if defined(KVF_HAVE_CUDA) && defined(KVF_HAVE_CUDA_MUTANTS)
+#define KVF_MUTANT(id, name, cls, desc) &kvf_kernel_cuda_mut_##id,
+#include "mutants.def"
+#undef KVF_MUTANT
+#endif
 };
 
 size_t kvf_kernel_count(void) {

@@ -18,6 +18,13 @@
 // preconditions and cudaGetLastError, the plan (split heuristic, workspace, schedule), the
 // host-case entry point that uploads only resident pages into a NaN-poisoned device pool, and
 // the kvf_kernel vtables.
+//
+// Mutants: kernels/cuda/mutants/decode_mutant.cu includes this file inside a namespace of its
+// own (kvf_mut_<ID>) with KVF_CUDA_MUTANT_TU and one KVF_MUTANT_<ID> defined (one object per
+// entry of kernels/mutants.def). Such a build keeps only the split-KV path for head_dim 128,
+// turns the plan API into private functions and defines no vtable (the mutant file defines its
+// own); `#if defined(KVF_MUTANT_<ID>)` blocks here and in decode.cuh compile the bug in. This
+// production object is built with none of those macros.
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -30,7 +37,15 @@
 #include "decode.cuh"
 #include "kvfuzz/cuda_kernels.h"
 
+#ifdef KVF_CUDA_MUTANT_TU
+#define KVF_CUDA_API // C++ functions in the mutant's namespace, not the C API
+#else
+#define KVF_CUDA_API extern "C"
+#endif
+
 namespace kvf {
+
+#ifndef KVF_CUDA_MUTANT_TU
 
 // ---------------------------------------------------------------------------------------------
 // Kernels
@@ -125,6 +140,7 @@ __global__ void __launch_bounds__(kNaiveThreads) naive_kernel(const NaiveParams 
     }
     if (tid == 0) p.lse[row] = l > 0.f ? m + log2f(l) : -INFINITY;
 }
+#endif // !KVF_CUDA_MUTANT_TU
 
 struct MergeParams {
     const float *ws_acc;
@@ -133,6 +149,9 @@ struct MergeParams {
     uint16_t *o;
     float *lse;
     int32_t num_qo_heads;
+#ifdef KVF_MUTANT_STALE_SCRATCH
+    int32_t max_splits; // every row merges this many splits, written for it or not
+#endif
 };
 
 constexpr int kMergeThreads = 256;
@@ -148,7 +167,14 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const MergeParams 
     __shared__ float s_lw[NW];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int h = blockIdx.x, b = blockIdx.y, Hq = p.num_qo_heads;
+#ifdef KVF_MUTANT_STALE_SCRATCH
+    // B17: the merge reads max_splits partial states for every row: those of the following
+    // sequences, or workspace rows no split of this launch wrote (the plan allocates them, so
+    // the reads stay in bounds and return stale data from an earlier case).
+    const int first = p.seq_first[b], n = p.max_splits;
+#else
     const int first = p.seq_first[b], n = p.seq_first[b + 1] - first;
+#endif
     if (n <= 1) return; // the split kernel wrote this sequence itself
     // Programmatic dependent launch: the partial states are complete and visible after this.
     asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -156,6 +182,9 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const MergeParams 
     const float2 *ml = p.ws_ml + (int64_t)first * Hq + h;
     const float *acc = p.ws_acc + ((int64_t)first * Hq + h) * D + lane * PER;
     float o[PER], L = 0.f, M = -INFINITY;
+#ifdef KVF_MUTANT_SPLIT_LSE
+    float lse_big = -INFINITY; // B06: the largest split's own lse, m_i + log2(l_i)
+#endif
 #pragma unroll
     for (int k = 0; k < PER; ++k)
         o[k] = 0.f;
@@ -185,12 +214,29 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const MergeParams 
             for (int i = lane; i < n; i += 32)
                 M = fmaxf(M, ml[(int64_t)i * Hq].x);
             M = warp_max(M);
+#ifdef KVF_MUTANT_SPLIT_LSE
+            for (int i = lane; i < n; i += 32) {
+                const float2 mi = ml[(int64_t)i * Hq];
+                lse_big = fmaxf(lse_big, mi.x + log2f(mi.y));
+            }
+            lse_big = warp_max(lse_big);
+#endif
         }
 #pragma unroll
         for (int k = 0; k < K; ++k) {
+#ifdef KVF_MUTANT_MERGE_EMPTY_NAN
+            const float w = ex2_approx(mlr[k].x - M); // B02: no guard for empty states
+#else
             // An empty partial (m = -inf) weighs 0; never evaluate -inf - -inf (B02).
             const float w = mlr[k].x == -INFINITY ? 0.f : ex2_approx(mlr[k].x - M);
+#endif
+#ifdef KVF_MUTANT_MERGE_RACE
+            // B07: the normaliser is read before the last split's weight lands in it (a
+            // missing barrier); its numerator is in o all the same.
+            if (round * NW * K + k * NW + warp != n - 1) L = fmaf(w, mlr[k].y, L);
+#else
             L = fmaf(w, mlr[k].y, L);
+#endif
 #pragma unroll
             for (int e = 0; e < PER; ++e)
                 o[e] = fmaf(w, a[k][e], o[e]);
@@ -211,9 +257,23 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const MergeParams 
 #pragma unroll
         for (int w = 0; w < NW; ++w)
             od += s_o[w][d];
+#if defined(KVF_MUTANT_MERGE_EMPTY_NAN)
+        p.o[orow * D + d] = __bfloat16_as_ushort(__float2bfloat16_rn(od / Lt));
+#elif defined(KVF_MUTANT_TRUNC_STORE)
+        p.o[orow * D + d] = (uint16_t)mut_bf16_trunc(Lt > 0.f ? od / Lt : 0.f);
+#else
         p.o[orow * D + d] = __bfloat16_as_ushort(__float2bfloat16_rn(Lt > 0.f ? od / Lt : 0.f));
+#endif
     }
+#if defined(KVF_MUTANT_SPLIT_LSE)
+    if (tid == 0) p.lse[orow] = Lt > 0.f ? lse_big : -INFINITY;
+#elif defined(KVF_MUTANT_MERGE_EMPTY_NAN)
+    if (tid == 0) p.lse[orow] = M + log2f(Lt);
+#elif defined(KVF_MUTANT_ROW_LSE)
+    if (tid == 0) p.lse[orow] = mut_row_lse(M, Lt);
+#else
     if (tid == 0) p.lse[orow] = Lt > 0.f ? M + log2f(Lt) : -INFINITY;
+#endif
 }
 
 // Resident pages, gathered on the host into `src` (n pages of page_vec 16-byte vectors), to
@@ -281,12 +341,25 @@ struct kvf_cuda_plan {
     size_t d_sched_len; // entries currently valid on the device
     void *d_ws_acc, *d_ws_ml;
     size_t ws_acc_cap, ws_ml_cap;
+#ifdef KVF_MUTANT_INT32_OFFSET
+    int64_t num_pages;
+#endif
+#ifdef KVF_MUTANT_EXTRA_PAGE
+    int32_t n_entries;
+#endif
 };
 
+#ifdef KVF_CUDA_MUTANT_TU
+static const SplitEntry *split_entry(int D, int G) {
+    (void)D; // check_shape admits head_dim 128 only
+    return &kvf_split_d128[G - 1];
+}
+#else
 static const SplitEntry *split_entry(int D, int G) {
     const SplitEntry *t = D == 64 ? kvf_split_d64 : D == 128 ? kvf_split_d128 : kvf_split_d256;
     return &t[G - 1];
 }
+#endif
 
 // Per-instance one-time setup (dynamic shared memory above 48 KB) and occupancy, cached.
 static std::atomic<int> g_split_occ[3][16];
@@ -311,7 +384,7 @@ static int split_occupancy(int D, int G, kvf_error *err) {
     return occ;
 }
 
-extern "C" int kvf_cuda_plan_create(kvf_cuda_plan **out, kvf_cuda_algo algo, kvf_error *err) {
+KVF_CUDA_API int kvf_cuda_plan_create(kvf_cuda_plan **out, kvf_cuda_algo algo, kvf_error *err) {
     *out = NULL;
     if (algo != KVF_CUDA_ALGO_SPLITKV && algo != KVF_CUDA_ALGO_NAIVE)
         return kvf_error_set(err, KVF_EINVAL, "Unknown CUDA algorithm %d.", (int)algo);
@@ -329,7 +402,7 @@ extern "C" int kvf_cuda_plan_create(kvf_cuda_plan **out, kvf_cuda_algo algo, kvf
     return 0;
 }
 
-extern "C" void kvf_cuda_plan_destroy(kvf_cuda_plan *p) {
+KVF_CUDA_API void kvf_cuda_plan_destroy(kvf_cuda_plan *p) {
     if (!p) return;
     free(p->h_sched);
     if (p->d_sched) cudaFree(p->d_sched);
@@ -361,6 +434,19 @@ static int check_shape(const kvf_cuda_problem *pr, kvf_error *err) {
         return kvf_error_set(err, KVF_EUNSUPPORTED,
                              "head_dim %d is not supported by the CUDA kernels (64, 128 or 256).",
                              pr->head_dim);
+#ifdef KVF_CUDA_MUTANT_TU
+    // One instance set per mutant keeps the build short; the campaign meets D = 128 often.
+    if (pr->head_dim != 128)
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "CUDA mutants are built for head_dim 128 only, not %d.",
+                             pr->head_dim);
+#endif
+#if defined(KVF_MUTANT_GROUP_POW2) || defined(KVF_MUTANT_HEAD_MODULO)
+    if (pr->num_qo_heads > 65535) // one CTA row per q head
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "num_qo_heads %d is above this mutant's maximum of 65535.",
+                             pr->num_qo_heads);
+#endif
     if (pr->page_size < 1)
         return kvf_error_set(err, KVF_EINVAL, "page_size %d must be at least 1.", pr->page_size);
     if (pr->page_size > KVF_CUDA_MAX_PAGE_SIZE)
@@ -402,7 +488,15 @@ static int check_lengths(const kvf_cuda_problem *pr, int64_t *len, kvf_error *er
                                  "kv_last_page_len[%d] is %d for an empty sequence, outside "
                                  "[0, page_size = %d].",
                                  b, last[b], pr->page_size);
+#if defined(KVF_MUTANT_TAIL_SLOTS_READ)
+        len[b] = n * pr->page_size; // B03: bounds per page, not per token
+#elif defined(KVF_MUTANT_LAST_LEN_MODULO)
+        len[b] = n == 0 ? 0 : (n - 1) * pr->page_size + last[b] % pr->page_size; // B11
+#elif defined(KVF_MUTANT_EXTRA_PAGE)
+        len[b] = n == 0 ? 0 : n * pr->page_size + last[b]; // B15: one page too many
+#else
         len[b] = n == 0 ? 0 : (n - 1) * pr->page_size + last[b];
+#endif
         if (len[b] > KVF_CUDA_MAX_SEQ_LEN)
             return kvf_error_set(err, KVF_EUNSUPPORTED,
                                  "Sequence %d has %lld tokens, above the CUDA kernels' maximum "
@@ -412,7 +506,20 @@ static int check_lengths(const kvf_cuda_problem *pr, int64_t *len, kvf_error *er
     return 0;
 }
 
-extern "C" int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem *pr, kvf_error *err) {
+#if defined(KVF_MUTANT_PLANNER_FIRST_SEQ) || defined(KVF_MUTANT_EMPTY_CHUNK_ZERO_LSE)
+// The number of splits the mutant's plan gives sequence b (s: the right number).
+static int64_t mutant_splits(const int64_t *len, int32_t b, int64_t chunk_tokens, int64_t s) {
+#ifdef KVF_MUTANT_PLANNER_FIRST_SEQ
+    (void)b, (void)s;
+    return (len[0] + chunk_tokens - 1) / chunk_tokens; // B05: launch sized from request 0
+#else
+    return len[b] > 0 && len[b] % chunk_tokens == 0 ? s + 1 : s; // B16: a split past the end
+#endif
+}
+#endif
+
+KVF_CUDA_API int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem *pr,
+                                       kvf_error *err) {
     p->ready = 0;
     int rc = check_shape(pr, err);
     if (rc) return rc;
@@ -428,11 +535,26 @@ extern "C" int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem *p
     p->S = pr->page_size, p->B = B;
     // The folded constant is rounded once (in double first), then one rounding per logit:
     // s2 = (q.k) * c, c = fl(sm_scale * log2 e).
+#ifdef KVF_MUTANT_SCALE_TWICE
+    p->scale_log2 = (float)((double)pr->sm_scale * pr->sm_scale * 1.4426950408889634);
+#else
     p->scale_log2 = (float)((double)pr->sm_scale * 1.4426950408889634);
+#endif
     memset(&p->info, 0, sizeof p->info);
     p->info.num_sms = p->num_sms;
+#if defined(KVF_MUTANT_GROUP_POW2) || defined(KVF_MUTANT_HEAD_MODULO)
+    const int G = 1; // one CTA per q head, each mapped to a kv head by the mutant (decode.cuh)
+#else
     const int G = p->Hq / p->Hk;
+#endif
+#ifdef KVF_MUTANT_INT32_OFFSET
+    p->num_pages = pr->num_pages;
+#endif
+#ifdef KVF_MUTANT_EXTRA_PAGE
+    p->n_entries = B > 0 ? pr->kv_indptr[B] : 0;
+#endif
 
+#ifndef KVF_CUDA_MUTANT_TU
     if (p->algo == KVF_CUDA_ALGO_NAIVE) {
         free(len);
         p->info.tile_tokens = kNaiveTile;
@@ -441,6 +563,7 @@ extern "C" int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem *p
         p->ready = 1;
         return 0;
     }
+#endif
 
     p->entry = split_entry(p->D, G);
     const int occ = split_occupancy(p->D, G, err);
@@ -459,6 +582,9 @@ extern "C" int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem *p
         total_tiles += t;
         if (t > max_tiles) max_tiles = t;
     }
+#ifdef KVF_MUTANT_PLANNER_FIRST_SEQ
+    total_tiles = max_tiles = B > 0 ? (len[0] + T - 1) / T : 0; // B05: planner sees request 0
+#endif
     const int64_t slots = (int64_t)p->num_sms * occ;
     int64_t chunk_tiles;
     if ((int64_t)B * p->Hk >= slots || max_tiles == 0)
@@ -471,7 +597,21 @@ extern "C" int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem *p
     if (force && atoi(force) > 0) chunk_tiles = atoi(force);
     if (chunk_tiles < 1) chunk_tiles = 1;
     if (chunk_tiles > max_tiles && max_tiles > 0) chunk_tiles = max_tiles;
+#ifdef KVF_MUTANT_CHUNK_NOT_TILE_MULTIPLE
+    // B09: the same heuristic counted in tokens, so a chunk is not a multiple of the tile.
+    int64_t total_tok = 0, max_tok = 0;
+    for (int32_t b = 0; b < B; ++b) {
+        total_tok += len[b];
+        if (len[b] > max_tok) max_tok = len[b];
+    }
+    int64_t chunk_tokens = (int64_t)B * p->Hk >= slots || max_tok == 0
+                               ? max_tok
+                               : (total_tok * p->Hk + slots - 1) / slots;
+    if (chunk_tokens < 1) chunk_tokens = 1;
+    (void)chunk_tiles;
+#else
     const int64_t chunk_tokens = chunk_tiles * T; // <= 2^30 + T: fits int32
+#endif
 
     // Schedule: every sequence gets at least one item, so empty ones are written too (B04,
     // B05: the planner and the launch agree by construction, both read this table).
@@ -479,6 +619,9 @@ extern "C" int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem *p
     int32_t max_splits = 1;
     for (int32_t b = 0; b < B; ++b) {
         int64_t s = (len[b] + chunk_tokens - 1) / chunk_tokens;
+#if defined(KVF_MUTANT_PLANNER_FIRST_SEQ) || defined(KVF_MUTANT_EMPTY_CHUNK_ZERO_LSE)
+        s = mutant_splits(len, b, chunk_tokens, s);
+#endif
         if (s < 1) s = 1;
         if (s > max_splits) max_splits = (int32_t)s;
         n_items += s;
@@ -510,6 +653,9 @@ extern "C" int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem *p
     int64_t it = 0;
     for (int32_t b = 0; b < B; ++b) {
         int64_t s = (len[b] + chunk_tokens - 1) / chunk_tokens;
+#if defined(KVF_MUTANT_PLANNER_FIRST_SEQ) || defined(KVF_MUTANT_EMPTY_CHUNK_ZERO_LSE)
+        s = mutant_splits(len, b, chunk_tokens, s);
+#endif
         if (s < 1) s = 1;
         seq_first[b] = (int32_t)it;
         for (int64_t k = 0; k < s; ++k, ++it) {
@@ -519,8 +665,14 @@ extern "C" int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem *p
             items[4 * it + 1] = pr->kv_indptr[b];
             items[4 * it + 2] = (int32_t)beg;
             // end <= 2^30 (checked), so bit 31 is free for "only item of its sequence".
+#ifdef KVF_MUTANT_STALE_SCRATCH
+            // B17: when anything is merged, every sequence goes through the merge.
+            const bool single = s == 1 && max_splits == 1;
+#else
+            const bool single = s == 1;
+#endif
             items[4 * it + 3] =
-                (int32_t)((uint32_t)(end > beg ? end : beg) | (s == 1 ? 1u << 31 : 0u));
+                (int32_t)((uint32_t)(end > beg ? end : beg) | (single ? 1u << 31 : 0u));
         }
     }
     seq_first[B] = (int32_t)it;
@@ -549,7 +701,12 @@ extern "C" int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem *p
     }
     free(sched);
     if (max_splits > 1) {
+#ifdef KVF_MUTANT_STALE_SCRATCH
+        // B17: room for the rows the last sequence's merge reads past the schedule's end.
+        const size_t rows = ((size_t)n_items + (size_t)max_splits) * (size_t)p->Hq;
+#else
         const size_t rows = (size_t)n_items * (size_t)p->Hq;
+#endif
         rc = dev_grow(&p->d_ws_acc, &p->ws_acc_cap, rows * p->D * sizeof(float),
                       "Allocating the split-KV workspace", err);
         if (!rc)
@@ -568,13 +725,16 @@ extern "C" int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem *p
     return 0;
 }
 
+#ifndef KVF_CUDA_MUTANT_TU
 extern "C" int kvf_cuda_plan_get_info(const kvf_cuda_plan *p, kvf_cuda_plan_info *info) {
     if (!p || !p->ready) return KVF_EINVAL;
     *info = p->info;
     return 0;
 }
+#endif
 
 // Launchers: preconditions were checked by prepare(); here only pointers and launch errors.
+#ifndef KVF_CUDA_MUTANT_TU
 static int launch_naive(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_t st,
                         kvf_error *err) {
     NaiveParams np;
@@ -594,6 +754,7 @@ static int launch_naive(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_
     KVF_CUDA_TRY(cudaGetLastError(), "Launching the naive decode kernel");
     return 0;
 }
+#endif
 
 template <int D>
 static cudaError_t launch_merge(const MergeParams &mp, dim3 grid, cudaStream_t st) {
@@ -624,14 +785,32 @@ static int launch_split(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_
     sp.ws_acc = (float *)p->d_ws_acc, sp.ws_ml = (float2 *)p->d_ws_ml;
     sp.num_qo_heads = p->Hq, sp.num_kv_heads = p->Hk, sp.page_size = p->S;
     sp.page_shift = (p->S & (p->S - 1)) == 0 ? __builtin_ctz((unsigned)p->S) : -1;
+#ifdef KVF_MUTANT_CHUNK_NOT_TILE_MULTIPLE
+    // Chunks start mid-tile, so one page id per tile would read across page ends: the
+    // per-row page lookup keeps the mutant's only bug the chunk/tile mismatch.
+    sp.tile_in_page = 0;
+#else
     sp.tile_in_page = p->S % p->entry->tile_tokens == 0;
+#endif
     sp.row_elems = p->Hk * p->D;
     sp.page_elems = (int64_t)p->S * p->Hk * p->D;
     sp.chunk_tokens = p->info.chunk_tokens;
     sp.scale_log2 = p->scale_log2;
     sp.use_pdl = p->info.merge;
+#ifdef KVF_MUTANT_INT32_OFFSET
+    sp.pool_elems = p->num_pages * sp.page_elems;
+    if (sp.pool_elems == 0) sp.pool_elems = 1; // no page is read then; keeps the modulo defined
+#endif
+#ifdef KVF_MUTANT_EXTRA_PAGE
+    sp.n_entries = p->n_entries;
+#endif
     void *args[] = {&sp};
-    KVF_CUDA_TRY(cudaLaunchKernel(p->entry->fn, dim3((unsigned)p->n_items, (unsigned)p->Hk),
+#if defined(KVF_MUTANT_GROUP_POW2) || defined(KVF_MUTANT_HEAD_MODULO)
+    const unsigned grid_y = (unsigned)p->Hq; // one CTA per q head
+#else
+    const unsigned grid_y = (unsigned)p->Hk;
+#endif
+    KVF_CUDA_TRY(cudaLaunchKernel(p->entry->fn, dim3((unsigned)p->n_items, grid_y),
                                   dim3(kThreads), args, (size_t)p->entry->smem_bytes, st),
                  "Launching the split-KV kernel");
     KVF_CUDA_TRY(cudaGetLastError(), "Launching the split-KV kernel");
@@ -639,24 +818,35 @@ static int launch_split(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_
     MergeParams mp;
     mp.ws_acc = sp.ws_acc, mp.ws_ml = sp.ws_ml, mp.seq_first = sp.seq_first;
     mp.o = t->o, mp.lse = t->lse, mp.num_qo_heads = p->Hq;
+#ifdef KVF_MUTANT_STALE_SCRATCH
+    mp.max_splits = p->info.max_splits;
+#endif
     const dim3 grid((unsigned)p->Hq, (unsigned)p->B);
+#ifdef KVF_CUDA_MUTANT_TU
+    cudaError_t e = launch_merge<128>(mp, grid, st); // head_dim 128 only (check_shape)
+#else
     cudaError_t e = p->D == 64    ? launch_merge<64>(mp, grid, st)
                     : p->D == 128 ? launch_merge<128>(mp, grid, st)
                                   : launch_merge<256>(mp, grid, st);
+#endif
     if (e != cudaSuccess) return cuda_fail(err, e, "Launching the split-KV merge kernel");
     KVF_CUDA_TRY(cudaGetLastError(), "Launching the split-KV merge kernel");
     return 0;
 }
 
-extern "C" int kvf_cuda_plan_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *t, void *stream,
+KVF_CUDA_API int kvf_cuda_plan_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *t, void *stream,
                                     kvf_error *err) {
     if (!p || !p->ready) return kvf_error_set(err, KVF_EINVAL, "The CUDA plan was not prepared.");
     if (p->B == 0) return 0;
     if (!t->q || !t->kv_indptr || !t->kv_last_page_len || !t->o || !t->lse)
         return kvf_error_set(err, KVF_EINVAL, "A device tensor pointer is NULL.");
     cudaStream_t st = (cudaStream_t)stream;
+#ifdef KVF_CUDA_MUTANT_TU
+    return launch_split(p, t, st, err); // mutants are variants of the split-KV kernel only
+#else
     return p->algo == KVF_CUDA_ALGO_NAIVE ? launch_naive(p, t, st, err)
                                           : launch_split(p, t, st, err);
+#endif
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -875,12 +1065,15 @@ int state_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error
 int create_split(void **state, kvf_error *err) {
     return state_create(KVF_CUDA_ALGO_SPLITKV, state, err);
 }
+#ifndef KVF_CUDA_MUTANT_TU
 int create_naive(void **state, kvf_error *err) {
     return state_create(KVF_CUDA_ALGO_NAIVE, state, err);
 }
+#endif
 
 } // namespace
 
+#ifndef KVF_CUDA_MUTANT_TU
 extern "C" int kvf_cuda_runtime_available(char *why, size_t why_size) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -931,3 +1124,4 @@ extern "C" const kvf_kernel kvf_kernel_cuda_naive = {
     state_destroy,
     state_run,
 };
+#endif // !KVF_CUDA_MUTANT_TU
