@@ -17,7 +17,8 @@ static void fuzz_help(void) {
         "                   [--seed N] [--corpus DIR] [--findings DIR] [--deadline SEC]\n"
         "                   [--determinism N] [--max-batch N] [--max-pages N]\n"
         "                   [--max-page-size N] [--max-work N] [--require-overflow]\n"
-        "                   [--in-process] [--verbose]\n\n"
+        "                   [--workers N] [--generators N] [--in-process] [--oracle-only]\n"
+        "                   [--verbose]\n\n"
         "Generates cases (random recipes over every strategy, and structure-aware mutations\n"
         "of a corpus that grows with cases reaching new error buckets), runs the kernel in a\n"
         "worker process, computes the MPFR oracle on a pool of threads and judges each case\n"
@@ -47,8 +48,16 @@ static void fuzz_help(void) {
         "                      written per cache, is a quarter of it (at least 32768).\n"
         "  --require-overflow  count violations on rows whose logits exceed the f32 range\n"
         "                      (class overflow) as findings.\n"
+        "  --workers N         kernel worker processes, each launching one case at a time\n"
+        "                      (default 1; for CPU kernels more can help, for one GPU\n"
+        "                      they time-slice and were slower).\n"
+        "  --generators N      threads generating cases (default: one per four oracle\n"
+        "                      threads).\n"
         "  --in-process        run the kernel in this process (for a debugger; a crash or a\n"
         "                      hang then ends the campaign).\n"
+        "  --oracle-only       no kernel and no judging: generate cases and run the oracle,\n"
+        "                      to measure the oracle-bound rate a kernel campaign is\n"
+        "                      compared with (docs/performance.md).\n"
         "  --verbose           print the full report of every new finding.\n\n"
         "Exit status: 0 nothing found, 1 at least one finding, 2 bad usage or a kernel that\n"
         "cannot start.\n");
@@ -90,14 +99,19 @@ int kvf_cmd_fuzz(int argc, char **argv) {
             o.in_process = 1;
             continue;
         }
+        if (strcmp(a, "--oracle-only") == 0) {
+            o.oracle_only = 1;
+            continue;
+        }
         if (strcmp(a, "--verbose") == 0) {
             o.verbose = 1;
             continue;
         }
         static const char *const valued[] = {
-            "--kernel", "--rule",        "--time",      "--runs",      "--jobs",
-            "--seed",   "--corpus",      "--findings",  "--deadline",  "--determinism",
-            "--max-batch", "--max-pages", "--max-page-size", "--max-work", NULL};
+            "--kernel",    "--rule",      "--time",          "--runs",     "--jobs",
+            "--seed",      "--corpus",    "--findings",      "--deadline", "--determinism",
+            "--max-batch", "--max-pages", "--max-page-size", "--max-work", "--generators",
+            "--workers",   NULL};
         int known = 0;
         for (int k = 0; valued[k]; k++)
             if (strcmp(a, valued[k]) == 0) known = 1;
@@ -126,6 +140,12 @@ int kvf_cmd_fuzz(int argc, char **argv) {
         } else if (strcmp(a, "--jobs") == 0) {
             rc = parse_pos(cmd, a, v, 1, 256, &n);
             o.jobs = (int)n;
+        } else if (strcmp(a, "--workers") == 0) {
+            rc = parse_pos(cmd, a, v, 1, 64, &n);
+            o.workers = (int)n;
+        } else if (strcmp(a, "--generators") == 0) {
+            rc = parse_pos(cmd, a, v, 1, 64, &n);
+            o.generators = (int)n;
         } else if (strcmp(a, "--seed") == 0) {
             if (cli_parse_u64(v, &o.seed))
                 return cli_usage_error(cmd, "--seed must be a non-negative integer, got \"%s\"", v);

@@ -103,19 +103,19 @@ int kvf_cmd_minimize(int argc, char **argv) {
                 cls = v;
             } else if (strcmp(a, "--jobs") == 0) {
                 if (cli_parse_i64(v, 1, 1024, &n))
-                    return cli_usage_error(cmd, "--jobs must be an integer in [1, 1024], got \"%s\"",
-                                           v);
+                    return cli_usage_error(cmd,
+                                           "--jobs must be an integer in [1, 1024], got \"%s\"", v);
                 o.jobs = (int)n;
             } else if (strcmp(a, "--max-tries") == 0) {
                 if (cli_parse_i64(v, 1, INT64_MAX, &n))
-                    return cli_usage_error(cmd, "--max-tries must be a positive integer, got \"%s\"",
-                                           v);
+                    return cli_usage_error(cmd,
+                                           "--max-tries must be a positive integer, got \"%s\"", v);
                 o.max_tries = n;
             } else {
                 double s;
                 if (cli_parse_double(v, &s) || !(s > 0) || s > 1e9)
-                    return cli_usage_error(cmd, "%s must be a positive number of seconds, got \"%s\"",
-                                           a, v);
+                    return cli_usage_error(
+                        cmd, "%s must be a positive number of seconds, got \"%s\"", a, v);
                 if (strcmp(a, "--deadline") == 0)
                     o.deadline_s = s;
                 else
@@ -147,7 +147,8 @@ int kvf_cmd_minimize(int argc, char **argv) {
     }
     if (kernel) {
         o.kernel = kvf_fuzz_kernel_find(kernel);
-        if (!o.kernel) return cli_usage_error(cmd, "unknown kernel \"%s\" (see kvfuzz kernels)", kernel);
+        if (!o.kernel)
+            return cli_usage_error(cmd, "unknown kernel \"%s\" (see kvfuzz kernels)", kernel);
     } else {
         char why[256];
         o.kernel = kvf_runner_probe_cuda(why, sizeof why) ? kvf_kernel_find("cuda") : NULL;

@@ -1,0 +1,369 @@
+/* The decode-target harness (harness.h). */
+#include "harness.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvfuzz/judge.h"
+#include "kvfuzz/kernel.h"
+#include "kvfuzz/oracle.h"
+#include "kvfuzz/outcome.h"
+#include "kvfuzz/spec.h"
+#include "kvfuzz/test_kernels.h"
+
+#define MAX_KERNELS 4
+#define FEATURES_PER_KERNEL                                                                        \
+    (KVF_MAX_RULES * 2 * KVF_MARGIN_BUCKETS + 2 * KVF_ULP_BUCKETS +                                \
+     KVF_MAX_RULES * KVF_FINDING_CLASS_COUNT)
+/* Every DETERMINISM_EVERY-th input runs each kernel twice and compares the bits. */
+#define DETERMINISM_EVERY 16
+
+/* Error feedback: one byte per (kernel, feature). libFuzzer reads this section after every
+ * input as extra coverage, so an input that reaches a new error bucket (a larger margin, more
+ * ulps, a new class) is kept and mutated further: the fuzzer climbs toward larger errors.
+ * Outside libFuzzer it is an ordinary array. */
+__attribute__((section("__libfuzzer_extra_counters"),
+               used)) static uint8_t error_counters[MAX_KERNELS][FEATURES_PER_KERNEL];
+
+static struct {
+    const char *target;
+    const kvf_kernel *kernels[MAX_KERNELS];
+    void *states[MAX_KERNELS];
+    int nkernels;
+    kvf_rule rules[KVF_MAX_RULES];
+    int nrules;
+    int require_overflow, keep_going, jobs;
+    int64_t max_work, max_pool;
+    kvf_limits limits;
+    kvf_mutate_limits mlim;
+    int findings;
+    uint64_t execs;
+    /* the case the custom mutator built last */
+    uint8_t *stash_bytes;
+    size_t stash_size;
+    kvf_case stash_case;
+    int stash_valid;
+} H;
+
+static void die_usage(const char *fmt, const char *arg) {
+    fprintf(stderr, "%s: ", H.target);
+    fprintf(stderr, fmt, arg);
+    fputc('\n', stderr);
+    exit(2);
+}
+
+static void add_kernels(const char *list) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *name = strtok_r(buf, ",", &save); name;
+         name = strtok_r(NULL, ",", &save)) {
+        const kvf_kernel *k = kvf_fuzz_kernel_find(name);
+        if (!k) die_usage("unknown kernel \"%s\" (see kvfuzz kernels)", name);
+        if (H.nkernels == MAX_KERNELS) die_usage("at most 4 kernels, got \"%s\"", list);
+        H.kernels[H.nkernels++] = k;
+    }
+}
+
+static void add_rule(const char *text) {
+    kvf_error err = {0};
+    if (H.nrules == KVF_MAX_RULES) die_usage("at most 8 rules, got \"%s\"", text);
+    if (kvf_rule_parse(&H.rules[H.nrules], text, &err)) die_usage("%s", err.msg);
+    H.nrules++;
+}
+
+static int64_t parse_count(const char *text, const char *what) {
+    char *end;
+    long long v = strtoll(text, &end, 10);
+    if (!*text || *end || v < 0) die_usage(what, text);
+    return v;
+}
+
+static int env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+void kvf_harness_init(int *argc, char ***argv, kvf_harness_device device, const char *target) {
+    H.target = target;
+    H.jobs = 1;
+    kvf_limits_default(&H.limits);
+    kvf_mutate_limits_default(&H.mlim);
+    /* Reject what the mutator would never produce, with some slack for byte mutations. */
+    H.max_work = H.mlim.max_work * 4;
+    H.max_pool = H.mlim.max_pool_elems * 4;
+    const char *kernels = getenv("KVF_FUZZ_KERNEL");
+    const char *rules = getenv("KVF_FUZZ_RULES");
+    const char *work = getenv("KVF_FUZZ_MAX_WORK");
+    const char *jobs = getenv("KVF_FUZZ_JOBS");
+    H.require_overflow = env_flag("KVF_FUZZ_REQUIRE_OVERFLOW");
+    H.keep_going = env_flag("KVF_FUZZ_KEEP_GOING");
+    H.mlim.allow_nonfinite = env_flag("KVF_FUZZ_ALLOW_NONFINITE");
+    int cli_rules = 0;
+    for (int i = 1; argc && i < *argc; i++) {
+        const char *a = (*argv)[i];
+        if (strncmp(a, "--kernel=", 9) == 0) {
+            kernels = a + 9;
+        } else if (strncmp(a, "--rule=", 7) == 0) {
+            if (!cli_rules) H.nrules = 0;
+            cli_rules = 1;
+            add_rule(a + 7);
+        } else if (strcmp(a, "--require-overflow") == 0) {
+            H.require_overflow = 1;
+        } else if (strcmp(a, "--keep-going") == 0) {
+            H.keep_going = 1;
+        } else if (strcmp(a, "--allow-nonfinite") == 0) {
+            H.mlim.allow_nonfinite = 1;
+        } else if (strncmp(a, "--max-work=", 11) == 0) {
+            work = a + 11;
+        } else if (strncmp(a, "--jobs=", 7) == 0) {
+            jobs = a + 7;
+        } else if (strncmp(a, "--", 2) == 0) {
+            die_usage("unknown option \"%s\" (options: --kernel= --rule= --require-overflow "
+                      "--keep-going --allow-nonfinite --max-work= --jobs=)",
+                      a);
+        }
+    }
+    if (!cli_rules && rules && *rules) {
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s", rules);
+        for (char *save = NULL, *r = strtok_r(buf, ",", &save); r; r = strtok_r(NULL, ",", &save))
+            add_rule(r);
+    }
+    if (H.nrules == 0) add_rule("strict");
+    if (work) {
+        H.max_work = parse_count(work, "--max-work must be a non-negative integer, got \"%s\"");
+        H.max_pool = H.max_work / 4 > H.max_pool ? H.max_work / 4 : H.max_pool;
+    }
+    if (jobs) H.jobs = (int)parse_count(jobs, "--jobs must be a non-negative integer, got \"%s\"");
+    if (kernels && *kernels) {
+        add_kernels(kernels);
+    } else if (device == KVF_HARNESS_CPU) {
+        /* The production CPU kernels; mutants (which carry a `models` tag) are for tests. */
+        for (size_t i = 0; i < kvf_kernel_count() && H.nkernels < MAX_KERNELS; i++) {
+            const kvf_kernel *k = kvf_kernel_at(i);
+            if (k->device == KVF_DEVICE_CPU && !k->models) H.kernels[H.nkernels++] = k;
+        }
+    } else {
+        add_kernels("cuda");
+    }
+    if (device == KVF_HARNESS_CUDA) {
+        char why[256];
+        if (!kvf_cuda_available(why, sizeof why)) {
+            fprintf(stderr, "%s: no usable GPU: %s\n", target, why);
+            exit(77);
+        }
+    }
+    for (int k = 0; k < H.nkernels; k++) {
+        kvf_error err = {0};
+        if (H.kernels[k]->create && H.kernels[k]->create(&H.states[k], &err)) {
+            fprintf(stderr, "%s: kernel %s could not start: %s\n", target, H.kernels[k]->name,
+                    err.msg);
+            exit(1);
+        }
+    }
+}
+
+const kvf_limits *kvf_harness_case_limits(void) {
+    return &H.limits;
+}
+
+const kvf_mutate_limits *kvf_harness_mutate_limits(void) {
+    return &H.mlim;
+}
+
+int kvf_harness_findings(void) {
+    return H.findings;
+}
+
+static void stash_drop(void) {
+    if (H.stash_valid) kvf_case_free(&H.stash_case);
+    free(H.stash_bytes);
+    H.stash_bytes = NULL;
+    H.stash_size = 0;
+    H.stash_valid = 0;
+}
+
+void kvf_harness_stash(const uint8_t *data, size_t size, kvf_case *c) {
+    stash_drop();
+    H.stash_bytes = malloc(size ? size : 1);
+    if (!H.stash_bytes) {
+        kvf_case_free(c);
+        return;
+    }
+    memcpy(H.stash_bytes, data, size);
+    H.stash_size = size;
+    H.stash_case = *c;
+    H.stash_valid = 1;
+}
+
+/* ---- the abort sites: one function per class, so crash de-duplication keeps them apart --- */
+
+__attribute__((noinline)) void kvf_found_nonfinite(void) {
+    fprintf(stderr, "kvfuzz: NaN/inf where the exact result is finite (or the reverse)\n");
+    abort();
+}
+__attribute__((noinline)) void kvf_found_o_tolerance(void) {
+    fprintf(stderr, "kvfuzz: o outside the rule's tolerance\n");
+    abort();
+}
+__attribute__((noinline)) void kvf_found_lse_tolerance(void) {
+    fprintf(stderr, "kvfuzz: lse outside the rule's tolerance\n");
+    abort();
+}
+__attribute__((noinline)) void kvf_found_overflow(void) {
+    fprintf(stderr, "kvfuzz: violation on rows whose logits leave the f32 range\n");
+    abort();
+}
+__attribute__((noinline)) void kvf_found_kernel_error(void) {
+    fprintf(stderr, "kvfuzz: the kernel returned an error\n");
+    abort();
+}
+__attribute__((noinline)) void kvf_found_crash(void) {
+    fprintf(stderr, "kvfuzz: the kernel faulted on the device (illegal address, trap)\n");
+    abort();
+}
+__attribute__((noinline)) void kvf_found_nondeterminism(void) {
+    fprintf(stderr, "kvfuzz: two runs of the same case gave different bits\n");
+    abort();
+}
+
+static void found(kvf_finding_class c) {
+    switch (c) {
+    case KVF_FINDING_NONFINITE:
+        kvf_found_nonfinite();
+        break;
+    case KVF_FINDING_O_TOLERANCE:
+        kvf_found_o_tolerance();
+        break;
+    case KVF_FINDING_LSE_TOLERANCE:
+        kvf_found_lse_tolerance();
+        break;
+    case KVF_FINDING_OVERFLOW:
+        kvf_found_overflow();
+        break;
+    case KVF_FINDING_NONDETERMINISM:
+        kvf_found_nondeterminism();
+        break;
+    case KVF_FINDING_CRASH:
+        kvf_found_crash();
+        break;
+    default:
+        kvf_found_kernel_error();
+        break;
+    }
+}
+
+static void report(const kvf_outcome *out, const kvf_kernel *k, const kvf_spec *s,
+                   const kvf_case *c) {
+    kvf_outcome_print(stderr, out, k->name, s, c);
+    fprintf(stderr, "%s: ", k->name);
+    kvf_outcome_line(stderr, out);
+    fflush(stderr);
+    if (H.keep_going) {
+        H.findings++;
+        return;
+    }
+    found(out->finding);
+}
+
+/* ---- one input ------------------------------------------------------------------------------ */
+
+int kvf_harness_exec(const uint8_t *data, size_t size) {
+    kvf_spec spec;
+    kvf_case c;
+    int have_case = 0;
+    if (kvf_spec_decode(&spec, data, size, &H.limits, NULL)) {
+        stash_drop();
+        return -1;
+    }
+    if (H.max_work &&
+        (kvf_spec_work(&spec) > H.max_work || kvf_spec_pool_elems(&spec) > H.max_pool)) {
+        kvf_spec_free(&spec);
+        stash_drop();
+        return -1; /* too slow to be worth it; the mutator never goes there */
+    }
+    if (H.stash_valid && H.stash_size == size && memcmp(H.stash_bytes, data, size) == 0) {
+        c = H.stash_case;
+        H.stash_valid = 0;
+        have_case = 1;
+    }
+    stash_drop();
+    if (!have_case && kvf_case_build(&c, &spec, &H.limits, NULL)) {
+        kvf_spec_free(&spec);
+        return -1;
+    }
+    if (!H.mlim.allow_nonfinite && !kvf_case_inputs_finite(&c)) {
+        /* NaN/inf that a sequence reads: outside the default input domain (DESIGN section 4),
+         * where "the right answer" is a convention, not a bug. */
+        kvf_case_free(&c);
+        kvf_spec_free(&spec);
+        return -1;
+    }
+    H.execs++;
+    kvf_bf16 *o = malloc((size_t)(kvf_case_o_elems(&c) + 1) * sizeof *o);
+    float *lse = malloc((size_t)(kvf_case_lse_elems(&c) + 1) * sizeof *lse);
+    kvf_bf16 *o2 = malloc((size_t)(kvf_case_o_elems(&c) + 1) * sizeof *o2);
+    float *lse2 = malloc((size_t)(kvf_case_lse_elems(&c) + 1) * sizeof *lse2);
+    if (!o || !lse || !o2 || !lse2) {
+        fprintf(stderr, "%s: out of memory\n", H.target);
+        abort();
+    }
+    kvf_oracle_result oracle;
+    int have_oracle = 0;
+    for (int k = 0; k < H.nkernels; k++) {
+        const kvf_kernel *kern = H.kernels[k];
+        kvf_error err = {0};
+        kvf_outcome out;
+        int rc = kern->run(H.states[k], &c, o, lse, &err);
+        if (rc == KVF_EUNSUPPORTED) continue;
+        if (rc) {
+            kvf_outcome_from_run(&out, KVF_RUN_KERNEL_ERROR, err.msg);
+            report(&out, kern, &spec, &c);
+            continue;
+        }
+        if (H.execs % DETERMINISM_EVERY == 0) {
+            int rc2 = kern->run(H.states[k], &c, o2, lse2, &err);
+            kvf_outcome_from_run(&out, KVF_RUN_OK, NULL);
+            if (rc2 == 0 && kvf_outcome_compare(&out, &c, o, lse, o2, lse2)) {
+                report(&out, kern, &spec, &c);
+                continue;
+            }
+        }
+        if (!have_oracle) {
+            kvf_oracle_opts oo;
+            kvf_oracle_opts_default(&oo);
+            oo.threads = H.jobs;
+            if (kvf_oracle_run(&oracle, &c, &oo, &err)) {
+                /* Not the kernel's fault; a certified rounding that cannot be found is the
+                 * oracle's own bug and must be loud. */
+                fprintf(stderr, "%s: the oracle failed: %s\n", H.target, err.msg);
+                abort();
+            }
+            have_oracle = 1;
+        }
+        if (kvf_outcome_judge(&out, H.rules, H.nrules, H.require_overflow, &c, &oracle, o, lse,
+                              NULL, NULL, &err)) {
+            fprintf(stderr, "%s: could not judge: %s\n", H.target, err.msg);
+            abort();
+        }
+        int feats[3 * KVF_MAX_RULES + 2];
+        int nf = kvf_outcome_features(&out, feats);
+        for (int i = 0; i < nf; i++)
+            if (feats[i] >= 0 && feats[i] < FEATURES_PER_KERNEL) error_counters[k][feats[i]] = 1;
+        if (H.keep_going) {
+            fprintf(stderr, "%s: ", kern->name);
+            if (out.finding == KVF_FINDING_NONE) kvf_outcome_line(stderr, &out);
+        }
+        if (out.finding != KVF_FINDING_NONE) report(&out, kern, &spec, &c);
+    }
+    if (have_oracle) kvf_oracle_result_free(&oracle);
+    free(o);
+    free(lse);
+    free(o2);
+    free(lse2);
+    kvf_case_free(&c);
+    kvf_spec_free(&spec);
+    return 0;
+}

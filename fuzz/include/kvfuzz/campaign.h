@@ -1,0 +1,105 @@
+/* The overnight campaign (`kvfuzz fuzz`): generate cases (random recipes and structure-aware
+ * mutations of a corpus), run the kernel in a worker process, compute the oracle, judge under
+ * every rule, save findings, and keep going through crashes and hangs.
+ *
+ * Pipeline: generator threads build cases ahead; a dispatcher thread per worker process feeds
+ * them to its worker (the next case goes out as soon as the last one comes back) and hands each
+ * kernel output to a pool of `jobs` oracle threads (one case per thread, so small cases keep every
+ * core busy); the main thread prints progress and watches the clock and signals. So neither the
+ * device nor the cores wait on each other as long as the oracle pool has work.
+ *
+ * Ownership: kvf_campaign_run reads opts and fills *stats; it allocates nothing that outlives
+ * it. Errors: KVF_EINVAL for inconsistent options; KVF_EDEVICE when the kernel cannot start;
+ * KVF_EIO when the corpus or findings folder cannot be used. A campaign that runs and finds
+ * bugs returns 0: findings are results, reported in stats. */
+#ifndef KVFUZZ_CAMPAIGN_H
+#define KVFUZZ_CAMPAIGN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kvfuzz/kernel.h"
+#include "kvfuzz/mutate.h"
+#include "kvfuzz/oracle.h"
+#include "kvfuzz/outcome.h"
+
+/* What the campaign observed for one judged case, for a statistics module (reports/) to
+ * accumulate. Valid only during the callback. */
+typedef struct kvf_campaign_event {
+    uint64_t index; /* case number in generation order */
+    const kvf_spec *spec;
+    const kvf_case *c;
+    const kvf_oracle_result *oracle;
+    const kvf_bf16 *o; /* the kernel's output */
+    const float *lse;
+    const kvf_outcome *outcome; /* verdict per rule, finding class */
+    double kernel_s, oracle_s;
+} kvf_campaign_event;
+
+/* Called once per judged case, from an oracle thread, with the campaign's observer lock held:
+ * calls never overlap, so the callee needs no locking of its own. */
+typedef void (*kvf_campaign_observer)(void *ctx, const kvf_campaign_event *ev);
+
+typedef struct kvf_campaign_opts {
+    const kvf_kernel *kernel;
+    kvf_rule rules[KVF_MAX_RULES];
+    int nrules;           /* 0: strict */
+    int require_overflow; /* count overflow-class violations as findings */
+    double time_limit_s;  /* stop after this long; 0: no limit */
+    int64_t max_runs;     /* stop after this many cases; 0: no limit */
+    int jobs;             /* oracle threads; 0: all cores */
+    int generators;       /* case-generating threads; 0: one per four oracle threads */
+    int workers;          /* kernel worker processes; 0: 1. More than one per GPU was slower on
+                             an H200 (contexts time-slice); for several GPUs run one campaign
+                             per GPU (docs/fuzzing.md) */
+    uint64_t seed;
+    const char *corpus_dir;   /* read at start, extended with cases reaching new buckets */
+    const char *findings_dir; /* NULL: findings are reported but not saved */
+    double deadline_s;        /* per launch; 0: 10 s */
+    int determinism_every;    /* re-run every Nth case after another; 0: never */
+    double progress_s;        /* progress line period; 0: 5 s */
+    int in_process;           /* run the kernel in this process (no crash survival) */
+    int oracle_only;          /* no kernel, no judging: measures the oracle-bound rate that a
+                                 kernel campaign is compared with */
+    kvf_mutate_limits mutate; /* size of generated cases */
+    kvf_limits case_limits;
+    FILE *log;   /* progress, findings, summary; NULL: stderr */
+    int verbose; /* print the full report of every new finding */
+    kvf_campaign_observer observer;
+    void *observer_ctx;
+    kvf_element_observer element_observer; /* per element, under the same lock */
+    void *element_ctx;
+} kvf_campaign_opts;
+
+void kvf_campaign_opts_default(kvf_campaign_opts *opts);
+
+typedef struct kvf_campaign_stats {
+    int64_t cases;  /* cases the kernel ran on */
+    int64_t judged; /* cases the oracle judged */
+    int64_t unsupported;
+    int64_t rejected;     /* generated cases that did not build (skipped) */
+    int64_t tokens;       /* total tokens of judged cases */
+    int64_t finding_hits; /* cases with a counted finding, duplicates included */
+    int64_t findings_new; /* distinct signatures saved by this run */
+    int64_t by_class[KVF_FINDING_CLASS_COUNT];
+    int64_t determinism_checks;
+    int64_t worker_starts;
+    int workers;
+    int64_t corpus_size, corpus_added;
+    double worst_margin[KVF_MAX_RULES]; /* largest margin seen per rule (overflow rows only
+                                           when require_overflow) */
+    double elapsed_s;
+    double oracle_s, kernel_s; /* summed busy time */
+    int jobs;                  /* oracle threads used; oracle_s / (jobs x elapsed_s) is how busy
+                                  they were, i.e. this run's rate over the oracle-bound rate */
+    int interrupted;           /* stopped by SIGINT/SIGTERM */
+    int stop_signal;
+} kvf_campaign_stats;
+
+int kvf_campaign_run(const kvf_campaign_opts *opts, kvf_campaign_stats *stats, kvf_error *err);
+
+/* Prints the summary kvfuzz fuzz ends with. */
+void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *opts,
+                                const kvf_campaign_stats *stats);
+
+#endif

@@ -1,0 +1,126 @@
+/* The outcome of one kernel run on one case: how the run ended (output, unsupported, kernel
+ * error, crash, hang, nondeterminism), the verdict under each rule, the finding class that
+ * counts, the error buckets the fuzzers climb on, the finding's de-duplication signature, and
+ * the full report (text for a terminal, JSON beside a saved finding).
+ *
+ * Everything here fills caller-owned structs; nothing allocates except kvf_finding_save's
+ * optional path. Errors: KVF_EINVAL when the oracle result does not match the case,
+ * KVF_EIO when a finding cannot be written (one sentence naming the path). */
+#ifndef KVFUZZ_OUTCOME_H
+#define KVFUZZ_OUTCOME_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kvfuzz/judge.h"
+#include "kvfuzz/spec.h"
+
+#define KVF_MAX_RULES 8
+
+typedef enum kvf_run_status {
+    KVF_RUN_OK = 0,       /* the kernel wrote o and lse */
+    KVF_RUN_UNSUPPORTED,  /* KVF_EUNSUPPORTED: not a finding */
+    KVF_RUN_KERNEL_ERROR, /* any other error code from run() (launch or API error) */
+    KVF_RUN_CRASH,        /* the worker process died (signal or unexpected exit) */
+    KVF_RUN_HANG,         /* the launch passed its deadline and the worker was killed */
+} kvf_run_status;
+
+const char *kvf_run_status_name(kvf_run_status s);
+
+/* Where two runs of the same case differed (nondeterminism). */
+typedef struct kvf_difference {
+    kvf_output_kind output;
+    int32_t b, h, d; /* d = -1 for lse */
+    uint32_t first_bits, second_bits;
+    int64_t count; /* differing elements */
+} kvf_difference;
+
+typedef struct kvf_outcome {
+    kvf_run_status status;
+    int signal;                      /* crash: the signal that ended the worker, 0 if it exited */
+    int exit_code;                   /* crash without a signal: its exit status */
+    double deadline;                 /* hang: the deadline in seconds */
+    char message[KVF_ERROR_MSG_MAX]; /* kernel error, crash or hang, in one sentence */
+    int nondeterministic;            /* a second run of the same case gave different bits */
+    kvf_difference difference;
+    int nrules;
+    kvf_verdict verdicts[KVF_MAX_RULES]; /* valid when status == KVF_RUN_OK */
+    kvf_finding_class finding;           /* the class that counts; NONE when nothing does */
+    int rule; /* index of the rule behind a tolerance class; -1 otherwise */
+} kvf_outcome;
+
+/* An outcome for a run that produced no output (status != KVF_RUN_OK): its finding is
+ * kernel-error, crash or hang (none for unsupported). A kernel error whose message names a CUDA
+ * device fault (illegal or misaligned address, launch failure, trap) is a crash. */
+void kvf_outcome_from_run(kvf_outcome *out, kvf_run_status status, const char *message);
+
+/* Whether a kernel's error message names a CUDA device fault. */
+int kvf_message_is_device_fault(const char *message);
+
+/* Judges o and lse under every rule, observing elements when `observer` is not NULL, and sets
+ * the finding: the class of the first rule (in the given order) whose verdict fails, skipping
+ * overflow-only verdicts unless require_overflow. KVF_EINVAL on shape mismatch. */
+int kvf_outcome_judge(kvf_outcome *out, const kvf_rule *rules, int nrules, int require_overflow,
+                      const kvf_case *c, const kvf_oracle_result *oracle, const kvf_bf16 *o,
+                      const float *lse, kvf_element_observer observer, void *observer_ctx,
+                      kvf_error *err);
+
+/* Compares two runs' outputs bit for bit; on a difference marks the outcome nondeterministic
+ * (finding class nondeterminism, unless a higher class is already set) and returns 1. */
+int kvf_outcome_compare(kvf_outcome *out, const kvf_case *c, const kvf_bf16 *o1, const float *lse1,
+                        const kvf_bf16 *o2, const float *lse2);
+
+/* ---- error buckets (the fuzzers' feedback) -------------------------------------------------- */
+
+#define KVF_MARGIN_BUCKETS                                                                         \
+    64 /* 0: margin 0; 1..61: floor(log2 margin) from -50 to +10; 62 inf; 63 NaN */
+#define KVF_ULP_BUCKETS 66 /* 0: exact; 1..63: 1 + floor(log2 ulps); 64 huge; 65 NaN mismatch */
+
+int kvf_margin_bucket(double margin);
+int kvf_ulp_bucket(int64_t ulps);
+
+/* Features of one outcome: indices into a space of kvf_feature_space(nrules) slots, one per
+ * (rule, output, margin bucket), per (output, ulp bucket) and per (rule, class). Writes at most
+ * kvf_feature_max(nrules) indices and returns how many. */
+int kvf_feature_space(int nrules);
+int kvf_feature_max(int nrules);
+int kvf_outcome_features(const kvf_outcome *out, int *features);
+
+/* ---- findings ------------------------------------------------------------------------------- */
+
+/* The de-duplication signature: class, kernel, rule, output and the error's order of
+ * magnitude (or the signal / error code for run-level classes), as text and as a hash. Two
+ * findings with the same signature are the same bug as far as triage can tell. */
+uint64_t kvf_outcome_signature(const kvf_outcome *out, const char *kernel, char *text,
+                               size_t text_size);
+
+/* Full report for a terminal: the case summary, every rule's verdict and metrics, the worst
+ * elements of the failing rule with coordinates, kernel and oracle values in decimal and hex. */
+void kvf_outcome_print(FILE *f, const kvf_outcome *out, const char *kernel, const kvf_spec *spec,
+                       const kvf_case *c);
+
+/* One line: "<class> rule <rule> max_abs .. max_rel .. max_ulp .. margin ..", the numbers a
+ * replay must reproduce. */
+void kvf_outcome_line(FILE *f, const kvf_outcome *out);
+
+/* JSON report (an object, newline-terminated). `extra` (may be NULL) is written verbatim as
+ * additional members, e.g. "\"campaign_seed\": 7". */
+void kvf_outcome_json(FILE *f, const kvf_outcome *out, const char *kernel, const kvf_spec *spec,
+                      const kvf_case *c, const char *extra);
+
+/* Saves a finding into dir as <class>-<12 hex digits of the signature>.kvfz and .json, each
+ * written to a temporary name, flushed and then linked into place, so a reader (or a SIGINT)
+ * never sees a partial file and two writers of the same signature cannot both win. Returns 0
+ * and sets *is_new to 1 when this call created it, 0 when that signature was already there.
+ * path_out (may be NULL) receives the .kvfz path. c may be NULL (crash before the build). */
+int kvf_finding_save(const char *dir, const kvf_outcome *out, const char *kernel,
+                     const kvf_spec *spec, const kvf_case *c, const char *extra, int *is_new,
+                     char *path_out, size_t path_size, kvf_error *err);
+
+/* Writes bytes to path atomically (temporary file in the same folder, fsync, rename). */
+int kvf_fuzz_write_atomic(const char *path, const void *data, size_t size, kvf_error *err);
+
+/* Creates dir (and missing parents) when absent. 0 or KVF_EIO. */
+int kvf_fuzz_mkdirs(const char *dir, kvf_error *err);
+
+#endif

@@ -1,0 +1,22 @@
+/* Kernel lookup for the fuzzers: the registry's kernels plus three deliberately broken CPU
+ * kernels that exist only to test kvfuzz itself. They are never listed by `kvfuzz kernels` and
+ * are reachable only by their exact names, all starting with "test-":
+ *   test-planted  cpu-ref handed each last page one slot longer than it is when the page is
+ *                 not full: it reads an unused tail slot (bug classes B03/B15);
+ *   test-crash    cpu-ref, but a wild write (segfault) on any case with an empty sequence;
+ *   test-hang     cpu-ref, but never returns on any case with a one-token sequence.
+ * Static objects; nothing is allocated. */
+#ifndef KVFUZZ_TEST_KERNELS_H
+#define KVFUZZ_TEST_KERNELS_H
+
+#include <stddef.h>
+
+#include "kvfuzz/kernel.h"
+
+/* The registry's kernel of that name, else a test kernel of that name, else NULL. */
+const kvf_kernel *kvf_fuzz_kernel_find(const char *name);
+
+size_t kvf_test_kernel_count(void);
+const kvf_kernel *kvf_test_kernel_at(size_t i);
+
+#endif

@@ -1,0 +1,457 @@
+/* Fuzzing pieces: the structure-aware mutator keeps specs valid, inside the budget and inside
+ * the finite input domain while reaching every move and every edge length; error buckets,
+ * signatures and atomic de-duplicated findings; the worker survives crashing and hanging
+ * kernels; the campaign finds the planted bug; the minimizer shrinks it and keeps its class. */
+#include <dirent.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "kvfuzz/campaign.h"
+#include "kvfuzz/minimize.h"
+#include "kvfuzz/mutate.h"
+#include "kvfuzz/outcome.h"
+#include "kvfuzz/runner.h"
+#include "kvfuzz/test_kernels.h"
+
+static kvf_limits case_limits(void) {
+    kvf_limits l;
+    kvf_limits_default(&l);
+    return l;
+}
+
+/* A fresh temporary directory, removed (one level deep) by rm_tree. */
+static void make_tmp(char *out, size_t size) {
+    const char *base = getenv("TMPDIR");
+    snprintf(out, size, "%s/kvf-test-fuzz-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(out)) {
+        CHECK_FAIL_AT("mkdtemp failed");
+        out[0] = 0;
+    }
+}
+
+static int count_files(const char *dir, const char *prefix, int *hidden) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (hidden) *hidden = 0;
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (e->d_name[0] == '.') {
+            if (hidden) (*hidden)++;
+            continue;
+        }
+        if (!prefix || strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static void rm_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[4096];
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            rm_tree(path);
+        else
+            unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+/* A small valid spec: the seed shape with two short sequences. */
+static kvf_spec small_spec(uint64_t seed) {
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_preset(&s, "seed-h20kv4", seed, &err), &err);
+    s.recipe.page_size = 16;
+    kvf_spec_set_batch(&s, 2, &err);
+    s.recipe.num_pages[0] = 3, s.recipe.last_page_len[0] = 5;
+    s.recipe.num_pages[1] = 1, s.recipe.last_page_len[1] = 16;
+    return s;
+}
+
+static int64_t seq_len(const kvf_recipe *rp, uint32_t b) {
+    return rp->num_pages[b] ? (int64_t)(rp->num_pages[b] - 1) * rp->page_size + rp->last_page_len[b]
+                            : 0;
+}
+
+static void mutations_stay_valid(void) {
+    kvf_limits cl = case_limits();
+    kvf_mutate_limits ml;
+    kvf_mutate_limits_default(&ml);
+    kvf_prng rng;
+    kvf_prng_seed(&rng, 11);
+    int moves[KVF_MUT_COUNT] = {0};
+    int built = 0;
+    kvf_spec s = small_spec(1);
+    for (int i = 0; i < 1500; i++) {
+        int m = kvf_spec_mutate(&s, &rng, -1, &ml, &cl);
+        CHECK(m >= 0 && m < KVF_MUT_COUNT);
+        if (m >= 0 && m < KVF_MUT_COUNT) moves[m]++;
+        const kvf_recipe *rp = &s.recipe;
+        CHECK(rp->batch_size <= ml.max_batch);
+        for (uint32_t b = 0; b < rp->batch_size; b++)
+            CHECK(rp->num_pages[b] <= ml.max_pages);
+        CHECK(kvf_spec_work(&s) <= ml.max_work);
+        CHECK(kvf_spec_pool_elems(&s) <= ml.max_pool_elems);
+        kvf_case c;
+        kvf_error err = {0};
+        if (kvf_spec_repair(&s, &cl, 0, &c, &err) == 0) {
+            built++;
+            CHECK(kvf_case_inputs_finite(&c));
+            kvf_case_free(&c);
+        }
+        /* encode(decode(encode(s))) is the identity: the mutated spec is a real case file. */
+        uint8_t *bytes;
+        size_t n;
+        CHECK_OK(kvf_spec_encode(&s, &bytes, &n, &err), &err);
+        kvf_spec back;
+        CHECK_OK(kvf_spec_decode(&back, bytes, n, &cl, &err), &err);
+        CHECK(kvf_spec_equal(&back, &s));
+        kvf_spec_free(&back);
+        free(bytes);
+        if (i % 100 == 99) { /* restart now and then so the walk covers fresh structure */
+            kvf_spec_free(&s);
+            s = small_spec((uint64_t)i);
+        }
+    }
+    kvf_spec_free(&s);
+    CHECK(built > 1400);
+    for (int m = 0; m < KVF_MUT_COUNT; m++)
+        if (m != KVF_MUT_EXPLICIT && moves[m] == 0)
+            CHECK_FAIL_AT("move %s never applied", kvf_mutation_name((kvf_mutation)m));
+}
+
+/* The length move reaches 0, 1, S-1, S and S+1 tokens. */
+static void lengths_jump_to_edges(void) {
+    kvf_limits cl = case_limits();
+    kvf_mutate_limits ml;
+    kvf_mutate_limits_default(&ml);
+    ml.max_work = INT64_MAX / 4;
+    ml.max_pool_elems = INT64_MAX / 4;
+    kvf_prng rng;
+    kvf_prng_seed(&rng, 5);
+    int seen[5] = {0};
+    for (int i = 0; i < 400; i++) {
+        kvf_spec s = small_spec(2);
+        kvf_spec_mutate(&s, &rng, KVF_MUT_SEQ_LENGTH, &ml, &cl);
+        for (uint32_t b = 0; b < s.recipe.batch_size; b++) {
+            int64_t len = seq_len(&s.recipe, b), S = s.recipe.page_size;
+            int64_t edges[5] = {0, 1, S - 1, S, S + 1};
+            for (int e = 0; e < 5; e++)
+                if (len == edges[e]) seen[e] = 1;
+        }
+        kvf_spec_free(&s);
+    }
+    for (int e = 0; e < 5; e++)
+        CHECK_INT_EQ(seen[e], 1);
+}
+
+/* Special values at referenced positions stay finite; NaN/inf only land where nothing reads. */
+static void values_stay_in_domain(void) {
+    kvf_limits cl = case_limits();
+    kvf_mutate_limits ml;
+    kvf_mutate_limits_default(&ml);
+    kvf_prng rng;
+    kvf_prng_seed(&rng, 9);
+    int nonfinite_overrides = 0;
+    for (int i = 0; i < 300; i++) {
+        kvf_spec s = small_spec(3);
+        s.recipe.poison = KVF_POISON_ALL;
+        s.recipe.spare_pages = 3;
+        for (int k = 0; k < 4; k++) {
+            kvf_spec_mutate(&s, &rng, KVF_MUT_VALUE, &ml, &cl);
+            kvf_spec_mutate(&s, &rng, KVF_MUT_TABLE_ENTRY, &ml, &cl);
+        }
+        for (uint32_t k = 0; k < s.num_overrides; k++)
+            if (s.overrides[k].target >= KVF_OVERRIDE_Q &&
+                !kvf_bf16_is_finite((kvf_bf16)s.overrides[k].value))
+                nonfinite_overrides++;
+        kvf_case c;
+        kvf_error err = {0};
+        CHECK_OK(kvf_spec_repair(&s, &cl, 0, &c, &err), &err);
+        CHECK(kvf_case_inputs_finite(&c));
+        kvf_case_free(&c);
+        kvf_spec_free(&s);
+    }
+    CHECK(nonfinite_overrides > 0); /* tail slots do get NaN and inf */
+}
+
+static void crossover_is_valid(void) {
+    kvf_limits cl = case_limits();
+    kvf_mutate_limits ml;
+    kvf_mutate_limits_default(&ml);
+    kvf_prng rng;
+    kvf_prng_seed(&rng, 3);
+    for (int i = 0; i < 100; i++) {
+        kvf_spec a = small_spec(4), b = small_spec(5), out;
+        kvf_spec_mutate(&b, &rng, KVF_MUT_BATCH, &ml, &cl);
+        b.recipe.v.kind = KVF_DIST_ONE_HOT;
+        CHECK_INT_EQ(kvf_spec_crossover(&out, &a, &b, &rng, &ml), 0);
+        kvf_error err = {0};
+        CHECK_OK(kvf_spec_repair(&out, &cl, 0, NULL, &err), &err);
+        CHECK(out.recipe.batch_size <= ml.max_batch);
+        kvf_spec_free(&a);
+        kvf_spec_free(&b);
+        kvf_spec_free(&out);
+    }
+}
+
+static void buckets(void) {
+    CHECK_INT_EQ(kvf_margin_bucket(0), 0);
+    CHECK_INT_EQ(kvf_margin_bucket(1.0), 51);
+    CHECK_INT_EQ(kvf_margin_bucket(1.5), 51);
+    CHECK_INT_EQ(kvf_margin_bucket(2.0), 52);
+    CHECK_INT_EQ(kvf_margin_bucket(0.5), 50);
+    CHECK_INT_EQ(kvf_margin_bucket(1e-300), 1);
+    CHECK_INT_EQ(kvf_margin_bucket(1e300), 61);
+    CHECK_INT_EQ(kvf_margin_bucket(INFINITY), 62);
+    CHECK_INT_EQ(kvf_margin_bucket(NAN), 63);
+    CHECK_INT_EQ(kvf_ulp_bucket(0), 0);
+    CHECK_INT_EQ(kvf_ulp_bucket(1), 1);
+    CHECK_INT_EQ(kvf_ulp_bucket(2), 2);
+    CHECK_INT_EQ(kvf_ulp_bucket(3), 2);
+    CHECK_INT_EQ(kvf_ulp_bucket(4), 3);
+    CHECK_INT_EQ(kvf_ulp_bucket(INT64_MAX), 64);
+    CHECK_INT_EQ(kvf_ulp_bucket(-1), 65);
+}
+
+static void signatures_and_saving(void) {
+    char dir[512];
+    make_tmp(dir, sizeof dir);
+    kvf_outcome crash, hang, crash2;
+    kvf_outcome_from_run(&crash, KVF_RUN_CRASH, "killed");
+    crash.signal = 11;
+    crash2 = crash;
+    crash2.signal = 6;
+    kvf_outcome_from_run(&hang, KVF_RUN_HANG, "late");
+    char t1[256], t2[256];
+    uint64_t h1 = kvf_outcome_signature(&crash, "k", t1, sizeof t1);
+    CHECK(h1 == kvf_outcome_signature(&crash, "k", NULL, 0));
+    CHECK(h1 != kvf_outcome_signature(&crash2, "k", t2, sizeof t2));
+    CHECK(h1 != kvf_outcome_signature(&hang, "k", NULL, 0));
+    CHECK(h1 != kvf_outcome_signature(&crash, "other", NULL, 0));
+    CHECK_STR_CONTAINS(t1, "crash|k|signal11");
+
+    kvf_spec s = small_spec(1), s2 = small_spec(2);
+    int is_new = -1;
+    char path[4300];
+    kvf_error err = {0};
+    CHECK_OK(
+        kvf_finding_save(dir, &crash, "k", &s, NULL, "\"x\": 1", &is_new, path, sizeof path, &err),
+        &err);
+    CHECK_INT_EQ(is_new, 1);
+    CHECK_STR_CONTAINS(path, "/crash-");
+    /* Same signature, different case: kept out, the first case and its report stay. */
+    CHECK_OK(kvf_finding_save(dir, &crash, "k", &s2, NULL, NULL, &is_new, NULL, 0, &err), &err);
+    CHECK_INT_EQ(is_new, 0);
+    CHECK_OK(kvf_finding_save(dir, &hang, "k", &s2, NULL, NULL, &is_new, NULL, 0, &err), &err);
+    CHECK_INT_EQ(is_new, 1);
+    int hidden;
+    CHECK_INT_EQ(count_files(dir, "crash-", &hidden), 2);
+    CHECK_INT_EQ(count_files(dir, "hang-", NULL), 2);
+    CHECK_INT_EQ(hidden, 0); /* no temporary left behind */
+    kvf_spec back;
+    kvf_limits cl = case_limits();
+    CHECK_OK(kvf_case_load(path, &back, NULL, &cl, &err), &err);
+    CHECK(kvf_spec_equal(&back, &s));
+    kvf_spec_free(&back);
+    kvf_spec_free(&s);
+    kvf_spec_free(&s2);
+    rm_tree(dir);
+}
+
+/* The worker process reports a segfault and a hang as such and keeps serving afterwards. */
+static void runner_survives_crash_and_hang(void) {
+    kvf_limits cl = case_limits();
+    kvf_spec good = small_spec(1), empty = small_spec(1), one = small_spec(1);
+    empty.recipe.num_pages[1] = 0, empty.recipe.last_page_len[1] = 0;
+    one.recipe.num_pages[1] = 1, one.recipe.last_page_len[1] = 1;
+    const kvf_spec *specs[3] = {&good, &empty, &one};
+    kvf_case cases[3];
+    kvf_error err = {0};
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(kvf_case_build(&cases[i], specs[i], &cl, &err), &err);
+    }
+    kvf_bf16 *o = malloc((size_t)kvf_case_o_elems(&cases[0]) * sizeof *o);
+    float *lse = malloc((size_t)kvf_case_lse_elems(&cases[0]) * sizeof *lse);
+    const char *names[2] = {"test-crash", "test-hang"};
+    for (int k = 0; k < 2; k++) {
+        kvf_runner_opts ro = {kvf_fuzz_kernel_find(names[k]), cl, 0.5, 0, 0};
+        CHECK(ro.kernel != NULL);
+        kvf_runner *r;
+        CHECK_OK(kvf_runner_create(&r, &ro, &err), &err);
+        kvf_run_result res;
+        CHECK_OK(kvf_runner_run(r, &cases[0], o, lse, &res, &err), &err);
+        CHECK_INT_EQ(res.status, KVF_RUN_OK);
+        int bad = k == 0 ? 1 : 2;
+        CHECK_OK(kvf_runner_run(r, &cases[bad], o, lse, &res, &err), &err);
+        CHECK_INT_EQ(res.status, k == 0 ? KVF_RUN_CRASH : KVF_RUN_HANG);
+        if (k == 0) CHECK_INT_EQ(res.signal, 11);
+        CHECK_OK(kvf_runner_run(r, &cases[0], o, lse, &res, &err), &err);
+        CHECK_INT_EQ(res.status, KVF_RUN_OK);
+        CHECK_INT_EQ(kvf_runner_starts(r), 2);
+        kvf_runner_destroy(r);
+    }
+    /* Two in flight: a crash is blamed on its own launch, and the launch queued behind it
+     * runs on a fresh worker. */
+    for (int k = 0; k < 2; k++) {
+        kvf_runner_opts ro = {kvf_fuzz_kernel_find(names[k]), cl, 0.5, 0, 0};
+        kvf_runner *r;
+        CHECK_OK(kvf_runner_create(&r, &ro, &err), &err);
+        int bad = k == 0 ? 1 : 2;
+        int order[4] = {0, bad, 0, 0};
+        int expect[4] = {KVF_RUN_OK, k == 0 ? KVF_RUN_CRASH : KVF_RUN_HANG, KVF_RUN_OK, KVF_RUN_OK};
+        kvf_run_result res;
+        CHECK_OK(kvf_runner_submit(r, &cases[order[0]], &err), &err);
+        for (int i = 0; i < 4; i++) {
+            if (i + 1 < 4) CHECK_OK(kvf_runner_submit(r, &cases[order[i + 1]], &err), &err);
+            kvf_runner_collect(r, o, lse, &res);
+            CHECK_INT_EQ(res.status, expect[i]);
+        }
+        CHECK_INT_EQ(kvf_runner_starts(r), 2);
+        kvf_runner_destroy(r);
+    }
+    CHECK(kvf_fuzz_kernel_find("test-nope") == NULL);
+    CHECK(kvf_fuzz_kernel_find("cpu-ref") == kvf_kernel_find("cpu-ref"));
+    for (size_t i = 0; i < kvf_kernel_count(); i++) /* never in the registry users see */
+        CHECK(strncmp(kvf_kernel_at(i)->name, "test-", 5) != 0);
+    free(o);
+    free(lse);
+    for (int i = 0; i < 3; i++) {
+        kvf_case_free(&cases[i]);
+    }
+    kvf_spec_free(&good);
+    kvf_spec_free(&empty);
+    kvf_spec_free(&one);
+}
+
+/* A bounded campaign finds the planted bug; the minimizer shrinks its case and keeps its class;
+ * a production kernel gives nothing in the same budget. */
+static void campaign_finds_and_minimizes_planted_bug(void) {
+    char dir[512], findings[600];
+    make_tmp(dir, sizeof dir);
+    snprintf(findings, sizeof findings, "%s/findings", dir);
+    FILE *log = fopen("/dev/null", "w");
+    kvf_campaign_opts o;
+    kvf_campaign_opts_default(&o);
+    o.kernel = kvf_fuzz_kernel_find("test-planted");
+    o.max_runs = 150;
+    o.jobs = 2;
+    o.seed = 7;
+    o.findings_dir = findings;
+    o.log = log;
+    kvf_campaign_stats st;
+    kvf_error err = {0};
+    CHECK_OK(kvf_campaign_run(&o, &st, &err), &err);
+    CHECK_INT_EQ(st.cases, 150);
+    CHECK(st.finding_hits > 0);
+    CHECK(st.findings_new > 0);
+    CHECK_INT_EQ(count_files(findings, NULL, NULL), 2 * st.findings_new);
+
+    /* Minimize the first o-tolerance finding. */
+    DIR *d = opendir(findings);
+    char path[1024] = "";
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strncmp(e->d_name, "o-tolerance-", 12) == 0 && strstr(e->d_name, ".kvfz"))
+            snprintf(path, sizeof path, "%s/%s", findings, e->d_name);
+    if (d) closedir(d);
+    CHECK(path[0] != 0);
+    if (path[0]) {
+        kvf_limits cl = case_limits();
+        kvf_spec s;
+        CHECK_OK(kvf_case_load(path, &s, NULL, &cl, &err), &err);
+        int64_t tokens_before = kvf_spec_tokens(&s);
+        kvf_minimize_opts mo;
+        kvf_minimize_opts_default(&mo);
+        mo.kernel = o.kernel;
+        mo.target = KVF_FINDING_O_TOLERANCE;
+        mo.jobs = 2;
+        kvf_outcome out;
+        kvf_minimize_stats ms;
+        CHECK_OK(kvf_minimize(&s, &mo, &out, &ms, &err), &err);
+        CHECK_INT_EQ(out.finding, KVF_FINDING_O_TOLERANCE);
+        CHECK(kvf_spec_tokens(&s) <= tokens_before);
+        CHECK_INT_EQ(s.recipe.batch_size, 1);
+        CHECK(ms.accepted > 0);
+        /* The minimized case replays to the same class. */
+        kvf_outcome again;
+        CHECK_OK(kvf_minimize_evaluate(&s, &mo, &again, &err), &err);
+        CHECK_INT_EQ(again.finding, KVF_FINDING_O_TOLERANCE);
+        kvf_spec_free(&s);
+    }
+
+    /* The production kernel: same budget, nothing. */
+    o.kernel = kvf_fuzz_kernel_find("cpu-splitkv");
+    o.max_runs = 100;
+    CHECK_OK(kvf_campaign_run(&o, &st, &err), &err);
+    CHECK_INT_EQ(st.finding_hits, 0);
+    fclose(log);
+    rm_tree(dir);
+}
+
+/* Overflow-class violations count only when asked for. */
+static void overflow_needs_asking(void) {
+    kvf_outcome out;
+    kvf_rule rule;
+    kvf_rule_parse(&rule, "strict", NULL);
+    kvf_verdict v = {0};
+    v.rule = rule;
+    v.pass = 0;
+    v.finding = KVF_FINDING_OVERFLOW;
+    /* Judge-free check of the selection: fake one overflow verdict. */
+    kvf_outcome_from_run(&out, KVF_RUN_OK, NULL);
+    out.nrules = 1;
+    out.verdicts[0] = v;
+    int f[16];
+    CHECK(kvf_outcome_features(&out, f) == 5);
+    kvf_spec s = small_spec(1);
+    s.recipe.logits = KVF_LOGITS_BEYOND_F32;
+    kvf_limits cl = case_limits();
+    kvf_case c;
+    kvf_error err = {0};
+    CHECK_OK(kvf_case_build(&c, &s, &cl, &err), &err);
+    kvf_oracle_opts oo;
+    kvf_oracle_opts_default(&oo);
+    kvf_oracle_result oracle;
+    CHECK_OK(kvf_oracle_run(&oracle, &c, &oo, &err), &err);
+    kvf_bf16 *o = calloc((size_t)kvf_case_o_elems(&c), sizeof *o);
+    float *lse = calloc((size_t)kvf_case_lse_elems(&c), sizeof *lse);
+    /* All-zero output on overflow rows: wrong, but only in the overflow class. */
+    CHECK_OK(kvf_outcome_judge(&out, &rule, 1, 0, &c, &oracle, o, lse, NULL, NULL, &err), &err);
+    CHECK_INT_EQ(out.verdicts[0].finding, KVF_FINDING_OVERFLOW);
+    CHECK_INT_EQ(out.finding, KVF_FINDING_NONE);
+    CHECK_OK(kvf_outcome_judge(&out, &rule, 1, 1, &c, &oracle, o, lse, NULL, NULL, &err), &err);
+    CHECK_INT_EQ(out.finding, KVF_FINDING_OVERFLOW);
+    CHECK_INT_EQ(out.rule, 0);
+    free(o);
+    free(lse);
+    kvf_oracle_result_free(&oracle);
+    kvf_case_free(&c);
+    kvf_spec_free(&s);
+}
+
+static const check_test tests[] = {
+    {"mutations_stay_valid", mutations_stay_valid},
+    {"lengths_jump_to_edges", lengths_jump_to_edges},
+    {"values_stay_in_domain", values_stay_in_domain},
+    {"crossover_is_valid", crossover_is_valid},
+    {"buckets", buckets},
+    {"signatures_and_saving", signatures_and_saving},
+    {"runner_survives_crash_and_hang", runner_survives_crash_and_hang},
+    {"campaign_finds_and_minimizes_planted_bug", campaign_finds_and_minimizes_planted_bug},
+    {"overflow_needs_asking", overflow_needs_asking},
+    {NULL, NULL},
+};
+
+CHECK_MAIN(tests)
