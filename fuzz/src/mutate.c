@@ -197,7 +197,8 @@ static int64_t pick_length(kvf_prng *rng, int32_t s, int32_t max_pages) {
         len = 2 * (int64_t)s - 1 + (int64_t)below(rng, 3);
         break;
     case 6:
-        len = 32 * (1 + (int64_t)below(rng, 8)) + (int64_t)below(rng, 3) - 1;
+        len = 32 * (1 + (int64_t)below(rng, 8));
+        len += (int64_t)below(rng, 3) - 1; /* separate statements: draws happen in one order */
         break;
     case 7:
         len = max_len;
@@ -355,8 +356,11 @@ static int mutate_value(kvf_spec *s, kvf_prng *rng, const kvf_case *c, int allow
         int64_t len = c->batch_size ? kvf_case_seq_len(c, b) : 0;
         if (len == 0) break;
         int64_t t = below(rng, 2) ? len - 1 : (int64_t)below(rng, (uint64_t)len);
-        offset = kvf_case_kv_offset(c, b, t, (int32_t)below(rng, (uint64_t)c->num_kv_heads),
-                                    (int32_t)below(rng, (uint64_t)c->head_dim));
+        /* One draw per statement: argument evaluation order differs between compilers, and a
+         * seed must mean the same mutation everywhere. */
+        int32_t g = (int32_t)below(rng, (uint64_t)c->num_kv_heads);
+        int32_t dim = (int32_t)below(rng, (uint64_t)c->head_dim);
+        offset = kvf_case_kv_offset(c, b, t, g, dim);
         break;
     }
     case 2: { /* an unused slot of a last page: read only by a kernel that reads past the end */
@@ -394,8 +398,8 @@ static int mutate_explicit(kvf_spec *s, kvf_prng *rng, int allow_nonfinite) {
     switch (below(rng, 4)) {
     case 0:
         if (entries == 0 || ex->num_pages == 0) return 1;
-        ex->kv_indices[below(rng, (uint64_t)entries)] =
-            (int32_t)below(rng, (uint64_t)ex->num_pages);
+        uint64_t at = below(rng, (uint64_t)entries);
+        ex->kv_indices[at] = (int32_t)below(rng, (uint64_t)ex->num_pages);
         return 0;
     case 1: {
         if (q_elems == 0) return 1;
@@ -461,10 +465,12 @@ static int apply(kvf_spec *s, kvf_prng *rng, int m, const kvf_mutate_limits *lim
         set_len(rp, rp->batch_size - 1u, len);
         return 0;
     }
-    case KVF_MUT_SEQ_LENGTH:
+    case KVF_MUT_SEQ_LENGTH: {
         if (rp->batch_size == 0 && kvf_spec_set_batch(s, 1, NULL)) return -1;
-        set_len(rp, (uint32_t)below(rng, rp->batch_size), pick_length(rng, S, lim->max_pages));
+        uint32_t b = (uint32_t)below(rng, rp->batch_size); /* before the length: one order */
+        set_len(rp, b, pick_length(rng, S, lim->max_pages));
         return 0;
+    }
     case KVF_MUT_SEQ_PAGES: {
         if (rp->batch_size == 0) return 1;
         uint32_t b = (uint32_t)below(rng, rp->batch_size);
@@ -879,7 +885,8 @@ int kvf_spec_repair(kvf_spec *s, const kvf_limits *case_limits, int allow_nonfin
     int rc = build_fixing_overrides(s, case_limits, &c, err);
     /* A table entry pointed at a poisoned page or at another sequence's tail makes NaN/inf
      * part of the result: outside the default input domain. Undo what brought them in: page
-     * redirections first, then every override, then the poison itself. */
+     * redirections first, then every override, then the poison itself, then the logit
+     * scaling that turns bf16 extremes into inf, then the q/k distributions. */
     for (int step = 0; rc == 0 && !allow_nonfinite && !kvf_case_inputs_finite(&c); step++) {
         kvf_case_free(&c);
         if (step == 0) {
@@ -891,6 +898,11 @@ int kvf_spec_repair(kvf_spec *s, const kvf_limits *case_limits, int allow_nonfin
             s->num_overrides = 0;
         } else if (step == 2) {
             s->recipe.poison = 0;
+        } else if (step == 3 && s->recipe.logits != KVF_LOGITS_NATURAL) {
+            /* huge and beyond-f32 logits scale q and k up; bf16 extremes then become inf */
+            s->recipe.logits = KVF_LOGITS_NATURAL;
+        } else if (step <= 4) {
+            s->recipe.q = s->recipe.k = (kvf_dist){KVF_DIST_NORMAL, 0, 0};
         } else {
             return kvf_error_set(err, KVF_EINVAL, "the case reads NaN or inf inputs");
         }

@@ -87,8 +87,9 @@ void kvf_spec_fit(kvf_spec *spec, const kvf_mutate_limits *lim);
 /* Makes the overrides consistent with the expanded case (indices and page ids wrapped into
  * range, impossible ones dropped) and checks that the spec builds. Unless allow_nonfinite, it
  * also keeps NaN/inf out of the result's inputs: a table override that points a sequence at a
- * poisoned page is dropped (then other overrides, then the poison). On success *built (if not
- * NULL) receives the built case, which the caller frees. Returns 0 or the build error. */
+ * poisoned page is dropped (then other overrides, the poison, huge logit scaling, extreme q/k
+ * values). On success *built (if not NULL) receives the built case, which the caller frees. Returns
+ * 0 or the build error. */
 int kvf_spec_repair(kvf_spec *spec, const kvf_limits *case_limits, int allow_nonfinite,
                     kvf_case *built, kvf_error *err);
 
