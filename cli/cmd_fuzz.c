@@ -9,12 +9,14 @@
 #include "cli.h"
 #include "kvfuzz/campaign.h"
 #include "kvfuzz/runner.h"
+#include "kvfuzz/stats.h"
 #include "kvfuzz/test_kernels.h"
 
 static void fuzz_help(void) {
     printf(
         "usage: kvfuzz fuzz [--kernel K] [--rule R]... [--time SEC | --runs N] [--jobs N]\n"
-        "                   [--seed N] [--corpus DIR] [--findings DIR] [--deadline SEC]\n"
+        "                   [--seed N] [--corpus DIR] [--findings DIR] [--stats FILE]\n"
+        "                   [--deadline SEC]\n"
         "                   [--determinism N] [--max-batch N] [--max-pages N]\n"
         "                   [--max-page-size N] [--max-work N] [--require-overflow]\n"
         "                   [--workers N] [--generators N] [--in-process] [--oracle-only]\n"
@@ -37,6 +39,8 @@ static void fuzz_help(void) {
         "  --corpus DIR        cases to start from; new cases reaching new error buckets are\n"
         "                      added to it (created if missing).\n"
         "  --findings DIR      where findings go (default: findings).\n"
+        "  --stats FILE        streaming error statistics, rewritten atomically every 60 s and\n"
+        "                      at exit, for `kvfuzz report` (default: DIR/stats.json).\n"
         "  --deadline SEC      per-launch deadline before a hang is declared (default 10).\n"
         "  --determinism N     re-run every Nth case after another one and compare the bits\n"
         "                      (default 16; 0 turns the check off).\n"
@@ -77,6 +81,37 @@ static int parse_seconds(const char *cmd, const char *opt, const char *v, double
     return 0;
 }
 
+/* Streaming error statistics (reports/): every judged case goes through kvf_stats_judge, and
+ * the file is rewritten atomically at the stats module's interval and at exit. The campaign
+ * calls the observer under its own lock, so no locking is needed here. */
+typedef struct stats_sink {
+    kvf_stats *stats;
+    const char *path;
+    const kvf_campaign_opts *o;
+    int failed; /* report a write error once, keep fuzzing */
+} stats_sink;
+
+static void observe_case(void *ctx, const kvf_campaign_event *ev) {
+    stats_sink *sink = ctx;
+    kvf_error err = {0};
+    uint8_t *bytes = NULL;
+    size_t size = 0;
+    if (kvf_spec_encode(ev->spec, &bytes, &size, NULL)) bytes = NULL;
+    kvf_stats_case ref = {NULL, bytes, bytes ? size : 0};
+    const char *kernel = sink->o->kernel->name;
+    kvf_stats_count_run(sink->stats, kernel, KVF_STATS_RAN, NULL);
+    for (int r = 0; r < sink->o->nrules; r++) {
+        kvf_verdict v;
+        kvf_stats_judge(sink->stats, kernel, &ref, &v, &sink->o->rules[r], ev->c, ev->oracle, ev->o,
+                        ev->lse, NULL);
+    }
+    free(bytes);
+    if (kvf_stats_tick(sink->stats, sink->path, &err) && !sink->failed) {
+        sink->failed = 1;
+        fprintf(stderr, "kvfuzz fuzz: statistics not written: %s\n", err.msg);
+    }
+}
+
 int kvf_cmd_fuzz(int argc, char **argv) {
     const char *cmd = "fuzz";
     kvf_campaign_opts o;
@@ -84,7 +119,7 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     cli_limits(&o.case_limits);
     o.findings_dir = "findings";
     int seed_given = 0;
-    const char *kernel_name = NULL;
+    const char *kernel_name = NULL, *stats_path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is_help(a)) {
@@ -107,11 +142,12 @@ int kvf_cmd_fuzz(int argc, char **argv) {
             o.verbose = 1;
             continue;
         }
-        static const char *const valued[] = {
-            "--kernel",    "--rule",      "--time",          "--runs",     "--jobs",
-            "--seed",      "--corpus",    "--findings",      "--deadline", "--determinism",
-            "--max-batch", "--max-pages", "--max-page-size", "--max-work", "--generators",
-            "--workers",   NULL};
+        static const char *const valued[] = {"--kernel",        "--rule",      "--time",
+                                             "--runs",          "--jobs",      "--seed",
+                                             "--corpus",        "--findings",  "--deadline",
+                                             "--determinism",   "--max-batch", "--max-pages",
+                                             "--max-page-size", "--max-work",  "--generators",
+                                             "--workers",       "--stats",     NULL};
         int known = 0;
         for (int k = 0; valued[k]; k++)
             if (strcmp(a, valued[k]) == 0) known = 1;
@@ -154,6 +190,8 @@ int kvf_cmd_fuzz(int argc, char **argv) {
             o.corpus_dir = v;
         } else if (strcmp(a, "--findings") == 0) {
             o.findings_dir = v;
+        } else if (strcmp(a, "--stats") == 0) {
+            stats_path = v;
         } else if (strcmp(a, "--deadline") == 0) {
             rc = parse_seconds(cmd, a, v, &o.deadline_s);
         } else if (strcmp(a, "--determinism") == 0) {
@@ -197,9 +235,37 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     fprintf(stderr, ", findings in %s%s%s\n", o.findings_dir, o.corpus_dir ? ", corpus " : "",
             o.corpus_dir ? o.corpus_dir : "");
 
-    kvf_campaign_stats st;
     kvf_error err = {0};
+    char default_stats[4096];
+    if (!stats_path) {
+        snprintf(default_stats, sizeof default_stats, "%s/stats.json", o.findings_dir);
+        stats_path = default_stats;
+        if (kvf_fuzz_mkdirs(o.findings_dir, &err)) return cli_usage_error(cmd, "%s", err.msg);
+    }
+    stats_sink sink = {0};
+    kvf_stats_opts so;
+    kvf_stats_opts_default(&so);
+    so.findings_dir = o.findings_dir;
+    so.command = "kvfuzz fuzz";
+    sink.path = stats_path;
+    sink.o = &o;
+    if (kvf_stats_create(&sink.stats, &so, &err) || kvf_stats_write(sink.stats, stats_path, &err)) {
+        kvf_stats_free(sink.stats);
+        return cli_usage_error(cmd, "%s", err.msg);
+    }
+    if (!o.oracle_only) {
+        o.observer = observe_case;
+        o.observer_ctx = &sink;
+    }
+
+    kvf_campaign_stats st;
     int rc = kvf_campaign_run(&o, &st, &err);
+    kvf_error serr = {0};
+    if (kvf_stats_write(sink.stats, stats_path, &serr))
+        fprintf(stderr, "kvfuzz fuzz: %s\n", serr.msg);
+    else
+        fprintf(stderr, "kvfuzz fuzz: statistics in %s\n", stats_path);
+    kvf_stats_free(sink.stats);
     if (rc) {
         fprintf(stderr, "kvfuzz fuzz: %s\n", err.msg);
         if (st.cases == 0) return KVF_EXIT_USAGE;

@@ -23,7 +23,7 @@ expect() {
   fi
 }
 
-for sub in replay gen show oracle kernels rules bench mutants report; do
+for sub in replay gen show oracle kernels rules bench mutants report fuzz minimize; do
   expect 0 "" -- "$kvfuzz" "$sub" --help
   grep -q "usage: kvfuzz $sub" "$tmp/out" || fail "$sub --help does not print its usage"
 done

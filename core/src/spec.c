@@ -249,7 +249,7 @@ int kvf_spec_set_batch(kvf_spec *s, uint16_t batch, kvf_error *err) {
 }
 
 static int decode_dist(reader *r, kvf_dist *d, const char *field) {
-    uint8_t scale;
+    uint8_t scale = 0;
     int rc = read_u8(r, &d->kind, field);
     if (!rc) rc = read_u8(r, &scale, field);
     if (!rc) rc = read_u8(r, &d->param, field);
