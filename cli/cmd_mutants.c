@@ -27,7 +27,12 @@ typedef struct cached_case {
     kvf_oracle_result oracle;
     double prepare_seconds; /* generation + oracle */
     int ok;
+    int present; /* built and held; cases past CACHE_KEEP are released after each use */
 } cached_case;
+
+/* Mutants are caught within a few dozen cases, so the first cases are kept for all of them;
+ * the long control campaigns stream past this point without holding their cases. */
+#define CACHE_KEEP 4096
 
 typedef struct case_cache {
     cached_case *cases;
@@ -51,6 +56,29 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static void cache_build(case_cache *cache, size_t i) {
+    cached_case *cc = &cache->cases[i];
+    double t0 = now_seconds();
+    kvf_spec s;
+    kvf_error err = {0};
+    uint64_t seed = cache->seed + i;
+    cc->ok = 0;
+    if (kvf_spec_random(&s, seed, &cache->ropts, &err) == 0) {
+        if (kvf_case_build(&cc->c, &s, &cache->limits, &err) == 0) {
+            if (kvf_oracle_run(&cc->oracle, &cc->c, &cache->oopts, &err) == 0)
+                cc->ok = 1;
+            else
+                kvf_case_free(&cc->c);
+        }
+        kvf_spec_free(&s);
+    }
+    if (!cc->ok)
+        fprintf(stderr, "kvfuzz mutants: case %llu skipped: %s\n", (unsigned long long)seed,
+                err.msg);
+    cc->prepare_seconds = now_seconds() - t0;
+    cc->present = 1;
+}
+
 static const cached_case *cache_get(case_cache *cache, size_t i) {
     while (cache->count <= i) {
         if (cache->count == cache->cap) {
@@ -60,33 +88,25 @@ static const cached_case *cache_get(case_cache *cache, size_t i) {
             cache->cases = n;
             cache->cap = ncap;
         }
-        cached_case *cc = &cache->cases[cache->count];
-        memset(cc, 0, sizeof *cc);
-        double t0 = now_seconds();
-        kvf_spec s;
-        kvf_error err = {0};
-        uint64_t seed = cache->seed + cache->count;
-        if (kvf_spec_random(&s, seed, &cache->ropts, &err) == 0) {
-            if (kvf_case_build(&cc->c, &s, &cache->limits, &err) == 0) {
-                if (kvf_oracle_run(&cc->oracle, &cc->c, &cache->oopts, &err) == 0)
-                    cc->ok = 1;
-                else
-                    kvf_case_free(&cc->c);
-            }
-            kvf_spec_free(&s);
-        }
-        if (!cc->ok)
-            fprintf(stderr, "kvfuzz mutants: case %llu skipped: %s\n", (unsigned long long)seed,
-                    err.msg);
-        cc->prepare_seconds = now_seconds() - t0;
-        cache->count++;
+        memset(&cache->cases[cache->count++], 0, sizeof *cache->cases);
     }
+    if (!cache->cases[i].present) cache_build(cache, i);
     return &cache->cases[i];
+}
+
+static void cache_release(case_cache *cache, size_t i) {
+    cached_case *cc = &cache->cases[i];
+    if (i < CACHE_KEEP || !cc->present) return;
+    if (cc->ok) {
+        kvf_oracle_result_free(&cc->oracle);
+        kvf_case_free(&cc->c);
+    }
+    cc->present = 0;
 }
 
 static void cache_free(case_cache *cache) {
     for (size_t i = 0; i < cache->count; i++)
-        if (cache->cases[i].ok) {
+        if (cache->cases[i].present && cache->cases[i].ok) {
             kvf_oracle_result_free(&cache->cases[i].oracle);
             kvf_case_free(&cache->cases[i].c);
         }
@@ -119,7 +139,10 @@ static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule
         if (!cc) break;
         spent += cc->prepare_seconds;
         d.cases++;
-        if (!cc->ok) continue;
+        if (!cc->ok) {
+            cache_release(cache, i);
+            continue;
+        }
         double t0 = now_seconds();
         kvf_bf16 *o = NULL;
         float *lse = NULL;
@@ -138,6 +161,7 @@ static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule
         free(o);
         free(lse);
         spent += now_seconds() - t0;
+        cache_release(cache, i);
         if (d.caught) break;
     }
     d.seconds = spent;
@@ -395,6 +419,7 @@ int kvf_cmd_mutants(int argc, char **argv) {
             printf("  %-20s %s after %ld cases (%.1f s)\n", k->name,
                    a.caught ? a.finding : "no finding", a.cases, a.seconds);
         }
+        fflush(stdout);
         controls++;
     }
     if (json)
