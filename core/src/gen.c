@@ -506,13 +506,6 @@ static void base_recipe(kvf_spec *s, uint64_t seed, int hq, int hk, int d, int p
     rp->seed = seed;
 }
 
-static void set_seq(kvf_spec *s, uint32_t b, int64_t len) {
-    int64_t page = s->recipe.page_size;
-    s->recipe.num_pages[b] = (uint16_t)(len == 0 ? 0 : (len + page - 1) / page);
-    s->recipe.last_page_len[b] =
-        (uint16_t)(len == 0 ? 0 : len - (s->recipe.num_pages[b] - 1) * page);
-}
-
 static void preset_seed(kvf_spec *s, uint64_t seed) {
     base_recipe(s, seed, 20, 4, 128, 64);
     kvf_spec_set_batch(s, 1, NULL);
@@ -526,16 +519,16 @@ static void preset_batch_mixed(kvf_spec *s, uint64_t seed) {
     kvf_spec_set_batch(s, 6, NULL);
     static const int64_t lens[6] = {1, 63, 64, 65, 0, 700};
     for (uint32_t b = 0; b < 6; b++)
-        set_seq(s, b, lens[b]);
+        kvf_recipe_set_seq_len(&s->recipe, b, lens[b]);
     s->recipe.spare_pages = 3;
 }
 
 static void preset_empty(kvf_spec *s, uint64_t seed) {
     base_recipe(s, seed, 20, 4, 128, 64);
     kvf_spec_set_batch(s, 3, NULL);
-    set_seq(s, 0, 0);
-    set_seq(s, 1, 100);
-    set_seq(s, 2, 0);
+    kvf_recipe_set_seq_len(&s->recipe, 0, 0);
+    kvf_recipe_set_seq_len(&s->recipe, 1, 100);
+    kvf_recipe_set_seq_len(&s->recipe, 2, 0);
     s->recipe.poison = KVF_POISON_ALL & ~(KVF_POISON_TAIL_INF | KVF_POISON_UNREF_INF);
     s->recipe.spare_pages = 2;
 }
@@ -561,7 +554,7 @@ static void preset_shared_prefix(kvf_spec *s, uint64_t seed) {
     kvf_spec_set_batch(s, 4, NULL);
     static const int64_t lens[4] = {200, 129, 300, 64};
     for (uint32_t b = 0; b < 4; b++)
-        set_seq(s, b, lens[b]);
+        kvf_recipe_set_seq_len(&s->recipe, b, lens[b]);
     s->recipe.table = KVF_TABLE_SHARED_PREFIX;
     s->recipe.poison = KVF_POISON_TAIL_NAN;
 }
@@ -569,32 +562,32 @@ static void preset_shared_prefix(kvf_spec *s, uint64_t seed) {
 static void preset_gqa7(kvf_spec *s, uint64_t seed) {
     base_recipe(s, seed, 28, 4, 128, 16);
     kvf_spec_set_batch(s, 2, NULL);
-    set_seq(s, 0, 257);
-    set_seq(s, 1, 31);
+    kvf_recipe_set_seq_len(&s->recipe, 0, 257);
+    kvf_recipe_set_seq_len(&s->recipe, 1, 31);
     s->recipe.table = KVF_TABLE_REVERSED;
 }
 
 static void preset_gqa16_d256(kvf_spec *s, uint64_t seed) {
     base_recipe(s, seed, 32, 2, 256, 128);
     kvf_spec_set_batch(s, 2, NULL);
-    set_seq(s, 0, 129);
-    set_seq(s, 1, 1000);
+    kvf_recipe_set_seq_len(&s->recipe, 0, 129);
+    kvf_recipe_set_seq_len(&s->recipe, 1, 1000);
     s->recipe.table = KVF_TABLE_SCATTERED;
 }
 
 static void preset_page1(kvf_spec *s, uint64_t seed) {
     base_recipe(s, seed, 8, 8, 64, 1);
     kvf_spec_set_batch(s, 3, NULL);
-    set_seq(s, 0, 1);
-    set_seq(s, 1, 77);
-    set_seq(s, 2, 5);
+    kvf_recipe_set_seq_len(&s->recipe, 0, 1);
+    kvf_recipe_set_seq_len(&s->recipe, 1, 77);
+    kvf_recipe_set_seq_len(&s->recipe, 2, 5);
 }
 
 static void preset_page256(kvf_spec *s, uint64_t seed) {
     base_recipe(s, seed, 20, 4, 128, 256);
     kvf_spec_set_batch(s, 2, NULL);
-    set_seq(s, 0, 257);
-    set_seq(s, 1, 255);
+    kvf_recipe_set_seq_len(&s->recipe, 0, 257);
+    kvf_recipe_set_seq_len(&s->recipe, 1, 255);
     s->recipe.poison = KVF_POISON_TAIL_NAN;
 }
 
@@ -638,7 +631,7 @@ static void preset_log_uniform(kvf_spec *s, uint64_t seed) {
 static void preset_long(kvf_spec *s, uint64_t seed) {
     base_recipe(s, seed, 20, 4, 128, 64);
     kvf_spec_set_batch(s, 1, NULL);
-    set_seq(s, 0, 32768);
+    kvf_recipe_set_seq_len(&s->recipe, 0, 32768);
 }
 
 static const preset presets[] = {
@@ -761,7 +754,7 @@ int kvf_spec_random(kvf_spec *out, uint64_t seed, const kvf_random_opts *o, kvf_
         if (len > budget) len = budget;
         if (len < 0) len = 0;
         budget -= len;
-        set_seq(out, (uint32_t)b, len);
+        kvf_recipe_set_seq_len(&out->recipe, (uint32_t)b, len);
     }
     rp->table = (uint8_t)pick(&r, KVF_TABLE_COUNT);
     if (rp->table == KVF_TABLE_HIGH_IDS && !o->allow_high_ids) rp->table = KVF_TABLE_SCATTERED;

@@ -248,6 +248,23 @@ int kvf_spec_set_batch(kvf_spec *s, uint16_t batch, kvf_error *err) {
     return 0;
 }
 
+int64_t kvf_recipe_seq_len(const kvf_recipe *rp, uint32_t b) {
+    return rp->num_pages[b] ? (int64_t)(rp->num_pages[b] - 1) * rp->page_size + rp->last_page_len[b]
+                            : 0;
+}
+
+void kvf_recipe_set_seq_len(kvf_recipe *rp, uint32_t b, int64_t len) {
+    if (len <= 0) {
+        rp->num_pages[b] = 0;
+        rp->last_page_len[b] = 0;
+        return;
+    }
+    int64_t s = rp->page_size, n = (len + s - 1) / s;
+    if (n > 65535) n = 65535, len = n * s;
+    rp->num_pages[b] = (uint16_t)n;
+    rp->last_page_len[b] = (uint16_t)(len - (n - 1) * s);
+}
+
 static int decode_dist(reader *r, kvf_dist *d, const char *field) {
     uint8_t scale = 0;
     int rc = read_u8(r, &d->kind, field);

@@ -27,28 +27,12 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static int64_t len_of(const kvf_recipe *rp, uint32_t b) {
-    return rp->num_pages[b] ? (int64_t)(rp->num_pages[b] - 1) * rp->page_size + rp->last_page_len[b]
-                            : 0;
-}
-
-static void set_len(kvf_recipe *rp, uint32_t b, int64_t len) {
-    if (len <= 0) {
-        rp->num_pages[b] = 0;
-        rp->last_page_len[b] = 0;
-        return;
-    }
-    int64_t n = (len + rp->page_size - 1) / rp->page_size;
-    rp->num_pages[b] = (uint16_t)n;
-    rp->last_page_len[b] = (uint16_t)(len - (n - 1) * rp->page_size);
-}
-
 void kvf_spec_size_text(char *out, size_t size, const kvf_spec *s) {
     const kvf_recipe *rp = &s->recipe;
     int64_t pages = 0, tokens = 0;
     for (uint32_t b = 0; b < rp->batch_size; b++) {
         pages += rp->num_pages[b];
-        tokens += len_of(rp, b);
+        tokens += kvf_recipe_seq_len(rp, b);
     }
     uint8_t *bytes = NULL;
     size_t n = 0;
@@ -186,22 +170,22 @@ static int pass_shorten(kvf_spec *s, int k) {
     if (k >= rp->batch_size * KINDS) return 0;
     if (s->has_explicit) return -1;
     uint32_t b = (uint32_t)(k / KINDS);
-    int64_t len = len_of(rp, b);
+    int64_t len = kvf_recipe_seq_len(rp, b);
     switch (k % KINDS) {
     case 0:
-        set_len(rp, b, 0);
+        kvf_recipe_set_seq_len(rp, b, 0);
         break;
     case 1:
-        set_len(rp, b, len > 1 ? 1 : len);
+        kvf_recipe_set_seq_len(rp, b, len > 1 ? 1 : len);
         break;
     case 2:
-        set_len(rp, b, len / 2);
+        kvf_recipe_set_seq_len(rp, b, len / 2);
         break;
     case 3:
-        set_len(rp, b, len - rp->page_size);
+        kvf_recipe_set_seq_len(rp, b, len - rp->page_size);
         break;
     case 4:
-        set_len(rp, b, len - 1);
+        kvf_recipe_set_seq_len(rp, b, len - 1);
         break;
     default:
         if (rp->num_pages[b] == 0) return -1;
@@ -253,11 +237,11 @@ static int pass_page_size(kvf_spec *s, int k) {
     int64_t lens[4096];
     uint32_t nb = rp->batch_size < 4096 ? rp->batch_size : 4096;
     for (uint32_t b = 0; b < nb; b++)
-        lens[b] = len_of(rp, b);
+        lens[b] = kvf_recipe_seq_len(rp, b);
     rp->page_size = (uint16_t)(rp->page_size / 2);
     for (uint32_t b = 0; b < nb; b++) {
         if ((lens[b] + rp->page_size - 1) / rp->page_size > 65535) return -1;
-        set_len(rp, b, lens[b]);
+        kvf_recipe_set_seq_len(rp, b, lens[b]);
     }
     return 1;
 }

@@ -42,27 +42,10 @@ static uint64_t below(kvf_prng *rng, uint64_t n) {
     return n ? kvf_prng_below(rng, n) : 0;
 }
 
-static int64_t seq_len(const kvf_recipe *rp, uint32_t b) {
-    return rp->num_pages[b] ? (int64_t)(rp->num_pages[b] - 1) * rp->page_size + rp->last_page_len[b]
-                            : 0;
-}
-
-static void set_len(kvf_recipe *rp, uint32_t b, int64_t len) {
-    if (len <= 0) {
-        rp->num_pages[b] = 0;
-        rp->last_page_len[b] = 0;
-        return;
-    }
-    int64_t s = rp->page_size, n = (len + s - 1) / s;
-    if (n > 65535) n = 65535, len = n * s;
-    rp->num_pages[b] = (uint16_t)n;
-    rp->last_page_len[b] = (uint16_t)(len - (n - 1) * s);
-}
-
 int64_t kvf_spec_tokens(const kvf_spec *s) {
     int64_t t = 0;
     for (uint32_t b = 0; b < s->recipe.batch_size; b++)
-        t += seq_len(&s->recipe, b);
+        t += kvf_recipe_seq_len(&s->recipe, b);
     return t;
 }
 
@@ -450,7 +433,7 @@ static int apply(kvf_spec *s, kvf_prng *rng, int m, const kvf_mutate_limits *lim
         if (nb == old) nb = old > 1 ? old - 1 : old + 1;
         if (kvf_spec_set_batch(s, (uint16_t)nb, NULL)) return -1;
         for (uint32_t b = old; b < nb; b++)
-            set_len(rp, b, pick_length(rng, S, lim->max_pages));
+            kvf_recipe_set_seq_len(rp, b, pick_length(rng, S, lim->max_pages));
         return 0;
     }
     case KVF_MUT_SEQ_REMOVE:
@@ -460,15 +443,15 @@ static int apply(kvf_spec *s, kvf_prng *rng, int m, const kvf_mutate_limits *lim
     case KVF_MUT_SEQ_DUPLICATE: {
         if (rp->batch_size == 0 || rp->batch_size >= lim->max_batch) return 1;
         uint32_t from = (uint32_t)below(rng, rp->batch_size);
-        int64_t len = seq_len(rp, from);
+        int64_t len = kvf_recipe_seq_len(rp, from);
         if (kvf_spec_set_batch(s, (uint16_t)(rp->batch_size + 1), NULL)) return -1;
-        set_len(rp, rp->batch_size - 1u, len);
+        kvf_recipe_set_seq_len(rp, rp->batch_size - 1u, len);
         return 0;
     }
     case KVF_MUT_SEQ_LENGTH: {
         if (rp->batch_size == 0 && kvf_spec_set_batch(s, 1, NULL)) return -1;
         uint32_t b = (uint32_t)below(rng, rp->batch_size); /* before the length: one order */
-        set_len(rp, b, pick_length(rng, S, lim->max_pages));
+        kvf_recipe_set_seq_len(rp, b, pick_length(rng, S, lim->max_pages));
         return 0;
     }
     case KVF_MUT_SEQ_PAGES: {
@@ -529,10 +512,10 @@ static int apply(kvf_spec *s, kvf_prng *rng, int m, const kvf_mutate_limits *lim
         int64_t lens[65536 / 16];
         uint32_t nb = rp->batch_size < 4096 ? rp->batch_size : 4096;
         for (uint32_t b = 0; b < nb; b++)
-            lens[b] = seq_len(rp, b);
+            lens[b] = kvf_recipe_seq_len(rp, b);
         rp->page_size = ns;
         for (uint32_t b = 0; b < nb; b++)
-            set_len(rp, b, lens[b]);
+            kvf_recipe_set_seq_len(rp, b, lens[b]);
         return 0;
     }
     case KVF_MUT_SHAPE: {
@@ -673,7 +656,7 @@ int kvf_spec_mutate(kvf_spec *s, kvf_prng *rng, int which, const kvf_mutate_limi
 static uint32_t longest_sequence(const kvf_recipe *rp) {
     uint32_t best = 0;
     for (uint32_t b = 1; b < rp->batch_size; b++)
-        if (seq_len(rp, b) > seq_len(rp, best)) best = b;
+        if (kvf_recipe_seq_len(rp, b) > kvf_recipe_seq_len(rp, best)) best = b;
     return best;
 }
 
@@ -724,13 +707,13 @@ void kvf_spec_fit(kvf_spec *s, const kvf_mutate_limits *lim) {
             continue;
         }
         uint32_t b = longest_sequence(rp);
-        int64_t len = rp->batch_size ? seq_len(rp, b) : 0;
+        int64_t len = rp->batch_size ? kvf_recipe_seq_len(rp, b) : 0;
         if (len > 1) {
-            set_len(rp, b, len / 2);
+            kvf_recipe_set_seq_len(rp, b, len / 2);
             continue;
         }
         if (len == 1 && kvf_spec_pool_elems(s) > lim->max_pool_elems) {
-            set_len(rp, b, 0);
+            kvf_recipe_set_seq_len(rp, b, 0);
             continue;
         }
         if (rp->num_qo_heads > rp->num_kv_heads) {
@@ -795,7 +778,7 @@ int kvf_spec_crossover(kvf_spec *out, const kvf_spec *a, const kvf_spec *b, kvf_
             return KVF_ENOMEM;
         }
         for (uint32_t i = 0; i < take; i++)
-            set_len(rp, keep + i, seq_len(rb, rb->batch_size - take + i));
+            kvf_recipe_set_seq_len(rp, keep + i, kvf_recipe_seq_len(rb, rb->batch_size - take + i));
     }
     kvf_spec_fit(out, lim);
     return 0;

@@ -135,6 +135,12 @@ int kvf_spec_copy(kvf_spec *dst, const kvf_spec *src, kvf_error *err);
 /* Returns nonzero when two specs are field-by-field identical. */
 int kvf_spec_equal(const kvf_spec *a, const kvf_spec *b);
 
+/* Tokens in sequence b of a recipe (0 when it has no pages). */
+int64_t kvf_recipe_seq_len(const kvf_recipe *rp, uint32_t b);
+/* Sets sequence b to `len` tokens: page count and last-page length (0 and 0 for len <= 0);
+ * a length past 65535 pages is cut to 65535 full pages. */
+void kvf_recipe_set_seq_len(kvf_recipe *rp, uint32_t b, int64_t len);
+
 /* Sets the batch and (re)allocates the per-sequence arrays (new entries: 1 page, full). */
 int kvf_spec_set_batch(kvf_spec *spec, uint16_t batch_size, kvf_error *err);
 
