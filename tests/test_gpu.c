@@ -459,6 +459,75 @@ static void test_high_page_ids(void) {
     kvf_spec_free(&spec);
 }
 
+/* ---- the poisoned pool across runs ------------------------------------------------------- */
+
+/* A kernel state keeps its device pools between runs and re-poisons only what the previous run
+ * wrote. With KVF_CUDA_VERIFY_POOL the state checks after every upload that no byte outside the
+ * current case's resident pages is anything but 0xFF, so a stale page of an earlier case (which
+ * a kernel reading the wrong page would see as plausible data instead of NaN) fails the run.
+ * The sequence mixes a 4 GiB high-id pool, generated cases of every shape and page size, and a
+ * failed run (which must make the next run refill everything). */
+static void test_pool_poison_between_runs(void) {
+    char why[256];
+    if (gpu_skip_reason(why, sizeof why)) CHECK_SKIP("%s", why);
+    setenv("KVF_CUDA_VERIFY_POOL", "1", 1);
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_random_opts ro;
+    random_opts(&ro);
+    const long n = env_long("KVF_GPU_CASES", GPU_CASES_DEFAULT, 1, 100000000) / 50 + 4;
+    const char *names[2] = {"cuda", "cuda-naive"};
+    long runs = 0;
+    for (int k = 0; k < 2; k++) {
+        const kvf_kernel *kern = kvf_kernel_find(names[k]);
+        kvf_error err = {0};
+        void *st = NULL;
+        CHECK_OK(kern->create(&st, &err), &err);
+        if (!st) break;
+        for (long i = -1; i < n; i++) {
+            kvf_spec spec;
+            kvf_case c;
+            memset(&c, 0, sizeof c);
+            const uint64_t seed = GPU_SEED_BASE + 0x200000 + (uint64_t)i;
+            int rc;
+            if (i < 0) { /* first the largest pool, so later cases run inside a larger allocation */
+                rc = kvf_spec_preset(&spec, "seed-h20kv4", 7, &err);
+                spec.recipe.table = KVF_TABLE_HIGH_IDS;
+                spec.recipe.page_id_base = 65540;
+            } else {
+                rc = kvf_spec_random(&spec, seed, &ro, &err);
+            }
+            if (rc || kvf_case_build(&c, &spec, &lim, &err)) {
+                CHECK_FAIL_AT("case %ld does not build: %s", i, err.msg);
+                kvf_spec_free(&spec);
+                continue;
+            }
+            kvf_bf16 *o = malloc(((size_t)kvf_case_o_elems(&c) + 1) * sizeof *o);
+            float *lse = malloc(((size_t)kvf_case_lse_elems(&c) + 1) * sizeof *lse);
+            if (i == n / 2 && c.batch_size > 0 && c.kv_indptr[c.batch_size] > 0) {
+                /* A rejected case between two good ones. */
+                int32_t saved = c.kv_indices[0];
+                c.kv_indices[0] = -1;
+                CHECK(kern->run(st, &c, o, lse, &err) == KVF_EINVAL);
+                c.kv_indices[0] = saved;
+            }
+            rc = kern->run(st, &c, o, lse, &err);
+            if (rc)
+                CHECK_FAIL_AT("%s: case %ld (seed 0x%llx, %lld resident pages of %lld): %s",
+                              names[k], i, (unsigned long long)seed,
+                              (long long)c.num_resident_pages, (long long)c.num_pages, err.msg);
+            runs++;
+            free(o);
+            free(lse);
+            kvf_case_free(&c);
+            kvf_spec_free(&spec);
+        }
+        kern->destroy(st);
+    }
+    unsetenv("KVF_CUDA_VERIFY_POOL");
+    printf("  %ld runs checked for stale pages\n", runs);
+}
+
 /* ---- validation -------------------------------------------------------------------------- */
 
 static void expect_error(void *st, const kvf_kernel *k, const kvf_case *c, int code,
@@ -538,6 +607,7 @@ static const check_test tests[] = {
     {"validation", test_validation},
     {"same_bits_twice", test_same_bits_twice},
     {"high_page_ids", test_high_page_ids},
+    {"pool_poison_between_runs", test_pool_poison_between_runs},
     {"oracle_sweep", test_oracle_sweep},
     {NULL, NULL},
 };

@@ -288,6 +288,33 @@ __global__ void scatter_pages_kernel(const uint4 *src, const int64_t *ids, int64
     }
 }
 
+// Writes 0xFF (bf16 NaN) over the listed pages: undoes what scatter_pages_kernel wrote.
+__global__ void poison_pages_kernel(const int64_t *ids, int64_t n, int64_t page_vec, uint4 *pool) {
+    const uint4 nan = make_uint4(~0u, ~0u, ~0u, ~0u);
+    const int64_t total = n * page_vec;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t page = i / page_vec, j = i - page * page_vec;
+        pool[ids[page] * page_vec + j] = nan;
+    }
+}
+
+// Counts 16-byte vectors that are not all 0xFF outside the pages marked in `resident` (one
+// byte per page of the current layout; vectors past num_pages pages belong to no page).
+__global__ void count_unpoisoned_kernel(const uint4 *pool, int64_t vecs, int64_t page_vec,
+                                        const unsigned char *resident, int64_t num_pages,
+                                        unsigned long long *count) {
+    unsigned long long mine = 0;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < vecs;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t page = i / page_vec;
+        if (page < num_pages && resident[page]) continue;
+        const uint4 v = pool[i];
+        if ((v.x & v.y & v.z & v.w) != ~0u) ++mine;
+    }
+    if (mine) atomicAdd(count, mine);
+}
+
 } // namespace kvf
 
 using namespace kvf;
@@ -859,10 +886,24 @@ constexpr size_t kStageBytes = 64u << 20; // gather buffer for resident pages
 struct CaseState {
     kvf_cuda_plan *plan;
     cudaStream_t stream;
-    void *d_k, *d_v; // the page pools, 0xFF-filled, only resident pages written
+    // The page pools. Invariant while pool_clean is set: every byte of [0, pool_cap) is 0xFF
+    // except the pages listed in d_written (written_pages ids of written_page_bytes each), which
+    // hold the previous case's resident pages. A fresh allocation or a failed run clears
+    // pool_clean, and the next run fills the whole pool again.
+    void *d_k, *d_v;
     size_t pool_cap;
+    int pool_clean;
+    void *d_written;
+    size_t written_cap;
+    int64_t written_pages;
+    size_t written_page_bytes;
+    int verify_pool; // KVF_CUDA_VERIFY_POOL: check the invariant above after every upload
     void *d_io; // q, indptr, indices, last_len, o, lse
     size_t io_cap;
+    // Pinned host mirror of d_io plus the resident page ids: every small transfer of a run is
+    // one asynchronous copy from or to here instead of several synchronous pageable ones.
+    void *h_io;
+    size_t h_io_cap;
     void *d_stage, *h_stage; // resident pages: pinned host gather -> device -> scatter
     size_t stage_cap;
     void *d_ids;
@@ -885,6 +926,8 @@ int state_create(kvf_cuda_algo algo, void **out, kvf_error *err) {
         free(s);
         return rc;
     }
+    const char *verify = getenv("KVF_CUDA_VERIFY_POOL");
+    s->verify_pool = verify && *verify && strcmp(verify, "0") != 0;
     cudaError_t e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         kvf_cuda_plan_destroy(s->plan);
@@ -900,10 +943,11 @@ void state_destroy(void *state) {
     if (!s) return;
     if (s->stream) cudaStreamSynchronize(s->stream), cudaStreamDestroy(s->stream);
     kvf_cuda_plan_destroy(s->plan);
-    void *dev[] = {s->d_k, s->d_v, s->d_io, s->d_stage, s->d_ids};
+    void *dev[] = {s->d_k, s->d_v, s->d_io, s->d_stage, s->d_ids, s->d_written};
     for (void *d : dev)
         if (d) cudaFree(d);
     if (s->h_stage) cudaFreeHost(s->h_stage);
+    if (s->h_io) cudaFreeHost(s->h_io);
     free(s);
 }
 
@@ -942,25 +986,93 @@ int check_case(const kvf_case *c, kvf_error *err) {
     return 0;
 }
 
-// Pool: fill with 0xFF (bf16 NaN) and write only the resident pages. The host pool may be
-// GiBs of lazily mapped zeros; only resident pages are touched.
-int upload_pool(CaseState *s, const kvf_case *c, kvf_error *err) {
+int grid_for(int64_t vecs) {
+    return (int)((vecs + 255) / 256 < 4096 ? (vecs + 255) / 256 : 4096);
+}
+
+// Brings the pools to all-0xFF: the whole pool after an allocation or a failed run, otherwise
+// only the pages the previous case wrote. Filling whole pools on every run (up to 2 x 8 GiB for
+// cases with page ids past 65535) made the GPU the bottleneck of a fuzz campaign.
+int repoison_pool(CaseState *s, kvf_error *err) {
+    if (!s->pool_clean) {
+        KVF_CUDA_TRY(cudaMemsetAsync(s->d_k, 0xFF, s->pool_cap, s->stream), "Poisoning the K pool");
+        KVF_CUDA_TRY(cudaMemsetAsync(s->d_v, 0xFF, s->pool_cap, s->stream), "Poisoning the V pool");
+    } else if (s->written_pages > 0) {
+        const int64_t page_vec = (int64_t)(s->written_page_bytes / 16);
+        const int blocks = grid_for(s->written_pages * page_vec);
+        for (int which = 0; which < 2; ++which) {
+            poison_pages_kernel<<<blocks, 256, 0, s->stream>>>((const int64_t *)s->d_written,
+                                                               s->written_pages, page_vec,
+                                                               (uint4 *)(which ? s->d_v : s->d_k));
+            KVF_CUDA_TRY(cudaGetLastError(), "Launching the page poison kernel");
+        }
+    }
+    s->written_pages = 0;
+    s->pool_clean = 1;
+    return 0;
+}
+
+// The self-check of KVF_CUDA_VERIFY_POOL: after an upload, every byte of both pools outside
+// the case's resident pages must be 0xFF. Scans the whole allocation, so tests only.
+int verify_poisoned(CaseState *s, const kvf_case *c, size_t page_bytes, kvf_error *err) {
+    const int64_t P = c->num_pages;
+    unsigned char *mask = (unsigned char *)calloc((size_t)P + 1, 1);
+    if (!mask) return kvf_error_set(err, KVF_ENOMEM, "Out of host memory for the pool check.");
+    for (int64_t i = 0; i < c->num_resident_pages; ++i)
+        mask[c->resident_pages[i]] = 1;
+    unsigned char *d_mask = NULL;
+    unsigned long long *d_count = NULL, count[2] = {0, 0};
+    cudaError_t e = cudaMalloc(&d_mask, (size_t)P + 1);
+    if (e == cudaSuccess) e = cudaMalloc(&d_count, sizeof count);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(d_mask, mask, (size_t)P + 1, cudaMemcpyHostToDevice, s->stream);
+    if (e == cudaSuccess) e = cudaMemsetAsync(d_count, 0, sizeof count, s->stream);
+    const int64_t vecs = (int64_t)(s->pool_cap / 16), page_vec = (int64_t)(page_bytes / 16);
+    for (int which = 0; which < 2 && e == cudaSuccess; ++which) {
+        count_unpoisoned_kernel<<<grid_for(vecs), 256, 0, s->stream>>>(
+            (const uint4 *)(which ? s->d_v : s->d_k), vecs, page_vec, d_mask, P, d_count + which);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(count, d_count, sizeof count, cudaMemcpyDeviceToHost, s->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s->stream);
+    free(mask);
+    if (d_mask) cudaFree(d_mask);
+    if (d_count) cudaFree(d_count);
+    if (e != cudaSuccess) return cuda_fail(err, e, "Checking the pool poison");
+    if (count[0] || count[1])
+        return kvf_error_set(err, KVF_EDEVICE,
+                             "The device pools hold %llu (K) and %llu (V) 16-byte vectors that "
+                             "are not 0xFF outside the resident pages.",
+                             count[0], count[1]);
+    return 0;
+}
+
+// Pool: all 0xFF (bf16 NaN) except the resident pages. The host pool may be GiBs of lazily
+// mapped zeros; only resident pages are touched. `pinned_ids` is the case's resident page list
+// copied into pinned memory that stays untouched until the run synchronises.
+int upload_pool(CaseState *s, const kvf_case *c, const int64_t *pinned_ids, kvf_error *err) {
     const size_t page_bytes = (size_t)kvf_case_page_elems(c) * 2;
     const size_t pool = (size_t)c->num_pages * page_bytes;
     if (pool == 0) return 0;
+    // The copies move 16-byte vectors; every supported head_dim makes pages a multiple of 128.
+    if (page_bytes % 16 != 0)
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "A page of %zu bytes is not a multiple of 16 bytes.", page_bytes);
     if (pool > s->pool_cap) {
         if (s->d_k) cudaFree(s->d_k);
         if (s->d_v) cudaFree(s->d_v);
         s->d_k = s->d_v = NULL;
         s->pool_cap = 0;
+        s->pool_clean = 0;
         KVF_CUDA_TRY(cudaMalloc(&s->d_k, pool), "Allocating the device K pool");
         KVF_CUDA_TRY(cudaMalloc(&s->d_v, pool), "Allocating the device V pool");
         s->pool_cap = pool;
     }
-    KVF_CUDA_TRY(cudaMemsetAsync(s->d_k, 0xFF, pool, s->stream), "Poisoning the K pool");
-    KVF_CUDA_TRY(cudaMemsetAsync(s->d_v, 0xFF, pool, s->stream), "Poisoning the V pool");
+    int rc = repoison_pool(s, err);
+    if (rc) return rc;
     const int64_t nres = c->num_resident_pages;
-    if (nres == 0) return 0;
+    if (nres == 0) return s->verify_pool ? verify_poisoned(s, c, page_bytes, err) : 0;
     if (!s->h_stage) {
         KVF_CUDA_TRY(cudaMallocHost(&s->h_stage, kStageBytes), "Allocating pinned staging");
         KVF_CUDA_TRY(cudaMalloc(&s->d_stage, kStageBytes), "Allocating device staging");
@@ -970,10 +1082,10 @@ int upload_pool(CaseState *s, const kvf_case *c, kvf_error *err) {
         return kvf_error_set(err, KVF_EUNSUPPORTED,
                              "A page of %zu bytes exceeds the %zu-byte staging buffer.", page_bytes,
                              s->stage_cap);
-    int rc = dev_grow(&s->d_ids, &s->ids_cap, (size_t)nres * sizeof(int64_t),
-                      "Allocating the resident page list", err);
+    rc = dev_grow(&s->d_ids, &s->ids_cap, (size_t)nres * sizeof(int64_t),
+                  "Allocating the resident page list", err);
     if (rc) return rc;
-    KVF_CUDA_TRY(cudaMemcpyAsync(s->d_ids, c->resident_pages, (size_t)nres * sizeof(int64_t),
+    KVF_CUDA_TRY(cudaMemcpyAsync(s->d_ids, pinned_ids, (size_t)nres * sizeof(int64_t),
                                  cudaMemcpyHostToDevice, s->stream),
                  "Uploading the resident page list");
     const int64_t per_batch = (int64_t)(s->stage_cap / page_bytes);
@@ -990,21 +1102,25 @@ int upload_pool(CaseState *s, const kvf_case *c, kvf_error *err) {
             KVF_CUDA_TRY(cudaMemcpyAsync(s->d_stage, s->h_stage, (size_t)n * page_bytes,
                                          cudaMemcpyHostToDevice, s->stream),
                          "Uploading resident pages");
-            const int64_t vecs = (int64_t)n * (int64_t)(page_bytes / 16);
-            const int blocks = (int)((vecs + 255) / 256 < 4096 ? (vecs + 255) / 256 : 4096);
+            const int blocks = grid_for((int64_t)n * (int64_t)(page_bytes / 16));
             scatter_pages_kernel<<<blocks, 256, 0, s->stream>>>(
                 (const uint4 *)s->d_stage, (const int64_t *)s->d_ids + i0, n,
                 (int64_t)(page_bytes / 16), (uint4 *)dst);
             KVF_CUDA_TRY(cudaGetLastError(), "Launching the page scatter kernel");
         }
     }
-    return 0;
+    // This case's id list becomes the list the next run re-poisons (stream order keeps the
+    // next upload into the swapped-in buffer behind this run's kernels).
+    void *ids = s->d_ids;
+    size_t cap = s->ids_cap;
+    s->d_ids = s->d_written, s->ids_cap = s->written_cap;
+    s->d_written = ids, s->written_cap = cap;
+    s->written_pages = nres;
+    s->written_page_bytes = page_bytes;
+    return s->verify_pool ? verify_poisoned(s, c, page_bytes, err) : 0;
 }
 
-int state_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
-    CaseState *s = (CaseState *)state;
-    if (!s || !c || (c->batch_size > 0 && (!o || !lse)))
-        return kvf_error_set(err, KVF_EINVAL, "NULL kernel state, case or output buffer.");
+int run_case(CaseState *s, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
     // A failed API call of an earlier run (already reported) must not be blamed on this one:
     // non-sticky errors stay pending until read.
     (void)cudaGetLastError();
@@ -1018,8 +1134,6 @@ int state_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error
     rc = check_case(c, err);
     if (rc) return rc;
     if (c->batch_size == 0) return 0;
-    rc = upload_pool(s, c, err);
-    if (rc) return rc;
 
     const int64_t B = c->batch_size, entries = c->kv_indptr[B];
     const size_t q_b = (size_t)kvf_case_q_elems(c) * 2, ip_b = (size_t)(B + 1) * 4;
@@ -1028,20 +1142,27 @@ int state_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error
     const size_t off_ip = align256(q_b), off_ix = off_ip + align256(ip_b);
     const size_t off_ll = off_ix + align256(ix_b), off_o = off_ll + align256(ll_b);
     const size_t off_lse = off_o + align256(q_b), total = off_lse + align256(lse_b);
+    const size_t ids_b = (size_t)c->num_resident_pages * sizeof(int64_t);
+    if (total + ids_b > s->h_io_cap) {
+        if (s->h_io) cudaFreeHost(s->h_io);
+        s->h_io = NULL, s->h_io_cap = 0;
+        const size_t cap = (total + ids_b) * 2;
+        KVF_CUDA_TRY(cudaMallocHost(&s->h_io, cap), "Allocating pinned inputs and outputs");
+        s->h_io_cap = cap;
+    }
+    unsigned char *h = (unsigned char *)s->h_io;
+    memcpy(h, c->q, q_b);
+    memcpy(h + off_ip, c->kv_indptr, ip_b);
+    if (ix_b) memcpy(h + off_ix, c->kv_indices, ix_b);
+    memcpy(h + off_ll, c->kv_last_page_len, ll_b);
+    if (ids_b) memcpy(h + total, c->resident_pages, ids_b);
+    rc = upload_pool(s, c, (const int64_t *)(h + total), err);
+    if (rc) return rc;
     rc = dev_grow(&s->d_io, &s->io_cap, total, "Allocating device inputs and outputs", err);
     if (rc) return rc;
     unsigned char *io = (unsigned char *)s->d_io;
-    KVF_CUDA_TRY(cudaMemcpyAsync(io, c->q, q_b, cudaMemcpyHostToDevice, s->stream), "Uploading q");
-    KVF_CUDA_TRY(
-        cudaMemcpyAsync(io + off_ip, c->kv_indptr, ip_b, cudaMemcpyHostToDevice, s->stream),
-        "Uploading kv_indptr");
-    if (ix_b)
-        KVF_CUDA_TRY(
-            cudaMemcpyAsync(io + off_ix, c->kv_indices, ix_b, cudaMemcpyHostToDevice, s->stream),
-            "Uploading kv_indices");
-    KVF_CUDA_TRY(
-        cudaMemcpyAsync(io + off_ll, c->kv_last_page_len, ll_b, cudaMemcpyHostToDevice, s->stream),
-        "Uploading kv_last_page_len");
+    KVF_CUDA_TRY(cudaMemcpyAsync(io, h, off_o, cudaMemcpyHostToDevice, s->stream),
+                 "Uploading q and the page table");
     // Poison the outputs so an element the kernel forgets reads as NaN.
     KVF_CUDA_TRY(cudaMemsetAsync(io + off_o, 0xFF, (off_lse - off_o) + lse_b, s->stream),
                  "Poisoning the outputs");
@@ -1055,11 +1176,28 @@ int state_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error
     t.o = (kvf_bf16 *)(io + off_o), t.lse = (float *)(io + off_lse);
     rc = kvf_cuda_plan_launch(s->plan, &t, s->stream, err);
     if (rc) return rc;
-    KVF_CUDA_TRY(cudaMemcpyAsync(o, t.o, q_b, cudaMemcpyDeviceToHost, s->stream), "Downloading o");
-    KVF_CUDA_TRY(cudaMemcpyAsync(lse, t.lse, lse_b, cudaMemcpyDeviceToHost, s->stream),
-                 "Downloading lse");
+    KVF_CUDA_TRY(cudaMemcpyAsync(h + off_o, io + off_o, (off_lse - off_o) + lse_b,
+                                 cudaMemcpyDeviceToHost, s->stream),
+                 "Downloading o and lse");
     KVF_CUDA_TRY(cudaStreamSynchronize(s->stream), "Running the CUDA decode kernel");
+    memcpy(o, h + off_o, q_b);
+    memcpy(lse, h + off_lse, lse_b);
     return 0;
+}
+
+int state_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
+    CaseState *s = (CaseState *)state;
+    if (!s || !c || (c->batch_size > 0 && (!o || !lse)))
+        return kvf_error_set(err, KVF_EINVAL, "NULL kernel state, case or output buffer.");
+    const int rc = run_case(s, c, o, lse, err);
+    if (rc) {
+        // After a failure nothing is known about what reached the pools: fill them whole next
+        // time. Copies still queued may read the pinned buffers the next run refills.
+        s->pool_clean = 0;
+        (void)cudaStreamSynchronize(s->stream);
+        (void)cudaGetLastError();
+    }
+    return rc;
 }
 
 int create_split(void **state, kvf_error *err) {
