@@ -1,5 +1,6 @@
 /* kvfuzz fuzz: the campaign runner's command line (fuzz/include/kvfuzz/campaign.h). */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,15 +82,57 @@ static int parse_seconds(const char *cmd, const char *opt, const char *v, double
     return 0;
 }
 
-/* Streaming error statistics (reports/): every judged case goes through kvf_stats_judge, and
- * the file is rewritten atomically at the stats module's interval and at exit. The campaign
- * calls the observer under its own lock, so no locking is needed here. */
+/* Streaming error statistics (reports/): every judged case goes through kvf_stats_judge. The
+ * campaign calls the observer from its oracle threads at the same time, so each thread counts
+ * into a shard of its own; the thread that finds the write interval passed drains the shards
+ * into the run's statistics and rewrites the file atomically, as the exit does once more. */
+typedef struct stats_shard {
+    pthread_mutex_t mu; /* the owning thread against a drain */
+    kvf_stats *stats;   /* NULL until the thread's first case */
+} stats_shard;
+
 typedef struct stats_sink {
-    kvf_stats *stats;
+    kvf_stats *stats; /* the run's statistics: provenance, and every drained shard */
+    kvf_stats_opts shard_opts;
     const char *path;
     const kvf_campaign_opts *o;
+    stats_shard shards[KVF_CAMPAIGN_MAX_JOBS];
+    pthread_mutex_t write_mu; /* one drain and write at a time; guards the fields below */
+    double next_write;
     int failed; /* report a write error once, keep fuzzing */
 } stats_sink;
+
+static double monotonic_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Moves every shard's counts into sink->stats and writes the file. Caller holds write_mu. */
+static int sink_drain_and_write(stats_sink *sink, kvf_error *err) {
+    int rc = 0;
+    for (int i = 0; i < KVF_CAMPAIGN_MAX_JOBS; i++) {
+        stats_shard *sh = &sink->shards[i];
+        pthread_mutex_lock(&sh->mu);
+        if (sh->stats && !rc) {
+            rc = kvf_stats_merge_shard(sink->stats, sh->stats, err);
+            if (!rc) {
+                kvf_stats_free(sh->stats); /* the next case starts a fresh one */
+                sh->stats = NULL;
+            }
+        }
+        pthread_mutex_unlock(&sh->mu);
+    }
+    if (rc) return rc;
+    return kvf_stats_write(sink->stats, sink->path, err);
+}
+
+static void sink_report_failure(stats_sink *sink, const kvf_error *err) {
+    if (!sink->failed) {
+        sink->failed = 1;
+        fprintf(stderr, "kvfuzz fuzz: statistics not written: %s\n", err->msg);
+    }
+}
 
 static void observe_case(void *ctx, const kvf_campaign_event *ev) {
     stats_sink *sink = ctx;
@@ -99,16 +142,30 @@ static void observe_case(void *ctx, const kvf_campaign_event *ev) {
     if (kvf_spec_encode(ev->spec, &bytes, &size, NULL)) bytes = NULL;
     kvf_stats_case ref = {NULL, bytes, bytes ? size : 0};
     const char *kernel = sink->o->kernel->name;
-    kvf_stats_count_run(sink->stats, kernel, KVF_STATS_RAN, NULL);
+    stats_shard *sh = &sink->shards[ev->thread];
+    pthread_mutex_lock(&sh->mu);
+    if (!sh->stats && kvf_stats_create(&sh->stats, &sink->shard_opts, &err)) {
+        pthread_mutex_unlock(&sh->mu);
+        free(bytes);
+        pthread_mutex_lock(&sink->write_mu);
+        sink_report_failure(sink, &err);
+        pthread_mutex_unlock(&sink->write_mu);
+        return;
+    }
+    kvf_stats_count_run(sh->stats, kernel, KVF_STATS_RAN, NULL);
     for (int r = 0; r < sink->o->nrules; r++) {
         kvf_verdict v;
-        kvf_stats_judge(sink->stats, kernel, &ref, &v, &sink->o->rules[r], ev->c, ev->oracle, ev->o,
+        kvf_stats_judge(sh->stats, kernel, &ref, &v, &sink->o->rules[r], ev->c, ev->oracle, ev->o,
                         ev->lse, NULL);
     }
+    pthread_mutex_unlock(&sh->mu);
     free(bytes);
-    if (kvf_stats_tick(sink->stats, sink->path, &err) && !sink->failed) {
-        sink->failed = 1;
-        fprintf(stderr, "kvfuzz fuzz: statistics not written: %s\n", err.msg);
+    if (monotonic_s() >= sink->next_write && pthread_mutex_trylock(&sink->write_mu) == 0) {
+        if (monotonic_s() >= sink->next_write) {
+            if (sink_drain_and_write(sink, &err)) sink_report_failure(sink, &err);
+            sink->next_write = monotonic_s() + sink->shard_opts.flush_interval_s;
+        }
+        pthread_mutex_unlock(&sink->write_mu);
     }
 }
 
@@ -242,13 +299,20 @@ int kvf_cmd_fuzz(int argc, char **argv) {
         stats_path = default_stats;
         if (kvf_fuzz_mkdirs(o.findings_dir, &err)) return cli_usage_error(cmd, "%s", err.msg);
     }
-    stats_sink sink = {0};
+    static stats_sink sink; /* 256 shards: too large for the stack */
+    memset(&sink, 0, sizeof sink);
     kvf_stats_opts so;
     kvf_stats_opts_default(&so);
     so.findings_dir = o.findings_dir;
     so.command = "kvfuzz fuzz";
+    sink.shard_opts = so;
+    sink.shard_opts.command = NULL;
     sink.path = stats_path;
     sink.o = &o;
+    sink.next_write = monotonic_s() + so.flush_interval_s;
+    pthread_mutex_init(&sink.write_mu, NULL);
+    for (int i = 0; i < KVF_CAMPAIGN_MAX_JOBS; i++)
+        pthread_mutex_init(&sink.shards[i].mu, NULL);
     if (kvf_stats_create(&sink.stats, &so, &err) || kvf_stats_write(sink.stats, stats_path, &err)) {
         kvf_stats_free(sink.stats);
         return cli_usage_error(cmd, "%s", err.msg);
@@ -261,10 +325,12 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     kvf_campaign_stats st;
     int rc = kvf_campaign_run(&o, &st, &err);
     kvf_error serr = {0};
-    if (kvf_stats_write(sink.stats, stats_path, &serr))
+    if (sink_drain_and_write(&sink, &serr)) /* the oracle threads have all ended */
         fprintf(stderr, "kvfuzz fuzz: %s\n", serr.msg);
     else
         fprintf(stderr, "kvfuzz fuzz: statistics in %s\n", stats_path);
+    for (int i = 0; i < KVF_CAMPAIGN_MAX_JOBS; i++)
+        kvf_stats_free(sink.shards[i].stats);
     kvf_stats_free(sink.stats);
     if (rc) {
         fprintf(stderr, "kvfuzz fuzz: %s\n", err.msg);

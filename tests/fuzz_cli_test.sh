@@ -115,6 +115,13 @@ check_pairs "$tmp/fh"
 run 0 -- "$kvfuzz" fuzz --kernel cpu-splitkv --runs 150 --seed 1 --jobs 2 --findings "$tmp/fp"
 [ -z "$(ls -A "$tmp/fp" | grep -v '^stats.json$')" ] || fail "cpu-splitkv produced findings: $(ls "$tmp/fp")"
 [ -s "$tmp/fp/stats.json" ] || fail "the campaign wrote no statistics beside its findings"
+# Every judged case reaches the statistics (the oracle threads count into shards that are
+# merged at exit), under the run's one provenance record.
+judged=$(sed -n 's/.*judged \([0-9]*\).*/\1/p' "$tmp/out" | head -1)
+ran=$(grep -o '"ran": [0-9]*' "$tmp/fp/stats.json" | head -1 | grep -o '[0-9]*$')
+[ -n "$judged" ] && [ "$ran" = "$judged" ] || fail "stats.json counts $ran runs, the campaign judged $judged"
+[ "$(grep -c '"command": ' "$tmp/fp/stats.json")" = 1 ] || fail "stats.json has more than one provenance record"
+grep -q "dispatcher waits: for generated cases" "$tmp/out" || fail "the summary does not say where the dispatcher waited"
 
 # ---- signals -----------------------------------------------------------------------------
 "$kvfuzz" fuzz --kernel test-planted --time 120 --seed 9 --jobs 2 --findings "$tmp/fs" \

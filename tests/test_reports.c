@@ -364,6 +364,46 @@ static void test_merge(void) {
         kvf_stats_free(part[i]);
 }
 
+static int count_substr(const char *hay, const char *needle);
+
+/* Shards of one run (the campaign's per-thread statistics) merge into the same statistics as
+ * kvf_stats_merge, but the file keeps the run's one provenance record; plain merging keeps
+ * every source's. */
+static void test_merge_shard(void) {
+    judged_all();
+    kvf_error err = {0};
+    kvf_stats *all = stats_new(3), *run = stats_new(3), *merged = stats_new(3);
+    for (int i = 0; i < NJUDGED; i++) {
+        kvf_stats *shard = stats_new(3);
+        judged_observe(shard, "kernel-a", &J[i]);
+        judged_observe(all, "kernel-a", &J[i]);
+        CHECK_OK(kvf_stats_merge_shard(run, shard, &err), &err);
+        CHECK_OK(kvf_stats_merge(merged, shard, &err), &err);
+        kvf_stats_free(shard);
+    }
+    CHECK(kvf_stats_equal(run, all));
+    CHECK(kvf_stats_equal(merged, all));
+    char pr[512], pm[512];
+    tmp_path(pr, sizeof pr, "shards.json");
+    tmp_path(pm, sizeof pm, "merged.json");
+    CHECK_OK(kvf_stats_write(run, pr, &err), &err);
+    CHECK_OK(kvf_stats_write(merged, pm, &err), &err);
+    char *tr = NULL, *tm = NULL;
+    size_t size;
+    CHECK(kvf_read_file(pr, &tr, &size) == 0);
+    CHECK(kvf_read_file(pm, &tm, &size) == 0);
+    if (tr && tm) {
+        CHECK_INT_EQ(count_substr(tr, "\"command\": "), 1);
+        CHECK_INT_EQ(count_substr(tm, "\"command\": "), 1 + NJUDGED);
+    }
+    free(tr);
+    free(tm);
+    CHECK_INT_EQ(kvf_stats_merge_shard(run, run, &err), KVF_EINVAL);
+    kvf_stats_free(all);
+    kvf_stats_free(run);
+    kvf_stats_free(merged);
+}
+
 /* kvf_stats_judge gives the verdict kvf_judge gives, and counts it. */
 static void test_judge_wrapper(void) {
     judged_all();
@@ -831,6 +871,7 @@ static const check_test tests[] = {
     {"special_values", test_special_values},
     {"coordinate_classes", test_coordinate_classes},
     {"merge", test_merge},
+    {"merge_shard", test_merge_shard},
     {"judge_wrapper", test_judge_wrapper},
     {"roundtrip_and_malformed", test_roundtrip_and_malformed},
     {"atomic_write", test_atomic_write},

@@ -19,7 +19,7 @@
 #include "kvfuzz/runner.h"
 
 #define CORPUS_CAP 10000
-#define MAX_JOBS 256
+#define MAX_JOBS KVF_CAMPAIGN_MAX_JOBS
 #define MAX_GENERATORS 64
 #define MAX_WORKERS 64
 
@@ -60,7 +60,8 @@ typedef struct campaign {
     int jobs;
     double start;
 
-    pthread_mutex_t mu; /* stats, corpus, features, findings, observers */
+    pthread_mutex_t mu; /* stats, corpus, features, findings (short sections only: the
+                           dispatcher takes it for every case) */
     corpus_entry *corpus;
     size_t ncorpus;
     size_t initial_corpus; /* entries [0, initial_corpus) are run as they are first */
@@ -102,6 +103,11 @@ typedef struct dispatcher {
     int id;
     kvf_runner *runner;
 } dispatcher;
+
+typedef struct oracle_thread {
+    campaign *cp;
+    int index; /* kvf_campaign_event.thread */
+} oracle_thread;
 
 typedef struct generator {
     campaign *cp;
@@ -440,7 +446,7 @@ static void record_run_finding(campaign *cp, const kvf_run_result *res, const jo
 
 /* ---- oracle threads ------------------------------------------------------------------------- */
 
-static void judge_job(campaign *cp, job *j) {
+static void judge_job(campaign *cp, job *j, int thread) {
     const kvf_campaign_opts *o = cp->opts;
     kvf_oracle_opts oo;
     kvf_oracle_opts_default(&oo);
@@ -466,11 +472,9 @@ static void judge_job(campaign *cp, job *j) {
         return;
     }
     kvf_outcome out;
-    int observe = o->element_observer != NULL;
-    if (observe) pthread_mutex_lock(&cp->mu);
     int rc = kvf_outcome_judge(&out, cp->rules, cp->nrules, o->require_overflow, &j->c, &oracle,
-                               j->o, j->lse, o->element_observer, o->element_ctx, &err);
-    if (!observe) pthread_mutex_lock(&cp->mu);
+                               j->o, j->lse, NULL, NULL, &err);
+    pthread_mutex_lock(&cp->mu);
     kvf_campaign_stats *st = cp->stats;
     if (rc) {
         fprintf(logf_(cp), "kvfuzz fuzz: could not judge case %" PRIu64 ": %s\n", j->index,
@@ -511,17 +515,20 @@ static void judge_job(campaign *cp, job *j) {
         }
     }
     if (out.finding != KVF_FINDING_NONE) record_finding(cp, &out, j);
+    pthread_mutex_unlock(&cp->mu);
+    /* Outside the lock: statistics cost about as much as judging, and serialising them
+     * across the oracle threads (and the dispatcher behind them) capped the campaign's rate. */
     if (o->observer) {
-        kvf_campaign_event ev = {j->index, &j->spec, &j->c,       &oracle, j->o,
-                                 j->lse,   &out,     j->kernel_s, oracle_s};
+        kvf_campaign_event ev = {j->index, thread, &j->spec, &j->c,       &oracle,
+                                 j->o,     j->lse, &out,     j->kernel_s, oracle_s};
         o->observer(o->observer_ctx, &ev);
     }
-    pthread_mutex_unlock(&cp->mu);
     kvf_oracle_result_free(&oracle);
 }
 
 static void *oracle_main(void *arg) {
-    campaign *cp = arg;
+    const oracle_thread *self = arg;
+    campaign *cp = self->cp;
     for (;;) {
         pthread_mutex_lock(&cp->qmu);
         while (cp->qcount == 0 && !cp->closed)
@@ -535,7 +542,7 @@ static void *oracle_main(void *arg) {
         cp->qcount--;
         pthread_cond_signal(&cp->q_space);
         pthread_mutex_unlock(&cp->qmu);
-        if (atomic_load(&cp->stop) < 2) judge_job(cp, j);
+        if (atomic_load(&cp->stop) < 2) judge_job(cp, j, self->index);
         job_free(j);
     }
     atomic_fetch_sub(&cp->live_oracles, 1);
@@ -590,6 +597,20 @@ static int submit(dispatcher *d, job *j) {
     return rc;
 }
 
+/* The dispatcher's blocking calls, timed: where it waits names what limits the campaign. */
+static job *timed_ready_pop(campaign *cp, double *wait_s) {
+    double t0 = now_s();
+    job *j = ready_pop(cp);
+    *wait_s += now_s() - t0;
+    return j;
+}
+
+static void timed_queue_push(campaign *cp, job *j, double *wait_s) {
+    double t0 = now_s();
+    queue_push(cp, j);
+    *wait_s += now_s() - t0;
+}
+
 /* A determinism re-run came back: compare its bits with the first run's. */
 static void recheck_done(campaign *cp, job *j, const kvf_run_result *res) {
     pthread_mutex_lock(&cp->mu);
@@ -621,20 +642,21 @@ static void *dispatcher_main(void *arg) {
     dispatcher *d = arg;
     campaign *cp = d->cp;
     const kvf_campaign_opts *o = cp->opts;
+    double wait_cases = 0, wait_kernel = 0, wait_oracle = 0;
     if (o->oracle_only) { /* no kernel: straight from the generators to the oracle pool */
         job *j;
-        while ((j = ready_pop(cp))) {
+        while ((j = timed_ready_pop(cp, &wait_cases))) {
             pthread_mutex_lock(&cp->mu);
             cp->stats->cases++;
             pthread_mutex_unlock(&cp->mu);
-            queue_push(cp, j);
+            timed_queue_push(cp, j, &wait_oracle);
         }
         goto done;
     }
     slot fifo[2];
     int n = 0;
     while (n < 2 && atomic_load(&cp->stop) == 0) {
-        job *j = ready_pop(cp);
+        job *j = timed_ready_pop(cp, &wait_cases);
         if (!j) break;
         if (submit(d, j)) {
             job_free(j);
@@ -648,8 +670,10 @@ static void *dispatcher_main(void *arg) {
         n--;
         job *j = s0.j;
         kvf_run_result res;
+        double t0 = now_s();
         kvf_runner_collect(d->runner, s0.recheck ? j->o2 : j->o, s0.recheck ? j->lse2 : j->lse,
                            &res);
+        wait_kernel += now_s() - t0;
         if (atomic_load(&cp->stop) >= 2) { /* interrupted: this result may be our own kill */
             job_free(j);
             for (int i = 0; i < n; i++)
@@ -667,7 +691,7 @@ static void *dispatcher_main(void *arg) {
             if (sampled) fifo[n++] = (slot){j, 1};
         }
         if (!sampled && atomic_load(&cp->stop) == 0) { /* keep two in flight */
-            job *next = ready_pop(cp);
+            job *next = timed_ready_pop(cp, &wait_cases);
             if (next && submit(d, next))
                 job_free(next);
             else if (next)
@@ -675,7 +699,7 @@ static void *dispatcher_main(void *arg) {
         }
         if (s0.recheck) {
             recheck_done(cp, j, &res);
-            queue_push(cp, j);
+            timed_queue_push(cp, j, &wait_oracle);
             continue;
         }
         pthread_mutex_lock(&cp->mu);
@@ -685,13 +709,19 @@ static void *dispatcher_main(void *arg) {
         pthread_mutex_unlock(&cp->mu);
         j->kernel_s = res.kernel_s;
         if (res.status == KVF_RUN_OK) {
-            if (!sampled) queue_push(cp, j); /* a sampled case is judged after its re-run */
+            if (!sampled) /* a sampled case is judged after its re-run */
+                timed_queue_push(cp, j, &wait_oracle);
         } else {
             if (res.status != KVF_RUN_UNSUPPORTED) record_run_finding(cp, &res, j);
             job_free(j);
         }
     }
 done:
+    pthread_mutex_lock(&cp->mu);
+    cp->stats->wait_cases_s += wait_cases;
+    cp->stats->wait_kernel_s += wait_kernel;
+    cp->stats->wait_oracle_s += wait_oracle;
+    pthread_mutex_unlock(&cp->mu);
     if (atomic_fetch_sub(&cp->live_dispatchers, 1) == 1) {
         /* The last dispatcher out: whatever the generators still hold is dropped (stop them and
          * let them drain), and the oracle pool finishes what it has. */
@@ -761,6 +791,10 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
             "determinism checks %" PRId64 ", worker starts %" PRId64 "\n",
             st->oracle_s, 100 * util, st->jobs, st->kernel_s, st->workers, st->determinism_checks,
             st->worker_starts);
+    fprintf(f,
+            "  dispatcher waits: for generated cases %.1f s, for the kernel %.1f s, for room in "
+            "the oracle queue %.1f s\n",
+            st->wait_cases_s, st->wait_kernel_s, st->wait_oracle_s);
     fprintf(f, "  corpus %" PRId64 " (+%" PRId64 " new)\n", st->corpus_size, st->corpus_added);
     fprintf(f, "  worst margin:");
     for (int r = 0; r < nr; r++)
@@ -843,11 +877,13 @@ int kvf_campaign_run(const kvf_campaign_opts *o, kvf_campaign_stats *st, kvf_err
 
     cp->start = now_s();
     pthread_t oracle_tid[MAX_JOBS], disp_tid[MAX_WORKERS];
+    oracle_thread oracles[MAX_JOBS];
     dispatcher disps[MAX_WORKERS];
     int started = 0;
     atomic_store(&cp->live_oracles, cp->jobs);
     for (int i = 0; i < cp->jobs; i++) {
-        if (pthread_create(&oracle_tid[i], NULL, oracle_main, cp) != 0) break;
+        oracles[i] = (oracle_thread){cp, i};
+        if (pthread_create(&oracle_tid[i], NULL, oracle_main, &oracles[i]) != 0) break;
         started++;
     }
     atomic_store(&cp->live_oracles, started);

@@ -1544,7 +1544,17 @@ static char *dup_or_null(const char *s, int *bad_flag) {
     return d;
 }
 
+static int merge_into(kvf_stats *dst, const kvf_stats *src, int with_sources, kvf_error *err);
+
 int kvf_stats_merge(kvf_stats *dst, const kvf_stats *src, kvf_error *err) {
+    return merge_into(dst, src, 1, err);
+}
+
+int kvf_stats_merge_shard(kvf_stats *dst, const kvf_stats *src, kvf_error *err) {
+    return merge_into(dst, src, 0, err);
+}
+
+static int merge_into(kvf_stats *dst, const kvf_stats *src, int with_sources, kvf_error *err) {
     if (!dst || !src) return kvf_error_set(err, KVF_EINVAL, "merging needs two stats objects");
     if (dst == src)
         return kvf_error_set(err, KVF_EINVAL, "a stats object cannot be merged into itself");
@@ -1577,7 +1587,7 @@ int kvf_stats_merge(kvf_stats *dst, const kvf_stats *src, kvf_error *err) {
         for (int c = 0; c < KVF_FINDING_CLASS_COUNT; c++)
             k->errors[c] += src->kernels[i].errors[c];
     }
-    if (src->nsources) {
+    if (with_sources && src->nsources) {
         kvf_source *ns = realloc(dst->sources, (dst->nsources + src->nsources) * sizeof *ns);
         if (!ns) goto oom;
         dst->sources = ns;

@@ -23,10 +23,13 @@
 #include "kvfuzz/oracle.h"
 #include "kvfuzz/outcome.h"
 
+#define KVF_CAMPAIGN_MAX_JOBS 256 /* oracle threads */
+
 /* What the campaign observed for one judged case, for a statistics module (reports/) to
  * accumulate. Valid only during the callback. */
 typedef struct kvf_campaign_event {
     uint64_t index; /* case number in generation order */
+    int thread;     /* the oracle thread calling, 0 .. jobs - 1 (< KVF_CAMPAIGN_MAX_JOBS) */
     const kvf_spec *spec;
     const kvf_case *c;
     const kvf_oracle_result *oracle;
@@ -36,8 +39,9 @@ typedef struct kvf_campaign_event {
     double kernel_s, oracle_s;
 } kvf_campaign_event;
 
-/* Called once per judged case, from an oracle thread, with the campaign's observer lock held:
- * calls never overlap, so the callee needs no locking of its own. */
+/* Called once per judged case from the oracle thread that judged it, outside the campaign's
+ * locks: calls with the same ev->thread never overlap, calls from different threads run at the
+ * same time. Per-thread state indexed by ev->thread needs no lock; anything shared does. */
 typedef void (*kvf_campaign_observer)(void *ctx, const kvf_campaign_event *ev);
 
 typedef struct kvf_campaign_opts {
@@ -67,8 +71,6 @@ typedef struct kvf_campaign_opts {
     int verbose; /* print the full report of every new finding */
     kvf_campaign_observer observer;
     void *observer_ctx;
-    kvf_element_observer element_observer; /* per element, under the same lock */
-    void *element_ctx;
 } kvf_campaign_opts;
 
 void kvf_campaign_opts_default(kvf_campaign_opts *opts);
@@ -90,6 +92,9 @@ typedef struct kvf_campaign_stats {
                                            when require_overflow) */
     double elapsed_s;
     double oracle_s, kernel_s; /* summed busy time */
+    /* Summed over dispatchers: time blocked waiting for the generators, for kernel results and
+     * for room in the oracle queue. The largest names the stage that limits the rate. */
+    double wait_cases_s, wait_kernel_s, wait_oracle_s;
     int jobs;                  /* oracle threads used; oracle_s / (jobs x elapsed_s) is how busy
                                   they were, i.e. this run's rate over the oracle-bound rate */
     int interrupted;           /* stopped by SIGINT/SIGTERM */

@@ -24,8 +24,8 @@
  *     kvf_stats_free(st);
  *
  * Threads: a kvf_stats is not thread-safe. Give each worker its own and combine them with
- * kvf_stats_merge() (exact: merging is associative and commutative on the statistics), or
- * serialise calls with a lock.
+ * kvf_stats_merge() or kvf_stats_merge_shard() (exact: merging is associative and commutative
+ * on the statistics), or serialise calls with a lock.
  *
  * Ownership: kvf_stats_create()/kvf_stats_read() allocate; kvf_stats_free() releases. Strings
  * and case bytes passed in are copied when kept. Errors: KVF_ENOMEM, KVF_EIO (unreadable or
@@ -145,6 +145,10 @@ int kvf_stats_read(kvf_stats **out, const char *path, kvf_error *err);
  * runs' command lines and times) is concatenated; the label and findings directory of dst
  * win when set. */
 int kvf_stats_merge(kvf_stats *dst, const kvf_stats *src, kvf_error *err);
+
+/* The same without src's provenance: for per-thread shards of one run, which dst already
+ * describes. */
+int kvf_stats_merge_shard(kvf_stats *dst, const kvf_stats *src, kvf_error *err);
 
 /* 1 when a and b hold the same statistics (provenance and label aside), else 0. */
 int kvf_stats_equal(const kvf_stats *a, const kvf_stats *b);
