@@ -264,6 +264,7 @@ static void *sweep_worker(void *arg) {
         kvf_case_free(&c);
         kvf_spec_free(&spec);
     }
+    kvf_oracle_thread_done();
     return NULL;
 }
 

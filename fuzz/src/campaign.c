@@ -231,7 +231,7 @@ static int corpus_load(campaign *cp, const char *dir, kvf_error *err) {
         n++;
     }
     closedir(d);
-    qsort(names, n, sizeof *names, cmp_str);
+    if (n > 1) qsort(names, n, sizeof *names, cmp_str);
     size_t skipped = 0;
     for (size_t i = 0; i < n; i++) {
         char path[4096];
@@ -545,6 +545,7 @@ static void *oracle_main(void *arg) {
         if (atomic_load(&cp->stop) < 2) judge_job(cp, j, self->index);
         job_free(j);
     }
+    kvf_oracle_thread_done();
     atomic_fetch_sub(&cp->live_oracles, 1);
     return NULL;
 }

@@ -588,9 +588,10 @@ void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *
     if (r->opts.in_process) {
         *res = l->res;
         if (res->status == KVF_RUN_OK) {
-            memcpy(o, l->payload, (size_t)l->n_o * sizeof *o);
-            memcpy(lse, l->payload + (size_t)(l->n_o + 1) * sizeof(kvf_bf16),
-                   (size_t)l->n_lse * sizeof *lse);
+            if (l->n_o) memcpy(o, l->payload, (size_t)l->n_o * sizeof *o);
+            if (l->n_lse)
+                memcpy(lse, l->payload + (size_t)(l->n_o + 1) * sizeof(kvf_bf16),
+                       (size_t)l->n_lse * sizeof *lse);
         }
         r->head = (r->head + 1) % MAX_INFLIGHT;
         r->count--;
@@ -657,8 +658,9 @@ void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *
     res->kernel_s = m->kernel_s;
     if (m->rc == 0) {
         res->status = KVF_RUN_OK;
-        memcpy(o, l->payload, (size_t)m->n_o * sizeof *o);
-        memcpy(lse, l->payload + m->n_o * sizeof(kvf_bf16), (size_t)m->n_lse * sizeof *lse);
+        if (m->n_o) memcpy(o, l->payload, (size_t)m->n_o * sizeof *o);
+        if (m->n_lse)
+            memcpy(lse, l->payload + m->n_o * sizeof(kvf_bf16), (size_t)m->n_lse * sizeof *lse);
     } else {
         res->status = m->rc == KVF_EUNSUPPORTED ? KVF_RUN_UNSUPPORTED : KVF_RUN_KERNEL_ERROR;
         uint32_t n =

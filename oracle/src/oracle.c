@@ -1196,6 +1196,10 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
+void kvf_oracle_thread_done(void) {
+    mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
+}
+
 /* The fields the oracle indexes with, checked so that a malformed case is an error and never
  * an out-of-bounds read (kvf_case_validate does the full job, with limits). */
 static int check_case(const kvf_case *c, kvf_error *err) {

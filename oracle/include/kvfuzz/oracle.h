@@ -64,6 +64,11 @@ int kvf_oracle_run(kvf_oracle_result *out, const kvf_case *c, const kvf_oracle_o
 
 void kvf_oracle_result_free(kvf_oracle_result *r);
 
+/* Releases the MPFR caches of the calling thread. A thread of the caller's that ran the oracle
+ * in-thread (threads 0 or 1) calls it before it ends; otherwise the caches are leaked at thread
+ * exit. The oracle's own worker threads do this themselves. */
+void kvf_oracle_thread_done(void);
+
 /* Correct rounding of a double to bf16 through MPFR (used by tests to check the fast
  * kvf_f32_to_bf16_rne against an independent implementation). */
 kvf_bf16 kvf_oracle_round_bf16(double x);
