@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -148,6 +149,44 @@ static void worker_reply(int fd, int32_t rc, uint64_t seq, const kvf_error *err,
         _exit(3);
 }
 
+/* The worker's page pools, kept from case to case. Mapping, faulting in and unmapping fresh
+ * pools for every launch was most of the worker's own time per case. Invariant between cases:
+ * every byte is zero, as in a fresh anonymous mapping, because the worker zeroes the pages it
+ * wrote once the kernel is done, and the kernel runs with the pools read-only: a kernel that
+ * writes into its K/V input dies of SIGSEGV (a crash finding) instead of leaving data behind
+ * for the next case's unreferenced pages. */
+typedef struct worker_pools {
+    uint8_t *k, *v;
+    size_t cap; /* bytes of each mapping */
+} worker_pools;
+
+static void pools_release(worker_pools *p) {
+    if (p->k) munmap(p->k, p->cap);
+    if (p->v) munmap(p->v, p->cap);
+    p->k = p->v = NULL;
+    p->cap = 0;
+}
+
+static int pools_reserve(worker_pools *p, size_t bytes) {
+    if (bytes <= p->cap) return 0;
+    pools_release(p);
+    const int prot = PROT_READ | PROT_WRITE, flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    void *k = mmap(NULL, bytes, prot, flags, -1, 0);
+    void *v = k == MAP_FAILED ? MAP_FAILED : mmap(NULL, bytes, prot, flags, -1, 0);
+    if (k == MAP_FAILED || v == MAP_FAILED) {
+        if (k != MAP_FAILED) munmap(k, bytes);
+        return -1;
+    }
+    p->k = k, p->v = v, p->cap = bytes;
+    return 0;
+}
+
+static int pools_protect(worker_pools *p, size_t bytes, int prot) {
+    return bytes == 0 || (mprotect(p->k, bytes, prot) == 0 && mprotect(p->v, bytes, prot) == 0)
+               ? 0
+               : -1;
+}
+
 static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
     /* Ctrl-C reaches the whole process group; the parent decides when the worker stops. */
     signal(SIGINT, SIG_IGN);
@@ -169,13 +208,21 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
         _exit(3);
     if (rc) _exit(0);
 
+    worker_pools pools = {0};
     for (;;) {
         case_msg m;
         if (recv_all(fd, &m, sizeof m, -1) || m.magic != MAGIC_CASE) break;
         kvf_error_clear(&err);
         kvf_case c;
+        /* The case's own arrays, without pools (num_pages 0): the pools are the worker's. */
         rc = kvf_case_alloc(&c, m.num_qo_heads, m.num_kv_heads, m.head_dim, m.page_size,
-                            m.batch_size, m.entries, m.num_pages, &opts->limits, &err);
+                            m.batch_size, m.entries, 0, &opts->limits, &err);
+        const int64_t pe = rc ? 0 : kvf_case_page_elems(&c);
+        if (!rc) rc = kvf_limits_check_pool(&opts->limits, m.num_pages, pe, &err);
+        const size_t pool_bytes = rc ? 0 : (size_t)(m.num_pages * pe * 2);
+        if (!rc && pools_reserve(&pools, pool_bytes))
+            rc = kvf_error_set(&err, KVF_ENOMEM, "could not map %zu bytes of page pools",
+                               pool_bytes);
         if (rc) {
             /* The parent built this very case; failing here means the worker is unwell. */
             kvf_error e2;
@@ -184,9 +231,11 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
             break;
         }
         c.sm_scale = m.sm_scale;
+        c.num_pages = m.num_pages;
+        c.k_cache = (kvf_bf16 *)pools.k, c.v_cache = (kvf_bf16 *)pools.v;
+        c.pool_bytes = pool_bytes;
         int64_t *resident = malloc((size_t)(m.num_resident + 1) * sizeof *resident);
         if (!resident) _exit(4);
-        int64_t pe = kvf_case_page_elems(&c);
         int bad = recv_all(fd, c.kv_indptr, ((size_t)m.batch_size + 1) * sizeof *c.kv_indptr, -1) ||
                   recv_all(fd, c.kv_indices, (size_t)m.entries * sizeof *c.kv_indices, -1) ||
                   recv_all(fd, c.kv_last_page_len, (size_t)m.batch_size * sizeof(int32_t), -1) ||
@@ -204,9 +253,17 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
         kvf_bf16 *o = malloc((size_t)(n_o ? n_o : 1) * sizeof *o);
         float *lse = malloc((size_t)(n_lse ? n_lse : 1) * sizeof *lse);
         if (!o || !lse) _exit(4);
+        if (pools_protect(&pools, pool_bytes, PROT_READ)) _exit(6);
         double t0 = now_s();
         rc = k->run(state, &c, o, lse, &err);
         double t1 = now_s();
+        if (pools_protect(&pools, pool_bytes, PROT_READ | PROT_WRITE)) _exit(6);
+        for (int64_t i = 0; i < c.num_resident_pages; i++) { /* back to all zero */
+            memset(c.k_cache + c.resident_pages[i] * pe, 0, (size_t)pe * sizeof(kvf_bf16));
+            memset(c.v_cache + c.resident_pages[i] * pe, 0, (size_t)pe * sizeof(kvf_bf16));
+        }
+        c.k_cache = c.v_cache = NULL; /* the worker's, not the case's to release */
+        c.pool_bytes = 0;
         /* After an error other than "unsupported" the kernel's state (a CUDA context with a
          * sticky error) is not trusted: answer, then let a fresh worker take over. */
         int exiting = rc != 0 && rc != KVF_EUNSUPPORTED;
@@ -217,6 +274,7 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
         if (exiting) _exit(0);
     }
     if (k->destroy) k->destroy(state);
+    pools_release(&pools);
     _exit(0);
 }
 
