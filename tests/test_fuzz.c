@@ -271,6 +271,101 @@ static void signatures_and_saving(void) {
 }
 
 /* The worker process reports a segfault and a hang as such and keeps serving afterwards. */
+/* The worker keeps its host pools from case to case. Every page a case does not hold must still
+ * read as zero (test-pool-check fails the run otherwise), over generated cases whose pools,
+ * page sizes and resident pages all differ, poisoned unreferenced pages included; and a kernel
+ * that writes into its K cache input dies on the read-only pool, as a crash. */
+static void worker_pools_between_cases(void) {
+    kvf_limits cl = case_limits();
+    kvf_error err = {0};
+    kvf_random_opts rnd;
+    kvf_random_opts_default(&rnd);
+    rnd.max_batch = 3, rnd.max_pages = 4, rnd.max_tokens = 96;
+    rnd.allow_high_ids = 0; /* test-pool-check reads every page of the pool */
+    kvf_runner_opts ro = {kvf_fuzz_kernel_find("test-pool-check"), cl, 10, 0, 0};
+    CHECK(ro.kernel != NULL);
+    kvf_runner *r;
+    CHECK_OK(kvf_runner_create(&r, &ro, &err), &err);
+    int ran = 0, with_extra_pages = 0;
+    for (uint64_t seed = 1; seed <= 60; seed++) {
+        kvf_spec spec;
+        kvf_case c;
+        if (kvf_spec_random(&spec, seed, &rnd, &err) || kvf_case_build(&c, &spec, &cl, &err)) {
+            kvf_spec_free(&spec);
+            continue; /* a recipe past these limits: not what is tested here */
+        }
+        if (c.num_resident_pages > c.kv_indptr[c.batch_size]) with_extra_pages++;
+        kvf_bf16 *o = malloc((size_t)(kvf_case_o_elems(&c) + 1) * sizeof *o);
+        float *lse = malloc((size_t)(kvf_case_lse_elems(&c) + 1) * sizeof *lse);
+        kvf_run_result res;
+        CHECK_OK(kvf_runner_run(r, &c, o, lse, &res, &err), &err);
+        if (res.status != KVF_RUN_OK)
+            CHECK_FAIL_AT("seed %llu: status %d: %s", (unsigned long long)seed, res.status,
+                          res.message);
+        ran++;
+        free(o);
+        free(lse);
+        kvf_case_free(&c);
+        kvf_spec_free(&spec);
+    }
+    CHECK(ran >= 40);
+    CHECK(with_extra_pages > 0); /* poisoned pages outside the table were among them */
+    /* And a pair built for it: a contiguous table fills pages that the next case, with the same
+     * page layout, a scattered table and a large pool, leaves empty. */
+    kvf_spec full = small_spec(3), gappy = small_spec(3);
+    full.recipe.table = KVF_TABLE_CONTIGUOUS;
+    gappy.recipe.table = KVF_TABLE_SCATTERED;
+    /* A pool past 64 MiB keeps only the referenced pages and their neighbours resident. */
+    gappy.recipe.spare_pages = 5000;
+    kvf_case pair[2];
+    CHECK_OK(kvf_case_build(&pair[0], &full, &cl, &err), &err);
+    CHECK_OK(kvf_case_build(&pair[1], &gappy, &cl, &err), &err);
+    int64_t overlap = 0; /* pages written by the first case that the second leaves empty */
+    for (int64_t i = 0; i < pair[0].num_resident_pages; i++) {
+        int64_t p = pair[0].resident_pages[i], held = 0;
+        for (int64_t j = 0; j < pair[1].num_resident_pages; j++)
+            held |= pair[1].resident_pages[j] == p;
+        overlap += !held && p < pair[1].num_pages;
+    }
+    CHECK(overlap > 0);
+    /* The large case first, so that the worker's pools are already large enough for both and
+     * are reused, not mapped afresh. */
+    const int order[3] = {1, 0, 1};
+    for (int i = 0; i < 3; i++) {
+        kvf_case *pc = &pair[order[i]];
+        kvf_bf16 *o = malloc((size_t)kvf_case_o_elems(pc) * sizeof *o);
+        float *lse = malloc((size_t)kvf_case_lse_elems(pc) * sizeof *lse);
+        kvf_run_result res;
+        CHECK_OK(kvf_runner_run(r, pc, o, lse, &res, &err), &err);
+        if (res.status != KVF_RUN_OK) CHECK_FAIL_AT("pair run %d: %s", i, res.message);
+        free(o);
+        free(lse);
+    }
+    kvf_case_free(&pair[0]);
+    kvf_case_free(&pair[1]);
+    kvf_spec_free(&full);
+    kvf_spec_free(&gappy);
+    CHECK_INT_EQ(kvf_runner_starts(r), 1);
+    kvf_runner_destroy(r);
+
+    kvf_spec spec = small_spec(2);
+    kvf_case c;
+    CHECK_OK(kvf_case_build(&c, &spec, &cl, &err), &err);
+    kvf_bf16 *o = malloc((size_t)kvf_case_o_elems(&c) * sizeof *o);
+    float *lse = malloc((size_t)kvf_case_lse_elems(&c) * sizeof *lse);
+    ro.kernel = kvf_fuzz_kernel_find("test-writes-cache");
+    CHECK_OK(kvf_runner_create(&r, &ro, &err), &err);
+    kvf_run_result res;
+    CHECK_OK(kvf_runner_run(r, &c, o, lse, &res, &err), &err);
+    CHECK_INT_EQ(res.status, KVF_RUN_CRASH);
+    CHECK_INT_EQ(res.signal, 11);
+    kvf_runner_destroy(r);
+    free(o);
+    free(lse);
+    kvf_case_free(&c);
+    kvf_spec_free(&spec);
+}
+
 static void runner_survives_crash_and_hang(void) {
     kvf_limits cl = case_limits();
     kvf_spec good = small_spec(1), empty = small_spec(1), one = small_spec(1);
@@ -449,6 +544,7 @@ static const check_test tests[] = {
     {"buckets", buckets},
     {"signatures_and_saving", signatures_and_saving},
     {"runner_survives_crash_and_hang", runner_survives_crash_and_hang},
+    {"worker_pools_between_cases", worker_pools_between_cases},
     {"campaign_finds_and_minimizes_planted_bug", campaign_finds_and_minimizes_planted_bug},
     {"overflow_needs_asking", overflow_needs_asking},
     {NULL, NULL},

@@ -61,6 +61,38 @@ static int hang_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf
     return run_reference(c, o, lse, err);
 }
 
+/* Checks what a kernel may assume about its input: every page outside the resident list reads
+ * as zero (the worker reuses its pools, so a page left over from an earlier case would show
+ * here). Scans the whole pool: for small test cases only. */
+static int pool_check_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
+    (void)state;
+    const int64_t pe = kvf_case_page_elems(c);
+    int64_t next = 0; /* index into the ascending resident list */
+    for (int64_t p = 0; p < c->num_pages; p++) {
+        while (next < c->num_resident_pages && c->resident_pages[next] < p)
+            next++;
+        if (next < c->num_resident_pages && c->resident_pages[next] == p) continue;
+        for (int64_t i = 0; i < pe; i++)
+            if (c->k_cache[p * pe + i] || c->v_cache[p * pe + i])
+                return kvf_error_set(err, KVF_EINVAL,
+                                     "test-pool-check: page %lld is not resident but holds data "
+                                     "at element %lld",
+                                     (long long)p, (long long)i);
+    }
+    return run_reference(c, o, lse, err);
+}
+
+/* Writes into its K cache input, as an in-place kernel would. */
+static int writes_cache_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse,
+                            kvf_error *err) {
+    (void)state;
+    if (c->num_resident_pages > 0) {
+        volatile kvf_bf16 *k = c->k_cache + c->resident_pages[0] * kvf_case_page_elems(c);
+        k[0] = (kvf_bf16)(k[0] ^ 1u);
+    }
+    return run_reference(c, o, lse, err);
+}
+
 static const kvf_kernel test_kernels[] = {
     {.name = "test-planted",
      .description = "test only: cpu-ref reading one slot past each partly filled last page",
@@ -77,6 +109,16 @@ static const kvf_kernel test_kernels[] = {
      .device = KVF_DEVICE_CPU,
      .models = "B07",
      .run = hang_run},
+    {.name = "test-pool-check",
+     .description = "test only: cpu-ref that fails if a page outside the resident list holds data",
+     .device = KVF_DEVICE_CPU,
+     .models = "",
+     .run = pool_check_run},
+    {.name = "test-writes-cache",
+     .description = "test only: cpu-ref that writes into its K cache input",
+     .device = KVF_DEVICE_CPU,
+     .models = "",
+     .run = writes_cache_run},
 };
 
 size_t kvf_test_kernel_count(void) {

@@ -1,10 +1,13 @@
-/* Kernel lookup for the fuzzers: the registry's kernels plus three deliberately broken CPU
- * kernels that exist only to test kvfuzz itself. They are never listed by `kvfuzz kernels` and
- * are reachable only by their exact names, all starting with "test-":
- *   test-planted  cpu-ref handed each last page one slot longer than it is when the page is
- *                 not full: it reads an unused tail slot (bug classes B03/B15);
- *   test-crash    cpu-ref, but a wild write (segfault) on any case with an empty sequence;
- *   test-hang     cpu-ref, but never returns on any case with a one-token sequence.
+/* Kernel lookup for the fuzzers: the registry's kernels plus deliberately broken or checking
+ * CPU kernels that exist only to test kvfuzz itself. They are never listed by `kvfuzz kernels`
+ * and are reachable only by their exact names, all starting with "test-":
+ *   test-planted      cpu-ref handed each last page one slot longer than it is when the page
+ *                     is not full: it reads an unused tail slot (bug classes B03/B15);
+ *   test-crash        cpu-ref, but a wild write (segfault) on any case with an empty sequence;
+ *   test-hang         cpu-ref, but never returns on any case with a one-token sequence;
+ *   test-pool-check   cpu-ref after checking that every non-resident page reads as zero (a
+ *                     kernel error otherwise): the kernel worker's pool reuse under test;
+ *   test-writes-cache cpu-ref after flipping a bit of its K cache input.
  * Static objects; nothing is allocated. */
 #ifndef KVFUZZ_TEST_KERNELS_H
 #define KVFUZZ_TEST_KERNELS_H
