@@ -1,6 +1,7 @@
 /* kvfuzz fuzz: the campaign runner's command line (fuzz/include/kvfuzz/campaign.h). */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@ static void fuzz_help(void) {
     printf(
         "usage: kvfuzz fuzz [--kernel K] [--rule R]... [--time SEC | --runs N] [--jobs N]\n"
         "                   [--seed N] [--corpus DIR] [--findings DIR] [--stats FILE]\n"
-        "                   [--deadline SEC]\n"
+        "                   [--stats-interval SEC] [--deadline SEC]\n"
         "                   [--determinism N] [--max-batch N] [--max-pages N]\n"
         "                   [--max-page-size N] [--max-work N] [--require-overflow]\n"
         "                   [--workers N] [--generators N] [--in-process] [--oracle-only]\n"
@@ -40,8 +41,9 @@ static void fuzz_help(void) {
         "  --corpus DIR        cases to start from; new cases reaching new error buckets are\n"
         "                      added to it (created if missing).\n"
         "  --findings DIR      where findings go (default: findings).\n"
-        "  --stats FILE        streaming error statistics, rewritten atomically every 60 s and\n"
-        "                      at exit, for `kvfuzz report` (default: DIR/stats.json).\n"
+        "  --stats FILE        streaming error statistics, rewritten atomically during the run\n"
+        "                      and at exit, for `kvfuzz report` (default: DIR/stats.json).\n"
+        "  --stats-interval SEC  rewrite the statistics at most this often (default 60).\n"
         "  --deadline SEC      per-launch deadline before a hang is declared (default 10).\n"
         "  --determinism N     re-run every Nth case after another one and compare the bits\n"
         "                      (default 16; 0 turns the check off).\n"
@@ -97,9 +99,9 @@ typedef struct stats_sink {
     const char *path;
     const kvf_campaign_opts *o;
     stats_shard shards[KVF_CAMPAIGN_MAX_JOBS];
-    pthread_mutex_t write_mu; /* one drain and write at a time; guards the fields below */
-    double next_write;
-    int failed; /* report a write error once, keep fuzzing */
+    pthread_mutex_t write_mu;  /* one drain and write at a time; guards `failed` */
+    _Atomic double next_write; /* read by every observer call, written under write_mu */
+    int failed;                /* report a write error once, keep fuzzing */
 } stats_sink;
 
 static double monotonic_s(void) {
@@ -160,10 +162,11 @@ static void observe_case(void *ctx, const kvf_campaign_event *ev) {
     }
     pthread_mutex_unlock(&sh->mu);
     free(bytes);
-    if (monotonic_s() >= sink->next_write && pthread_mutex_trylock(&sink->write_mu) == 0) {
-        if (monotonic_s() >= sink->next_write) {
+    if (monotonic_s() >= atomic_load(&sink->next_write) &&
+        pthread_mutex_trylock(&sink->write_mu) == 0) {
+        if (monotonic_s() >= atomic_load(&sink->next_write)) {
             if (sink_drain_and_write(sink, &err)) sink_report_failure(sink, &err);
-            sink->next_write = monotonic_s() + sink->shard_opts.flush_interval_s;
+            atomic_store(&sink->next_write, monotonic_s() + sink->shard_opts.flush_interval_s);
         }
         pthread_mutex_unlock(&sink->write_mu);
     }
@@ -177,6 +180,7 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     o.findings_dir = "findings";
     int seed_given = 0;
     const char *kernel_name = NULL, *stats_path = NULL;
+    double stats_interval = 60;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is_help(a)) {
@@ -204,7 +208,8 @@ int kvf_cmd_fuzz(int argc, char **argv) {
                                              "--corpus",        "--findings",  "--deadline",
                                              "--determinism",   "--max-batch", "--max-pages",
                                              "--max-page-size", "--max-work",  "--generators",
-                                             "--workers",       "--stats",     NULL};
+                                             "--workers",       "--stats",     "--stats-interval",
+                                             NULL};
         int known = 0;
         for (int k = 0; valued[k]; k++)
             if (strcmp(a, valued[k]) == 0) known = 1;
@@ -249,6 +254,8 @@ int kvf_cmd_fuzz(int argc, char **argv) {
             o.findings_dir = v;
         } else if (strcmp(a, "--stats") == 0) {
             stats_path = v;
+        } else if (strcmp(a, "--stats-interval") == 0) {
+            rc = parse_seconds(cmd, a, v, &stats_interval);
         } else if (strcmp(a, "--deadline") == 0) {
             rc = parse_seconds(cmd, a, v, &o.deadline_s);
         } else if (strcmp(a, "--determinism") == 0) {
@@ -305,11 +312,12 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     kvf_stats_opts_default(&so);
     so.findings_dir = o.findings_dir;
     so.command = "kvfuzz fuzz";
+    so.flush_interval_s = stats_interval;
     sink.shard_opts = so;
     sink.shard_opts.command = NULL;
     sink.path = stats_path;
     sink.o = &o;
-    sink.next_write = monotonic_s() + so.flush_interval_s;
+    atomic_store(&sink.next_write, monotonic_s() + so.flush_interval_s);
     pthread_mutex_init(&sink.write_mu, NULL);
     for (int i = 0; i < KVF_CAMPAIGN_MAX_JOBS; i++)
         pthread_mutex_init(&sink.shards[i].mu, NULL);
