@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -131,6 +132,15 @@ static int recv_all(int fd, void *data, size_t size, double deadline) {
     return 0;
 }
 
+static int grow(void **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return 0;
+    void *nb = realloc(*buf, need);
+    if (!nb) return -1;
+    *buf = nb;
+    *cap = need;
+    return 0;
+}
+
 /* ---- the worker ----------------------------------------------------------------------------- */
 
 static void worker_reply(int fd, int32_t rc, uint64_t seq, const kvf_error *err, int64_t n_o,
@@ -143,10 +153,33 @@ static void worker_reply(int fd, int32_t rc, uint64_t seq, const kvf_error *err,
     } else {
         m.msglen = (uint32_t)strlen(err->msg);
     }
-    if (send_all(fd, &m, sizeof m) || (m.msglen && send_all(fd, err->msg, m.msglen)) ||
-        (m.n_o && send_all(fd, o, m.n_o * sizeof *o)) ||
-        (m.n_lse && send_all(fd, lse, m.n_lse * sizeof *lse)))
-        _exit(3);
+    /* One sendmsg for the four parts (short writes resume where they stopped). */
+    struct iovec iov[4] = {{&m, sizeof m},
+                           {(void *)err->msg, m.msglen},
+                           {(void *)o, m.n_o * sizeof *o},
+                           {(void *)lse, m.n_lse * sizeof *lse}};
+    struct iovec *v = iov;
+    int n = 4;
+    while (n > 0) {
+        if (v->iov_len == 0) {
+            v++, n--;
+            continue;
+        }
+        struct msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = v;
+        mh.msg_iovlen = (size_t)n;
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) _exit(3);
+        while (w > 0) {
+            size_t take = (size_t)w < v->iov_len ? (size_t)w : v->iov_len;
+            v->iov_base = (uint8_t *)v->iov_base + take;
+            v->iov_len -= take;
+            w -= (ssize_t)take;
+            if (v->iov_len == 0) v++, n--;
+        }
+    }
 }
 
 /* The worker's page pools, kept from case to case. Mapping, faulting in and unmapping fresh
@@ -209,6 +242,8 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
     if (rc) _exit(0);
 
     worker_pools pools = {0};
+    uint8_t *in = NULL; /* the message body, reused */
+    size_t in_cap = 0;
     for (;;) {
         case_msg m;
         if (recv_all(fd, &m, sizeof m, -1) || m.magic != MAGIC_CASE) break;
@@ -234,19 +269,34 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
         c.num_pages = m.num_pages;
         c.k_cache = (kvf_bf16 *)pools.k, c.v_cache = (kvf_bf16 *)pools.v;
         c.pool_bytes = pool_bytes;
-        int64_t *resident = malloc((size_t)(m.num_resident + 1) * sizeof *resident);
-        if (!resident) _exit(4);
-        int bad = recv_all(fd, c.kv_indptr, ((size_t)m.batch_size + 1) * sizeof *c.kv_indptr, -1) ||
-                  recv_all(fd, c.kv_indices, (size_t)m.entries * sizeof *c.kv_indices, -1) ||
-                  recv_all(fd, c.kv_last_page_len, (size_t)m.batch_size * sizeof(int32_t), -1) ||
-                  recv_all(fd, c.q, (size_t)kvf_case_q_elems(&c) * sizeof *c.q, -1) ||
-                  recv_all(fd, resident, (size_t)m.num_resident * sizeof *resident, -1);
-        for (int64_t i = 0; !bad && i < m.num_resident; i++) {
-            if (resident[i] < 0 || resident[i] >= c.num_pages) _exit(5);
-            bad = recv_all(fd, c.k_cache + resident[i] * pe, (size_t)pe * sizeof(kvf_bf16), -1) ||
-                  recv_all(fd, c.v_cache + resident[i] * pe, (size_t)pe * sizeof(kvf_bf16), -1);
+        /* The rest of the message in one read (a recv per array and per page was a large part
+         * of the worker's time per case), then copied into place. */
+        const size_t page_bytes = (size_t)pe * sizeof(kvf_bf16);
+        const size_t parts[5] = {((size_t)m.batch_size + 1) * sizeof *c.kv_indptr,
+                                 (size_t)m.entries * sizeof *c.kv_indices,
+                                 (size_t)m.batch_size * sizeof *c.kv_last_page_len,
+                                 (size_t)kvf_case_q_elems(&c) * sizeof *c.q,
+                                 (size_t)m.num_resident * sizeof(int64_t)};
+        void *dst[4] = {c.kv_indptr, c.kv_indices, c.kv_last_page_len, c.q};
+        size_t body = 2 * page_bytes * (size_t)m.num_resident;
+        for (int i = 0; i < 5; i++)
+            body += parts[i];
+        if (grow((void **)&in, &in_cap, body ? body : 1)) _exit(4);
+        if (recv_all(fd, in, body, -1)) break;
+        size_t off = 0;
+        for (int i = 0; i < 4; i++) {
+            if (parts[i]) memcpy(dst[i], in + off, parts[i]);
+            off += parts[i];
         }
-        if (bad) break;
+        int64_t *resident = malloc(parts[4] ? parts[4] : 1); /* in + off may be misaligned */
+        if (!resident) _exit(4);
+        if (parts[4]) memcpy(resident, in + off, parts[4]);
+        off += parts[4];
+        for (int64_t i = 0; i < m.num_resident; i++, off += 2 * page_bytes) {
+            if (resident[i] < 0 || resident[i] >= c.num_pages) _exit(5);
+            memcpy(c.k_cache + resident[i] * pe, in + off, page_bytes);
+            memcpy(c.v_cache + resident[i] * pe, in + off + page_bytes, page_bytes);
+        }
         kvf_case_set_resident(&c, resident, m.num_resident, NULL);
         free(resident);
         int64_t n_o = kvf_case_o_elems(&c), n_lse = kvf_case_lse_elems(&c);
@@ -275,6 +325,7 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
     }
     if (k->destroy) k->destroy(state);
     pools_release(&pools);
+    free(in);
     _exit(0);
 }
 
@@ -419,15 +470,6 @@ void kvf_runner_destroy(kvf_runner *r) {
 
 int64_t kvf_runner_starts(const kvf_runner *r) {
     return r->starts;
-}
-
-static int grow(void **buf, size_t *cap, size_t need) {
-    if (need <= *cap) return 0;
-    void *nb = realloc(*buf, need);
-    if (!nb) return -1;
-    *buf = nb;
-    *cap = need;
-    return 0;
 }
 
 /* The case as one message: header, table, q, resident page ids, then the k and v of each
