@@ -65,7 +65,7 @@ typedef struct result_msg {
  * worker can be sent again) and its result as it arrives. */
 typedef struct launch {
     uint8_t *req;
-    size_t req_size, req_sent;
+    size_t req_size, req_sent, req_cap;
     int64_t n_o, n_lse;
     double start; /* when the worker began it; 0 while it waits behind another */
     result_msg hdr;
@@ -242,8 +242,11 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
     if (rc) _exit(0);
 
     worker_pools pools = {0};
-    uint8_t *in = NULL; /* the message body, reused */
-    size_t in_cap = 0;
+    /* Buffers reused from case to case, for the same reason as the pools. */
+    uint8_t *in = NULL; /* the message body */
+    size_t in_cap = 0, out_o_cap = 0, out_lse_cap = 0;
+    kvf_bf16 *out_o = NULL;
+    float *out_lse = NULL;
     for (;;) {
         case_msg m;
         if (recv_all(fd, &m, sizeof m, -1) || m.magic != MAGIC_CASE) break;
@@ -300,9 +303,11 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
         kvf_case_set_resident(&c, resident, m.num_resident, NULL);
         free(resident);
         int64_t n_o = kvf_case_o_elems(&c), n_lse = kvf_case_lse_elems(&c);
-        kvf_bf16 *o = malloc((size_t)(n_o ? n_o : 1) * sizeof *o);
-        float *lse = malloc((size_t)(n_lse ? n_lse : 1) * sizeof *lse);
-        if (!o || !lse) _exit(4);
+        if (grow((void **)&out_o, &out_o_cap, (size_t)(n_o + 1) * sizeof *out_o) ||
+            grow((void **)&out_lse, &out_lse_cap, (size_t)(n_lse + 1) * sizeof *out_lse))
+            _exit(4);
+        kvf_bf16 *o = out_o;
+        float *lse = out_lse;
         if (pools_protect(&pools, pool_bytes, PROT_READ)) _exit(6);
         double t0 = now_s();
         rc = k->run(state, &c, o, lse, &err);
@@ -318,14 +323,14 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
          * sticky error) is not trusted: answer, then let a fresh worker take over. */
         int exiting = rc != 0 && rc != KVF_EUNSUPPORTED;
         worker_reply(fd, rc, m.seq, &err, n_o, n_lse, o, lse, t1 - t0, exiting);
-        free(o);
-        free(lse);
         kvf_case_free(&c);
         if (exiting) _exit(0);
     }
     if (k->destroy) k->destroy(state);
     pools_release(&pools);
     free(in);
+    free(out_o);
+    free(out_lse);
     _exit(0);
 }
 
@@ -486,9 +491,11 @@ static int serialize_case(launch *l, const kvf_case *c, uint64_t seq) {
     size_t total = 2 * page_bytes * (size_t)c->num_resident_pages;
     for (int i = 0; i < 6; i++)
         total += parts[i];
-    uint8_t *buf = realloc(l->req, total ? total : 1);
-    if (!buf) return -1;
-    l->req = buf;
+    /* Grown, never shrunk: a realloc per launch of a buffer past malloc's mmap threshold maps
+     * and unmaps memory each time, and unmapping in this many-threaded process interrupts
+     * every core that runs one of its threads. */
+    if (total > l->req_cap && grow((void **)&l->req, &l->req_cap, total + total / 2 + 1)) return -1;
+    uint8_t *buf = l->req;
     case_msg m = {MAGIC_CASE,   c->num_qo_heads, c->num_kv_heads, c->head_dim,
                   c->page_size, c->batch_size,   c->sm_scale,     0,
                   seq,          c->num_pages,    entries,         c->num_resident_pages};
