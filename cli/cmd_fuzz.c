@@ -116,17 +116,21 @@ static int sink_drain_and_write(stats_sink *sink, kvf_error *err) {
     for (int i = 0; i < KVF_CAMPAIGN_MAX_JOBS; i++) {
         stats_shard *sh = &sink->shards[i];
         pthread_mutex_lock(&sh->mu);
-        if (sh->stats && !rc) {
-            rc = kvf_stats_merge_shard(sink->stats, sh->stats, err);
-            if (!rc) {
-                kvf_stats_free(sh->stats); /* the next case starts a fresh one */
-                sh->stats = NULL;
+        if (sh->stats) {
+            kvf_error e = {0};
+            /* Freed even when the merge ran out of memory half-way: merging it again would
+             * count its first half twice. The merge marks the statistics incomplete. */
+            if (kvf_stats_merge_shard(sink->stats, sh->stats, &e) && !rc) {
+                rc = e.code;
+                if (err) *err = e;
             }
+            kvf_stats_free(sh->stats); /* the next case starts a fresh one */
+            sh->stats = NULL;
         }
         pthread_mutex_unlock(&sh->mu);
     }
-    if (rc) return rc;
-    return kvf_stats_write(sink->stats, sink->path, err);
+    int wrc = kvf_stats_write(sink->stats, sink->path, rc ? NULL : err);
+    return rc ? rc : wrc;
 }
 
 static void sink_report_failure(stats_sink *sink, const kvf_error *err) {
@@ -149,7 +153,8 @@ static void observe_case(void *ctx, const kvf_campaign_event *ev) {
     if (!sh->stats && kvf_stats_create(&sh->stats, &sink->shard_opts, &err)) {
         pthread_mutex_unlock(&sh->mu);
         free(bytes);
-        pthread_mutex_lock(&sink->write_mu);
+        pthread_mutex_lock(&sink->write_mu);    /* also keeps sink->stats away from a drain */
+        kvf_stats_mark_incomplete(sink->stats); /* this case's counts are lost */
         sink_report_failure(sink, &err);
         pthread_mutex_unlock(&sink->write_mu);
         return;

@@ -312,39 +312,49 @@ static void worker_pools_between_cases(void) {
     CHECK(with_extra_pages > 0); /* poisoned pages outside the table were among them */
     /* And a pair built for it: a contiguous table fills pages that the next case, with the same
      * page layout, a scattered table and a large pool, leaves empty. */
-    kvf_spec full = small_spec(3), gappy = small_spec(3);
-    full.recipe.table = KVF_TABLE_CONTIGUOUS;
-    gappy.recipe.table = KVF_TABLE_SCATTERED;
-    /* A pool past 64 MiB keeps only the referenced pages and their neighbours resident. */
-    gappy.recipe.spare_pages = 5000;
-    kvf_case pair[2];
-    CHECK_OK(kvf_case_build(&pair[0], &full, &cl, &err), &err);
-    CHECK_OK(kvf_case_build(&pair[1], &gappy, &cl, &err), &err);
-    int64_t overlap = 0; /* pages written by the first case that the second leaves empty */
-    for (int64_t i = 0; i < pair[0].num_resident_pages; i++) {
-        int64_t p = pair[0].resident_pages[i], held = 0;
-        for (int64_t j = 0; j < pair[1].num_resident_pages; j++)
-            held |= pair[1].resident_pages[j] == p;
-        overlap += !held && p < pair[1].num_pages;
+    /* A small pool (cleared in place) and two large sparse ones (handed back to the system)
+     * with the same page layout: the contiguous case fills pages the scattered ones leave
+     * empty, and each scattered case fills pages the other leaves empty. A pool past 64 MiB
+     * keeps only the referenced pages and their neighbours resident. */
+    kvf_spec specs[3] = {small_spec(3), small_spec(3), small_spec(4)};
+    specs[0].recipe.table = KVF_TABLE_CONTIGUOUS;
+    for (int i = 1; i < 3; i++) {
+        specs[i].recipe.table = KVF_TABLE_SCATTERED;
+        specs[i].recipe.spare_pages = 5000;
     }
-    CHECK(overlap > 0);
-    /* The large case first, so that the worker's pools are already large enough for both and
-     * are reused, not mapped afresh. */
-    const int order[3] = {1, 0, 1};
-    for (int i = 0; i < 3; i++) {
-        kvf_case *pc = &pair[order[i]];
+    kvf_case trio[3];
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(kvf_case_build(&trio[i], &specs[i], &cl, &err), &err);
+    /* The order run below, and the premise that the last two runs' empty pages include pages
+     * the run before wrote (the small pool of run 1 is too small to see the others' pages). */
+    const int order[4] = {1, 0, 2, 1};
+    for (int i = 2; i < 4; i++) {
+        const kvf_case *now = &trio[order[i]], *before = &trio[order[i - 1]];
+        int64_t overlap = 0;
+        for (int64_t a = 0; a < before->num_resident_pages; a++) {
+            int64_t p = before->resident_pages[a], held = 0;
+            for (int64_t b = 0; b < now->num_resident_pages; b++)
+                held |= now->resident_pages[b] == p;
+            overlap += !held && p < now->num_pages;
+        }
+        if (overlap == 0) CHECK_FAIL_AT("run %d leaves no page of run %d empty", i, i - 1);
+    }
+    /* A large case first, so that the worker's pools are already large enough for all of them
+     * and are reused, not mapped afresh. */
+    for (int i = 0; i < 4; i++) {
+        kvf_case *pc = &trio[order[i]];
         kvf_bf16 *o = malloc((size_t)kvf_case_o_elems(pc) * sizeof *o);
         float *lse = malloc((size_t)kvf_case_lse_elems(pc) * sizeof *lse);
         kvf_run_result res;
         CHECK_OK(kvf_runner_run(r, pc, o, lse, &res, &err), &err);
-        if (res.status != KVF_RUN_OK) CHECK_FAIL_AT("pair run %d: %s", i, res.message);
+        if (res.status != KVF_RUN_OK) CHECK_FAIL_AT("run %d: %s", i, res.message);
         free(o);
         free(lse);
     }
-    kvf_case_free(&pair[0]);
-    kvf_case_free(&pair[1]);
-    kvf_spec_free(&full);
-    kvf_spec_free(&gappy);
+    for (int i = 0; i < 3; i++) {
+        kvf_case_free(&trio[i]);
+        kvf_spec_free(&specs[i]);
+    }
     CHECK_INT_EQ(kvf_runner_starts(r), 1);
     kvf_runner_destroy(r);
 

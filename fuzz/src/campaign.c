@@ -584,10 +584,14 @@ static void set_fatal(campaign *cp, const kvf_error *err) {
     atomic_store(&cp->stop, 2);
 }
 
-static int submit(dispatcher *d, job *j) {
+static int submit(dispatcher *d, job *j, double *wait_kernel) {
     campaign *cp = d->cp;
     kvf_error err = {0};
+    /* Counted as waiting for the kernel: a case larger than the socket buffer goes out only
+     * as fast as the worker takes it in. */
+    double t0 = now_s();
     int rc = kvf_runner_submit(d->runner, &j->c, &err);
+    *wait_kernel += now_s() - t0;
     pthread_mutex_lock(&cp->mu);
     cp->worker_starts[d->id] = kvf_runner_starts(d->runner);
     cp->stats->worker_starts = 0;
@@ -659,7 +663,7 @@ static void *dispatcher_main(void *arg) {
     while (n < 2 && atomic_load(&cp->stop) == 0) {
         job *j = timed_ready_pop(cp, &wait_cases);
         if (!j) break;
-        if (submit(d, j)) {
+        if (submit(d, j, &wait_kernel)) {
             job_free(j);
             break;
         }
@@ -688,12 +692,12 @@ static void *dispatcher_main(void *arg) {
         if (sampled) {
             j->o2 = malloc((size_t)(kvf_case_o_elems(&j->c) + 1) * sizeof *j->o2);
             j->lse2 = malloc((size_t)(kvf_case_lse_elems(&j->c) + 1) * sizeof *j->lse2);
-            sampled = j->o2 && j->lse2 && submit(d, j) == 0;
+            sampled = j->o2 && j->lse2 && submit(d, j, &wait_kernel) == 0;
             if (sampled) fifo[n++] = (slot){j, 1};
         }
         if (!sampled && atomic_load(&cp->stop) == 0) { /* keep two in flight */
             job *next = timed_ready_pop(cp, &wait_cases);
-            if (next && submit(d, next))
+            if (next && submit(d, next, &wait_kernel))
                 job_free(next);
             else if (next)
                 fifo[n++] = (slot){next, 0};

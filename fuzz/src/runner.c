@@ -184,10 +184,11 @@ static void worker_reply(int fd, int32_t rc, uint64_t seq, const kvf_error *err,
 
 /* The worker's page pools, kept from case to case. Mapping, faulting in and unmapping fresh
  * pools for every launch was most of the worker's own time per case. Invariant between cases:
- * every byte is zero, as in a fresh anonymous mapping, because the worker zeroes the pages it
- * wrote once the kernel is done, and the kernel runs with the pools read-only: a kernel that
- * writes into its K/V input dies of SIGSEGV (a crash finding) instead of leaving data behind
- * for the next case's unreferenced pages. */
+ * every byte reads as zero, as in a fresh anonymous mapping, because the worker clears what it
+ * wrote once the kernel is done (pools_unlock_and_clear), and the kernel runs with the case's
+ * part of the pools read-only and the rest inaccessible (pools_lock): a kernel that writes
+ * into its K/V input, or reads past its pool, dies of SIGSEGV (a crash finding) instead of
+ * leaving data behind for the next case's unreferenced pages. */
 typedef struct worker_pools {
     uint8_t *k, *v;
     size_t cap; /* bytes of each mapping */
@@ -214,10 +215,37 @@ static int pools_reserve(worker_pools *p, size_t bytes) {
     return 0;
 }
 
-static int pools_protect(worker_pools *p, size_t bytes, int prot) {
-    return bytes == 0 || (mprotect(p->k, bytes, prot) == 0 && mprotect(p->v, bytes, prot) == 0)
-               ? 0
-               : -1;
+/* While a kernel runs: its case's part of the pools read-only, the rest of the mappings (left
+ * from larger cases) inaccessible, so that a write anywhere, or a read past the case's pool,
+ * faults. */
+static int pools_lock(worker_pools *p, size_t bytes) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t readable = (bytes + page - 1) / page * page;
+    for (int which = 0; which < 2; which++) {
+        uint8_t *base = which ? p->v : p->k;
+        if (readable && mprotect(base, readable, PROT_READ)) return -1;
+        if (readable < p->cap && mprotect(base + readable, p->cap - readable, PROT_NONE)) return -1;
+    }
+    return 0;
+}
+
+/* After the run: writable again, and back to all zero. Large pools are sparse (a few resident
+ * pages spread over up to 8 GiB) and their pages are handed back to the system, so that a long
+ * campaign does not accumulate them; small ones are cleared in place. */
+#define POOL_RELEASE_BYTES ((size_t)64 << 20)
+static int pools_unlock_and_clear(worker_pools *p, const kvf_case *c, size_t bytes) {
+    for (int which = 0; which < 2; which++) {
+        uint8_t *base = which ? p->v : p->k;
+        if (p->cap && mprotect(base, p->cap, PROT_READ | PROT_WRITE)) return -1;
+        if (bytes > POOL_RELEASE_BYTES) {
+            if (madvise(base, bytes, MADV_DONTNEED)) return -1;
+            continue;
+        }
+        const size_t page_bytes = (size_t)kvf_case_page_elems(c) * sizeof(kvf_bf16);
+        for (int64_t i = 0; i < c->num_resident_pages; i++)
+            memset(base + (size_t)c->resident_pages[i] * page_bytes, 0, page_bytes);
+    }
+    return 0;
 }
 
 static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
@@ -300,7 +328,8 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
             memcpy(c.k_cache + resident[i] * pe, in + off, page_bytes);
             memcpy(c.v_cache + resident[i] * pe, in + off + page_bytes, page_bytes);
         }
-        kvf_case_set_resident(&c, resident, m.num_resident, NULL);
+        /* Without the list the pages just written could not be cleared: give up the worker. */
+        if (kvf_case_set_resident(&c, resident, m.num_resident, NULL)) _exit(4);
         free(resident);
         int64_t n_o = kvf_case_o_elems(&c), n_lse = kvf_case_lse_elems(&c);
         if (grow((void **)&out_o, &out_o_cap, (size_t)(n_o + 1) * sizeof *out_o) ||
@@ -308,15 +337,11 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
             _exit(4);
         kvf_bf16 *o = out_o;
         float *lse = out_lse;
-        if (pools_protect(&pools, pool_bytes, PROT_READ)) _exit(6);
+        if (pools_lock(&pools, pool_bytes)) _exit(6);
         double t0 = now_s();
         rc = k->run(state, &c, o, lse, &err);
         double t1 = now_s();
-        if (pools_protect(&pools, pool_bytes, PROT_READ | PROT_WRITE)) _exit(6);
-        for (int64_t i = 0; i < c.num_resident_pages; i++) { /* back to all zero */
-            memset(c.k_cache + c.resident_pages[i] * pe, 0, (size_t)pe * sizeof(kvf_bf16));
-            memset(c.v_cache + c.resident_pages[i] * pe, 0, (size_t)pe * sizeof(kvf_bf16));
-        }
+        if (pools_unlock_and_clear(&pools, &c, pool_bytes)) _exit(6);
         c.k_cache = c.v_cache = NULL; /* the worker's, not the case's to release */
         c.pool_bytes = 0;
         /* After an error other than "unsupported" the kernel's state (a CUDA context with a

@@ -1544,6 +1544,10 @@ static char *dup_or_null(const char *s, int *bad_flag) {
     return d;
 }
 
+void kvf_stats_mark_incomplete(kvf_stats *s) {
+    if (s) s->incomplete = 1;
+}
+
 static int merge_into(kvf_stats *dst, const kvf_stats *src, int with_sources, kvf_error *err);
 
 int kvf_stats_merge(kvf_stats *dst, const kvf_stats *src, kvf_error *err) {

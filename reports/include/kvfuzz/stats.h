@@ -150,6 +150,10 @@ int kvf_stats_merge(kvf_stats *dst, const kvf_stats *src, kvf_error *err);
  * describes. */
 int kvf_stats_merge_shard(kvf_stats *dst, const kvf_stats *src, kvf_error *err);
 
+/* Records that counts were lost (a caller's own allocation failed): the file says
+ * "incomplete", as after an allocation failure inside this module. NULL is fine. */
+void kvf_stats_mark_incomplete(kvf_stats *s);
+
 /* 1 when a and b hold the same statistics (provenance and label aside), else 0. */
 int kvf_stats_equal(const kvf_stats *a, const kvf_stats *b);
 
