@@ -75,11 +75,6 @@ static int check_pool(int64_t num_pages, int64_t page_elems, const kvf_limits *l
     return 0;
 }
 
-int kvf_limits_check_pool(const kvf_limits *limits, int64_t num_pages, int64_t page_elems,
-                          kvf_error *err) {
-    return check_pool(num_pages, page_elems, limits, err);
-}
-
 int kvf_case_alloc(kvf_case *out, int32_t hq, int32_t hk, int32_t d, int32_t s, int32_t batch,
                    int64_t table_entries, int64_t num_pages, const kvf_limits *lim,
                    kvf_error *err) {

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/types.h>
@@ -141,6 +140,33 @@ static int grow(void **buf, size_t *cap, size_t need) {
     return 0;
 }
 
+/* Reads exactly the bytes the iovecs describe (blocking), at most IOV_MAX of them per call; 0 done,
+ * -1 end of stream or error. The iovecs are consumed. */
+static int recv_iov(int fd, struct iovec *iov, int n) {
+    while (n > 0) {
+        if (iov->iov_len == 0) {
+            iov++, n--;
+            continue;
+        }
+        struct msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = iov;
+        const long most = sysconf(_SC_IOV_MAX) > 0 ? sysconf(_SC_IOV_MAX) : 16;
+        mh.msg_iovlen = (size_t)(n < most ? n : most);
+        ssize_t got = recvmsg(fd, &mh, MSG_WAITALL);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return -1;
+        while (got > 0) {
+            size_t take = (size_t)got < iov->iov_len ? (size_t)got : iov->iov_len;
+            iov->iov_base = (uint8_t *)iov->iov_base + take;
+            iov->iov_len -= take;
+            got -= (ssize_t)take;
+            if (iov->iov_len == 0) iov++, n--;
+        }
+    }
+    return 0;
+}
+
 /* ---- the worker ----------------------------------------------------------------------------- */
 
 static void worker_reply(int fd, int32_t rc, uint64_t seq, const kvf_error *err, int64_t n_o,
@@ -182,72 +208,6 @@ static void worker_reply(int fd, int32_t rc, uint64_t seq, const kvf_error *err,
     }
 }
 
-/* The worker's page pools, kept from case to case. Mapping, faulting in and unmapping fresh
- * pools for every launch was most of the worker's own time per case. Invariant between cases:
- * every byte reads as zero, as in a fresh anonymous mapping, because the worker clears what it
- * wrote once the kernel is done (pools_unlock_and_clear), and the kernel runs with the case's
- * part of the pools read-only and the rest inaccessible (pools_lock): a kernel that writes
- * into its K/V input, or reads past its pool, dies of SIGSEGV (a crash finding) instead of
- * leaving data behind for the next case's unreferenced pages. */
-typedef struct worker_pools {
-    uint8_t *k, *v;
-    size_t cap; /* bytes of each mapping */
-} worker_pools;
-
-static void pools_release(worker_pools *p) {
-    if (p->k) munmap(p->k, p->cap);
-    if (p->v) munmap(p->v, p->cap);
-    p->k = p->v = NULL;
-    p->cap = 0;
-}
-
-static int pools_reserve(worker_pools *p, size_t bytes) {
-    if (bytes <= p->cap) return 0;
-    pools_release(p);
-    const int prot = PROT_READ | PROT_WRITE, flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
-    void *k = mmap(NULL, bytes, prot, flags, -1, 0);
-    void *v = k == MAP_FAILED ? MAP_FAILED : mmap(NULL, bytes, prot, flags, -1, 0);
-    if (k == MAP_FAILED || v == MAP_FAILED) {
-        if (k != MAP_FAILED) munmap(k, bytes);
-        return -1;
-    }
-    p->k = k, p->v = v, p->cap = bytes;
-    return 0;
-}
-
-/* While a kernel runs: its case's part of the pools read-only, the rest of the mappings (left
- * from larger cases) inaccessible, so that a write anywhere, or a read past the case's pool,
- * faults. */
-static int pools_lock(worker_pools *p, size_t bytes) {
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    const size_t readable = (bytes + page - 1) / page * page;
-    for (int which = 0; which < 2; which++) {
-        uint8_t *base = which ? p->v : p->k;
-        if (readable && mprotect(base, readable, PROT_READ)) return -1;
-        if (readable < p->cap && mprotect(base + readable, p->cap - readable, PROT_NONE)) return -1;
-    }
-    return 0;
-}
-
-/* After the run: writable again, and back to all zero. Large pools are sparse (a few resident
- * pages spread over up to 8 GiB) and their pages are handed back to the system, so that a long
- * campaign does not accumulate them; small ones are cleared in place. */
-#define POOL_RELEASE_BYTES ((size_t)64 << 20)
-static int pools_unlock_and_clear(worker_pools *p, const kvf_case *c, size_t bytes) {
-    for (int which = 0; which < 2; which++) {
-        uint8_t *base = which ? p->v : p->k;
-        if (p->cap && mprotect(base, p->cap, PROT_READ | PROT_WRITE)) return -1;
-        if (bytes > POOL_RELEASE_BYTES) {
-            if (madvise(base, bytes, MADV_DONTNEED)) return -1;
-            continue;
-        }
-        const size_t page_bytes = (size_t)kvf_case_page_elems(c) * sizeof(kvf_bf16);
-        for (int64_t i = 0; i < c->num_resident_pages; i++)
-            memset(base + (size_t)c->resident_pages[i] * page_bytes, 0, page_bytes);
-    }
-    return 0;
-}
-
 static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
     /* Ctrl-C reaches the whole process group; the parent decides when the worker stops. */
     signal(SIGINT, SIG_IGN);
@@ -269,10 +229,9 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
         _exit(3);
     if (rc) _exit(0);
 
-    worker_pools pools = {0};
-    /* Buffers reused from case to case, for the same reason as the pools. */
-    uint8_t *in = NULL; /* the message body */
-    size_t in_cap = 0, out_o_cap = 0, out_lse_cap = 0;
+    /* Buffers reused from case to case: allocations past malloc's mmap threshold would map
+     * and unmap memory for every launch. */
+    size_t out_o_cap = 0, out_lse_cap = 0;
     kvf_bf16 *out_o = NULL;
     float *out_lse = NULL;
     for (;;) {
@@ -280,15 +239,10 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
         if (recv_all(fd, &m, sizeof m, -1) || m.magic != MAGIC_CASE) break;
         kvf_error_clear(&err);
         kvf_case c;
-        /* The case's own arrays, without pools (num_pages 0): the pools are the worker's. */
+        /* Fresh pools for every case (mapped lazily, zero until written), so nothing a kernel
+         * does to its input can reach the next case. */
         rc = kvf_case_alloc(&c, m.num_qo_heads, m.num_kv_heads, m.head_dim, m.page_size,
-                            m.batch_size, m.entries, 0, &opts->limits, &err);
-        const int64_t pe = rc ? 0 : kvf_case_page_elems(&c);
-        if (!rc) rc = kvf_limits_check_pool(&opts->limits, m.num_pages, pe, &err);
-        const size_t pool_bytes = rc ? 0 : (size_t)(m.num_pages * pe * 2);
-        if (!rc && pools_reserve(&pools, pool_bytes))
-            rc = kvf_error_set(&err, KVF_ENOMEM, "could not map %zu bytes of page pools",
-                               pool_bytes);
+                            m.batch_size, m.entries, m.num_pages, &opts->limits, &err);
         if (rc) {
             /* The parent built this very case; failing here means the worker is unwell. */
             kvf_error e2;
@@ -297,38 +251,30 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
             break;
         }
         c.sm_scale = m.sm_scale;
-        c.num_pages = m.num_pages;
-        c.k_cache = (kvf_bf16 *)pools.k, c.v_cache = (kvf_bf16 *)pools.v;
-        c.pool_bytes = pool_bytes;
-        /* The rest of the message in one read (a recv per array and per page was a large part
-         * of the worker's time per case), then copied into place. */
+        const int64_t pe = kvf_case_page_elems(&c);
+        /* The rest of the message in two vectored reads straight into place: the tables, q and
+         * the resident page ids, then every page (a recv per array and per page was a large part
+         * of the worker's time per case). */
         const size_t page_bytes = (size_t)pe * sizeof(kvf_bf16);
-        const size_t parts[5] = {((size_t)m.batch_size + 1) * sizeof *c.kv_indptr,
-                                 (size_t)m.entries * sizeof *c.kv_indices,
-                                 (size_t)m.batch_size * sizeof *c.kv_last_page_len,
-                                 (size_t)kvf_case_q_elems(&c) * sizeof *c.q,
-                                 (size_t)m.num_resident * sizeof(int64_t)};
-        void *dst[4] = {c.kv_indptr, c.kv_indices, c.kv_last_page_len, c.q};
-        size_t body = 2 * page_bytes * (size_t)m.num_resident;
-        for (int i = 0; i < 5; i++)
-            body += parts[i];
-        if (grow((void **)&in, &in_cap, body ? body : 1)) _exit(4);
-        if (recv_all(fd, in, body, -1)) break;
-        size_t off = 0;
-        for (int i = 0; i < 4; i++) {
-            if (parts[i]) memcpy(dst[i], in + off, parts[i]);
-            off += parts[i];
-        }
-        int64_t *resident = malloc(parts[4] ? parts[4] : 1); /* in + off may be misaligned */
-        if (!resident) _exit(4);
-        if (parts[4]) memcpy(resident, in + off, parts[4]);
-        off += parts[4];
-        for (int64_t i = 0; i < m.num_resident; i++, off += 2 * page_bytes) {
+        int64_t *resident = malloc((size_t)(m.num_resident + 1) * sizeof *resident);
+        struct iovec *iov = malloc((size_t)(2 * m.num_resident + 5) * sizeof *iov);
+        if (!resident || !iov) _exit(4);
+        struct iovec head[5] = {
+            {c.kv_indptr, ((size_t)m.batch_size + 1) * sizeof *c.kv_indptr},
+            {c.kv_indices, (size_t)m.entries * sizeof *c.kv_indices},
+            {c.kv_last_page_len, (size_t)m.batch_size * sizeof *c.kv_last_page_len},
+            {c.q, (size_t)kvf_case_q_elems(&c) * sizeof *c.q},
+            {resident, (size_t)m.num_resident * sizeof *resident}};
+        memcpy(iov, head, sizeof head);
+        int bad = recv_iov(fd, iov, 5);
+        for (int64_t i = 0; !bad && i < m.num_resident; i++) {
             if (resident[i] < 0 || resident[i] >= c.num_pages) _exit(5);
-            memcpy(c.k_cache + resident[i] * pe, in + off, page_bytes);
-            memcpy(c.v_cache + resident[i] * pe, in + off + page_bytes, page_bytes);
+            iov[2 * i] = (struct iovec){c.k_cache + resident[i] * pe, page_bytes};
+            iov[2 * i + 1] = (struct iovec){c.v_cache + resident[i] * pe, page_bytes};
         }
-        /* Without the list the pages just written could not be cleared: give up the worker. */
+        if (!bad) bad = recv_iov(fd, iov, (int)(2 * m.num_resident));
+        free(iov);
+        if (bad) break;
         if (kvf_case_set_resident(&c, resident, m.num_resident, NULL)) _exit(4);
         free(resident);
         int64_t n_o = kvf_case_o_elems(&c), n_lse = kvf_case_lse_elems(&c);
@@ -337,13 +283,9 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
             _exit(4);
         kvf_bf16 *o = out_o;
         float *lse = out_lse;
-        if (pools_lock(&pools, pool_bytes)) _exit(6);
         double t0 = now_s();
         rc = k->run(state, &c, o, lse, &err);
         double t1 = now_s();
-        if (pools_unlock_and_clear(&pools, &c, pool_bytes)) _exit(6);
-        c.k_cache = c.v_cache = NULL; /* the worker's, not the case's to release */
-        c.pool_bytes = 0;
         /* After an error other than "unsupported" the kernel's state (a CUDA context with a
          * sticky error) is not trusted: answer, then let a fresh worker take over. */
         int exiting = rc != 0 && rc != KVF_EUNSUPPORTED;
@@ -352,8 +294,6 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
         if (exiting) _exit(0);
     }
     if (k->destroy) k->destroy(state);
-    pools_release(&pools);
-    free(in);
     free(out_o);
     free(out_lse);
     _exit(0);

@@ -90,12 +90,6 @@ int kvf_case_alloc(kvf_case *out, int32_t num_qo_heads, int32_t num_kv_heads, in
                    int32_t page_size, int32_t batch_size, int64_t table_entries, int64_t num_pages,
                    const kvf_limits *limits, kvf_error *err);
 
-/* The pool check kvf_case_alloc makes: num_pages pages of page_elems elements against the
- * limits (KVF_EINVAL for a negative count, KVF_ELIMIT past a limit), for callers that provide
- * the caches themselves (a case allocated with num_pages 0, pointed at their own mappings). */
-int kvf_limits_check_pool(const kvf_limits *limits, int64_t num_pages, int64_t page_elems,
-                          kvf_error *err);
-
 /* Full validation of DESIGN section 1: shapes, indptr monotone and starting at 0, page ids in
  * range, last-page lengths in [1, S] for non-empty sequences (and 0 allowed for empty ones),
  * sm_scale finite, limits. Returns 0 or KVF_EINVAL / KVF_ELIMIT with one sentence. */

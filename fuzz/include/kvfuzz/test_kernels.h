@@ -6,8 +6,7 @@
  *   test-crash        cpu-ref, but a wild write (segfault) on any case with an empty sequence;
  *   test-hang         cpu-ref, but never returns on any case with a one-token sequence;
  *   test-pool-check   cpu-ref after checking that every non-resident page reads as zero (a
- *                     kernel error otherwise): the kernel worker's pool reuse under test;
- *   test-writes-cache cpu-ref after flipping a bit of its K cache input.
+ *                     kernel error otherwise): what the kernel worker hands a kernel.
  * Static objects; nothing is allocated. */
 #ifndef KVFUZZ_TEST_KERNELS_H
 #define KVFUZZ_TEST_KERNELS_H

@@ -31,7 +31,9 @@ extern "C" {
  * resident pages into a device pool pre-filled with 0xFF bytes (bf16 NaN), so a read of any
  * page the case does not reference poisons the output. The state keeps the pool between runs
  * and re-poisons only the pages the previous run wrote (the whole pool after a new allocation
- * or a failed run). KVF_CUDA_VERIFY_POOL=1 in the environment when a state is created makes
+ * or a failed run). Data a kernel wrote into the pools would therefore outlive its run; the two
+ * kernels here only read them, which the GPU test checks with KVF_CUDA_VERIFY_POOL.
+ * KVF_CUDA_VERIFY_POOL=1 in the environment when a state is created makes
  * every run scan both pools afterwards and fail with KVF_EDEVICE if any byte outside the
  * resident pages is not 0xFF (tests; it reads the whole allocation every run). */
 extern const kvf_kernel kvf_kernel_cuda;
