@@ -897,8 +897,7 @@ struct CaseState {
     size_t written_cap;
     int64_t written_pages;
     size_t written_page_bytes;
-    int verify_pool;  // KVF_CUDA_VERIFY_POOL: check the invariant above after every upload
-    int pool_touched; // this run has queued work on the pools (set by upload_pool)
+    int verify_pool; // KVF_CUDA_VERIFY_POOL: check the invariant above after every upload
     void *d_io; // q, indptr, indices, last_len, o, lse
     size_t io_cap;
     // Pinned host mirror of d_io plus the resident page ids: every small transfer of a run is
@@ -1056,7 +1055,6 @@ int upload_pool(CaseState *s, const kvf_case *c, const int64_t *pinned_ids, kvf_
     const size_t page_bytes = (size_t)kvf_case_page_elems(c) * 2;
     const size_t pool = (size_t)c->num_pages * page_bytes;
     if (pool == 0) return 0;
-    s->pool_touched = 1;
     // The copies move 16-byte vectors; every supported head_dim makes pages a multiple of 128.
     if (page_bytes % 16 != 0)
         return kvf_error_set(err, KVF_EUNSUPPORTED,
@@ -1191,14 +1189,11 @@ int state_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error
     CaseState *s = (CaseState *)state;
     if (!s || !c || (c->batch_size > 0 && (!o || !lse)))
         return kvf_error_set(err, KVF_EINVAL, "NULL kernel state, case or output buffer.");
-    s->pool_touched = 0;
     const int rc = run_case(s, c, o, lse, err);
     if (rc) {
-        // After a failure once the pools were being written, nothing is known about what
-        // reached them: fill them whole next time. A case rejected before that (unsupported
-        // shapes are common while fuzzing) leaves them as they were. Copies still queued may
-        // read the pinned buffers the next run refills.
-        if (s->pool_touched) s->pool_clean = 0;
+        // After a failure nothing is known about what reached the pools: fill them whole next
+        // time. Copies still queued may read the pinned buffers the next run refills.
+        s->pool_clean = 0;
         (void)cudaStreamSynchronize(s->stream);
         (void)cudaGetLastError();
     }
