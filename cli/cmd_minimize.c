@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "kvfuzz/file.h"
 #include "kvfuzz/minimize.h"
 #include "kvfuzz/runner.h"
 #include "kvfuzz/test_kernels.h"
@@ -48,16 +49,6 @@ static char *json_field(const char *json, const char *key, char *out, size_t siz
     memcpy(out, p, (size_t)(end - p));
     out[end - p] = 0;
     return out;
-}
-
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = malloc(1 << 20);
-    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-    fclose(f);
-    if (buf) buf[n] = 0;
-    return buf;
 }
 
 static int parse_class(const char *name, kvf_finding_class *out) {
@@ -137,8 +128,9 @@ int kvf_cmd_minimize(int argc, char **argv) {
     size_t len = strlen(in);
     if (len > 5 && strcmp(in + len - 5, ".kvfz") == 0 && len < sizeof jpath) {
         snprintf(jpath, sizeof jpath, "%.*s.json", (int)(len - 5), in);
-        char *json = read_text(jpath);
-        if (json) {
+        char *json;
+        size_t json_size;
+        if (kvf_read_file(jpath, &json, &json_size) == 0) {
             if (!kernel) kernel = json_field(json, "kernel", jkernel, sizeof jkernel);
             if (!rule) rule = json_field(json, "rule", jrule, sizeof jrule);
             if (!cls) cls = json_field(json, "class", jclass, sizeof jclass);

@@ -14,35 +14,19 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "kvfuzz/file.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 __attribute__((weak)) int LLVMFuzzerInitialize(int *argc, char ***argv);
 __attribute__((weak)) int kvf_harness_findings(void);
 
 static int replay_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    char *buf;
+    size_t n;
+    if (kvf_read_file(path, &buf, &n)) {
         fprintf(stderr, "cannot read %s: %s\n", path, strerror(errno));
         return -1;
     }
-    uint8_t *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 4096;
-            uint8_t *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                fprintf(stderr, "out of memory reading %s\n", path);
-                return -1;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    fclose(f);
     fprintf(stderr, "replaying %s (%zu bytes)\n", path, n);
     /* An exact-size copy, so ASan sees a read past the end of the input. */
     uint8_t *exact = malloc(n ? n : 1);

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kvfuzz/file.h"
+
 #define HEADER_MAGIC "KVFZ"
 #define SECTION_OVERRIDES 0x01u
 #define SECTION_EXPLICIT 0x02u
@@ -523,31 +525,13 @@ int kvf_spec_equal(const kvf_spec *a, const kvf_spec *b) {
 
 int kvf_case_load(const char *path, kvf_spec *spec_out, kvf_case *case_out, const kvf_limits *lim,
                   kvf_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return kvf_error_set(err, KVF_EIO, "cannot open %s: %s", path, strerror(errno));
-    uint8_t *buf = NULL;
-    size_t size = 0, cap = 0;
-    for (;;) {
-        if (size == cap) {
-            cap = cap ? cap * 2 : 4096;
-            uint8_t *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return kvf_error_set(err, KVF_ENOMEM, "cannot read %s: out of memory", path);
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + size, 1, cap - size, f);
-        size += got;
-        if (got == 0) break;
-    }
-    int read_failed = ferror(f);
-    fclose(f);
-    if (read_failed) {
-        free(buf);
-        return kvf_error_set(err, KVF_EIO, "cannot read %s", path);
-    }
+    char *text;
+    size_t size;
+    if (kvf_read_file(path, &text, &size))
+        return errno == ENOMEM
+                   ? kvf_error_set(err, KVF_ENOMEM, "cannot read %s: out of memory", path)
+                   : kvf_error_set(err, KVF_EIO, "cannot read %s: %s", path, strerror(errno));
+    uint8_t *buf = (uint8_t *)text;
     kvf_spec spec;
     int rc = kvf_spec_decode(&spec, buf, size, lim, err);
     free(buf);

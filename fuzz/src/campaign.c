@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kvfuzz/file.h"
 #include "kvfuzz/runner.h"
 
 #define CORPUS_CAP 10000
@@ -177,37 +178,6 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int read_file(const char *path, uint8_t **out, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    uint8_t *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 4096;
-            uint8_t *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return -1;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return -1;
-    }
-    *out = buf;
-    *size = n;
-    return 0;
-}
-
 /* Reads every .kvfz in dir (sorted, so a seed gives the same run) that decodes. */
 static int corpus_load(campaign *cp, const char *dir, kvf_error *err) {
     int rc = kvf_fuzz_mkdirs(dir, err);
@@ -236,17 +206,18 @@ static int corpus_load(campaign *cp, const char *dir, kvf_error *err) {
     for (size_t i = 0; i < n; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        uint8_t *bytes;
+        char *text;
         size_t size;
         kvf_spec s;
-        if (read_file(path, &bytes, &size) == 0) {
+        if (kvf_read_file(path, &text, &size) == 0) {
+            const uint8_t *bytes = (const uint8_t *)text;
             if (kvf_spec_decode(&s, bytes, size, &cp->opts->case_limits, NULL) == 0) {
                 kvf_spec_free(&s);
                 if (cp->ncorpus < CORPUS_CAP) corpus_add(cp, bytes, size);
             } else {
                 skipped++;
             }
-            free(bytes);
+            free(text);
         } else {
             skipped++;
         }

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "kvfuzz/file.h" /* kvf_read_file, for the readers of JSON files */
+
 typedef enum kvf_json_type {
     KVF_JSON_NULL,
     KVF_JSON_BOOL,
@@ -48,8 +50,5 @@ int kvf_json_i64(const kvf_json *v, int64_t *out); /* integers only */
 /* Writers. */
 void kvf_json_write_string(FILE *f, const char *s); /* quoted and escaped; NULL -> null */
 void kvf_json_write_double(FILE *f, double x);      /* %.17g, or "inf"/"-inf"/"nan" */
-
-/* Reads a whole file into a NUL-terminated malloc'd buffer. -1 with errno set on failure. */
-int kvf_read_file(const char *path, char **data, size_t *size);
 
 #endif
