@@ -140,9 +140,11 @@ static int grow(void **buf, size_t *cap, size_t need) {
     return 0;
 }
 
-/* Reads exactly the bytes the iovecs describe (blocking), at most IOV_MAX of them per call; 0 done,
- * -1 end of stream or error. The iovecs are consumed. */
-static int recv_iov(int fd, struct iovec *iov, int n) {
+/* Sends (sending != 0) or receives exactly the bytes the iovecs describe, blocking, at most
+ * IOV_MAX iovecs per call; short transfers resume where they stopped. 0 done, -1 end of stream
+ * or error. The iovecs are consumed. */
+static int transfer_iov(int fd, struct iovec *iov, int n, int sending) {
+    const long most = sysconf(_SC_IOV_MAX) > 0 ? sysconf(_SC_IOV_MAX) : 16;
     while (n > 0) {
         if (iov->iov_len == 0) {
             iov++, n--;
@@ -151,16 +153,15 @@ static int recv_iov(int fd, struct iovec *iov, int n) {
         struct msghdr mh;
         memset(&mh, 0, sizeof mh);
         mh.msg_iov = iov;
-        const long most = sysconf(_SC_IOV_MAX) > 0 ? sysconf(_SC_IOV_MAX) : 16;
         mh.msg_iovlen = (size_t)(n < most ? n : most);
-        ssize_t got = recvmsg(fd, &mh, MSG_WAITALL);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) return -1;
-        while (got > 0) {
-            size_t take = (size_t)got < iov->iov_len ? (size_t)got : iov->iov_len;
+        ssize_t done = sending ? sendmsg(fd, &mh, MSG_NOSIGNAL) : recvmsg(fd, &mh, MSG_WAITALL);
+        if (done < 0 && errno == EINTR) continue;
+        if (done < 0 || (done == 0 && !sending)) return -1;
+        while (done > 0) {
+            size_t take = (size_t)done < iov->iov_len ? (size_t)done : iov->iov_len;
             iov->iov_base = (uint8_t *)iov->iov_base + take;
             iov->iov_len -= take;
-            got -= (ssize_t)take;
+            done -= (ssize_t)take;
             if (iov->iov_len == 0) iov++, n--;
         }
     }
@@ -179,33 +180,12 @@ static void worker_reply(int fd, int32_t rc, uint64_t seq, const kvf_error *err,
     } else {
         m.msglen = (uint32_t)strlen(err->msg);
     }
-    /* One sendmsg for the four parts (short writes resume where they stopped). */
+    /* One sendmsg for the four parts. */
     struct iovec iov[4] = {{&m, sizeof m},
-                           {(void *)err->msg, m.msglen},
+                           {(void *)(err ? err->msg : ""), m.msglen},
                            {(void *)o, m.n_o * sizeof *o},
                            {(void *)lse, m.n_lse * sizeof *lse}};
-    struct iovec *v = iov;
-    int n = 4;
-    while (n > 0) {
-        if (v->iov_len == 0) {
-            v++, n--;
-            continue;
-        }
-        struct msghdr mh;
-        memset(&mh, 0, sizeof mh);
-        mh.msg_iov = v;
-        mh.msg_iovlen = (size_t)n;
-        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) _exit(3);
-        while (w > 0) {
-            size_t take = (size_t)w < v->iov_len ? (size_t)w : v->iov_len;
-            v->iov_base = (uint8_t *)v->iov_base + take;
-            v->iov_len -= take;
-            w -= (ssize_t)take;
-            if (v->iov_len == 0) v++, n--;
-        }
-    }
+    if (transfer_iov(fd, iov, 4, 1)) _exit(3);
 }
 
 static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
@@ -266,13 +246,13 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
             {c.q, (size_t)kvf_case_q_elems(&c) * sizeof *c.q},
             {resident, (size_t)m.num_resident * sizeof *resident}};
         memcpy(iov, head, sizeof head);
-        int bad = recv_iov(fd, iov, 5);
+        int bad = transfer_iov(fd, iov, 5, 0);
         for (int64_t i = 0; !bad && i < m.num_resident; i++) {
             if (resident[i] < 0 || resident[i] >= c.num_pages) _exit(5);
             iov[2 * i] = (struct iovec){c.k_cache + resident[i] * pe, page_bytes};
             iov[2 * i + 1] = (struct iovec){c.v_cache + resident[i] * pe, page_bytes};
         }
-        if (!bad) bad = recv_iov(fd, iov, (int)(2 * m.num_resident));
+        if (!bad) bad = transfer_iov(fd, iov, (int)(2 * m.num_resident), 0);
         free(iov);
         if (bad) break;
         if (kvf_case_set_resident(&c, resident, m.num_resident, NULL)) _exit(4);
