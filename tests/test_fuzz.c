@@ -389,21 +389,27 @@ static void runner_survives_crash_and_hang(void) {
         CHECK_INT_EQ(kvf_runner_starts(r), 2);
         kvf_runner_destroy(r);
     }
-    /* Two in flight: a crash is blamed on its own launch, and the launch queued behind it
-     * runs on a fresh worker. */
+    /* The runner kept full: a crash or hang is blamed on its own launch, the launches queued
+     * behind it (already in the worker's reader and in the socket) run on a fresh worker, and
+     * one more than the limit is refused. */
     for (int k = 0; k < 2; k++) {
         kvf_runner_opts ro = {kvf_fuzz_kernel_find(names[k]), cl, 0.5, 0, 0};
         kvf_runner *r;
         CHECK_OK(kvf_runner_create(&r, &ro, &err), &err);
-        int bad = k == 0 ? 1 : 2;
-        int order[4] = {0, bad, 0, 0};
-        int expect[4] = {KVF_RUN_OK, k == 0 ? KVF_RUN_CRASH : KVF_RUN_HANG, KVF_RUN_OK, KVF_RUN_OK};
+        const int bad = k == 0 ? 1 : 2, total = 6;
+        const int order[6] = {0, bad, 0, 0, 0, 0};
         kvf_run_result res;
-        CHECK_OK(kvf_runner_submit(r, &cases[order[0]], &err), &err);
-        for (int i = 0; i < 4; i++) {
-            if (i + 1 < 4) CHECK_OK(kvf_runner_submit(r, &cases[order[i + 1]], &err), &err);
+        int submitted = 0;
+        for (; submitted < KVF_RUNNER_MAX_INFLIGHT; submitted++)
+            CHECK_OK(kvf_runner_submit(r, &cases[order[submitted]], &err), &err);
+        CHECK_INT_EQ(kvf_runner_submit(r, &cases[0], &err), KVF_EINVAL);
+        for (int i = 0; i < total; i++) {
             kvf_runner_collect(r, o, lse, &res);
-            CHECK_INT_EQ(res.status, expect[i]);
+            CHECK_INT_EQ(res.status, order[i] == 0 ? KVF_RUN_OK
+                                     : k == 0      ? KVF_RUN_CRASH
+                                                   : KVF_RUN_HANG);
+            if (submitted < total)
+                CHECK_OK(kvf_runner_submit(r, &cases[order[submitted++]], &err), &err);
         }
         CHECK_INT_EQ(kvf_runner_starts(r), 2);
         kvf_runner_destroy(r);
@@ -487,6 +493,22 @@ static void campaign_finds_and_minimizes_planted_bug(void) {
     rm_tree(dir);
 }
 
+/* The oracle pool leaves a quarter of the cores, at most 4, to the threads that set the pace,
+ * except when there is no kernel; never fewer than one thread. */
+static void default_jobs(void) {
+    kvf_campaign_opts o;
+    kvf_campaign_opts_default(&o);
+    const long cores[] = {0, 1, 2, 3, 4, 8, 16, 64, 1000};
+    const int with_kernel[] = {1, 1, 2, 3, 3, 6, 12, 60, KVF_CAMPAIGN_MAX_JOBS - 4};
+    const int oracle_only[] = {1, 1, 2, 3, 4, 8, 16, 64, KVF_CAMPAIGN_MAX_JOBS};
+    for (size_t i = 0; i < sizeof cores / sizeof cores[0]; i++) {
+        o.oracle_only = 0;
+        CHECK_INT_EQ(kvf_campaign_default_jobs(&o, cores[i]), with_kernel[i]);
+        o.oracle_only = 1;
+        CHECK_INT_EQ(kvf_campaign_default_jobs(&o, cores[i]), oracle_only[i]);
+    }
+}
+
 /* Overflow-class violations count only when asked for. */
 static void overflow_needs_asking(void) {
     kvf_outcome out;
@@ -539,6 +561,7 @@ static const check_test tests[] = {
     {"worker_pages_between_cases", worker_pages_between_cases},
     {"campaign_finds_and_minimizes_planted_bug", campaign_finds_and_minimizes_planted_bug},
     {"overflow_needs_asking", overflow_needs_asking},
+    {"default_jobs", default_jobs},
     {NULL, NULL},
 };
 

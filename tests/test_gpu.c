@@ -529,6 +529,83 @@ static void test_pool_poison_between_runs(void) {
     printf("  %ld runs checked for stale pages\n", runs);
 }
 
+/* Resident pages reach the device through a pinned staging buffer, K and V together, in as many
+ * batches as the buffer needs. With the buffer shrunk to one or two page pairs
+ * (KVF_CUDA_STAGE_BYTES) every case with several resident pages goes up in several batches; its
+ * output must equal, bit for bit, the one-batch upload of a default state, and the pools must
+ * stay poisoned outside the resident pages (KVF_CUDA_VERIFY_POOL). */
+static void test_staging_in_batches(void) {
+    char why[256];
+    if (gpu_skip_reason(why, sizeof why)) CHECK_SKIP("%s", why);
+    const char *names[2] = {"cuda", "cuda-naive"};
+    kvf_random_opts ro;
+    random_opts(&ro);
+    ro.max_tokens = 2048;
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    const long n = env_long("KVF_GPU_CASES", GPU_CASES_DEFAULT, 1, 100000000) / 100 + 8;
+    long batched = 0, most_batches = 0;
+    for (int k = 0; k < 2; k++) {
+        const kvf_kernel *kern = kvf_kernel_find(names[k]);
+        kvf_error err = {0};
+        setenv("KVF_CUDA_STAGE_BYTES", "12x", 1);
+        void *bad = NULL;
+        CHECK_INT_EQ(kern->create(&bad, &err), KVF_EINVAL);
+        CHECK(strstr(err.msg, "KVF_CUDA_STAGE_BYTES") != NULL);
+        unsetenv("KVF_CUDA_STAGE_BYTES");
+        void *whole = NULL;
+        CHECK_OK(kern->create(&whole, &err), &err);
+        if (!whole) return;
+        for (long i = 0; i < n; i++) {
+            kvf_spec spec;
+            kvf_case c;
+            memset(&c, 0, sizeof c);
+            const uint64_t seed = GPU_SEED_BASE + 0x300000 + (uint64_t)i;
+            if (kvf_spec_random(&spec, seed, &ro, &err) || kvf_case_build(&c, &spec, &lim, &err)) {
+                CHECK_FAIL_AT("seed 0x%llx does not build: %s", (unsigned long long)seed, err.msg);
+                kvf_spec_free(&spec);
+                continue;
+            }
+            const long pairs = 1 + i % 2;
+            const size_t page_bytes = (size_t)kvf_case_page_elems(&c) * sizeof(kvf_bf16);
+            char bytes[32];
+            snprintf(bytes, sizeof bytes, "%zu", 2 * page_bytes * (size_t)pairs);
+            setenv("KVF_CUDA_STAGE_BYTES", bytes, 1);
+            setenv("KVF_CUDA_VERIFY_POOL", "1", 1);
+            void *small = NULL;
+            CHECK_OK(kern->create(&small, &err), &err);
+            unsetenv("KVF_CUDA_STAGE_BYTES");
+            unsetenv("KVF_CUDA_VERIFY_POOL");
+            const size_t no = (size_t)kvf_case_o_elems(&c), nl = (size_t)kvf_case_lse_elems(&c);
+            kvf_bf16 *o[2];
+            float *lse[2];
+            for (int r = 0; r < 2; r++) {
+                o[r] = malloc((no + 1) * sizeof(kvf_bf16));
+                lse[r] = malloc((nl + 1) * sizeof(float));
+            }
+            CHECK_OK(kern->run(whole, &c, o[0], lse[0], &err), &err);
+            if (small) CHECK_OK(kern->run(small, &c, o[1], lse[1], &err), &err);
+            if (small && (memcmp(o[0], o[1], no * sizeof(kvf_bf16)) ||
+                          memcmp(lse[0], lse[1], nl * sizeof(float))))
+                CHECK_FAIL_AT("%s: seed 0x%llx (%lld resident pages, %ld per batch) differs from "
+                              "its one-batch upload",
+                              names[k], (unsigned long long)seed, (long long)c.num_resident_pages,
+                              pairs);
+            const long batches = (long)((c.num_resident_pages + pairs - 1) / pairs);
+            if (batches > 1) batched++;
+            if (batches > most_batches) most_batches = batches;
+            if (small) kern->destroy(small);
+            for (int r = 0; r < 2; r++)
+                free(o[r]), free(lse[r]);
+            kvf_case_free(&c);
+            kvf_spec_free(&spec);
+        }
+        kern->destroy(whole);
+    }
+    CHECK(batched > 0);
+    printf("  %ld cases uploaded in several batches (up to %ld)\n", batched, most_batches);
+}
+
 /* ---- validation -------------------------------------------------------------------------- */
 
 static void expect_error(void *st, const kvf_kernel *k, const kvf_case *c, int code,
@@ -609,6 +686,7 @@ static const check_test tests[] = {
     {"same_bits_twice", test_same_bits_twice},
     {"high_page_ids", test_high_page_ids},
     {"pool_poison_between_runs", test_pool_poison_between_runs},
+    {"staging_in_batches", test_staging_in_batches},
     {"oracle_sweep", test_oracle_sweep},
     {NULL, NULL},
 };

@@ -1,6 +1,6 @@
-/* The campaign runner (campaign.h): a dispatcher thread that generates cases and drives the
- * kernel worker, a pool of oracle threads that judge, and the main thread that keeps time,
- * prints progress and turns SIGINT/SIGTERM into an orderly stop. */
+/* The campaign runner (campaign.h): generator threads that build cases, a dispatcher thread per
+ * kernel worker that drives it, a pool of oracle threads that judge, and the main thread that
+ * keeps time, prints progress and turns SIGINT/SIGTERM into an orderly stop. */
 #include "kvfuzz/campaign.h"
 
 #include <dirent.h>
@@ -32,6 +32,14 @@ void kvf_campaign_opts_default(kvf_campaign_opts *o) {
     o->progress_s = 5;
     kvf_mutate_limits_default(&o->mutate);
     kvf_limits_default(&o->case_limits);
+}
+
+int kvf_campaign_default_jobs(const kvf_campaign_opts *o, long cores) {
+    if (cores < 1) cores = 1;
+    if (cores > KVF_CAMPAIGN_MAX_JOBS) cores = KVF_CAMPAIGN_MAX_JOBS;
+    long kept = o->oracle_only ? 0 : cores / 4;
+    if (kept > 4) kept = 4;
+    return (int)(cores - kept);
 }
 
 typedef struct job {
@@ -629,9 +637,10 @@ static void *dispatcher_main(void *arg) {
         }
         goto done;
     }
-    slot fifo[2];
+    /* Launches in the runner, oldest first: kept full so the worker never waits for us. */
+    slot fifo[KVF_RUNNER_MAX_INFLIGHT];
     int n = 0;
-    while (n < 2 && atomic_load(&cp->stop) == 0) {
+    while (n < KVF_RUNNER_MAX_INFLIGHT && atomic_load(&cp->stop) == 0) {
         job *j = timed_ready_pop(cp, &wait_cases);
         if (!j) break;
         if (submit(d, j, &wait_kernel)) {
@@ -642,8 +651,8 @@ static void *dispatcher_main(void *arg) {
     }
     while (n > 0) {
         slot s0 = fifo[0];
-        fifo[0] = fifo[1];
         n--;
+        memmove(fifo, fifo + 1, (size_t)n * sizeof *fifo);
         job *j = s0.j;
         kvf_run_result res;
         double t0 = now_s();
@@ -666,7 +675,7 @@ static void *dispatcher_main(void *arg) {
             sampled = j->o2 && j->lse2 && submit(d, j, &wait_kernel) == 0;
             if (sampled) fifo[n++] = (slot){j, 1};
         }
-        if (!sampled && atomic_load(&cp->stop) == 0) { /* keep two in flight */
+        if (!sampled && atomic_load(&cp->stop) == 0) { /* keep the runner full */
             job *next = timed_ready_pop(cp, &wait_cases);
             if (next && submit(d, next, &wait_kernel))
                 job_free(next);
@@ -800,8 +809,7 @@ int kvf_campaign_run(const kvf_campaign_opts *o, kvf_campaign_stats *st, kvf_err
         kvf_rule_parse(&cp->rules[0], "strict", NULL);
     for (int r = 0; r < cp->nrules; r++)
         st->worst_margin[r] = 0;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    cp->jobs = o->jobs > 0 ? o->jobs : (cores > 0 ? (int)cores : 1);
+    cp->jobs = o->jobs > 0 ? o->jobs : kvf_campaign_default_jobs(o, sysconf(_SC_NPROCESSORS_ONLN));
     if (cp->jobs > MAX_JOBS) cp->jobs = MAX_JOBS;
     st->jobs = cp->jobs;
     pthread_mutex_init(&cp->mu, NULL);

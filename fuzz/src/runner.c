@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -58,7 +59,7 @@ typedef struct result_msg {
     uint32_t exiting;
 } result_msg;
 
-#define MAX_INFLIGHT 2
+#define MAX_INFLIGHT KVF_RUNNER_MAX_INFLIGHT
 
 /* One launch: the serialized case (kept until its result is in, so a launch lost with a dead
  * worker can be sent again) and its result as it arrives. */
@@ -81,7 +82,8 @@ struct kvf_runner {
     int fd;
     int64_t starts;
     uint64_t seq;
-    launch q[MAX_INFLIGHT]; /* FIFO: q[head] runs, the next one waits in the socket */
+    launch q[MAX_INFLIGHT]; /* FIFO: q[head] runs, the ones behind wait in the worker's reader
+                               and in the socket */
     int head, count;
     /* in-process mode */
     void *state;
@@ -188,6 +190,135 @@ static void worker_reply(int fd, int32_t rc, uint64_t seq, const kvf_error *err,
     if (transfer_iov(fd, iov, 4, 1)) _exit(3);
 }
 
+/* The worker runs two threads. A reader receives the next case (allocates its pools, takes its
+ * pages off the socket) while the kernel thread runs the current one: receiving a case costs
+ * about as much host time as a small launch, and done one after the other they left the device
+ * idle for half of every case. The parent keeps the next case in the socket, so the reader
+ * always has work; the kernel thread still runs and answers cases strictly in order, so the
+ * parent's bookkeeping (the head launch is the running one) is unchanged. */
+
+enum { CASE_NONE, CASE_READY, CASE_END, CASE_UNHOLDABLE };
+
+/* ThreadSanitizer cannot follow a thread started in the child of a multi-threaded process (the
+ * campaign forks its workers from a dispatcher thread): under it the worker receives each case
+ * itself, between launches. */
+#if defined(__SANITIZE_THREAD__)
+#define WORKER_READER_THREAD 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define WORKER_READER_THREAD 0
+#endif
+#endif
+#ifndef WORKER_READER_THREAD
+#define WORKER_READER_THREAD 1
+#endif
+
+typedef struct received_case {
+    int kind; /* CASE_*: a case to run, the end of the stream, or a case that could not be held */
+    uint64_t seq;
+    kvf_case c;
+    kvf_error err; /* CASE_UNHOLDABLE: why */
+} received_case;
+
+typedef struct worker_pipe {
+    int fd;
+    const kvf_runner_opts *opts;
+    pthread_mutex_t mu;
+    pthread_cond_t changed;
+    received_case next; /* handed from the reader to the kernel thread; kind CASE_NONE: empty */
+    kvf_case finished;  /* a case the kernel thread is done with, for the reader to free */
+    int have_finished;
+    /* KVF_WORKER_TIMING: where the reader's time went (read by the kernel thread only after
+     * the reader has posted the end of the stream). */
+    double reader_wait_parent_s, reader_receive_s, reader_wait_slot_s;
+} worker_pipe;
+
+/* Receives one case into rc (kind CASE_READY), or sets kind CASE_END (stream closed or not a
+ * case) or CASE_UNHOLDABLE. Exits the process on a message that contradicts itself. */
+static void receive_case(worker_pipe *wp, received_case *rc) {
+    const int fd = wp->fd;
+    case_msg m;
+    memset(rc, 0, sizeof *rc);
+    rc->kind = CASE_END;
+    const double t0 = now_s();
+    const int got = recv_all(fd, &m, sizeof m, -1);
+    const double t1 = now_s();
+    wp->reader_wait_parent_s += t1 - t0;
+    if (got || m.magic != MAGIC_CASE) return;
+    rc->seq = m.seq;
+    kvf_case *c = &rc->c;
+    /* Fresh pools for every case (mapped lazily, zero until written), so nothing a kernel
+     * does to its input can reach the next case. */
+    if (kvf_case_alloc(c, m.num_qo_heads, m.num_kv_heads, m.head_dim, m.page_size, m.batch_size,
+                       m.entries, m.num_pages, &wp->opts->limits, &rc->err)) {
+        rc->kind = CASE_UNHOLDABLE;
+        return;
+    }
+    c->sm_scale = m.sm_scale;
+    const int64_t pe = kvf_case_page_elems(c);
+    /* The rest of the message in two vectored reads straight into place: the tables, q and the
+     * resident page ids, then every page (a recv per array and per page was a large part of
+     * the worker's time per case). */
+    const size_t page_bytes = (size_t)pe * sizeof(kvf_bf16);
+    int64_t *resident = malloc((size_t)(m.num_resident + 1) * sizeof *resident);
+    struct iovec *iov = malloc((size_t)(2 * m.num_resident + 5) * sizeof *iov);
+    if (!resident || !iov) _exit(4);
+    struct iovec head[5] = {
+        {c->kv_indptr, ((size_t)m.batch_size + 1) * sizeof *c->kv_indptr},
+        {c->kv_indices, (size_t)m.entries * sizeof *c->kv_indices},
+        {c->kv_last_page_len, (size_t)m.batch_size * sizeof *c->kv_last_page_len},
+        {c->q, (size_t)kvf_case_q_elems(c) * sizeof *c->q},
+        {resident, (size_t)m.num_resident * sizeof *resident}};
+    memcpy(iov, head, sizeof head);
+    int bad = transfer_iov(fd, iov, 5, 0);
+    for (int64_t i = 0; !bad && i < m.num_resident; i++) {
+        if (resident[i] < 0 || resident[i] >= c->num_pages) _exit(5);
+        iov[2 * i] = (struct iovec){c->k_cache + resident[i] * pe, page_bytes};
+        iov[2 * i + 1] = (struct iovec){c->v_cache + resident[i] * pe, page_bytes};
+    }
+    if (!bad) bad = transfer_iov(fd, iov, (int)(2 * m.num_resident), 0);
+    free(iov);
+    if (!bad && kvf_case_set_resident(c, resident, m.num_resident, NULL)) _exit(4);
+    free(resident);
+    wp->reader_receive_s += now_s() - t1;
+    if (bad) {
+        kvf_case_free(c);
+        return;
+    }
+    rc->kind = CASE_READY;
+}
+
+static void *reader_main(void *arg) {
+    worker_pipe *wp = arg;
+    for (;;) {
+        received_case rc;
+        receive_case(wp, &rc);
+        const double t0 = now_s();
+        pthread_mutex_lock(&wp->mu);
+        while (wp->next.kind != CASE_NONE || wp->have_finished) {
+            if (wp->have_finished) { /* free the kernel thread's last case while we wait */
+                kvf_case done = wp->finished;
+                wp->have_finished = 0;
+                pthread_mutex_unlock(&wp->mu);
+                kvf_case_free(&done);
+                pthread_mutex_lock(&wp->mu);
+                continue;
+            }
+            pthread_cond_wait(&wp->changed, &wp->mu);
+        }
+        wp->next = rc;
+        wp->reader_wait_slot_s += now_s() - t0;
+        pthread_cond_broadcast(&wp->changed);
+        /* Posted first, freed after: the kernel thread may be waiting for this case. */
+        kvf_case done;
+        const int have_done = wp->have_finished;
+        if (have_done) done = wp->finished, wp->have_finished = 0;
+        pthread_mutex_unlock(&wp->mu);
+        if (have_done) kvf_case_free(&done);
+        if (rc.kind != CASE_READY) return NULL;
+    }
+}
+
 static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
     /* Ctrl-C reaches the whole process group; the parent decides when the worker stops. */
     signal(SIGINT, SIG_IGN);
@@ -209,69 +340,89 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
         _exit(3);
     if (rc) _exit(0);
 
+    worker_pipe wp;
+    memset(&wp, 0, sizeof wp);
+    wp.fd = fd;
+    wp.opts = opts;
+    pthread_mutex_init(&wp.mu, NULL);
+    pthread_cond_init(&wp.changed, NULL);
+    if (WORKER_READER_THREAD) {
+        pthread_t reader;
+        if (pthread_create(&reader, NULL, reader_main, &wp) != 0) _exit(4);
+        pthread_detach(reader); /* the process ends with _exit, wherever the reader is */
+    }
+
     /* Buffers reused from case to case: allocations past malloc's mmap threshold would map
      * and unmap memory for every launch. */
     size_t out_o_cap = 0, out_lse_cap = 0;
     kvf_bf16 *out_o = NULL;
     float *out_lse = NULL;
+    const char *timing = getenv("KVF_WORKER_TIMING");
+    const int report_timing = timing && *timing && strcmp(timing, "0") != 0;
+    double wait_case_s = 0, run_s = 0, reply_s = 0, next_report = now_s() + 5;
+    int64_t cases = 0;
     for (;;) {
-        case_msg m;
-        if (recv_all(fd, &m, sizeof m, -1) || m.magic != MAGIC_CASE) break;
-        kvf_error_clear(&err);
-        kvf_case c;
-        /* Fresh pools for every case (mapped lazily, zero until written), so nothing a kernel
-         * does to its input can reach the next case. */
-        rc = kvf_case_alloc(&c, m.num_qo_heads, m.num_kv_heads, m.head_dim, m.page_size,
-                            m.batch_size, m.entries, m.num_pages, &opts->limits, &err);
-        if (rc) {
+        received_case cur;
+        const double t_wait = now_s();
+        if (WORKER_READER_THREAD) {
+            pthread_mutex_lock(&wp.mu);
+            while (wp.next.kind == CASE_NONE)
+                pthread_cond_wait(&wp.changed, &wp.mu);
+            cur = wp.next;
+            wp.next.kind = CASE_NONE;
+            pthread_cond_broadcast(&wp.changed);
+            pthread_mutex_unlock(&wp.mu);
+        } else {
+            receive_case(&wp, &cur);
+        }
+        wait_case_s += now_s() - t_wait;
+        if (cur.kind == CASE_END) break;
+        if (cur.kind == CASE_UNHOLDABLE) {
             /* The parent built this very case; failing here means the worker is unwell. */
             kvf_error e2;
-            kvf_error_set(&e2, KVF_EIO, "the worker could not hold the case: %s", err.msg);
-            worker_reply(fd, KVF_EIO, m.seq, &e2, 0, 0, NULL, NULL, 0, 1);
+            kvf_error_set(&e2, KVF_EIO, "the worker could not hold the case: %s", cur.err.msg);
+            worker_reply(fd, KVF_EIO, cur.seq, &e2, 0, 0, NULL, NULL, 0, 1);
             break;
         }
-        c.sm_scale = m.sm_scale;
-        const int64_t pe = kvf_case_page_elems(&c);
-        /* The rest of the message in two vectored reads straight into place: the tables, q and
-         * the resident page ids, then every page (a recv per array and per page was a large part
-         * of the worker's time per case). */
-        const size_t page_bytes = (size_t)pe * sizeof(kvf_bf16);
-        int64_t *resident = malloc((size_t)(m.num_resident + 1) * sizeof *resident);
-        struct iovec *iov = malloc((size_t)(2 * m.num_resident + 5) * sizeof *iov);
-        if (!resident || !iov) _exit(4);
-        struct iovec head[5] = {
-            {c.kv_indptr, ((size_t)m.batch_size + 1) * sizeof *c.kv_indptr},
-            {c.kv_indices, (size_t)m.entries * sizeof *c.kv_indices},
-            {c.kv_last_page_len, (size_t)m.batch_size * sizeof *c.kv_last_page_len},
-            {c.q, (size_t)kvf_case_q_elems(&c) * sizeof *c.q},
-            {resident, (size_t)m.num_resident * sizeof *resident}};
-        memcpy(iov, head, sizeof head);
-        int bad = transfer_iov(fd, iov, 5, 0);
-        for (int64_t i = 0; !bad && i < m.num_resident; i++) {
-            if (resident[i] < 0 || resident[i] >= c.num_pages) _exit(5);
-            iov[2 * i] = (struct iovec){c.k_cache + resident[i] * pe, page_bytes};
-            iov[2 * i + 1] = (struct iovec){c.v_cache + resident[i] * pe, page_bytes};
-        }
-        if (!bad) bad = transfer_iov(fd, iov, (int)(2 * m.num_resident), 0);
-        free(iov);
-        if (bad) break;
-        if (kvf_case_set_resident(&c, resident, m.num_resident, NULL)) _exit(4);
-        free(resident);
-        int64_t n_o = kvf_case_o_elems(&c), n_lse = kvf_case_lse_elems(&c);
+        kvf_case *c = &cur.c;
+        int64_t n_o = kvf_case_o_elems(c), n_lse = kvf_case_lse_elems(c);
         if (grow((void **)&out_o, &out_o_cap, (size_t)(n_o + 1) * sizeof *out_o) ||
             grow((void **)&out_lse, &out_lse_cap, (size_t)(n_lse + 1) * sizeof *out_lse))
             _exit(4);
-        kvf_bf16 *o = out_o;
-        float *lse = out_lse;
+        kvf_error_clear(&err);
         double t0 = now_s();
-        rc = k->run(state, &c, o, lse, &err);
+        rc = k->run(state, c, out_o, out_lse, &err);
         double t1 = now_s();
         /* After an error other than "unsupported" the kernel's state (a CUDA context with a
          * sticky error) is not trusted: answer, then let a fresh worker take over. */
         int exiting = rc != 0 && rc != KVF_EUNSUPPORTED;
-        worker_reply(fd, rc, m.seq, &err, n_o, n_lse, o, lse, t1 - t0, exiting);
-        kvf_case_free(&c);
+        worker_reply(fd, rc, cur.seq, &err, n_o, n_lse, out_o, out_lse, t1 - t0, exiting);
+        run_s += t1 - t0;
+        reply_s += now_s() - t1;
+        cases++;
+        if (report_timing && t1 >= next_report) {
+            /* Every 5 s, totals so far (the reader's are read unlocked: a diagnostic). The
+             * worker may be killed at any moment, so there is no report at exit. */
+            next_report = t1 + 5;
+            fprintf(stderr,
+                    "kvfuzz worker %d: %lld cases; kernel thread: waiting for a case %.2f s, run "
+                    "%.2f s, replying %.2f s; reader: waiting for the parent %.2f s, receiving "
+                    "%.2f s, waiting for the kernel thread %.2f s\n",
+                    (int)getpid(), (long long)cases, wait_case_s, run_s, reply_s,
+                    wp.reader_wait_parent_s, wp.reader_receive_s, wp.reader_wait_slot_s);
+        }
         if (exiting) _exit(0);
+        /* Unmapping the pools is the reader's job, off the path between two launches; if it
+         * has not taken the last one yet, this one is freed here. */
+        pthread_mutex_lock(&wp.mu);
+        int handed = WORKER_READER_THREAD && !wp.have_finished;
+        if (handed) {
+            wp.finished = *c;
+            wp.have_finished = 1;
+            pthread_cond_broadcast(&wp.changed);
+        }
+        pthread_mutex_unlock(&wp.mu);
+        if (!handed) kvf_case_free(c);
     }
     if (k->destroy) k->destroy(state);
     free(out_o);
@@ -281,17 +432,31 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
 
 /* ---- the parent side ------------------------------------------------------------------------
  *
- * Up to two launches are in flight: while the worker runs one, the next case is already on its
- * way through the socket, so copying cases overlaps with the kernel. The parent end of the socket
- * is non-blocking and every wait is a poll() on both directions, so the parent keeps draining
- * a result while it sends and neither side can block the other. */
+ * Up to MAX_INFLIGHT launches are in flight: while the worker runs one, its reader takes in the
+ * next and the one after waits in the socket, so neither the worker's receiving nor this side's
+ * turnaround between a result and the next send stands between two launches. The parent end
+ * of the socket is non-blocking and every wait is a poll() on both directions, so the parent
+ * keeps draining a result while it sends and neither side can block the other. */
 
-static launch *head(kvf_runner *r) {
-    return &r->q[r->head];
+/* The i-th launch in flight, 0 being the one the worker runs (the head). */
+static launch *at(kvf_runner *r, int i) {
+    return &r->q[(r->head + i) % MAX_INFLIGHT];
 }
 
-static launch *tail(kvf_runner *r) {
-    return r->count > 1 ? &r->q[(r->head + 1) % MAX_INFLIGHT] : NULL;
+static launch *head(kvf_runner *r) {
+    return at(r, 0);
+}
+
+static int fully_sent(const launch *l) {
+    return l->req_sent == l->req_size;
+}
+
+/* The first launch behind the head not yet sent whole (the stream is in order, so it is the
+ * next to go out), or NULL. */
+static launch *first_unsent_behind_head(kvf_runner *r) {
+    for (int i = 1; i < r->count; i++)
+        if (!fully_sent(at(r, i))) return at(r, i);
+    return NULL;
 }
 
 static void launch_reset_result(launch *l) {
@@ -521,7 +686,8 @@ static int send_launch(kvf_runner *r, launch *l, int stop_on_head) {
         launch *h = head(r);
         int behind = h != l && !head_complete(r);
         if (stop_on_head && h != l && !behind) return 1;
-        launch *running = behind ? h : l;
+        /* With the head's result in, the worker has moved on to the launch behind it. */
+        launch *running = h == l || behind ? h : at(r, 1);
         if (running->start <= 0) running->start = now_s();
         double left = running->start + r->opts.deadline_s - now_s();
         struct pollfd pfd = {r->fd, (short)(POLLOUT | (behind ? POLLIN : 0)), 0};
@@ -533,29 +699,36 @@ static int send_launch(kvf_runner *r, launch *l, int stop_on_head) {
         if (behind && (pfd.revents & POLLIN)) {
             int p = read_progress(r);
             if (p < 0) return -1;
-            if (p == 1) l->start = now_s(); /* the worker moves on to l */
+            if (p == 1) at(r, 1)->start = now_s(); /* the worker moves on */
         }
     }
     return 0;
 }
 
-/* Puts a launch that a dead worker never answered back in front of a fresh worker. 0, or -1
- * when no worker can be started (the launch then fails as a kernel error). */
+/* Puts the launches a dead worker never answered back, in order, in front of a fresh worker.
+ * 0, or -1 when no worker can be started or the first of them cannot be sent (they then fail
+ * as kernel errors). */
 static int restart_and_resend(kvf_runner *r, kvf_error *err) {
     if (r->count == 0) return 0;
     int rc = start_worker(r, err);
     if (rc) return -1;
-    launch *l = head(r);
-    launch_reset_result(l);
-    l->req_sent = 0;
-    l->start = now_s();
-    return send_launch(r, l, 0) == 0 ? 0 : -1;
+    for (int i = 0; i < r->count; i++) {
+        launch *l = at(r, i);
+        launch_reset_result(l);
+        l->req_sent = 0;
+        l->start = i == 0 ? now_s() : 0;
+    }
+    if (send_launch(r, head(r), 0) != 0) return -1;
+    /* A failure behind the head is the head's, found when it is collected. */
+    for (int i = 1; i < r->count; i++)
+        if (send_launch(r, at(r, i), 0) != 0) break;
+    return 0;
 }
 
 int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
     if (r->count == MAX_INFLIGHT)
-        return kvf_error_set(err, KVF_EINVAL, "two launches are already in flight");
-    launch *l = &r->q[(r->head + r->count) % MAX_INFLIGHT];
+        return kvf_error_set(err, KVF_EINVAL, "%d launches are already in flight", MAX_INFLIGHT);
+    launch *l = at(r, r->count);
     launch_reset_result(l);
     l->n_o = kvf_case_o_elems(c);
     l->n_lse = kvf_case_lse_elems(c);
@@ -607,25 +780,28 @@ int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
         }
         return 0;
     }
-    /* Behind a running launch: the stream is in order, so the head goes out whole first. A
-     * failure here is the head's, and is reported when it is collected (which then sends this
-     * launch to a fresh worker). */
-    if (head(r)->req_sent < head(r)->req_size && send_launch(r, head(r), 0) != 0) return 0;
-    send_launch(r, l, 0);
+    /* Behind a running launch: the stream is in order, so every launch ahead goes out whole
+     * first. A failure here is the head's, and is reported when it is collected (which then
+     * sends the launches behind it to a fresh worker). */
+    for (int i = 0; i < r->count; i++)
+        if (!fully_sent(at(r, i)) && send_launch(r, at(r, i), 0) != 0) return 0;
     return 0;
 }
 
-/* The head launch failed and took the worker with it: the one behind it was never run. */
+/* The head launch failed and took the worker with it: the ones behind it were never run. */
 static void settle_tail(kvf_runner *r) {
     if (r->count == 0) return;
     kvf_error e = {0};
     if (restart_and_resend(r, &e)) {
-        launch *l = head(r);
-        l->res.status = KVF_RUN_KERNEL_ERROR;
-        snprintf(l->res.message, sizeof l->res.message, "no worker to run the case: %.300s", e.msg);
-        l->hdr.magic = 0; /* marks "failed before it ran" for collect */
-        l->hdr_got = 0;
-        l->start = -1;
+        for (int i = 0; i < r->count; i++) {
+            launch *l = at(r, i);
+            l->res.status = KVF_RUN_KERNEL_ERROR;
+            snprintf(l->res.message, sizeof l->res.message, "no worker to run the case: %.300s",
+                     e.msg);
+            l->hdr.magic = 0; /* marks "failed before it ran" for collect */
+            l->hdr_got = 0;
+            l->start = -1;
+        }
     }
 }
 
@@ -660,13 +836,13 @@ void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *
         int sr = send_launch(r, l, 0);
         if (sr < 0) state = sr;
     }
-    launch *t = tail(r);
     while (state == 0) {
         int p = read_progress(r);
         if (p == 1) state = 1;
         if (p < 0) state = -1;
         if (state) break;
-        if (t && t->req_sent < t->req_size) {
+        launch *t = first_unsent_behind_head(r);
+        if (t) {
             int sr = send_launch(r, t, 1); /* keeps reading the head's result meanwhile */
             if (sr < 0) state = sr;
             continue;

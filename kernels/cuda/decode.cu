@@ -28,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -278,13 +279,16 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const MergeParams 
 
 // Resident pages, gathered on the host into `src` (n pages of page_vec 16-byte vectors), to
 // their places in the pool.
+// src holds n K pages then the same n pages of V; page p of each goes to page ids[p] of its pool.
 __global__ void scatter_pages_kernel(const uint4 *src, const int64_t *ids, int64_t n,
-                                     int64_t page_vec, uint4 *pool) {
-    const int64_t total = n * page_vec;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+                                     int64_t page_vec, uint4 *k_pool, uint4 *v_pool) {
+    const int64_t per_pool = n * page_vec;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < 2 * per_pool;
          i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t page = i / page_vec, j = i - page * page_vec;
-        pool[ids[page] * page_vec + j] = src[i];
+        const int is_v = i >= per_pool;
+        const int64_t r = is_v ? i - per_pool : i;
+        const int64_t page = r / page_vec, j = r - page * page_vec;
+        (is_v ? v_pool : k_pool)[ids[page] * page_vec + j] = src[i];
     }
 }
 
@@ -360,12 +364,17 @@ struct kvf_cuda_plan {
     kvf_cuda_plan_info info;
     int32_t n_items;
     // Schedule: [B+1] seq_first, padded to 4 entries, then [n_items] int4 work items (see
-    // SplitParams::items); on the host (for change detection) and on the device.
+    // SplitParams::items); on the host (pinned, for change detection and the upload) and on the
+    // device. prepare() only marks a changed schedule dirty; the next launch enqueues its upload
+    // on the launch's own stream, so a run pays no synchronous copy and no extra wait for it.
     int32_t *h_sched;
     size_t h_sched_len, h_sched_cap;
     void *d_sched;
     size_t d_sched_cap;
-    size_t d_sched_len; // entries currently valid on the device
+    int sched_dirty;            // h_sched is newer than d_sched
+    cudaEvent_t sched_uploaded; // recorded after the last upload: h_sched is free to change
+    int sched_upload_recorded;  // and d_sched is complete once it fires
+    cudaStream_t sched_stream;  // where that upload was enqueued
     void *d_ws_acc, *d_ws_ml;
     size_t ws_acc_cap, ws_ml_cap;
 #ifdef KVF_MUTANT_INT32_OFFSET
@@ -421,6 +430,7 @@ KVF_CUDA_API int kvf_cuda_plan_create(kvf_cuda_plan **out, kvf_cuda_algo algo, k
     cudaError_t e = cudaGetDevice(&p->device);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&p->num_sms, cudaDevAttrMultiProcessorCount, p->device);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&p->sched_uploaded, cudaEventDisableTiming);
     if (e != cudaSuccess) {
         free(p);
         return cuda_fail(err, e, "Initializing CUDA");
@@ -429,9 +439,18 @@ KVF_CUDA_API int kvf_cuda_plan_create(kvf_cuda_plan **out, kvf_cuda_algo algo, k
     return 0;
 }
 
+// Waits until no enqueued upload still reads h_sched.
+static int sched_host_free(kvf_cuda_plan *p, kvf_error *err) {
+    if (!p->sched_upload_recorded) return 0;
+    KVF_CUDA_TRY(cudaEventSynchronize(p->sched_uploaded), "Waiting for the schedule upload");
+    return 0;
+}
+
 KVF_CUDA_API void kvf_cuda_plan_destroy(kvf_cuda_plan *p) {
     if (!p) return;
-    free(p->h_sched);
+    if (p->sched_upload_recorded) (void)cudaEventSynchronize(p->sched_uploaded);
+    if (p->h_sched) cudaFreeHost(p->h_sched);
+    cudaEventDestroy(p->sched_uploaded);
     if (p->d_sched) cudaFree(p->d_sched);
     if (p->d_ws_acc) cudaFree(p->d_ws_acc);
     if (p->d_ws_ml) cudaFree(p->d_ws_ml);
@@ -661,13 +680,21 @@ KVF_CUDA_API int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem 
     const size_t items_at = ((size_t)B + 1 + 3) & ~(size_t)3;
     const size_t sched_len = items_at + 4 * (size_t)n_items;
     if (sched_len > p->h_sched_cap) {
-        int32_t *nh = (int32_t *)realloc(p->h_sched, sched_len * sizeof(int32_t));
-        if (!nh) {
+        rc = sched_host_free(p, err);
+        if (rc) {
             free(len);
-            return kvf_error_set(err, KVF_ENOMEM, "Out of host memory for the split schedule.");
+            return rc;
         }
-        p->h_sched = nh;
-        p->h_sched_cap = sched_len;
+        if (p->h_sched) cudaFreeHost(p->h_sched);
+        p->h_sched = NULL;
+        p->h_sched_cap = p->h_sched_len = 0;
+        const size_t cap = sched_len < 1024 ? 1024 : 2 * sched_len;
+        const cudaError_t e = cudaMallocHost((void **)&p->h_sched, cap * sizeof(int32_t));
+        if (e != cudaSuccess) {
+            free(len);
+            return cuda_fail(err, e, "Allocating the pinned split schedule");
+        }
+        p->h_sched_cap = cap;
     }
     // Build into a scratch copy first to detect "unchanged" and skip the upload.
     int32_t *sched = (int32_t *)malloc(sched_len * sizeof(int32_t));
@@ -705,26 +732,20 @@ KVF_CUDA_API int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem 
     seq_first[B] = (int32_t)it;
     free(len);
     const int changed =
-        sched_len != p->d_sched_len || memcmp(sched, p->h_sched, sched_len * sizeof(int32_t)) != 0;
+        sched_len != p->h_sched_len || memcmp(sched, p->h_sched, sched_len * sizeof(int32_t)) != 0;
     if (changed) {
-        memcpy(p->h_sched, sched, sched_len * sizeof(int32_t));
-        p->h_sched_len = sched_len;
-        p->d_sched_len = 0;
-        rc = dev_grow(&p->d_sched, &p->d_sched_cap, sched_len * sizeof(int32_t),
-                      "Allocating the split schedule", err);
-        if (!rc) {
-            // A pageable cudaMemcpy may return before its DMA lands, and callers launch on
-            // their own (possibly non-blocking) streams: wait for the legacy stream.
-            cudaError_t e =
-                cudaMemcpy(p->d_sched, sched, sched_len * sizeof(int32_t), cudaMemcpyHostToDevice);
-            if (e == cudaSuccess) e = cudaStreamSynchronize(0);
-            if (e != cudaSuccess) rc = cuda_fail(err, e, "Uploading the split schedule");
-        }
+        p->h_sched_len = 0; // until the new schedule is in place: a failure here re-uploads
+        rc = sched_host_free(p, err);
+        if (!rc)
+            rc = dev_grow(&p->d_sched, &p->d_sched_cap, sched_len * sizeof(int32_t),
+                          "Allocating the split schedule", err);
         if (rc) {
             free(sched);
             return rc;
         }
-        p->d_sched_len = sched_len;
+        memcpy(p->h_sched, sched, sched_len * sizeof(int32_t));
+        p->h_sched_len = sched_len;
+        p->sched_dirty = 1;
     }
     free(sched);
     if (max_splits > 1) {
@@ -800,8 +821,28 @@ static cudaError_t launch_merge(const MergeParams &mp, dim3 grid, cudaStream_t s
     return cudaLaunchKernelEx(&cfg, merge_kernel<D>, mp);
 }
 
+// Makes d_sched current for work enqueued next on st: uploads a changed schedule there, or
+// orders st after the last upload when that went to another stream.
+static int sched_ready_on(kvf_cuda_plan *p, cudaStream_t st, kvf_error *err) {
+    if (p->sched_dirty) {
+        KVF_CUDA_TRY(cudaMemcpyAsync(p->d_sched, p->h_sched, p->h_sched_len * sizeof(int32_t),
+                                     cudaMemcpyHostToDevice, st),
+                     "Uploading the split schedule");
+        KVF_CUDA_TRY(cudaEventRecord(p->sched_uploaded, st), "Uploading the split schedule");
+        p->sched_dirty = 0;
+        p->sched_upload_recorded = 1;
+        p->sched_stream = st;
+    } else if (p->sched_upload_recorded && st != p->sched_stream) {
+        KVF_CUDA_TRY(cudaStreamWaitEvent(st, p->sched_uploaded, 0),
+                     "Ordering the launch after the schedule upload");
+    }
+    return 0;
+}
+
 static int launch_split(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_t st,
                         kvf_error *err) {
+    const int rc = sched_ready_on(p, st, err);
+    if (rc) return rc;
     SplitParams sp;
     sp.q = t->q, sp.k = t->k_cache, sp.v = t->v_cache;
     sp.kv_indptr = t->kv_indptr, sp.kv_indices = t->kv_indices;
@@ -906,6 +947,8 @@ struct CaseState {
     size_t h_io_cap;
     void *d_stage, *h_stage; // resident pages: pinned host gather -> device -> scatter
     size_t stage_cap;
+    size_t stage_bytes; // what stage_cap becomes: kStageBytes, or KVF_CUDA_STAGE_BYTES (tests
+                        // of uploads in several batches)
     void *d_ids;
     size_t ids_cap;
 };
@@ -928,6 +971,22 @@ int state_create(kvf_cuda_algo algo, void **out, kvf_error *err) {
     }
     const char *verify = getenv("KVF_CUDA_VERIFY_POOL");
     s->verify_pool = verify && *verify && strcmp(verify, "0") != 0;
+    s->stage_bytes = kStageBytes;
+    const char *stage = getenv("KVF_CUDA_STAGE_BYTES");
+    if (stage && *stage) {
+        char *end = NULL;
+        errno = 0;
+        const unsigned long long v = strtoull(stage, &end, 10);
+        if (errno || *end || stage[0] == '-' || v < 32 || v > (1ull << 30) || v % 16) {
+            kvf_cuda_plan_destroy(s->plan);
+            free(s);
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "KVF_CUDA_STAGE_BYTES must be a multiple of 16 from 32 to 2^30, "
+                                 "got \"%s\".",
+                                 stage);
+        }
+        s->stage_bytes = (size_t)v;
+    }
     cudaError_t e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         kvf_cuda_plan_destroy(s->plan);
@@ -1073,41 +1132,51 @@ int upload_pool(CaseState *s, const kvf_case *c, const int64_t *pinned_ids, kvf_
     if (rc) return rc;
     const int64_t nres = c->num_resident_pages;
     if (nres == 0) return s->verify_pool ? verify_poisoned(s, c, page_bytes, err) : 0;
-    if (!s->h_stage) {
-        KVF_CUDA_TRY(cudaMallocHost(&s->h_stage, kStageBytes), "Allocating pinned staging");
-        KVF_CUDA_TRY(cudaMalloc(&s->d_stage, kStageBytes), "Allocating device staging");
-        s->stage_cap = kStageBytes;
+    if (!s->h_stage) { // both buffers or neither
+        void *h = NULL, *d = NULL;
+        KVF_CUDA_TRY(cudaMallocHost(&h, s->stage_bytes), "Allocating pinned staging");
+        const cudaError_t e = cudaMalloc(&d, s->stage_bytes);
+        if (e != cudaSuccess) {
+            cudaFreeHost(h);
+            return cuda_fail(err, e, "Allocating device staging");
+        }
+        s->h_stage = h, s->d_stage = d;
+        s->stage_cap = s->stage_bytes;
     }
-    if (page_bytes > s->stage_cap)
+    if (2 * page_bytes > s->stage_cap)
         return kvf_error_set(err, KVF_EUNSUPPORTED,
-                             "A page of %zu bytes exceeds the %zu-byte staging buffer.", page_bytes,
-                             s->stage_cap);
+                             "A page of %zu bytes and its V page exceed the %zu-byte staging "
+                             "buffer.",
+                             page_bytes, s->stage_cap);
     rc = dev_grow(&s->d_ids, &s->ids_cap, (size_t)nres * sizeof(int64_t),
                   "Allocating the resident page list", err);
     if (rc) return rc;
     KVF_CUDA_TRY(cudaMemcpyAsync(s->d_ids, pinned_ids, (size_t)nres * sizeof(int64_t),
                                  cudaMemcpyHostToDevice, s->stream),
                  "Uploading the resident page list");
-    const int64_t per_batch = (int64_t)(s->stage_cap / page_bytes);
-    for (int which = 0; which < 2; ++which) {
-        const unsigned char *src = (const unsigned char *)(which ? c->v_cache : c->k_cache);
-        void *dst = which ? s->d_v : s->d_k;
-        for (int64_t i0 = 0; i0 < nres; i0 += per_batch) {
-            const int64_t n = nres - i0 < per_batch ? nres - i0 : per_batch;
-            // The previous batch's copy must finish before the staging buffer is refilled.
-            KVF_CUDA_TRY(cudaStreamSynchronize(s->stream), "Uploading resident pages");
-            for (int64_t i = 0; i < n; ++i)
-                memcpy((unsigned char *)s->h_stage + i * page_bytes,
-                       src + (size_t)c->resident_pages[i0 + i] * page_bytes, page_bytes);
-            KVF_CUDA_TRY(cudaMemcpyAsync(s->d_stage, s->h_stage, (size_t)n * page_bytes,
-                                         cudaMemcpyHostToDevice, s->stream),
-                         "Uploading resident pages");
-            const int blocks = grid_for((int64_t)n * (int64_t)(page_bytes / 16));
-            scatter_pages_kernel<<<blocks, 256, 0, s->stream>>>(
-                (const uint4 *)s->d_stage, (const int64_t *)s->d_ids + i0, n,
-                (int64_t)(page_bytes / 16), (uint4 *)dst);
-            KVF_CUDA_TRY(cudaGetLastError(), "Launching the page scatter kernel");
+    // K and V pages travel together, one copy and one scatter per batch. The staging buffer is
+    // free on entry (every run ends synchronized, state_run too when it fails), so only a
+    // case too large for one batch waits for a copy, before it refills the buffer.
+    const int64_t per_batch = (int64_t)(s->stage_cap / (2 * page_bytes));
+    const unsigned char *k_src = (const unsigned char *)c->k_cache;
+    const unsigned char *v_src = (const unsigned char *)c->v_cache;
+    unsigned char *stage = (unsigned char *)s->h_stage;
+    for (int64_t i0 = 0; i0 < nres; i0 += per_batch) {
+        const int64_t n = nres - i0 < per_batch ? nres - i0 : per_batch;
+        if (i0 > 0) KVF_CUDA_TRY(cudaStreamSynchronize(s->stream), "Uploading resident pages");
+        for (int64_t i = 0; i < n; ++i) {
+            const size_t at = (size_t)c->resident_pages[i0 + i] * page_bytes;
+            memcpy(stage + i * page_bytes, k_src + at, page_bytes);
+            memcpy(stage + (n + i) * page_bytes, v_src + at, page_bytes);
         }
+        KVF_CUDA_TRY(cudaMemcpyAsync(s->d_stage, stage, (size_t)(2 * n) * page_bytes,
+                                     cudaMemcpyHostToDevice, s->stream),
+                     "Uploading resident pages");
+        const int blocks = grid_for(2 * n * (int64_t)(page_bytes / 16));
+        scatter_pages_kernel<<<blocks, 256, 0, s->stream>>>(
+            (const uint4 *)s->d_stage, (const int64_t *)s->d_ids + i0, n,
+            (int64_t)(page_bytes / 16), (uint4 *)s->d_k, (uint4 *)s->d_v);
+        KVF_CUDA_TRY(cudaGetLastError(), "Launching the page scatter kernel");
     }
     // This case's id list becomes the list the next run re-poisons (stream order keeps the
     // next upload into the swapped-in buffer behind this run's kernels).

@@ -51,7 +51,7 @@ typedef struct kvf_campaign_opts {
     int require_overflow; /* count overflow-class violations as findings */
     double time_limit_s;  /* stop after this long; 0: no limit */
     int64_t max_runs;     /* stop after this many cases; 0: no limit */
-    int jobs;             /* oracle threads; 0: all cores */
+    int jobs;             /* oracle threads; 0: kvf_campaign_default_jobs() */
     int generators;       /* case-generating threads; 0: one per four oracle threads */
     int workers;          /* kernel worker processes; 0: 1. More than one per GPU was slower on
                              an H200 (contexts time-slice); for several GPUs run one campaign
@@ -74,6 +74,14 @@ typedef struct kvf_campaign_opts {
 } kvf_campaign_opts;
 
 void kvf_campaign_opts_default(kvf_campaign_opts *opts);
+
+/* Oracle threads used when opts->jobs is 0, on a machine with `cores` cores: all of them for
+ * --oracle-only; otherwise all but a quarter, at most 4, kept for the threads that set the pace
+ * (generators, the dispatcher, the worker's kernel and reader threads). Those block and wake
+ * once per case, and with an oracle thread on every core each wake-up waited for a core: on a
+ * 16-core H200 host, 12 oracle threads judged 22% more cases per second than 16
+ * (docs/performance.md). At least 1. */
+int kvf_campaign_default_jobs(const kvf_campaign_opts *opts, long cores);
 
 typedef struct kvf_campaign_stats {
     int64_t cases;  /* cases the kernel ran on */

@@ -43,14 +43,20 @@ typedef struct kvf_run_result {
 int kvf_runner_create(kvf_runner **out, const kvf_runner_opts *opts, kvf_error *err);
 void kvf_runner_destroy(kvf_runner *r);
 
+/* Launches in flight at most: the worker runs one while it takes in the next and a third waits
+ * in the socket, so the worker never waits for this side between two launches. */
+#define KVF_RUNNER_MAX_INFLIGHT 3
+
 /* Starts one launch of the case (sent to the worker as tensors: the pages that hold data).
- * Only one launch is in flight at a time. The worker is (re)started here when needed. Returns
- * 0, or an error when no worker can be started. */
+ * Up to KVF_RUNNER_MAX_INFLIGHT launches may be in flight; they run in order, one at a time, and
+ * are collected in the same order. The worker is (re)started here when needed. Returns 0, or an
+ * error when no worker can be started or (KVF_EINVAL) when the limit is reached. */
 int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err);
 
-/* Waits for the launch in flight (up to its deadline) and copies its o and lse into the
- * caller's buffers when res->status is KVF_RUN_OK. A crash or hang leaves the worker dead;
- * so does a kernel error (a CUDA context after an error is not trusted). */
+/* Waits for the oldest launch in flight (up to its deadline, counted from when the worker
+ * started it) and copies its o and lse into the caller's buffers when res->status is
+ * KVF_RUN_OK. A crash or hang leaves the worker dead, and so does a kernel error (a CUDA context
+ * after an error is not trusted); the launches behind it go to a fresh worker. */
 void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *res);
 
 /* submit + collect. */
