@@ -218,6 +218,8 @@ typedef struct received_case {
     uint64_t seq;
     kvf_case c;
     kvf_error err; /* CASE_UNHOLDABLE: why */
+    double wait_parent_s, receive_s; /* KVF_WORKER_TIMING: blocked on the socket, then taking
+                                        the case in */
 } received_case;
 
 typedef struct worker_pipe {
@@ -228,8 +230,7 @@ typedef struct worker_pipe {
     received_case next; /* handed from the reader to the kernel thread; kind CASE_NONE: empty */
     kvf_case finished;  /* a case the kernel thread is done with, for the reader to free */
     int have_finished;
-    /* KVF_WORKER_TIMING: where the reader's time went (read by the kernel thread only after
-     * the reader has posted the end of the stream). */
+    /* KVF_WORKER_TIMING: where the reader's time went, added under mu as each case is posted. */
     double reader_wait_parent_s, reader_receive_s, reader_wait_slot_s;
 } worker_pipe;
 
@@ -243,7 +244,7 @@ static void receive_case(worker_pipe *wp, received_case *rc) {
     const double t0 = now_s();
     const int got = recv_all(fd, &m, sizeof m, -1);
     const double t1 = now_s();
-    wp->reader_wait_parent_s += t1 - t0;
+    rc->wait_parent_s = t1 - t0;
     if (got || m.magic != MAGIC_CASE) return;
     rc->seq = m.seq;
     kvf_case *c = &rc->c;
@@ -280,7 +281,7 @@ static void receive_case(worker_pipe *wp, received_case *rc) {
     free(iov);
     if (!bad && kvf_case_set_resident(c, resident, m.num_resident, NULL)) _exit(4);
     free(resident);
-    wp->reader_receive_s += now_s() - t1;
+    rc->receive_s = now_s() - t1;
     if (bad) {
         kvf_case_free(c);
         return;
@@ -295,7 +296,7 @@ static void *reader_main(void *arg) {
         receive_case(wp, &rc);
         const double t0 = now_s();
         pthread_mutex_lock(&wp->mu);
-        while (wp->next.kind != CASE_NONE || wp->have_finished) {
+        while (wp->next.kind != CASE_NONE) {
             if (wp->have_finished) { /* free the kernel thread's last case while we wait */
                 kvf_case done = wp->finished;
                 wp->have_finished = 0;
@@ -307,6 +308,8 @@ static void *reader_main(void *arg) {
             pthread_cond_wait(&wp->changed, &wp->mu);
         }
         wp->next = rc;
+        wp->reader_wait_parent_s += rc.wait_parent_s;
+        wp->reader_receive_s += rc.receive_s;
         wp->reader_wait_slot_s += now_s() - t0;
         pthread_cond_broadcast(&wp->changed);
         /* Posted first, freed after: the kernel thread may be waiting for this case. */
@@ -374,6 +377,8 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
             pthread_mutex_unlock(&wp.mu);
         } else {
             receive_case(&wp, &cur);
+            wp.reader_wait_parent_s += cur.wait_parent_s;
+            wp.reader_receive_s += cur.receive_s;
         }
         wait_case_s += now_s() - t_wait;
         if (cur.kind == CASE_END) break;
@@ -401,15 +406,19 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
         reply_s += now_s() - t1;
         cases++;
         if (report_timing && t1 >= next_report) {
-            /* Every 5 s, totals so far (the reader's are read unlocked: a diagnostic). The
-             * worker may be killed at any moment, so there is no report at exit. */
+            /* Every 5 s, totals so far: the worker may be killed at any moment, so there is
+             * no report at exit. */
             next_report = t1 + 5;
+            pthread_mutex_lock(&wp.mu);
+            const double parent_s = wp.reader_wait_parent_s, receive_s = wp.reader_receive_s,
+                         slot_s = wp.reader_wait_slot_s;
+            pthread_mutex_unlock(&wp.mu);
             fprintf(stderr,
                     "kvfuzz worker %d: %lld cases; kernel thread: waiting for a case %.2f s, run "
                     "%.2f s, replying %.2f s; reader: waiting for the parent %.2f s, receiving "
                     "%.2f s, waiting for the kernel thread %.2f s\n",
-                    (int)getpid(), (long long)cases, wait_case_s, run_s, reply_s,
-                    wp.reader_wait_parent_s, wp.reader_receive_s, wp.reader_wait_slot_s);
+                    (int)getpid(), (long long)cases, wait_case_s, run_s, reply_s, parent_s,
+                    receive_s, slot_s);
         }
         if (exiting) _exit(0);
         /* Unmapping the pools is the reader's job, off the path between two launches; if it

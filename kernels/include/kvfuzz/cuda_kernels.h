@@ -35,7 +35,11 @@ extern "C" {
  * kernels here only read them, which the GPU test checks with KVF_CUDA_VERIFY_POOL.
  * KVF_CUDA_VERIFY_POOL=1 in the environment when a state is created makes
  * every run scan both pools afterwards and fail with KVF_EDEVICE if any byte outside the
- * resident pages is not 0xFF (tests; it reads the whole allocation every run). */
+ * resident pages is not 0xFF (tests; it reads the whole allocation every run).
+ * Resident pages go up through a 64 MiB pinned staging buffer, K and V together, in as many
+ * batches as they need; KVF_CUDA_STAGE_BYTES=N (a multiple of 16, 32 to 2^30) at state creation
+ * sets another size (tests of uploads in several batches; create() fails with KVF_EINVAL on a
+ * malformed value, and run() with KVF_EUNSUPPORTED when a page pair does not fit). */
 extern const kvf_kernel kvf_kernel_cuda;
 extern const kvf_kernel kvf_kernel_cuda_naive;
 
