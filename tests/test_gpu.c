@@ -467,7 +467,8 @@ static void test_high_page_ids(void) {
  * current case's resident pages is anything but 0xFF, so a stale page of an earlier case (which
  * a kernel reading the wrong page would see as plausible data instead of NaN) fails the run.
  * The sequence mixes a 4 GiB high-id pool, generated cases of every shape and page size, and a
- * failed run (which must make the next run refill everything). */
+ * case rejected before its upload (which leaves the pools as they were, so the next run must
+ * find them clean without refilling them). */
 static void test_pool_poison_between_runs(void) {
     char why[256];
     if (gpu_skip_reason(why, sizeof why)) CHECK_SKIP("%s", why);

@@ -929,11 +929,14 @@ struct CaseState {
     cudaStream_t stream;
     // The page pools. Invariant while pool_clean is set: every byte of [0, pool_cap) is 0xFF
     // except the pages listed in d_written (written_pages ids of written_page_bytes each), which
-    // hold the previous case's resident pages. A fresh allocation or a failed run clears
-    // pool_clean, and the next run fills the whole pool again.
+    // hold the previous case's resident pages. A fresh allocation, or a run that fails after it
+    // began changing the pools (pool_touched), clears pool_clean, and the next run fills the
+    // whole pool again. A case rejected before that (a malformed table, an unsupported shape:
+    // every CUDA mutant rejects head_dim != 128) leaves the pools as they were.
     void *d_k, *d_v;
     size_t pool_cap;
     int pool_clean;
+    int pool_touched;
     void *d_written;
     size_t written_cap;
     int64_t written_pages;
@@ -1118,6 +1121,7 @@ int upload_pool(CaseState *s, const kvf_case *c, const int64_t *pinned_ids, kvf_
     if (page_bytes % 16 != 0)
         return kvf_error_set(err, KVF_EUNSUPPORTED,
                              "A page of %zu bytes is not a multiple of 16 bytes.", page_bytes);
+    s->pool_touched = 1;
     if (pool > s->pool_cap) {
         if (s->d_k) cudaFree(s->d_k);
         if (s->d_v) cudaFree(s->d_v);
@@ -1258,11 +1262,13 @@ int state_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error
     CaseState *s = (CaseState *)state;
     if (!s || !c || (c->batch_size > 0 && (!o || !lse)))
         return kvf_error_set(err, KVF_EINVAL, "NULL kernel state, case or output buffer.");
+    s->pool_touched = 0;
     const int rc = run_case(s, c, o, lse, err);
     if (rc) {
-        // After a failure nothing is known about what reached the pools: fill them whole next
-        // time. Copies still queued may read the pinned buffers the next run refills.
-        s->pool_clean = 0;
+        // After a failure past the first change to the pools nothing is known about what
+        // reached them: fill them whole next time. Copies still queued may read the pinned
+        // buffers the next run refills.
+        if (s->pool_touched) s->pool_clean = 0;
         (void)cudaStreamSynchronize(s->stream);
         (void)cudaGetLastError();
     }
