@@ -347,6 +347,32 @@ static void test_oracle_sweep(void) {
 
 /* ---- determinism ------------------------------------------------------------------------- */
 
+/* One run's outputs (one spare element each, as everywhere in the tests). */
+typedef struct run_outputs {
+    kvf_bf16 *o;
+    float *lse;
+    size_t n_o, n_lse;
+} run_outputs;
+
+static run_outputs outputs_for(const kvf_case *c) {
+    run_outputs r;
+    r.n_o = (size_t)kvf_case_o_elems(c);
+    r.n_lse = (size_t)kvf_case_lse_elems(c);
+    r.o = malloc((r.n_o + 1) * sizeof *r.o);
+    r.lse = malloc((r.n_lse + 1) * sizeof *r.lse);
+    return r;
+}
+
+static int outputs_same_bits(const run_outputs *a, const run_outputs *b) {
+    return memcmp(a->o, b->o, a->n_o * sizeof *a->o) == 0 &&
+           memcmp(a->lse, b->lse, a->n_lse * sizeof *a->lse) == 0;
+}
+
+static void outputs_free(run_outputs *r) {
+    free(r->o);
+    free(r->lse);
+}
+
 static void test_same_bits_twice(void) {
     char why[256];
     if (gpu_skip_reason(why, sizeof why)) CHECK_SKIP("%s", why);
@@ -377,25 +403,20 @@ static void test_same_bits_twice(void) {
                 kvf_spec_free(&spec);
                 continue;
             }
-            size_t no = (size_t)kvf_case_o_elems(&c), nl = (size_t)kvf_case_lse_elems(&c);
-            kvf_bf16 *o[3];
-            float *lse[3];
-            for (int r = 0; r < 3; r++) {
-                o[r] = malloc((no + 1) * sizeof(kvf_bf16));
-                lse[r] = malloc((nl + 1) * sizeof(float));
-            }
+            run_outputs out[3];
+            for (int r = 0; r < 3; r++)
+                out[r] = outputs_for(&c);
             /* Twice on one state (cached pool and plan), once on a fresh one. */
-            CHECK_OK(kern->run(st1, &c, o[0], lse[0], &err), &err);
-            CHECK_OK(kern->run(st1, &c, o[1], lse[1], &err), &err);
-            CHECK_OK(kern->run(st2, &c, o[2], lse[2], &err), &err);
+            CHECK_OK(kern->run(st1, &c, out[0].o, out[0].lse, &err), &err);
+            CHECK_OK(kern->run(st1, &c, out[1].o, out[1].lse, &err), &err);
+            CHECK_OK(kern->run(st2, &c, out[2].o, out[2].lse, &err), &err);
             for (int r = 1; r < 3; r++) {
-                if (memcmp(o[0], o[r], no * sizeof(kvf_bf16)) ||
-                    memcmp(lse[0], lse[r], nl * sizeof(float)))
+                if (!outputs_same_bits(&out[0], &out[r]))
                     CHECK_FAIL_AT("%s: seed 0x%llx gives different bits on run %d", names[k],
                                   (unsigned long long)seed, r + 1);
             }
             for (int r = 0; r < 3; r++)
-                free(o[r]), free(lse[r]);
+                outputs_free(&out[r]);
             kvf_case_free(&c);
             kvf_spec_free(&spec);
         }
@@ -577,17 +598,10 @@ static void test_staging_in_batches(void) {
             CHECK_OK(kern->create(&small, &err), &err);
             unsetenv("KVF_CUDA_STAGE_BYTES");
             unsetenv("KVF_CUDA_VERIFY_POOL");
-            const size_t no = (size_t)kvf_case_o_elems(&c), nl = (size_t)kvf_case_lse_elems(&c);
-            kvf_bf16 *o[2];
-            float *lse[2];
-            for (int r = 0; r < 2; r++) {
-                o[r] = malloc((no + 1) * sizeof(kvf_bf16));
-                lse[r] = malloc((nl + 1) * sizeof(float));
-            }
-            CHECK_OK(kern->run(whole, &c, o[0], lse[0], &err), &err);
-            if (small) CHECK_OK(kern->run(small, &c, o[1], lse[1], &err), &err);
-            if (small && (memcmp(o[0], o[1], no * sizeof(kvf_bf16)) ||
-                          memcmp(lse[0], lse[1], nl * sizeof(float))))
+            run_outputs one_batch = outputs_for(&c), batched_out = outputs_for(&c);
+            CHECK_OK(kern->run(whole, &c, one_batch.o, one_batch.lse, &err), &err);
+            if (small) CHECK_OK(kern->run(small, &c, batched_out.o, batched_out.lse, &err), &err);
+            if (small && !outputs_same_bits(&one_batch, &batched_out))
                 CHECK_FAIL_AT("%s: seed 0x%llx (%lld resident pages, %ld per batch) differs from "
                               "its one-batch upload",
                               names[k], (unsigned long long)seed, (long long)c.num_resident_pages,
@@ -596,8 +610,8 @@ static void test_staging_in_batches(void) {
             if (batches > 1) batched++;
             if (batches > most_batches) most_batches = batches;
             if (small) kern->destroy(small);
-            for (int r = 0; r < 2; r++)
-                free(o[r]), free(lse[r]);
+            outputs_free(&one_batch);
+            outputs_free(&batched_out);
             kvf_case_free(&c);
             kvf_spec_free(&spec);
         }

@@ -714,6 +714,17 @@ static int send_launch(kvf_runner *r, launch *l, int stop_on_head) {
     return 0;
 }
 
+/* Sends every launch in flight not yet sent whole, in order (the stream is in order, so each
+ * goes out whole before the next). 0, or send_launch's failure for the first that did not. */
+static int send_pending(kvf_runner *r) {
+    for (int i = 0; i < r->count; i++) {
+        if (fully_sent(at(r, i))) continue;
+        int rc = send_launch(r, at(r, i), 0);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 /* Puts the launches a dead worker never answered back, in order, in front of a fresh worker.
  * 0, or -1 when no worker can be started or the first of them cannot be sent (they then fail
  * as kernel errors). */
@@ -728,9 +739,7 @@ static int restart_and_resend(kvf_runner *r, kvf_error *err) {
         l->start = i == 0 ? now_s() : 0;
     }
     if (send_launch(r, head(r), 0) != 0) return -1;
-    /* A failure behind the head is the head's, found when it is collected. */
-    for (int i = 1; i < r->count; i++)
-        if (send_launch(r, at(r, i), 0) != 0) break;
+    (void)send_pending(r); /* a failure behind the head is the head's, found at its collect */
     return 0;
 }
 
@@ -789,11 +798,9 @@ int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
         }
         return 0;
     }
-    /* Behind a running launch: the stream is in order, so every launch ahead goes out whole
-     * first. A failure here is the head's, and is reported when it is collected (which then
-     * sends the launches behind it to a fresh worker). */
-    for (int i = 0; i < r->count; i++)
-        if (!fully_sent(at(r, i)) && send_launch(r, at(r, i), 0) != 0) return 0;
+    /* Behind a running launch. A failure here is the head's, and is reported when it is
+     * collected (which then sends the launches behind it to a fresh worker). */
+    (void)send_pending(r);
     return 0;
 }
 

@@ -277,9 +277,8 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const MergeParams 
 #endif
 }
 
-// Resident pages, gathered on the host into `src` (n pages of page_vec 16-byte vectors), to
-// their places in the pool.
-// src holds n K pages then the same n pages of V; page p of each goes to page ids[p] of its pool.
+// Resident pages, gathered on the host into `src` (n K pages, then the same n pages of V, each of
+// page_vec 16-byte vectors), to their places: page p of each half goes to page ids[p] of its pool.
 __global__ void scatter_pages_kernel(const uint4 *src, const int64_t *ids, int64_t n,
                                      int64_t page_vec, uint4 *k_pool, uint4 *v_pool) {
     const int64_t per_pool = n * page_vec;
@@ -443,6 +442,19 @@ KVF_CUDA_API int kvf_cuda_plan_create(kvf_cuda_plan **out, kvf_cuda_algo algo, k
 static int sched_host_free(kvf_cuda_plan *p, kvf_error *err) {
     if (!p->sched_upload_recorded) return 0;
     KVF_CUDA_TRY(cudaEventSynchronize(p->sched_uploaded), "Waiting for the schedule upload");
+    return 0;
+}
+
+// Replaces h_sched (free of uploads: sched_host_free first) by a pinned buffer of at least
+// `need` entries; the contents are not kept.
+static int sched_host_grow(kvf_cuda_plan *p, size_t need, kvf_error *err) {
+    if (p->h_sched) cudaFreeHost(p->h_sched);
+    p->h_sched = NULL;
+    p->h_sched_cap = 0;
+    const size_t cap = need < 1024 ? 1024 : 2 * need;
+    KVF_CUDA_TRY(cudaMallocHost((void **)&p->h_sched, cap * sizeof(int32_t)),
+                 "Allocating the pinned split schedule");
+    p->h_sched_cap = cap;
     return 0;
 }
 
@@ -679,23 +691,6 @@ KVF_CUDA_API int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem 
     }
     const size_t items_at = ((size_t)B + 1 + 3) & ~(size_t)3;
     const size_t sched_len = items_at + 4 * (size_t)n_items;
-    if (sched_len > p->h_sched_cap) {
-        rc = sched_host_free(p, err);
-        if (rc) {
-            free(len);
-            return rc;
-        }
-        if (p->h_sched) cudaFreeHost(p->h_sched);
-        p->h_sched = NULL;
-        p->h_sched_cap = p->h_sched_len = 0;
-        const size_t cap = sched_len < 1024 ? 1024 : 2 * sched_len;
-        const cudaError_t e = cudaMallocHost((void **)&p->h_sched, cap * sizeof(int32_t));
-        if (e != cudaSuccess) {
-            free(len);
-            return cuda_fail(err, e, "Allocating the pinned split schedule");
-        }
-        p->h_sched_cap = cap;
-    }
     // Build into a scratch copy first to detect "unchanged" and skip the upload.
     int32_t *sched = (int32_t *)malloc(sched_len * sizeof(int32_t));
     if (!sched) {
@@ -731,11 +726,13 @@ KVF_CUDA_API int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem 
     }
     seq_first[B] = (int32_t)it;
     free(len);
+    // h_sched_len <= h_sched_cap, so a longer schedule never reaches the memcmp.
     const int changed =
         sched_len != p->h_sched_len || memcmp(sched, p->h_sched, sched_len * sizeof(int32_t)) != 0;
     if (changed) {
         p->h_sched_len = 0; // until the new schedule is in place: a failure here re-uploads
         rc = sched_host_free(p, err);
+        if (!rc && sched_len > p->h_sched_cap) rc = sched_host_grow(p, sched_len, err);
         if (!rc)
             rc = dev_grow(&p->d_sched, &p->d_sched_cap, sched_len * sizeof(int32_t),
                           "Allocating the split schedule", err);
