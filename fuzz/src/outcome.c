@@ -27,6 +27,12 @@ const char *kvf_run_status_name(kvf_run_status s) {
         return "crash";
     case KVF_RUN_HANG:
         return "hang";
+    case KVF_RUN_UNWRITTEN:
+        return "unwritten-output";
+    case KVF_RUN_OOB_WRITE:
+        return "out-of-bounds-write";
+    case KVF_RUN_INPUT_MODIFIED:
+        return "input-modified";
     }
     return "unknown";
 }
@@ -49,6 +55,23 @@ int kvf_message_is_device_fault(const char *message) {
     return 0;
 }
 
+kvf_run_status kvf_run_status_from_code(int rc) {
+    switch (rc) {
+    case 0:
+        return KVF_RUN_OK;
+    case KVF_EUNSUPPORTED:
+        return KVF_RUN_UNSUPPORTED;
+    case KVF_EUNWRITTEN:
+        return KVF_RUN_UNWRITTEN;
+    case KVF_EOOBWRITE:
+        return KVF_RUN_OOB_WRITE;
+    case KVF_EINPUTMOD:
+        return KVF_RUN_INPUT_MODIFIED;
+    default:
+        return KVF_RUN_KERNEL_ERROR;
+    }
+}
+
 void kvf_outcome_from_run(kvf_outcome *out, kvf_run_status status, const char *message) {
     memset(out, 0, sizeof *out);
     out->status = status;
@@ -64,6 +87,15 @@ void kvf_outcome_from_run(kvf_outcome *out, kvf_run_status status, const char *m
         break;
     case KVF_RUN_HANG:
         out->finding = KVF_FINDING_HANG;
+        break;
+    case KVF_RUN_UNWRITTEN:
+        out->finding = KVF_FINDING_UNWRITTEN_OUTPUT;
+        break;
+    case KVF_RUN_OOB_WRITE:
+        out->finding = KVF_FINDING_OOB_WRITE;
+        break;
+    case KVF_RUN_INPUT_MODIFIED:
+        out->finding = KVF_FINDING_INPUT_MODIFIED;
         break;
     default:
         out->finding = KVF_FINDING_NONE;

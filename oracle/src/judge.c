@@ -211,6 +211,12 @@ const char *kvf_finding_class_name(kvf_finding_class c) {
         return "hang";
     case KVF_FINDING_NONDETERMINISM:
         return "nondeterminism";
+    case KVF_FINDING_UNWRITTEN_OUTPUT:
+        return "unwritten-output";
+    case KVF_FINDING_OOB_WRITE:
+        return "out-of-bounds-write";
+    case KVF_FINDING_INPUT_MODIFIED:
+        return "input-modified";
     default:
         return "unknown";
     }

@@ -19,7 +19,11 @@
     X(EDEVICE, -6, "device (CUDA) error")                                                          \
     X(EUNSUPPORTED, -7, "kernel does not support this case")                                       \
     X(ENOTFOUND, -8, "not found")                                                                  \
-    X(EORACLE, -9, "oracle could not certify a rounding")
+    X(EORACLE, -9, "oracle could not certify a rounding")                                          \
+    X(EKERNEL, -10, "the kernel reported an error")                                                \
+    X(EUNWRITTEN, -11, "the kernel left output elements unwritten")                                \
+    X(EOOBWRITE, -12, "the kernel wrote outside its buffers")                                      \
+    X(EINPUTMOD, -13, "the kernel modified its input")
 
 typedef enum kvf_errno {
     KVF_OK = 0,

@@ -23,9 +23,15 @@ typedef enum kvf_run_status {
     KVF_RUN_KERNEL_ERROR, /* any other error code from run() (launch or API error) */
     KVF_RUN_CRASH,        /* the worker process died (signal or unexpected exit) */
     KVF_RUN_HANG,         /* the launch passed its deadline and the worker was killed */
+    KVF_RUN_UNWRITTEN,    /* the buffer host found output elements the kernel did not write */
+    KVF_RUN_OOB_WRITE,    /* ... a changed guard byte around an output or the workspace */
+    KVF_RUN_INPUT_MODIFIED, /* ... a changed input byte */
 } kvf_run_status;
 
 const char *kvf_run_status_name(kvf_run_status s);
+
+/* The run status a kernel's return code stands for (kernel.h lists the codes). */
+kvf_run_status kvf_run_status_from_code(int rc);
 
 /* Where two runs of the same case differed (nondeterminism). */
 typedef struct kvf_difference {

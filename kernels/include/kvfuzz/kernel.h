@@ -1,31 +1,49 @@
-/* The interface every kernel under test implements, and the registry that finds them by name.
+/* The kernels under test as kvfuzz sees them, and the registry that finds them by name.
  *
- * A kernel is a small vtable. Callers own the output buffers (o: kvf_case_o_elems bf16, lse:
- * kvf_case_lse_elems floats, both on the host); a kernel writes every element of both on
- * success. Per-kernel state (device buffers, plans, workspaces) lives behind `state`, created
- * once with create() and reused across run() calls; destroy() releases it.
- * Errors: KVF_EUNSUPPORTED when the kernel cannot run this shape (not a finding), KVF_EDEVICE
- * for CUDA launch or API errors (a kernel-error finding), KVF_ENOMEM; one sentence in err. */
+ * Every kernel is described by a kvf_plugin_kernel (include/kvfuzz/plugin.h), the public plugin
+ * ABI, and runs through kvfuzz's buffer host: kvfuzz owns, poisons and guards every buffer and
+ * checks them after the run (kernel_host.h). Built-in kernels carry a static descriptor;
+ * a plugin kernel names its shared library and is loaded, with kvf_kernel_create(), in the
+ * process that runs it (the worker, after fork). Kernels that still drive their own device
+ * buffers implement the case-level vtable (create/destroy/run on a kvf_case) instead.
+ *
+ * Ownership: the registry's kernels are static. kvf_kernel_resolve() allocates plugin and
+ * Python kernels; kvf_kernel_free() releases them (static kernels are ignored). Output buffers
+ * belong to the caller (o: kvf_case_o_elems bf16, lse: kvf_case_lse_elems floats, on the host);
+ * a run that succeeds has written every element of both.
+ * Errors: KVF_EUNSUPPORTED when the kernel does not handle the shape (not a finding),
+ * KVF_EDEVICE for CUDA launch or API errors, KVF_EKERNEL when the kernel reported an error,
+ * KVF_EUNWRITTEN / KVF_EOOBWRITE / KVF_EINPUTMOD for buffer violations found by the host,
+ * KVF_ENOMEM; one sentence in err. */
 #ifndef KVFUZZ_KERNEL_H
 #define KVFUZZ_KERNEL_H
 
 #include <stddef.h>
 
 #include "kvfuzz/case.h"
+#include "kvfuzz/plugin.h"
 
 typedef enum kvf_device { KVF_DEVICE_CPU = 0, KVF_DEVICE_CUDA = 1 } kvf_device;
+
+typedef struct kvf__plugin_ref kvf__plugin_ref; /* a plugin kernel's library and probe */
 
 typedef struct kvf_kernel {
     const char *name;        /* registry key, e.g. "cpu-ref", "cuda", "cpu-splitkv/mut=..." */
     const char *description; /* one line */
     kvf_device device;
-    const char *models;      /* for mutants: the bug class modelled ("B03"); NULL otherwise */
+    const char *models; /* for mutants: the bug class modelled ("B03"); NULL otherwise */
+    /* The case-level vtable, for kernels that manage their own device buffers. */
     int (*create)(void **state, kvf_error *err);
     void (*destroy)(void *state);
     int (*run)(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err);
+    /* The descriptor, for kernels that run through the buffer host (NULL for the above, and
+     * for a plugin kernel until it is loaded). */
+    const kvf_plugin_kernel *desc;
+    int role; /* kvf_plugin_role */
+    kvf__plugin_ref *plugin; /* a plugin kernel: which library, which kernel in it */
 } kvf_kernel;
 
-/* Registry. Kernels are static objects; the registry never allocates. */
+/* Registry of built-in kernels. Static objects; the registry never allocates. */
 size_t kvf_kernel_count(void);
 const kvf_kernel *kvf_kernel_at(size_t i);
 const kvf_kernel *kvf_kernel_find(const char *name); /* NULL if unknown */
@@ -34,8 +52,48 @@ const kvf_kernel *kvf_kernel_find(const char *name); /* NULL if unknown */
  * not, writes the reason into `why` (may be NULL). */
 int kvf_cuda_available(char *why, size_t why_size);
 
+/* ---- running a kernel ----------------------------------------------------------------------- */
+
+/* Creates the kernel's per-process state: loads a plugin kernel's library (so call it in the
+ * process that runs the kernel), then creates its buffer host or calls its create(). */
+int kvf_kernel_create(const kvf_kernel *k, void **state, kvf_error *err);
+/* Runs the kernel on one case, writing o and lse. */
+int kvf_kernel_run(const kvf_kernel *k, void *state, const kvf_case *c, kvf_bf16 *o, float *lse,
+                   kvf_error *err);
+void kvf_kernel_destroy(const kvf_kernel *k, void *state); /* NULL state is fine */
+/* The kernel's plan facts for the last case run, one line into buf ("" when it has none). */
+void kvf_kernel_describe(const kvf_kernel *k, void *state, char *buf, size_t buf_size);
+
 /* Convenience: create, run once, destroy. */
 int kvf_kernel_run_once(const kvf_kernel *kernel, const kvf_case *c, kvf_bf16 *o, float *lse,
                         kvf_error *err);
+
+/* The shape of a case as the ABI describes it. */
+void kvf_kernel_shape(const kvf_case *c, kvf_plugin_shape *shape);
+
+/* Whether the kernel handles this shape: 1 yes, 0 no (the reason in why), a negative KVF_E*
+ * when it cannot be asked (a plugin's probe process died). Safe to call from several threads.
+ * A plugin kernel is asked in a probe process, never loaded into the caller; answers are
+ * remembered per shape. Kernels without a descriptor support every valid shape. */
+int kvf_kernel_supports(const kvf_kernel *k, const kvf_plugin_shape *shape, char *why,
+                        size_t why_size);
+
+/* ---- finding kernels by name ---------------------------------------------------------------- */
+
+/* Resolves one --kernel argument into kernels, appended to out[*count] (at most max):
+ *   NAME                   a built-in kernel (kvf_kernel_find, then `extra` if not NULL);
+ *   PATH.so                every kernel of a plugin, PATH.so:NAME one of them;
+ *   python:MODULE:FUNCTION a Python function, FILE.json a FlashInfer-Bench solution.
+ * A plugin is opened and checked in a probe process; every load failure (no such file, not a
+ * shared object, no entry point, unknown ABI version, descriptor too small, no kernels,
+ * duplicate names, no such kernel) is KVF_EINVAL or KVF_ENOTFOUND with one sentence.
+ * Resolved plugin and Python kernels are owned by the caller (kvf_kernel_free). */
+typedef const kvf_kernel *(*kvf_kernel_lookup_fn)(const char *name);
+int kvf_kernel_resolve(const char *spec, kvf_kernel_lookup_fn extra, const kvf_kernel **out,
+                       size_t max, size_t *count, kvf_error *err);
+void kvf_kernel_free(const kvf_kernel *k);
+
+/* For a plugin kernel, the library path it was resolved from; NULL for any other kernel. */
+const char *kvf_kernel_plugin_path(const kvf_kernel *k);
 
 #endif

@@ -50,6 +50,9 @@ typedef enum kvf_finding_class {
     KVF_FINDING_CRASH,
     KVF_FINDING_HANG,
     KVF_FINDING_NONDETERMINISM,
+    KVF_FINDING_UNWRITTEN_OUTPUT, /* an output element still held kvfuzz's poison after the run */
+    KVF_FINDING_OOB_WRITE,        /* a guard byte around an output or the workspace changed */
+    KVF_FINDING_INPUT_MODIFIED,   /* an input byte (q, pages, index arrays) changed */
     KVF_FINDING_CLASS_COUNT
 } kvf_finding_class;
 

@@ -1,0 +1,192 @@
+/* kvfuzz plugin ABI, version 1: how a shared library offers decode-attention kernels to kvfuzz.
+ *
+ * A plugin is a shared library that exports one C function, `kvf_plugin_v1` (KVF_PLUGIN_ENTRY),
+ * returning a pointer to a static kvf_plugin descriptor. The descriptor starts with the ABI
+ * version and its own size, and lists one or more kernels. kvfuzz loads the library with
+ * dlopen() inside its worker process (after fork), so anything a kernel does wrong, a crash, a
+ * hang, an abort, exit(), a CUDA fault, ends as a replayable finding, never as a kvfuzz crash.
+ * This header depends on nothing but the C standard library; it is the whole contract
+ * (docs/plugins.md walks through it with an example).
+ *
+ * The operation. One query token per sequence, paged K/V in NHD layout:
+ *   q        bf16 [B][Hq][D]          strides q_stride_batch, q_stride_head, 1 (elements)
+ *   k_cache  bf16 [P][S][Hk][D]       strides kv_stride_page, kv_stride_slot, kv_stride_head, 1
+ *   v_cache  bf16 [P][S][Hk][D]       same strides as k_cache
+ *   kv_indptr int32 [B+1], kv_indices int32 [kv_indptr[B]], kv_last_page_len int32 [B]
+ *   o        bf16 [B][Hq][D]  (out)   strides o_stride_batch, o_stride_head, 1
+ *   lse      f32  [B][Hq]     (out)   stride lse_stride_batch, 1; base-2 log-sum-exp
+ * Sequence b owns pages kv_indices[kv_indptr[b] .. kv_indptr[b+1]); with n pages its length is
+ * (n-1)*S + kv_last_page_len[b], or 0 when n == 0. Query head h reads KV head h / (Hq/Hk).
+ * s_t = sm_scale * q.k_t;  lse = log2(sum_t exp(s_t));  o = sum_t exp(s_t) v_t / sum_t exp(s_t).
+ * An empty sequence has o = 0 and lse = -inf. bf16 values travel as their 16-bit patterns.
+ *
+ * Ownership. kvfuzz owns every buffer a kernel sees: inputs, outputs and workspace. Inputs are
+ * read-only; slots past a sequence's last token and pages no sequence references hold NaN, so
+ * a kernel that reads them without masking produces NaN. Outputs and workspace are filled with
+ * a NaN pattern before each run and are followed (and preceded) by guard bytes. After the run
+ * kvfuzz checks that every output element was written, that no guard byte and no input byte
+ * changed; each violation is a finding of its own class (unwritten-output,
+ * out-of-bounds-write, input-modified). A kernel must not keep any pointer from
+ * kvf_plugin_args or kvf_plugin_index after the call that received it returns. Its state
+ * (created by create(), released by destroy()) is its own.
+ *
+ * Devices. A KVF_PLUGIN_DEVICE_CPU kernel gets host pointers and args.stream == NULL. A
+ * KVF_PLUGIN_DEVICE_CUDA kernel gets device pointers on the current device and a cudaStream_t
+ * in args.stream: it enqueues its work on that stream and may return before the work finishes;
+ * kvfuzz synchronizes the stream, and a CUDA error reported then is the kernel's. It must not
+ * change the current device, reset the device, or synchronize other streams' work into its
+ * result. Programmatic dependent launch and CUDA graphs on the given stream are fine.
+ *
+ * Calls. For each case kvfuzz calls, in order and from one thread at a time per state:
+ *   supports(shape)            may be called in any process, any number of times, with no state:
+ *                              a pure function of the shape;
+ *   plan(state, shape, index)  optional; gets host copies of the index arrays (a scheduler that
+ *                              needs lengths, as FlashInfer's does, plans here);
+ *   workspace_bytes(state, shape)  optional; bytes of scratch kvfuzz provides to run;
+ *   run(state, args)           computes o and lse;
+ *   describe(state)            optional; one line of plan facts for the last plan
+ *                              ("split=yes chunk=128 ctas=264"), shown beside findings and in
+ *                              bench tables.
+ * create() runs once per worker process before any of these; destroy() at its end (a crashing
+ * or killed worker does not reach it).
+ *
+ * Errors. Every function that can fail returns a kvf_plugin_status and may write one sentence
+ * (no newline, NUL-terminated, truncated to msg_size) into msg. KVF_PLUGIN_UNSUPPORTED from
+ * plan or run means "not this shape" and is not a finding when supports() said so too; a
+ * kernel whose supports() accepts a shape that plan or run then refuses is a finding. Any other
+ * nonzero status is a kernel-error finding carrying the message. A plugin never calls exit(),
+ * never prints to stdout (stderr is fine), never installs signal handlers, and must be safe to
+ * dlopen in a process that has not initialised CUDA. */
+#ifndef KVFUZZ_PLUGIN_H
+#define KVFUZZ_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVF_PLUGIN_ABI_VERSION 1u
+#define KVF_PLUGIN_ENTRY "kvf_plugin_v1"
+
+/* Versions of kvfuzz that speak this ABI accept any descriptor whose struct_size is at least
+ * the size of the version-1 struct; fields added later go at the end. */
+
+typedef enum kvf_plugin_status {
+    KVF_PLUGIN_OK = 0,
+    KVF_PLUGIN_UNSUPPORTED = 1, /* this shape is not one the kernel handles */
+    KVF_PLUGIN_ERROR = 2,       /* anything else: a launch failure, an internal check */
+    KVF_PLUGIN_NOMEM = 3,       /* host or device memory exhausted */
+} kvf_plugin_status;
+
+typedef enum kvf_plugin_device {
+    KVF_PLUGIN_DEVICE_CPU = 0,
+    KVF_PLUGIN_DEVICE_CUDA = 1,
+} kvf_plugin_device;
+
+typedef enum kvf_plugin_role {
+    KVF_PLUGIN_ROLE_UNDER_TEST = 0, /* a kernel to judge */
+    KVF_PLUGIN_ROLE_REFERENCE = 1,  /* a known-good kernel: `mutants` and `bench` may use it as a
+                                       control */
+} kvf_plugin_role;
+
+/* The shape of one case: everything supports(), plan() and workspace_bytes() may depend on,
+ * apart from the index arrays themselves. */
+typedef struct kvf_plugin_shape {
+    uint32_t struct_size; /* sizeof(kvf_plugin_shape) of the kvfuzz that filled it */
+    int32_t num_qo_heads; /* Hq */
+    int32_t num_kv_heads; /* Hk, divides Hq */
+    int32_t head_dim;     /* D */
+    int32_t page_size;    /* S */
+    int32_t batch_size;   /* B, may be 0 */
+    int64_t num_pages;    /* P, the pool size: page ids are in [0, P) */
+    int64_t num_entries;  /* kv_indptr[B], page-table entries of all sequences */
+    int64_t total_tokens; /* sum of sequence lengths */
+    int64_t max_seq_len;  /* longest sequence, in tokens */
+    float sm_scale;
+} kvf_plugin_shape;
+
+/* Host copies of the index arrays, for plan(). Valid during the call only. */
+typedef struct kvf_plugin_index {
+    const int32_t *kv_indptr;        /* [B+1] */
+    const int32_t *kv_indices;       /* [kv_indptr[B]] */
+    const int32_t *kv_last_page_len; /* [B] */
+} kvf_plugin_index;
+
+/* Everything run() works on. Pointers are device pointers for CUDA kernels and host pointers
+ * for CPU kernels; all strides count elements, not bytes. Valid during the call only. */
+typedef struct kvf_plugin_args {
+    uint32_t struct_size; /* sizeof(kvf_plugin_args) of the kvfuzz that filled it */
+    const kvf_plugin_shape *shape;
+
+    const uint16_t *q; /* bf16 [B][Hq][D] */
+    int64_t q_stride_batch, q_stride_head;
+
+    const uint16_t *k_cache; /* bf16 [P][S][Hk][D] */
+    const uint16_t *v_cache; /* bf16 [P][S][Hk][D] */
+    int64_t kv_stride_page, kv_stride_slot, kv_stride_head;
+
+    const int32_t *kv_indptr;        /* [B+1] */
+    const int32_t *kv_indices;       /* [kv_indptr[B]] */
+    const int32_t *kv_last_page_len; /* [B] */
+    float sm_scale;
+
+    uint16_t *o; /* bf16 [B][Hq][D], written */
+    int64_t o_stride_batch, o_stride_head;
+    float *lse; /* f32 [B][Hq], written */
+    int64_t lse_stride_batch;
+
+    void *workspace; /* workspace_bytes() bytes, 256-byte aligned; NULL when 0 */
+    size_t workspace_bytes;
+
+    void *stream; /* cudaStream_t for CUDA kernels, NULL for CPU kernels */
+} kvf_plugin_args;
+
+typedef struct kvf_plugin_kernel kvf_plugin_kernel;
+
+struct kvf_plugin_kernel {
+    uint32_t struct_size;    /* sizeof(kvf_plugin_kernel) */
+    const char *name;        /* unique within the plugin: letters, digits, '-', '_', '.', '/' */
+    const char *description; /* one line */
+    int32_t device;          /* kvf_plugin_device */
+    int32_t role;            /* kvf_plugin_role */
+    void *user;              /* the plugin's own; kvfuzz only passes `self` back */
+
+    /* 1 when the kernel computes this shape, 0 when not (then `why`, if the plugin writes it,
+     * says what it lacks, e.g. "group size 5 is not dispatched"). Required. */
+    int (*supports)(const kvf_plugin_kernel *self, const kvf_plugin_shape *shape, char *why,
+                    size_t why_size);
+    /* Creates the kernel's state (may be left NULL). Optional. */
+    int (*create)(const kvf_plugin_kernel *self, void **state, char *msg, size_t msg_size);
+    /* Releases it. Optional. */
+    void (*destroy)(void *state);
+    /* Plans one case from host copies of its index arrays. Optional. */
+    int (*plan)(void *state, const kvf_plugin_shape *shape, const kvf_plugin_index *index,
+                char *msg, size_t msg_size);
+    /* Scratch bytes run() needs for the case last planned. Optional (none). */
+    size_t (*workspace_bytes)(void *state, const kvf_plugin_shape *shape);
+    /* Computes o and lse. Required. */
+    int (*run)(void *state, const kvf_plugin_args *args, char *msg, size_t msg_size);
+    /* One line of plan facts for the last plan, NUL-terminated into buf. Optional. */
+    void (*describe)(void *state, char *buf, size_t buf_size);
+};
+
+typedef struct kvf_plugin {
+    uint32_t abi_version;        /* KVF_PLUGIN_ABI_VERSION */
+    uint32_t struct_size;        /* sizeof(kvf_plugin) */
+    const char *name;            /* the plugin's name, for messages */
+    uint32_t kernel_struct_size; /* sizeof(kvf_plugin_kernel): the stride of `kernels` */
+    uint32_t num_kernels;        /* at least 1 */
+    const kvf_plugin_kernel *kernels;
+} kvf_plugin;
+
+/* The entry point every plugin exports (declared here so the compiler checks its type). */
+const kvf_plugin *kvf_plugin_v1(void);
+typedef const kvf_plugin *(*kvf_plugin_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

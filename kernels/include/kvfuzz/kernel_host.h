@@ -1,0 +1,85 @@
+/* The buffer host: runs one kernel descriptor (plugin.h) on kvfuzz-owned buffers.
+ *
+ * For each case the host asks supports(), calls plan() with host copies of the index arrays,
+ * sizes the workspace, lays out the buffers and runs the kernel, then checks them:
+ *   - inputs: q, the index arrays and the K/V page pools. Slots past each page's last used
+ *     token and pages no sequence references hold KVF_HOST_POISON_INPUT (a NaN), so a kernel
+ *     that reads them unmasked produces NaN;
+ *   - outputs o and lse and the workspace: filled with poison (KVF_HOST_POISON_O,
+ *     KVF_HOST_POISON_LSE, bytes KVF_HOST_POISON_BYTE) before the run, each with
+ *     KVF_HOST_GUARD_BYTES guard bytes (KVF_HOST_GUARD_BYTE) before and after.
+ * After the run: an output element still holding its poison bits is KVF_EUNWRITTEN, a changed
+ * guard byte KVF_EOOBWRITE, a changed input byte KVF_EINPUTMOD, each with one sentence naming
+ * the first place (buffer, b, h, d or byte offset). A kernel whose supports() accepted the
+ * shape but whose plan or run refused it is KVF_EKERNEL ("claims support it lacks").
+ * The CPU host lives in host_cpu.c; the CUDA host (device buffers, stream, synchronization) in
+ * cuda/host_cuda.cu; both use the layout and checks of host_check.c.
+ *
+ * Ownership: a host is created per worker process by kvf_host_create and released by
+ * kvf_host_destroy; it owns the descriptor's state and every buffer. The descriptor must
+ * outlive it. o and lse passed to kvf_host_run belong to the caller and receive the outputs
+ * (also when a check fails, so a finding can show what the kernel wrote). */
+#ifndef KVFUZZ_KERNEL_HOST_H
+#define KVFUZZ_KERNEL_HOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvfuzz/case.h"
+#include "kvfuzz/plugin.h"
+
+#define KVF_HOST_POISON_INPUT 0x7FA1u     /* bf16 signalling NaN in unused slots and pages */
+#define KVF_HOST_POISON_O 0xFFA5u         /* bf16 NaN in o before the run */
+#define KVF_HOST_POISON_LSE 0xFFA5A5A5u   /* f32 NaN in lse before the run */
+#define KVF_HOST_POISON_BYTE 0xFFu        /* workspace bytes before the run (NaN as f32, bf16) */
+#define KVF_HOST_GUARD_BYTE 0xA5u         /* guard bytes around outputs and workspace */
+#define KVF_HOST_GUARD_BYTES 256          /* on each side */
+
+typedef struct kvf_host kvf_host;
+
+int kvf_host_create(const kvf_plugin_kernel *desc, kvf_host **out, kvf_error *err);
+int kvf_host_run(kvf_host *h, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err);
+void kvf_host_describe(kvf_host *h, char *buf, size_t buf_size);
+void kvf_host_destroy(kvf_host *h); /* NULL is fine */
+
+/* ---- shared by the CPU and CUDA hosts (host_check.c) ---------------------------------------- */
+
+/* Tokens used in each page of the pool: for page p, the largest number of leading slots any
+ * sequence reads (S for a page that is not some sequence's last, last_page_len for a last
+ * page), 0 for pages no sequence references. Returns a malloc'd array of c->num_pages entries
+ * for pools of at most `max_pages` pages, else NULL with *err set (KVF_ELIMIT). */
+int32_t *kvf__host_used_slots(const kvf_case *c, int64_t max_pages, kvf_error *err);
+
+/* Writes into dst the page `p` of cache (k or v) as the kernel must see it: the case's data in
+ * used slots, KVF_HOST_POISON_INPUT elsewhere. */
+void kvf__host_page_image(const kvf_case *c, const kvf_bf16 *cache, int64_t p, int32_t used,
+                          kvf_bf16 *dst);
+
+/* Fills n bytes of guard / n elements of poison. */
+void kvf__host_fill_guard(void *p, size_t n);
+void kvf__host_poison_o(kvf_bf16 *o, int64_t n);
+void kvf__host_poison_lse(float *lse, int64_t n);
+
+/* The post-run checks on host images of the buffers. Each returns 0 or the error with one
+ * sentence naming the first offending place. `name` names the buffer in the sentence. */
+int kvf__host_check_guard(const void *guard, size_t n, const char *name, const char *side,
+                          kvf_error *err);
+int kvf__host_check_outputs(const kvf_case *c, const kvf_bf16 *o, const float *lse,
+                            kvf_error *err);
+
+/* The args for a contiguous layout of this case (strides of an exactly sized buffer). Pointers
+ * are left NULL for the host to fill. */
+void kvf__host_contiguous_args(const kvf_case *c, const kvf_plugin_shape *shape,
+                               kvf_plugin_args *args);
+
+/* Calls desc->supports and turns "no" into KVF_EUNSUPPORTED with the reason. */
+int kvf__host_supports(const kvf_plugin_kernel *desc, const kvf_plugin_shape *shape,
+                       kvf_error *err);
+
+/* Turns a plugin status and its message into a kvfuzz error: UNSUPPORTED -> KVF_EUNSUPPORTED
+ * (or KVF_EKERNEL when supports() had accepted the shape), NOMEM -> KVF_ENOMEM, anything else
+ * KVF_EKERNEL. `what` names the call ("plan", "run"). */
+int kvf__host_status(const kvf_plugin_kernel *desc, int status, const char *msg, const char *what,
+                     kvf_error *err);
+
+#endif
