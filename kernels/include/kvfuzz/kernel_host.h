@@ -82,4 +82,13 @@ int kvf__host_supports(const kvf_plugin_kernel *desc, const kvf_plugin_shape *sh
 int kvf__host_status(const kvf_plugin_kernel *desc, int status, const char *msg, const char *what,
                      kvf_error *err);
 
+/* ---- the CUDA host (cuda/host_cuda.cu; only when built with CUDA) ------------------------- */
+
+/* kvf_host_create/run/describe/destroy forward here for KVF_PLUGIN_DEVICE_CUDA descriptors.
+ * Same contract as above; device and CUDA API errors are KVF_EDEVICE. */
+int kvf__cuda_host_create(const kvf_plugin_kernel *desc, void **out, kvf_error *err);
+int kvf__cuda_host_run(void *h, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err);
+void kvf__cuda_host_describe(void *h, char *buf, size_t buf_size);
+void kvf__cuda_host_destroy(void *h);
+
 #endif
