@@ -118,7 +118,7 @@ static int run_kernel(const kvf_kernel *k, void *state, const kvf_case *c, kvf_b
     *o = malloc((size_t)(kvf_case_o_elems(c) + 1) * sizeof **o);
     *lse = malloc((size_t)(kvf_case_lse_elems(c) + 1) * sizeof **lse);
     if (!*o || !*lse) return kvf_error_set(err, KVF_ENOMEM, "out of memory");
-    return k->run(state, c, *o, *lse, err);
+    return kvf_kernel_run(k, state, c, *o, *lse, err);
 }
 
 /* (a): generated cases until the first finding (overflow-class violations do not count, as in
@@ -128,7 +128,7 @@ static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule
     detection d = {0};
     void *state = NULL;
     kvf_error err = {0};
-    if (k->create && k->create(&state, &err)) {
+    if (kvf_kernel_create(k, &state, &err)) {
         d.caught = 1;
         snprintf(d.finding, sizeof d.finding, "kernel-error");
         return d;
@@ -165,7 +165,7 @@ static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule
         if (d.caught) break;
     }
     d.seconds = spent;
-    if (k->destroy) k->destroy(state);
+    kvf_kernel_destroy(k, state);
     return d;
 }
 
@@ -250,7 +250,7 @@ static int style_check(const kvf_kernel *k, const workload *ws, size_t nw, int t
                        const kvf_rule *rule, const kvf_limits *lim) {
     void *state = NULL;
     kvf_error err = {0};
-    if (k->create && k->create(&state, &err)) return 1;
+    if (kvf_kernel_create(k, &state, &err)) return 1;
     int caught = 0;
     for (size_t w = 0; w < nw && !caught; w++)
         for (int t = 0; t < trials && !caught; t++) {
@@ -274,7 +274,7 @@ static int style_check(const kvf_kernel *k, const workload *ws, size_t nw, int t
             kvf_oracle_result_free(&ref);
             kvf_case_free(&c);
         }
-    if (k->destroy) k->destroy(state);
+    kvf_kernel_destroy(k, state);
     return caught;
 }
 

@@ -147,11 +147,11 @@ int kvf_cmd_replay(int argc, char **argv) {
     void *states[MAX_KERNELS] = {0};
     for (int k = 0; k < nkernels; k++) {
         kvf_error err = {0};
-        if (kernels[k]->create && kernels[k]->create(&states[k], &err)) {
+        if (kvf_kernel_create(kernels[k], &states[k], &err)) {
             fprintf(stderr, "kvfuzz replay: kernel %s could not start: %s\n", kernels[k]->name,
                     err.msg);
             for (int j = 0; j < k; j++)
-                if (kernels[j]->destroy) kernels[j]->destroy(states[j]);
+                kvf_kernel_destroy(kernels[j], states[j]);
             cli_free_paths(paths, npaths);
             kvf_stats_free(stats);
             return KVF_EXIT_FINDINGS;
@@ -201,7 +201,7 @@ int kvf_cmd_replay(int argc, char **argv) {
         for (int k = 0; k < nkernels && o && lse; k++) {
             runs++;
             printf("%-34s %-14s", base, kernels[k]->name);
-            int krc = kernels[k]->run(states[k], &c, o, lse, &err);
+            int krc = kvf_kernel_run(kernels[k], states[k], &c, o, lse, &err);
             if (stats)
                 kvf_stats_count_run(stats, kernels[k]->name,
                                     krc == 0                  ? KVF_STATS_RAN
@@ -253,7 +253,7 @@ int kvf_cmd_replay(int argc, char **argv) {
         fflush(stdout);
     }
     for (int k = 0; k < nkernels; k++)
-        if (kernels[k]->destroy) kernels[k]->destroy(states[k]);
+        kvf_kernel_destroy(kernels[k], states[k]);
     printf("\n%zu case(s), %zu kernel run(s): %zu passed, %zu failed, %zu unsupported, %zu bad "
            "input(s)\n",
            cases_ok + bad_inputs, runs, runs - failed_runs - unsupported, failed_runs, unsupported,

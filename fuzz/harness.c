@@ -157,7 +157,7 @@ void kvf_harness_init(int *argc, char ***argv, kvf_harness_device device, const 
     }
     for (int k = 0; k < H.nkernels; k++) {
         kvf_error err = {0};
-        if (H.kernels[k]->create && H.kernels[k]->create(&H.states[k], &err)) {
+        if (kvf_kernel_create(H.kernels[k], &H.states[k], &err)) {
             fprintf(stderr, "%s: kernel %s could not start: %s\n", target, H.kernels[k]->name,
                     err.msg);
             exit(1);
@@ -316,7 +316,7 @@ int kvf_harness_exec(const uint8_t *data, size_t size) {
         const kvf_kernel *kern = H.kernels[k];
         kvf_error err = {0};
         kvf_outcome out;
-        int rc = kern->run(H.states[k], &c, o, lse, &err);
+        int rc = kvf_kernel_run(kern, H.states[k], &c, o, lse, &err);
         if (rc == KVF_EUNSUPPORTED) continue;
         if (rc) {
             kvf_outcome_from_run(&out, KVF_RUN_KERNEL_ERROR, err.msg);
@@ -324,7 +324,7 @@ int kvf_harness_exec(const uint8_t *data, size_t size) {
             continue;
         }
         if (H.execs % DETERMINISM_EVERY == 0) {
-            int rc2 = kern->run(H.states[k], &c, o2, lse2, &err);
+            int rc2 = kvf_kernel_run(kern, H.states[k], &c, o2, lse2, &err);
             kvf_outcome_from_run(&out, KVF_RUN_OK, NULL);
             if (rc2 == 0 && kvf_outcome_compare(&out, &c, o, lse, o2, lse2)) {
                 report(&out, kern, &spec, &c);

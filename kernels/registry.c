@@ -62,13 +62,3 @@ int kvf_cuda_available(char *why, size_t why_size) {
     return 0;
 #endif
 }
-
-int kvf_kernel_run_once(const kvf_kernel *kernel, const kvf_case *c, kvf_bf16 *o, float *lse,
-                        kvf_error *err) {
-    void *state = NULL;
-    int rc = kernel->create ? kernel->create(&state, err) : 0;
-    if (rc) return rc;
-    rc = kernel->run(state, c, o, lse, err);
-    if (kernel->destroy) kernel->destroy(state);
-    return rc;
-}

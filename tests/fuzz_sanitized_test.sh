@@ -2,7 +2,8 @@
 # The ASan + UBSan build of the replay drivers, in a build of its own, replaying every committed
 # corpus file; and, where clang's libFuzzer is available, the libFuzzer targets themselves:
 # fuzz_case runs clean for a while, fuzz_decode_cpu runs clean on the production CPU kernels,
-# and against the planted bug it aborts from the o-tolerance call site starting from a case where
+# and against the planted bug it aborts from an accuracy call site (nonfinite: the slot it reads
+# holds the buffer host's NaN poison; or o-tolerance) starting from a case where
 # the bug does not show, with an artifact that replays and minimizes.
 # Without clang the sanitized replays are built with the default compiler (KVF_SANITIZE=ON) and
 # the libFuzzer part is skipped with the reason.
@@ -72,9 +73,9 @@ else
     -max_len=2048 -artifact_prefix="$tmp/art/" "$tmp/planted" >"$tmp/lf.log" 2>&1
   rc=$?
   [ $rc -ne 0 ] || fail "libFuzzer did not find the planted bug in 20000 runs"
-  grep -q "kvfuzz finding: o-tolerance (kernel test-planted" "$tmp/lf.log" \
+  grep -qE "kvfuzz finding: (o-tolerance|nonfinite) \(kernel test-planted" "$tmp/lf.log" \
     || fail "no full report for the planted bug: $(tail -30 "$tmp/lf.log")"
-  grep -q "in kvf_found_o_tolerance" "$tmp/lf.log" || fail "the abort is not from the o-tolerance call site"
+  grep -qE "in kvf_found_(o_tolerance|nonfinite)" "$tmp/lf.log" || fail "the abort is not from an accuracy call site"
   grep -E "^#[0-9]+" "$tmp/lf.log" | tail -1
   artifact=$(ls "$tmp"/art/crash-* 2>/dev/null | head -1)
   if [ -z "$artifact" ]; then
@@ -82,7 +83,7 @@ else
   else
     KVF_FUZZ_KERNEL=test-planted "$bin/fuzz_decode_cpu_replay" --keep-going "$artifact" >/dev/null 2>"$tmp/r.err"
     [ $? -eq 1 ] || fail "the artifact does not replay as a finding"
-    grep -q "^test-planted: o-tolerance rule strict" "$tmp/r.err" || fail "the artifact replays as: $(grep '^test-planted:' "$tmp/r.err")"
+    grep -qE "^test-planted: (o-tolerance|nonfinite) rule strict" "$tmp/r.err" || fail "the artifact replays as: $(grep '^test-planted:' "$tmp/r.err")"
     "$kvfuzz" minimize "$artifact" -o "$tmp/min.kvfz" --kernel test-planted --jobs 2 >"$tmp/min.log" 2>&1 \
       || fail "the artifact does not minimize: $(cat "$tmp/min.log")"
     grep -E "before|after" "$tmp/min.log"

@@ -337,7 +337,7 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
     const kvf_kernel *k = opts->kernel;
     void *state = NULL;
     kvf_error err = {0};
-    int rc = k->create ? k->create(&state, &err) : 0;
+    int rc = kvf_kernel_create(k, &state, &err);
     ready_msg ready = {MAGIC_READY, rc, rc ? (uint32_t)strlen(err.msg) : 0};
     if (send_all(fd, &ready, sizeof ready) || (ready.msglen && send_all(fd, err.msg, ready.msglen)))
         _exit(3);
@@ -396,7 +396,7 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
             _exit(4);
         kvf_error_clear(&err);
         double t0 = now_s();
-        rc = k->run(state, c, out_o, out_lse, &err);
+        rc = kvf_kernel_run(k, state, c, out_o, out_lse, &err);
         double t1 = now_s();
         /* After an error other than "unsupported" the kernel's state (a CUDA context with a
          * sticky error) is not trusted: answer, then let a fresh worker take over. */
@@ -433,7 +433,7 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
         pthread_mutex_unlock(&wp.mu);
         if (!handed) kvf_case_free(c);
     }
-    if (k->destroy) k->destroy(state);
+    kvf_kernel_destroy(k, state);
     free(out_o);
     free(out_lse);
     _exit(0);
@@ -584,7 +584,7 @@ void kvf_runner_destroy(kvf_runner *r) {
         r->fd = -1;
         reap(r, NULL, NULL);
     }
-    if (r->created && r->opts.kernel->destroy) r->opts.kernel->destroy(r->state);
+    if (r->created) kvf_kernel_destroy(r->opts.kernel, r->state);
     for (int i = 0; i < MAX_INFLIGHT; i++) {
         free(r->q[i].req);
         free(r->q[i].payload);
@@ -755,7 +755,7 @@ int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
         kvf_run_result *res = &l->res;
         kvf_error e = {0};
         if (!r->created) {
-            int rc = r->opts.kernel->create ? r->opts.kernel->create(&r->state, &e) : 0;
+            int rc = kvf_kernel_create(r->opts.kernel, &r->state, &e);
             if (rc)
                 return kvf_error_set(err, KVF_EDEVICE, "kernel %s could not start: %s",
                                      r->opts.kernel->name, e.msg);
@@ -767,11 +767,9 @@ int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
         kvf_bf16 *o = (kvf_bf16 *)l->payload;
         float *lse = (float *)(l->payload + (size_t)(l->n_o + 1) * sizeof(kvf_bf16));
         double t0 = now_s();
-        int rc = r->opts.kernel->run(r->state, c, o, lse, &e);
+        int rc = kvf_kernel_run(r->opts.kernel, r->state, c, o, lse, &e);
         res->kernel_s = now_s() - t0;
-        res->status = rc == 0                  ? KVF_RUN_OK
-                      : rc == KVF_EUNSUPPORTED ? KVF_RUN_UNSUPPORTED
-                                               : KVF_RUN_KERNEL_ERROR;
+        res->status = kvf_run_status_from_code(rc);
         if (rc) snprintf(res->message, sizeof res->message, "%s", e.msg);
         r->count++;
         return 0;
@@ -906,7 +904,7 @@ void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *
         if (m->n_lse)
             memcpy(lse, l->payload + m->n_o * sizeof(kvf_bf16), (size_t)m->n_lse * sizeof *lse);
     } else {
-        res->status = m->rc == KVF_EUNSUPPORTED ? KVF_RUN_UNSUPPORTED : KVF_RUN_KERNEL_ERROR;
+        res->status = kvf_run_status_from_code(m->rc);
         uint32_t n =
             m->msglen < sizeof res->message - 1 ? m->msglen : (uint32_t)sizeof res->message - 1;
         memcpy(res->message, l->payload, n);

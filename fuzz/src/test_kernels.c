@@ -8,14 +8,12 @@
 #include <string.h>
 #include <time.h>
 
-static const kvf_kernel *reference(void) {
-    return kvf_kernel_find("cpu-ref");
-}
+#include "kvfuzz/builtin_kernel.h"
+#include "kvfuzz/kernel_host.h"
 
+/* cpu-ref's computation on the host's buffers (these kernels already run inside a host). */
 static int run_reference(const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
-    const kvf_kernel *k = reference();
-    if (!k) return kvf_error_set(err, KVF_ENOTFOUND, "the cpu-ref kernel is not registered");
-    return kvf_kernel_run_once(k, c, o, lse, err);
+    return kvf__cpu_ref_compute(c, o, lse, err);
 }
 
 /* The planted bug: the kernel believes every partly filled last page holds one more token. */
@@ -61,48 +59,65 @@ static int hang_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf
     return run_reference(c, o, lse, err);
 }
 
-/* Checks what a kernel may assume about its input: every page outside the resident list reads
- * as zero, also in a worker process that has run other cases before (a page left over from an
- * earlier case would show here). Scans the whole pool: for small test cases only. */
+/* Checks what a kernel may assume about its input: every slot no sequence reads holds the
+ * buffer host's input poison, also in a worker process that has run other cases before (data
+ * left over from an earlier case would show here). Scans the whole pool: for small test cases
+ * only. */
 static int pool_check_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
     (void)state;
     const int64_t pe = kvf_case_page_elems(c);
-    int64_t next = 0; /* index into the ascending resident list */
-    for (int64_t p = 0; p < c->num_pages; p++) {
-        while (next < c->num_resident_pages && c->resident_pages[next] < p)
-            next++;
-        if (next < c->num_resident_pages && c->resident_pages[next] == p) continue;
-        for (int64_t i = 0; i < pe; i++)
-            if (c->k_cache[p * pe + i] || c->v_cache[p * pe + i])
-                return kvf_error_set(err, KVF_EINVAL,
-                                     "test-pool-check: page %lld is not resident but holds data "
-                                     "at element %lld",
-                                     (long long)p, (long long)i);
-    }
-    return run_reference(c, o, lse, err);
+    const int64_t slot_elems = (int64_t)c->num_kv_heads * c->head_dim;
+    int32_t *used = kvf__host_used_slots(c, INT32_MAX, err);
+    if (!used) return err ? err->code : KVF_ENOMEM;
+    int rc = 0;
+    for (int64_t p = 0; p < c->num_pages && !rc; p++)
+        for (int64_t i = (int64_t)used[p] * slot_elems; i < pe && !rc; i++)
+            if (c->k_cache[p * pe + i] != KVF_HOST_POISON_INPUT ||
+                c->v_cache[p * pe + i] != KVF_HOST_POISON_INPUT)
+                rc = kvf_error_set(err, KVF_EINVAL,
+                                   "test-pool-check: page %lld holds data at element %lld, which "
+                                   "no sequence reads",
+                                   (long long)p, (long long)i);
+    free(used);
+    return rc ? rc : run_reference(c, o, lse, err);
 }
+
+static const kvf__case_kernel planted_impl = {planted_run}, crash_impl = {crash_run},
+                              hang_impl = {hang_run}, pool_check_impl = {pool_check_run};
+
+#define PLANTED_DESC "test only: cpu-ref reading one slot past each partly filled last page"
+#define CRASH_DESC "test only: cpu-ref that segfaults on cases with an empty sequence"
+#define HANG_DESC "test only: cpu-ref that never returns on cases with a one-token sequence"
+#define POOL_CHECK_DESC "test only: cpu-ref that fails if a slot no sequence reads is not poisoned"
+
+static const kvf_plugin_kernel test_descs[] = {
+    KVF_BUILTIN_CPU_DESC("test-planted", PLANTED_DESC, planted_impl),
+    KVF_BUILTIN_CPU_DESC("test-crash", CRASH_DESC, crash_impl),
+    KVF_BUILTIN_CPU_DESC("test-hang", HANG_DESC, hang_impl),
+    KVF_BUILTIN_CPU_DESC("test-pool-check", POOL_CHECK_DESC, pool_check_impl),
+};
 
 static const kvf_kernel test_kernels[] = {
     {.name = "test-planted",
-     .description = "test only: cpu-ref reading one slot past each partly filled last page",
+     .description = PLANTED_DESC,
      .device = KVF_DEVICE_CPU,
      .models = "B03",
-     .run = planted_run},
+     .desc = &test_descs[0]},
     {.name = "test-crash",
-     .description = "test only: cpu-ref that segfaults on cases with an empty sequence",
+     .description = CRASH_DESC,
      .device = KVF_DEVICE_CPU,
      .models = "B04",
-     .run = crash_run},
+     .desc = &test_descs[1]},
     {.name = "test-hang",
-     .description = "test only: cpu-ref that never returns on cases with a one-token sequence",
+     .description = HANG_DESC,
      .device = KVF_DEVICE_CPU,
      .models = "B07",
-     .run = hang_run},
+     .desc = &test_descs[2]},
     {.name = "test-pool-check",
-     .description = "test only: cpu-ref that fails if a page outside the resident list holds data",
+     .description = POOL_CHECK_DESC,
      .device = KVF_DEVICE_CPU,
      .models = "",
-     .run = pool_check_run},
+     .desc = &test_descs[3]},
 };
 
 size_t kvf_test_kernel_count(void) {

@@ -6,10 +6,16 @@
 #define KVF_CAT_(a, b) a##b
 #define KVF_CAT(a, b) KVF_CAT_(a, b)
 
+#include "kvfuzz/builtin_kernel.h"
+
+static const kvf__case_kernel cpu_mutant_impl = {cpu_mutant_run};
+static const kvf_plugin_kernel cpu_mutant_desc =
+    KVF_BUILTIN_CPU_DESC("cpu-splitkv/mut=" KVF_MUTANT_NAME, KVF_MUTANT_DESC, cpu_mutant_impl);
+
 const kvf_kernel KVF_CAT(kvf_kernel_cpu_mut_, KVF_MUTANT_ID) = {
     .name = "cpu-splitkv/mut=" KVF_MUTANT_NAME,
     .description = KVF_MUTANT_DESC,
     .device = KVF_DEVICE_CPU,
     .models = KVF_MUTANT_CLASS,
-    .run = cpu_mutant_run,
+    .desc = &cpu_mutant_desc,
 };

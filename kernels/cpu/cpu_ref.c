@@ -5,9 +5,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "kvfuzz/kernel.h"
+#include "kvfuzz/builtin_kernel.h"
 
-static int cpu_ref_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
+int kvf__cpu_ref_compute(const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
     const int32_t hq = c->num_qo_heads, d = c->head_dim, group = hq / c->num_kv_heads;
     int64_t max_len = kvf_case_max_seq_len(c);
     float *logits = malloc((size_t)(max_len ? max_len : 1) * sizeof *logits);
@@ -61,9 +61,20 @@ static int cpu_ref_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, 
     return 0;
 }
 
+#define CPU_REF_DESCRIPTION "FlashInfer-Bench reference semantics: fp32 softmax then P.V, bf16 RNE store"
+static int cpu_ref_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
+    (void)state;
+    return kvf__cpu_ref_compute(c, o, lse, err);
+}
+
+static const kvf__case_kernel cpu_ref_impl = {cpu_ref_run};
+static const kvf_plugin_kernel cpu_ref_desc =
+    KVF_BUILTIN_CPU_DESC("cpu-ref", CPU_REF_DESCRIPTION, cpu_ref_impl);
+
 const kvf_kernel kvf_kernel_cpu_ref = {
     .name = "cpu-ref",
-    .description = "FlashInfer-Bench reference semantics: fp32 softmax then P.V, bf16 RNE store",
+    .description = CPU_REF_DESCRIPTION,
     .device = KVF_DEVICE_CPU,
-    .run = cpu_ref_run,
+    .desc = &cpu_ref_desc,
+    .role = KVF_PLUGIN_ROLE_REFERENCE,
 };

@@ -2,9 +2,18 @@
 #define KVF_SPLITKV_FN cpu_splitkv_run
 #include "splitkv_algo.h"
 
+#include "kvfuzz/builtin_kernel.h"
+
+#define CPU_SPLITKV_DESCRIPTION                                                                    \
+    "split-KV online softmax in fp32: 32-token tiles, chunk states merged by lse"
+static const kvf__case_kernel cpu_splitkv_impl = {cpu_splitkv_run};
+static const kvf_plugin_kernel cpu_splitkv_desc =
+    KVF_BUILTIN_CPU_DESC("cpu-splitkv", CPU_SPLITKV_DESCRIPTION, cpu_splitkv_impl);
+
 const kvf_kernel kvf_kernel_cpu_splitkv = {
     .name = "cpu-splitkv",
-    .description = "split-KV online softmax in fp32: 32-token tiles, chunk states merged by lse",
+    .description = CPU_SPLITKV_DESCRIPTION,
     .device = KVF_DEVICE_CPU,
-    .run = cpu_splitkv_run,
+    .desc = &cpu_splitkv_desc,
+    .role = KVF_PLUGIN_ROLE_REFERENCE,
 };

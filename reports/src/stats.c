@@ -1454,10 +1454,13 @@ static int read_stats(reader *r, const kvf_json *root, kvf_stats **result) {
             bad(r, "%s: \"findings\" is missing or not an object", ctx);
             goto done;
         }
-        for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++)
-            if (get_i64(r, fv, kvf_finding_class_name((kvf_finding_class)c), 0, &g->findings[c],
-                        ctx))
-                goto done;
+        for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++) {
+            /* The buffer-violation classes came after the first stats files were written: a
+             * file without them recorded none. */
+            const char *name = kvf_finding_class_name((kvf_finding_class)c);
+            if (c >= KVF_FINDING_UNWRITTEN_OUTPUT && !kvf_json_get(fv, name)) continue;
+            if (get_i64(r, fv, name, 0, &g->findings[c], ctx)) goto done;
+        }
         for (int out = 0; out < 2; out++) {
             char sub[128];
             snprintf(sub, sizeof sub, "%s.%s", ctx, OUTPUT_NAME[out]);

@@ -5,8 +5,9 @@
  *                     is not full: it reads an unused tail slot (bug classes B03/B15);
  *   test-crash        cpu-ref, but a wild write (segfault) on any case with an empty sequence;
  *   test-hang         cpu-ref, but never returns on any case with a one-token sequence;
- *   test-pool-check   cpu-ref after checking that every non-resident page reads as zero (a
- *                     kernel error otherwise): what the kernel worker hands a kernel.
+ *   test-pool-check   cpu-ref after checking that every slot no sequence reads holds the
+ *                     buffer host's input poison (a kernel error otherwise): what a kernel is
+ *                     handed.
  * Static objects; nothing is allocated. */
 #ifndef KVFUZZ_TEST_KERNELS_H
 #define KVFUZZ_TEST_KERNELS_H

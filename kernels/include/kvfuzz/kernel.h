@@ -41,6 +41,8 @@ typedef struct kvf_kernel {
     const kvf_plugin_kernel *desc;
     int role; /* kvf_plugin_role */
     kvf__plugin_ref *plugin; /* a plugin kernel: which library, which kernel in it */
+    /* Releases a kernel that kvf_kernel_resolve allocated; NULL for static ones. */
+    void (*release)(struct kvf_kernel *self);
 } kvf_kernel;
 
 /* Registry of built-in kernels. Static objects; the registry never allocates. */

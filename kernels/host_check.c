@@ -1,0 +1,155 @@
+/* The buffer layout and the post-run checks shared by the CPU and CUDA buffer hosts
+ * (kernel_host.h). Everything here works on host images of the buffers. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvfuzz/kernel_host.h"
+
+int32_t *kvf__host_used_slots(const kvf_case *c, int64_t max_pages, kvf_error *err) {
+    if (c->num_pages > max_pages) {
+        kvf_error_set(err, KVF_ELIMIT,
+                      "the page pool has %" PRId64 " pages, more than the %" PRId64
+                      " the buffer host lays out",
+                      c->num_pages, max_pages);
+        return NULL;
+    }
+    int32_t *used = calloc((size_t)(c->num_pages > 0 ? c->num_pages : 1), sizeof *used);
+    if (!used) {
+        kvf_error_set(err, KVF_ENOMEM, "out of memory for the page map of %" PRId64 " pages",
+                      c->num_pages);
+        return NULL;
+    }
+    for (int32_t b = 0; b < c->batch_size; b++) {
+        const int32_t beg = c->kv_indptr[b], end = c->kv_indptr[b + 1];
+        for (int32_t e = beg; e < end; e++) {
+            /* A page is read up to the last page length only where it is a sequence's last;
+             * shared elsewhere it is read whole. */
+            const int32_t n = e == end - 1 ? c->kv_last_page_len[b] : c->page_size;
+            const int32_t p = c->kv_indices[e];
+            if (n > used[p]) used[p] = n;
+        }
+    }
+    return used;
+}
+
+void kvf__host_page_image(const kvf_case *c, const kvf_bf16 *cache, int64_t p, int32_t used,
+                          kvf_bf16 *dst) {
+    const int64_t slot_elems = (int64_t)c->num_kv_heads * c->head_dim;
+    const int64_t page_elems = kvf_case_page_elems(c);
+    const int64_t keep = (int64_t)used * slot_elems;
+    memcpy(dst, cache + p * page_elems, (size_t)keep * sizeof *dst);
+    for (int64_t i = keep; i < page_elems; i++)
+        dst[i] = (kvf_bf16)KVF_HOST_POISON_INPUT;
+}
+
+void kvf__host_fill_guard(void *p, size_t n) {
+    memset(p, KVF_HOST_GUARD_BYTE, n);
+}
+
+void kvf__host_poison_o(kvf_bf16 *o, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        o[i] = (kvf_bf16)KVF_HOST_POISON_O;
+}
+
+void kvf__host_poison_lse(float *lse, int64_t n) {
+    const uint32_t bits = KVF_HOST_POISON_LSE;
+    for (int64_t i = 0; i < n; i++)
+        memcpy(&lse[i], &bits, sizeof bits);
+}
+
+int kvf__host_check_guard(const void *guard, size_t n, const char *name, const char *side,
+                          kvf_error *err) {
+    const uint8_t *g = guard;
+    for (size_t i = 0; i < n; i++)
+        if (g[i] != KVF_HOST_GUARD_BYTE) {
+            /* Distance from the buffer: byte i of the guard after it is i bytes past its end,
+             * byte i of the guard before it is n - i bytes before its start. */
+            size_t dist = side[0] == 'a' ? i : n - i;
+            return kvf_error_set(err, KVF_EOOBWRITE,
+                                 "the kernel wrote %zu byte%s %s %s (guard byte 0x%02x became "
+                                 "0x%02x)",
+                                 dist + (side[0] == 'a'), dist + (side[0] == 'a') == 1 ? "" : "s",
+                                 side, name, KVF_HOST_GUARD_BYTE, g[i]);
+        }
+    return 0;
+}
+
+int kvf__host_check_outputs(const kvf_case *c, const kvf_bf16 *o, const float *lse,
+                            kvf_error *err) {
+    const int64_t hq = c->num_qo_heads, d = c->head_dim;
+    int64_t unwritten = 0, first = -1;
+    const int64_t no = kvf_case_o_elems(c);
+    for (int64_t i = 0; i < no; i++)
+        if (o[i] == (kvf_bf16)KVF_HOST_POISON_O) {
+            if (first < 0) first = i;
+            unwritten++;
+        }
+    if (unwritten)
+        return kvf_error_set(err, KVF_EUNWRITTEN,
+                             "the kernel left %" PRId64 " of %" PRId64
+                             " o elements unwritten, the first at b %" PRId64 " h %" PRId64
+                             " d %" PRId64,
+                             unwritten, no, first / (hq * d), first / d % hq, first % d);
+    const int64_t nl = kvf_case_lse_elems(c);
+    for (int64_t i = 0; i < nl; i++) {
+        uint32_t bits;
+        memcpy(&bits, &lse[i], sizeof bits);
+        if (bits == KVF_HOST_POISON_LSE) {
+            if (first < 0) first = i;
+            unwritten++;
+        }
+    }
+    if (unwritten)
+        return kvf_error_set(err, KVF_EUNWRITTEN,
+                             "the kernel left %" PRId64 " of %" PRId64
+                             " lse elements unwritten, the first at b %" PRId64 " h %" PRId64,
+                             unwritten, nl, first / hq, first % hq);
+    return 0;
+}
+
+void kvf__host_contiguous_args(const kvf_case *c, const kvf_plugin_shape *shape,
+                               kvf_plugin_args *args) {
+    memset(args, 0, sizeof *args);
+    args->struct_size = sizeof *args;
+    args->shape = shape;
+    args->q_stride_head = c->head_dim;
+    args->q_stride_batch = (int64_t)c->num_qo_heads * c->head_dim;
+    args->kv_stride_head = c->head_dim;
+    args->kv_stride_slot = (int64_t)c->num_kv_heads * c->head_dim;
+    args->kv_stride_page = kvf_case_page_elems(c);
+    args->o_stride_head = c->head_dim;
+    args->o_stride_batch = args->q_stride_batch;
+    args->lse_stride_batch = c->num_qo_heads;
+    args->sm_scale = c->sm_scale;
+}
+
+int kvf__host_supports(const kvf_plugin_kernel *desc, const kvf_plugin_shape *shape,
+                       kvf_error *err) {
+    char why[KVF_ERROR_MSG_MAX] = {0};
+    if (desc->supports(desc, shape, why, sizeof why - 1)) return 0;
+    why[sizeof why - 1] = 0;
+    return kvf_error_set(err, KVF_EUNSUPPORTED, "%s does not support this case: %s", desc->name,
+                         why[0] ? why : "no reason given");
+}
+
+int kvf__host_status(const kvf_plugin_kernel *desc, int status, const char *msg, const char *what,
+                     kvf_error *err) {
+    const char *m = msg && msg[0] ? msg : "no message";
+    switch (status) {
+    case KVF_PLUGIN_OK:
+        return 0;
+    case KVF_PLUGIN_UNSUPPORTED:
+        /* The host asked supports() first, so a refusal now contradicts it. */
+        return kvf_error_set(err, KVF_EKERNEL,
+                             "%s claims support it lacks: supports() accepted the case but %s() "
+                             "refused it (%s)",
+                             desc->name, what, m);
+    case KVF_PLUGIN_NOMEM:
+        return kvf_error_set(err, KVF_ENOMEM, "%s ran out of memory in %s(): %s", desc->name, what,
+                             m);
+    default:
+        return kvf_error_set(err, KVF_EKERNEL, "%s reported an error from %s(): %s", desc->name,
+                             what, m);
+    }
+}

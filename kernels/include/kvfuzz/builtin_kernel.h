@@ -1,0 +1,36 @@
+/* Built-in CPU kernels as plugin descriptors (plugin.h) over a function of a kvf_case, so that
+ * they run through the buffer host like any plugin. Internal to kernels/ and kvfuzz's own test
+ * kernels. */
+#ifndef KVFUZZ_BUILTIN_KERNEL_H
+#define KVFUZZ_BUILTIN_KERNEL_H
+
+#include "kvfuzz/kernel.h"
+
+typedef int (*kvf__case_fn)(void *state, const kvf_case *c, kvf_bf16 *o, float *lse,
+                            kvf_error *err);
+
+typedef struct kvf__case_kernel {
+    kvf__case_fn run;
+} kvf__case_kernel;
+
+/* create(): the state is the kvf__case_kernel in self->user. */
+int kvf__builtin_create(const kvf_plugin_kernel *self, void **state, char *msg, size_t msg_size);
+/* run(): views the host's contiguous buffers as a kvf_case and calls the function. */
+int kvf__builtin_run(void *state, const kvf_plugin_args *args, char *msg, size_t msg_size);
+/* supports(): every valid shape. */
+int kvf__builtin_supports_all(const kvf_plugin_kernel *self, const kvf_plugin_shape *shape,
+                              char *why, size_t why_size);
+
+/* cpu-ref's computation on a case, without a host around it (for kernels built on it). */
+int kvf__cpu_ref_compute(const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err);
+
+/* A descriptor for a CPU case function; `impl` names a static kvf__case_kernel. */
+#define KVF_BUILTIN_CPU_DESC(NAME, DESCRIPTION, IMPL)                                              \
+    {                                                                                              \
+        .struct_size = sizeof(kvf_plugin_kernel), .name = (NAME), .description = (DESCRIPTION),    \
+        .device = KVF_PLUGIN_DEVICE_CPU, .role = KVF_PLUGIN_ROLE_UNDER_TEST,                      \
+        .user = (void *)&(IMPL), .supports = kvf__builtin_supports_all,                           \
+        .create = kvf__builtin_create, .run = kvf__builtin_run,                                    \
+    }
+
+#endif

@@ -1,0 +1,352 @@
+/* Running kernels and resolving --kernel arguments (kernel.h): the one path every kernel takes.
+ * A kernel with a descriptor runs through the buffer host; a plugin kernel is a descriptor
+ * found in its library when the process that runs it creates it; a kernel with only the
+ * case-level vtable calls it directly. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "kvfuzz/kernel.h"
+#include "kvfuzz/kernel_host.h"
+#include "plugin_load.h"
+#include "plugin_probe.h"
+#ifdef KVF_HAVE_PYTHON_KERNELS
+#include "python/python_kernel.h"
+#endif
+
+#define SUPPORTS_MEMO 1024
+
+typedef struct memo_slot {
+    int filled;
+    kvf_plugin_shape shape;
+    int answer;
+    char why[160];
+} memo_slot;
+
+/* What a plugin kernel carries: its library, its name there, the probe shared by every kernel
+ * of that library (owned by the first), and the answers supports() gave. */
+struct kvf__plugin_ref {
+    char *path;
+    char *kernel_name;
+    uint32_t index;
+    kvf__probe *probe; /* one reference held */
+    pthread_mutex_t mu;
+    memo_slot *memo;
+};
+
+/* The state behind a kernel with a descriptor: the host, and for a plugin its library. */
+typedef struct hosted {
+    kvf__plugin_lib lib;
+    kvf_host *host;
+} hosted;
+
+static int hosted_kernel(const kvf_kernel *k) {
+    return k->desc != NULL || k->plugin != NULL;
+}
+
+int kvf_kernel_create(const kvf_kernel *k, void **state, kvf_error *err) {
+    *state = NULL;
+    if (!hosted_kernel(k)) return k->create ? k->create(state, err) : 0;
+    hosted *h = calloc(1, sizeof *h);
+    if (!h) return kvf_error_set(err, KVF_ENOMEM, "out of memory for kernel %s", k->name);
+    const kvf_plugin_kernel *desc = k->desc;
+    if (!desc) {
+        int rc = kvf__plugin_open(k->plugin->path, &h->lib, err);
+        if (rc) {
+            free(h);
+            return rc;
+        }
+        int i = kvf__plugin_kernel_index(h->lib.desc, k->plugin->kernel_name);
+        if (i < 0) {
+            kvf__plugin_close(&h->lib);
+            free(h);
+            return kvf_error_set(err, KVF_ENOTFOUND, "plugin %s no longer lists kernel %s",
+                                 k->plugin->path, k->plugin->kernel_name);
+        }
+        desc = kvf__plugin_kernel_at(h->lib.desc, (uint32_t)i);
+    }
+    int rc = kvf_host_create(desc, &h->host, err);
+    if (rc) {
+        kvf__plugin_close(&h->lib);
+        free(h);
+        return rc;
+    }
+    *state = h;
+    return 0;
+}
+
+int kvf_kernel_run(const kvf_kernel *k, void *state, const kvf_case *c, kvf_bf16 *o, float *lse,
+                   kvf_error *err) {
+    if (!hosted_kernel(k)) return k->run(state, c, o, lse, err);
+    return kvf_host_run(((hosted *)state)->host, c, o, lse, err);
+}
+
+void kvf_kernel_destroy(const kvf_kernel *k, void *state) {
+    if (!hosted_kernel(k)) {
+        if (k->destroy) k->destroy(state);
+        return;
+    }
+    hosted *h = state;
+    if (!h) return;
+    kvf_host_destroy(h->host);
+    /* The library stays mapped: a plugin may have registered exit-time work (CUDA's runtime
+     * does) that must not find its code gone. */
+    free(h);
+}
+
+void kvf_kernel_describe(const kvf_kernel *k, void *state, char *buf, size_t buf_size) {
+    if (!buf_size) return;
+    buf[0] = 0;
+    if (hosted_kernel(k) && state) kvf_host_describe(((hosted *)state)->host, buf, buf_size);
+}
+
+int kvf_kernel_run_once(const kvf_kernel *kernel, const kvf_case *c, kvf_bf16 *o, float *lse,
+                        kvf_error *err) {
+    void *state = NULL;
+    int rc = kvf_kernel_create(kernel, &state, err);
+    if (rc) return rc;
+    rc = kvf_kernel_run(kernel, state, c, o, lse, err);
+    kvf_kernel_destroy(kernel, state);
+    return rc;
+}
+
+void kvf_kernel_shape(const kvf_case *c, kvf_plugin_shape *s) {
+    memset(s, 0, sizeof *s);
+    s->struct_size = sizeof *s;
+    s->num_qo_heads = c->num_qo_heads;
+    s->num_kv_heads = c->num_kv_heads;
+    s->head_dim = c->head_dim;
+    s->page_size = c->page_size;
+    s->batch_size = c->batch_size;
+    s->num_pages = c->num_pages;
+    s->num_entries = c->kv_indptr ? c->kv_indptr[c->batch_size] : 0;
+    s->total_tokens = kvf_case_total_tokens(c);
+    s->max_seq_len = kvf_case_max_seq_len(c);
+    s->sm_scale = c->sm_scale;
+}
+
+/* FNV-1a over the shape's fields (not its padding). */
+static uint64_t shape_hash(const kvf_plugin_shape *s) {
+    const int64_t f[] = {s->num_qo_heads, s->num_kv_heads, s->head_dim,   s->page_size,
+                         s->batch_size,   s->num_pages,    s->num_entries, s->total_tokens,
+                         s->max_seq_len};
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *p = (const unsigned char *)f;
+    for (size_t i = 0; i < sizeof f; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    uint32_t scale;
+    memcpy(&scale, &s->sm_scale, sizeof scale);
+    return (h ^ scale) * 1099511628211ull;
+}
+
+static int shape_equal(const kvf_plugin_shape *a, const kvf_plugin_shape *b) {
+    return a->num_qo_heads == b->num_qo_heads && a->num_kv_heads == b->num_kv_heads &&
+           a->head_dim == b->head_dim && a->page_size == b->page_size &&
+           a->batch_size == b->batch_size && a->num_pages == b->num_pages &&
+           a->num_entries == b->num_entries && a->total_tokens == b->total_tokens &&
+           a->max_seq_len == b->max_seq_len &&
+           memcmp(&a->sm_scale, &b->sm_scale, sizeof a->sm_scale) == 0;
+}
+
+int kvf_kernel_supports(const kvf_kernel *k, const kvf_plugin_shape *shape, char *why,
+                        size_t why_size) {
+    if (why && why_size) why[0] = 0;
+    if (k->desc) {
+        char buf[KVF_ERROR_MSG_MAX] = {0};
+        int yes = k->desc->supports(k->desc, shape, buf, sizeof buf - 1);
+        if (!yes && why && why_size) snprintf(why, why_size, "%s", buf);
+        return yes ? 1 : 0;
+    }
+    if (!k->plugin) return 1;
+    kvf__plugin_ref *r = k->plugin;
+    memo_slot *slot = &r->memo[shape_hash(shape) % SUPPORTS_MEMO];
+    pthread_mutex_lock(&r->mu);
+    if (slot->filled && shape_equal(&slot->shape, shape)) {
+        int a = slot->answer;
+        if (!a && why && why_size) snprintf(why, why_size, "%s", slot->why);
+        pthread_mutex_unlock(&r->mu);
+        return a;
+    }
+    pthread_mutex_unlock(&r->mu);
+    char buf[160] = {0};
+    int a = kvf__probe_supports(r->probe, r->index, shape, buf, sizeof buf);
+    if (a < 0) return a;
+    pthread_mutex_lock(&r->mu);
+    slot->filled = 1;
+    slot->shape = *shape;
+    slot->answer = a;
+    snprintf(slot->why, sizeof slot->why, "%s", buf);
+    pthread_mutex_unlock(&r->mu);
+    if (!a && why && why_size) snprintf(why, why_size, "%s", buf);
+    return a;
+}
+
+/* ---- resolving ------------------------------------------------------------------------------ */
+
+static int has_suffix(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static int is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Whether spec names a plugin library: a path (it has a slash), or ends in .so. */
+static int looks_like_library(const char *path) {
+    return strchr(path, '/') != NULL || has_suffix(path, ".so") || strstr(path, ".so.") != NULL;
+}
+
+static char *dup_str(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+static void plugin_kernel_release(kvf_kernel *k) {
+    kvf__plugin_ref *r = k->plugin;
+    kvf__probe_stop(r->probe);
+    pthread_mutex_destroy(&r->mu);
+    free(r->path);
+    free(r->kernel_name);
+    free(r->memo);
+    free(r);
+    free((char *)k->name);
+    free((char *)k->description);
+    free(k);
+}
+
+static kvf_kernel *plugin_kernel_new(const char *path, const kvf__probe_kernel *pk, uint32_t index,
+                                     kvf__probe *probe) {
+    kvf_kernel *k = calloc(1, sizeof *k);
+    kvf__plugin_ref *r = calloc(1, sizeof *r);
+    size_t n = strlen(path) + strlen(pk->name) + 2;
+    char *name = malloc(n);
+    char *desc = dup_str(pk->description);
+    if (r) {
+        r->path = dup_str(path);
+        r->kernel_name = dup_str(pk->name);
+        r->memo = calloc(SUPPORTS_MEMO, sizeof *r->memo);
+    }
+    if (!k || !r || !name || !desc || !r->path || !r->kernel_name || !r->memo) {
+        if (r) {
+            free(r->path);
+            free(r->kernel_name);
+            free(r->memo);
+        }
+        free(k);
+        free(r);
+        free(name);
+        free(desc);
+        return NULL;
+    }
+    snprintf(name, n, "%s:%s", path, pk->name);
+    r->index = index;
+    r->probe = probe;
+    kvf__probe_retain(probe);
+    pthread_mutex_init(&r->mu, NULL);
+    k->name = name;
+    k->description = desc;
+    k->device = pk->device == KVF_PLUGIN_DEVICE_CUDA ? KVF_DEVICE_CUDA : KVF_DEVICE_CPU;
+    k->role = pk->role;
+    k->plugin = r;
+    k->release = plugin_kernel_release;
+    return k;
+}
+
+static int resolve_plugin(const char *path, const char *only, const kvf_kernel **out, size_t max,
+                          size_t *count, kvf_error *err) {
+    kvf__probe *probe = NULL;
+    kvf__probe_kernel *list = NULL;
+    uint32_t n = 0;
+    int rc = kvf__probe_start(path, &probe, &list, &n, err);
+    if (rc) return rc;
+    size_t added = 0;
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        if (only && strcmp(list[i].name, only) != 0) continue;
+        if (*count >= max) {
+            rc = kvf_error_set(err, KVF_ELIMIT, "too many kernels: at most %zu", max);
+            break;
+        }
+        kvf_kernel *k = plugin_kernel_new(path, &list[i], i, probe);
+        if (!k) {
+            rc = kvf_error_set(err, KVF_ENOMEM, "out of memory for plugin kernels");
+            break;
+        }
+        out[(*count)++] = k;
+        added++;
+    }
+    if (!rc && only && added == 0) {
+        char names[256] = {0};
+        size_t at = 0;
+        for (uint32_t i = 0; i < n && at + 2 < sizeof names; i++)
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "",
+                                   list[i].name);
+        rc = kvf_error_set(err, KVF_ENOTFOUND, "plugin %s has no kernel %s (it has: %s)", path,
+                           only, names);
+    }
+    free(list);
+    if (rc)
+        for (; added > 0; added--)
+            kvf_kernel_free(out[--(*count)]);
+    kvf__probe_stop(probe); /* the kernels hold their own references */
+    return rc;
+}
+
+int kvf_kernel_resolve(const char *spec, kvf_kernel_lookup_fn extra, const kvf_kernel **out,
+                       size_t max, size_t *count, kvf_error *err) {
+    if (!spec || !*spec) return kvf_error_set(err, KVF_EINVAL, "an empty kernel name");
+    if (strncmp(spec, "python:", 7) == 0 || has_suffix(spec, ".json")) {
+#ifdef KVF_HAVE_PYTHON_KERNELS
+        if (*count >= max) return kvf_error_set(err, KVF_ELIMIT, "too many kernels: at most %zu", max);
+        kvf_kernel *k = NULL;
+        int rc = kvf__python_kernel_make(spec, &k, err);
+        if (rc) return rc;
+        k->release = kvf__python_kernel_free;
+        out[(*count)++] = k;
+        return 0;
+#else
+        return kvf_error_set(err, KVF_EINVAL,
+                             "kernel %s is a Python kernel, and this kvfuzz was built without "
+                             "Python kernel support",
+                             spec);
+#endif
+    }
+    const kvf_kernel *k = kvf_kernel_find(spec);
+    if (!k && extra) k = extra(spec);
+    if (k) {
+        if (*count >= max) return kvf_error_set(err, KVF_ELIMIT, "too many kernels: at most %zu", max);
+        out[(*count)++] = k;
+        return 0;
+    }
+    if (is_file(spec)) return resolve_plugin(spec, NULL, out, max, count, err);
+    /* PATH:NAME, split at the last colon (a kernel name has none). */
+    const char *colon = strrchr(spec, ':');
+    if (colon && colon > spec && colon[1]) {
+        char path[4096];
+        size_t n = (size_t)(colon - spec);
+        if (n < sizeof path) {
+            memcpy(path, spec, n);
+            path[n] = 0;
+            if (is_file(path) || looks_like_library(path))
+                return resolve_plugin(path, colon + 1, out, max, count, err);
+        }
+    }
+    if (looks_like_library(spec)) return resolve_plugin(spec, NULL, out, max, count, err);
+    return kvf_error_set(err, KVF_ENOTFOUND,
+                         "unknown kernel %s (`kvfuzz kernels` lists the built-in ones; a plugin "
+                         "is PATH.so or PATH.so:NAME)",
+                         spec);
+}
+
+void kvf_kernel_free(const kvf_kernel *k) {
+    if (k && k->release) k->release((kvf_kernel *)k);
+}
+
+const char *kvf_kernel_plugin_path(const kvf_kernel *k) {
+    return k && k->plugin ? k->plugin->path : NULL;
+}

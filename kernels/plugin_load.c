@@ -1,0 +1,131 @@
+/* Opening and checking plugin libraries (plugin_load.h). Every check a descriptor can fail is
+ * made here, before kvfuzz calls any of its kernels, so a malformed plugin is one sentence at
+ * load time rather than a crash later. */
+#include "plugin_load.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const kvf_plugin_kernel *kvf__plugin_kernel_at(const kvf_plugin *p, uint32_t i) {
+    if (i >= p->num_kernels) return NULL;
+    return (const kvf_plugin_kernel *)((const char *)p->kernels + (size_t)i * p->kernel_struct_size);
+}
+
+int kvf__plugin_kernel_index(const kvf_plugin *p, const char *name) {
+    for (uint32_t i = 0; i < p->num_kernels; i++)
+        if (strcmp(kvf__plugin_kernel_at(p, i)->name, name) == 0) return (int)i;
+    return -1;
+}
+
+static int name_ok(const char *s) {
+    if (!s || !*s || strlen(s) > 128) return 0;
+    for (; *s; s++) {
+        char ch = *s;
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '-' || ch == '_' || ch == '.' || ch == '/' || ch == '=';
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+static int check_descriptor(const char *path, const kvf_plugin *p, kvf_error *err) {
+    if (p->abi_version != KVF_PLUGIN_ABI_VERSION)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "plugin %s speaks plugin ABI version %u; this kvfuzz speaks version %u",
+                             path, p->abi_version, KVF_PLUGIN_ABI_VERSION);
+    if (p->struct_size < sizeof(kvf_plugin))
+        return kvf_error_set(err, KVF_EINVAL,
+                             "plugin %s's descriptor is %u bytes, smaller than the %zu bytes of "
+                             "ABI version %u",
+                             path, p->struct_size, sizeof(kvf_plugin), KVF_PLUGIN_ABI_VERSION);
+    if (p->kernel_struct_size < sizeof(kvf_plugin_kernel))
+        return kvf_error_set(err, KVF_EINVAL,
+                             "plugin %s's kernel entries are %u bytes, smaller than the %zu "
+                             "bytes of ABI version %u",
+                             path, p->kernel_struct_size, sizeof(kvf_plugin_kernel),
+                             KVF_PLUGIN_ABI_VERSION);
+    if (p->num_kernels == 0 || !p->kernels)
+        return kvf_error_set(err, KVF_EINVAL, "plugin %s lists no kernels", path);
+    for (uint32_t i = 0; i < p->num_kernels; i++) {
+        const kvf_plugin_kernel *k = kvf__plugin_kernel_at(p, i);
+        if (k->struct_size < sizeof(kvf_plugin_kernel))
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "plugin %s: kernel %u's entry is %u bytes, smaller than the %zu "
+                                 "bytes of ABI version %u",
+                                 path, i, k->struct_size, sizeof(kvf_plugin_kernel),
+                                 KVF_PLUGIN_ABI_VERSION);
+        if (!name_ok(k->name))
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "plugin %s: kernel %u has no usable name (1-128 of letters, "
+                                 "digits and - _ . / =)",
+                                 path, i);
+        if (!k->supports || !k->run)
+            return kvf_error_set(err, KVF_EINVAL, "plugin %s: kernel %s has no %s function", path,
+                                 k->name, !k->supports ? "supports" : "run");
+        if (k->device != KVF_PLUGIN_DEVICE_CPU && k->device != KVF_PLUGIN_DEVICE_CUDA)
+            return kvf_error_set(err, KVF_EINVAL, "plugin %s: kernel %s has unknown device %d",
+                                 path, k->name, (int)k->device);
+        if (k->role != KVF_PLUGIN_ROLE_UNDER_TEST && k->role != KVF_PLUGIN_ROLE_REFERENCE)
+            return kvf_error_set(err, KVF_EINVAL, "plugin %s: kernel %s has unknown role %d", path,
+                                 k->name, (int)k->role);
+        for (uint32_t j = 0; j < i; j++)
+            if (strcmp(kvf__plugin_kernel_at(p, j)->name, k->name) == 0)
+                return kvf_error_set(err, KVF_EINVAL, "plugin %s lists kernel %s twice", path,
+                                     k->name);
+    }
+    return 0;
+}
+
+int kvf__plugin_open(const char *path, kvf__plugin_lib *lib, kvf_error *err) {
+    memset(lib, 0, sizeof *lib);
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return kvf_error_set(err, KVF_ENOTFOUND, "plugin %s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return kvf_error_set(err, KVF_EINVAL, "plugin %s is not a regular file", path);
+    /* dlopen searches the library path for a bare name; a path with a slash is taken as is. */
+    char local[4096];
+    const char *open_path = path;
+    if (!strchr(path, '/')) {
+        snprintf(local, sizeof local, "./%s", path);
+        open_path = local;
+    }
+    dlerror();
+    void *h = dlopen(open_path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *why = dlerror();
+        return kvf_error_set(err, KVF_EINVAL, "plugin %s is not a loadable shared object: %s", path,
+                             why ? why : "dlopen failed");
+    }
+    kvf_plugin_entry_fn entry;
+    void *sym = dlsym(h, KVF_PLUGIN_ENTRY);
+    memcpy(&entry, &sym, sizeof entry); /* object to function pointer, as POSIX allows */
+    if (!sym) {
+        dlclose(h);
+        return kvf_error_set(err, KVF_EINVAL,
+                             "plugin %s does not export %s(), the kvfuzz plugin entry point", path,
+                             KVF_PLUGIN_ENTRY);
+    }
+    const kvf_plugin *p = entry();
+    if (!p) {
+        dlclose(h);
+        return kvf_error_set(err, KVF_EINVAL, "plugin %s: %s() returned no descriptor", path,
+                             KVF_PLUGIN_ENTRY);
+    }
+    int rc = check_descriptor(path, p, err);
+    if (rc) {
+        dlclose(h);
+        return rc;
+    }
+    lib->handle = h;
+    lib->desc = p;
+    return 0;
+}
+
+void kvf__plugin_close(kvf__plugin_lib *lib) {
+    if (lib->handle) dlclose(lib->handle);
+    memset(lib, 0, sizeof *lib);
+}

@@ -1,0 +1,28 @@
+/* Opening a plugin library and checking its descriptor against the ABI (plugin.h). Internal to
+ * kernels/. Used in the process that runs a plugin kernel (the worker) and in the probe
+ * process that lists kernels and answers supports() for the parent (plugin_probe.h).
+ *
+ * Ownership: kvf__plugin_open fills a caller-owned kvf__plugin_lib; the library stays loaded
+ * until kvf__plugin_close. Errors: KVF_ENOTFOUND (no such file, no such kernel), KVF_EINVAL
+ * (not a shared object, no entry point, unknown ABI version, descriptor too small, no kernels,
+ * a malformed or duplicate kernel entry), each with one sentence naming the library. */
+#ifndef KVFUZZ_PLUGIN_LOAD_H
+#define KVFUZZ_PLUGIN_LOAD_H
+
+#include "kvfuzz/error.h"
+#include "kvfuzz/plugin.h"
+
+typedef struct kvf__plugin_lib {
+    void *handle;
+    const kvf_plugin *desc;
+} kvf__plugin_lib;
+
+int kvf__plugin_open(const char *path, kvf__plugin_lib *lib, kvf_error *err);
+void kvf__plugin_close(kvf__plugin_lib *lib);
+
+/* The i-th kernel (the descriptor's own stride), or NULL past the end. */
+const kvf_plugin_kernel *kvf__plugin_kernel_at(const kvf_plugin *p, uint32_t i);
+/* By name: its index, or -1. */
+int kvf__plugin_kernel_index(const kvf_plugin *p, const char *name);
+
+#endif
