@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "kvfuzz/case.h"
+#include "kvfuzz/kernel.h"
 
 #define KVF_EXIT_OK 0
 #define KVF_EXIT_FINDINGS 1
@@ -49,6 +50,16 @@ void cli_free_paths(char **paths, size_t count);
 
 /* Writes a JSON string literal (with quotes) for s. */
 void cli_json_string(FILE *f, const char *s);
+
+/* Resolves one --kernel value (a built-in or test kernel name, PATH.so[:NAME],
+ * python:MODULE:FUNCTION, a solution .json) into kernels[*count], at most max. On failure
+ * prints "kvfuzz CMD: <one sentence>" and returns KVF_EXIT_USAGE. cli_free_kernels releases
+ * what it allocated. */
+int cli_add_kernel(const char *cmd, const char *spec, const kvf_kernel **kernels, size_t max,
+                   size_t *count);
+void cli_free_kernels(const kvf_kernel **kernels, size_t count);
+/* The same for a command that runs one kernel: a plugin with several needs PATH.so:NAME. */
+int cli_one_kernel(const char *cmd, const char *spec, const kvf_kernel **kernel);
 
 /* Limits from defaults plus the environment (KVF_MAX_POOL_GIB). */
 void cli_limits(kvf_limits *limits);

@@ -312,27 +312,7 @@ int kvf_cmd_oracle(int argc, char **argv) {
     return KVF_EXIT_OK;
 }
 
-/* ---- kernels, rules ----------------------------------------------------------------------- */
-
-int kvf_cmd_kernels(int argc, char **argv) {
-    if (argc > 1 && cli_is_help(argv[1])) {
-        printf("usage: kvfuzz kernels\n\nLists the registered kernels, one per line: name, device,"
-               " description\n(and the bug class a mutant models).\n");
-        return KVF_EXIT_OK;
-    }
-    if (argc > 1) return cli_usage_error("kernels", "takes no arguments, got \"%s\"", argv[1]);
-    char why[256] = "";
-    int cuda = kvf_cuda_available(why, sizeof why);
-    for (size_t i = 0; i < kvf_kernel_count(); i++) {
-        const kvf_kernel *k = kvf_kernel_at(i);
-        printf("%-40s %-4s %s", k->name, k->device == KVF_DEVICE_CUDA ? "cuda" : "cpu",
-               k->description);
-        if (k->models) printf(" [models %s]", k->models);
-        printf("\n");
-    }
-    if (!cuda) printf("(CUDA kernels unavailable: %s)\n", why);
-    return KVF_EXIT_OK;
-}
+/* ---- rules -------------------------------------------------------------------------------- */
 
 int kvf_cmd_rules(int argc, char **argv) {
     if (argc > 1 && cli_is_help(argv[1])) {

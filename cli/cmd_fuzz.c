@@ -31,8 +31,11 @@ static void fuzz_help(void) {
         "signature (class, kernel, rule, output, error magnitude). A kernel that crashes or\n"
         "passes its deadline is recorded as a crash or hang finding and a fresh worker takes\n"
         "over. SIGINT or SIGTERM stops the run cleanly with its summary (a second one kills).\n\n"
-        "  --kernel K          kernel to fuzz (`kvfuzz kernels`). Default: cuda when a GPU is\n"
-        "                      usable, else cpu-splitkv.\n"
+        "  --kernel K          kernel to fuzz: a built-in name (`kvfuzz kernels`), a plugin\n"
+        "                      PATH.so (when it holds one kernel) or PATH.so:NAME, a Python\n"
+        "                      function python:MODULE:FUNCTION, or a FlashInfer-Bench solution\n"
+        "                      .json. Cases go to the shapes the kernel's supports() accepts.\n"
+        "                      Default: cuda when a GPU is usable, else cpu-splitkv.\n"
         "  --rule R            rule (repeatable; `kvfuzz rules`). Default: strict.\n"
         "  --time SEC          stop after SEC seconds.\n"
         "  --runs N            stop after N cases. Without --time or --runs: until stopped.\n"
@@ -288,9 +291,7 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     if (o.time_limit_s > 0 && o.max_runs > 0)
         return cli_usage_error(cmd, "give --time or --runs, not both");
     if (kernel_name) {
-        o.kernel = kvf_fuzz_kernel_find(kernel_name);
-        if (!o.kernel)
-            return cli_usage_error(cmd, "unknown kernel \"%s\" (see kvfuzz kernels)", kernel_name);
+        if (cli_one_kernel(cmd, kernel_name, &o.kernel)) return KVF_EXIT_USAGE;
     } else {
         /* Asked in a child process: this one must not initialise CUDA before forking workers. */
         char why[256];

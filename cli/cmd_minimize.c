@@ -23,7 +23,9 @@ static void minimize_help(void) {
            "for .kvfz) when it exists, else to cuda (when a GPU is usable) or cpu-splitkv,\n"
            "strict, and whatever class the case fails with.\n\n"
            "  -o OUT              where the minimized case goes (written atomically).\n"
-           "  --kernel K          kernel (`kvfuzz kernels`).\n"
+           "  --kernel K          kernel: a built-in name (`kvfuzz kernels`), PATH.so:NAME,\n"
+           "                      python:MODULE:FUNCTION or a solution .json. Default: the\n"
+           "                      kernel recorded in the finding's .json.\n"
            "  --rule R            the rule that must keep failing (`kvfuzz rules`).\n"
            "  --class C           the class to keep: nonfinite, o-tolerance, lse-tolerance,\n"
            "                      overflow, kernel-error, crash, hang, nondeterminism.\n"
@@ -124,7 +126,7 @@ int kvf_cmd_minimize(int argc, char **argv) {
     if (!out) return cli_usage_error(cmd, "-o OUT is required");
 
     /* Defaults from the finding's report beside the case. */
-    char jpath[4096], jkernel[128], jrule[128], jclass[64];
+    char jpath[4096], jkernel[4200], jrule[128], jclass[64];
     size_t len = strlen(in);
     if (len > 5 && strcmp(in + len - 5, ".kvfz") == 0 && len < sizeof jpath) {
         snprintf(jpath, sizeof jpath, "%.*s.json", (int)(len - 5), in);
@@ -138,9 +140,7 @@ int kvf_cmd_minimize(int argc, char **argv) {
         }
     }
     if (kernel) {
-        o.kernel = kvf_fuzz_kernel_find(kernel);
-        if (!o.kernel)
-            return cli_usage_error(cmd, "unknown kernel \"%s\" (see kvfuzz kernels)", kernel);
+        if (cli_one_kernel(cmd, kernel, &o.kernel)) return KVF_EXIT_USAGE;
     } else {
         char why[256];
         o.kernel = kvf_runner_probe_cuda(why, sizeof why) ? kvf_kernel_find("cuda") : NULL;

@@ -8,6 +8,7 @@
 #include "kvfuzz/judge.h"
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/oracle.h"
+#include "kvfuzz/runner.h"
 #include "kvfuzz/spec.h"
 #include "kvfuzz/stats.h"
 
@@ -16,13 +17,18 @@
 
 static void replay_help(void) {
     printf("usage: kvfuzz replay [--kernel K]... [--rule R]... [--jobs N] [--require-overflow]\n"
-           "                     [--stats FILE] FILE|DIR...\n\n"
+           "                     [--deadline SEC] [--stats FILE] FILE|DIR...\n\n"
            "Runs each kernel on each case (.kvfz files; directories are read one level deep),\n"
            "computes the correctly rounded answer with the MPFR oracle and judges the kernel's\n"
            "o and lse under each rule. Prints one line per case and kernel: the verdict per\n"
            "rule, then max abs error, max rel error and max ulp distance of o, and a summary.\n\n"
-           "  --kernel K          kernel to run (repeatable; `kvfuzz kernels` lists them).\n"
-           "                      Default: cuda when a GPU is usable, else cpu-splitkv.\n"
+           "  --kernel K          kernel to run (repeatable): a built-in name (`kvfuzz\n"
+           "                      kernels`), PATH.so (every kernel of a plugin), PATH.so:NAME,\n"
+           "                      python:MODULE:FUNCTION or a FlashInfer-Bench solution .json.\n"
+           "                      Default: cuda when a GPU is usable, else cpu-splitkv. Each\n"
+           "                      kernel runs in a worker process: a crash or hang is reported\n"
+           "                      for its case and the others still run.\n"
+           "  --deadline SEC      per launch, after which the kernel counts as hung (default 60)\n"
            "  --rule R            rule (repeatable; `kvfuzz rules` lists them). Default: strict.\n"
            "  --jobs N            oracle threads (default: all cores).\n"
            "  --require-overflow  count violations on rows whose logits exceed the f32 range\n"
@@ -45,7 +51,8 @@ int kvf_cmd_replay(int argc, char **argv) {
     kvf_rule rules[MAX_RULES];
     int nrules = 0;
     const kvf_kernel *kernels[MAX_KERNELS];
-    int nkernels = 0;
+    size_t nkernels = 0;
+    double deadline = 60;
     int64_t jobs = default_jobs();
     int require_overflow = 0;
     const char *stats_path = NULL;
@@ -67,16 +74,11 @@ int kvf_cmd_replay(int argc, char **argv) {
             }
             const char *v = argv[++i];
             if (a[2] == 'k') {
-                const kvf_kernel *k = kvf_kernel_find(v);
-                if (!k) {
+                if (cli_add_kernel(cmd, v, kernels, MAX_KERNELS, &nkernels)) {
+                    cli_free_kernels(kernels, nkernels);
                     free(args);
-                    return cli_usage_error(cmd, "unknown kernel \"%s\" (see kvfuzz kernels)", v);
+                    return KVF_EXIT_USAGE;
                 }
-                if (nkernels == MAX_KERNELS) {
-                    free(args);
-                    return cli_usage_error(cmd, "at most %d kernels per run", MAX_KERNELS);
-                }
-                kernels[nkernels++] = k;
             } else if (a[2] == 'r') {
                 kvf_error err = {0};
                 if (nrules == MAX_RULES) {
@@ -93,6 +95,14 @@ int kvf_cmd_replay(int argc, char **argv) {
                 return cli_usage_error(cmd, "--jobs must be an integer in [1, 1024], got \"%s\"",
                                        v);
             }
+        } else if (strcmp(a, "--deadline") == 0) {
+            if (i + 1 >= argc || cli_parse_double(argv[i + 1], &deadline) || !(deadline > 0) ||
+                deadline > 86400) {
+                free(args);
+                cli_free_kernels(kernels, nkernels);
+                return cli_usage_error(cmd, "--deadline needs a number of seconds in (0, 86400]");
+            }
+            i++;
         } else if (strcmp(a, "--stats") == 0) {
             if (i + 1 >= argc) {
                 free(args);
@@ -115,7 +125,8 @@ int kvf_cmd_replay(int argc, char **argv) {
     if (nrules == 0) kvf_rule_parse(&rules[nrules++], "strict", NULL);
     if (nkernels == 0) {
         char why[256];
-        const kvf_kernel *k = kvf_cuda_available(why, sizeof why) ? kvf_kernel_find("cuda") : NULL;
+        /* Asked in a child: this process forks the kernel workers and must not touch CUDA. */
+        const kvf_kernel *k = kvf_runner_probe_cuda(why, sizeof why) ? kvf_kernel_find("cuda") : NULL;
         kernels[nkernels++] = k ? k : kvf_kernel_find("cpu-splitkv");
     }
     char **paths;
@@ -144,21 +155,25 @@ int kvf_cmd_replay(int argc, char **argv) {
             return cli_usage_error(cmd, "%s", err.msg);
         }
     }
-    void *states[MAX_KERNELS] = {0};
-    for (int k = 0; k < nkernels; k++) {
-        kvf_error err = {0};
-        if (kvf_kernel_create(kernels[k], &states[k], &err)) {
-            fprintf(stderr, "kvfuzz replay: kernel %s could not start: %s\n", kernels[k]->name,
-                    err.msg);
-            for (int j = 0; j < k; j++)
-                kvf_kernel_destroy(kernels[j], states[j]);
-            cli_free_paths(paths, npaths);
-            kvf_stats_free(stats);
-            return KVF_EXIT_FINDINGS;
-        }
-    }
     kvf_limits limits;
     cli_limits(&limits);
+    /* Each kernel in a worker process of its own, started now so that one that cannot start
+     * is reported before any case runs. */
+    kvf_runner *runners[MAX_KERNELS] = {0};
+    for (size_t k = 0; k < nkernels; k++) {
+        kvf_error err = {0};
+        kvf_runner_opts ro = {kernels[k], limits, deadline, 0, 0};
+        if (kvf_runner_create(&runners[k], &ro, &err) || kvf_runner_start(runners[k], &err)) {
+            fprintf(stderr, "kvfuzz replay: kernel %s could not start: %s\n", kernels[k]->name,
+                    err.msg);
+            for (size_t j = 0; j <= k; j++)
+                kvf_runner_destroy(runners[j]);
+            cli_free_kernels(kernels, nkernels);
+            cli_free_paths(paths, npaths);
+            kvf_stats_free(stats);
+            return KVF_EXIT_USAGE;
+        }
+    }
     kvf_oracle_opts oopts;
     kvf_oracle_opts_default(&oopts);
     oopts.threads = (int)jobs;
@@ -198,23 +213,29 @@ int kvf_cmd_replay(int argc, char **argv) {
         kvf_bf16 *o = malloc((size_t)(kvf_case_o_elems(&c) ? kvf_case_o_elems(&c) : 1) * sizeof *o);
         float *lse =
             malloc((size_t)(kvf_case_lse_elems(&c) ? kvf_case_lse_elems(&c) : 1) * sizeof *lse);
-        for (int k = 0; k < nkernels && o && lse; k++) {
+        for (size_t k = 0; k < nkernels && o && lse; k++) {
             runs++;
             printf("%-34s %-14s", base, kernels[k]->name);
-            int krc = kvf_kernel_run(kernels[k], states[k], &c, o, lse, &err);
+            kvf_run_result res;
+            if (kvf_runner_run(runners[k], &c, o, lse, &res, &err)) {
+                res.status = KVF_RUN_KERNEL_ERROR;
+                snprintf(res.message, sizeof res.message, "%s", err.msg);
+            }
+            kvf_outcome run_out;
+            kvf_outcome_from_run(&run_out, res.status, res.message);
             if (stats)
                 kvf_stats_count_run(stats, kernels[k]->name,
-                                    krc == 0                  ? KVF_STATS_RAN
-                                    : krc == KVF_EUNSUPPORTED ? KVF_STATS_UNSUPPORTED
-                                                              : KVF_FINDING_KERNEL_ERROR,
+                                    res.status == KVF_RUN_OK            ? KVF_STATS_RAN
+                                    : res.status == KVF_RUN_UNSUPPORTED ? KVF_STATS_UNSUPPORTED
+                                                                        : (int)run_out.finding,
                                     NULL);
-            if (krc == KVF_EUNSUPPORTED) {
-                printf(" unsupported: %s\n", err.msg);
+            if (res.status == KVF_RUN_UNSUPPORTED) {
+                printf(" unsupported: %s\n", res.message);
                 unsupported++;
                 continue;
             }
-            if (krc) {
-                printf(" kernel-error: %s\n", err.msg);
+            if (res.status != KVF_RUN_OK) {
+                printf(" %s: %s\n", kvf_finding_class_name(run_out.finding), res.message);
                 failed_runs++;
                 continue;
             }
@@ -252,8 +273,9 @@ int kvf_cmd_replay(int argc, char **argv) {
             fprintf(stderr, "kvfuzz replay: %s\n", err.msg);
         fflush(stdout);
     }
-    for (int k = 0; k < nkernels; k++)
-        kvf_kernel_destroy(kernels[k], states[k]);
+    for (size_t k = 0; k < nkernels; k++)
+        kvf_runner_destroy(runners[k]);
+    cli_free_kernels(kernels, nkernels);
     printf("\n%zu case(s), %zu kernel run(s): %zu passed, %zu failed, %zu unsupported, %zu bad "
            "input(s)\n",
            cases_ok + bad_inputs, runs, runs - failed_runs - unsupported, failed_runs, unsupported,

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "kvfuzz/test_kernels.h"
 
 typedef struct command {
     const char *name;
@@ -198,4 +199,35 @@ void cli_limits(kvf_limits *limits) {
     const char *gib = getenv("KVF_MAX_POOL_GIB");
     int64_t v;
     if (gib && cli_parse_i64(gib, 1, 1 << 16, &v) == 0) limits->max_pool_bytes = v << 30;
+}
+
+int cli_add_kernel(const char *cmd, const char *spec, const kvf_kernel **kernels, size_t max,
+                   size_t *count) {
+    kvf_error err = {0};
+    if (kvf_kernel_resolve(spec, kvf_fuzz_kernel_find, kernels, max, count, &err))
+        return cli_usage_error(cmd, "%s", err.msg);
+    return KVF_EXIT_OK;
+}
+
+void cli_free_kernels(const kvf_kernel **kernels, size_t count) {
+    for (size_t i = 0; i < count; i++)
+        kvf_kernel_free(kernels[i]);
+}
+
+int cli_one_kernel(const char *cmd, const char *spec, const kvf_kernel **kernel) {
+    const kvf_kernel *ks[64];
+    size_t n = 0;
+    if (cli_add_kernel(cmd, spec, ks, 64, &n)) return KVF_EXIT_USAGE;
+    if (n != 1) {
+        char names[512] = "";
+        size_t at = 0;
+        for (size_t i = 0; i < n && at + 2 < sizeof names; i++)
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "",
+                                   ks[i]->name);
+        cli_free_kernels(ks, n);
+        return cli_usage_error(cmd, "%s holds %zu kernels; this command runs one: name it (%s)",
+                               spec, n, names);
+    }
+    *kernel = ks[0];
+    return KVF_EXIT_OK;
 }

@@ -241,6 +241,24 @@ static int corpus_load(campaign *cp, const char *dir, kvf_error *err) {
 
 /* ---- generation ----------------------------------------------------------------------------- */
 
+/* Counts a generated case skipped because the kernel does not support its shape, by reason
+ * (the first KVF_CAMPAIGN_REASONS distinct reasons; later ones count under the last slot). */
+static void count_skip(campaign *cp, const char *why) {
+    kvf_campaign_stats *st = cp->stats;
+    pthread_mutex_lock(&cp->mu);
+    st->skipped_unsupported++;
+    int i = 0;
+    while (i < KVF_CAMPAIGN_REASONS && st->skip_reasons[i][0] &&
+           strcmp(st->skip_reasons[i], why[0] ? why : "no reason given") != 0)
+        i++;
+    if (i == KVF_CAMPAIGN_REASONS) i = KVF_CAMPAIGN_REASONS - 1;
+    if (!st->skip_reasons[i][0])
+        snprintf(st->skip_reasons[i], sizeof st->skip_reasons[i], "%s",
+                 why[0] ? why : "no reason given");
+    st->skip_counts[i]++;
+    pthread_mutex_unlock(&cp->mu);
+}
+
 /* The next case: first the initial corpus as it is, then a mix of fresh random recipes and
  * mutations (and cross-overs) of the corpus, which grows with cases reaching new buckets. */
 static job *make_job(campaign *cp, kvf_prng *rng, uint64_t index) {
@@ -303,6 +321,23 @@ static job *make_job(campaign *cp, kvf_prng *rng, uint64_t index) {
             cp->stats->rejected++;
             pthread_mutex_unlock(&cp->mu);
             continue;
+        }
+        /* Capability-aware generation: a shape the kernel's supports() refuses is replaced by
+         * another, so the budget goes to cases the kernel runs. The last attempt keeps what it
+         * got, so a kernel that refuses everything still runs (and is counted unsupported)
+         * rather than starving the campaign. */
+        if (!o->oracle_only && attempt < 63) {
+            kvf_plugin_shape shape;
+            kvf_kernel_shape(&j->c, &shape);
+            char why[KVF_CAMPAIGN_REASON_MAX];
+            if (kvf_kernel_supports(o->kernel, &shape, why, sizeof why) == 0) {
+                count_skip(cp, why);
+                kvf_spec_free(&s);
+                kvf_case_free(&j->c);
+                free(j->bytes);
+                j->bytes = NULL;
+                continue;
+            }
         }
         j->spec = s;
         j->o = malloc((size_t)(kvf_case_o_elems(&j->c) + 1) * sizeof *j->o);
@@ -781,6 +816,16 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
             "the oracle queue %.1f s\n",
             st->wait_cases_s, st->wait_kernel_s, st->wait_oracle_s);
     fprintf(f, "  corpus %" PRId64 " (+%" PRId64 " new)\n", st->corpus_size, st->corpus_added);
+    if (st->skipped_unsupported) {
+        fprintf(f,
+                "  skipped %" PRId64 " generated case(s) whose shape the kernel does not support"
+                " (%.1f%% of those generated):\n",
+                st->skipped_unsupported,
+                100.0 * (double)st->skipped_unsupported /
+                    (double)(st->skipped_unsupported + st->cases + (st->cases ? 0 : 1)));
+        for (int i = 0; i < KVF_CAMPAIGN_REASONS && st->skip_reasons[i][0]; i++)
+            fprintf(f, "    %" PRId64 " x %s\n", st->skip_counts[i], st->skip_reasons[i]);
+    }
     fprintf(f, "  worst margin:");
     for (int r = 0; r < nr; r++)
         fprintf(f, " %s %.3g", o->nrules > 0 ? o->rules[r].name : "strict", st->worst_margin[r]);

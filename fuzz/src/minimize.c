@@ -60,6 +60,14 @@ static int evaluate(ctx *cx, const kvf_spec *s, kvf_outcome *out, kvf_error *err
     const kvf_minimize_opts *o = cx->opts;
     kvf_case c;
     if (kvf_case_build(&c, s, &o->case_limits, NULL)) return 1;
+    /* A shape the kernel does not support cannot reproduce anything: not a candidate, and
+     * not worth a launch. */
+    kvf_plugin_shape shape;
+    kvf_kernel_shape(&c, &shape);
+    if (kvf_kernel_supports(o->kernel, &shape, NULL, 0) == 0) {
+        kvf_case_free(&c);
+        return 1;
+    }
     int rc = 0;
     kvf_bf16 *o1 = malloc((size_t)(kvf_case_o_elems(&c) + 1) * sizeof *o1);
     float *l1 = malloc((size_t)(kvf_case_lse_elems(&c) + 1) * sizeof *l1);

@@ -592,6 +592,20 @@ void kvf_runner_destroy(kvf_runner *r) {
     free(r);
 }
 
+int kvf_runner_start(kvf_runner *r, kvf_error *err) {
+    if (r->opts.in_process) {
+        if (r->created) return 0;
+        kvf_error e = {0};
+        int rc = kvf_kernel_create(r->opts.kernel, &r->state, &e);
+        if (rc)
+            return kvf_error_set(err, KVF_EDEVICE, "kernel %s could not start: %s",
+                                 r->opts.kernel->name, e.msg);
+        r->created = 1;
+        return 0;
+    }
+    return r->pid > 0 ? 0 : start_worker(r, err);
+}
+
 int64_t kvf_runner_starts(const kvf_runner *r) {
     return r->starts;
 }

@@ -83,11 +83,19 @@ void kvf_campaign_opts_default(kvf_campaign_opts *opts);
  * (docs/performance.md). At least 1. */
 int kvf_campaign_default_jobs(const kvf_campaign_opts *opts, long cores);
 
+#define KVF_CAMPAIGN_REASONS 8
+#define KVF_CAMPAIGN_REASON_MAX 160
+
 typedef struct kvf_campaign_stats {
     int64_t cases;  /* cases the kernel ran on */
     int64_t judged; /* cases the oracle judged */
-    int64_t unsupported;
+    int64_t unsupported;  /* cases the kernel ran on and refused (KVF_EUNSUPPORTED) */
     int64_t rejected;     /* generated cases that did not build (skipped) */
+    /* Generated cases replaced before they ran because the kernel's supports() refused their
+     * shape, and the reasons it gave. */
+    int64_t skipped_unsupported;
+    char skip_reasons[KVF_CAMPAIGN_REASONS][KVF_CAMPAIGN_REASON_MAX];
+    int64_t skip_counts[KVF_CAMPAIGN_REASONS];
     int64_t tokens;       /* total tokens of judged cases */
     int64_t finding_hits; /* cases with a counted finding, duplicates included */
     int64_t findings_new; /* distinct signatures saved by this run */

@@ -43,6 +43,11 @@ typedef struct kvf_run_result {
 int kvf_runner_create(kvf_runner **out, const kvf_runner_opts *opts, kvf_error *err);
 void kvf_runner_destroy(kvf_runner *r);
 
+/* Starts the worker now, when none is running (the first submit would otherwise), so that a
+ * kernel that cannot start is known before any case: its error as kvf_runner_submit gives it.
+ * In-process: creates the kernel. */
+int kvf_runner_start(kvf_runner *r, kvf_error *err);
+
 /* Launches in flight at most: the worker runs one while it takes in the next and a third waits
  * in the socket, so the worker never waits for this side between two launches. */
 #define KVF_RUNNER_MAX_INFLIGHT 3

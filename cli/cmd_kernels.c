@@ -1,0 +1,117 @@
+/* kvfuzz kernels: the built-in kernels, or what a plugin (or any --kernel value) provides and
+ * which shapes it supports. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "kvfuzz/runner.h"
+
+#define MAX_LISTED 64
+
+static void kernels_help(void) {
+    printf("usage: kvfuzz kernels [--kernel K]...\n\n"
+           "Without --kernel, lists the built-in kernels, one per line: name, device,\n"
+           "description (and the bug class a mutant models).\n"
+           "With --kernel K (a plugin PATH.so, PATH.so:NAME, python:MODULE:FUNCTION, a solution\n"
+           ".json or a built-in name), lists each kernel K provides with its device and role,\n"
+           "and which group sizes, head dims and page sizes its supports() accepts around the\n"
+           "seed shape (20 q heads, 4 kv heads, head dim 128, page size 64, 3,202 tokens).\n"
+           "A plugin is loaded in a separate process. Exit status 2 when K cannot be loaded.\n");
+}
+
+/* The seed shape with one dimension changed. */
+static kvf_plugin_shape seed_shape(int group, int head_dim, int page_size) {
+    kvf_plugin_shape s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    s.num_kv_heads = 4;
+    s.num_qo_heads = 4 * group;
+    s.head_dim = head_dim;
+    s.page_size = page_size;
+    s.batch_size = 1;
+    s.total_tokens = s.max_seq_len = 3202;
+    s.num_entries = (3202 + page_size - 1) / page_size;
+    s.num_pages = s.num_entries + 1;
+    s.sm_scale = 1.0f / 11.3137085f;
+    return s;
+}
+
+/* Prints "label v1,v2,...", the values of `values` the kernel accepts; the first refusal's
+ * reason goes to why. Returns -1 when the kernel cannot be asked. */
+static int print_axis(const kvf_kernel *k, const char *label, const int *values, int n, int axis,
+                      char *why, size_t why_size) {
+    printf("    %-11s", label);
+    int any = 0;
+    for (int i = 0; i < n; i++) {
+        kvf_plugin_shape s = seed_shape(axis == 0 ? values[i] : 5, axis == 1 ? values[i] : 128,
+                                        axis == 2 ? values[i] : 64);
+        char w[256] = "";
+        int yes = kvf_kernel_supports(k, &s, w, sizeof w);
+        if (yes < 0) {
+            printf(" (cannot ask: its probe process died)\n");
+            return -1;
+        }
+        if (yes) printf("%s%d", any++ ? "," : " ", values[i]);
+        else if (!why[0] && w[0]) snprintf(why, why_size, "%s", w);
+    }
+    printf("%s\n", any ? "" : " none");
+    return 0;
+}
+
+static void describe(const kvf_kernel *k) {
+    printf("%-40s %-4s %-10s %s\n", k->name, k->device == KVF_DEVICE_CUDA ? "cuda" : "cpu",
+           k->role == KVF_PLUGIN_ROLE_REFERENCE ? "reference" : "under-test", k->description);
+    static const int groups[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    static const int dims[] = {32, 64, 80, 96, 128, 192, 256, 512};
+    static const int pages[] = {1, 2, 8, 16, 32, 64, 128, 256};
+    char why[256] = "";
+    if (print_axis(k, "groups", groups, 16, 0, why, sizeof why) ||
+        print_axis(k, "head dims", dims, 8, 1, why, sizeof why) ||
+        print_axis(k, "page sizes", pages, 8, 2, why, sizeof why))
+        return;
+    if (why[0]) printf("    first refusal: %s\n", why);
+}
+
+int kvf_cmd_kernels(int argc, char **argv) {
+    const char *cmd = "kernels";
+    const kvf_kernel *ks[MAX_LISTED];
+    size_t n = 0;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            kernels_help();
+            cli_free_kernels(ks, n);
+            return KVF_EXIT_OK;
+        }
+        if (strcmp(argv[i], "--kernel") == 0 && i + 1 < argc) {
+            if (cli_add_kernel(cmd, argv[++i], ks, MAX_LISTED, &n)) {
+                cli_free_kernels(ks, n);
+                return KVF_EXIT_USAGE;
+            }
+            continue;
+        }
+        cli_free_kernels(ks, n);
+        return cli_usage_error(cmd, "%s \"%s\" (see kvfuzz kernels --help)",
+                               strcmp(argv[i], "--kernel") == 0 ? "--kernel needs a value, got"
+                                                                : "unknown argument",
+                               argv[i]);
+    }
+    if (n) {
+        for (size_t i = 0; i < n; i++)
+            describe(ks[i]);
+        cli_free_kernels(ks, n);
+        return KVF_EXIT_OK;
+    }
+    char why[256] = "";
+    /* Asked in a child, like every command that may fork kernel workers. */
+    int cuda = kvf_runner_probe_cuda(why, sizeof why);
+    for (size_t i = 0; i < kvf_kernel_count(); i++) {
+        const kvf_kernel *k = kvf_kernel_at(i);
+        printf("%-40s %-4s %s", k->name, k->device == KVF_DEVICE_CUDA ? "cuda" : "cpu",
+               k->description);
+        if (k->models) printf(" [models %s]", k->models);
+        printf("\n");
+    }
+    if (!cuda) printf("(CUDA kernels unavailable: %s)\n", why);
+    printf("(plugins: kvfuzz kernels --kernel PATH.so lists what a plugin provides)\n");
+    return KVF_EXIT_OK;
+}
