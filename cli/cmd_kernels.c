@@ -51,8 +51,10 @@ static int print_axis(const kvf_kernel *k, const char *label, const int *values,
             printf(" (cannot ask: its probe process died)\n");
             return -1;
         }
-        if (yes) printf("%s%d", any++ ? "," : " ", values[i]);
-        else if (!why[0] && w[0]) snprintf(why, why_size, "%s", w);
+        if (yes)
+            printf("%s%d", any++ ? "," : " ", values[i]);
+        else if (!why[0] && w[0])
+            snprintf(why, why_size, "%s", w);
     }
     printf("%s\n", any ? "" : " none");
     return 0;

@@ -126,7 +126,8 @@ int kvf_cmd_replay(int argc, char **argv) {
     if (nkernels == 0) {
         char why[256];
         /* Asked in a child: this process forks the kernel workers and must not touch CUDA. */
-        const kvf_kernel *k = kvf_runner_probe_cuda(why, sizeof why) ? kvf_kernel_find("cuda") : NULL;
+        const kvf_kernel *k =
+            kvf_runner_probe_cuda(why, sizeof why) ? kvf_kernel_find("cuda") : NULL;
         kernels[nkernels++] = k ? k : kvf_kernel_find("cpu-splitkv");
     }
     char **paths;

@@ -24,7 +24,8 @@ static const command commands[] = {
     {"oracle", kvf_cmd_oracle, "print the oracle's correctly rounded o and lse for a case"},
     {"kernels", kvf_cmd_kernels, "list the registered kernels"},
     {"rules", kvf_cmd_rules, "list the tolerance rules"},
-    {"mutants", kvf_cmd_mutants, "the bug-finding benchmark: mutants vs kvfuzz and bench-style tests"},
+    {"mutants", kvf_cmd_mutants,
+     "the bug-finding benchmark: mutants vs kvfuzz and bench-style tests"},
     {"bench", kvf_cmd_bench, "time a kernel against a same-run read roofline (CUDA)"},
     {"fuzz", kvf_cmd_fuzz, "run a fuzzing campaign: generate, run, judge, save findings"},
     {"minimize", kvf_cmd_minimize, "shrink a failing case while it fails the same way"},
@@ -222,8 +223,8 @@ int cli_one_kernel(const char *cmd, const char *spec, const kvf_kernel **kernel)
         char names[512] = "";
         size_t at = 0;
         for (size_t i = 0; i < n && at + 2 < sizeof names; i++)
-            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "",
-                                   ks[i]->name);
+            at +=
+                (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", ks[i]->name);
         cli_free_kernels(ks, n);
         return cli_usage_error(cmd, "%s holds %zu kernels; this command runs one: name it (%s)",
                                spec, n, names);

@@ -63,14 +63,15 @@ int kvf__host_check_guard(const void *guard, size_t n, const char *name, const c
     const uint8_t *g = guard;
     for (size_t i = 0; i < n; i++)
         if (g[i] != KVF_HOST_GUARD_BYTE) {
-            /* Distance from the buffer: byte i of the guard after it is i bytes past its end,
-             * byte i of the guard before it is n - i bytes before its start. */
-            size_t dist = side[0] == 'a' ? i : n - i;
+            /* Byte i of the guard after a buffer is byte i + 1 past its end; byte i of the
+             * guard before it is n - i bytes before its start. */
+            const int after = side[0] == 'a';
             return kvf_error_set(err, KVF_EOOBWRITE,
-                                 "the kernel wrote %zu byte%s %s %s (guard byte 0x%02x became "
-                                 "0x%02x)",
-                                 dist + (side[0] == 'a'), dist + (side[0] == 'a') == 1 ? "" : "s",
-                                 side, name, KVF_HOST_GUARD_BYTE, g[i]);
+                                 "the kernel wrote outside %s: byte %zu %s it changed (guard "
+                                 "byte 0x%02x became 0x%02x)",
+                                 name, after ? i + 1 : n - i,
+                                 after ? "past its end" : "before its start", KVF_HOST_GUARD_BYTE,
+                                 g[i]);
         }
     return 0;
 }

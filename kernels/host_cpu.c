@@ -107,10 +107,10 @@ static int pools_build(pools *pl, const kvf_case *c, kvf_error *err) {
     pl->used = kvf__host_used_slots(c, KVF_HOST_MAX_PAGES, err);
     if (!pl->used) return err ? err->code : KVF_ENOMEM;
     pl->written = calloc((size_t)(c->num_pages > 0 ? c->num_pages : 1), 1);
-    void *k = mmap(NULL, pl->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    void *v = mmap(NULL, pl->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void *k = mmap(NULL, pl->bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *v = mmap(NULL, pl->bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     pl->k = k == MAP_FAILED ? NULL : k;
     pl->v = v == MAP_FAILED ? NULL : v;
     if (!pl->written || !pl->k || !pl->v) {
@@ -148,12 +148,12 @@ static int pools_check(const pools *pl, const kvf_case *c, kvf_error *err) {
             while (have[i] == want[i])
                 i++;
             const int64_t slot = i / ((int64_t)c->num_kv_heads * c->head_dim);
-            rc = kvf_error_set(err, KVF_EINPUTMOD,
-                               "the kernel modified its input %s at page %" PRId64 " slot %" PRId64
-                               " kv head %" PRId64 " d %" PRId64 " (0x%04x became 0x%04x)",
-                               which ? "v_cache" : "k_cache", p, slot,
-                               i / c->head_dim % c->num_kv_heads, i % c->head_dim, want[i],
-                               have[i]);
+            rc =
+                kvf_error_set(err, KVF_EINPUTMOD,
+                              "the kernel modified its input %s at page %" PRId64 " slot %" PRId64
+                              " kv head %" PRId64 " d %" PRId64 " (0x%04x became 0x%04x)",
+                              which ? "v_cache" : "k_cache", p, slot,
+                              i / c->head_dim % c->num_kv_heads, i % c->head_dim, want[i], have[i]);
         }
     }
     free(want);
@@ -206,7 +206,8 @@ static int cpu_run(cpu_host *h, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_
     const size_t nptr = ((size_t)c->batch_size + 1) * sizeof(int32_t);
     const size_t nidx = (size_t)c->kv_indptr[c->batch_size] * sizeof(int32_t);
     const size_t nlast = (size_t)c->batch_size * sizeof(int32_t);
-    if ((rc = input_copy(&h->q, c->q, nq, err)) || (rc = input_copy(&h->indptr, c->kv_indptr, nptr, err)) ||
+    if ((rc = input_copy(&h->q, c->q, nq, err)) ||
+        (rc = input_copy(&h->indptr, c->kv_indptr, nptr, err)) ||
         (rc = input_copy(&h->indices, c->kv_indices, nidx, err)) ||
         (rc = input_copy(&h->last, c->kv_last_page_len, nlast, err)) ||
         (rc = guarded_prepare(&h->o, (size_t)no * sizeof(kvf_bf16), err)) ||

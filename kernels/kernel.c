@@ -129,9 +129,9 @@ void kvf_kernel_shape(const kvf_case *c, kvf_plugin_shape *s) {
 
 /* FNV-1a over the shape's fields (not its padding). */
 static uint64_t shape_hash(const kvf_plugin_shape *s) {
-    const int64_t f[] = {s->num_qo_heads, s->num_kv_heads, s->head_dim,   s->page_size,
-                         s->batch_size,   s->num_pages,    s->num_entries, s->total_tokens,
-                         s->max_seq_len};
+    const int64_t f[] = {s->num_qo_heads, s->num_kv_heads, s->head_dim,
+                         s->page_size,    s->batch_size,   s->num_pages,
+                         s->num_entries,  s->total_tokens, s->max_seq_len};
     uint64_t h = 1469598103934665603ull;
     const unsigned char *p = (const unsigned char *)f;
     for (size_t i = 0; i < sizeof f; i++)
@@ -302,7 +302,8 @@ int kvf_kernel_resolve(const char *spec, kvf_kernel_lookup_fn extra, const kvf_k
     if (!spec || !*spec) return kvf_error_set(err, KVF_EINVAL, "an empty kernel name");
     if (strncmp(spec, "python:", 7) == 0 || has_suffix(spec, ".json")) {
 #ifdef KVF_HAVE_PYTHON_KERNELS
-        if (*count >= max) return kvf_error_set(err, KVF_ELIMIT, "too many kernels: at most %zu", max);
+        if (*count >= max)
+            return kvf_error_set(err, KVF_ELIMIT, "too many kernels: at most %zu", max);
         kvf_kernel *k = NULL;
         int rc = kvf__python_kernel_make(spec, &k, err);
         if (rc) return rc;
@@ -319,7 +320,8 @@ int kvf_kernel_resolve(const char *spec, kvf_kernel_lookup_fn extra, const kvf_k
     const kvf_kernel *k = kvf_kernel_find(spec);
     if (!k && extra) k = extra(spec);
     if (k) {
-        if (*count >= max) return kvf_error_set(err, KVF_ELIMIT, "too many kernels: at most %zu", max);
+        if (*count >= max)
+            return kvf_error_set(err, KVF_ELIMIT, "too many kernels: at most %zu", max);
         out[(*count)++] = k;
         return 0;
     }

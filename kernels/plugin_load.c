@@ -11,7 +11,8 @@
 
 const kvf_plugin_kernel *kvf__plugin_kernel_at(const kvf_plugin *p, uint32_t i) {
     if (i >= p->num_kernels) return NULL;
-    return (const kvf_plugin_kernel *)((const char *)p->kernels + (size_t)i * p->kernel_struct_size);
+    return (const kvf_plugin_kernel *)((const char *)p->kernels +
+                                       (size_t)i * p->kernel_struct_size);
 }
 
 int kvf__plugin_kernel_index(const kvf_plugin *p, const char *name) {
@@ -33,9 +34,10 @@ static int name_ok(const char *s) {
 
 static int check_descriptor(const char *path, const kvf_plugin *p, kvf_error *err) {
     if (p->abi_version != KVF_PLUGIN_ABI_VERSION)
-        return kvf_error_set(err, KVF_EINVAL,
-                             "plugin %s speaks plugin ABI version %u; this kvfuzz speaks version %u",
-                             path, p->abi_version, KVF_PLUGIN_ABI_VERSION);
+        return kvf_error_set(
+            err, KVF_EINVAL,
+            "plugin %s speaks plugin ABI version %u; this kvfuzz speaks version %u", path,
+            p->abi_version, KVF_PLUGIN_ABI_VERSION);
     if (p->struct_size < sizeof(kvf_plugin))
         return kvf_error_set(err, KVF_EINVAL,
                              "plugin %s's descriptor is %u bytes, smaller than the %zu bytes of "

@@ -95,7 +95,8 @@ static void probe_main(int fd, const char *path) {
         kvf__probe_kernel rec;
         memset(&rec, 0, sizeof rec);
         snprintf(rec.name, sizeof rec.name, "%s", k->name);
-        snprintf(rec.description, sizeof rec.description, "%s", k->description ? k->description : "");
+        snprintf(rec.description, sizeof rec.description, "%s",
+                 k->description ? k->description : "");
         rec.device = k->device;
         rec.role = k->role;
         if (write_all(fd, &rec, sizeof rec)) _exit(1);
@@ -191,7 +192,8 @@ int kvf__probe_supports(kvf__probe *p, uint32_t index, const kvf_plugin_shape *s
         q.index = index;
         q.shape = *shape;
         answer a;
-        if (write_all(p->fd, &q, sizeof q) == 0 && read_all(p->fd, &a, sizeof a, PROBE_ANSWER_S) == 0) {
+        if (write_all(p->fd, &q, sizeof q) == 0 &&
+            read_all(p->fd, &a, sizeof a, PROBE_ANSWER_S) == 0) {
             rc = a.yes;
             a.why[sizeof a.why - 1] = 0;
             if (!a.yes && why && why_size) snprintf(why, why_size, "%s", a.why);

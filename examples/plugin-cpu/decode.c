@@ -43,7 +43,8 @@ static int run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_size
     }
     for (int32_t b = 0; b < s->batch_size; b++) {
         const int32_t beg = a->kv_indptr[b], pages = a->kv_indptr[b + 1] - beg;
-        const int64_t len = pages == 0 ? 0 : (int64_t)(pages - 1) * s->page_size + a->kv_last_page_len[b];
+        const int64_t len =
+            pages == 0 ? 0 : (int64_t)(pages - 1) * s->page_size + a->kv_last_page_len[b];
         for (int32_t h = 0; h < hq; h++) {
             const uint16_t *qh = a->q + b * a->q_stride_batch + h * a->q_stride_head;
             uint16_t *oh = a->o + b * a->o_stride_batch + h * a->o_stride_head;

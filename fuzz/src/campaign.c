@@ -242,19 +242,19 @@ static int corpus_load(campaign *cp, const char *dir, kvf_error *err) {
 /* ---- generation ----------------------------------------------------------------------------- */
 
 /* Counts a generated case skipped because the kernel does not support its shape, by reason
- * (the first KVF_CAMPAIGN_REASONS distinct reasons; later ones count under the last slot). */
+ * (the first seven distinct reasons, then "(other reasons)" for the rest). */
 static void count_skip(campaign *cp, const char *why) {
     kvf_campaign_stats *st = cp->stats;
     pthread_mutex_lock(&cp->mu);
     st->skipped_unsupported++;
+    const char *reason = why[0] ? why : "no reason given";
+    const int last = KVF_CAMPAIGN_REASONS - 1; /* for every reason past the first seven */
     int i = 0;
-    while (i < KVF_CAMPAIGN_REASONS && st->skip_reasons[i][0] &&
-           strcmp(st->skip_reasons[i], why[0] ? why : "no reason given") != 0)
+    while (i < last && st->skip_reasons[i][0] && strcmp(st->skip_reasons[i], reason) != 0)
         i++;
-    if (i == KVF_CAMPAIGN_REASONS) i = KVF_CAMPAIGN_REASONS - 1;
+    if (i == last) reason = "(other reasons)";
     if (!st->skip_reasons[i][0])
-        snprintf(st->skip_reasons[i], sizeof st->skip_reasons[i], "%s",
-                 why[0] ? why : "no reason given");
+        snprintf(st->skip_reasons[i], sizeof st->skip_reasons[i], "%s", reason);
     st->skip_counts[i]++;
     pthread_mutex_unlock(&cp->mu);
 }

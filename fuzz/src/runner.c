@@ -217,7 +217,7 @@ typedef struct received_case {
     int kind; /* CASE_*: a case to run, the end of the stream, or a case that could not be held */
     uint64_t seq;
     kvf_case c;
-    kvf_error err; /* CASE_UNHOLDABLE: why */
+    kvf_error err;                   /* CASE_UNHOLDABLE: why */
     double wait_parent_s, receive_s; /* KVF_WORKER_TIMING: blocked on the socket, then taking
                                         the case in */
 } received_case;

@@ -61,7 +61,8 @@ int kvf__cpu_ref_compute(const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *
     return 0;
 }
 
-#define CPU_REF_DESCRIPTION "FlashInfer-Bench reference semantics: fp32 softmax then P.V, bf16 RNE store"
+#define CPU_REF_DESCRIPTION                                                                        \
+    "FlashInfer-Bench reference semantics: fp32 softmax then P.V, bf16 RNE store"
 static int cpu_ref_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
     (void)state;
     return kvf__cpu_ref_compute(c, o, lse, err);

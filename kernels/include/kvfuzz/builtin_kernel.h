@@ -28,8 +28,8 @@ int kvf__cpu_ref_compute(const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *
 #define KVF_BUILTIN_CPU_DESC(NAME, DESCRIPTION, IMPL)                                              \
     {                                                                                              \
         .struct_size = sizeof(kvf_plugin_kernel), .name = (NAME), .description = (DESCRIPTION),    \
-        .device = KVF_PLUGIN_DEVICE_CPU, .role = KVF_PLUGIN_ROLE_UNDER_TEST,                      \
-        .user = (void *)&(IMPL), .supports = kvf__builtin_supports_all,                           \
+        .device = KVF_PLUGIN_DEVICE_CPU, .role = KVF_PLUGIN_ROLE_UNDER_TEST,                       \
+        .user = (void *)&(IMPL), .supports = kvf__builtin_supports_all,                            \
         .create = kvf__builtin_create, .run = kvf__builtin_run,                                    \
     }
 

@@ -39,7 +39,7 @@ typedef struct kvf_kernel {
     /* The descriptor, for kernels that run through the buffer host (NULL for the above, and
      * for a plugin kernel until it is loaded). */
     const kvf_plugin_kernel *desc;
-    int role; /* kvf_plugin_role */
+    int role;                /* kvf_plugin_role */
     kvf__plugin_ref *plugin; /* a plugin kernel: which library, which kernel in it */
     /* Releases a kernel that kvf_kernel_resolve allocated; NULL for static ones. */
     void (*release)(struct kvf_kernel *self);

@@ -28,12 +28,12 @@
 #include "kvfuzz/case.h"
 #include "kvfuzz/plugin.h"
 
-#define KVF_HOST_POISON_INPUT 0x7FA1u     /* bf16 signalling NaN in unused slots and pages */
-#define KVF_HOST_POISON_O 0xFFA5u         /* bf16 NaN in o before the run */
-#define KVF_HOST_POISON_LSE 0xFFA5A5A5u   /* f32 NaN in lse before the run */
-#define KVF_HOST_POISON_BYTE 0xFFu        /* workspace bytes before the run (NaN as f32, bf16) */
-#define KVF_HOST_GUARD_BYTE 0xA5u         /* guard bytes around outputs and workspace */
-#define KVF_HOST_GUARD_BYTES 256          /* on each side */
+#define KVF_HOST_POISON_INPUT 0x7FA1u   /* bf16 signalling NaN in unused slots and pages */
+#define KVF_HOST_POISON_O 0xFFA5u       /* bf16 NaN in o before the run */
+#define KVF_HOST_POISON_LSE 0xFFA5A5A5u /* f32 NaN in lse before the run */
+#define KVF_HOST_POISON_BYTE 0xFFu      /* workspace bytes before the run (NaN as f32, bf16) */
+#define KVF_HOST_GUARD_BYTE 0xA5u       /* guard bytes around outputs and workspace */
+#define KVF_HOST_GUARD_BYTES 256        /* on each side */
 
 typedef struct kvf_host kvf_host;
 
@@ -64,8 +64,7 @@ void kvf__host_poison_lse(float *lse, int64_t n);
  * sentence naming the first offending place. `name` names the buffer in the sentence. */
 int kvf__host_check_guard(const void *guard, size_t n, const char *name, const char *side,
                           kvf_error *err);
-int kvf__host_check_outputs(const kvf_case *c, const kvf_bf16 *o, const float *lse,
-                            kvf_error *err);
+int kvf__host_check_outputs(const kvf_case *c, const kvf_bf16 *o, const float *lse, kvf_error *err);
 
 /* The args for a contiguous layout of this case (strides of an exactly sized buffer). Pointers
  * are left NULL for the host to fill. */

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Plugins on the command line: each misbehaving kernel of the test plugin gives a finding of
+# its own class in a short campaign, and the finding replays to that class; each load error is
+# exit 2 and one sentence; a kernel with limited support gets its cases (under 5% unsupported);
+# the example plugin, built out of tree against an installed kvfuzz through pkg-config, passes
+# the seed cases and a campaign with no finding.
+set -u
+kvfuzz=$1
+plugin=$2
+broken_dir=$3
+src=$4
+build=$5
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# ---- load errors: exit 2, one line naming the problem ----------------------------------------
+load_error() { # spec, words
+  "$kvfuzz" kernels --kernel "$1" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [ $rc -eq 2 ] || fail "kernels --kernel $1 exited $rc, expected 2"
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "kernels --kernel $1: not one line: $(cat "$tmp/err")"
+  grep -q "$2" "$tmp/err" || fail "kernels --kernel $1 does not say \"$2\": $(cat "$tmp/err")"
+}
+load_error /nonexistent/libx.so "No such file"
+echo "not a library" >"$tmp/text.so"
+load_error "$tmp/text.so" "not a loadable shared object"
+load_error "$broken_dir/libkvf_broken_no_entry.so" "does not export kvf_plugin_v1"
+load_error "$broken_dir/libkvf_broken_abi.so" "ABI version 99"
+load_error "$broken_dir/libkvf_broken_small.so" "smaller than"
+load_error "$broken_dir/libkvf_broken_no_kernels.so" "lists no kernels"
+load_error "$broken_dir/libkvf_broken_duplicate.so" "lists kernel same twice"
+load_error "$broken_dir/libkvf_broken_null.so" "returned no descriptor"
+load_error "$plugin:nope" "has no kernel nope"
+for cmd in replay fuzz minimize; do
+  "$kvfuzz" $cmd --kernel "$broken_dir/libkvf_broken_abi.so" "$src/corpus/seeds/00-seed-h20kv4.kvfz" \
+    >/dev/null 2>"$tmp/err"
+  [ $? -eq 2 ] || fail "$cmd with a broken plugin does not exit 2"
+done
+
+# ---- listing ----------------------------------------------------------------------------------
+"$kvfuzz" kernels --kernel "$plugin:groups" >"$tmp/out" 2>&1 || fail "kernels --kernel $plugin:groups failed"
+grep -q "groups      1,2,3,4,5,6,8$" "$tmp/out" || fail "groups not listed: $(cat "$tmp/out")"
+grep -q "not dispatched" "$tmp/out" || fail "no refusal reason: $(cat "$tmp/out")"
+
+# ---- each misbehaviour is a finding of its own class, and replays to it ----------------------
+finding() { # kernel, class
+  local dir="$tmp/f-$1"
+  "$kvfuzz" fuzz --kernel "$plugin:$1" --runs 12 --seed 3 --jobs 1 --deadline 2 --findings "$dir" \
+    >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [ $rc -eq 1 ] || { fail "fuzz --kernel $1 exited $rc, expected 1: $(tail -3 "$tmp/err")"; return; }
+  local f
+  f=$(ls "$dir"/"$2"-*.kvfz 2>/dev/null | head -1)
+  [ -n "$f" ] || { fail "$1: no $2 finding: $(ls "$dir")"; return; }
+  "$kvfuzz" replay --kernel "$plugin:$1" --deadline 2 "$f" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 1 ] || fail "replay of $1's finding exited $rc, expected 1"
+  grep -q " $2" "$tmp/out" || fail "$1's finding replays as: $(grep -v '^case' "$tmp/out" | head -1)"
+}
+finding crash crash
+finding abort crash
+finding exit crash
+finding hang hang
+finding nan nonfinite
+finding unwritten unwritten-output
+finding oob out-of-bounds-write
+finding input-mod input-modified
+finding error kernel-error
+finding false-support kernel-error
+
+# ---- capability-aware generation --------------------------------------------------------------
+"$kvfuzz" fuzz --kernel "$plugin:groups" --runs 300 --seed 5 --jobs 1 --findings "$tmp/f-groups" \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] || fail "fuzz --kernel groups exited $rc: $(tail -3 "$tmp/err")"
+unsupported=$(sed -n 's/.*unsupported \([0-9]*\),.*/\1/p' "$tmp/out" | head -1)
+cases=$(sed -n 's/^  cases \([0-9]*\) .*/\1/p' "$tmp/out" | head -1)
+[ -n "$cases" ] && [ -n "$unsupported" ] || fail "no summary: $(cat "$tmp/out")"
+[ -n "$cases" ] && [ $((unsupported * 20)) -lt "$cases" ] \
+  || fail "$unsupported of $cases cases unsupported (5% or more)"
+grep -q "skipped .* whose shape the kernel does not support" "$tmp/out" \
+  || fail "the summary does not say what was skipped: $(cat "$tmp/out")"
+grep -q "not dispatched" "$tmp/out" || fail "the summary does not say why"
+
+# ---- the example plugin, out of tree, through pkg-config ---------------------------------------
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null || fail "cmake --install failed"
+if command -v pkg-config >/dev/null; then
+  PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" cmake -S "$src/examples/plugin-cpu" -B "$tmp/ex" \
+    >"$tmp/cfg.log" 2>&1 || fail "the example does not configure: $(tail -5 "$tmp/cfg.log")"
+  cmake --build "$tmp/ex" >"$tmp/ex.log" 2>&1 || fail "the example does not build: $(tail -5 "$tmp/ex.log")"
+  ex="$tmp/ex/libkvf_example_cpu.so"
+  "$kvfuzz" replay --kernel "$ex" "$src/corpus/seeds" >"$tmp/out" 2>&1 \
+    || fail "the example fails the seed cases: $(tail -3 "$tmp/out")"
+  "$kvfuzz" fuzz --kernel "$ex" --time 20 --seed 9 --findings "$tmp/f-ex" >"$tmp/out" 2>"$tmp/err" \
+    || fail "the example plugin's campaign found something: $(tail -5 "$tmp/out")"
+  grep -q "0 new signature" "$tmp/out" || fail "the example's campaign summary: $(tail -3 "$tmp/out")"
+else
+  fail "pkg-config is not installed (scripts/setup.sh installs it)"
+fi
+
+[ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "plugin command line: all checks passed"

@@ -1,0 +1,52 @@
+/* Test plugin: a descriptor broken one way per build (KVF_BROKEN names it), for the load
+ * errors of plugin_load.c. */
+#include <kvfuzz/plugin.h>
+#include <stddef.h>
+
+#define BROKEN_NO_ENTRY 1
+#define BROKEN_ABI 2
+#define BROKEN_SMALL 3
+#define BROKEN_NO_KERNELS 4
+#define BROKEN_DUPLICATE 5
+#define BROKEN_NULL 6
+
+#if KVF_BROKEN != BROKEN_NO_ENTRY
+static int yes(const kvf_plugin_kernel *self, const kvf_plugin_shape *s, char *why, size_t n) {
+    (void)self, (void)s, (void)why, (void)n;
+    return 1;
+}
+static int run(void *state, const kvf_plugin_args *a, char *msg, size_t n) {
+    (void)state, (void)a, (void)msg, (void)n;
+    return KVF_PLUGIN_ERROR;
+}
+
+#define KERNEL(n_)                                                                                 \
+    {                                                                                              \
+        .struct_size = sizeof(kvf_plugin_kernel), .name = n_, .description = "broken",             \
+        .supports = yes, .run = run                                                                \
+    }
+static const kvf_plugin_kernel two_same[] = {KERNEL("same"), KERNEL("same")};
+
+const kvf_plugin *kvf_plugin_v1(void) {
+    static kvf_plugin p = {KVF_PLUGIN_ABI_VERSION,
+                           sizeof(kvf_plugin),
+                           "broken",
+                           sizeof(kvf_plugin_kernel),
+                           2,
+                           two_same};
+#if KVF_BROKEN == BROKEN_ABI
+    p.abi_version = 99;
+#elif KVF_BROKEN == BROKEN_SMALL
+    p.struct_size = 8;
+#elif KVF_BROKEN == BROKEN_NO_KERNELS
+    p.num_kernels = 0;
+#elif KVF_BROKEN == BROKEN_NULL
+    return NULL;
+#endif
+    return &p;
+}
+#else
+int kvf_not_a_plugin(void) {
+    return 0;
+}
+#endif
