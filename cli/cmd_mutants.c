@@ -20,6 +20,7 @@
 #include "kvfuzz/judge.h"
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/oracle.h"
+#include "kvfuzz/runner.h"
 #include "kvfuzz/spec.h"
 
 typedef struct cached_case {
@@ -113,12 +114,25 @@ static void cache_free(case_cache *cache) {
     free(cache->cases);
 }
 
-static int run_kernel(const kvf_kernel *k, void *state, const kvf_case *c, kvf_bf16 **o,
+/* Built-in kernels run in this process; a control given with --control (a plugin or a Python
+ * kernel) runs in a worker process, so that a crash in it is its finding, not this run's end. */
+typedef struct runner_or_state {
+    kvf_runner *runner;
+    void *state;
+} runner_or_state;
+
+static int run_kernel(const kvf_kernel *k, runner_or_state *rs, const kvf_case *c, kvf_bf16 **o,
                       float **lse, kvf_error *err) {
     *o = malloc((size_t)(kvf_case_o_elems(c) + 1) * sizeof **o);
     *lse = malloc((size_t)(kvf_case_lse_elems(c) + 1) * sizeof **lse);
     if (!*o || !*lse) return kvf_error_set(err, KVF_ENOMEM, "out of memory");
-    return kvf_kernel_run(k, state, c, *o, *lse, err);
+    if (!rs->runner) return kvf_kernel_run(k, rs->state, c, *o, *lse, err);
+    kvf_run_result res;
+    int rc = kvf_runner_run(rs->runner, c, *o, *lse, &res, err);
+    if (rc) return rc;
+    if (res.status == KVF_RUN_OK) return 0;
+    return kvf_error_set(err, res.status == KVF_RUN_UNSUPPORTED ? KVF_EUNSUPPORTED : KVF_EKERNEL,
+                         "%s", res.message);
 }
 
 /* (a): generated cases until the first finding (overflow-class violations do not count, as in
@@ -126,9 +140,18 @@ static int run_kernel(const kvf_kernel *k, void *state, const kvf_case *c, kvf_b
 static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule *rule,
                           double budget) {
     detection d = {0};
-    void *state = NULL;
+    runner_or_state rs = {0};
     kvf_error err = {0};
-    if (kvf_kernel_create(k, &state, &err)) {
+    int start_rc;
+    if (k->release) { /* resolved from --control: not one of the built-in kernels */
+        kvf_runner_opts ro = {k, cache->limits, 60, 0, 0};
+        start_rc = kvf_runner_create(&rs.runner, &ro, &err);
+        if (!start_rc) start_rc = kvf_runner_start(rs.runner, &err);
+    } else {
+        start_rc = kvf_kernel_create(k, &rs.state, &err);
+    }
+    if (start_rc) {
+        kvf_runner_destroy(rs.runner);
         d.caught = 1;
         snprintf(d.finding, sizeof d.finding, "kernel-error");
         return d;
@@ -146,7 +169,7 @@ static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule
         double t0 = now_seconds();
         kvf_bf16 *o = NULL;
         float *lse = NULL;
-        int rc = run_kernel(k, state, &cc->c, &o, &lse, &err);
+        int rc = run_kernel(k, &rs, &cc->c, &o, &lse, &err);
         if (rc && rc != KVF_EUNSUPPORTED) {
             d.caught = 1;
             snprintf(d.finding, sizeof d.finding, "kernel-error");
@@ -165,7 +188,10 @@ static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule
         if (d.caught) break;
     }
     d.seconds = spent;
-    kvf_kernel_destroy(k, state);
+    if (rs.runner)
+        kvf_runner_destroy(rs.runner);
+    else
+        kvf_kernel_destroy(k, rs.state);
     return d;
 }
 
@@ -248,9 +274,9 @@ static const workload test_workloads[] = {
 
 static int style_check(const kvf_kernel *k, const workload *ws, size_t nw, int trials,
                        const kvf_rule *rule, const kvf_limits *lim) {
-    void *state = NULL;
+    runner_or_state rs = {0};
     kvf_error err = {0};
-    if (kvf_kernel_create(k, &state, &err)) return 1;
+    if (kvf_kernel_create(k, &rs.state, &err)) return 1;
     int caught = 0;
     for (size_t w = 0; w < nw && !caught; w++)
         for (int t = 0; t < trials && !caught; t++) {
@@ -260,7 +286,7 @@ static int style_check(const kvf_kernel *k, const workload *ws, size_t nw, int t
             if (reference_result(&ref, &c, &err) == 0) {
                 kvf_bf16 *o = NULL;
                 float *lse = NULL;
-                int rc = run_kernel(k, state, &c, &o, &lse, &err);
+                int rc = run_kernel(k, &rs, &c, &o, &lse, &err);
                 if (rc && rc != KVF_EUNSUPPORTED) {
                     caught = 1;
                 } else if (rc == 0) {
@@ -274,13 +300,13 @@ static int style_check(const kvf_kernel *k, const workload *ws, size_t nw, int t
             kvf_oracle_result_free(&ref);
             kvf_case_free(&c);
         }
-    kvf_kernel_destroy(k, state);
+    kvf_kernel_destroy(k, rs.state);
     return caught;
 }
 
 static void mutants_help(void) {
     printf("usage: kvfuzz mutants [--device cpu|cuda] [--budget S] [--controls-budget S]\n"
-           "                      [--seed N] [--jobs N] [--json]\n\n"
+           "                      [--control K]... [--seed N] [--jobs N] [--json]\n\n"
            "The bug-finding benchmark. For every mutant kernel (a deliberate bug modelled on a\n"
            "real bug class; `kvfuzz kernels` lists them with the class) it reports whether it\n"
            "is caught by\n"
@@ -292,6 +318,9 @@ static void mutants_help(void) {
            "  (c) FlashInfer-test-style testing: identity page table, equal lengths,\n"
            "      allclose(1e-3, 1e-3) against cpu-ref.\n"
            "The production kernels of the device run through (a) as controls.\n\n"
+           "  --control K          also run kernel K through (a) as a control (repeatable): a\n"
+           "                       plugin's kernels of role reference for PATH.so, or the one\n"
+           "                       named by PATH.so:NAME, python:MODULE:FUNCTION, a built-in\n"
            "  --device D           cpu (default) or cuda\n"
            "  --budget S           seconds of (a) per mutant (default 60)\n"
            "  --controls-budget S  seconds of (a) per control kernel (default: --budget)\n"
@@ -308,6 +337,8 @@ int kvf_cmd_mutants(int argc, char **argv) {
     uint64_t seed = 1;
     int64_t jobs = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
     int json = 0;
+    const kvf_kernel *extra[16];
+    size_t nextra = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is_help(a)) {
@@ -315,6 +346,29 @@ int kvf_cmd_mutants(int argc, char **argv) {
             return KVF_EXIT_OK;
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
+        } else if (strcmp(a, "--control") == 0) {
+            if (i + 1 >= argc) return cli_usage_error(cmd, "--control needs a value");
+            const char *v = argv[++i];
+            const kvf_kernel *got[16];
+            size_t n = 0;
+            if (cli_add_kernel(cmd, v, got, 16, &n)) return KVF_EXIT_USAGE;
+            /* A whole plugin contributes its reference kernels; a named kernel is taken as is. */
+            size_t kept = 0;
+            for (size_t j = 0; j < n; j++) {
+                if (n > 1 && got[j]->role != KVF_PLUGIN_ROLE_REFERENCE) {
+                    kvf_kernel_free(got[j]);
+                } else if (nextra < 16) {
+                    extra[nextra++] = got[j];
+                    kept++;
+                } else {
+                    kvf_kernel_free(got[j]);
+                }
+            }
+            if (!kept)
+                return cli_usage_error(cmd,
+                                       "%s lists no kernel of role reference; name one with "
+                                       "PATH.so:NAME",
+                                       v);
         } else if (strcmp(a, "--device") == 0 || strcmp(a, "--budget") == 0 ||
                    strcmp(a, "--controls-budget") == 0 || strcmp(a, "--seed") == 0 ||
                    strcmp(a, "--jobs") == 0) {
@@ -405,9 +459,12 @@ int kvf_cmd_mutants(int argc, char **argv) {
     else
         printf("\ncontrols (production kernels, %g s of generated cases each):\n", controls_budget);
     int controls = 0;
-    for (size_t i = 0; i < kvf_kernel_count(); i++) {
-        const kvf_kernel *k = kvf_kernel_at(i);
-        if (k->device != dev || k->models || strcmp(k->name, "cuda-naive") == 0) continue;
+    for (size_t i = 0; i < kvf_kernel_count() + nextra; i++) {
+        const kvf_kernel *k =
+            i < kvf_kernel_count() ? kvf_kernel_at(i) : extra[i - kvf_kernel_count()];
+        if (i < kvf_kernel_count() &&
+            (k->device != dev || k->models || strcmp(k->name, "cuda-naive") == 0))
+            continue;
         detection a = campaign(k, &cache, &strict, controls_budget);
         noisy_controls += a.caught;
         if (json) {
@@ -431,5 +488,6 @@ int kvf_cmd_mutants(int argc, char **argv) {
                "FlashInfer-test-style testing missed %d; controls with findings: %d\n",
                mutants - survivors, mutants, missed_b, missed_c, noisy_controls);
     cache_free(&cache);
+    cli_free_kernels(extra, nextra);
     return (survivors || noisy_controls) ? KVF_EXIT_FINDINGS : KVF_EXIT_OK;
 }
