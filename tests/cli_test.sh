@@ -34,6 +34,13 @@ expect 2 "allclose" -- "$kvfuzz" replay --rule allclose:x:1 "$src/corpus/seeds"
 expect 2 "jobs" -- "$kvfuzz" replay --jobs 0 "$src/corpus/seeds"
 expect 2 "no case files" -- "$kvfuzz" replay
 expect 2 "cannot read" -- "$kvfuzz" replay "$tmp/missing.kvfz"
+# Files that are not regular are refused at once: a FIFO is not waited on, a device not read.
+mkfifo "$tmp/fifo.kvfz"
+expect 2 "is a FIFO, not a regular file" -- timeout 10 "$kvfuzz" replay "$tmp/fifo.kvfz"
+expect 2 "is a character device, not a regular file" -- timeout 10 "$kvfuzz" replay /dev/zero
+# A file larger than any case can be is refused from its size, before it is read.
+truncate -s 3G "$tmp/huge.kvfz"
+expect 2 "bytes, more than the" -- timeout 10 "$kvfuzz" replay "$tmp/huge.kvfz"
 expect 2 "unknown preset" -- "$kvfuzz" gen --preset nope -o "$tmp/x.kvfz"
 expect 2 "seed" -- "$kvfuzz" gen --seed -3 -o "$tmp/x.kvfz"
 expect 2 "FILE is required" -- "$kvfuzz" gen

@@ -527,10 +527,11 @@ int kvf_case_load(const char *path, kvf_spec *spec_out, kvf_case *case_out, cons
                   kvf_error *err) {
     char *text;
     size_t size;
-    if (kvf_read_file(path, &text, &size))
-        return errno == ENOMEM
-                   ? kvf_error_set(err, KVF_ENOMEM, "cannot read %s: out of memory", path)
-                   : kvf_error_set(err, KVF_EIO, "cannot read %s: %s", path, strerror(errno));
+    /* A case file holds at most its explicit tensors (q and the resident pages of both
+     * caches, within max_resident_bytes) plus a table and a header. */
+    const size_t max_file = (size_t)lim->max_resident_bytes * 2 + ((size_t)64 << 20);
+    int rrc = kvf_read_file_max(path, max_file, &text, &size, err);
+    if (rrc) return rrc;
     uint8_t *buf = (uint8_t *)text;
     kvf_spec spec;
     int rc = kvf_spec_decode(&spec, buf, size, lim, err);
