@@ -38,6 +38,9 @@ expect 2 "cannot read" -- "$kvfuzz" replay "$tmp/missing.kvfz"
 mkfifo "$tmp/fifo.kvfz"
 expect 2 "is a FIFO, not a regular file" -- timeout 10 "$kvfuzz" replay "$tmp/fifo.kvfz"
 expect 2 "is a character device, not a regular file" -- timeout 10 "$kvfuzz" replay /dev/zero
+# A findings folder that cannot take a file fails the campaign at its start, whatever --stats.
+expect 2 "findings folder /proc is not writable" -- "$kvfuzz" fuzz --kernel cpu-ref --runs 5 \
+  --findings /proc --stats "$tmp/s.json"
 # A file larger than any case can be is refused from its size, before it is read.
 truncate -s 3G "$tmp/huge.kvfz"
 expect 2 "bytes, more than the" -- timeout 10 "$kvfuzz" replay "$tmp/huge.kvfz"

@@ -76,8 +76,10 @@ typedef struct campaign {
     size_t initial_corpus; /* entries [0, initial_corpus) are run as they are first */
     uint8_t *seen;
     int nfeatures;
-    uint64_t *signatures;
+    uint64_t *signatures; /* saved (or already in the findings folder) */
     size_t nsignatures;
+    uint64_t *lost; /* failed to save at least once and not saved since */
+    size_t nlost;
 
     pthread_mutex_t qmu;
     pthread_cond_t q_ready, q_space;
@@ -403,15 +405,25 @@ static job *ready_pop(campaign *cp) {
 
 /* ---- findings ------------------------------------------------------------------------------- */
 
-static int signature_seen(campaign *cp, uint64_t h) {
-    for (size_t i = 0; i < cp->nsignatures; i++)
-        if (cp->signatures[i] == h) return 1;
-    uint64_t *n = realloc(cp->signatures, (cp->nsignatures + 1) * sizeof *n);
-    if (n) {
-        cp->signatures = n;
-        cp->signatures[cp->nsignatures++] = h;
-    }
+static int set_has(const uint64_t *set, size_t n, uint64_t h) {
+    for (size_t i = 0; i < n; i++)
+        if (set[i] == h) return 1;
     return 0;
+}
+
+static void set_add(uint64_t **set, size_t *n, uint64_t h) {
+    uint64_t *grown = realloc(*set, (*n + 1) * sizeof *grown);
+    if (!grown) return; /* then the signature is simply tried again when it recurs */
+    *set = grown;
+    (*set)[(*n)++] = h;
+}
+
+static void set_remove(uint64_t *set, size_t *n, uint64_t h) {
+    for (size_t i = 0; i < *n; i++)
+        if (set[i] == h) {
+            set[i] = set[--*n];
+            return;
+        }
 }
 
 /* Counts a finding and saves it if its signature is new. Caller holds cp->mu. */
@@ -422,7 +434,9 @@ static void record_finding(campaign *cp, const kvf_outcome *out, const job *j) {
     st->by_class[out->finding]++;
     char sig[512];
     uint64_t h = kvf_outcome_signature(out, o->kernel->name, sig, sizeof sig);
-    if (signature_seen(cp, h)) return;
+    /* A signature counts as saved only once its files are on disk: one whose save failed
+     * (a full disk, a folder made unwritable) is tried again each time it recurs. */
+    if (set_has(cp->signatures, cp->nsignatures, h)) return;
     char path[4300] = "";
     int is_new = 1;
     if (o->findings_dir) {
@@ -434,9 +448,22 @@ static void record_finding(campaign *cp, const kvf_outcome *out, const job *j) {
         kvf_error err = {0};
         if (kvf_finding_save(o->findings_dir, out, o->kernel->name, &j->spec, &j->c, extra, &is_new,
                              path, sizeof path, &err)) {
-            fprintf(logf_(cp), "kvfuzz fuzz: could not save a finding: %s\n", err.msg);
+            if (!set_has(cp->lost, cp->nlost, h)) { /* said once per signature */
+                set_add(&cp->lost, &cp->nlost, h);
+                fprintf(logf_(cp),
+                        "kvfuzz fuzz: could not save finding %s [%s]: %s (tried again if it "
+                        "recurs)\n",
+                        kvf_finding_class_name(out->finding), sig, err.msg);
+            }
+            st->findings_lost = (int64_t)cp->nlost;
             return;
         }
+    }
+    set_add(&cp->signatures, &cp->nsignatures, h);
+    if (set_has(cp->lost, cp->nlost, h)) {
+        set_remove(cp->lost, &cp->nlost, h);
+        st->findings_lost = (int64_t)cp->nlost;
+        fprintf(logf_(cp), "kvfuzz fuzz: finding [%s] saved on a later try\n", sig);
     }
     if (!is_new) return; /* already in the findings folder from an earlier run */
     st->findings_new++;
@@ -524,8 +551,15 @@ static void judge_job(campaign *cp, job *j, int thread) {
             snprintf(path, sizeof path, "%s/%016" PRIx64 ".kvfz", o->corpus_dir,
                      kvf_hash64(j->bytes, j->size));
             kvf_error e2 = {0};
-            if (access(path, F_OK) != 0 && kvf_fuzz_write_atomic(path, j->bytes, j->size, &e2))
-                fprintf(logf_(cp), "kvfuzz fuzz: %s\n", e2.msg);
+            if (access(path, F_OK) != 0 && kvf_fuzz_write_atomic(path, j->bytes, j->size, &e2)) {
+                /* Said once: the same cause (a full disk, an unwritable folder) would repeat
+                 * for every new corpus entry. The entry stays in this run's memory corpus. */
+                if (st->corpus_unsaved++ == 0)
+                    fprintf(logf_(cp),
+                            "kvfuzz fuzz: %s (corpus entries stay in memory; the count of "
+                            "unsaved ones is in the summary)\n",
+                            e2.msg);
+            }
         }
     }
     if (out.finding != KVF_FINDING_NONE) record_finding(cp, &out, j);
@@ -815,7 +849,9 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
             "  dispatcher waits: for generated cases %.1f s, for the kernel %.1f s, for room in "
             "the oracle queue %.1f s\n",
             st->wait_cases_s, st->wait_kernel_s, st->wait_oracle_s);
-    fprintf(f, "  corpus %" PRId64 " (+%" PRId64 " new)\n", st->corpus_size, st->corpus_added);
+    fprintf(f, "  corpus %" PRId64 " (+%" PRId64 " new", st->corpus_size, st->corpus_added);
+    if (st->corpus_unsaved) fprintf(f, ", %" PRId64 " of them not saved", st->corpus_unsaved);
+    fprintf(f, ")\n");
     if (st->skipped_unsupported) {
         fprintf(f,
                 "  skipped %" PRId64 " generated case(s) whose shape the kernel does not support"
@@ -829,8 +865,10 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
     fprintf(f, "  worst margin:");
     for (int r = 0; r < nr; r++)
         fprintf(f, " %s %.3g", o->nrules > 0 ? o->rules[r].name : "strict", st->worst_margin[r]);
-    fprintf(f, "\n  findings: %" PRId64 " new signature(s), %" PRId64 " case(s) with a finding",
-            st->findings_new, st->finding_hits);
+    fprintf(f, "\n  findings: %" PRId64 " new signature(s)", st->findings_new);
+    if (st->findings_lost)
+        fprintf(f, ", %" PRId64 " LOST (could not be written; see above)", st->findings_lost);
+    fprintf(f, ", %" PRId64 " case(s) with a finding", st->finding_hits);
     for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++)
         if (st->by_class[c])
             fprintf(f, "; %s %" PRId64, kvf_finding_class_name((kvf_finding_class)c),
@@ -839,6 +877,25 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
 }
 
 /* ---- run ------------------------------------------------------------------------------------ */
+
+/* A findings folder that cannot take a file fails the campaign at its start, not at its first
+ * finding hours later: a temporary file is created there and removed. */
+static int check_writable(const char *dir, kvf_error *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.kvfuzz-write-check.XXXXXX", dir);
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return kvf_error_set(err, KVF_EIO, "the findings folder %s is not writable: %s", dir,
+                             strerror(errno));
+    int bad = write(fd, "x", 1) != 1;
+    int saved = errno;
+    close(fd);
+    unlink(path);
+    if (bad)
+        return kvf_error_set(err, KVF_EIO, "the findings folder %s is not writable: %s", dir,
+                             strerror(saved));
+    return 0;
+}
 
 int kvf_campaign_run(const kvf_campaign_opts *o, kvf_campaign_stats *st, kvf_error *err) {
     memset(st, 0, sizeof *st);
@@ -879,6 +936,7 @@ int kvf_campaign_run(const kvf_campaign_opts *o, kvf_campaign_stats *st, kvf_err
     }
     if (o->corpus_dir && (rc = corpus_load(cp, o->corpus_dir, err))) goto out;
     if (o->findings_dir && (rc = kvf_fuzz_mkdirs(o->findings_dir, err))) goto out;
+    if (o->findings_dir && (rc = check_writable(o->findings_dir, err))) goto out;
     st->corpus_size = (int64_t)cp->ncorpus;
 
     kvf_runner_opts ro = {o->kernel, o->case_limits, o->deadline_s > 0 ? o->deadline_s : 10, 0,
@@ -1012,6 +1070,7 @@ out:
     free(cp->corpus);
     free(cp->seen);
     free(cp->signatures);
+    free(cp->lost);
     free(cp->queue);
     pthread_mutex_destroy(&cp->mu);
     pthread_mutex_destroy(&cp->qmu);

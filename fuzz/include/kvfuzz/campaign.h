@@ -98,12 +98,14 @@ typedef struct kvf_campaign_stats {
     int64_t skip_counts[KVF_CAMPAIGN_REASONS];
     int64_t tokens;       /* total tokens of judged cases */
     int64_t finding_hits; /* cases with a counted finding, duplicates included */
-    int64_t findings_new; /* distinct signatures saved by this run */
+    int64_t findings_new;  /* distinct signatures saved by this run */
+    int64_t findings_lost; /* distinct signatures whose save failed and never succeeded */
     int64_t by_class[KVF_FINDING_CLASS_COUNT];
     int64_t determinism_checks;
     int64_t worker_starts;
     int workers;
     int64_t corpus_size, corpus_added;
+    int64_t corpus_unsaved; /* new corpus entries that could not be written to corpus_dir */
     double worst_margin[KVF_MAX_RULES]; /* largest margin seen per rule (overflow rows only
                                            when require_overflow) */
     double elapsed_s;
