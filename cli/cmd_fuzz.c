@@ -301,6 +301,12 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     if (!seed_given) o.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     if (o.nrules == 0) kvf_rule_parse(&o.rules[o.nrules++], "strict", NULL);
 
+    {
+        kvf_error werr = {0};
+        if (kvf_fuzz_mkdirs(o.findings_dir, &werr) ||
+            kvf_fuzz_check_writable(o.findings_dir, &werr))
+            return cli_usage_error(cmd, "%s", werr.msg);
+    }
     fprintf(stderr, "kvfuzz fuzz: kernel %s, seed %" PRIu64 ", rules", o.kernel->name, o.seed);
     for (int r = 0; r < o.nrules; r++)
         fprintf(stderr, " %s", o.rules[r].name);

@@ -15,7 +15,6 @@
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/kernel_host.h"
 
-#define KVF_HOST_POISON_POOL_BYTES ((size_t)4 << 20)
 #define KVF_HOST_MAX_PAGES ((int64_t)1 << 31)
 #define G KVF_HOST_GUARD_BYTES
 

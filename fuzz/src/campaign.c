@@ -878,24 +878,6 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
 
 /* ---- run ------------------------------------------------------------------------------------ */
 
-/* A findings folder that cannot take a file fails the campaign at its start, not at its first
- * finding hours later: a temporary file is created there and removed. */
-static int check_writable(const char *dir, kvf_error *err) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/.kvfuzz-write-check.XXXXXX", dir);
-    int fd = mkstemp(path);
-    if (fd < 0)
-        return kvf_error_set(err, KVF_EIO, "the findings folder %s is not writable: %s", dir,
-                             strerror(errno));
-    int bad = write(fd, "x", 1) != 1;
-    int saved = errno;
-    close(fd);
-    unlink(path);
-    if (bad)
-        return kvf_error_set(err, KVF_EIO, "the findings folder %s is not writable: %s", dir,
-                             strerror(saved));
-    return 0;
-}
 
 int kvf_campaign_run(const kvf_campaign_opts *o, kvf_campaign_stats *st, kvf_error *err) {
     memset(st, 0, sizeof *st);
@@ -936,7 +918,7 @@ int kvf_campaign_run(const kvf_campaign_opts *o, kvf_campaign_stats *st, kvf_err
     }
     if (o->corpus_dir && (rc = corpus_load(cp, o->corpus_dir, err))) goto out;
     if (o->findings_dir && (rc = kvf_fuzz_mkdirs(o->findings_dir, err))) goto out;
-    if (o->findings_dir && (rc = check_writable(o->findings_dir, err))) goto out;
+    if (o->findings_dir && (rc = kvf_fuzz_check_writable(o->findings_dir, err))) goto out;
     st->corpus_size = (int64_t)cp->ncorpus;
 
     kvf_runner_opts ro = {o->kernel, o->case_limits, o->deadline_s > 0 ? o->deadline_s : 10, 0,

@@ -685,3 +685,20 @@ int kvf_finding_save(const char *dir, const kvf_outcome *out, const char *kernel
     unlink(tmp_case);
     return 0;
 }
+
+int kvf_fuzz_check_writable(const char *dir, kvf_error *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.kvfuzz-write-check.XXXXXX", dir);
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return kvf_error_set(err, KVF_EIO, "the findings folder %s is not writable: %s", dir,
+                             strerror(errno));
+    int bad = write(fd, "x", 1) != 1;
+    int saved = errno;
+    close(fd);
+    unlink(path);
+    if (bad)
+        return kvf_error_set(err, KVF_EIO, "the findings folder %s is not writable: %s", dir,
+                             strerror(saved));
+    return 0;
+}

@@ -126,6 +126,10 @@ int kvf_finding_save(const char *dir, const kvf_outcome *out, const char *kernel
 /* Writes bytes to path atomically (temporary file in the same folder, fsync, rename). */
 int kvf_fuzz_write_atomic(const char *path, const void *data, size_t size, kvf_error *err);
 
+/* Whether a file can be created in dir (a temporary one is made and removed), so a campaign
+ * fails at its start rather than at its first finding. 0 or KVF_EIO with one sentence. */
+int kvf_fuzz_check_writable(const char *dir, kvf_error *err);
+
 /* Creates dir (and missing parents) when absent. 0 or KVF_EIO. */
 int kvf_fuzz_mkdirs(const char *dir, kvf_error *err);
 

@@ -4,7 +4,7 @@
  * sizes the workspace, lays out the buffers and runs the kernel, then checks them:
  *   - inputs: q, the index arrays and the K/V page pools. Slots past each page's last used
  *     token and pages no sequence references hold KVF_HOST_POISON_INPUT (a NaN), so a kernel
- *     that reads them unmasked produces NaN;
+ *     that reads them unmasked produces NaN (see KVF_HOST_POISON_POOL_BYTES for large pools);
  *   - outputs o and lse and the workspace: filled with poison (KVF_HOST_POISON_O,
  *     KVF_HOST_POISON_LSE, bytes KVF_HOST_POISON_BYTE) before the run, each with
  *     KVF_HOST_GUARD_BYTES guard bytes (KVF_HOST_GUARD_BYTE) before and after.
@@ -34,6 +34,10 @@
 #define KVF_HOST_POISON_BYTE 0xFFu      /* workspace bytes before the run (NaN as f32, bf16) */
 #define KVF_HOST_GUARD_BYTE 0xA5u       /* guard bytes around outputs and workspace */
 #define KVF_HOST_GUARD_BYTES 256        /* on each side */
+/* Pools of at most this many bytes per cache are poisoned whole; in larger ones, the pages a
+ * sequence references and the pages next to them (reading a neighbour is the common bug; a
+ * sparse pool of gigabytes is not written whole for every case). */
+#define KVF_HOST_POISON_POOL_BYTES ((size_t)4 << 20)
 
 typedef struct kvf_host kvf_host;
 
