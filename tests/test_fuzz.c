@@ -500,6 +500,43 @@ static void campaign_finds_and_minimizes_planted_bug(void) {
     rm_tree(dir);
 }
 
+/* A worker killed from outside (here: the first time each case runs) is not a finding: each crash
+ * is re-run, runs cleanly, and is counted as unconfirmed; a real crash is still filed. */
+static void campaign_confirms_crashes(void) {
+    char dir[] = "/tmp/kvf-test-flaky-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char seen[256], findings[256];
+    snprintf(seen, sizeof seen, "%s/seen", dir);
+    snprintf(findings, sizeof findings, "%s/findings", dir);
+    CHECK(mkdir(seen, 0700) == 0);
+    setenv("KVF_TEST_FLAKY_DIR", seen, 1);
+    FILE *log = tmpfile();
+    kvf_campaign_opts o;
+    kvf_campaign_opts_default(&o);
+    o.kernel = kvf_fuzz_kernel_find("test-flaky");
+    o.max_runs = 20;
+    o.jobs = 1;
+    o.seed = 3;
+    o.findings_dir = findings;
+    o.log = log;
+    kvf_campaign_stats st;
+    kvf_error err = {0};
+    CHECK_OK(kvf_campaign_run(&o, &st, &err), &err);
+    CHECK_INT_EQ(st.by_class[KVF_FINDING_CRASH], 0);
+    CHECK(st.crashes_unconfirmed >= 5);
+    CHECK_INT_EQ(st.findings_new, 0);
+    unsetenv("KVF_TEST_FLAKY_DIR");
+    rm_tree(seen);
+    /* A kernel that crashes every time on a trigger is still filed. */
+    o.kernel = kvf_fuzz_kernel_find("test-crash");
+    o.max_runs = 60;
+    CHECK_OK(kvf_campaign_run(&o, &st, &err), &err);
+    CHECK(st.by_class[KVF_FINDING_CRASH] > 0);
+    CHECK_INT_EQ(st.crashes_unconfirmed, 0);
+    fclose(log);
+    rm_tree(dir);
+}
+
 /* The oracle pool leaves a quarter of the cores, at most 4, to the threads that set the pace,
  * except when there is no kernel; never fewer than one thread. */
 static void default_jobs(void) {
@@ -569,6 +606,7 @@ static const check_test tests[] = {
     {"campaign_finds_and_minimizes_planted_bug", campaign_finds_and_minimizes_planted_bug},
     {"overflow_needs_asking", overflow_needs_asking},
     {"default_jobs", default_jobs},
+    {"campaign_confirms_crashes", campaign_confirms_crashes},
     {NULL, NULL},
 };
 

@@ -54,7 +54,10 @@ typedef struct job {
     kvf_bf16 *o2; /* a determinism re-run's output */
     float *lse2;
     double kernel_s;
+    kvf_run_result first_crash; /* the run whose crash is being confirmed */
 } job;
+
+enum { RECHECK_NONE, RECHECK_DETERMINISM, RECHECK_CRASH };
 
 typedef struct corpus_entry {
     uint8_t *bytes;
@@ -665,6 +668,22 @@ static void timed_queue_push(campaign *cp, job *j, double *wait_s) {
 }
 
 /* A determinism re-run came back: compare its bits with the first run's. */
+/* The re-run of a case that crashed: a second crash files the finding (with the first run's
+ * signal); anything else means the first was not the kernel's doing, and is only reported. */
+static void crash_confirmed(campaign *cp, job *j, const kvf_run_result *res) {
+    if (res->status == KVF_RUN_CRASH) {
+        record_run_finding(cp, &j->first_crash, j);
+        return;
+    }
+    pthread_mutex_lock(&cp->mu);
+    cp->stats->crashes_unconfirmed++;
+    fprintf(logf_(cp),
+            "kvfuzz fuzz: case %" PRIu64 " crashed the worker (%s) but ran cleanly again: not "
+            "filed (a worker killed from outside, or a flaky crash)\n",
+            j->index, j->first_crash.message);
+    pthread_mutex_unlock(&cp->mu);
+}
+
 static void recheck_done(campaign *cp, job *j, const kvf_run_result *res) {
     pthread_mutex_lock(&cp->mu);
     cp->stats->determinism_checks++;
@@ -684,7 +703,8 @@ static void recheck_done(campaign *cp, job *j, const kvf_run_result *res) {
 
 typedef struct slot {
     job *j;
-    int recheck; /* the second run of a sampled case */
+    int recheck; /* RECHECK_DETERMINISM: the second run of a sampled case; RECHECK_CRASH: the
+                    re-run that confirms a crash */
 } slot;
 
 /* Keeps two launches in flight on its worker (one running, the next on its way), collects them
@@ -725,8 +745,8 @@ static void *dispatcher_main(void *arg) {
         job *j = s0.j;
         kvf_run_result res;
         double t0 = now_s();
-        kvf_runner_collect(d->runner, s0.recheck ? j->o2 : j->o, s0.recheck ? j->lse2 : j->lse,
-                           &res);
+        const int second = s0.recheck == RECHECK_DETERMINISM;
+        kvf_runner_collect(d->runner, second ? j->o2 : j->o, second ? j->lse2 : j->lse, &res);
         wait_kernel += now_s() - t0;
         if (atomic_load(&cp->stop) >= 2) { /* interrupted: this result may be our own kill */
             job_free(j);
@@ -742,18 +762,31 @@ static void *dispatcher_main(void *arg) {
             j->o2 = malloc((size_t)(kvf_case_o_elems(&j->c) + 1) * sizeof *j->o2);
             j->lse2 = malloc((size_t)(kvf_case_lse_elems(&j->c) + 1) * sizeof *j->lse2);
             sampled = j->o2 && j->lse2 && submit(d, j, &wait_kernel) == 0;
-            if (sampled) fifo[n++] = (slot){j, 1};
+            if (sampled) fifo[n++] = (slot){j, RECHECK_DETERMINISM};
         }
-        if (!sampled && atomic_load(&cp->stop) == 0) { /* keep the runner full */
+        /* A crash is filed only once the same case crashes again: a worker killed from outside
+         * (the OOM killer, kill -9) must not become a finding that never replays. */
+        int confirming = !s0.recheck && res.status == KVF_RUN_CRASH &&
+                         atomic_load(&cp->stop) == 0 && submit(d, j, &wait_kernel) == 0;
+        if (confirming) {
+            j->first_crash = res;
+            fifo[n++] = (slot){j, RECHECK_CRASH};
+        }
+        if (!sampled && !confirming && atomic_load(&cp->stop) == 0) { /* keep the runner full */
             job *next = timed_ready_pop(cp, &wait_cases);
             if (next && submit(d, next, &wait_kernel))
                 job_free(next);
             else if (next)
                 fifo[n++] = (slot){next, 0};
         }
-        if (s0.recheck) {
+        if (s0.recheck == RECHECK_DETERMINISM) {
             recheck_done(cp, j, &res);
             timed_queue_push(cp, j, &wait_oracle);
+            continue;
+        }
+        if (s0.recheck == RECHECK_CRASH) {
+            crash_confirmed(cp, j, &res);
+            job_free(j);
             continue;
         }
         pthread_mutex_lock(&cp->mu);
@@ -765,7 +798,7 @@ static void *dispatcher_main(void *arg) {
         if (res.status == KVF_RUN_OK) {
             if (!sampled) /* a sampled case is judged after its re-run */
                 timed_queue_push(cp, j, &wait_oracle);
-        } else {
+        } else if (!confirming) {
             if (res.status != KVF_RUN_UNSUPPORTED) record_run_finding(cp, &res, j);
             job_free(j);
         }
@@ -849,6 +882,11 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
             "  dispatcher waits: for generated cases %.1f s, for the kernel %.1f s, for room in "
             "the oracle queue %.1f s\n",
             st->wait_cases_s, st->wait_kernel_s, st->wait_oracle_s);
+    if (st->crashes_unconfirmed)
+        fprintf(f,
+                "  %" PRId64 " crash(es) did not happen again on a re-run and were not filed (a "
+                "worker killed from outside, or a flaky crash)\n",
+                st->crashes_unconfirmed);
     fprintf(f, "  corpus %" PRId64 " (+%" PRId64 " new", st->corpus_size, st->corpus_added);
     if (st->corpus_unsaved) fprintf(f, ", %" PRId64 " of them not saved", st->corpus_unsaved);
     fprintf(f, ")\n");
@@ -877,7 +915,6 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
 }
 
 /* ---- run ------------------------------------------------------------------------------------ */
-
 
 int kvf_campaign_run(const kvf_campaign_opts *o, kvf_campaign_stats *st, kvf_error *err) {
     memset(st, 0, sizeof *st);

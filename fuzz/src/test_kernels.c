@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "kvfuzz/builtin_kernel.h"
@@ -45,6 +47,32 @@ static int crash_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kv
          * request would do. volatile keeps the compiler from proving anything about it. */
         volatile uintptr_t address = 16;
         *(volatile int32_t *)address = 1;
+    }
+    return run_reference(c, o, lse, err);
+}
+
+/* Killed (SIGKILL) the first time it sees a case, and correct on every later run of it, as a
+ * worker killed from outside would look to the campaign. The cases seen are remembered as
+ * files in the folder KVF_TEST_FLAKY_DIR, which outlives the worker. */
+static int flaky_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
+    (void)state;
+    const char *dir = getenv("KVF_TEST_FLAKY_DIR");
+    if (dir && *dir) {
+        uint64_t h = 1469598103934665603ull;
+        const uint8_t *q = (const uint8_t *)c->q;
+        for (int64_t i = 0; i < kvf_case_q_elems(c) * 2; i++)
+            h = (h ^ q[i]) * 1099511628211ull;
+        h ^= (uint64_t)kvf_case_total_tokens(c) * 0x9e3779b97f4a7c15ull;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%016llx", dir, (unsigned long long)h);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            fclose(f);
+        } else {
+            f = fopen(path, "w");
+            if (f) fclose(f);
+            raise(SIGKILL);
+        }
     }
     return run_reference(c, o, lse, err);
 }
@@ -89,11 +117,13 @@ static int pool_check_run(void *state, const kvf_case *c, kvf_bf16 *o, float *ls
 }
 
 static const kvf__case_kernel planted_impl = {planted_run}, crash_impl = {crash_run},
-                              hang_impl = {hang_run}, pool_check_impl = {pool_check_run};
+                              hang_impl = {hang_run}, pool_check_impl = {pool_check_run},
+                              flaky_impl = {flaky_run};
 
 #define PLANTED_DESC "test only: cpu-ref reading one slot past each partly filled last page"
 #define CRASH_DESC "test only: cpu-ref that segfaults on cases with an empty sequence"
 #define HANG_DESC "test only: cpu-ref that never returns on cases with a one-token sequence"
+#define FLAKY_DESC "test only: cpu-ref killed the first time it sees a case (KVF_TEST_FLAKY_DIR)"
 #define POOL_CHECK_DESC "test only: cpu-ref that fails if a slot no sequence reads is not poisoned"
 
 static const kvf_plugin_kernel test_descs[] = {
@@ -101,6 +131,7 @@ static const kvf_plugin_kernel test_descs[] = {
     KVF_BUILTIN_CPU_DESC("test-crash", CRASH_DESC, crash_impl),
     KVF_BUILTIN_CPU_DESC("test-hang", HANG_DESC, hang_impl),
     KVF_BUILTIN_CPU_DESC("test-pool-check", POOL_CHECK_DESC, pool_check_impl),
+    KVF_BUILTIN_CPU_DESC("test-flaky", FLAKY_DESC, flaky_impl),
 };
 
 static const kvf_kernel test_kernels[] = {
@@ -124,6 +155,11 @@ static const kvf_kernel test_kernels[] = {
      .device = KVF_DEVICE_CPU,
      .models = "",
      .desc = &test_descs[3]},
+    {.name = "test-flaky",
+     .description = FLAKY_DESC,
+     .device = KVF_DEVICE_CPU,
+     .models = "",
+     .desc = &test_descs[4]},
 };
 
 size_t kvf_test_kernel_count(void) {

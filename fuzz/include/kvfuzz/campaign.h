@@ -102,6 +102,7 @@ typedef struct kvf_campaign_stats {
     int64_t findings_lost; /* distinct signatures whose save failed and never succeeded */
     int64_t by_class[KVF_FINDING_CLASS_COUNT];
     int64_t determinism_checks;
+    int64_t crashes_unconfirmed; /* crashes that did not happen again on a re-run: not filed */
     int64_t worker_starts;
     int workers;
     int64_t corpus_size, corpus_added;

@@ -5,6 +5,8 @@
  *                     is not full: it reads an unused tail slot (bug classes B03/B15);
  *   test-crash        cpu-ref, but a wild write (segfault) on any case with an empty sequence;
  *   test-hang         cpu-ref, but never returns on any case with a one-token sequence;
+ *   test-flaky        cpu-ref killed (SIGKILL) the first time it sees a case, as by the OOM
+ *                     killer, and correct when the case runs again;
  *   test-pool-check   cpu-ref after checking that every slot no sequence reads holds the
  *                     buffer host's input poison (a kernel error otherwise): what a kernel is
  *                     handed.
