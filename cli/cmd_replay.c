@@ -259,6 +259,7 @@ int kvf_cmd_replay(int argc, char **argv) {
                 max_ulp = v.o.max_ulps;
             }
             printf(" %11.3e %11.3e %8lld\n", max_abs, max_rel, (long long)max_ulp);
+            if (failed && res.plan[0]) printf("%-34s   plan: %s\n", "", res.plan);
             if (failed) failed_runs++;
         }
         if (!o || !lse) {

@@ -64,6 +64,8 @@ finding abort crash
 finding exit crash
 finding hang hang
 finding nan nonfinite
+grep -q '"plan": "test-mode=4"' "$tmp"/f-nan/nonfinite-*.json \
+  || fail "the nan finding's report does not carry the kernel's plan facts"
 finding unwritten unwritten-output
 finding oob out-of-bounds-write
 finding input-mod input-modified

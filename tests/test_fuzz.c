@@ -462,6 +462,10 @@ static void campaign_finds_and_minimizes_planted_bug(void) {
         if ((strncmp(e->d_name, "o-tolerance-", 12) == 0 ||
              strncmp(e->d_name, "nonfinite-", 10) == 0) &&
             strstr(e->d_name, ".kvfz")) {
+            /* Prefer a nonfinite one: the slot it reads is poison, so one sequence shows it.
+             * An o-tolerance one read a slot another sequence of a shared page uses, and
+             * needs that sequence too. */
+            if (target == KVF_FINDING_NONFINITE) continue;
             snprintf(path, sizeof path, "%s/%s", findings, e->d_name);
             target = e->d_name[0] == 'o' ? KVF_FINDING_O_TOLERANCE : KVF_FINDING_NONFINITE;
         }
@@ -482,7 +486,7 @@ static void campaign_finds_and_minimizes_planted_bug(void) {
         CHECK_OK(kvf_minimize(&s, &mo, &out, &ms, &err), &err);
         CHECK_INT_EQ(out.finding, target);
         CHECK(kvf_spec_tokens(&s) <= tokens_before);
-        CHECK_INT_EQ(s.recipe.batch_size, 1);
+        CHECK(s.recipe.batch_size <= (target == KVF_FINDING_NONFINITE ? 1 : 2));
         CHECK(ms.accepted > 0);
         /* The minimized case replays to the same class. */
         kvf_outcome again;

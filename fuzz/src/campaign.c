@@ -54,7 +54,8 @@ typedef struct job {
     kvf_bf16 *o2; /* a determinism re-run's output */
     float *lse2;
     double kernel_s;
-    kvf_run_result first_crash; /* the run whose crash is being confirmed */
+    kvf_run_result first_crash;  /* the run whose crash is being confirmed */
+    char plan[KVF_RUN_PLAN_MAX]; /* the kernel's plan facts for this case */
 } job;
 
 enum { RECHECK_NONE, RECHECK_DETERMINISM, RECHECK_CRASH };
@@ -518,6 +519,7 @@ static void judge_job(campaign *cp, job *j, int thread) {
     kvf_outcome out;
     int rc = kvf_outcome_judge(&out, cp->rules, cp->nrules, o->require_overflow, &j->c, &oracle,
                                j->o, j->lse, NULL, NULL, &err);
+    snprintf(out.plan, sizeof out.plan, "%s", j->plan);
     pthread_mutex_lock(&cp->mu);
     kvf_campaign_stats *st = cp->stats;
     if (rc) {
@@ -795,6 +797,7 @@ static void *dispatcher_main(void *arg) {
         if (res.status == KVF_RUN_UNSUPPORTED) cp->stats->unsupported++;
         pthread_mutex_unlock(&cp->mu);
         j->kernel_s = res.kernel_s;
+        if (res.status == KVF_RUN_OK) snprintf(j->plan, sizeof j->plan, "%s", res.plan);
         if (res.status == KVF_RUN_OK) {
             if (!sampled) /* a sampled case is judged after its re-run */
                 timed_queue_push(cp, j, &wait_oracle);

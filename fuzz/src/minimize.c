@@ -108,6 +108,7 @@ static int evaluate(ctx *cx, const kvf_spec *s, kvf_outcome *out, kvf_error *err
     if ((rc = kvf_oracle_run(&oracle, &c, &oo, err))) goto done;
     rc = kvf_outcome_judge(out, cx->rules, 1, o->require_overflow, &c, &oracle, o1, l1, NULL, NULL,
                            err);
+    snprintf(out->plan, sizeof out->plan, "%s", res.plan);
     kvf_oracle_result_free(&oracle);
 done:
     free(o1);

@@ -342,6 +342,7 @@ void kvf_outcome_print(FILE *f, const kvf_outcome *out, const char *kernel, cons
     fprintf(f, "==== kvfuzz finding: %s (kernel %s", kvf_finding_class_name(out->finding), kernel);
     if (out->rule >= 0) fprintf(f, ", rule %s", out->verdicts[out->rule].rule.name);
     fprintf(f, ") ====\n");
+    if (out->plan[0]) fprintf(f, "plan: %s\n", out->plan);
     if (s) print_case(f, s, c);
     if (out->status != KVF_RUN_OK) {
         fprintf(f, "run: %s: %s\n", kvf_run_status_name(out->status), out->message);
@@ -473,6 +474,10 @@ void kvf_outcome_json(FILE *f, const kvf_outcome *out, const char *kernel, const
     uint64_t h = kvf_outcome_signature(out, kernel, sig, sizeof sig);
     fprintf(f, "{\n  \"class\": \"%s\",\n  \"kernel\": ", kvf_finding_class_name(out->finding));
     json_str(f, kernel);
+    if (out->plan[0]) {
+        fprintf(f, ",\n  \"plan\": ");
+        json_str(f, out->plan);
+    }
     fprintf(f, ",\n  \"rule\": ");
     if (out->rule >= 0)
         json_str(f, out->verdicts[out->rule].rule.name);

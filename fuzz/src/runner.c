@@ -5,7 +5,8 @@
  *   parent -> worker:       case   {magic, seq, shape...} indptr, indices, last_page_len, q,
  *                                  resident page ids, then each resident page's k and v
  *   worker -> parent:       result {magic, rc, seq, n_o, n_lse, kernel_s, msglen, exiting}
- *                                  msg, o (n_o bf16), lse (n_lse f32)
+ *                                  msg, o (n_o bf16), lse (n_lse f32); msg is the error for a
+ *                                  failed run and the kernel's plan facts for one that worked
  * The case travels as tensors (only the pages that hold data) rather than as .kvfz bytes to be
  * expanded again: copying a small case costs microseconds, generating it a fraction of a
  * millisecond, and the worker is on the critical path of every launch. */
@@ -172,19 +173,19 @@ static int transfer_iov(int fd, struct iovec *iov, int n, int sending) {
 
 /* ---- the worker ----------------------------------------------------------------------------- */
 
-static void worker_reply(int fd, int32_t rc, uint64_t seq, const kvf_error *err, int64_t n_o,
-                         int64_t n_lse, const kvf_bf16 *o, const float *lse, double kernel_s,
-                         int exiting) {
+static void worker_reply(int fd, int32_t rc, uint64_t seq, const kvf_error *err, const char *plan,
+                         int64_t n_o, int64_t n_lse, const kvf_bf16 *o, const float *lse,
+                         double kernel_s, int exiting) {
     result_msg m = {MAGIC_RESULT, rc, seq, 0, 0, kernel_s, 0, (uint32_t)exiting};
+    const char *text = rc == 0 ? (plan ? plan : "") : err->msg;
+    m.msglen = (uint32_t)strlen(text);
     if (rc == 0) {
         m.n_o = (uint64_t)n_o;
         m.n_lse = (uint64_t)n_lse;
-    } else {
-        m.msglen = (uint32_t)strlen(err->msg);
     }
     /* One sendmsg for the four parts. */
     struct iovec iov[4] = {{&m, sizeof m},
-                           {(void *)(err ? err->msg : ""), m.msglen},
+                           {(void *)text, m.msglen},
                            {(void *)o, m.n_o * sizeof *o},
                            {(void *)lse, m.n_lse * sizeof *lse}};
     if (transfer_iov(fd, iov, 4, 1)) _exit(3);
@@ -386,7 +387,7 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
             /* The parent built this very case; failing here means the worker is unwell. */
             kvf_error e2;
             kvf_error_set(&e2, KVF_EIO, "the worker could not hold the case: %s", cur.err.msg);
-            worker_reply(fd, KVF_EIO, cur.seq, &e2, 0, 0, NULL, NULL, 0, 1);
+            worker_reply(fd, KVF_EIO, cur.seq, &e2, NULL, 0, 0, NULL, NULL, 0, 1);
             break;
         }
         kvf_case *c = &cur.c;
@@ -401,7 +402,9 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
         /* After an error other than "unsupported" the kernel's state (a CUDA context with a
          * sticky error) is not trusted: answer, then let a fresh worker take over. */
         int exiting = rc != 0 && rc != KVF_EUNSUPPORTED;
-        worker_reply(fd, rc, cur.seq, &err, n_o, n_lse, out_o, out_lse, t1 - t0, exiting);
+        char plan[KVF_RUN_PLAN_MAX] = "";
+        if (rc == 0) kvf_kernel_describe(k, state, plan, sizeof plan);
+        worker_reply(fd, rc, cur.seq, &err, plan, n_o, n_lse, out_o, out_lse, t1 - t0, exiting);
         run_s += t1 - t0;
         reply_s += now_s() - t1;
         cases++;
@@ -785,6 +788,7 @@ int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
         res->kernel_s = now_s() - t0;
         res->status = kvf_run_status_from_code(rc);
         if (rc) snprintf(res->message, sizeof res->message, "%s", e.msg);
+        if (!rc) kvf_kernel_describe(r->opts.kernel, r->state, res->plan, sizeof res->plan);
         r->count++;
         return 0;
     }
@@ -914,9 +918,12 @@ void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *
     res->kernel_s = m->kernel_s;
     if (m->rc == 0) {
         res->status = KVF_RUN_OK;
-        if (m->n_o) memcpy(o, l->payload, (size_t)m->n_o * sizeof *o);
-        if (m->n_lse)
-            memcpy(lse, l->payload + m->n_o * sizeof(kvf_bf16), (size_t)m->n_lse * sizeof *lse);
+        uint32_t n = m->msglen < sizeof res->plan - 1 ? m->msglen : (uint32_t)sizeof res->plan - 1;
+        memcpy(res->plan, l->payload, n);
+        res->plan[n] = 0;
+        const uint8_t *data = l->payload + m->msglen;
+        if (m->n_o) memcpy(o, data, (size_t)m->n_o * sizeof *o);
+        if (m->n_lse) memcpy(lse, data + m->n_o * sizeof(kvf_bf16), (size_t)m->n_lse * sizeof *lse);
     } else {
         res->status = kvf_run_status_from_code(m->rc);
         uint32_t n =

@@ -89,11 +89,16 @@ static int t_run(void *state, const kvf_plugin_args *a, char *msg, size_t n) {
     return KVF_PLUGIN_OK;
 }
 
+/* Plan facts, as a split-KV kernel would report its split: here which kernel ran. */
+static void t_describe(void *state, char *buf, size_t n) {
+    snprintf(buf, n, "test-mode=%d", *(const int *)state);
+}
+
 #define K(mode_, name_, desc_)                                                                     \
     {                                                                                              \
         .struct_size = sizeof(kvf_plugin_kernel), .name = name_, .description = desc_,             \
         .device = KVF_PLUGIN_DEVICE_CPU, .user = &modes[mode_], .supports = t_supports,            \
-        .create = t_create, .run = t_run                                                           \
+        .create = t_create, .run = t_run, .describe = t_describe                                   \
     }
 
 static const kvf_plugin_kernel test_kernels[] = {

@@ -53,6 +53,7 @@ typedef struct kvf_outcome {
     kvf_verdict verdicts[KVF_MAX_RULES]; /* valid when status == KVF_RUN_OK */
     kvf_finding_class finding;           /* the class that counts; NONE when nothing does */
     int rule; /* index of the rule behind a tolerance class; -1 otherwise */
+    char plan[160]; /* the kernel's plan facts (its describe()) for the run judged, or "" */
 } kvf_outcome;
 
 /* An outcome for a run that produced no output (status != KVF_RUN_OK): its finding is

@@ -31,6 +31,8 @@ typedef struct kvf_runner_opts {
     int in_process;          /* run in this process: no crash or hang survival */
 } kvf_runner_opts;
 
+#define KVF_RUN_PLAN_MAX 160
+
 /* One launch's result. */
 typedef struct kvf_run_result {
     kvf_run_status status;
@@ -38,6 +40,7 @@ typedef struct kvf_run_result {
     int exit_code;   /* crash by exit: its status */
     double kernel_s; /* time in run(), measured in the worker */
     char message[KVF_ERROR_MSG_MAX];
+    char plan[KVF_RUN_PLAN_MAX]; /* the kernel's plan facts for this case (describe()), or "" */
 } kvf_run_result;
 
 int kvf_runner_create(kvf_runner **out, const kvf_runner_opts *opts, kvf_error *err);
