@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The ASan + UBSan build of the replay drivers, in a build of its own, replaying every committed
 # corpus file; and, where clang's libFuzzer is available, the libFuzzer targets themselves:
-# fuzz_case runs clean for a while, fuzz_decode_cpu runs clean on the production CPU kernels,
+# fuzz_case runs clean for 60 s, fuzz_decode_cpu runs clean on the production CPU kernels for 60 s,
 # and against the planted bug it aborts from an accuracy call site (nonfinite: the slot it reads
 # holds the buffer host's NaN poison; or o-tolerance) starting from a case where
 # the bug does not show, with an artifact that replays and minimizes.
@@ -59,9 +59,10 @@ else
   mkdir -p "$tmp/case" "$tmp/cpu" "$tmp/planted" "$tmp/art"
   cp "$src"/corpus/fuzz_case/*.kvfz "$tmp/case/"
   cp "$src"/corpus/fuzz_decode_cpu/*.kvfz "$tmp/cpu/"
-  "$bin/fuzz_case" -seed=1 -runs=2000 -max_len=4096 -dict="$bin/fuzz_case.dict" \
+  # Bounded runs of a minute each: long enough to go past the corpus, short enough for CI.
+  "$bin/fuzz_case" -seed=1 -max_total_time=60 -max_len=4096 -dict="$bin/fuzz_case.dict" \
     -artifact_prefix="$tmp/art/" "$tmp/case" >"$tmp/lf.log" 2>&1 || fail "fuzz_case found a problem: $(tail -40 "$tmp/lf.log")"
-  "$bin/fuzz_decode_cpu" -seed=1 -runs=600 -max_len=2048 -artifact_prefix="$tmp/art/" "$tmp/cpu" \
+  "$bin/fuzz_decode_cpu" -seed=1 -max_total_time=60 -max_len=2048 -artifact_prefix="$tmp/art/" "$tmp/cpu" \
     >"$tmp/lf.log" 2>&1 || fail "fuzz_decode_cpu failed on the production CPU kernels: $(tail -60 "$tmp/lf.log")"
   grep -E "DONE" "$tmp/lf.log"
 

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Hostile case files: every truncation and 32 single-bit flips of each committed seed case, and
+# 4 truncations and 8 bit flips of each fuzz_case corpus file. Each either decodes (exit 0) or is refused with exit 2 and one line
+# on stderr; nothing crashes, hangs or prints more.
+set -u
+kvfuzz=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0 checked=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+judge() { # file, what
+  timeout 20 "$kvfuzz" show "$1" >/dev/null 2>"$tmp/err"
+  local rc=$?
+  checked=$((checked + 1))
+  case $rc in
+  0) ;;
+  2) [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$2: not one line: $(head -3 "$tmp/err")" ;;
+  *) fail "$2: exit status $rc: $(head -3 "$tmp/err")" ;;
+  esac
+}
+
+sweep() { # file, truncations (0: all), flips
+  local f=$1 cuts=$2 flips=$3 name size n i pos bit byte
+  name=$(basename "$f")
+  size=$(stat -c %s "$f")
+  local step=1
+  [ "$cuts" -gt 0 ] && step=$(((size + cuts - 1) / cuts))
+  for ((n = 0; n < size; n += step)); do
+    head -c "$n" "$f" >"$tmp/t.kvfz"
+    judge "$tmp/t.kvfz" "$name cut to $n bytes"
+  done
+  # Bit flips at positions spread over the file, the header's first bytes included.
+  for ((i = 0; i < flips && size > 0; i++)); do
+    pos=$(((i * 7919) % size))
+    bit=$((i % 8))
+    cp "$f" "$tmp/b.kvfz"
+    byte=$(od -An -tu1 -j "$pos" -N1 "$f" | tr -d ' ')
+    printf "$(printf '\\%03o' $((byte ^ (1 << bit))))" |
+      dd of="$tmp/b.kvfz" bs=1 seek="$pos" conv=notrunc status=none
+    judge "$tmp/b.kvfz" "$name with bit $bit of byte $pos flipped"
+  done
+}
+for f in "$src"/corpus/seeds/*.kvfz; do sweep "$f" 0 32; done
+for f in "$src"/corpus/fuzz_case/*.kvfz; do sweep "$f" 4 8; done
+[ $failures -eq 0 ] || { echo "$failures failure(s) in $checked files"; exit 1; }
+echo "hostile case files: $checked checked, every one decoded or refused in one sentence"
