@@ -1,8 +1,11 @@
 /* kvf_plugin_smoke: loads a CUDA decode plugin, runs each of its kernels on a few fixed cases
  * and compares o and lse with a double-precision CPU reference.
  *
- *   kvf_plugin_smoke PLUGIN.so [KERNEL]
+ *   kvf_plugin_smoke PLUGIN.so [KERNEL|all] [RANDOM_CASES]
  *
+ * RANDOM_CASES adds that many random shapes (head dims 64/128/256, groups 1-6 and 8, page
+ * sizes 1 to 256, batches up to 48) after the fixed cases, and a summary per kernel counts
+ * the cases its plan split and the largest errors with and without a split.
  * It stands in for kvfuzz's own plugin host where that is not available: buffers are laid out
  * as kvfuzz lays them out (NHD pages, NaN in unused slots and unreferenced pages, outputs
  * poisoned with NaN before the run and followed by a guard), and each line reports the plan
@@ -236,7 +239,13 @@ static void *dev_copy(const void *h, size_t n) {
 }
 
 /* Returns 1 when the kernel misbehaved on this case. */
-static int run_case(const kvf_plugin_kernel *k, void *state, const smoke_case *c, built *w) {
+typedef struct tally {
+    int cases, split, over1;     /* cases run, cases planned split, cases with o > 1 ulp off */
+    double max_split, max_whole; /* largest ulp error on split and on unsplit cases */
+} tally;
+
+static int run_case(const kvf_plugin_kernel *k, void *state, const smoke_case *c, built *w,
+                    tally *t) {
     char msg[256] = "", why[256] = "", desc[256] = "";
     const kvf_plugin_shape *s = &w->shape;
     if (!k->supports(k, s, why, sizeof why)) {
@@ -363,6 +372,12 @@ static int run_case(const kvf_plugin_kernel *k, void *state, const smoke_case *c
                k->name, c->name, max_ulp, over8, max_abs, max_lse, empty, unwritten, guard,
                1000.0 * ms / iters, desc);
         bad = unwritten || guard; /* large errors are findings to report, not smoke failures */
+        const int split = strncmp(desc, "split=yes", 9) == 0;
+        t->cases++;
+        t->split += split;
+        t->over1 += max_ulp > 1;
+        double *mx = split ? &t->max_split : &t->max_whole;
+        if (max_ulp > *mx) *mx = max_ulp;
         free(o);
         free(lse);
     }
@@ -380,11 +395,34 @@ out:
     return bad;
 }
 
+/* A random supported-looking shape: what FlashInfer's plan does across the space. */
+static void random_case(smoke_case *c, int i) {
+    static const int dims[] = {64, 128, 256}, groups[] = {1, 2, 3, 4, 5, 6, 8},
+                     kvh[] = {1, 2, 4, 8}, pages[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+    static char names[64];
+    memset(c, 0, sizeof *c);
+    snprintf(names, sizeof names, "random %d", i);
+    c->name = names;
+    c->d = dims[rng() % 3];
+    c->hk = kvh[rng() % 4];
+    c->hq = c->hk * groups[rng() % 7];
+    c->s = pages[rng() % 9];
+    c->b = 1 + (int)(rng() % 48);
+    /* Keep the CPU reference's work (tokens x Hq x D) near 1e8 at most. */
+    long cap = 100000000L / ((long)c->b * c->hq * c->d);
+    long len = 1 + (long)(rng() % 8192);
+    c->lens[0] = -(int)(len < cap ? len : (cap > 1 ? cap : 1));
+    c->extra_pages = 1;
+    c->ones = rng() % 8 == 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: kvf_plugin_smoke PLUGIN.so [KERNEL]\n");
+    if (argc < 2 || argc > 4) {
+        fprintf(stderr, "usage: kvf_plugin_smoke PLUGIN.so [KERNEL|all] [RANDOM_CASES]\n");
         return 2;
     }
+    const char *only = argc >= 3 && strcmp(argv[2], "all") != 0 ? argv[2] : NULL;
+    const int nrandom = argc == 4 ? atoi(argv[3]) : 0;
     void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         fprintf(stderr, "smoke: %s\n", dlerror());
@@ -402,17 +440,17 @@ int main(int argc, char **argv) {
     CK(cudaGetDeviceProperties(&prop, dev));
     printf("plugin %s, %u kernels, device %s (%d SMs)\n", pl->name, pl->num_kernels, prop.name,
            prop.multiProcessorCount);
-    const size_t nc = sizeof cases / sizeof cases[0];
-    built *ws = malloc(nc * sizeof *ws);
-    for (size_t i = 0; i < nc; i++)
-        build(&cases[i], &ws[i]);
-    int failures = 0, ran = 0;
-    for (uint32_t i = 0; i < pl->num_kernels; i++) {
+    enum { MAX_KERNELS = 16 };
+    const kvf_plugin_kernel *ks[MAX_KERNELS];
+    void *states[MAX_KERNELS];
+    tally tallies[MAX_KERNELS];
+    memset(tallies, 0, sizeof tallies);
+    int failures = 0, nk = 0;
+    for (uint32_t i = 0; i < pl->num_kernels && nk < MAX_KERNELS; i++) {
         const kvf_plugin_kernel *k =
             (const kvf_plugin_kernel *)((const char *)pl->kernels +
                                         (size_t)i * pl->kernel_struct_size);
-        if (argc == 3 && strcmp(k->name, argv[2]) != 0) continue;
-        ran++;
+        if (only && strcmp(k->name, only) != 0) continue;
         char msg[256] = "";
         void *state = NULL;
         if (k->create && k->create(k, &state, msg, sizeof msg) != KVF_PLUGIN_OK) {
@@ -420,16 +458,29 @@ int main(int argc, char **argv) {
             failures++;
             continue;
         }
-        for (size_t c = 0; c < nc; c++)
-            failures += run_case(k, state, &cases[c], &ws[c]);
-        if (k->destroy) k->destroy(state);
+        ks[nk] = k;
+        states[nk++] = state;
     }
-    for (size_t i = 0; i < nc; i++)
-        release(&ws[i]);
-    free(ws);
-    if (!ran) {
-        fprintf(stderr, "smoke: no kernel named %s\n", argv[2]);
+    if (!nk && !failures) {
+        fprintf(stderr, "smoke: no kernel named %s\n", only);
         return 2;
+    }
+    /* Cases outer, kernels inner: each case is built once and every kernel sees it. */
+    const int nfixed = (int)(sizeof cases / sizeof cases[0]);
+    for (int ci = 0; ci < nfixed + nrandom; ci++) {
+        smoke_case rc;
+        const smoke_case *c = ci < nfixed ? &cases[ci] : (random_case(&rc, ci - nfixed), &rc);
+        built w;
+        build(c, &w);
+        for (int j = 0; j < nk; j++)
+            failures += run_case(ks[j], states[j], c, &w, &tallies[j]);
+        release(&w);
+    }
+    for (int j = 0; j < nk; j++) {
+        printf("summary %-20s cases %d  split %d  >1ulp %d  max ulp split %.2f  unsplit %.2f\n",
+               ks[j]->name, tallies[j].cases, tallies[j].split, tallies[j].over1,
+               tallies[j].max_split, tallies[j].max_whole);
+        if (ks[j]->destroy) ks[j]->destroy(states[j]);
     }
     printf("%d failure(s)\n", failures);
     return failures ? 1 : 0;
