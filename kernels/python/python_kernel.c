@@ -1,0 +1,775 @@
+/* Python kernels (python_kernel.h): the descriptor, the persistent Python worker and the
+ * shared-memory protocol it speaks (kvfuzz_worker.py documents the other side).
+ *
+ * Why a separate process: a Python interpreter, torch and a CUDA context cannot be embedded in
+ * kvfuzz's worker without taking over its signals, threads and memory. The worker process is
+ * started by create() in the process that runs the kernel and dies with it (PR_SET_PDEATHSIG),
+ * so kvfuzz's per-launch deadline also ends a hung Python kernel.
+ *
+ * Why the mirroring: the Python function works on copies of the host's buffers. Whatever it
+ * did to a copy (an output element left poisoned, a guard byte overwritten, an input changed)
+ * is done to the host's buffer, so the buffer host's checks report it with their own finding
+ * classes. The output copies have guard bytes of the host's size (KVF_HOST_GUARD_BYTES, the
+ * buffer host's contract in kernel_host.h) on both sides; a changed guard byte is written into
+ * the host's guard at the same distance from the output. */
+#define _GNU_SOURCE /* memfd_create, close_range */
+
+#include "python_kernel.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvfuzz/kernel_host.h"
+#include "solution.h"
+
+#ifndef KVF_PYTHON_WORKER_SOURCE
+#define KVF_PYTHON_WORKER_SOURCE ""
+#endif
+
+#define REQUEST_MAGIC "KVFQ"
+#define REPLY_MAGIC "KVFA"
+#define REQUEST_SIZE 124 /* struct "<4sIQiiiiiqqfi8Q" of kvfuzz_worker.py */
+#define REPLY_SIZE 12    /* "<4sII" */
+#define STATUS_OK 0
+#define STATUS_EXCEPTION 1
+#define STATUS_INTERNAL 2
+#define CHECK_EXIT_NOTFOUND 3
+#define CHECK_EXIT_INVALID 4
+#define ALIGN 256
+/* A pool up to this size per cache is sent whole, so the kernel sees the page ids and the
+ * poisoned unreferenced pages the case has; a larger one (cases with page ids past 2^31
+ * elements) is sent as its referenced pages, renumbered. */
+#define FULL_POOL_BYTES ((size_t)256 << 20)
+#define CHECK_TIMEOUT_S 300
+#define START_TIMEOUT_S 300
+
+/* ---- the kernel and its configuration -------------------------------------------------- */
+
+typedef struct pyk {
+    kvf_kernel kernel; /* first: kvf__python_kernel_free casts back */
+    kvf_plugin_kernel desc;
+    char *name, *description;
+    char *python, *worker;
+    char *target[4]; /* worker argv naming the function: module NAME FN | solution DIR FILE FN */
+    int ntarget;
+    kvf__solution solution; /* zeroed for python:MODULE:FUNCTION */
+} pyk;
+
+typedef struct pystate {
+    const pyk *cfg;
+    pid_t pid;
+    int sock, memfd;
+    uint8_t *arena;
+    size_t arena_size;
+    int32_t *pages; /* compact mode: the referenced page ids, sorted */
+    size_t pages_cap;
+    char device[16];
+    char facts[96];
+} pystate;
+
+static char *dup_str(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+/* Copies src into dst[n], cut short where it does not fit (messages are one line anyway). */
+static void copy_str(char *dst, size_t n, const char *src) {
+    size_t len = strlen(src);
+    if (len >= n) len = n - 1;
+    memcpy(dst, src, len);
+    dst[len] = 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- finding the interpreter and the worker script ------------------------------------- */
+
+static char *search_path(const char *prog) {
+    if (strchr(prog, '/')) return access(prog, X_OK) == 0 ? dup_str(prog) : NULL;
+    const char *path = getenv("PATH");
+    if (!path) return NULL;
+    char buf[PATH_MAX];
+    for (const char *p = path; *p;) {
+        const char *end = strchr(p, ':');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n > 0 && (size_t)snprintf(buf, sizeof buf, "%.*s/%s", (int)n, p, prog) < sizeof buf &&
+            access(buf, X_OK) == 0)
+            return dup_str(buf);
+        p += n + (end ? 1 : 0);
+    }
+    return NULL;
+}
+
+/* KVF_PYTHON, else /usr/bin/python3 (where Debian's python3-torch lives; a python3 earlier on
+ * the PATH, a pyenv one say, often has no torch), else python3 on the PATH. */
+static int find_python(char **out, kvf_error *err) {
+    const char *env = getenv("KVF_PYTHON");
+    if (env && *env) {
+        *out = search_path(env);
+        if (!*out)
+            return kvf_error_set(err, KVF_ENOTFOUND,
+                                 "KVF_PYTHON names %s, which is not an executable", env);
+        return 0;
+    }
+    *out = access("/usr/bin/python3", X_OK) == 0 ? dup_str("/usr/bin/python3")
+                                                  : search_path("python3");
+    if (!*out)
+        return kvf_error_set(err, KVF_ENOTFOUND,
+                             "no python3 found (not /usr/bin/python3, not on the PATH; set "
+                             "KVF_PYTHON)");
+    return 0;
+}
+
+/* KVF_PYTHON_WORKER, else installed beside the executable (bin/../share/kvfuzz/python), else
+ * the source tree's copy (a build run from its build folder). */
+static int find_worker(char **out, kvf_error *err) {
+    const char *env = getenv("KVF_PYTHON_WORKER");
+    if (env && *env) {
+        if (access(env, R_OK) != 0)
+            return kvf_error_set(err, KVF_ENOTFOUND,
+                                 "KVF_PYTHON_WORKER names %s, which cannot be read", env);
+        return (*out = dup_str(env)) ? 0 : kvf_error_set(err, KVF_ENOMEM, "out of memory");
+    }
+    char exe[PATH_MAX], buf[PATH_MAX + 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        snprintf(buf, sizeof buf, "%s/../share/kvfuzz/python/kvfuzz_worker.py", exe);
+        if (access(buf, R_OK) == 0)
+            return (*out = dup_str(buf)) ? 0 : kvf_error_set(err, KVF_ENOMEM, "out of memory");
+    }
+    if (*KVF_PYTHON_WORKER_SOURCE && access(KVF_PYTHON_WORKER_SOURCE, R_OK) == 0)
+        return (*out = dup_str(KVF_PYTHON_WORKER_SOURCE)) ? 0
+                                                          : kvf_error_set(err, KVF_ENOMEM,
+                                                                          "out of memory");
+    return kvf_error_set(err, KVF_ENOTFOUND,
+                         "the Python worker script kvfuzz_worker.py is not installed beside "
+                         "kvfuzz (share/kvfuzz/python); set KVF_PYTHON_WORKER");
+}
+
+/* ---- starting Python ------------------------------------------------------------------- */
+
+/* Forks and execs `argv` with keep[0..nkeep) as fds 3, 4, ... and every other fd above 2
+ * closed; stdout and stderr go to out_fd (stdout to stderr when out_fd < 0, since a kernel
+ * must never print on kvfuzz's stdout). The child gets SIGKILL when the thread that forked it
+ * ends, which in kvfuzz is the worker process's main thread. Only async-signal-safe calls
+ * between fork and exec: the caller may have threads. */
+static pid_t spawn(char *const argv[], const int *keep, int nkeep, int out_fd) {
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    int high[4];
+    for (int i = 0; i < nkeep; i++)
+        if ((high[i] = fcntl(keep[i], F_DUPFD, 64)) < 0) _exit(127);
+    for (int i = 0; i < nkeep; i++)
+        if (dup2(high[i], 3 + i) < 0) _exit(127);
+    if (out_fd >= 0) {
+        dup2(out_fd, 1);
+        dup2(out_fd, 2);
+    } else {
+        dup2(2, 1);
+    }
+    close_range(3 + nkeep, ~0u, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execv(argv[0], argv);
+    _exit(127);
+}
+
+/* Waits up to `seconds` for pid to end, then kills it; returns its wait status. */
+static int reap(pid_t pid, double seconds) {
+    int status = 0;
+    double until = now_s() + seconds;
+    for (;;) {
+        pid_t got = waitpid(pid, &status, WNOHANG);
+        if (got == pid) return status;
+        if (got < 0 && errno != EINTR) return -1;
+        if (now_s() >= until) break;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    return status;
+}
+
+/* Runs the worker's check mode: imports torch and the target in a short-lived process. */
+static int run_check(pyk *k, char *line, size_t line_size, kvf_error *err) {
+    char *argv[8] = {k->python, k->worker, "check"};
+    int argc = 3;
+    for (int i = 0; i < k->ntarget; i++)
+        argv[argc++] = k->target[i];
+    argv[argc] = NULL;
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0)
+        return kvf_error_set(err, KVF_EIO, "cannot create a pipe: %s", strerror(errno));
+    fflush(NULL);
+    pid_t pid = spawn(argv, NULL, 0, pfd[1]);
+    close(pfd[1]);
+    if (pid < 0) {
+        close(pfd[0]);
+        return kvf_error_set(err, KVF_EIO, "cannot start %s: %s", k->python, strerror(errno));
+    }
+    char out[8192];
+    size_t got = 0;
+    double until = now_s() + CHECK_TIMEOUT_S;
+    int timed_out = 0;
+    for (;;) {
+        struct pollfd p = {pfd[0], POLLIN, 0};
+        double left = until - now_s();
+        if (left <= 0) {
+            timed_out = 1;
+            break;
+        }
+        int pr = poll(&p, 1, (int)(left * 1000) + 1);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) continue;
+        char buf[4096];
+        ssize_t n = read(pfd[0], buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        /* Keep the tail: the verdict is the last line. */
+        if (got + (size_t)n > sizeof out - 1) {
+            size_t drop = got + (size_t)n - (sizeof out - 1);
+            if (drop > got) drop = got;
+            memmove(out, out + drop, got - drop);
+            got -= drop;
+        }
+        size_t take = (size_t)n < sizeof out - 1 - got ? (size_t)n : sizeof out - 1 - got;
+        memcpy(out + got, buf, take);
+        got += take;
+    }
+    close(pfd[0]);
+    if (timed_out) kill(pid, SIGKILL);
+    int status = reap(pid, timed_out ? 0 : CHECK_TIMEOUT_S);
+    out[got] = 0;
+    while (got > 0 && (out[got - 1] == '\n' || out[got - 1] == '\r' || out[got - 1] == ' '))
+        out[--got] = 0;
+    const char *last = strrchr(out, '\n');
+    last = last ? last + 1 : out;
+    copy_str(line, line_size, last);
+    if (timed_out)
+        return kvf_error_set(err, KVF_EINVAL, "loading the Python kernel took over %d s",
+                             CHECK_TIMEOUT_S);
+    if (status >= 0 && WIFEXITED(status)) {
+        int code = WEXITSTATUS(status);
+        if (code == 0) return 0;
+        if (code == CHECK_EXIT_NOTFOUND) return kvf_error_set(err, KVF_ENOTFOUND, "%s", line);
+        if (code == CHECK_EXIT_INVALID) return kvf_error_set(err, KVF_EINVAL, "%s", line);
+        if (code == 127 && !*line)
+            return kvf_error_set(err, KVF_ENOTFOUND, "%s could not be started", k->python);
+        return kvf_error_set(err, KVF_EINVAL, "%s ended with status %d while loading the kernel%s%s",
+                             k->python, code, *line ? ": " : "", line);
+    }
+    if (status >= 0 && WIFSIGNALED(status))
+        return kvf_error_set(err, KVF_EINVAL, "%s was killed by signal %d (%s) while loading the kernel",
+                             k->python, WTERMSIG(status), strsignal(WTERMSIG(status)));
+    return kvf_error_set(err, KVF_EIO, "lost track of the Python check process");
+}
+
+/* ---- the socket protocol ----------------------------------------------------------------- */
+
+static int send_all(int fd, const void *data, size_t n) {
+    const uint8_t *p = data;
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* 0 done, -1 end of stream or error, -2 past the deadline (deadline < 0: none). */
+static int recv_all(int fd, void *data, size_t n, double deadline) {
+    uint8_t *p = data;
+    while (n > 0) {
+        if (deadline >= 0) {
+            struct pollfd pf = {fd, POLLIN, 0};
+            double left = deadline - now_s();
+            if (left <= 0) return -2;
+            int pr = poll(&pf, 1, (int)(left * 1000) + 1);
+            if (pr < 0 && errno == EINTR) continue;
+            if (pr <= 0) continue;
+        }
+        ssize_t r = recv(fd, p, n, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+typedef struct reply {
+    uint32_t status;
+    char text[KVF_ERROR_MSG_MAX];
+} reply;
+
+static int recv_reply(int fd, reply *r, double deadline) {
+    uint8_t hdr[REPLY_SIZE];
+    int rc = recv_all(fd, hdr, sizeof hdr, deadline);
+    if (rc) return rc;
+    if (memcmp(hdr, REPLY_MAGIC, 4) != 0) return -1;
+    uint32_t len;
+    memcpy(&r->status, hdr + 4, 4);
+    memcpy(&len, hdr + 8, 4);
+    if (len > 4096) return -1;
+    char body[4097];
+    if ((rc = recv_all(fd, body, len, deadline))) return rc;
+    body[len] = 0;
+    copy_str(r->text, sizeof r->text, body);
+    return 0;
+}
+
+/* The Python worker is gone in the middle of a launch: end this process the same way, so the
+ * runner files a crash finding with the Python process's signal or exit status. */
+static void die_like_worker(pystate *st) {
+    int status = reap(st->pid, 2.0);
+    st->pid = 0;
+    const char *name = st->cfg->name;
+    if (status >= 0 && WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        fprintf(stderr, "kvfuzz: the Python worker of %s was killed by signal %d (%s)\n", name, sig,
+                strsignal(sig));
+        signal(sig, SIG_DFL);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, sig);
+        sigprocmask(SIG_UNBLOCK, &set, NULL);
+        raise(sig);
+        _exit(128 + sig);
+    }
+    int code = status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : 125;
+    fprintf(stderr, "kvfuzz: the Python worker of %s exited with status %d during the launch\n",
+            name, code);
+    _exit(code);
+}
+
+/* ---- the descriptor ---------------------------------------------------------------------- */
+
+static int py_supports(const kvf_plugin_kernel *self, const kvf_plugin_shape *shape, char *why,
+                       size_t why_size) {
+    const pyk *k = self->user;
+    const kvf__solution *s = &k->solution;
+    const char *what = NULL;
+    int32_t have = 0, want = 0;
+    if (s->num_qo_heads && shape->num_qo_heads != s->num_qo_heads)
+        what = "query heads", have = shape->num_qo_heads, want = s->num_qo_heads;
+    else if (s->num_kv_heads && shape->num_kv_heads != s->num_kv_heads)
+        what = "KV heads", have = shape->num_kv_heads, want = s->num_kv_heads;
+    else if (s->head_dim && shape->head_dim != s->head_dim)
+        what = "head dim", have = shape->head_dim, want = s->head_dim;
+    else if (s->page_size && shape->page_size != s->page_size)
+        what = "page size", have = shape->page_size, want = s->page_size;
+    if (!what) return 1;
+    if (why && why_size)
+        snprintf(why, why_size, "definition %s fixes %s at %d, not %d", s->definition, what, want,
+                 have);
+    return 0;
+}
+
+static void py_destroy(void *state) {
+    pystate *st = state;
+    if (!st) return;
+    if (st->sock >= 0) close(st->sock); /* the worker reads end of stream and exits */
+    if (st->pid > 0) reap(st->pid, 2.0);
+    if (st->arena) munmap(st->arena, st->arena_size);
+    if (st->memfd >= 0) close(st->memfd);
+    free(st->pages);
+    free(st);
+}
+
+static int py_create(const kvf_plugin_kernel *self, void **state, char *msg, size_t msg_size) {
+    const pyk *k = self->user;
+    pystate *st = calloc(1, sizeof *st);
+    if (!st) return snprintf(msg, msg_size, "out of memory"), KVF_PLUGIN_NOMEM;
+    st->cfg = k;
+    st->sock = st->memfd = -1;
+    int sv[2] = {-1, -1};
+    st->memfd = memfd_create("kvfuzz-python", MFD_CLOEXEC);
+    if (st->memfd < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        snprintf(msg, msg_size, "cannot create the Python worker's shared memory or socket: %s",
+                 strerror(errno));
+        py_destroy(st);
+        return KVF_PLUGIN_ERROR;
+    }
+    st->sock = sv[0];
+    char *argv[10] = {k->python, k->worker, "serve", "3", "4"};
+    int argc = 5;
+    for (int i = 0; i < k->ntarget; i++)
+        argv[argc++] = k->target[i];
+    argv[argc] = NULL;
+    const int keep[2] = {sv[1], st->memfd};
+    fflush(NULL);
+    st->pid = spawn(argv, keep, 2, -1);
+    close(sv[1]);
+    if (st->pid < 0) {
+        st->pid = 0;
+        snprintf(msg, msg_size, "cannot start the Python worker: %s", strerror(errno));
+        py_destroy(st);
+        return KVF_PLUGIN_ERROR;
+    }
+    reply r;
+    int rc = recv_reply(st->sock, &r, now_s() + START_TIMEOUT_S);
+    if (rc || r.status != STATUS_OK) {
+        if (rc == 0)
+            snprintf(msg, msg_size, "%s", r.text);
+        else if (rc == -2)
+            snprintf(msg, msg_size, "the Python worker did not start within %d s", START_TIMEOUT_S);
+        else {
+            int status = reap(st->pid, 2.0);
+            st->pid = 0;
+            snprintf(msg, msg_size, "the Python worker ended while starting (%s %d)",
+                     status >= 0 && WIFSIGNALED(status) ? "signal" : "exit status",
+                     status < 0                ? -1
+                     : WIFSIGNALED(status) ? WTERMSIG(status)
+                                           : WEXITSTATUS(status));
+        }
+        py_destroy(st);
+        return KVF_PLUGIN_ERROR;
+    }
+    /* The ready line ends with "on cpu" or "on cuda". */
+    const char *on = strrchr(r.text, ' ');
+    snprintf(st->device, sizeof st->device, "%s", on ? on + 1 : "?");
+    *state = st;
+    return KVF_PLUGIN_OK;
+}
+
+static size_t align_up(size_t n) {
+    return (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+}
+
+static int grow_arena(pystate *st, size_t need, char *msg, size_t msg_size) {
+    if (need <= st->arena_size) return 0;
+    size_t size = st->arena_size ? st->arena_size : (size_t)1 << 20;
+    while (size < need)
+        size *= 2;
+    if (st->arena) munmap(st->arena, st->arena_size);
+    st->arena = NULL;
+    st->arena_size = 0;
+    if (ftruncate(st->memfd, (off_t)size) != 0) {
+        snprintf(msg, msg_size, "cannot grow the Python worker's shared memory to %zu bytes: %s",
+                 size, strerror(errno));
+        return KVF_PLUGIN_NOMEM;
+    }
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, st->memfd, 0);
+    if (p == MAP_FAILED) {
+        snprintf(msg, msg_size, "cannot map %zu bytes of shared memory: %s", size, strerror(errno));
+        return KVF_PLUGIN_NOMEM;
+    }
+    st->arena = p;
+    st->arena_size = size;
+    return 0;
+}
+
+/* The buffer host's poison and guard patterns (kernel_host.h), in the output copies. */
+static void fill_guard(uint8_t *p) {
+    memset(p, KVF_HOST_GUARD_BYTE, KVF_HOST_GUARD_BYTES);
+}
+
+static void poison(uint8_t *p, int64_t n, size_t size, uint32_t bits) {
+    for (int64_t i = 0; i < n; i++)
+        memcpy(p + (size_t)i * size, &bits, size);
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Position of page id p among the sorted referenced pages. */
+static int32_t compact_id(const pystate *st, size_t n, int32_t p) {
+    const int32_t *hit = bsearch(&p, st->pages, n, sizeof *st->pages, cmp_i32);
+    return hit ? (int32_t)(hit - st->pages) : -1;
+}
+
+static void put32(uint8_t **p, uint32_t v) {
+    memcpy(*p, &v, 4);
+    *p += 4;
+}
+
+static void put64(uint8_t **p, uint64_t v) {
+    memcpy(*p, &v, 8);
+    *p += 8;
+}
+
+/* Mirrors one changed guard, or reports it when the host's layout is not the one whose guard
+ * bytes sit right before and after a contiguous output. Returns 1 when a byte changed. */
+static int mirror_guard(const uint8_t *copy, uint8_t *host, int host_has_guard) {
+    int changed = 0;
+    for (size_t i = 0; i < KVF_HOST_GUARD_BYTES; i++)
+        if (copy[i] != KVF_HOST_GUARD_BYTE) {
+            changed = 1;
+            if (host_has_guard) host[i] = copy[i];
+        }
+    return changed;
+}
+
+static int py_run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_size) {
+    pystate *st = state;
+    const kvf_plugin_shape *sh = a->shape;
+    const int32_t B = sh->batch_size, hq = sh->num_qo_heads, hk = sh->num_kv_heads,
+                  D = sh->head_dim, S = sh->page_size;
+    const int64_t P = sh->num_pages, n_entries = B > 0 ? a->kv_indptr[B] : 0;
+    const size_t row = (size_t)D * 2, page_bytes = (size_t)S * hk * row;
+    const int64_t n_o = (int64_t)B * hq * D, n_lse = (int64_t)B * hq;
+    const size_t G = KVF_HOST_GUARD_BYTES;
+
+    /* Which pages go: the whole pool, or the referenced ones renumbered. */
+    const int full = (uint64_t)P * page_bytes <= FULL_POOL_BYTES;
+    size_t np = (size_t)P;
+    if (!full) {
+        if ((size_t)n_entries > st->pages_cap) {
+            int32_t *p = realloc(st->pages, (size_t)n_entries * sizeof *p);
+            if (!p) return snprintf(msg, msg_size, "out of memory"), KVF_PLUGIN_NOMEM;
+            st->pages = p;
+            st->pages_cap = (size_t)n_entries;
+        }
+        if (n_entries) memcpy(st->pages, a->kv_indices, (size_t)n_entries * sizeof *st->pages);
+        qsort(st->pages, (size_t)n_entries, sizeof *st->pages, cmp_i32);
+        np = 0;
+        for (int64_t i = 0; i < n_entries; i++)
+            if (np == 0 || st->pages[np - 1] != st->pages[i]) st->pages[np++] = st->pages[i];
+    }
+    snprintf(st->facts, sizeof st->facts, "python device=%s pool=%s pages=%zu", st->device,
+             full ? "full" : "referenced", np);
+
+    /* The arena: q | k pages | v pages | indptr | indices | last | guard o guard | guard lse
+     * guard, each part 256-byte aligned. */
+    size_t off = 0, o_q, o_k, o_v, o_ip, o_ix, o_last, o_o, o_lse;
+    o_q = off, off = align_up(off + (size_t)n_o * 2);
+    o_k = off, off = align_up(off + np * page_bytes);
+    o_v = off, off = align_up(off + np * page_bytes);
+    o_ip = off, off = align_up(off + (size_t)(B + 1) * 4);
+    o_ix = off, off = align_up(off + (size_t)n_entries * 4);
+    o_last = off, off = align_up(off + (size_t)B * 4);
+    o_o = off, off = align_up(off + 2 * G + (size_t)n_o * 2);
+    o_lse = off, off = align_up(off + 2 * G + (size_t)n_lse * 4);
+    int rc = grow_arena(st, off, msg, msg_size);
+    if (rc) return rc;
+    uint8_t *A = st->arena;
+
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t h = 0; h < hq; h++)
+            memcpy(A + o_q + ((size_t)b * hq + h) * row,
+                   a->q + b * a->q_stride_batch + h * a->q_stride_head, row);
+    for (size_t i = 0; i < np; i++) {
+        const int64_t p = full ? (int64_t)i : st->pages[i];
+        for (int32_t s = 0; s < S; s++)
+            for (int32_t g = 0; g < hk; g++) {
+                const int64_t src = p * a->kv_stride_page + s * a->kv_stride_slot +
+                                    g * a->kv_stride_head;
+                const size_t dst = i * page_bytes + ((size_t)s * hk + g) * row;
+                memcpy(A + o_k + dst, a->k_cache + src, row);
+                memcpy(A + o_v + dst, a->v_cache + src, row);
+            }
+    }
+    memcpy(A + o_ip, a->kv_indptr, (size_t)(B + 1) * 4);
+    int32_t *ix = (int32_t *)(A + o_ix);
+    for (int64_t i = 0; i < n_entries; i++)
+        ix[i] = full ? a->kv_indices[i] : compact_id(st, np, a->kv_indices[i]);
+    if (B) memcpy(A + o_last, a->kv_last_page_len, (size_t)B * 4);
+    fill_guard(A + o_o);
+    poison(A + o_o + G, n_o, 2, KVF_HOST_POISON_O); /* little-endian: the low half */
+    fill_guard(A + o_o + G + (size_t)n_o * 2);
+    fill_guard(A + o_lse);
+    poison(A + o_lse + G, n_lse, 4, KVF_HOST_POISON_LSE);
+    fill_guard(A + o_lse + G + (size_t)n_lse * 4);
+
+    uint8_t req[REQUEST_SIZE], *p = req;
+    memcpy(p, REQUEST_MAGIC, 4), p += 4;
+    put32(&p, 0);
+    put64(&p, st->arena_size);
+    put32(&p, (uint32_t)hq), put32(&p, (uint32_t)hk), put32(&p, (uint32_t)D);
+    put32(&p, (uint32_t)S), put32(&p, (uint32_t)B);
+    put64(&p, np), put64(&p, (uint64_t)n_entries);
+    memcpy(p, &a->sm_scale, 4), p += 4;
+    put32(&p, (uint32_t)G);
+    const size_t offs[8] = {o_q, o_k, o_v, o_ip, o_ix, o_last, o_o, o_lse};
+    for (int i = 0; i < 8; i++)
+        put64(&p, offs[i]);
+    reply r;
+    if (send_all(st->sock, req, sizeof req) || recv_reply(st->sock, &r, -1))
+        die_like_worker(st);
+    if (r.status == STATUS_EXCEPTION || r.status == STATUS_INTERNAL) {
+        snprintf(msg, msg_size, "%s", r.text);
+        return KVF_PLUGIN_ERROR;
+    }
+
+    /* Outputs, poison and all, then their guards. */
+    const uint8_t *o = A + o_o + G, *l = A + o_lse + G;
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t h = 0; h < hq; h++)
+            memcpy(a->o + b * a->o_stride_batch + h * a->o_stride_head,
+                   o + ((size_t)b * hq + h) * row, row);
+    for (int32_t b = 0; b < B; b++)
+        memcpy(a->lse + b * a->lse_stride_batch, l + (size_t)b * hq * 4, (size_t)hq * 4);
+    const int o_dense = a->o && a->o_stride_head == D && a->o_stride_batch == (int64_t)hq * D;
+    const int l_dense = a->lse && a->lse_stride_batch == hq;
+    int oob = 0;
+    oob |= mirror_guard(A + o_o, (uint8_t *)a->o - G, o_dense);
+    oob |= mirror_guard(o + (size_t)n_o * 2, (uint8_t *)(a->o + n_o), o_dense);
+    const int o_oob = oob;
+    oob |= mirror_guard(A + o_lse, (uint8_t *)a->lse - G, l_dense);
+    oob |= mirror_guard(l + (size_t)n_lse * 4, (uint8_t *)(a->lse + n_lse), l_dense);
+    if (oob && !(o_dense && l_dense)) {
+        snprintf(msg, msg_size, "out-of-bounds write: the Python kernel changed the guard bytes "
+                                "around %s",
+                 o_oob ? "output" : "lse");
+        return KVF_PLUGIN_ERROR;
+    }
+
+    /* Inputs the function changed: the same change, made to the host's buffers. */
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t h = 0; h < hq; h++) {
+            uint16_t *dst = (uint16_t *)a->q + b * a->q_stride_batch + h * a->q_stride_head;
+            const uint8_t *src = A + o_q + ((size_t)b * hq + h) * row;
+            if (memcmp(dst, src, row)) memcpy(dst, src, row);
+        }
+    for (size_t i = 0; i < np; i++) {
+        const int64_t pg = full ? (int64_t)i : st->pages[i];
+        for (int32_t s = 0; s < S; s++)
+            for (int32_t g = 0; g < hk; g++) {
+                const int64_t at = pg * a->kv_stride_page + s * a->kv_stride_slot +
+                                   g * a->kv_stride_head;
+                const size_t src = i * page_bytes + ((size_t)s * hk + g) * row;
+                if (memcmp(a->k_cache + at, A + o_k + src, row))
+                    memcpy((uint16_t *)a->k_cache + at, A + o_k + src, row);
+                if (memcmp(a->v_cache + at, A + o_v + src, row))
+                    memcpy((uint16_t *)a->v_cache + at, A + o_v + src, row);
+            }
+    }
+    if (memcmp(a->kv_indptr, A + o_ip, (size_t)(B + 1) * 4))
+        memcpy((int32_t *)a->kv_indptr, A + o_ip, (size_t)(B + 1) * 4);
+    if (B && memcmp(a->kv_last_page_len, A + o_last, (size_t)B * 4))
+        memcpy((int32_t *)a->kv_last_page_len, A + o_last, (size_t)B * 4);
+    for (int64_t i = 0; i < n_entries; i++) {
+        const int32_t sent = full ? a->kv_indices[i] : compact_id(st, np, a->kv_indices[i]);
+        if (ix[i] == sent) continue;
+        /* A renumbered id written back names the original page; anything else goes as is. */
+        ((int32_t *)a->kv_indices)[i] =
+            !full && ix[i] >= 0 && (size_t)ix[i] < np ? st->pages[ix[i]] : ix[i];
+    }
+    return KVF_PLUGIN_OK;
+}
+
+static void py_describe(void *state, char *buf, size_t buf_size) {
+    const pystate *st = state;
+    snprintf(buf, buf_size, "%s", st ? st->facts : "");
+}
+
+/* ---- building the kernel ------------------------------------------------------------------ */
+
+int kvf__python_kernel_spec(const char *spec) {
+    size_t n = strlen(spec);
+    return strncmp(spec, "python:", 7) == 0 || (n > 5 && strcmp(spec + n - 5, ".json") == 0);
+}
+
+void kvf__python_kernel_free(kvf_kernel *kernel) {
+    pyk *k = (pyk *)kernel;
+    if (!k) return;
+    free(k->name);
+    free(k->description);
+    free(k->python);
+    free(k->worker);
+    for (int i = 0; i < k->ntarget; i++)
+        free(k->target[i]);
+    kvf__solution_free(&k->solution);
+    free(k);
+}
+
+static int set_target(pyk *k, const char *const *argv, int n) {
+    for (int i = 0; i < n; i++)
+        if (!(k->target[k->ntarget++] = dup_str(argv[i]))) return -1;
+    return 0;
+}
+
+int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err) {
+    *out = NULL;
+    pyk *k = calloc(1, sizeof *k);
+    if (!k) return kvf_error_set(err, KVF_ENOMEM, "out of memory");
+    int rc = 0;
+    if (strncmp(spec, "python:", 7) == 0) {
+        const char *mod = spec + 7, *colon = strrchr(mod, ':');
+        if (!colon || colon == mod || !colon[1]) {
+            rc = kvf_error_set(err, KVF_EINVAL,
+                               "kernel %s is not python:MODULE:FUNCTION", spec);
+            goto fail;
+        }
+        char module[PATH_MAX];
+        snprintf(module, sizeof module, "%.*s", (int)(colon - mod), mod);
+        const char *argv[3] = {"module", module, colon + 1};
+        if (set_target(k, argv, 3) || !(k->name = dup_str(spec))) goto nomem;
+    } else if (kvf__python_kernel_spec(spec)) {
+        if ((rc = kvf__solution_load(spec, &k->solution, err))) goto fail;
+        const kvf__solution *s = &k->solution;
+        const char *argv[4] = {"solution", s->dir, s->entry_file, s->function};
+        if (set_target(k, argv, 4) || !(k->name = dup_str(s->name))) goto nomem;
+    } else {
+        rc = kvf_error_set(err, KVF_EINVAL,
+                           "kernel %s is neither python:MODULE:FUNCTION nor a solution .json",
+                           spec);
+        goto fail;
+    }
+    if ((rc = find_python(&k->python, err)) || (rc = find_worker(&k->worker, err))) goto fail;
+    char line[KVF_ERROR_MSG_MAX];
+    if ((rc = run_check(k, line, sizeof line, err))) goto fail;
+    char desc[2 * KVF_ERROR_MSG_MAX];
+    if (k->solution.name)
+        snprintf(desc, sizeof desc, "FlashInfer-Bench %s solution for %s: %s",
+                 k->solution.language, k->solution.definition, line);
+    else
+        snprintf(desc, sizeof desc, "Python kernel %s", line);
+    if (!(k->description = dup_str(desc))) goto nomem;
+
+    k->desc.struct_size = sizeof k->desc;
+    k->desc.name = k->name;
+    k->desc.description = k->description;
+    k->desc.device = KVF_PLUGIN_DEVICE_CPU;
+    k->desc.role = KVF_PLUGIN_ROLE_UNDER_TEST;
+    k->desc.user = k;
+    k->desc.supports = py_supports;
+    k->desc.create = py_create;
+    k->desc.destroy = py_destroy;
+    k->desc.run = py_run;
+    k->desc.describe = py_describe;
+    k->kernel.name = k->name;
+    k->kernel.description = k->description;
+    k->kernel.device = KVF_DEVICE_CPU;
+    k->kernel.desc = &k->desc;
+    k->kernel.role = KVF_PLUGIN_ROLE_UNDER_TEST;
+    *out = &k->kernel;
+    return 0;
+nomem:
+    rc = kvf_error_set(err, KVF_ENOMEM, "out of memory");
+fail:
+    kvf__python_kernel_free(&k->kernel);
+    return rc;
+}

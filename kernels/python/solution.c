@@ -1,0 +1,217 @@
+/* FlashInfer-Bench Solution JSON files (solution.h). */
+#define _GNU_SOURCE /* nftw's FTW_DEPTH and FTW_PHYS */
+
+#include "solution.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define DEFINITION_FAMILY "gqa_paged_decode"
+
+static char *dup_str(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+void kvf__solution_free(kvf__solution *s) {
+    if (!s) return;
+    if (s->dir) nftw(s->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(s->name);
+    free(s->definition);
+    free(s->language);
+    free(s->dir);
+    free(s->entry_file);
+    free(s->function);
+    memset(s, 0, sizeof *s);
+}
+
+static const char *get_string(json_t *obj, const char *key) {
+    json_t *v = json_object_get(obj, key);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* A source path must stay inside the folder: relative, no "..", no empty component. */
+static int safe_relative(const char *path) {
+    if (!*path || path[0] == '/') return 0;
+    for (const char *p = path; *p;) {
+        const char *end = strchr(p, '/');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == 0 || (n == 2 && p[0] == '.' && p[1] == '.')) return 0;
+        p += n + (end ? 1 : 0);
+    }
+    return 1;
+}
+
+static int write_source(const char *dir, const char *rel, const char *content, size_t size,
+                        kvf_error *err) {
+    char path[PATH_MAX];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, rel) >= sizeof path)
+        return kvf_error_set(err, KVF_EINVAL, "source path %s is too long", rel);
+    /* Folders along the way (sources may live in packages). */
+    for (char *slash = strchr(path + strlen(dir) + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+        *slash = 0;
+        if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+            int e = errno;
+            *slash = '/';
+            return kvf_error_set(err, KVF_EIO, "cannot create %s: %s", path, strerror(e));
+        }
+        *slash = '/';
+    }
+    FILE *f = fopen(path, "wx");
+    if (!f) return kvf_error_set(err, KVF_EIO, "cannot write %s: %s", path, strerror(errno));
+    int bad = fwrite(content, 1, size, f) != size;
+    bad |= fclose(f) != 0;
+    if (bad) return kvf_error_set(err, KVF_EIO, "cannot write %s", path);
+    return 0;
+}
+
+/* gqa_paged_decode_h32_kv8_d128_ps1 fixes Hq 32, Hk 8, D 128, S 1; other names fix nothing. */
+static void shape_from_name(kvf__solution *s) {
+    int hq, hk, d, ps, n = 0;
+    const char *rest = s->definition + strlen(DEFINITION_FAMILY);
+    if (sscanf(rest, "_h%d_kv%d_d%d_ps%d%n", &hq, &hk, &d, &ps, &n) == 4 && rest[n] == 0 &&
+        hq > 0 && hk > 0 && d > 0 && ps > 0) {
+        s->num_qo_heads = hq;
+        s->num_kv_heads = hk;
+        s->head_dim = d;
+        s->page_size = ps;
+    }
+}
+
+int kvf__solution_load(const char *path, kvf__solution *out, kvf_error *err) {
+    memset(out, 0, sizeof *out);
+    if (access(path, R_OK) != 0)
+        return kvf_error_set(err, KVF_ENOTFOUND, "cannot read solution %s: %s", path,
+                             strerror(errno));
+    json_error_t jerr;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return kvf_error_set(err, KVF_EINVAL, "solution %s is not JSON: %s (line %d)", path,
+                             jerr.text, jerr.line);
+    int rc = 0;
+    json_t *spec = json_object_get(root, "spec"), *sources = json_object_get(root, "sources");
+    const char *name = get_string(root, "name"), *definition = get_string(root, "definition");
+    if (!json_is_object(root) || !name || !*name) {
+        rc = kvf_error_set(err, KVF_EINVAL, "solution %s has no name", path);
+        goto done;
+    }
+    if (!definition || !*definition) {
+        rc = kvf_error_set(err, KVF_EINVAL, "solution %s names no definition", name);
+        goto done;
+    }
+    if (strncmp(definition, DEFINITION_FAMILY, strlen(DEFINITION_FAMILY)) != 0) {
+        rc = kvf_error_set(err, KVF_EINVAL,
+                           "solution %s solves %s, which is not a " DEFINITION_FAMILY
+                           " definition",
+                           name, definition);
+        goto done;
+    }
+    if (!json_is_object(spec)) {
+        rc = kvf_error_set(err, KVF_EINVAL, "solution %s has no spec object", name);
+        goto done;
+    }
+    const char *language = get_string(spec, "language");
+    if (!language) {
+        rc = kvf_error_set(err, KVF_EINVAL, "solution %s names no spec.language", name);
+        goto done;
+    }
+    if (strcmp(language, "python") != 0 && strcmp(language, "triton") != 0) {
+        rc = kvf_error_set(err, KVF_EINVAL,
+                           "solution %s is written in %s; kvfuzz runs python and triton "
+                           "solutions (build a %s kernel as a plugin)",
+                           name, language, language);
+        goto done;
+    }
+    const char *entry = get_string(spec, "entry_point");
+    const char *sep = entry ? strstr(entry, "::") : NULL;
+    if (!entry || !*entry) {
+        rc = kvf_error_set(err, KVF_EINVAL,
+                           "solution %s has no entry point (spec.entry_point, \"file.py::function\")",
+                           name);
+        goto done;
+    }
+    if (!sep || sep == entry || !sep[2] || sep - entry < 4 || strncmp(sep - 3, ".py", 3) != 0) {
+        rc = kvf_error_set(err, KVF_EINVAL,
+                           "solution %s's entry point %s is not \"file.py::function\"", name,
+                           entry);
+        goto done;
+    }
+    json_t *dps = json_object_get(spec, "destination_passing_style");
+    if (dps && !json_is_true(dps)) {
+        rc = kvf_error_set(err, KVF_EINVAL,
+                           "solution %s returns its outputs (destination_passing_style is not "
+                           "true); kvfuzz calls solutions in destination-passing style",
+                           name);
+        goto done;
+    }
+    if (!json_is_array(sources) || json_array_size(sources) == 0) {
+        rc = kvf_error_set(err, KVF_EINVAL, "solution %s has no sources", name);
+        goto done;
+    }
+    char entry_file[PATH_MAX];
+    snprintf(entry_file, sizeof entry_file, "%.*s", (int)(sep - entry), entry);
+    int have_entry = 0;
+    size_t i;
+    json_t *src;
+    json_array_foreach(sources, i, src) {
+        const char *sp = get_string(src, "path");
+        json_t *content = json_object_get(src, "content");
+        if (!sp || !json_is_string(content)) {
+            rc = kvf_error_set(err, KVF_EINVAL,
+                               "solution %s's source %zu is not {\"path\", \"content\"}", name, i);
+            goto done;
+        }
+        if (!safe_relative(sp)) {
+            rc = kvf_error_set(err, KVF_EINVAL,
+                               "solution %s's source path %s leaves its folder", name, sp);
+            goto done;
+        }
+        have_entry |= strcmp(sp, entry_file) == 0;
+    }
+    if (!have_entry) {
+        rc = kvf_error_set(err, KVF_EINVAL,
+                           "solution %s has no source file %s, which its entry point %s names",
+                           name, entry_file, entry);
+        goto done;
+    }
+
+    const char *tmp = getenv("TMPDIR");
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/kvfuzz-solution-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        rc = kvf_error_set(err, KVF_EIO, "cannot create a folder for solution %s: %s", name,
+                           strerror(errno));
+        goto done;
+    }
+    if (!(out->dir = dup_str(dir)) || !(out->name = dup_str(name)) ||
+        !(out->definition = dup_str(definition)) || !(out->language = dup_str(language)) ||
+        !(out->entry_file = dup_str(entry_file)) || !(out->function = dup_str(sep + 2))) {
+        rc = kvf_error_set(err, KVF_ENOMEM, "out of memory");
+        goto done;
+    }
+    json_array_foreach(sources, i, src) {
+        json_t *content = json_object_get(src, "content");
+        if ((rc = write_source(dir, get_string(src, "path"), json_string_value(content),
+                               json_string_length(content), err)))
+            goto done;
+    }
+    shape_from_name(out);
+done:
+    json_decref(root);
+    if (rc) kvf__solution_free(out);
+    return rc;
+}

@@ -1,0 +1,50 @@
+"""Python kernels that break the contract on purpose, one way each, for test_python_kernel.
+Each takes kvfuzz's nine arguments; all but the broken part follow torch_decode.decode."""
+
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "examples", "python"))
+from torch_decode import decode  # noqa: E402
+
+
+def raises(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, output, lse):
+    raise ValueError("planted failure in the Python kernel")
+
+
+def segfaults(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, output,
+              lse):
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def exits(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, output, lse):
+    os._exit(7)
+
+
+def writes_nothing(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale,
+                   output, lse):
+    pass
+
+
+def writes_past_output(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale,
+                       output, lse):
+    decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, output, lse)
+    # The element right after the output, through its storage: out of bounds for the view.
+    past = output.as_strided((1,), (1,), output.storage_offset() + output.numel())
+    past.fill_(1.0)
+
+
+def scales_q_in_place(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale,
+                      output, lse):
+    q.mul_(2.0)
+    decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale / 2, output,
+           lse)
+
+
+def two_arguments(q, k_cache):
+    pass
+
+
+not_a_function = 42

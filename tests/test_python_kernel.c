@@ -1,0 +1,512 @@
+/* Python kernels (kernels/python): the torch reference decode passes the seed corpus under
+ * `strict`; a Python exception is a kernel error carrying its last line; a Python worker that
+ * dies takes the process running the kernel with it, by the same signal or exit status; an
+ * output left unwritten, a write past the output and an input changed in place reach the
+ * host's buffers, where the buffer host's checks see them; every load failure is one sentence.
+ * The kernels run on a small buffer host of this test's own (contiguous buffers, outputs
+ * poisoned and guarded as kernel_host.h lays them out). Skips, with the reason, where python3
+ * has no torch. */
+#include <dirent.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "kvfuzz/judge.h"
+#include "kvfuzz/kernel.h"
+#include "kvfuzz/kernel_host.h"
+#include "kvfuzz/oracle.h"
+#include "kvfuzz/spec.h"
+#include "python_kernel.h"
+
+#define G KVF_HOST_GUARD_BYTES
+
+static const char *source_dir(void) {
+    const char *s = getenv("KVF_SOURCE_DIR");
+    return s ? s : ".";
+}
+
+/* The interpreter the kernel would use, asked whether it has torch. */
+static int torch_missing(void) {
+    const char *py = getenv("KVF_PYTHON");
+    if (!py || !*py) py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s -c 'import torch' >/dev/null 2>&1", py);
+    return system(cmd) != 0;
+}
+
+#define NEED_TORCH()                                                                               \
+    do {                                                                                           \
+        if (torch_missing()) CHECK_SKIP("python3 cannot import torch (Debian: python3-torch)");  \
+    } while (0)
+
+static void spec_for(char *buf, size_t n, const char *file, const char *fn) {
+    snprintf(buf, n, "python:%s/%s:%s", source_dir(), file, fn);
+}
+
+/* ---- a minimal buffer host ---------------------------------------------------------------- */
+
+typedef struct host_run {
+    int status;
+    char msg[KVF_ERROR_MSG_MAX];
+    kvf_bf16 *o; /* inside obuf, G guard bytes on each side */
+    float *lse;
+    uint8_t *obuf, *lbuf;
+    int64_t n_o, n_lse;
+} host_run;
+
+static void host_run_free(host_run *r) {
+    free(r->obuf);
+    free(r->lbuf);
+}
+
+static int64_t count_poisoned(const host_run *r) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < r->n_o; i++)
+        n += r->o[i] == KVF_HOST_POISON_O;
+    for (int64_t i = 0; i < r->n_lse; i++) {
+        uint32_t bits;
+        memcpy(&bits, &r->lse[i], 4);
+        n += bits == KVF_HOST_POISON_LSE;
+    }
+    return n;
+}
+
+static int64_t changed_guard_bytes(const host_run *r) {
+    int64_t n = 0;
+    const uint8_t *parts[4] = {r->obuf, r->obuf + G + r->n_o * 2, r->lbuf,
+                               r->lbuf + G + r->n_lse * 4};
+    for (int p = 0; p < 4; p++)
+        for (int i = 0; i < G; i++)
+            n += parts[p][i] != KVF_HOST_GUARD_BYTE;
+    return n;
+}
+
+static void run_case(const kvf_plugin_kernel *d, void *state, kvf_case *c, host_run *r) {
+    memset(r, 0, sizeof *r);
+    kvf_plugin_shape shape = {.struct_size = sizeof shape};
+    shape.num_qo_heads = c->num_qo_heads;
+    shape.num_kv_heads = c->num_kv_heads;
+    shape.head_dim = c->head_dim;
+    shape.page_size = c->page_size;
+    shape.batch_size = c->batch_size;
+    shape.num_pages = c->num_pages;
+    shape.num_entries = c->kv_indptr[c->batch_size];
+    shape.total_tokens = kvf_case_total_tokens(c);
+    shape.max_seq_len = kvf_case_max_seq_len(c);
+    shape.sm_scale = c->sm_scale;
+    r->n_o = kvf_case_o_elems(c);
+    r->n_lse = kvf_case_lse_elems(c);
+    r->obuf = malloc(2 * G + (size_t)r->n_o * 2);
+    r->lbuf = malloc(2 * G + (size_t)r->n_lse * 4);
+    memset(r->obuf, KVF_HOST_GUARD_BYTE, 2 * G + (size_t)r->n_o * 2);
+    memset(r->lbuf, KVF_HOST_GUARD_BYTE, 2 * G + (size_t)r->n_lse * 4);
+    r->o = (kvf_bf16 *)(r->obuf + G);
+    r->lse = (float *)(r->lbuf + G);
+    for (int64_t i = 0; i < r->n_o; i++)
+        r->o[i] = KVF_HOST_POISON_O;
+    const uint32_t lp = KVF_HOST_POISON_LSE;
+    for (int64_t i = 0; i < r->n_lse; i++)
+        memcpy(&r->lse[i], &lp, 4);
+    const int64_t D = c->head_dim, hq = c->num_qo_heads, hk = c->num_kv_heads;
+    kvf_plugin_args a = {.struct_size = sizeof a};
+    a.shape = &shape;
+    a.q = c->q;
+    a.q_stride_batch = hq * D;
+    a.q_stride_head = D;
+    a.k_cache = c->k_cache;
+    a.v_cache = c->v_cache;
+    a.kv_stride_page = c->page_size * hk * D;
+    a.kv_stride_slot = hk * D;
+    a.kv_stride_head = D;
+    a.kv_indptr = c->kv_indptr;
+    a.kv_indices = c->kv_indices;
+    a.kv_last_page_len = c->kv_last_page_len;
+    a.sm_scale = c->sm_scale;
+    a.o = r->o;
+    a.o_stride_batch = hq * D;
+    a.o_stride_head = D;
+    a.lse = r->lse;
+    a.lse_stride_batch = hq;
+    r->status = d->run(state, &a, r->msg, sizeof r->msg);
+}
+
+static int load_case(const char *path, kvf_case *c) {
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_spec spec;
+    kvf_error err = {0};
+    int rc = kvf_case_load(path, &spec, c, &lim, &err);
+    if (rc) {
+        CHECK_FAIL_AT("%s does not load: %s", path, err.msg);
+        return rc;
+    }
+    kvf_spec_free(&spec);
+    return 0;
+}
+
+static int seed_case(kvf_case *c) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/corpus/seeds/01-mixed-lengths.kvfz", source_dir());
+    return load_case(path, c);
+}
+
+static kvf_kernel *make(const char *spec) {
+    kvf_kernel *k = NULL;
+    kvf_error err = {0};
+    CHECK_OK(kvf__python_kernel_make(spec, &k, &err), &err);
+    return k;
+}
+
+static void *create(const kvf_kernel *k) {
+    void *state = NULL;
+    char msg[KVF_ERROR_MSG_MAX] = "";
+    int rc = k->desc->create(k->desc, &state, msg, sizeof msg);
+    if (rc) CHECK_FAIL_AT("create failed: %s", msg);
+    return state;
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
+
+/* The reference passes every seed under strict (violations on overflow rows aside, as replay
+ * counts them), writes every element and touches no guard. */
+static void test_torch_reference_passes_seeds(void) {
+    NEED_TORCH();
+    char spec[1024], dir[1024];
+    spec_for(spec, sizeof spec, "examples/python/torch_decode.py", "decode");
+    kvf_kernel *k = make(spec);
+    if (!k) return;
+    CHECK(k->desc && k->desc->device == KVF_PLUGIN_DEVICE_CPU);
+    CHECK_STR_CONTAINS(k->description, "torch_decode.decode");
+    void *state = create(k);
+    snprintf(dir, sizeof dir, "%s/corpus/seeds", source_dir());
+    DIR *dp = opendir(dir);
+    CHECK(dp != NULL);
+    int cases = 0;
+    kvf_rule strict;
+    kvf_rule_parse(&strict, "strict", NULL);
+    kvf_oracle_opts oo;
+    kvf_oracle_opts_default(&oo);
+    for (struct dirent *e; state && dp && (e = readdir(dp));) {
+        size_t n = strlen(e->d_name);
+        if (n < 5 || strcmp(e->d_name + n - 5, ".kvfz") != 0) continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        kvf_case c;
+        if (load_case(path, &c)) continue;
+        kvf_oracle_result orc;
+        kvf_error err = {0};
+        CHECK_OK(kvf_oracle_run(&orc, &c, &oo, &err), &err);
+        host_run r;
+        run_case(k->desc, state, &c, &r);
+        if (r.status != KVF_PLUGIN_OK) CHECK_FAIL_AT("%s: run failed: %s", e->d_name, r.msg);
+        CHECK_INT_EQ(count_poisoned(&r), 0);
+        CHECK_INT_EQ(changed_guard_bytes(&r), 0);
+        kvf_verdict v;
+        CHECK_OK(kvf_judge(&v, &strict, &c, &orc, r.o, r.lse, &err), &err);
+        if (!v.pass && v.finding != KVF_FINDING_OVERFLOW)
+            CHECK_FAIL_AT("%s: strict fails (%s, max ulps %lld)", e->d_name,
+                          kvf_finding_class_name(v.finding), (long long)v.o.max_ulps);
+        char facts[128];
+        k->desc->describe(state, facts, sizeof facts);
+        CHECK_STR_CONTAINS(facts, "device=cpu");
+        host_run_free(&r);
+        kvf_oracle_result_free(&orc);
+        kvf_case_free(&c);
+        cases++;
+    }
+    if (dp) closedir(dp);
+    CHECK(cases >= 17);
+    printf("torch reference: %d seed cases pass strict\n", cases);
+    k->desc->destroy(state);
+    kvf__python_kernel_free(k);
+}
+
+static void test_exception_is_kernel_error(void) {
+    NEED_TORCH();
+    char spec[1024];
+    spec_for(spec, sizeof spec, "tests/python/bad_kernels.py", "raises");
+    kvf_kernel *k = make(spec);
+    void *state = k ? create(k) : NULL;
+    kvf_case c;
+    if (!state || seed_case(&c)) goto out;
+    host_run r;
+    run_case(k->desc, state, &c, &r);
+    CHECK_INT_EQ(r.status, KVF_PLUGIN_ERROR);
+    CHECK_STR_CONTAINS(r.msg, "ValueError: planted failure in the Python kernel");
+    host_run_free(&r);
+    /* The worker lives on: the next launch is served. */
+    run_case(k->desc, state, &c, &r);
+    CHECK_INT_EQ(r.status, KVF_PLUGIN_ERROR);
+    host_run_free(&r);
+    kvf_case_free(&c);
+out:
+    if (state) k->desc->destroy(state);
+    kvf__python_kernel_free(k);
+}
+
+/* Runs fn's kernel on the seed case in a child process; returns its wait status. */
+static int run_in_child(const char *fn) {
+    char spec[1024];
+    spec_for(spec, sizeof spec, "tests/python/bad_kernels.py", fn);
+    kvf_kernel *k = make(spec);
+    if (!k) return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        void *state = NULL;
+        char msg[KVF_ERROR_MSG_MAX];
+        kvf_case c;
+        if (k->desc->create(k->desc, &state, msg, sizeof msg) || seed_case(&c)) _exit(90);
+        host_run r;
+        run_case(k->desc, state, &c, &r);
+        _exit(91); /* not reached: the Python worker died during the launch */
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    kvf__python_kernel_free(k);
+    return status;
+}
+
+static void test_dead_worker_kills_the_runner(void) {
+    NEED_TORCH();
+    int st = run_in_child("segfaults");
+    CHECK(WIFSIGNALED(st));
+    if (WIFSIGNALED(st)) CHECK_INT_EQ(WTERMSIG(st), SIGSEGV);
+    st = run_in_child("exits");
+    CHECK(WIFEXITED(st));
+    if (WIFEXITED(st)) CHECK_INT_EQ(WEXITSTATUS(st), 7);
+}
+
+static void test_buffer_violations_reach_the_host(void) {
+    NEED_TORCH();
+    char spec[1024];
+    kvf_case c;
+    if (seed_case(&c)) return;
+    const int64_t n_q = kvf_case_q_elems(&c);
+
+    spec_for(spec, sizeof spec, "tests/python/bad_kernels.py", "writes_nothing");
+    kvf_kernel *k = make(spec);
+    void *state = k ? create(k) : NULL;
+    if (state) {
+        host_run r;
+        run_case(k->desc, state, &c, &r);
+        CHECK_INT_EQ(r.status, KVF_PLUGIN_OK);
+        CHECK_INT_EQ(count_poisoned(&r), r.n_o + r.n_lse);
+        CHECK_INT_EQ(changed_guard_bytes(&r), 0);
+        host_run_free(&r);
+        k->desc->destroy(state);
+    }
+    kvf__python_kernel_free(k);
+
+    spec_for(spec, sizeof spec, "tests/python/bad_kernels.py", "writes_past_output");
+    k = make(spec);
+    state = k ? create(k) : NULL;
+    if (state) {
+        host_run r;
+        run_case(k->desc, state, &c, &r);
+        CHECK_INT_EQ(r.status, KVF_PLUGIN_OK);
+        CHECK_INT_EQ(count_poisoned(&r), 0);
+        /* bf16 1.0 is 0x3F80: both bytes of the element after o differ from the guard. */
+        CHECK_INT_EQ(changed_guard_bytes(&r), 2);
+        const uint8_t *after = r.obuf + G + r.n_o * 2;
+        CHECK_HEX_EQ(after[0] | after[1] << 8, 0x3F80);
+        host_run_free(&r);
+        k->desc->destroy(state);
+    }
+    kvf__python_kernel_free(k);
+
+    spec_for(spec, sizeof spec, "tests/python/bad_kernels.py", "scales_q_in_place");
+    k = make(spec);
+    state = k ? create(k) : NULL;
+    if (state) {
+        kvf_bf16 *q0 = malloc((size_t)n_q * sizeof *q0);
+        memcpy(q0, c.q, (size_t)n_q * sizeof *q0);
+        host_run r;
+        run_case(k->desc, state, &c, &r);
+        CHECK_INT_EQ(r.status, KVF_PLUGIN_OK);
+        int64_t changed = 0, doubled = 0;
+        for (int64_t i = 0; i < n_q; i++) {
+            changed += c.q[i] != q0[i];
+            float x = kvf_bf16_to_f32(q0[i]);
+            doubled += isfinite(x) && kvf_bf16_to_f32(c.q[i]) == 2 * x;
+        }
+        CHECK(changed > 0);
+        CHECK_INT_EQ(doubled, n_q);
+        free(q0);
+        host_run_free(&r);
+        k->desc->destroy(state);
+    }
+    kvf__python_kernel_free(k);
+    kvf_case_free(&c);
+}
+
+static void expect_make_error(const char *spec, int code, const char *words) {
+    kvf_kernel *k = NULL;
+    kvf_error err = {0};
+    int rc = kvf__python_kernel_make(spec, &k, &err);
+    CHECK_INT_EQ(rc, code);
+    CHECK(k == NULL);
+    CHECK_STR_CONTAINS(err.msg, words);
+    CHECK(strchr(err.msg, '\n') == NULL);
+    if (rc == 0) kvf__python_kernel_free(k);
+}
+
+static void test_load_errors(void) {
+    char spec[1024];
+    expect_make_error("python:nofunction", KVF_EINVAL, "python:MODULE:FUNCTION");
+    expect_make_error("python::decode", KVF_EINVAL, "python:MODULE:FUNCTION");
+    setenv("KVF_PYTHON", "/nonexistent/python3", 1);
+    spec_for(spec, sizeof spec, "examples/python/torch_decode.py", "decode");
+    expect_make_error(spec, KVF_ENOTFOUND, "KVF_PYTHON names /nonexistent/python3");
+    unsetenv("KVF_PYTHON");
+    NEED_TORCH();
+    expect_make_error("python:kvfuzz_no_such_module:decode", KVF_ENOTFOUND,
+                      "no Python module kvfuzz_no_such_module");
+    spec_for(spec, sizeof spec, "examples/python/torch_decode.py", "no_such_function");
+    expect_make_error(spec, KVF_ENOTFOUND, "has no function no_such_function");
+    spec_for(spec, sizeof spec, "tests/python/bad_kernels.py", "two_arguments");
+    expect_make_error(spec, KVF_EINVAL, "cannot take kvfuzz's nine arguments");
+    spec_for(spec, sizeof spec, "tests/python/bad_kernels.py", "not_a_function");
+    expect_make_error(spec, KVF_EINVAL, "is not a function");
+    spec_for(spec, sizeof spec, "tests/python/no_such_file.py", "decode");
+    expect_make_error(spec, KVF_ENOTFOUND, "no Python file");
+
+    /* An interpreter without torch: the same python3 with its site packages switched off. */
+    char dir[] = "/tmp/kvfuzz-test-python-XXXXXX", wrapper[256];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(wrapper, sizeof wrapper, "%s/python3", dir);
+    FILE *f = fopen(wrapper, "w");
+    const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    fprintf(f, "#!/bin/sh\nexec %s -S \"$@\"\n", py);
+    fclose(f);
+    chmod(wrapper, 0755);
+    setenv("KVF_PYTHON", wrapper, 1);
+    spec_for(spec, sizeof spec, "examples/python/torch_decode.py", "decode");
+    expect_make_error(spec, KVF_ENOTFOUND, "cannot import torch");
+    unsetenv("KVF_PYTHON");
+    unlink(wrapper);
+    rmdir(dir);
+}
+
+/* ---- FlashInfer-Bench solutions ------------------------------------------------------------ */
+
+static char *json_quote(const char *s) {
+    size_t n = strlen(s);
+    char *out = malloc(6 * n + 3), *p = out;
+    *p++ = '"';
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            *p++ = '\\', *p++ = (char)ch;
+        else if (ch == '\n')
+            *p++ = '\\', *p++ = 'n';
+        else if (ch < 0x20)
+            p += sprintf(p, "\\u%04x", ch);
+        else
+            *p++ = (char)ch;
+    }
+    *p++ = '"';
+    *p = 0;
+    return out;
+}
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    s[fread(s, 1, (size_t)n, f)] = 0;
+    fclose(f);
+    return s;
+}
+
+/* Writes a solution whose one source is the torch reference, saved as `source_path`. */
+static void write_solution(const char *path, const char *language, const char *entry,
+                           const char *source_path, const char *definition) {
+    char ref[1024];
+    snprintf(ref, sizeof ref, "%s/examples/python/torch_decode.py", source_dir());
+    char *src = read_text(ref), *q = json_quote(src ? src : "");
+    FILE *f = fopen(path, "w");
+    fprintf(f,
+            "{\"name\": \"torch-reference\", \"definition\": \"%s\", \"author\": \"kvfuzz\",\n"
+            " \"spec\": {\"language\": \"%s\", \"target_hardware\": [\"cpu\"],%s%s%s\n"
+            "          \"dependencies\": [\"torch\"], \"destination_passing_style\": true},\n"
+            " \"sources\": [{\"path\": \"%s\", \"content\": %s}]}\n",
+            definition, language, entry ? " \"entry_point\": \"" : "", entry ? entry : "",
+            entry ? "\"," : "", source_path, q);
+    fclose(f);
+    free(src);
+    free(q);
+}
+
+static void test_solution_json(void) {
+    char dir[] = "/tmp/kvfuzz-test-solution-XXXXXX", path[256];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/solution.json", dir);
+
+    write_solution(path, "cuda", "main.py::decode", "main.py", "gqa_paged_decode_h20_kv4_d128_ps64");
+    expect_make_error(path, KVF_EINVAL, "is written in cuda");
+    write_solution(path, "python", NULL, "main.py", "gqa_paged_decode_h20_kv4_d128_ps64");
+    expect_make_error(path, KVF_EINVAL, "has no entry point");
+    write_solution(path, "python", "main.py::decode", "other.py", "gqa_paged_decode_h20_kv4_d128_ps64");
+    expect_make_error(path, KVF_EINVAL, "has no source file main.py");
+    write_solution(path, "python", "main.py::decode", "../main.py", "gqa_paged_decode_h20_kv4_d128_ps64");
+    expect_make_error(path, KVF_EINVAL, "leaves its folder");
+    write_solution(path, "python", "main.py::decode", "main.py", "rmsnorm_h4096");
+    expect_make_error(path, KVF_EINVAL, "not a gqa_paged_decode definition");
+    FILE *f = fopen(path, "w");
+    fputs("{\"name\": \"broken\",", f);
+    fclose(f);
+    expect_make_error(path, KVF_EINVAL, "is not JSON");
+    expect_make_error("/nonexistent/solution.json", KVF_ENOTFOUND, "cannot read solution");
+
+    NEED_TORCH();
+    write_solution(path, "python", "pkg/main.py::decode", "pkg/main.py",
+                   "gqa_paged_decode_h20_kv4_d128_ps64");
+    kvf_kernel *k = make(path);
+    if (!k) goto out;
+    CHECK(strcmp(k->name, "torch-reference") == 0);
+    CHECK_STR_CONTAINS(k->description, "gqa_paged_decode_h20_kv4_d128_ps64");
+    /* The definition fixes the shape: the seed's is supported, a head dim of 64 is not. */
+    kvf_case c;
+    char seed[1024], why[256] = "";
+    snprintf(seed, sizeof seed, "%s/corpus/seeds/00-seed-h20kv4.kvfz", source_dir());
+    if (load_case(seed, &c)) goto out;
+    kvf_plugin_shape sh = {.struct_size = sizeof sh};
+    sh.num_qo_heads = 20, sh.num_kv_heads = 4, sh.head_dim = 128, sh.page_size = 64;
+    CHECK_INT_EQ(k->desc->supports(k->desc, &sh, why, sizeof why), 1);
+    sh.head_dim = 64;
+    CHECK_INT_EQ(k->desc->supports(k->desc, &sh, why, sizeof why), 0);
+    CHECK_STR_CONTAINS(why, "head dim at 128, not 64");
+    void *state = create(k);
+    if (state) {
+        host_run r;
+        run_case(k->desc, state, &c, &r);
+        CHECK_INT_EQ(r.status, KVF_PLUGIN_OK);
+        CHECK_INT_EQ(count_poisoned(&r), 0);
+        host_run_free(&r);
+        k->desc->destroy(state);
+    }
+    kvf_case_free(&c);
+out:
+    kvf__python_kernel_free(k);
+    unlink(path);
+    rmdir(dir);
+}
+
+static const check_test tests[] = {
+    {"load_errors", test_load_errors},
+    {"solution_json", test_solution_json},
+    {"torch_reference_passes_seeds", test_torch_reference_passes_seeds},
+    {"exception_is_kernel_error", test_exception_is_kernel_error},
+    {"dead_worker_kills_the_runner", test_dead_worker_kills_the_runner},
+    {"buffer_violations_reach_the_host", test_buffer_violations_reach_the_host},
+    {NULL, NULL},
+};
+
+CHECK_MAIN(tests)
