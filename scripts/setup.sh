@@ -11,8 +11,13 @@ command -v make >/dev/null || need+=(make)
 command -v pkg-config >/dev/null || need+=(pkgconf) # plugins build against kvfuzz through it
 [ -f /usr/include/mpfr.h ] || need+=(libmpfr-dev)
 [ -f /usr/include/gmp.h ] || [ -f /usr/include/x86_64-linux-gnu/gmp.h ] || need+=(libgmp-dev)
+[ -f /usr/include/jansson.h ] || need+=(libjansson-dev)
 if [ "${KVF_WITH_BROWSER:-0}" = 1 ] && ! command -v chromium >/dev/null; then need+=(chromium); fi
 if [ "${KVF_WITH_CLANG:-0}" = 1 ] && ! command -v clang >/dev/null; then need+=(clang); fi
+# Python kernels' tests: Debian's torch (CPU), for the interpreter kvfuzz uses by default.
+if [ "${KVF_WITH_PYTHON:-0}" = 1 ] && ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
+  need+=(python3-torch)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
