@@ -170,57 +170,122 @@ static void *create(const kvf_kernel *k) {
 
 /* ---- tests -------------------------------------------------------------------------------- */
 
-/* The reference passes every seed under strict (violations on overflow rows aside, as replay
- * counts them), writes every element and touches no guard. */
-static void test_torch_reference_passes_seeds(void) {
-    NEED_TORCH();
-    char spec[1024], dir[1024];
-    spec_for(spec, sizeof spec, "examples/python/torch_decode.py", "decode");
-    kvf_kernel *k = make(spec);
-    if (!k) return;
-    CHECK(k->desc && k->desc->device == KVF_PLUGIN_DEVICE_CPU);
-    CHECK_STR_CONTAINS(k->description, "torch_decode.decode");
-    void *state = create(k);
-    snprintf(dir, sizeof dir, "%s/corpus/seeds", source_dir());
-    DIR *dp = opendir(dir);
-    CHECK(dp != NULL);
-    int cases = 0;
+/* Runs one case and judges it: 1 when it passes strict (violations on overflow rows aside, as
+ * replay counts them) with every element written and no guard touched. */
+static int judge_one(const kvf_kernel *k, void *state, kvf_case *c, const char *what) {
     kvf_rule strict;
     kvf_rule_parse(&strict, "strict", NULL);
     kvf_oracle_opts oo;
     kvf_oracle_opts_default(&oo);
-    for (struct dirent *e; state && dp && (e = readdir(dp));) {
+    kvf_oracle_result orc;
+    kvf_error err = {0};
+    if (kvf_oracle_run(&orc, c, &oo, &err)) {
+        CHECK_FAIL_AT("%s: the oracle failed: %s", what, err.msg);
+        return 0;
+    }
+    int before = check_failures;
+    host_run r;
+    run_case(k->desc, state, c, &r);
+    if (r.status != KVF_PLUGIN_OK) {
+        CHECK_FAIL_AT("%s: %s failed: %s", what, k->name, r.msg);
+    } else {
+        CHECK_INT_EQ(count_poisoned(&r), 0);
+        CHECK_INT_EQ(changed_guard_bytes(&r), 0);
+        kvf_verdict v;
+        CHECK_OK(kvf_judge(&v, &strict, c, &orc, r.o, r.lse, &err), &err);
+        if (!v.pass && v.finding != KVF_FINDING_OVERFLOW)
+            CHECK_FAIL_AT("%s: %s fails strict (%s, max ulps %lld)", what, k->name,
+                          kvf_finding_class_name(v.finding), (long long)v.o.max_ulps);
+    }
+    host_run_free(&r);
+    kvf_oracle_result_free(&orc);
+    return check_failures == before;
+}
+
+/* Every seed case, then `random` generated ones over every strategy; returns the cases judged. */
+static int judge_corpus(const kvf_kernel *k, int random) {
+    void *state = create(k);
+    if (!state) return 0;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/corpus/seeds", source_dir());
+    DIR *dp = opendir(dir);
+    CHECK(dp != NULL);
+    int cases = 0, passed = 0;
+    for (struct dirent *e; dp && (e = readdir(dp));) {
         size_t n = strlen(e->d_name);
         if (n < 5 || strcmp(e->d_name + n - 5, ".kvfz") != 0) continue;
         char path[2048];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         kvf_case c;
         if (load_case(path, &c)) continue;
-        kvf_oracle_result orc;
-        kvf_error err = {0};
-        CHECK_OK(kvf_oracle_run(&orc, &c, &oo, &err), &err);
-        host_run r;
-        run_case(k->desc, state, &c, &r);
-        if (r.status != KVF_PLUGIN_OK) CHECK_FAIL_AT("%s: run failed: %s", e->d_name, r.msg);
-        CHECK_INT_EQ(count_poisoned(&r), 0);
-        CHECK_INT_EQ(changed_guard_bytes(&r), 0);
-        kvf_verdict v;
-        CHECK_OK(kvf_judge(&v, &strict, &c, &orc, r.o, r.lse, &err), &err);
-        if (!v.pass && v.finding != KVF_FINDING_OVERFLOW)
-            CHECK_FAIL_AT("%s: strict fails (%s, max ulps %lld)", e->d_name,
-                          kvf_finding_class_name(v.finding), (long long)v.o.max_ulps);
-        char facts[128];
-        k->desc->describe(state, facts, sizeof facts);
-        CHECK_STR_CONTAINS(facts, "device=cpu");
-        host_run_free(&r);
-        kvf_oracle_result_free(&orc);
+        passed += judge_one(k, state, &c, e->d_name);
         kvf_case_free(&c);
         cases++;
     }
     if (dp) closedir(dp);
     CHECK(cases >= 17);
-    printf("torch reference: %d seed cases pass strict\n", cases);
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_random_opts ro;
+    kvf_random_opts_default(&ro);
+    ro.max_work = 1 << 17;
+    for (int i = 0; i < random; i++) {
+        kvf_spec sp;
+        kvf_case c;
+        kvf_error err = {0};
+        char what[64];
+        snprintf(what, sizeof what, "random seed %d", i);
+        if (kvf_spec_random(&sp, (uint64_t)i, &ro, &err) == 0) {
+            if (kvf_case_build(&c, &sp, &lim, &err) == 0) {
+                passed += judge_one(k, state, &c, what);
+                kvf_case_free(&c);
+                cases++;
+            }
+            kvf_spec_free(&sp);
+        }
+    }
+    char facts[128];
+    k->desc->describe(state, facts, sizeof facts);
+    printf("%s: %d of %d cases pass strict (%s)\n", k->name, passed, cases, facts);
     k->desc->destroy(state);
+    return cases;
+}
+
+static int env_int(const char *name, int fallback) {
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : fallback;
+}
+
+/* The reference on the seeds and on generated cases (KVF_PYTHON_CASES of them, default 60). */
+static void test_torch_reference_passes(void) {
+    NEED_TORCH();
+    char spec[1024];
+    spec_for(spec, sizeof spec, "examples/python/torch_decode.py", "decode");
+    kvf_kernel *k = make(spec);
+    if (!k) return;
+    CHECK(k->desc && k->desc->device == KVF_PLUGIN_DEVICE_CPU);
+    CHECK_STR_CONTAINS(k->description, "torch_decode.decode");
+    CHECK(judge_corpus(k, env_int("KVF_PYTHON_CASES", 60)) >= 17);
+    kvf__python_kernel_free(k);
+}
+
+/* The Triton example, where torch sees a GPU (KVF_PYTHON_DEVICE left at its default). */
+static void test_triton_on_gpu(void) {
+    NEED_TORCH();
+    const char *py = getenv("KVF_PYTHON");
+    if (!py || !*py) py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "%s -c 'import sys, torch, triton; sys.exit(0 if torch.cuda.is_available() else 1)' "
+             ">/dev/null 2>&1",
+             py);
+    if (system(cmd) != 0) CHECK_SKIP("python3 has no triton or torch sees no GPU");
+    char spec[1024];
+    spec_for(spec, sizeof spec, "examples/python/triton_decode.py", "decode");
+    kvf_kernel *k = make(spec);
+    if (!k) return;
+    CHECK_STR_CONTAINS(k->description, "on cuda");
+    CHECK(judge_corpus(k, env_int("KVF_PYTHON_CASES", 60)) >= 17);
     kvf__python_kernel_free(k);
 }
 
@@ -502,7 +567,8 @@ out:
 static const check_test tests[] = {
     {"load_errors", test_load_errors},
     {"solution_json", test_solution_json},
-    {"torch_reference_passes_seeds", test_torch_reference_passes_seeds},
+    {"torch_reference_passes", test_torch_reference_passes},
+    {"triton_on_gpu", test_triton_on_gpu},
     {"exception_is_kernel_error", test_exception_is_kernel_error},
     {"dead_worker_kills_the_runner", test_dead_worker_kills_the_runner},
     {"buffer_violations_reach_the_host", test_buffer_violations_reach_the_host},
