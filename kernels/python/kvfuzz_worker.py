@@ -2,15 +2,15 @@
 
 kvfuzz (kernels/python/python_kernel.c) starts this script in one of two modes:
 
-  kvfuzz_worker.py check TARGET...        imports torch and the target, checks the function's
+  kvfuzz_worker.py check PYTHON TARGET... imports torch and the target, checks the function's
                                           signature, prints one line and exits: 0 and a
                                           description when usable, 3 and one sentence when
                                           something is missing, 4 when something is wrong.
-  kvfuzz_worker.py serve SOCK MEMFD TARGET...
+  kvfuzz_worker.py serve PYTHON SOCK MEMFD TARGET...
                                           the persistent worker: loads the target, answers
                                           "ready", then serves one request per launch.
 
-TARGET is `module NAME FUNCTION` (NAME a dotted module importable from the working directory or
+PYTHON is the interpreter as kvfuzz names it (for messages). TARGET is `module NAME FUNCTION` (NAME a dotted module importable from the working directory or
 PYTHONPATH, or a path to a .py file) or `solution DIR ENTRY_FILE FUNCTION` (the sources of a
 FlashInfer-Bench solution written into DIR).
 
@@ -74,11 +74,14 @@ def last_line(exc):
     return line
 
 
+PYTHON = sys.executable
+
+
 def import_torch():
     try:
         import torch  # noqa: F401
     except Exception as e:  # torch missing or broken: say which interpreter looked
-        raise TargetError(EXIT_NOTFOUND, "%s cannot import torch (%s)" % (sys.executable, last_line(e)))
+        raise TargetError(EXIT_NOTFOUND, "%s cannot import torch (%s)" % (PYTHON, last_line(e)))
     return torch
 
 
@@ -253,10 +256,13 @@ def serve(sock_fd, mem_fd, target):
 
 
 def main(argv):
-    if len(argv) >= 2 and argv[1] == "check":
-        return check(argv[2:])
-    if len(argv) >= 4 and argv[1] == "serve":
-        return serve(int(argv[2]), int(argv[3]), argv[4:])
+    global PYTHON
+    if len(argv) >= 3 and argv[1] == "check":
+        PYTHON = argv[2]
+        return check(argv[3:])
+    if len(argv) >= 5 and argv[1] == "serve":
+        PYTHON = argv[2]
+        return serve(int(argv[3]), int(argv[4]), argv[5:])
     sys.stderr.write("kvfuzz_worker.py is started by kvfuzz; see docs/python-kernels.md\n")
     return 2
 

@@ -220,8 +220,8 @@ static int reap(pid_t pid, double seconds) {
 
 /* Runs the worker's check mode: imports torch and the target in a short-lived process. */
 static int run_check(pyk *k, char *line, size_t line_size, kvf_error *err) {
-    char *argv[8] = {k->python, k->worker, "check"};
-    int argc = 3;
+    char *argv[9] = {k->python, k->worker, "check", k->python};
+    int argc = 4;
     for (int i = 0; i < k->ntarget; i++)
         argv[argc++] = k->target[i];
     argv[argc] = NULL;
@@ -421,8 +421,8 @@ static int py_create(const kvf_plugin_kernel *self, void **state, char *msg, siz
         return KVF_PLUGIN_ERROR;
     }
     st->sock = sv[0];
-    char *argv[10] = {k->python, k->worker, "serve", "3", "4"};
-    int argc = 5;
+    char *argv[11] = {k->python, k->worker, "serve", k->python, "3", "4"};
+    int argc = 6;
     for (int i = 0; i < k->ntarget; i++)
         argv[argc++] = k->target[i];
     argv[argc] = NULL;
@@ -765,6 +765,7 @@ int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err) 
     k->kernel.device = KVF_DEVICE_CPU;
     k->kernel.desc = &k->desc;
     k->kernel.role = KVF_PLUGIN_ROLE_UNDER_TEST;
+    k->kernel.release = kvf__python_kernel_free;
     *out = &k->kernel;
     return 0;
 nomem:

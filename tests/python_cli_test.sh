@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Python kernels through the command line: the torch reference passes replay of the seeds and a
+# short campaign with 0 findings; each broken kernel of tests/python/bad_kernels.py gives a
+# finding of its own class (kernel-error with the exception's line, crash with the signal or
+# exit status, unwritten-output, out-of-bounds-write, input-modified); a missing module,
+# function or torch is exit 2 and one sentence. Skips (77) where python3 has no torch.
+set -u
+kvfuzz=$1
+src=$2
+seconds=${KVF_PYTHON_FUZZ_SECONDS:-20}
+py=${KVF_PYTHON:-}
+[ -n "$py" ] || { [ -x /usr/bin/python3 ] && py=/usr/bin/python3 || py=python3; }
+if ! "$py" -c 'import torch' >/dev/null 2>&1; then
+  echo "SKIP: $py cannot import torch (Debian: python3-torch)"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+cd "$src"
+
+# run CODE -- command...: the exit code must be CODE; output in $tmp/out, $tmp/err.
+run() {
+  local code=$1
+  shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [ "$rc" -eq "$code" ] || fail "$* exited $rc, expected $code; stderr: $(tail -5 "$tmp/err")"
+}
+
+# one_sentence: stderr is one line naming the command, with WORDS in it.
+one_sentence() {
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "expected one line on stderr: $(cat "$tmp/err")"
+  grep -qF -- "$1" "$tmp/err" || fail "stderr does not say \"$1\": $(cat "$tmp/err")"
+}
+
+ref=python:examples/python/torch_decode.py:decode
+bad=python:tests/python/bad_kernels.py
+
+# ---- the reference ---------------------------------------------------------------------------
+run 0 -- "$kvfuzz" replay --kernel "$ref" --rule strict corpus/seeds
+grep -q "17 passed, 0 failed" "$tmp/out" || fail "replay of the seeds: $(tail -3 "$tmp/out")"
+run 0 -- "$kvfuzz" fuzz --kernel "$ref" --time "$seconds" --findings "$tmp/ref"
+grep -q "findings: 0 new" "$tmp/out" || fail "the reference's campaign: $(tail -8 "$tmp/out")"
+grep "cases [0-9]* (" "$tmp/out" | sed 's/^ */torch reference campaign: /'
+ls "$tmp/ref"/*.kvfz >/dev/null 2>&1 && fail "the reference has findings: $(ls "$tmp/ref")"
+
+# ---- broken kernels: FUNCTION CLASS WORDS ------------------------------------------------------
+while read -r fn class words; do
+  run 1 -- "$kvfuzz" fuzz --kernel "$bad:$fn" --runs 1 --findings "$tmp/$fn"
+  report=$(ls "$tmp/$fn/$class"-*.json 2>/dev/null | head -1)
+  if [ -z "$report" ]; then
+    fail "$fn gave no $class finding: $(ls "$tmp/$fn")"
+    continue
+  fi
+  grep -qF -- "$words" "$report" || fail "$fn's report does not say \"$words\": $(grep -h message "$report")"
+  # The finding replays to the same class.
+  "$kvfuzz" replay --kernel "$bad:$fn" "${report%.json}.kvfz" >"$tmp/replay" 2>&1
+  grep -q "$class" "$tmp/replay" || fail "replay of $fn's finding: $(tail -3 "$tmp/replay")"
+done <<'LIST'
+raises kernel-error ValueError: planted failure in the Python kernel
+segfaults crash "signal": 11
+exits crash "exit_code": 7
+writes_nothing unwritten-output o elements unwritten
+writes_past_output out-of-bounds-write after o
+scales_q_in_place input-modified its input q
+LIST
+
+# ---- load errors -------------------------------------------------------------------------------
+run 2 -- "$kvfuzz" fuzz --kernel python:kvfuzz_no_such_module:decode --runs 1
+one_sentence "no Python module kvfuzz_no_such_module"
+run 2 -- "$kvfuzz" replay --kernel python:examples/python/torch_decode.py:nofn corpus/seeds
+one_sentence "has no function nofn"
+run 2 -- "$kvfuzz" fuzz --kernel "$bad:two_arguments" --runs 1
+one_sentence "cannot take kvfuzz's nine arguments"
+printf '#!/bin/sh\nexec %s -S "$@"\n' "$py" >"$tmp/python3"
+chmod +x "$tmp/python3"
+KVF_PYTHON=$tmp/python3 run 2 -- "$kvfuzz" fuzz --kernel "$ref" --runs 1
+one_sentence "cannot import torch"
+KVF_PYTHON=$tmp/none run 2 -- "$kvfuzz" fuzz --kernel "$ref" --runs 1
+one_sentence "KVF_PYTHON names $tmp/none"
+
+[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "python kernels: all checks passed"
