@@ -3,8 +3,7 @@
  * dies takes the process running the kernel with it, by the same signal or exit status; an
  * output left unwritten, a write past the output and an input changed in place reach the
  * host's buffers, where the buffer host's checks see them; every load failure is one sentence.
- * The kernels run on a small buffer host of this test's own (contiguous buffers, outputs
- * poisoned and guarded as kernel_host.h lays them out). Skips, with the reason, where python3
+ * The kernels run on kvfuzz's CPU buffer host (kernel_host.h). Skips, with the reason, where python3
  * has no torch. */
 #include <dirent.h>
 #include <signal.h>
@@ -20,8 +19,6 @@
 #include "kvfuzz/oracle.h"
 #include "kvfuzz/spec.h"
 #include "python_kernel.h"
-
-#define G KVF_HOST_GUARD_BYTES
 
 static const char *source_dir(void) {
     const char *s = getenv("KVF_SOURCE_DIR");
@@ -46,91 +43,25 @@ static void spec_for(char *buf, size_t n, const char *file, const char *fn) {
     snprintf(buf, n, "python:%s/%s:%s", source_dir(), file, fn);
 }
 
-/* ---- a minimal buffer host ---------------------------------------------------------------- */
+/* ---- running on the CPU buffer host ---------------------------------------------------- */
 
 typedef struct host_run {
-    int status;
-    char msg[KVF_ERROR_MSG_MAX];
-    kvf_bf16 *o; /* inside obuf, G guard bytes on each side */
+    int rc;
+    kvf_error err;
+    kvf_bf16 *o;
     float *lse;
-    uint8_t *obuf, *lbuf;
-    int64_t n_o, n_lse;
 } host_run;
 
 static void host_run_free(host_run *r) {
-    free(r->obuf);
-    free(r->lbuf);
+    free(r->o);
+    free(r->lse);
 }
 
-static int64_t count_poisoned(const host_run *r) {
-    int64_t n = 0;
-    for (int64_t i = 0; i < r->n_o; i++)
-        n += r->o[i] == KVF_HOST_POISON_O;
-    for (int64_t i = 0; i < r->n_lse; i++) {
-        uint32_t bits;
-        memcpy(&bits, &r->lse[i], 4);
-        n += bits == KVF_HOST_POISON_LSE;
-    }
-    return n;
-}
-
-static int64_t changed_guard_bytes(const host_run *r) {
-    int64_t n = 0;
-    const uint8_t *parts[4] = {r->obuf, r->obuf + G + r->n_o * 2, r->lbuf,
-                               r->lbuf + G + r->n_lse * 4};
-    for (int p = 0; p < 4; p++)
-        for (int i = 0; i < G; i++)
-            n += parts[p][i] != KVF_HOST_GUARD_BYTE;
-    return n;
-}
-
-static void run_case(const kvf_plugin_kernel *d, void *state, kvf_case *c, host_run *r) {
+static void run_case(kvf_host *h, const kvf_case *c, host_run *r) {
     memset(r, 0, sizeof *r);
-    kvf_plugin_shape shape = {.struct_size = sizeof shape};
-    shape.num_qo_heads = c->num_qo_heads;
-    shape.num_kv_heads = c->num_kv_heads;
-    shape.head_dim = c->head_dim;
-    shape.page_size = c->page_size;
-    shape.batch_size = c->batch_size;
-    shape.num_pages = c->num_pages;
-    shape.num_entries = c->kv_indptr[c->batch_size];
-    shape.total_tokens = kvf_case_total_tokens(c);
-    shape.max_seq_len = kvf_case_max_seq_len(c);
-    shape.sm_scale = c->sm_scale;
-    r->n_o = kvf_case_o_elems(c);
-    r->n_lse = kvf_case_lse_elems(c);
-    r->obuf = malloc(2 * G + (size_t)r->n_o * 2);
-    r->lbuf = malloc(2 * G + (size_t)r->n_lse * 4);
-    memset(r->obuf, KVF_HOST_GUARD_BYTE, 2 * G + (size_t)r->n_o * 2);
-    memset(r->lbuf, KVF_HOST_GUARD_BYTE, 2 * G + (size_t)r->n_lse * 4);
-    r->o = (kvf_bf16 *)(r->obuf + G);
-    r->lse = (float *)(r->lbuf + G);
-    for (int64_t i = 0; i < r->n_o; i++)
-        r->o[i] = KVF_HOST_POISON_O;
-    const uint32_t lp = KVF_HOST_POISON_LSE;
-    for (int64_t i = 0; i < r->n_lse; i++)
-        memcpy(&r->lse[i], &lp, 4);
-    const int64_t D = c->head_dim, hq = c->num_qo_heads, hk = c->num_kv_heads;
-    kvf_plugin_args a = {.struct_size = sizeof a};
-    a.shape = &shape;
-    a.q = c->q;
-    a.q_stride_batch = hq * D;
-    a.q_stride_head = D;
-    a.k_cache = c->k_cache;
-    a.v_cache = c->v_cache;
-    a.kv_stride_page = c->page_size * hk * D;
-    a.kv_stride_slot = hk * D;
-    a.kv_stride_head = D;
-    a.kv_indptr = c->kv_indptr;
-    a.kv_indices = c->kv_indices;
-    a.kv_last_page_len = c->kv_last_page_len;
-    a.sm_scale = c->sm_scale;
-    a.o = r->o;
-    a.o_stride_batch = hq * D;
-    a.o_stride_head = D;
-    a.lse = r->lse;
-    a.lse_stride_batch = hq;
-    r->status = d->run(state, &a, r->msg, sizeof r->msg);
+    r->o = malloc((size_t)(kvf_case_o_elems(c) + 1) * sizeof *r->o);
+    r->lse = malloc((size_t)(kvf_case_lse_elems(c) + 1) * sizeof *r->lse);
+    r->rc = kvf_host_run(h, c, r->o, r->lse, &r->err);
 }
 
 static int load_case(const char *path, kvf_case *c) {
@@ -160,19 +91,18 @@ static kvf_kernel *make(const char *spec) {
     return k;
 }
 
-static void *create(const kvf_kernel *k) {
-    void *state = NULL;
-    char msg[KVF_ERROR_MSG_MAX] = "";
-    int rc = k->desc->create(k->desc, &state, msg, sizeof msg);
-    if (rc) CHECK_FAIL_AT("create failed: %s", msg);
-    return state;
+static kvf_host *create(const kvf_kernel *k) {
+    kvf_host *h = NULL;
+    kvf_error err = {0};
+    CHECK_OK(kvf_host_create(k->desc, &h, &err), &err);
+    return h;
 }
 
 /* ---- tests -------------------------------------------------------------------------------- */
 
 /* Runs one case and judges it: 1 when it passes strict (violations on overflow rows aside, as
  * replay counts them) with every element written and no guard touched. */
-static int judge_one(const kvf_kernel *k, void *state, kvf_case *c, const char *what) {
+static int judge_one(const kvf_kernel *k, kvf_host *h, kvf_case *c, const char *what) {
     kvf_rule strict;
     kvf_rule_parse(&strict, "strict", NULL);
     kvf_oracle_opts oo;
@@ -185,12 +115,10 @@ static int judge_one(const kvf_kernel *k, void *state, kvf_case *c, const char *
     }
     int before = check_failures;
     host_run r;
-    run_case(k->desc, state, c, &r);
-    if (r.status != KVF_PLUGIN_OK) {
-        CHECK_FAIL_AT("%s: %s failed: %s", what, k->name, r.msg);
+    run_case(h, c, &r);
+    if (r.rc) {
+        CHECK_FAIL_AT("%s: %s failed: %s", what, k->name, r.err.msg);
     } else {
-        CHECK_INT_EQ(count_poisoned(&r), 0);
-        CHECK_INT_EQ(changed_guard_bytes(&r), 0);
         kvf_verdict v;
         CHECK_OK(kvf_judge(&v, &strict, c, &orc, r.o, r.lse, &err), &err);
         if (!v.pass && v.finding != KVF_FINDING_OVERFLOW)
@@ -204,8 +132,8 @@ static int judge_one(const kvf_kernel *k, void *state, kvf_case *c, const char *
 
 /* Every seed case, then `random` generated ones over every strategy; returns the cases judged. */
 static int judge_corpus(const kvf_kernel *k, int random) {
-    void *state = create(k);
-    if (!state) return 0;
+    kvf_host *h = create(k);
+    if (!h) return 0;
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/corpus/seeds", source_dir());
     DIR *dp = opendir(dir);
@@ -218,7 +146,7 @@ static int judge_corpus(const kvf_kernel *k, int random) {
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         kvf_case c;
         if (load_case(path, &c)) continue;
-        passed += judge_one(k, state, &c, e->d_name);
+        passed += judge_one(k, h, &c, e->d_name);
         kvf_case_free(&c);
         cases++;
     }
@@ -237,7 +165,7 @@ static int judge_corpus(const kvf_kernel *k, int random) {
         snprintf(what, sizeof what, "random seed %d", i);
         if (kvf_spec_random(&sp, (uint64_t)i, &ro, &err) == 0) {
             if (kvf_case_build(&c, &sp, &lim, &err) == 0) {
-                passed += judge_one(k, state, &c, what);
+                passed += judge_one(k, h, &c, what);
                 kvf_case_free(&c);
                 cases++;
             }
@@ -245,9 +173,9 @@ static int judge_corpus(const kvf_kernel *k, int random) {
         }
     }
     char facts[128];
-    k->desc->describe(state, facts, sizeof facts);
+    kvf_host_describe(h, facts, sizeof facts);
     printf("%s: %d of %d cases pass strict (%s)\n", k->name, passed, cases, facts);
-    k->desc->destroy(state);
+    kvf_host_destroy(h);
     return cases;
 }
 
@@ -294,21 +222,21 @@ static void test_exception_is_kernel_error(void) {
     char spec[1024];
     spec_for(spec, sizeof spec, "tests/python/bad_kernels.py", "raises");
     kvf_kernel *k = make(spec);
-    void *state = k ? create(k) : NULL;
+    kvf_host *h = k ? create(k) : NULL;
     kvf_case c;
-    if (!state || seed_case(&c)) goto out;
+    if (!h || seed_case(&c)) goto out;
     host_run r;
-    run_case(k->desc, state, &c, &r);
-    CHECK_INT_EQ(r.status, KVF_PLUGIN_ERROR);
-    CHECK_STR_CONTAINS(r.msg, "ValueError: planted failure in the Python kernel");
+    run_case(h, &c, &r);
+    CHECK_INT_EQ(r.rc, KVF_EKERNEL);
+    CHECK_STR_CONTAINS(r.err.msg, "ValueError: planted failure in the Python kernel");
     host_run_free(&r);
     /* The worker lives on: the next launch is served. */
-    run_case(k->desc, state, &c, &r);
-    CHECK_INT_EQ(r.status, KVF_PLUGIN_ERROR);
+    run_case(h, &c, &r);
+    CHECK_INT_EQ(r.rc, KVF_EKERNEL);
     host_run_free(&r);
     kvf_case_free(&c);
 out:
-    if (state) k->desc->destroy(state);
+    kvf_host_destroy(h);
     kvf__python_kernel_free(k);
 }
 
@@ -321,12 +249,11 @@ static int run_in_child(const char *fn) {
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
-        void *state = NULL;
-        char msg[KVF_ERROR_MSG_MAX];
+        kvf_host *h = NULL;
         kvf_case c;
-        if (k->desc->create(k->desc, &state, msg, sizeof msg) || seed_case(&c)) _exit(90);
+        if (kvf_host_create(k->desc, &h, NULL) || seed_case(&c)) _exit(90);
         host_run r;
-        run_case(k->desc, state, &c, &r);
+        run_case(h, &c, &r);
         _exit(91); /* not reached: the Python worker died during the launch */
     }
     int status = 0;
@@ -345,66 +272,31 @@ static void test_dead_worker_kills_the_runner(void) {
     if (WIFEXITED(st)) CHECK_INT_EQ(WEXITSTATUS(st), 7);
 }
 
+/* FUNCTION's violation reaches the host's buffers: its check gives CODE and WORDS. */
+static void expect_violation(const kvf_case *c, const char *fn, int code, const char *words) {
+    char spec[1024];
+    spec_for(spec, sizeof spec, "tests/python/bad_kernels.py", fn);
+    kvf_kernel *k = make(spec);
+    kvf_host *h = k ? create(k) : NULL;
+    if (h) {
+        host_run r;
+        run_case(h, c, &r);
+        CHECK_INT_EQ(r.rc, code);
+        CHECK_STR_CONTAINS(r.err.msg, words);
+        host_run_free(&r);
+    }
+    kvf_host_destroy(h);
+    kvf__python_kernel_free(k);
+}
+
 static void test_buffer_violations_reach_the_host(void) {
     NEED_TORCH();
-    char spec[1024];
     kvf_case c;
     if (seed_case(&c)) return;
-    const int64_t n_q = kvf_case_q_elems(&c);
-
-    spec_for(spec, sizeof spec, "tests/python/bad_kernels.py", "writes_nothing");
-    kvf_kernel *k = make(spec);
-    void *state = k ? create(k) : NULL;
-    if (state) {
-        host_run r;
-        run_case(k->desc, state, &c, &r);
-        CHECK_INT_EQ(r.status, KVF_PLUGIN_OK);
-        CHECK_INT_EQ(count_poisoned(&r), r.n_o + r.n_lse);
-        CHECK_INT_EQ(changed_guard_bytes(&r), 0);
-        host_run_free(&r);
-        k->desc->destroy(state);
-    }
-    kvf__python_kernel_free(k);
-
-    spec_for(spec, sizeof spec, "tests/python/bad_kernels.py", "writes_past_output");
-    k = make(spec);
-    state = k ? create(k) : NULL;
-    if (state) {
-        host_run r;
-        run_case(k->desc, state, &c, &r);
-        CHECK_INT_EQ(r.status, KVF_PLUGIN_OK);
-        CHECK_INT_EQ(count_poisoned(&r), 0);
-        /* bf16 1.0 is 0x3F80: both bytes of the element after o differ from the guard. */
-        CHECK_INT_EQ(changed_guard_bytes(&r), 2);
-        const uint8_t *after = r.obuf + G + r.n_o * 2;
-        CHECK_HEX_EQ(after[0] | after[1] << 8, 0x3F80);
-        host_run_free(&r);
-        k->desc->destroy(state);
-    }
-    kvf__python_kernel_free(k);
-
-    spec_for(spec, sizeof spec, "tests/python/bad_kernels.py", "scales_q_in_place");
-    k = make(spec);
-    state = k ? create(k) : NULL;
-    if (state) {
-        kvf_bf16 *q0 = malloc((size_t)n_q * sizeof *q0);
-        memcpy(q0, c.q, (size_t)n_q * sizeof *q0);
-        host_run r;
-        run_case(k->desc, state, &c, &r);
-        CHECK_INT_EQ(r.status, KVF_PLUGIN_OK);
-        int64_t changed = 0, doubled = 0;
-        for (int64_t i = 0; i < n_q; i++) {
-            changed += c.q[i] != q0[i];
-            float x = kvf_bf16_to_f32(q0[i]);
-            doubled += isfinite(x) && kvf_bf16_to_f32(c.q[i]) == 2 * x;
-        }
-        CHECK(changed > 0);
-        CHECK_INT_EQ(doubled, n_q);
-        free(q0);
-        host_run_free(&r);
-        k->desc->destroy(state);
-    }
-    kvf__python_kernel_free(k);
+    expect_violation(&c, "writes_nothing", KVF_EUNWRITTEN, "unwritten, the first at b 0 h 0 d 0");
+    /* bf16 1.0 is 0x3F80, written right after o: its low byte first. */
+    expect_violation(&c, "writes_past_output", KVF_EOOBWRITE, "after o (guard byte 0xa5 became 0x80)");
+    expect_violation(&c, "scales_q_in_place", KVF_EINPUTMOD, "modified its input q");
     kvf_case_free(&c);
 }
 
@@ -548,14 +440,13 @@ static void test_solution_json(void) {
     sh.head_dim = 64;
     CHECK_INT_EQ(k->desc->supports(k->desc, &sh, why, sizeof why), 0);
     CHECK_STR_CONTAINS(why, "head dim at 128, not 64");
-    void *state = create(k);
-    if (state) {
+    kvf_host *h = create(k);
+    if (h) {
         host_run r;
-        run_case(k->desc, state, &c, &r);
-        CHECK_INT_EQ(r.status, KVF_PLUGIN_OK);
-        CHECK_INT_EQ(count_poisoned(&r), 0);
+        run_case(h, &c, &r);
+        CHECK_OK(r.rc, &r.err);
         host_run_free(&r);
-        k->desc->destroy(state);
+        kvf_host_destroy(h);
     }
     kvf_case_free(&c);
 out:
