@@ -3,8 +3,8 @@
  * dies takes the process running the kernel with it, by the same signal or exit status; an
  * output left unwritten, a write past the output and an input changed in place reach the
  * host's buffers, where the buffer host's checks see them; every load failure is one sentence.
- * The kernels run on kvfuzz's CPU buffer host (kernel_host.h). Skips, with the reason, where python3
- * has no torch. */
+ * The kernels run on kvfuzz's CPU buffer host (kernel_host.h). Skips, with the reason, where
+ * python3 has no torch. */
 #include <dirent.h>
 #include <signal.h>
 #include <stdint.h>
@@ -36,7 +36,7 @@ static int torch_missing(void) {
 
 #define NEED_TORCH()                                                                               \
     do {                                                                                           \
-        if (torch_missing()) CHECK_SKIP("python3 cannot import torch (Debian: python3-torch)");  \
+        if (torch_missing()) CHECK_SKIP("python3 cannot import torch (Debian: python3-torch)");    \
     } while (0)
 
 static void spec_for(char *buf, size_t n, const char *file, const char *fn) {
@@ -197,6 +197,28 @@ static void test_torch_reference_passes(void) {
     kvf__python_kernel_free(k);
 }
 
+/* A pool too large to copy whole goes as its referenced pages, renumbered: still correct. */
+static void test_large_pool_sends_referenced_pages(void) {
+    NEED_TORCH();
+    char spec[1024], path[1024];
+    spec_for(spec, sizeof spec, "examples/python/torch_decode.py", "decode");
+    snprintf(path, sizeof path, "%s/corpus/fuzz_case/12-table-high-ids-past-2p31-elements.kvfz",
+             source_dir());
+    kvf_kernel *k = make(spec);
+    kvf_host *h = k ? create(k) : NULL;
+    kvf_case c;
+    if (h && load_case(path, &c) == 0) {
+        CHECK(c.num_pages > 500000);
+        CHECK(judge_one(k, h, &c, "12-table-high-ids-past-2p31-elements"));
+        char facts[128];
+        kvf_host_describe(h, facts, sizeof facts);
+        CHECK_STR_CONTAINS(facts, "pool=referenced");
+        kvf_case_free(&c);
+    }
+    kvf_host_destroy(h);
+    kvf__python_kernel_free(k);
+}
+
 /* The Triton example, where torch sees a GPU (KVF_PYTHON_DEVICE left at its default). */
 static void test_triton_on_gpu(void) {
     NEED_TORCH();
@@ -295,7 +317,8 @@ static void test_buffer_violations_reach_the_host(void) {
     if (seed_case(&c)) return;
     expect_violation(&c, "writes_nothing", KVF_EUNWRITTEN, "unwritten, the first at b 0 h 0 d 0");
     /* bf16 1.0 is 0x3F80, written right after o: its low byte first. */
-    expect_violation(&c, "writes_past_output", KVF_EOOBWRITE, "after o (guard byte 0xa5 became 0x80)");
+    expect_violation(&c, "writes_past_output", KVF_EOOBWRITE,
+                     "after o (guard byte 0xa5 became 0x80)");
     expect_violation(&c, "scales_q_in_place", KVF_EINPUTMOD, "modified its input q");
     kvf_case_free(&c);
 }
@@ -406,13 +429,16 @@ static void test_solution_json(void) {
     CHECK(mkdtemp(dir) != NULL);
     snprintf(path, sizeof path, "%s/solution.json", dir);
 
-    write_solution(path, "cuda", "main.py::decode", "main.py", "gqa_paged_decode_h20_kv4_d128_ps64");
+    write_solution(path, "cuda", "main.py::decode", "main.py",
+                   "gqa_paged_decode_h20_kv4_d128_ps64");
     expect_make_error(path, KVF_EINVAL, "is written in cuda");
     write_solution(path, "python", NULL, "main.py", "gqa_paged_decode_h20_kv4_d128_ps64");
     expect_make_error(path, KVF_EINVAL, "has no entry point");
-    write_solution(path, "python", "main.py::decode", "other.py", "gqa_paged_decode_h20_kv4_d128_ps64");
+    write_solution(path, "python", "main.py::decode", "other.py",
+                   "gqa_paged_decode_h20_kv4_d128_ps64");
     expect_make_error(path, KVF_EINVAL, "has no source file main.py");
-    write_solution(path, "python", "main.py::decode", "../main.py", "gqa_paged_decode_h20_kv4_d128_ps64");
+    write_solution(path, "python", "main.py::decode", "../main.py",
+                   "gqa_paged_decode_h20_kv4_d128_ps64");
     expect_make_error(path, KVF_EINVAL, "leaves its folder");
     write_solution(path, "python", "main.py::decode", "main.py", "rmsnorm_h4096");
     expect_make_error(path, KVF_EINVAL, "not a gqa_paged_decode definition");
@@ -459,6 +485,7 @@ static const check_test tests[] = {
     {"load_errors", test_load_errors},
     {"solution_json", test_solution_json},
     {"torch_reference_passes", test_torch_reference_passes},
+    {"large_pool_sends_referenced_pages", test_large_pool_sends_referenced_pages},
     {"triton_on_gpu", test_triton_on_gpu},
     {"exception_is_kernel_error", test_exception_is_kernel_error},
     {"dead_worker_kills_the_runner", test_dead_worker_kills_the_runner},

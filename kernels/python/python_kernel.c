@@ -131,7 +131,7 @@ static int find_python(char **out, kvf_error *err) {
         return 0;
     }
     *out = access("/usr/bin/python3", X_OK) == 0 ? dup_str("/usr/bin/python3")
-                                                  : search_path("python3");
+                                                 : search_path("python3");
     if (!*out)
         return kvf_error_set(err, KVF_ENOTFOUND,
                              "no python3 found (not /usr/bin/python3, not on the PATH; set "
@@ -160,9 +160,9 @@ static int find_worker(char **out, kvf_error *err) {
             return (*out = dup_str(buf)) ? 0 : kvf_error_set(err, KVF_ENOMEM, "out of memory");
     }
     if (*KVF_PYTHON_WORKER_SOURCE && access(KVF_PYTHON_WORKER_SOURCE, R_OK) == 0)
-        return (*out = dup_str(KVF_PYTHON_WORKER_SOURCE)) ? 0
-                                                          : kvf_error_set(err, KVF_ENOMEM,
-                                                                          "out of memory");
+        return (*out = dup_str(KVF_PYTHON_WORKER_SOURCE))
+                   ? 0
+                   : kvf_error_set(err, KVF_ENOMEM, "out of memory");
     return kvf_error_set(err, KVF_ENOTFOUND,
                          "the Python worker script kvfuzz_worker.py is not installed beside "
                          "kvfuzz (share/kvfuzz/python); set KVF_PYTHON_WORKER");
@@ -283,12 +283,14 @@ static int run_check(pyk *k, char *line, size_t line_size, kvf_error *err) {
         if (code == CHECK_EXIT_INVALID) return kvf_error_set(err, KVF_EINVAL, "%s", line);
         if (code == 127 && !*line)
             return kvf_error_set(err, KVF_ENOTFOUND, "%s could not be started", k->python);
-        return kvf_error_set(err, KVF_EINVAL, "%s ended with status %d while loading the kernel%s%s",
-                             k->python, code, *line ? ": " : "", line);
+        return kvf_error_set(err, KVF_EINVAL,
+                             "%s ended with status %d while loading the kernel%s%s", k->python,
+                             code, *line ? ": " : "", line);
     }
     if (status >= 0 && WIFSIGNALED(status))
-        return kvf_error_set(err, KVF_EINVAL, "%s was killed by signal %d (%s) while loading the kernel",
-                             k->python, WTERMSIG(status), strsignal(WTERMSIG(status)));
+        return kvf_error_set(err, KVF_EINVAL,
+                             "%s was killed by signal %d (%s) while loading the kernel", k->python,
+                             WTERMSIG(status), strsignal(WTERMSIG(status)));
     return kvf_error_set(err, KVF_EIO, "lost track of the Python check process");
 }
 
@@ -448,7 +450,7 @@ static int py_create(const kvf_plugin_kernel *self, void **state, char *msg, siz
             st->pid = 0;
             snprintf(msg, msg_size, "the Python worker ended while starting (%s %d)",
                      status >= 0 && WIFSIGNALED(status) ? "signal" : "exit status",
-                     status < 0                ? -1
+                     status < 0            ? -1
                      : WIFSIGNALED(status) ? WTERMSIG(status)
                                            : WEXITSTATUS(status));
         }
@@ -584,8 +586,8 @@ static int py_run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_s
         const int64_t p = full ? (int64_t)i : st->pages[i];
         for (int32_t s = 0; s < S; s++)
             for (int32_t g = 0; g < hk; g++) {
-                const int64_t src = p * a->kv_stride_page + s * a->kv_stride_slot +
-                                    g * a->kv_stride_head;
+                const int64_t src =
+                    p * a->kv_stride_page + s * a->kv_stride_slot + g * a->kv_stride_head;
                 const size_t dst = i * page_bytes + ((size_t)s * hk + g) * row;
                 memcpy(A + o_k + dst, a->k_cache + src, row);
                 memcpy(A + o_v + dst, a->v_cache + src, row);
@@ -616,8 +618,7 @@ static int py_run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_s
     for (int i = 0; i < 8; i++)
         put64(&p, offs[i]);
     reply r;
-    if (send_all(st->sock, req, sizeof req) || recv_reply(st->sock, &r, -1))
-        die_like_worker(st);
+    if (send_all(st->sock, req, sizeof req) || recv_reply(st->sock, &r, -1)) die_like_worker(st);
     if (r.status == STATUS_EXCEPTION || r.status == STATUS_INTERNAL) {
         snprintf(msg, msg_size, "%s", r.text);
         return KVF_PLUGIN_ERROR;
@@ -640,8 +641,9 @@ static int py_run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_s
     oob |= mirror_guard(A + o_lse, (uint8_t *)a->lse - G, l_dense);
     oob |= mirror_guard(l + (size_t)n_lse * 4, (uint8_t *)(a->lse + n_lse), l_dense);
     if (oob && !(o_dense && l_dense)) {
-        snprintf(msg, msg_size, "out-of-bounds write: the Python kernel changed the guard bytes "
-                                "around %s",
+        snprintf(msg, msg_size,
+                 "out-of-bounds write: the Python kernel changed the guard bytes "
+                 "around %s",
                  o_oob ? "output" : "lse");
         return KVF_PLUGIN_ERROR;
     }
@@ -657,8 +659,8 @@ static int py_run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_s
         const int64_t pg = full ? (int64_t)i : st->pages[i];
         for (int32_t s = 0; s < S; s++)
             for (int32_t g = 0; g < hk; g++) {
-                const int64_t at = pg * a->kv_stride_page + s * a->kv_stride_slot +
-                                   g * a->kv_stride_head;
+                const int64_t at =
+                    pg * a->kv_stride_page + s * a->kv_stride_slot + g * a->kv_stride_head;
                 const size_t src = i * page_bytes + ((size_t)s * hk + g) * row;
                 if (memcmp(a->k_cache + at, A + o_k + src, row))
                     memcpy((uint16_t *)a->k_cache + at, A + o_k + src, row);
@@ -719,8 +721,7 @@ int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err) 
     if (strncmp(spec, "python:", 7) == 0) {
         const char *mod = spec + 7, *colon = strrchr(mod, ':');
         if (!colon || colon == mod || !colon[1]) {
-            rc = kvf_error_set(err, KVF_EINVAL,
-                               "kernel %s is not python:MODULE:FUNCTION", spec);
+            rc = kvf_error_set(err, KVF_EINVAL, "kernel %s is not python:MODULE:FUNCTION", spec);
             goto fail;
         }
         char module[PATH_MAX];
@@ -733,9 +734,9 @@ int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err) 
         const char *argv[4] = {"solution", s->dir, s->entry_file, s->function};
         if (set_target(k, argv, 4) || !(k->name = dup_str(s->name))) goto nomem;
     } else {
-        rc = kvf_error_set(err, KVF_EINVAL,
-                           "kernel %s is neither python:MODULE:FUNCTION nor a solution .json",
-                           spec);
+        rc =
+            kvf_error_set(err, KVF_EINVAL,
+                          "kernel %s is neither python:MODULE:FUNCTION nor a solution .json", spec);
         goto fail;
     }
     if ((rc = find_python(&k->python, err)) || (rc = find_worker(&k->worker, err))) goto fail;
@@ -743,8 +744,8 @@ int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err) 
     if ((rc = run_check(k, line, sizeof line, err))) goto fail;
     char desc[2 * KVF_ERROR_MSG_MAX];
     if (k->solution.name)
-        snprintf(desc, sizeof desc, "FlashInfer-Bench %s solution for %s: %s",
-                 k->solution.language, k->solution.definition, line);
+        snprintf(desc, sizeof desc, "FlashInfer-Bench %s solution for %s: %s", k->solution.language,
+                 k->solution.definition, line);
     else
         snprintf(desc, sizeof desc, "Python kernel %s", line);
     if (!(k->description = dup_str(desc))) goto nomem;

@@ -115,8 +115,7 @@ int kvf__solution_load(const char *path, kvf__solution *out, kvf_error *err) {
     }
     if (strncmp(definition, DEFINITION_FAMILY, strlen(DEFINITION_FAMILY)) != 0) {
         rc = kvf_error_set(err, KVF_EINVAL,
-                           "solution %s solves %s, which is not a " DEFINITION_FAMILY
-                           " definition",
+                           "solution %s solves %s, which is not a " DEFINITION_FAMILY " definition",
                            name, definition);
         goto done;
     }
@@ -139,15 +138,15 @@ int kvf__solution_load(const char *path, kvf__solution *out, kvf_error *err) {
     const char *entry = get_string(spec, "entry_point");
     const char *sep = entry ? strstr(entry, "::") : NULL;
     if (!entry || !*entry) {
-        rc = kvf_error_set(err, KVF_EINVAL,
-                           "solution %s has no entry point (spec.entry_point, \"file.py::function\")",
-                           name);
+        rc = kvf_error_set(
+            err, KVF_EINVAL,
+            "solution %s has no entry point (spec.entry_point, \"file.py::function\")", name);
         goto done;
     }
     if (!sep || sep == entry || !sep[2] || sep - entry < 4 || strncmp(sep - 3, ".py", 3) != 0) {
-        rc = kvf_error_set(err, KVF_EINVAL,
-                           "solution %s's entry point %s is not \"file.py::function\"", name,
-                           entry);
+        rc =
+            kvf_error_set(err, KVF_EINVAL,
+                          "solution %s's entry point %s is not \"file.py::function\"", name, entry);
         goto done;
     }
     json_t *dps = json_object_get(spec, "destination_passing_style");
@@ -176,8 +175,8 @@ int kvf__solution_load(const char *path, kvf__solution *out, kvf_error *err) {
             goto done;
         }
         if (!safe_relative(sp)) {
-            rc = kvf_error_set(err, KVF_EINVAL,
-                               "solution %s's source path %s leaves its folder", name, sp);
+            rc = kvf_error_set(err, KVF_EINVAL, "solution %s's source path %s leaves its folder",
+                               name, sp);
             goto done;
         }
         have_entry |= strcmp(sp, entry_file) == 0;
