@@ -405,23 +405,135 @@ static char *read_text(const char *path) {
     return s;
 }
 
-/* Writes a solution whose one source is the torch reference, saved as `source_path`. */
-static void write_solution(const char *path, const char *language, const char *entry,
-                           const char *source_path, const char *definition) {
+/* Writes a solution whose source `source_path` is the torch reference; with `main`, a second
+ * source main.py holding that text. */
+static void write_solution_with(const char *path, const char *language, const char *entry,
+                                const char *source_path, const char *definition, const char *main) {
     char ref[1024];
     snprintf(ref, sizeof ref, "%s/examples/python/torch_decode.py", source_dir());
-    char *src = read_text(ref), *q = json_quote(src ? src : "");
+    char *src = read_text(ref), *q = json_quote(src ? src : ""), *m = json_quote(main ? main : "");
     FILE *f = fopen(path, "w");
     fprintf(f,
             "{\"name\": \"torch-reference\", \"definition\": \"%s\", \"author\": \"kvfuzz\",\n"
             " \"spec\": {\"language\": \"%s\", \"target_hardware\": [\"cpu\"],%s%s%s\n"
             "          \"dependencies\": [\"torch\"], \"destination_passing_style\": true},\n"
-            " \"sources\": [{\"path\": \"%s\", \"content\": %s}]}\n",
+            " \"sources\": [{\"path\": \"%s\", \"content\": %s}%s%s%s]}\n",
             definition, language, entry ? " \"entry_point\": \"" : "", entry ? entry : "",
-            entry ? "\"," : "", source_path, q);
+            entry ? "\"," : "", source_path, q,
+            main ? ", {\"path\": \"main.py\", \"content\": " : "", main ? m : "", main ? "}" : "");
     fclose(f);
     free(src);
     free(q);
+    free(m);
+}
+
+static void write_solution(const char *path, const char *language, const char *entry,
+                           const char *source_path, const char *definition) {
+    write_solution_with(path, language, entry, source_path, definition, NULL);
+}
+
+/* A FlashInfer-Bench definition: const axes, the inputs named in order, outputs output, lse. */
+static void write_definition(const char *path, const char *name, const char *inputs, int hq, int hk,
+                             int d, int ps) {
+    FILE *f = fopen(path, "w");
+    fprintf(f,
+            "{\"name\": \"%s\", \"op_type\": \"gqa_paged\",\n"
+            " \"axes\": {\"batch_size\": {\"type\": \"var\"},\n"
+            "   \"num_qo_heads\": {\"type\": \"const\", \"value\": %d},\n"
+            "   \"num_kv_heads\": {\"type\": \"const\", \"value\": %d},\n"
+            "   \"head_dim\": {\"type\": \"const\", \"value\": %d},\n"
+            "   \"page_size\": {\"type\": \"const\", \"value\": %d}},\n"
+            " \"inputs\": {",
+            name, hq, hk, d, ps);
+    char list[512];
+    snprintf(list, sizeof list, "%s", inputs);
+    int first = 1;
+    for (char *t = strtok(list, ", "); t; t = strtok(NULL, ", "), first = 0)
+        fprintf(f, "%s\"%s\": {\"dtype\": \"bfloat16\"}", first ? "" : ", ", t);
+    fputs("},\n \"outputs\": {\"output\": {\"dtype\": \"bfloat16\"}, \"lse\": {\"dtype\": "
+          "\"float32\"}},\n \"reference\": \"\"}\n",
+          f);
+    fclose(f);
+}
+
+#define INPUTS_9 "q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale"
+#define INPUTS_8 "q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale"
+
+/* Definitions found in a dataset's layout are read: their signature is checked, their const
+ * axes fix the shapes, and one without kv_last_page_len gets the eight-argument call. */
+static void test_solution_definitions(void) {
+    char root[] = "/tmp/kvfuzz-test-dataset-XXXXXX", path[512], def[512], sol[512];
+    CHECK(mkdtemp(root) != NULL);
+    snprintf(path, sizeof path, "%s/definitions", root);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/definitions/gqa_paged", root);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/solutions", root);
+    mkdir(path, 0700);
+    snprintf(sol, sizeof sol, "%s/solutions/s.json", root);
+
+    /* A signature in another order. */
+    snprintf(def, sizeof def, "%s/definitions/gqa_paged/gqa_paged_decode_x.json", root);
+    write_definition(def, "gqa_paged_decode_x",
+                     "q, k_cache, v_cache, kv_indices, kv_indptr, kv_last_page_len, sm_scale", 20,
+                     4, 128, 64);
+    write_solution(sol, "python", "main.py::decode", "main.py", "gqa_paged_decode_x");
+    expect_make_error(sol, KVF_EINVAL, "takes (q, k_cache, v_cache, kv_indices, kv_indptr");
+    /* No kv_last_page_len with pages of 64 tokens. */
+    write_definition(def, "gqa_paged_decode_x", INPUTS_8, 20, 4, 128, 64);
+    expect_make_error(sol, KVF_EINVAL, "has no kv_last_page_len input");
+    /* A file that defines something else. */
+    write_definition(def, "gqa_paged_decode_y", INPUTS_9, 20, 4, 128, 64);
+    expect_make_error(sol, KVF_EINVAL, "defines gqa_paged_decode_y, not gqa_paged_decode_x");
+
+    NEED_TORCH();
+    /* The const axes fix the shape though the name says nothing. */
+    write_definition(def, "gqa_paged_decode_x", INPUTS_9, 20, 4, 128, 64);
+    kvf_kernel *k = make(sol);
+    if (k) {
+        char why[256] = "";
+        kvf_plugin_shape sh = {.struct_size = sizeof sh};
+        sh.num_qo_heads = 20, sh.num_kv_heads = 4, sh.head_dim = 128, sh.page_size = 64;
+        CHECK_INT_EQ(k->desc->supports(k->desc, &sh, why, sizeof why), 1);
+        sh.page_size = 16;
+        CHECK_INT_EQ(k->desc->supports(k->desc, &sh, why, sizeof why), 0);
+        CHECK_STR_CONTAINS(why, "fixes page size at 64, not 16");
+    }
+    kvf__python_kernel_free(k);
+
+    /* Eight arguments for one-token pages, checked against the function's signature. */
+    write_definition(def, "gqa_paged_decode_x", INPUTS_8, 8, 8, 64, 1);
+    write_solution(sol, "python", "torch_decode.py::decode", "torch_decode.py",
+                   "gqa_paged_decode_x");
+    expect_make_error(sol, KVF_EINVAL, "cannot take kvfuzz's eight arguments");
+    write_solution_with(sol, "python", "main.py::run", "torch_decode.py", "gqa_paged_decode_x",
+                        "import torch\n"
+                        "from torch_decode import decode\n"
+                        "def run(q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale, output, "
+                        "lse):\n"
+                        "    last = torch.ones(q.shape[0], dtype=torch.int32, device=q.device)\n"
+                        "    decode(q, k_cache, v_cache, kv_indptr, kv_indices, last, sm_scale, "
+                        "output, lse)\n");
+    k = make(sol);
+    kvf_host *h = k ? create(k) : NULL;
+    kvf_case c;
+    char seed[1024];
+    snprintf(seed, sizeof seed, "%s/corpus/seeds/08-page1.kvfz", source_dir());
+    if (h && load_case(seed, &c) == 0) {
+        CHECK(judge_one(k, h, &c, "08-page1 through an eight-argument solution"));
+        kvf_case_free(&c);
+    }
+    kvf_host_destroy(h);
+    kvf__python_kernel_free(k);
+    unlink(sol);
+    unlink(def);
+    snprintf(path, sizeof path, "%s/definitions/gqa_paged", root);
+    rmdir(path);
+    snprintf(path, sizeof path, "%s/definitions", root);
+    rmdir(path);
+    snprintf(path, sizeof path, "%s/solutions", root);
+    rmdir(path);
+    rmdir(root);
 }
 
 static void test_solution_json(void) {
@@ -484,6 +596,7 @@ out:
 static const check_test tests[] = {
     {"load_errors", test_load_errors},
     {"solution_json", test_solution_json},
+    {"solution_definitions", test_solution_definitions},
     {"torch_reference_passes", test_torch_reference_passes},
     {"large_pool_sends_referenced_pages", test_large_pool_sends_referenced_pages},
     {"triton_on_gpu", test_triton_on_gpu},

@@ -11,8 +11,9 @@ kvfuzz (kernels/python/python_kernel.c) starts this script in one of two modes:
                                           "ready", then serves one request per launch.
 
 PYTHON is the interpreter as kvfuzz names it (for messages). TARGET is `module NAME FUNCTION` (NAME a dotted module importable from the working directory or
-PYTHONPATH, or a path to a .py file) or `solution DIR ENTRY_FILE FUNCTION` (the sources of a
-FlashInfer-Bench solution written into DIR).
+PYTHONPATH, or a path to a .py file) or `solution DIR ENTRY_FILE FUNCTION NARGS` (the sources of a
+FlashInfer-Bench solution written into DIR; NARGS 8 for a definition without kv_last_page_len,
+whose function is called without it).
 
 The protocol (all little-endian). Requests arrive on the socket SOCK; the tensors live in the
 shared memory MEMFD, which kvfuzz lays out, grows and fills: q, the K/V page pool, the index
@@ -43,6 +44,7 @@ REPLY_MAGIC = b"KVFA"
 STATUS_OK, STATUS_EXCEPTION, STATUS_INTERNAL = 0, 1, 2
 EXIT_OK, EXIT_NOTFOUND, EXIT_INVALID = 0, 3, 4
 ARGS = "q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, output, lse"
+ARGS_8 = "q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale, output, lse"
 
 # torch's words for CUDA faults, and the CUDA error names kvfuzz files as crashes (an illegal
 # address in a kernel is a crash, whichever language launched it).
@@ -86,8 +88,9 @@ def import_torch():
 
 
 def load_function(target):
-    """Imports the target and returns (function, its display name)."""
+    """Imports the target and returns (function, its display name, its argument count)."""
     kind = target[0]
+    nargs = 9
     if kind == "module":
         name, func = target[1], target[2]
         sys.path.insert(0, os.getcwd())
@@ -115,6 +118,7 @@ def load_function(target):
             name = os.path.splitext(os.path.basename(name))[0]
     elif kind == "solution":
         folder, entry, func = target[1], target[2], target[3]
+        nargs = int(target[4]) if len(target) > 4 else 9
         sys.path.insert(0, folder)
         path = os.path.join(folder, entry)
         modname = os.path.splitext(entry)[0].replace("/", ".")
@@ -140,12 +144,12 @@ def load_function(target):
         sig = None  # a builtin or a jitted object: trust it
     if sig is not None:
         try:
-            sig.bind(*range(9))
+            sig.bind(*range(nargs))
         except TypeError:
             raise TargetError(
-                EXIT_INVALID, "%s.%s%s cannot take kvfuzz's nine arguments (%s)"
-                % (name, func, sig, ARGS))
-    return fn, "%s.%s" % (name, func)
+                EXIT_INVALID, "%s.%s%s cannot take kvfuzz's %s arguments (%s)"
+                % (name, func, sig, "nine" if nargs == 9 else "eight", ARGS if nargs == 9 else ARGS_8))
+    return fn, "%s.%s" % (name, func), nargs
 
 
 def pick_device(torch):
@@ -165,7 +169,7 @@ def check(target):
     try:
         torch = import_torch()
         device = pick_device(torch)
-        _, shown = load_function(target)
+        _, shown, _ = load_function(target)
     except TargetError as e:
         print(str(e))
         return e.code
@@ -193,7 +197,7 @@ def serve(sock_fd, mem_fd, target):
     try:
         torch = import_torch()
         device = pick_device(torch)
-        fn, shown = load_function(target)
+        fn, shown, nargs = load_function(target)
     except TargetError as e:
         reply(sock, STATUS_INTERNAL, str(e))
         return 0
@@ -242,8 +246,11 @@ def serve(sock_fd, mem_fd, target):
         output = o_region[g16:g16 + b * hq * d].view(torch.bfloat16).view(b, hq, d)
         lse = lse_region[g32:g32 + b * hq].view(torch.float32).view(b, hq)
         try:
-            fn(q, k_cache, v_cache, t["indptr"], t["indices"], t["last"], float(sm_scale),
-               output, lse)
+            if nargs == 9:
+                fn(q, k_cache, v_cache, t["indptr"], t["indices"], t["last"], float(sm_scale),
+                   output, lse)
+            else:  # page size 1: every last page holds its one token
+                fn(q, k_cache, v_cache, t["indptr"], t["indices"], float(sm_scale), output, lse)
             if device != "cpu":
                 torch.cuda.synchronize()
         except Exception as e:  # SystemExit and KeyboardInterrupt end the worker: a crash

@@ -63,7 +63,8 @@ typedef struct pyk {
     kvf_plugin_kernel desc;
     char *name, *description;
     char *python, *worker;
-    char *target[4]; /* worker argv naming the function: module NAME FN | solution DIR FILE FN */
+    char *target[5]; /* worker argv naming the function: module NAME FN | solution DIR FILE FN
+                        NARGS */
     int ntarget;
     kvf__solution solution; /* zeroed for python:MODULE:FUNCTION */
 } pyk;
@@ -220,7 +221,7 @@ static int reap(pid_t pid, double seconds) {
 
 /* Runs the worker's check mode: imports torch and the target in a short-lived process. */
 static int run_check(pyk *k, char *line, size_t line_size, kvf_error *err) {
-    char *argv[9] = {k->python, k->worker, "check", k->python};
+    char *argv[10] = {k->python, k->worker, "check", k->python};
     int argc = 4;
     for (int i = 0; i < k->ntarget; i++)
         argv[argc++] = k->target[i];
@@ -423,7 +424,7 @@ static int py_create(const kvf_plugin_kernel *self, void **state, char *msg, siz
         return KVF_PLUGIN_ERROR;
     }
     st->sock = sv[0];
-    char *argv[11] = {k->python, k->worker, "serve", k->python, "3", "4"};
+    char *argv[12] = {k->python, k->worker, "serve", k->python, "3", "4"};
     int argc = 6;
     for (int i = 0; i < k->ntarget; i++)
         argv[argc++] = k->target[i];
@@ -731,8 +732,9 @@ int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err) 
     } else if (kvf__python_kernel_spec(spec)) {
         if ((rc = kvf__solution_load(spec, &k->solution, err))) goto fail;
         const kvf__solution *s = &k->solution;
-        const char *argv[4] = {"solution", s->dir, s->entry_file, s->function};
-        if (set_target(k, argv, 4) || !(k->name = dup_str(s->name))) goto nomem;
+        const char *argv[5] = {"solution", s->dir, s->entry_file, s->function,
+                               s->num_args == 8 ? "8" : "9"};
+        if (set_target(k, argv, 5) || !(k->name = dup_str(s->name))) goto nomem;
     } else {
         rc =
             kvf_error_set(err, KVF_EINVAL,

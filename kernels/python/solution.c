@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <ftw.h>
+#include <glob.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -36,6 +37,7 @@ void kvf__solution_free(kvf__solution *s) {
     free(s->dir);
     free(s->entry_file);
     free(s->function);
+    free(s->definition_path);
     memset(s, 0, sizeof *s);
 }
 
@@ -90,6 +92,110 @@ static void shape_from_name(kvf__solution *s) {
         s->head_dim = d;
         s->page_size = ps;
     }
+}
+
+/* The definition file for `def`, looked for as solution.h says; NULL when there is none. */
+static char *find_definition(const char *solution_path, const char *def) {
+    char dir[PATH_MAX], pattern[PATH_MAX + 64];
+    if (!realpath(solution_path, dir)) return NULL;
+    char *slash = strrchr(dir, '/');
+    if (!slash) return NULL;
+    *slash = 0;
+    snprintf(pattern, sizeof pattern, "%s/%s.json", dir, def);
+    if (access(pattern, R_OK) == 0) return dup_str(pattern);
+    for (;;) {
+        const char *forms[2] = {"%s/definitions/%s.json", "%s/definitions/*/%s.json"};
+        for (int f = 0; f < 2; f++) {
+            snprintf(pattern, sizeof pattern, forms[f], dir, def);
+            glob_t g;
+            if (glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0) {
+                char *hit = dup_str(g.gl_pathv[0]);
+                globfree(&g);
+                return hit;
+            }
+            globfree(&g);
+        }
+        slash = strrchr(dir, '/');
+        if (!slash || slash == dir) return NULL;
+        *slash = 0;
+    }
+}
+
+/* The keys of an object, in order, as "a, b, c". */
+static void key_list(json_t *obj, char *buf, size_t n) {
+    const char *key;
+    json_t *v;
+    size_t at = 0;
+    buf[0] = 0;
+    json_object_foreach(obj, key, v) {
+        if (at + 1 >= n) break;
+        at += (size_t)snprintf(buf + at, n - at, "%s%s", at ? ", " : "", key);
+    }
+}
+
+/* Checks a definition's signature against kvfuzz's call and takes its const axes. */
+static int check_definition(kvf__solution *s, const char *path, kvf_error *err) {
+    static const char *const want9 =
+        "q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale";
+    static const char *const want8 = "q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale";
+    json_error_t jerr;
+    json_t *d = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (!d)
+        return kvf_error_set(err, KVF_EINVAL, "definition %s is not JSON: %s (line %d)", path,
+                             jerr.text, jerr.line);
+    int rc = 0;
+    const char *name = get_string(d, "name");
+    json_t *inputs = json_object_get(d, "inputs"), *outputs = json_object_get(d, "outputs");
+    json_t *axes = json_object_get(d, "axes");
+    char have[512];
+    if (name && strcmp(name, s->definition) != 0) {
+        rc = kvf_error_set(err, KVF_EINVAL, "definition file %s defines %s, not %s", path, name,
+                           s->definition);
+        goto done;
+    }
+    if (!json_is_object(inputs) || !json_is_object(outputs)) {
+        rc =
+            kvf_error_set(err, KVF_EINVAL, "definition %s has no inputs and outputs objects", path);
+        goto done;
+    }
+    key_list(inputs, have, sizeof have);
+    if (strcmp(have, want9) == 0) {
+        s->num_args = 9;
+    } else if (strcmp(have, want8) == 0) {
+        s->num_args = 8;
+    } else {
+        rc = kvf_error_set(err, KVF_EINVAL,
+                           "definition %s takes (%s); kvfuzz calls (%s) with the outputs after",
+                           s->definition, have, want9);
+        goto done;
+    }
+    key_list(outputs, have, sizeof have);
+    if (strcmp(have, "output, lse") != 0) {
+        rc =
+            kvf_error_set(err, KVF_EINVAL, "definition %s writes (%s); kvfuzz passes (output, lse)",
+                          s->definition, have);
+        goto done;
+    }
+    static const char *const names[4] = {"num_qo_heads", "num_kv_heads", "head_dim", "page_size"};
+    int32_t *fields[4] = {&s->num_qo_heads, &s->num_kv_heads, &s->head_dim, &s->page_size};
+    for (int i = 0; i < 4 && json_is_object(axes); i++) {
+        json_t *ax = json_object_get(axes, names[i]);
+        const char *type = get_string(ax, "type");
+        json_t *value = json_object_get(ax, "value");
+        if (type && strcmp(type, "const") == 0 && json_is_integer(value))
+            *fields[i] = (int32_t)json_integer_value(value);
+    }
+    /* Without kv_last_page_len every last page is full: well defined for one-token pages. */
+    if (s->num_args == 8 && s->page_size != 1) {
+        rc = kvf_error_set(err, KVF_EINVAL,
+                           "definition %s has no kv_last_page_len input, which kvfuzz can leave "
+                           "out only for page size 1",
+                           s->definition);
+        goto done;
+    }
+done:
+    json_decref(d);
+    return rc;
 }
 
 int kvf__solution_load(const char *path, kvf__solution *out, kvf_error *err) {
@@ -209,6 +315,9 @@ int kvf__solution_load(const char *path, kvf__solution *out, kvf_error *err) {
             goto done;
     }
     shape_from_name(out);
+    out->num_args = 9;
+    out->definition_path = find_definition(path, definition);
+    if (out->definition_path) rc = check_definition(out, out->definition_path, err);
 done:
     json_decref(root);
     if (rc) kvf__solution_free(out);
