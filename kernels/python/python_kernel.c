@@ -523,14 +523,15 @@ static void put64(uint8_t **p, uint64_t v) {
     *p += 8;
 }
 
-/* Mirrors one changed guard, or reports it when the host's layout is not the one whose guard
- * bytes sit right before and after a contiguous output. Returns 1 when a byte changed. */
-static int mirror_guard(const uint8_t *copy, uint8_t *host, int host_has_guard) {
+/* Mirrors the changed bytes of one guard into the host's guard (NULL when the host's output is
+ * not contiguous, so its guard's place is unknown: the caller reports the write instead).
+ * Returns 1 when a byte changed. */
+static int mirror_guard(const uint8_t *copy, uint8_t *host) {
     int changed = 0;
     for (size_t i = 0; i < KVF_HOST_GUARD_BYTES; i++)
         if (copy[i] != KVF_HOST_GUARD_BYTE) {
             changed = 1;
-            if (host_has_guard) host[i] = copy[i];
+            if (host) host[i] = copy[i];
         }
     return changed;
 }
@@ -636,11 +637,12 @@ static int py_run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_s
     const int o_dense = a->o && a->o_stride_head == D && a->o_stride_batch == (int64_t)hq * D;
     const int l_dense = a->lse && a->lse_stride_batch == hq;
     int oob = 0;
-    oob |= mirror_guard(A + o_o, (uint8_t *)a->o - G, o_dense);
-    oob |= mirror_guard(o + (size_t)n_o * 2, (uint8_t *)(a->o + n_o), o_dense);
+    uint8_t *ho = o_dense ? (uint8_t *)a->o : NULL, *hl = l_dense ? (uint8_t *)a->lse : NULL;
+    oob |= mirror_guard(A + o_o, ho ? ho - G : NULL);
+    oob |= mirror_guard(o + (size_t)n_o * 2, ho ? ho + (size_t)n_o * 2 : NULL);
     const int o_oob = oob;
-    oob |= mirror_guard(A + o_lse, (uint8_t *)a->lse - G, l_dense);
-    oob |= mirror_guard(l + (size_t)n_lse * 4, (uint8_t *)(a->lse + n_lse), l_dense);
+    oob |= mirror_guard(A + o_lse, hl ? hl - G : NULL);
+    oob |= mirror_guard(l + (size_t)n_lse * 4, hl ? hl + (size_t)n_lse * 4 : NULL);
     if (oob && !(o_dense && l_dense)) {
         snprintf(msg, msg_size,
                  "out-of-bounds write: the Python kernel changed the guard bytes "
