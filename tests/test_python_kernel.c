@@ -315,11 +315,10 @@ static void test_buffer_violations_reach_the_host(void) {
     NEED_TORCH();
     kvf_case c;
     if (seed_case(&c)) return;
-    expect_violation(&c, "writes_nothing", KVF_EUNWRITTEN, "unwritten, the first at b 0 h 0 d 0");
+    expect_violation(&c, "writes_nothing", KVF_EUNWRITTEN, "b 0 h 0 d 0");
     /* bf16 1.0 is 0x3F80, written right after o: its low byte first. */
-    expect_violation(&c, "writes_past_output", KVF_EOOBWRITE,
-                     "after o (guard byte 0xa5 became 0x80)");
-    expect_violation(&c, "scales_q_in_place", KVF_EINPUTMOD, "modified its input q");
+    expect_violation(&c, "writes_past_output", KVF_EOOBWRITE, "0xa5 became 0x80");
+    expect_violation(&c, "scales_q_in_place", KVF_EINPUTMOD, "input q");
     kvf_case_free(&c);
 }
 
