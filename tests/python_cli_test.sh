@@ -2,7 +2,7 @@
 # Python kernels through the command line: the torch reference passes replay of the seeds and a
 # short campaign with 0 findings; each broken kernel of tests/python/bad_kernels.py gives a
 # finding of its own class (kernel-error with the exception's line, crash with the signal or
-# exit status, unwritten-output, out-of-bounds-write, input-modified); a missing module,
+# exit status, unwritten-output, out-of-bounds-write, input-modified, hang); a missing module,
 # function or torch is exit 2 and one sentence. Skips (77) where python3 has no torch.
 set -u
 kvfuzz=$1
@@ -66,6 +66,13 @@ writes_nothing unwritten-output b 0 h 0 d 0
 writes_past_output out-of-bounds-write 0xa5 became 0x80
 scales_q_in_place input-modified input q
 LIST
+
+# A function that never returns: a hang at the deadline, and its interpreter dies with the
+# worker that was killed for it.
+run 1 -- "$kvfuzz" fuzz --kernel "$bad:hangs" --runs 1 --deadline 3 --findings "$tmp/hangs"
+ls "$tmp/hangs"/hang-*.kvfz >/dev/null 2>&1 || fail "hangs gave no hang finding: $(ls "$tmp/hangs")"
+sleep 1
+if pgrep -f "bad_kernels.py hangs" >/dev/null; then fail "the hung Python worker outlived its kvfuzz worker"; fi
 
 # ---- load errors -------------------------------------------------------------------------------
 run 2 -- "$kvfuzz" fuzz --kernel python:kvfuzz_no_such_module:decode --runs 1

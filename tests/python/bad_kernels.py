@@ -4,6 +4,7 @@ Each takes kvfuzz's nine arguments; all but the broken part follow torch_decode.
 import os
 import signal
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "examples", "python"))
@@ -48,3 +49,8 @@ def two_arguments(q, k_cache):
 
 
 not_a_function = 42
+
+
+def hangs(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, output, lse):
+    while True:
+        time.sleep(1)
