@@ -422,19 +422,23 @@ int host_create(const kvf_plugin_kernel *const *descs, int n, Host **out, kvf_er
         const cudaError_t e = cudaStreamCreateWithFlags(&h->stream, cudaStreamNonBlocking);
         if (e != cudaSuccess) rc = cuda_fail(err, e, "Creating a CUDA stream");
     }
-    for (int i = 0; i < n && !rc; ++i, ++h->n) {
+    for (int i = 0; i < n && !rc; ++i) {
         Slot *s = &h->slots[i];
         s->desc = descs[i];
-        if (!s->desc->create) continue;
-        char msg[KVF_ERROR_MSG_MAX] = {0};
-        const int st = s->desc->create(s->desc, &s->state, msg, sizeof msg - 1);
-        if (st != KVF_PLUGIN_OK)
-            rc = kvf_error_set(err, st == KVF_PLUGIN_NOMEM ? KVF_ENOMEM : KVF_EKERNEL,
-                               "%s could not start: %s", s->desc->name,
-                               msg[0] ? msg : "create() failed without a message");
-        // A create() that launched work or failed inside CUDA leaves its error here.
+        if (s->desc->create) {
+            char msg[KVF_ERROR_MSG_MAX] = {0};
+            const int st = s->desc->create(s->desc, &s->state, msg, sizeof msg - 1);
+            if (st != KVF_PLUGIN_OK) {
+                rc = kvf_error_set(err, st == KVF_PLUGIN_NOMEM ? KVF_ENOMEM : KVF_EKERNEL,
+                                   "%s could not start: %s", s->desc->name,
+                                   msg[0] ? msg : "create() failed without a message");
+                break; // no state to destroy
+            }
+        }
+        h->n = i + 1;
+        // A create() that failed inside CUDA without saying so leaves its error here.
         const cudaError_t e = cudaGetLastError();
-        if (!rc && e != cudaSuccess) rc = cuda_fail(err, e, "Creating the kernel's state");
+        if (e != cudaSuccess) rc = cuda_fail(err, e, "Creating the kernel's state");
     }
     if (rc) {
         kvf__cuda_host_destroy(h);
@@ -736,8 +740,10 @@ CheckParams check_params(Host *h) {
     if (pool > 0 && pool <= kWholePoolCheckBytes) {
         p.whole_vecs = (int64_t)(pool / 16);
     } else {
+        // d_written lists the loaded case's pages once it has any (pools_upload, and the
+        // generated load); a case with none reads no page.
         p.ids = (const int64_t *)h->d_written;
-        p.n_ids = h->written_pages;
+        p.n_ids = h->num_read_pages;
     }
     p.in = (const uint4 *)io, p.shadow = (const uint4 *)(io + L.in_b);
     p.in_vecs = (int64_t)(L.in_b / 16);
