@@ -209,8 +209,7 @@ static int time_round_robin(bench_run *br, const bench_opts *o, const int *runna
         const int t = i - o->warmup;
         for (int e = 0; e < entries; e++) {
             if (e > 0 && !runnable[e - 1]) continue;
-            if (!cuda_ok(cudaMemsetAsync(br->flush, i & 0xFF, FLUSH_BYTES, br->stream),
-                         "L2 flush"))
+            if (!cuda_ok(cudaMemsetAsync(br->flush, i & 0xFF, FLUSH_BYTES, br->stream), "L2 flush"))
                 return -1;
             cudaEvent_t *ev = br->ev + 2 * ((size_t)(t < 0 ? 0 : t) * entries + e);
             if (t >= 0 && !cuda_ok(cudaEventRecord(ev[0], br->stream), "event")) return -1;
@@ -370,7 +369,8 @@ static int bench_one(bench_run *br, const bench_workload *w, const bench_opts *o
     if (build_case(w, o, *first_row, &c)) goto out;
     const int64_t tokens = kvf_case_total_tokens(&c);
     const size_t q_b = (size_t)kvf_case_q_elems(&c) * 2, lse_b = (size_t)kvf_case_lse_elems(&c) * 4;
-    const int64_t bytes = (int64_t)q_b + tokens * o->hk * o->d * 2 * 2 + (int64_t)q_b + (int64_t)lse_b;
+    const int64_t bytes =
+        (int64_t)q_b + tokens * o->hk * o->d * 2 * 2 + (int64_t)q_b + (int64_t)lse_b;
     if (kvf__cuda_host_load_generated(br->host, &c, o->seed, &err)) {
         fprintf(stderr, "kvfuzz bench: %s\n", err.msg);
         goto out;
@@ -389,19 +389,18 @@ static int bench_one(bench_run *br, const bench_workload *w, const bench_opts *o
             kvf__cuda_host_describe_at(br->host, k, res[k].plan, sizeof res[k].plan);
             runnable[k] = st == 0;
         } else if (st) {
-            fprintf(stderr, "kvfuzz bench: the reference %s fails on %s: %s\n",
-                    br->descs[k]->name, w->name, e.msg);
+            fprintf(stderr, "kvfuzz bench: the reference %s fails on %s: %s\n", br->descs[k]->name,
+                    w->name, e.msg);
             goto out;
         }
         if (st == KVF_EDEVICE) goto out; /* the context may be gone */
     }
     for (int k = 0; k < br->timed; k++)
-        if (runnable[k]) compare(&c, outs_o[k], outs_lse[k], outs_o[br->ref], outs_lse[br->ref],
-                                 &res[k]);
+        if (runnable[k])
+            compare(&c, outs_o[k], outs_lse[k], outs_o[br->ref], outs_lse[br->ref], &res[k]);
     if (!cuda_ok(cudaMalloc(&roof, (size_t)((bytes + 15) / 16 * 16)),
                  "allocating the roofline buffer") ||
-        !cuda_ok(cudaMemsetAsync(roof, 0x5A, (size_t)((bytes + 15) / 16 * 16), br->stream),
-                 "fill"))
+        !cuda_ok(cudaMemsetAsync(roof, 0x5A, (size_t)((bytes + 15) / 16 * 16), br->stream), "fill"))
         goto out;
     if (time_round_robin(br, o, runnable, roof, bytes, med, mn)) goto out;
     rc = 0;

@@ -63,8 +63,8 @@ template <Mode M> int run_mode(void *state, const kvf_plugin_args *a, char *msg,
         attr.val.programmaticStreamSerializationAllowed = 1;
         cfg.attrs = &attr;
         cfg.numAttrs = 1;
-        e = cudaLaunchKernelEx(&cfg, write_kernel, a->o, n_o, extra, a->lse, rows, k,
-                               a->kv_indices, a->kv_stride_page, 1);
+        e = cudaLaunchKernelEx(&cfg, write_kernel, a->o, n_o, extra, a->lse, rows, k, a->kv_indices,
+                               a->kv_stride_page, 1);
     } else {
         write_kernel<<<64, 256, 0, st>>>(a->o, n_o, extra, a->lse, rows, k, a->kv_indices,
                                          a->kv_stride_page, 0);
@@ -77,6 +77,7 @@ template <Mode M> int run_mode(void *state, const kvf_plugin_args *a, char *msg,
     return KVF_PLUGIN_OK;
 }
 
+// clang-format off
 #define TEST_DESC(NAME, TEXT, MODE)                                                                \
     {sizeof(kvf_plugin_kernel),                                                                    \
      NAME,                                                                                         \
@@ -91,6 +92,7 @@ template <Mode M> int run_mode(void *state, const kvf_plugin_args *a, char *msg,
      NULL,                                                                                         \
      run_mode<MODE>,                                                                               \
      NULL}
+// clang-format on
 
 } // namespace
 

@@ -602,7 +602,9 @@ static void test_staging_in_batches(void) {
             unsetenv("KVF_CUDA_VERIFY_POOL");
             run_outputs one_batch = outputs_for(&c), batched_out = outputs_for(&c);
             CHECK_OK(kvf_kernel_run(kern, whole, &c, one_batch.o, one_batch.lse, &err), &err);
-            if (small) CHECK_OK(kvf_kernel_run(kern, small, &c, batched_out.o, batched_out.lse, &err), &err);
+            if (small)
+                CHECK_OK(kvf_kernel_run(kern, small, &c, batched_out.o, batched_out.lse, &err),
+                         &err);
             if (small && !outputs_same_bits(&one_batch, &batched_out))
                 CHECK_FAIL_AT("%s: seed 0x%llx (%lld resident pages, %ld per batch) differs from "
                               "its one-batch upload",

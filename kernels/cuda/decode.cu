@@ -23,8 +23,9 @@
 // own (kvf_mut_<ID>) with KVF_CUDA_MUTANT_TU and one KVF_MUTANT_<ID> defined (one object per
 // entry of kernels/mutants.def). Such a build keeps only the split-KV path for head_dim 128,
 // turns the plan API into private functions and defines no registry entry (the mutant file
-// defines its own descriptor from the desc_* functions here); `#if defined(KVF_MUTANT_<ID>)` blocks here and in decode.cuh compile the bug in. This
-// production object is built with none of those macros.
+// defines its own descriptor from the desc_* functions here); `#if defined(KVF_MUTANT_<ID>)`
+// blocks here and in decode.cuh compile the bug in. This production object is built with none
+// of those macros.
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -868,8 +869,8 @@ KVF_CUDA_API int kvf_cuda_plan_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *
     if (p->B == 0) return 0;
     if (!t->q || !t->kv_indptr || !t->kv_last_page_len || !t->o || !t->lse)
         return kvf_error_set(err, KVF_EINVAL, "A device tensor pointer is NULL.");
-    if (p->ws_bytes && (!t->workspace || t->workspace_bytes < p->ws_bytes ||
-                        ((uintptr_t)t->workspace & 255) != 0))
+    if (p->ws_bytes &&
+        (!t->workspace || t->workspace_bytes < p->ws_bytes || ((uintptr_t)t->workspace & 255) != 0))
         return kvf_error_set(err, KVF_EINVAL,
                              "The plan needs a 256-byte aligned workspace of %zu bytes (%zu "
                              "given).",
@@ -939,8 +940,8 @@ void desc_destroy(void *state) {
     kvf_cuda_plan_destroy((kvf_cuda_plan *)state);
 }
 
-int desc_plan(void *state, const kvf_plugin_shape *shape, const kvf_plugin_index *index,
-              char *msg, size_t msg_size) {
+int desc_plan(void *state, const kvf_plugin_shape *shape, const kvf_plugin_index *index, char *msg,
+              size_t msg_size) {
     kvf_cuda_problem pr;
     pr.num_qo_heads = shape->num_qo_heads, pr.num_kv_heads = shape->num_kv_heads;
     pr.head_dim = shape->head_dim, pr.page_size = shape->page_size;
@@ -948,8 +949,7 @@ int desc_plan(void *state, const kvf_plugin_shape *shape, const kvf_plugin_index
     pr.sm_scale = shape->sm_scale;
     pr.kv_indptr = index->kv_indptr, pr.kv_last_page_len = index->kv_last_page_len;
     kvf_error e = {0, {0}};
-    return plugin_status(kvf_cuda_plan_prepare((kvf_cuda_plan *)state, &pr, &e), &e, msg,
-                         msg_size);
+    return plugin_status(kvf_cuda_plan_prepare((kvf_cuda_plan *)state, &pr, &e), &e, msg, msg_size);
 }
 
 size_t desc_workspace_bytes(void *state, const kvf_plugin_shape *shape) {
@@ -1004,6 +1004,7 @@ int desc_create_naive(const kvf_plugin_kernel *self, void **state, char *msg, si
 } // namespace
 
 // The descriptor of a split-KV variant (the production kernel, or a mutant's build of it).
+// clang-format off
 #define KVF_CUDA_SPLIT_DESC(NAME, DESCRIPTION, ROLE)                                               \
     {sizeof(kvf_plugin_kernel),                                                                    \
      NAME,                                                                                         \
@@ -1018,6 +1019,7 @@ int desc_create_naive(const kvf_plugin_kernel *self, void **state, char *msg, si
      desc_workspace_bytes,                                                                         \
      desc_run,                                                                                     \
      desc_describe}
+// clang-format on
 #ifndef KVF_CUDA_MUTANT_TU
 extern "C" int kvf_cuda_runtime_available(char *why, size_t why_size) {
     int n = 0;
@@ -1076,11 +1078,16 @@ static const kvf_plugin_kernel kDescCudaNaive = {sizeof(kvf_plugin_kernel),
 
 // The registry's entries: no case-level vtable, so they run through the buffer host like a
 // plugin does (kernel.h).
+// Fields: name, description, device, models, create, destroy, run, desc, role, plugin.
+// clang-format off
 extern "C" const kvf_kernel kvf_kernel_cuda = {
-    KVF_CUDA_NAME, KVF_CUDA_TEXT, KVF_DEVICE_CUDA,          NULL, NULL, NULL, NULL, &kDescCuda,
-    KVF_PLUGIN_ROLE_REFERENCE, NULL};
+    KVF_CUDA_NAME, KVF_CUDA_TEXT, KVF_DEVICE_CUDA, NULL, NULL, NULL, NULL, &kDescCuda,
+    KVF_PLUGIN_ROLE_REFERENCE, NULL,
+};
 
 extern "C" const kvf_kernel kvf_kernel_cuda_naive = {
     KVF_CUDA_NAIVE_NAME, KVF_CUDA_NAIVE_TEXT, KVF_DEVICE_CUDA, NULL, NULL, NULL, NULL,
-    &kDescCudaNaive, KVF_PLUGIN_ROLE_REFERENCE, NULL};
+    &kDescCudaNaive, KVF_PLUGIN_ROLE_REFERENCE, NULL,
+};
+// clang-format on
 #endif // !KVF_CUDA_MUTANT_TU

@@ -76,7 +76,7 @@ struct CheckParams {
     int64_t whole_vecs;       // ... or, when > 0, the first whole_vecs vectors of each pool
     const uint4 *in, *shadow; // in_vecs vectors each
     int64_t in_vecs;
-    unsigned char *ws;      // [guard | ws_bytes | guard], padded: ws_region bytes
+    unsigned char *ws; // [guard | ws_bytes | guard], padded: ws_region bytes
     size_t ws_bytes, ws_region;
     CheckResult *res;
 };
@@ -115,11 +115,20 @@ __device__ void pool_checksum(const CheckParams &p, unsigned long long *dst) {
         hk += vec_hash(p.k[at], (unsigned long long)at);
         hv += vec_hash(p.v[at], (unsigned long long)at);
     }
+    // One atomic pair per block: thousands on one address would serialize in L2.
+    __shared__ unsigned long long s_k[8], s_v[8];
     hk = warp_sum_u64(hk);
     hv = warp_sum_u64(hv);
-    if ((threadIdx.x & 31) == 0 && (hk | hv)) {
-        atomicAdd(&dst[0], hk);
-        atomicAdd(&dst[1], hv);
+    const int warp = threadIdx.x >> 5;
+    if ((threadIdx.x & 31) == 0) s_k[warp] = hk, s_v[warp] = hv;
+    __syncthreads();
+    if (threadIdx.x == 0) { // holds warp 0's sums
+        for (int w = 1; w < (int)(blockDim.x >> 5); ++w)
+            hk += s_k[w], hv += s_v[w];
+        if (hk | hv) {
+            atomicAdd(&dst[0], hk);
+            atomicAdd(&dst[1], hv);
+        }
     }
 }
 
@@ -241,6 +250,13 @@ int grid_for(int64_t vecs) {
     return (int)(b < 1 ? 1 : b < 4096 ? b : 4096);
 }
 
+// The check kernels: at least 8 items per thread and at most 512 blocks (about 4 per SM),
+// which keeps them short and the checksum's atomics few.
+int check_grid(int64_t items) {
+    const int64_t b = (items + 2047) / 2048;
+    return (int)(b < 1 ? 1 : b < 512 ? b : 512);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Errors
 
@@ -283,8 +299,8 @@ int pinned_grow(void **buf, size_t *cap, size_t bytes, const char *what, kvf_err
 struct Slot {
     const kvf_plugin_kernel *desc;
     void *state;
-    int rc;         // outcome of supports + plan for the loaded inputs (0: ready to run)
-    kvf_error why;  // its sentence
+    int rc;        // outcome of supports + plan for the loaded inputs (0: ready to run)
+    kvf_error why; // its sentence
     size_t ws_bytes;
 };
 
@@ -326,6 +342,7 @@ struct Host {
     // changed pool byte).
     int64_t *pages;
     int32_t *page_used;
+    void *page_sort; // scratch of read_pages
     size_t pages_cap;
     int64_t num_read_pages;
     // d_io and its pinned images: h_up = [in | shadow | out as poisoned], h_down = out after.
@@ -365,8 +382,8 @@ int check_case(const kvf_case *c, kvf_error *err) {
         const int32_t last = c->kv_last_page_len[b];
         if (n > 0 && (last < 1 || last > c->page_size))
             return kvf_error_set(err, KVF_EINVAL,
-                                 "kv_last_page_len[%d] is %d, outside [1, page_size = %d]", b,
-                                 last, c->page_size);
+                                 "kv_last_page_len[%d] is %d, outside [1, page_size = %d]", b, last,
+                                 c->page_size);
         if (n == 0 && (last < 0 || last > c->page_size))
             return kvf_error_set(err, KVF_EINVAL,
                                  "kv_last_page_len[%d] is %d for an empty sequence, outside [0, "
@@ -453,8 +470,8 @@ int host_create(const kvf_plugin_kernel *const *descs, int n, Host **out, kvf_er
 int pools_fill(Host *h, kvf_error *err) {
     const int64_t vecs = (int64_t)(h->pool_cap / 16);
     for (int which = 0; which < 2; ++which) {
-        fill_kernel<<<grid_for(vecs), 256, 0, h->stream>>>((uint4 *)(which ? h->d_v : h->d_k),
-                                                           vecs, kPoisonWord);
+        fill_kernel<<<grid_for(vecs), 256, 0, h->stream>>>((uint4 *)(which ? h->d_v : h->d_k), vecs,
+                                                           kPoisonWord);
         KVF_CUDA_TRY(cudaGetLastError(), "Launching the pool poison kernel");
     }
     return 0;
@@ -528,34 +545,55 @@ int pools_verify(Host *h, kvf_error *err) {
     return 0;
 }
 
-// The pages the case reads and how many leading slots of each: the union over sequences (a
-// page that is one sequence's last and another's inner page is read whole). Fills h->pages and
-// h->page_used in first-reference order.
+struct PageUse {
+    int64_t page;
+    int32_t used;
+};
+
+int cmp_page_use(const void *a, const void *b) {
+    const int64_t x = ((const PageUse *)a)->page, y = ((const PageUse *)b)->page;
+    return (x > y) - (x < y);
+}
+
+// The pages the case reads and how many leading slots of each (the rule of
+// kvf__host_used_slots: a page that is one sequence's last and another's inner page is read
+// whole), ascending. Sorting the table's entries costs O(E log E) and nothing per pool page:
+// kvf__host_used_slots' array of P entries would be up to 2^26 of them (an 8 GiB pool of
+// 128-byte pages) for every case with page ids past 65535, a sixth of a campaign.
 int read_pages(Host *h, const kvf_case *c, kvf_error *err) {
     h->num_read_pages = 0;
     const int64_t entries = c->kv_indptr[c->batch_size];
     if (entries == 0) return 0;
-    int32_t *used = kvf__host_used_slots(c, (int64_t)INT32_MAX + 1, err);
-    if (!used) return err ? err->code : KVF_ENOMEM;
     if ((size_t)entries > h->pages_cap) {
         free(h->pages);
         free(h->page_used);
+        free(h->page_sort);
         h->pages = (int64_t *)malloc((size_t)entries * sizeof *h->pages);
         h->page_used = (int32_t *)malloc((size_t)entries * sizeof *h->page_used);
-        h->pages_cap = h->pages && h->page_used ? (size_t)entries : 0;
-        if (!h->pages_cap) {
-            free(used);
+        h->page_sort = malloc((size_t)entries * sizeof(PageUse));
+        h->pages_cap = h->pages && h->page_used && h->page_sort ? (size_t)entries : 0;
+        if (!h->pages_cap)
             return kvf_error_set(err, KVF_ENOMEM, "out of host memory for the page list");
+    }
+    PageUse *u = (PageUse *)h->page_sort;
+    for (int32_t b = 0; b < c->batch_size; ++b) {
+        const int32_t beg = c->kv_indptr[b], end = c->kv_indptr[b + 1];
+        for (int32_t e = beg; e < end; ++e) {
+            u[e].page = c->kv_indices[e];
+            u[e].used = e == end - 1 ? c->kv_last_page_len[b] : c->page_size;
         }
     }
+    qsort(u, (size_t)entries, sizeof *u, cmp_page_use);
+    int64_t n = 0;
     for (int64_t i = 0; i < entries; ++i) {
-        const int32_t p = c->kv_indices[i];
-        if (used[p] <= 0) continue; // listed already (negated), or never read
-        h->pages[h->num_read_pages] = p;
-        h->page_used[h->num_read_pages++] = used[p];
-        used[p] = -used[p];
+        if (n > 0 && h->pages[n - 1] == u[i].page) {
+            if (u[i].used > h->page_used[n - 1]) h->page_used[n - 1] = u[i].used;
+            continue;
+        }
+        h->pages[n] = u[i].page;
+        h->page_used[n++] = u[i].used;
     }
-    free(used);
+    h->num_read_pages = n;
     return 0;
 }
 
@@ -618,11 +656,9 @@ int pools_upload(Host *h, const kvf_case *c, kvf_error *err) {
         KVF_CUDA_TRY(cudaMemcpyAsync(h->d_stage, stage, (size_t)(2 * n) * page_bytes,
                                      cudaMemcpyHostToDevice, h->stream),
                      "Uploading pages");
-        scatter_pages_kernel<<<grid_for(2 * n * (int64_t)(page_bytes / 16)), 256, 0,
-                               h->stream>>>((const uint4 *)h->d_stage,
-                                            (const int64_t *)h->d_ids + i0, n,
-                                            (int64_t)(page_bytes / 16), (uint4 *)h->d_k,
-                                            (uint4 *)h->d_v);
+        scatter_pages_kernel<<<grid_for(2 * n * (int64_t)(page_bytes / 16)), 256, 0, h->stream>>>(
+            (const uint4 *)h->d_stage, (const int64_t *)h->d_ids + i0, n,
+            (int64_t)(page_bytes / 16), (uint4 *)h->d_k, (uint4 *)h->d_v);
         KVF_CUDA_TRY(cudaGetLastError(), "Launching the page scatter kernel");
     }
     // This case's id list becomes the list the next run re-poisons (stream order keeps the
@@ -667,8 +703,7 @@ int layout(Host *h, const kvf_case *c, size_t ids, kvf_error *err) {
     L.ws_region = piece_bytes(L.ws_bytes);
     L.total = L.ws_at + L.ws_region;
     int rc = dev_grow(&h->d_io, &h->io_cap, L.total, "Allocating device inputs and outputs", err);
-    if (!rc)
-        rc = pinned_grow(&h->h_up, &h->up_cap, L.ws_at + ids, "Allocating pinned inputs", err);
+    if (!rc) rc = pinned_grow(&h->h_up, &h->up_cap, L.ws_at + ids, "Allocating pinned inputs", err);
     if (!rc) rc = pinned_grow(&h->h_down, &h->down_cap, L.out_b, "Allocating pinned outputs", err);
     return rc;
 }
@@ -829,8 +864,7 @@ int locate_pool_change(Host *h, const CheckResult *r, kvf_error *err) {
         return kvf_error_set(err, KVF_EINPUTMOD, "the kernel modified its input %s", which);
     const size_t pe = h->page_bytes / 2;
     kvf_bf16 *have = (kvf_bf16 *)malloc(2 * pe * sizeof(kvf_bf16));
-    if (!have)
-        return kvf_error_set(err, KVF_EINPUTMOD, "the kernel modified its input %s", which);
+    if (!have) return kvf_error_set(err, KVF_EINPUTMOD, "the kernel modified its input %s", which);
     kvf_bf16 *want = have + pe;
     int rc = 0;
     for (int64_t i = 0; i < h->num_read_pages && !rc; ++i)
@@ -860,13 +894,13 @@ int checked_run(Host *h, int k, kvf_bf16 *o, float *lse, kvf_error *err) {
     }
     const Layout &L = h->L;
     unsigned char *io = (unsigned char *)h->d_io;
-    KVF_CUDA_TRY(cudaMemcpyAsync(io, h->h_up, L.out_at + L.out_b, cudaMemcpyHostToDevice,
-                                 h->stream),
-                 "Uploading inputs and poisoned outputs");
+    KVF_CUDA_TRY(
+        cudaMemcpyAsync(io, h->h_up, L.out_at + L.out_b, cudaMemcpyHostToDevice, h->stream),
+        "Uploading inputs and poisoned outputs");
     const CheckParams cp = check_params(h);
     const int64_t pool_vecs = cp.whole_vecs > 0 ? cp.whole_vecs : cp.n_ids * cp.page_vec;
     int64_t most = pool_vecs > (int64_t)(L.ws_region / 4) ? pool_vecs : (int64_t)(L.ws_region / 4);
-    pre_kernel<<<dim3((unsigned)grid_for(most), 2), 256, 0, h->stream>>>(cp);
+    pre_kernel<<<dim3((unsigned)check_grid(most), 2), 256, 0, h->stream>>>(cp);
     KVF_CUDA_TRY(cudaGetLastError(), "Launching the pre-run check kernel");
     kvf_plugin_args a;
     fill_args(h, s, &a);
@@ -877,7 +911,7 @@ int checked_run(Host *h, int k, kvf_bf16 *o, float *lse, kvf_error *err) {
     if (e == cudaSuccess) {
         most = pool_vecs > cp.in_vecs ? pool_vecs : cp.in_vecs;
         if ((int64_t)L.ws_region > most) most = (int64_t)L.ws_region;
-        post_kernel<<<dim3((unsigned)grid_for(most), 3), 256, 0, h->stream>>>(cp);
+        post_kernel<<<dim3((unsigned)check_grid(most), 3), 256, 0, h->stream>>>(cp);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess)
@@ -903,8 +937,8 @@ int checked_run(Host *h, int k, kvf_bf16 *o, float *lse, kvf_error *err) {
     if (!rc && r.ws_first != kNone) {
         const int after = r.ws_first >= kG;
         const size_t dist = after ? (size_t)r.ws_first - kG - L.ws_bytes + 1 : kG - r.ws_first;
-        rc = kvf_error_set(err, KVF_EOOBWRITE, "the kernel wrote %zu byte%s %s the workspace",
-                           dist, dist == 1 ? "" : "s", after ? "after" : "before");
+        rc = kvf_error_set(err, KVF_EOOBWRITE, "the kernel wrote %zu byte%s %s the workspace", dist,
+                           dist == 1 ? "" : "s", after ? "after" : "before");
     }
     if (!rc && r.in_first != kNone) rc = locate_in_change(h, r.in_first, err);
     if (!rc && (r.before[0] != r.after[0] || r.before[1] != r.after[1]))
@@ -959,8 +993,8 @@ extern "C" int kvf__cuda_host_create(const kvf_plugin_kernel *desc, void **out, 
     return kvf__cuda_host_create_many(&desc, 1, out, err);
 }
 
-extern "C" int kvf__cuda_host_create_many(const kvf_plugin_kernel *const *descs, int n,
-                                          void **out, kvf_error *err) {
+extern "C" int kvf__cuda_host_create_many(const kvf_plugin_kernel *const *descs, int n, void **out,
+                                          kvf_error *err) {
     *out = NULL;
     if (n < 1) return kvf_error_set(err, KVF_EINVAL, "a CUDA host needs at least one kernel");
     Host *h = NULL;
@@ -1003,6 +1037,7 @@ extern "C" void kvf__cuda_host_destroy(void *hv) {
         if (p) cudaFreeHost(p);
     free(h->pages);
     free(h->page_used);
+    free(h->page_sort);
     free(h->slots);
     free(h);
 }
@@ -1114,8 +1149,8 @@ extern "C" int kvf__cuda_host_launch(void *hv, int k, kvf_error *err) {
     kvf_plugin_args a;
     fill_args(h, s, &a);
     char msg[KVF_ERROR_MSG_MAX] = {0};
-    const int rc = kvf__host_status(s->desc, s->desc->run(s->state, &a, msg, sizeof msg - 1), msg,
-                                    "run", err);
+    const int rc =
+        kvf__host_status(s->desc, s->desc->run(s->state, &a, msg, sizeof msg - 1), msg, "run", err);
     if (rc) return rc;
     KVF_CUDA_TRY(cudaGetLastError(), "Launching the kernel");
     return 0;
