@@ -665,5 +665,7 @@ int kvf_cmd_bench(int argc, char **argv) {
     int rc = KVF_EXIT_FINDINGS;
 #endif
     free_workloads(w, nw);
+    for (size_t i = 0; i < o.nk; i++)
+        kvf_kernel_free(o.kernels[i]); /* plugin kernels; built-in ones are static */
     return rc;
 }

@@ -8,23 +8,23 @@
 //                   kernel) and the next run re-poisons only those pages. Filling whole pools
 //                   every run (up to 2 x 8 GiB for page ids past 65535) made the GPU the
 //                   bottleneck of a campaign.
-//   d_io            [in | shadow | out | ws], each piece [guard | data | guard] (guards of
-//                   KVF_HOST_GUARD_BYTES, data 256-byte aligned):
+//   d_io            [in | result | out | ws]; in, out and ws made of pieces [guard | data |
+//                   guard] (guards of KVF_HOST_GUARD_BYTES, data 256-byte aligned):
 //                     in     q, kv_indptr, kv_indices, kv_last_page_len: what the kernel reads;
-//                     shadow the same bytes again, which the kernel is never shown;
-//                     out    o (KVF_HOST_POISON_O), lse (KVF_HOST_POISON_LSE), then the result
-//                            block of the check kernel;
+//                     result what the check kernels found (CheckResult);
+//                     out    o (KVF_HOST_POISON_O) and lse (KVF_HOST_POISON_LSE);
 //                     ws     the descriptor's workspace, KVF_HOST_POISON_BYTE.
-// One run is: one copy up (in, shadow and the poisoned out image together), the pre kernel
-// (workspace poison and guards, checksum of the pools), the descriptor's run() on the host's
-// stream, the post kernel (in against shadow, workspace guards, pool checksum again), one copy
-// down (out with its guards and the result block), one stream synchronization. Finding where a
-// check failed (which byte, which page) costs extra copies, paid only when it fails.
+// One run is: one copy up (in and the initial result block), the pre kernel (poison and guards
+// of out and ws, checksums of the pools and of in), the descriptor's run() on the host's
+// stream, the post kernel (workspace guards, the checksums again), one copy down (result and
+// out with its guards), one stream synchronization. Finding where a check failed (which byte,
+// which page) costs extra copies, paid only when it fails.
 //
-// Checksums, not copies, for the pools: comparing pools against a second device copy would
-// double their memory, and downloading them would cost more than the kernel. The checksum covers
-// the whole pools when both are at most kWholePoolCheckBytes, and otherwise the pages the case
-// reads; a write elsewhere into a larger pool is not seen (the CPU host has the same bound).
+// Checksums, not copies: comparing against a second device copy would double the pools'
+// memory and the inputs' upload, and downloading them would cost more than the kernel. The
+// pool checksums cover the whole pools when each is at most kWholePoolCheckBytes, otherwise
+// the pages the case reads: a write elsewhere into a larger pool goes unseen (the CPU host
+// likewise checks only what it wrote in pools past its own bound).
 #include <cuda_runtime.h>
 
 #include <errno.h>
@@ -48,6 +48,7 @@ constexpr size_t kStageBytes = 64u << 20;          // gather buffer for the page
 constexpr size_t kWholePoolCheckBytes = 64u << 20; // per pool: checksummed whole up to this
 constexpr uint32_t kPoisonWord = KVF_HOST_POISON_INPUT * 0x10001u; // two poison bf16
 constexpr unsigned long long kNone = ~0ull;
+constexpr size_t kResBytes = 256; // the result block of the check kernels
 
 size_t align256(size_t x) {
     return (x + 255) & ~(size_t)255;
@@ -63,19 +64,22 @@ size_t piece_bytes(size_t data) {
 
 // What the post kernel found, downloaded with the outputs. Initialised by the upload.
 struct CheckResult {
-    unsigned long long in_first;  // first 16-byte vector of `in` that differs from `shadow`
     unsigned long long ws_first;  // first workspace guard byte that changed
-    unsigned long long before[2]; // pool checksums (K, V) before the run
-    unsigned long long after[2];  // and after
+    unsigned long long before[3]; // checksums of K, V and `in` before the run
+    unsigned long long after[3];  // and after
 };
 
+static_assert(sizeof(CheckResult) <= kResBytes, "the result block holds CheckResult");
+
 struct CheckParams {
-    const uint4 *k, *v;       // the pools
-    const int64_t *ids;       // pages to checksum (n_ids of page_vec vectors) ...
-    int64_t n_ids, page_vec;  // ...
-    int64_t whole_vecs;       // ... or, when > 0, the first whole_vecs vectors of each pool
-    const uint4 *in, *shadow; // in_vecs vectors each
+    const uint4 *k, *v;      // the pools
+    const int64_t *ids;      // pages to checksum (n_ids of page_vec vectors) ...
+    int64_t n_ids, page_vec; // ...
+    int64_t whole_vecs;      // ... or, when > 0, the first whole_vecs vectors of each pool
+    const uint4 *in;         // in_vecs vectors
     int64_t in_vecs;
+    unsigned char *out; // [guard | o | guard], [lse | guard], padded: out_b bytes
+    size_t out_b, o_at, o_b, lse_at, lse_b;
     unsigned char *ws; // [guard | ws_bytes | guard], padded: ws_region bytes
     size_t ws_bytes, ws_region;
     CheckResult *res;
@@ -101,35 +105,47 @@ __device__ unsigned long long warp_sum_u64(unsigned long long x) {
     return x;
 }
 
-// Rows of blockIdx.y share one grid-stride loop each; threads per block are 256.
-__device__ void pool_checksum(const CheckParams &p, unsigned long long *dst) {
+// Checksums of both pools (the pages listed, or the whole pools) and of `in`. Rows of
+// blockIdx.y share one grid-stride loop each; threads per block are 256.
+__device__ void checksum(const CheckParams &p, unsigned long long *dst) {
     const int64_t total = p.whole_vecs > 0 ? p.whole_vecs : p.n_ids * p.page_vec;
-    unsigned long long hk = 0, hv = 0;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    const int64_t i0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    unsigned long long h[3] = {0, 0, 0};
+    for (int64_t i = i0; i < total; i += stride) {
         int64_t at = i;
         if (p.whole_vecs <= 0) {
             const int64_t page = i / p.page_vec;
             at = p.ids[page] * p.page_vec + (i - page * p.page_vec);
         }
-        hk += vec_hash(p.k[at], (unsigned long long)at);
-        hv += vec_hash(p.v[at], (unsigned long long)at);
+        h[0] += vec_hash(p.k[at], (unsigned long long)at);
+        h[1] += vec_hash(p.v[at], (unsigned long long)at);
     }
-    // One atomic pair per block: thousands on one address would serialize in L2.
-    __shared__ unsigned long long s_k[8], s_v[8];
-    hk = warp_sum_u64(hk);
-    hv = warp_sum_u64(hv);
+    for (int64_t i = i0; i < p.in_vecs; i += stride)
+        h[2] += vec_hash(p.in[i], (unsigned long long)i);
+    // One atomic per sum and block: thousands on one address would serialize in L2.
+    __shared__ unsigned long long s_h[3][8];
     const int warp = threadIdx.x >> 5;
-    if ((threadIdx.x & 31) == 0) s_k[warp] = hk, s_v[warp] = hv;
-    __syncthreads();
-    if (threadIdx.x == 0) { // holds warp 0's sums
-        for (int w = 1; w < (int)(blockDim.x >> 5); ++w)
-            hk += s_k[w], hv += s_v[w];
-        if (hk | hv) {
-            atomicAdd(&dst[0], hk);
-            atomicAdd(&dst[1], hv);
-        }
+    for (int j = 0; j < 3; ++j) {
+        h[j] = warp_sum_u64(h[j]);
+        if ((threadIdx.x & 31) == 0) s_h[j][warp] = h[j];
     }
+    __syncthreads();
+    if (threadIdx.x == 0) // holds warp 0's sums
+        for (int j = 0; j < 3; ++j) {
+            for (int w = 1; w < (int)(blockDim.x >> 5); ++w)
+                h[j] += s_h[j][w];
+            if (h[j]) atomicAdd(&dst[j], h[j]);
+        }
+}
+
+// What byte i of `out` holds before the run: o and lse poison, guard bytes elsewhere.
+__device__ unsigned char out_byte(const CheckParams &p, size_t i) {
+    if (i >= p.o_at && i < p.o_at + p.o_b) // KVF_HOST_POISON_O, little-endian
+        return (unsigned char)((i - p.o_at) & 1 ? KVF_HOST_POISON_O >> 8 : KVF_HOST_POISON_O);
+    if (i >= p.lse_at && i < p.lse_at + p.lse_b) // KVF_HOST_POISON_LSE
+        return (unsigned char)(KVF_HOST_POISON_LSE >> (8 * ((i - p.lse_at) & 3)));
+    return (unsigned char)KVF_HOST_GUARD_BYTE;
 }
 
 __device__ unsigned char ws_byte(const CheckParams &p, size_t i) {
@@ -137,40 +153,37 @@ __device__ unsigned char ws_byte(const CheckParams &p, size_t i) {
                                           : (unsigned char)KVF_HOST_GUARD_BYTE;
 }
 
-// Before the run: y = 0 poisons the workspace and writes its guards, y = 1 checksums the pools.
+// Before the run: y = 0 poisons o, lse and the workspace and writes their guards, y = 1
+// checksums. Filled here rather than uploaded: the outputs cost no copy over PCIe.
 __global__ void pre_kernel(const CheckParams p) {
     if (blockIdx.y == 1) {
-        pool_checksum(p, p.res->before);
+        checksum(p, p.res->before);
         return;
     }
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    const size_t i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    uint32_t *o = (uint32_t *)p.out;
+    for (size_t i = i0; i < p.out_b / 4; i += stride) {
+        const size_t b = 4 * i;
+        o[i] = out_byte(p, b) | (uint32_t)out_byte(p, b + 1) << 8 |
+               (uint32_t)out_byte(p, b + 2) << 16 | (uint32_t)out_byte(p, b + 3) << 24;
+    }
     uint32_t *w = (uint32_t *)p.ws;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < p.ws_region / 4;
-         i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = i0; i < p.ws_region / 4; i += stride) {
         const size_t b = 4 * i;
         w[i] = ws_byte(p, b) | (uint32_t)ws_byte(p, b + 1) << 8 |
                (uint32_t)ws_byte(p, b + 2) << 16 | (uint32_t)ws_byte(p, b + 3) << 24;
     }
 }
 
-// After the run: y = 0 compares `in` with its shadow, y = 1 checks the workspace guards, y = 2
-// checksums the pools again.
+// After the run: y = 0 checks the workspace guards, y = 1 checksums again.
 __global__ void post_kernel(const CheckParams p) {
-    if (blockIdx.y == 2) {
-        pool_checksum(p, p.res->after);
+    if (blockIdx.y == 1) {
+        checksum(p, p.res->after);
         return;
     }
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const int64_t i0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (blockIdx.y == 0) {
-        for (int64_t i = i0; i < p.in_vecs; i += stride) {
-            const uint4 a = p.in[i], b = p.shadow[i];
-            if (a.x != b.x || a.y != b.y || a.z != b.z || a.w != b.w) {
-                atomicMin(&p.res->in_first, (unsigned long long)i);
-                break;
-            }
-        }
-        return;
-    }
     for (int64_t i = i0; i < (int64_t)p.ws_region; i += stride) {
         if ((size_t)i >= kG && (size_t)i < kG + p.ws_bytes) continue;
         if (p.ws[i] != (unsigned char)KVF_HOST_GUARD_BYTE) {
@@ -304,13 +317,14 @@ struct Slot {
     size_t ws_bytes;
 };
 
-// Offsets of one loaded case in d_io (and in h_up for the first three pieces).
+// Offsets of one loaded case in d_io (and in h_up for in and the result block).
 struct Layout {
     size_t q, ip, ix, ll;         // data offsets in `in`
     size_t q_b, ip_b, ix_b, ll_b; // data bytes
-    size_t in_b;                  // bytes of `in` (= of `shadow`)
+    size_t in_b;                  // bytes of `in`
+    size_t res_at, up_b;          // the result block; up_b = bytes uploaded (in, result block)
     size_t out_at;                // `out` in d_io
-    size_t o, lse, res;           // data offsets in `out`
+    size_t o, lse;                // data offsets in `out`
     size_t o_b, lse_b, out_b;
     size_t ws_at, ws_bytes, ws_region;
     size_t total;
@@ -345,7 +359,8 @@ struct Host {
     void *page_sort; // scratch of read_pages
     size_t pages_cap;
     int64_t num_read_pages;
-    // d_io and its pinned images: h_up = [in | shadow | out as poisoned], h_down = out after.
+    // d_io and its pinned images: h_up = [in | result as initialised], h_down = [result | out]
+    // after the run.
     void *d_io, *h_up, *h_down;
     size_t io_cap, up_cap, down_cap;
     Layout L;
@@ -634,7 +649,7 @@ int pools_upload(Host *h, const kvf_case *c, kvf_error *err) {
     if (rc) return rc;
     // The ids go up from pinned memory behind h_up's images (laid out by the caller), which
     // stays untouched until the run synchronizes.
-    const int64_t *pinned_ids = (const int64_t *)((unsigned char *)h->h_up + h->L.ws_at);
+    const int64_t *pinned_ids = (const int64_t *)((unsigned char *)h->h_up + h->L.up_b);
     KVF_CUDA_TRY(cudaMemcpyAsync(h->d_ids, pinned_ids, (size_t)n_pages * sizeof(int64_t),
                                  cudaMemcpyHostToDevice, h->stream),
                  "Uploading the page list");
@@ -689,13 +704,14 @@ int layout(Host *h, const kvf_case *c, size_t ids, kvf_error *err) {
     L.ix = L.ip - kG + piece_bytes(L.ip_b) + kG;
     L.ll = L.ix - kG + piece_bytes(L.ix_b) + kG;
     L.in_b = L.ll - kG + piece_bytes(L.ll_b);
-    L.out_at = 2 * L.in_b;
+    L.res_at = L.in_b;
+    L.up_b = L.res_at + kResBytes;
+    L.out_at = L.up_b;
     L.o_b = (size_t)kvf_case_o_elems(c) * 2;
     L.lse_b = (size_t)kvf_case_lse_elems(c) * 4;
     L.o = kG;
     L.lse = piece_bytes(L.o_b) + kG;
-    L.res = L.lse - kG + piece_bytes(L.lse_b);
-    L.out_b = L.res + align256(sizeof(CheckResult));
+    L.out_b = L.lse - kG + piece_bytes(L.lse_b);
     L.ws_at = L.out_at + L.out_b;
     for (int i = 0; i < h->n; ++i)
         if (h->slots[i].rc == 0 && h->slots[i].ws_bytes > L.ws_bytes)
@@ -703,12 +719,15 @@ int layout(Host *h, const kvf_case *c, size_t ids, kvf_error *err) {
     L.ws_region = piece_bytes(L.ws_bytes);
     L.total = L.ws_at + L.ws_region;
     int rc = dev_grow(&h->d_io, &h->io_cap, L.total, "Allocating device inputs and outputs", err);
-    if (!rc) rc = pinned_grow(&h->h_up, &h->up_cap, L.ws_at + ids, "Allocating pinned inputs", err);
-    if (!rc) rc = pinned_grow(&h->h_down, &h->down_cap, L.out_b, "Allocating pinned outputs", err);
+    if (!rc) rc = pinned_grow(&h->h_up, &h->up_cap, L.up_b + ids, "Allocating pinned inputs", err);
+    if (!rc)
+        rc = pinned_grow(&h->h_down, &h->down_cap, kResBytes + L.out_b, "Allocating pinned outputs",
+                         err);
     return rc;
 }
 
-// h_up = [in | shadow | out as poisoned]: guards and padding KVF_HOST_GUARD_BYTE.
+// h_up = [in | result block as initialised]: guards and padding KVF_HOST_GUARD_BYTE. It also
+// stays what `in` must hold after the run, for locating a changed byte.
 void build_images(Host *h, const kvf_case *c) {
     const Layout &L = h->L;
     unsigned char *up = (unsigned char *)h->h_up;
@@ -717,16 +736,11 @@ void build_images(Host *h, const kvf_case *c) {
     memcpy(up + L.ip, c->kv_indptr, L.ip_b);
     if (L.ix_b) memcpy(up + L.ix, c->kv_indices, L.ix_b);
     if (L.ll_b) memcpy(up + L.ll, c->kv_last_page_len, L.ll_b);
-    memcpy(up + L.in_b, up, L.in_b);
-    unsigned char *out = up + L.out_at;
-    kvf__host_fill_guard(out, L.res);
-    kvf__host_poison_o((kvf_bf16 *)(out + L.o), (int64_t)(L.o_b / 2));
-    kvf__host_poison_lse((float *)(out + L.lse), (int64_t)(L.lse_b / 4));
     CheckResult init;
     memset(&init, 0, sizeof init);
-    init.in_first = init.ws_first = kNone;
-    memset(out + L.res, 0, L.out_b - L.res);
-    memcpy(out + L.res, &init, sizeof init);
+    init.ws_first = kNone;
+    memset(up + L.res_at, 0, kResBytes);
+    memcpy(up + L.res_at, &init, sizeof init);
 }
 
 // supports() and plan() of every slot for the loaded shape and table; sizes their workspaces.
@@ -780,10 +794,12 @@ CheckParams check_params(Host *h) {
         p.ids = (const int64_t *)h->d_written;
         p.n_ids = h->num_read_pages;
     }
-    p.in = (const uint4 *)io, p.shadow = (const uint4 *)(io + L.in_b);
+    p.in = (const uint4 *)io;
     p.in_vecs = (int64_t)(L.in_b / 16);
+    p.out = io + L.out_at, p.out_b = L.out_b;
+    p.o_at = L.o, p.o_b = L.o_b, p.lse_at = L.lse, p.lse_b = L.lse_b;
     p.ws = io + L.ws_at, p.ws_bytes = L.ws_bytes, p.ws_region = L.ws_region;
-    p.res = (CheckResult *)(io + L.out_at + L.res);
+    p.res = (CheckResult *)(io + L.res_at);
     return p;
 }
 
@@ -821,15 +837,23 @@ int name_in_byte(Host *h, size_t at, unsigned char was, unsigned char now, kvf_e
                          at, was, now);
 }
 
-int locate_in_change(Host *h, unsigned long long vec, kvf_error *err) {
-    const size_t at = (size_t)vec * 16;
-    unsigned char now[16];
-    KVF_CUDA_TRY(cudaMemcpy(now, (unsigned char *)h->d_io + at, 16, cudaMemcpyDeviceToHost),
-                 "Reading back a changed input");
-    const unsigned char *was = (const unsigned char *)h->h_up + at;
-    for (int i = 0; i < 16; ++i)
-        if (now[i] != was[i]) return name_in_byte(h, at + (size_t)i, was[i], now[i], err);
-    return kvf_error_set(err, KVF_EINPUTMOD, "the kernel modified its inputs near byte %zu", at);
+int locate_in_change(Host *h, kvf_error *err) {
+    const size_t n = h->L.in_b;
+    unsigned char *now = (unsigned char *)malloc(n);
+    if (!now) return kvf_error_set(err, KVF_EINPUTMOD, "the kernel modified its inputs");
+    const cudaError_t e = cudaMemcpy(now, h->d_io, n, cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) {
+        free(now);
+        return cuda_fail(err, e, "Reading back a changed input");
+    }
+    const unsigned char *was = (const unsigned char *)h->h_up;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; ++i)
+        if (now[i] != was[i]) rc = name_in_byte(h, i, was[i], now[i], err);
+    free(now);
+    // Equal bytes and a changed checksum: the kernel wrote and then restored them.
+    return rc ? rc
+              : kvf_error_set(err, KVF_EINPUTMOD, "the kernel modified its inputs during the run");
 }
 
 // Compares device page `p` of both pools with what it must hold (the case's page image, or
@@ -894,12 +918,13 @@ int checked_run(Host *h, int k, kvf_bf16 *o, float *lse, kvf_error *err) {
     }
     const Layout &L = h->L;
     unsigned char *io = (unsigned char *)h->d_io;
-    KVF_CUDA_TRY(
-        cudaMemcpyAsync(io, h->h_up, L.out_at + L.out_b, cudaMemcpyHostToDevice, h->stream),
-        "Uploading inputs and poisoned outputs");
+    KVF_CUDA_TRY(cudaMemcpyAsync(io, h->h_up, L.up_b, cudaMemcpyHostToDevice, h->stream),
+                 "Uploading the inputs");
     const CheckParams cp = check_params(h);
     const int64_t pool_vecs = cp.whole_vecs > 0 ? cp.whole_vecs : cp.n_ids * cp.page_vec;
-    int64_t most = pool_vecs > (int64_t)(L.ws_region / 4) ? pool_vecs : (int64_t)(L.ws_region / 4);
+    int64_t most = pool_vecs > cp.in_vecs ? pool_vecs : cp.in_vecs;
+    if ((int64_t)((L.out_b + L.ws_region) / 4) > most)
+        most = (int64_t)((L.out_b + L.ws_region) / 4);
     pre_kernel<<<dim3((unsigned)check_grid(most), 2), 256, 0, h->stream>>>(cp);
     KVF_CUDA_TRY(cudaGetLastError(), "Launching the pre-run check kernel");
     kvf_plugin_args a;
@@ -911,11 +936,12 @@ int checked_run(Host *h, int k, kvf_bf16 *o, float *lse, kvf_error *err) {
     if (e == cudaSuccess) {
         most = pool_vecs > cp.in_vecs ? pool_vecs : cp.in_vecs;
         if ((int64_t)L.ws_region > most) most = (int64_t)L.ws_region;
-        post_kernel<<<dim3((unsigned)check_grid(most), 3), 256, 0, h->stream>>>(cp);
+        post_kernel<<<dim3((unsigned)check_grid(most), 2), 256, 0, h->stream>>>(cp);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(h->h_down, io + L.out_at, L.out_b, cudaMemcpyDeviceToHost, h->stream);
+        e = cudaMemcpyAsync(h->h_down, io + L.res_at, kResBytes + L.out_b, cudaMemcpyDeviceToHost,
+                            h->stream);
     // The stream, not the device: other streams' work (a plugin's own) is none of this run's.
     const cudaError_t se = cudaStreamSynchronize(h->stream);
     if (e == cudaSuccess) e = se;
@@ -923,13 +949,13 @@ int checked_run(Host *h, int k, kvf_bf16 *o, float *lse, kvf_error *err) {
         return kvf_error_set(err, KVF_EDEVICE, "%s failed on the device: %s (%s)", s->desc->name,
                              cudaGetErrorName(e), cudaGetErrorString(e));
     int rc = kvf__host_status(s->desc, st, msg, "run", err);
-    const unsigned char *down = (const unsigned char *)h->h_down;
+    const unsigned char *down = (const unsigned char *)h->h_down + kResBytes;
     // The outputs go back whatever the checks find, so a finding shows what was written.
     if (L.o_b) memcpy(o, down + L.o, L.o_b);
     if (L.lse_b) memcpy(lse, down + L.lse, L.lse_b);
     if (rc) return rc;
     CheckResult r;
-    memcpy(&r, down + L.res, sizeof r);
+    memcpy(&r, h->h_down, sizeof r);
     if (!rc) rc = kvf__host_check_guard(down, kG, "o", "before", err);
     if (!rc) rc = kvf__host_check_guard(down + L.o + L.o_b, kG, "o", "after", err);
     if (!rc) rc = kvf__host_check_guard(down + L.lse - kG, kG, "lse", "before", err);
@@ -940,7 +966,7 @@ int checked_run(Host *h, int k, kvf_bf16 *o, float *lse, kvf_error *err) {
         rc = kvf_error_set(err, KVF_EOOBWRITE, "the kernel wrote %zu byte%s %s the workspace", dist,
                            dist == 1 ? "" : "s", after ? "after" : "before");
     }
-    if (!rc && r.in_first != kNone) rc = locate_in_change(h, r.in_first, err);
+    if (!rc && r.before[2] != r.after[2]) rc = locate_in_change(h, err);
     if (!rc && (r.before[0] != r.after[0] || r.before[1] != r.after[1]))
         rc = locate_pool_change(h, &r, err);
     if (!rc) rc = kvf__host_check_outputs(h->c, o, lse, err);
@@ -967,7 +993,7 @@ int load_case(Host *h, const kvf_case *c, kvf_error *err) {
     if (rc) return rc;
     build_images(h, c);
     if (h->num_read_pages)
-        memcpy((unsigned char *)h->h_up + h->L.ws_at, h->pages,
+        memcpy((unsigned char *)h->h_up + h->L.up_b, h->pages,
                (size_t)h->num_read_pages * sizeof(int64_t));
     rc = pools_upload(h, c, err);
     if (rc) return rc;
