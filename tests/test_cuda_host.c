@@ -69,7 +69,7 @@ static void test_violations(void) {
     if (!kvf_cuda_available(why, sizeof why)) CHECK_SKIP("%s", why);
     const expectation xs[] = {
         {&kvf_test_cuda_unwritten, KVF_EUNWRITTEN, "o elements unwritten"},
-        {&kvf_test_cuda_oob_o, KVF_EOOBWRITE, "after o"},
+        {&kvf_test_cuda_oob_o, KVF_EOOBWRITE, "outside o: byte 1 past its end"},
         {&kvf_test_cuda_modify_k, KVF_EINPUTMOD, "k_cache at page"},
         {&kvf_test_cuda_pdl, 0, NULL},
         {kvf_kernel_find("cuda")->desc, 0, NULL},

@@ -826,10 +826,12 @@ int name_in_byte(Host *h, size_t at, unsigned char was, unsigned char now, kvf_e
                                  buf[i].name, at - buf[i].at, was, now);
         const int after = at >= buf[i].at;
         const size_t dist = after ? at - (buf[i].at + buf[i].bytes) + 1 : buf[i].at - at;
+        // The wording of kvf__host_check_guard, so findings read alike on both hosts.
         return kvf_error_set(err, KVF_EOOBWRITE,
-                             "the kernel wrote %zu byte%s %s %s (guard byte 0x%02x became 0x%02x)",
-                             dist, dist == 1 ? "" : "s", after ? "after" : "before", buf[i].name,
-                             was, now);
+                             "the kernel wrote outside %s: byte %zu %s it changed (guard byte "
+                             "0x%02x became 0x%02x)",
+                             buf[i].name, dist, after ? "past its end" : "before its start", was,
+                             now);
     }
     return kvf_error_set(err, KVF_EOOBWRITE,
                          "the kernel wrote into the padding between its input buffers (byte %zu, "
@@ -963,8 +965,9 @@ int checked_run(Host *h, int k, kvf_bf16 *o, float *lse, kvf_error *err) {
     if (!rc && r.ws_first != kNone) {
         const int after = r.ws_first >= kG;
         const size_t dist = after ? (size_t)r.ws_first - kG - L.ws_bytes + 1 : kG - r.ws_first;
-        rc = kvf_error_set(err, KVF_EOOBWRITE, "the kernel wrote %zu byte%s %s the workspace", dist,
-                           dist == 1 ? "" : "s", after ? "after" : "before");
+        rc = kvf_error_set(err, KVF_EOOBWRITE,
+                           "the kernel wrote outside the workspace: byte %zu %s it changed", dist,
+                           after ? "past its end" : "before its start");
     }
     if (!rc && r.before[2] != r.after[2]) rc = locate_in_change(h, err);
     if (!rc && (r.before[0] != r.after[0] || r.before[1] != r.after[1]))
