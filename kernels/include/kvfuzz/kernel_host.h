@@ -88,7 +88,18 @@ int kvf__host_status(const kvf_plugin_kernel *desc, int status, const char *msg,
 /* ---- the CUDA host (cuda/host_cuda.cu; only when built with CUDA) ------------------------- */
 
 /* kvf_host_create/run/describe/destroy forward here for KVF_PLUGIN_DEVICE_CUDA descriptors.
- * Same contract as above; device and CUDA API errors are KVF_EDEVICE. */
+ * Same contract as above; device and CUDA API errors are KVF_EDEVICE, with the cudaError
+ * name (cudaErrorIllegalAddress, ...) in the sentence. The host runs the kernel on a stream of
+ * its own and synchronizes that stream, never the device, before its checks.
+ * Its device pools are poisoned whole (stronger than KVF_HOST_POISON_POOL_BYTES asks) and kept
+ * between runs: a run uploads only the pages the case reads and the next re-poisons them. The
+ * input check is a checksum of q, the index arrays and the pools (the whole pools while each
+ * is at most 64 MiB, else the pages the case reads), before and after the run, on the device.
+ * Environment, read at creation: KVF_CUDA_VERIFY_POOL=1 checks after every upload that no
+ * pool byte outside the pages read is anything but poison (tests: it reads both pools whole);
+ * KVF_CUDA_STAGE_BYTES=N (a multiple of 16, 32 to 2^30) sizes the pinned staging buffer the
+ * pages go up through (default 64 MiB; tests of uploads in several batches), KVF_EINVAL on a
+ * malformed value, KVF_EUNSUPPORTED from run when a K/V page pair does not fit. */
 int kvf__cuda_host_create(const kvf_plugin_kernel *desc, void **out, kvf_error *err);
 int kvf__cuda_host_run(void *h, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err);
 void kvf__cuda_host_describe(void *h, char *buf, size_t buf_size);
