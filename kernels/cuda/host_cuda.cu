@@ -983,6 +983,8 @@ int load_case(Host *h, const kvf_case *c, kvf_error *err) {
     h->pools_known = 1;
     int rc = check_case(c, err);
     if (rc) return rc;
+    if (c->kv_indptr[c->batch_size] > 0 && (!c->k_cache || !c->v_cache))
+        return kvf_error_set(err, KVF_EINVAL, "the case has no k_cache or v_cache");
     kvf_kernel_shape(c, &h->shape);
     plan_slots(h, c);
     if (h->n == 1 && h->slots[0].rc) {
