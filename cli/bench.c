@@ -1,13 +1,17 @@
-/* `kvfuzz bench`: times the CUDA decode kernels on device-resident inputs against a read
- * roofline measured in the same run.
+/* `kvfuzz bench`: times CUDA decode kernels, built in or from plugins, side by side in one
+ * process against a read roofline measured in the same run.
  *
- * Method: inputs are generated deterministically (values by a hash on the device, page tables
- * shuffled on the host), every kernel is checked against the other implementation before it
- * is timed, L2 is flushed before every timed iteration by writing a buffer of 256 MiB (the
- * H200 has 60 MB of L2), and each iteration is timed with CUDA events around the launch alone.
- * The roofline is a streaming kernel that reads the same number of bytes once (16-byte loads
- * and a checksum), timed the same way; "fraction" is roofline time / kernel time. Bytes count
- * q, the K/V rows the case actually reads, o and lse. */
+ * Method: every kernel runs through the CUDA buffer host (kernel_host.h) on one set of device
+ * buffers: K/V pools generated on the device (a hash of index and seed; page tables shuffled
+ * on the host, one spare page, every slot no sequence reads poisoned with NaN), q and the index
+ * arrays uploaded, guarded outputs and workspace. Before timing, each kernel runs once with the
+ * host's checks (unwritten outputs, writes past its buffers, changed inputs) and its outputs are
+ * compared with cuda-naive's, the simplest implementation. Timing then goes round robin: in
+ * every iteration the roofline and each kernel in turn, each after a 256 MiB write that flushes
+ * L2 (the H200 has 60 MB), each between two CUDA events around the descriptor's run() alone.
+ * The roofline is a streaming kernel that reads the same number of bytes once (16-byte loads and
+ * a checksum); "fraction" is roofline time / kernel time. Bytes count q, the K/V rows the case
+ * actually reads, o and lse. */
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,21 +25,28 @@
 
 #ifdef KVF_HAVE_CUDA
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include "kvfuzz/cuda_kernels.h"
+#include "kvfuzz/kernel_host.h"
 #endif
+
+#define BENCH_MAX_KERNELS 16
 
 static void bench_help(FILE *f) {
     fprintf(
         f,
-        "usage: kvfuzz bench [--kernel K[,K...]] [--preset P | --batch B --len L]\n"
+        "usage: kvfuzz bench [--kernel K]... [--preset P | --batch B --len L]\n"
         "                    [--heads HQ:HK] [--head-dim D] [--page-size S] [--iters N]\n"
         "                    [--warmup N] [--seed N] [--json]\n\n"
-        "Times CUDA decode kernels on generated device-resident inputs and compares each with a\n"
-        "streaming read of the same number of bytes measured in the same run (the read\n"
-        "roofline). Before timing, every kernel's output is checked against the other CUDA\n"
-        "kernel's (a disagreement beyond 1e-2 absolute and relative fails the run).\n\n"
-        "  --kernel K        cuda, cuda-naive, or a comma-separated list (default: both)\n"
+        "Times CUDA decode kernels side by side on the same device-resident inputs and compares\n"
+        "each with a streaming read of the same number of bytes measured in the same run (the\n"
+        "read roofline). Every kernel runs through kvfuzz's buffer host (NaN-poisoned pools,\n"
+        "guarded outputs); before timing each is checked by the host and against cuda-naive\n"
+        "(a disagreement beyond 1e-2 absolute and relative, or any host check, fails the run).\n\n"
+        "  --kernel K        a CUDA kernel: cuda, cuda-naive, cuda/mut=..., PATH.so (every CUDA\n"
+        "                    kernel of a plugin) or PATH.so:NAME; repeat it or give a comma-\n"
+        "                    separated list (default: cuda and cuda-naive)\n"
         "  --preset P        seed:  batch 1, 51 pages of 64 (3264 tokens), Hq 20, Hk 4, D 128\n"
         "                    sweep: batch {1,8,32,128} x length {512,4096,32768} (seed shape)\n"
         "                    mixed: batch 64, lengths log-uniform in [1, 16384] plus two empty\n"
@@ -50,10 +61,11 @@ static void bench_help(FILE *f) {
         "  --warmup N        untimed iterations first (default 5)\n"
         "  --seed N          input seed (default 1)\n"
         "  --json            one JSON array instead of the table\n\n"
-        "Columns: median and min microseconds per launch (split + merge for cuda), achieved\n"
-        "GB/s of the bytes above, the roofline's median for the same bytes, and\n"
-        "fraction = roofline time / kernel time. Exit 0, 1 when a check fails or the device\n"
-        "errs, 2 on bad usage.\n");
+        "Columns: median and min microseconds per run() (split + merge for cuda), achieved\n"
+        "GB/s of the bytes above, the roofline's median for the same bytes,\n"
+        "fraction = roofline time / kernel time, the check, and the kernel's plan facts\n"
+        "(describe()). A kernel that does not support the shape gets a row saying so. Exit 0,\n"
+        "1 when a check fails or the device errs, 2 on bad usage.\n");
 }
 
 typedef struct bench_workload {
@@ -67,7 +79,8 @@ typedef struct bench_opts {
     int iters, warmup;
     uint64_t seed;
     int json;
-    int kernels[2]; /* cuda, cuda-naive selected */
+    const kvf_kernel *kernels[BENCH_MAX_KERNELS];
+    size_t nk;
 } bench_opts;
 
 static uint64_t splitmix(uint64_t *state) {
@@ -115,63 +128,62 @@ static int cmp_float(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-typedef struct bench_dev {
-    kvf_bf16 *q, *k, *v, *o, *o_ref;
-    float *lse, *lse_ref;
-    int32_t *indptr, *indices, *last;
-    void *flush;
-    uint32_t *sink;
-    cudaStream_t stream;
-    cudaEvent_t *ev; /* 2 per iteration */
-} bench_dev;
-
 #define FLUSH_BYTES ((size_t)256 << 20)
 
 static int cuda_ok(cudaError_t e, const char *what) {
     if (e == cudaSuccess) return 1;
-    fprintf(stderr, "kvfuzz bench: %s failed: %s.\n", what, cudaGetErrorString(e));
+    fprintf(stderr, "kvfuzz bench: %s failed: %s (%s).\n", what, cudaGetErrorName(e),
+            cudaGetErrorString(e));
     return 0;
 }
 
-/* Times `iters` launches of either a plan (plan != NULL) or the roofline over `bytes` of
- * `roof_buf`; median and min in microseconds. Returns 0 or -1 (message printed). */
-static int time_launches(bench_dev *dv, const bench_opts *o, kvf_cuda_plan *plan,
-                         const kvf_cuda_tensors *t, const void *roof_buf, int64_t bytes,
-                         double *median_us, double *min_us) {
-    kvf_error err = {0};
-    int total = o->warmup + o->iters;
-    float *ms = malloc(sizeof(float) * (size_t)o->iters);
-    if (!ms) return -1;
-    for (int i = 0; i < total; i++) {
-        /* Flush L2: write more than its size so the launch reads from HBM. */
-        if (!cuda_ok(cudaMemsetAsync(dv->flush, i & 0xFF, FLUSH_BYTES, dv->stream), "L2 flush"))
-            goto fail;
-        int timed = i >= o->warmup;
-        if (timed && !cuda_ok(cudaEventRecord(dv->ev[2 * (i - o->warmup)], dv->stream), "event"))
-            goto fail;
-        int rc = plan ? kvf_cuda_plan_launch(plan, t, dv->stream, &err)
-                      : kvf_cuda_roofline_launch(roof_buf, bytes, dv->sink, dv->stream, &err);
-        if (rc) {
-            fprintf(stderr, "kvfuzz bench: %s\n", err.msg);
-            goto fail;
-        }
-        if (timed &&
-            !cuda_ok(cudaEventRecord(dv->ev[2 * (i - o->warmup) + 1], dv->stream), "event"))
-            goto fail;
+/* The descriptor of a kernel: a built-in's own, or a plugin kernel's from its library, which
+ * this process loads (bench runs kernels in process: timings through a worker would measure
+ * the pipe). The library stays loaded until exit. */
+static const kvf_plugin_kernel *bench_desc(const kvf_kernel *k) {
+    if (k->desc) return k->desc;
+    const char *path = kvf_kernel_plugin_path(k);
+    if (!path || strncmp(k->name, path, strlen(path)) != 0 || k->name[strlen(path)] != ':')
+        return NULL;
+    const char *name = k->name + strlen(path) + 1;
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    kvf_plugin_entry_fn entry = lib ? (kvf_plugin_entry_fn)dlsym(lib, KVF_PLUGIN_ENTRY) : NULL;
+    const kvf_plugin *p = entry ? entry() : NULL;
+    /* kvf_kernel_resolve checked the descriptor in a probe process already. */
+    for (uint32_t i = 0; p && i < p->num_kernels; i++) {
+        const kvf_plugin_kernel *pk =
+            (const kvf_plugin_kernel *)((const char *)p->kernels +
+                                        (size_t)i * p->kernel_struct_size);
+        if (strcmp(pk->name, name) == 0) return pk;
     }
-    if (!cuda_ok(cudaStreamSynchronize(dv->stream), "timed launches")) goto fail;
-    for (int i = 0; i < o->iters; i++)
-        if (!cuda_ok(cudaEventElapsedTime(&ms[i], dv->ev[2 * i], dv->ev[2 * i + 1]), "event time"))
-            goto fail;
-    qsort(ms, (size_t)o->iters, sizeof *ms, cmp_float);
-    *median_us =
-        1e3 * (o->iters % 2 ? ms[o->iters / 2] : 0.5 * (ms[o->iters / 2 - 1] + ms[o->iters / 2]));
-    *min_us = 1e3 * ms[0];
-    free(ms);
-    return 0;
-fail:
-    free(ms);
-    return -1;
+    return NULL;
+}
+
+typedef struct bench_run {
+    void *host;
+    cudaStream_t stream;
+    const kvf_plugin_kernel *descs[BENCH_MAX_KERNELS + 1]; /* the timed ones, then cuda-naive */
+    int n, timed, ref;
+    void *flush;
+    uint32_t *sink;
+    cudaEvent_t *ev; /* [iters][timed + 1][2] */
+} bench_run;
+
+typedef struct bench_result {
+    const char *kernel;
+    int status; /* 0, or the KVF_E* of the host's check */
+    char why[KVF_ERROR_MSG_MAX];
+    char plan[160];
+    double med_us, min_us, gbps, fraction;
+    double max_abs_o, max_abs_lse;
+    int agree;
+} bench_result;
+
+static uint16_t bf16_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even (finite inputs) */
+    return (uint16_t)(u >> 16);
 }
 
 static float bf16f(kvf_bf16 h) {
@@ -181,53 +193,84 @@ static float bf16f(kvf_bf16 h) {
     return f;
 }
 
-typedef struct bench_result {
-    const char *kernel;
-    double med_us, min_us, gbps, roof_us, roof_gbps, fraction;
-    int64_t bytes;
-    kvf_cuda_plan_info info;
-    int check_ok;
-    double max_abs_o, max_abs_lse;
-} bench_result;
+static void median_min(float *ms, int n, double *median_us, double *min_us) {
+    qsort(ms, (size_t)n, sizeof *ms, cmp_float);
+    *median_us = 1e3 * (n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]));
+    *min_us = 1e3 * ms[0];
+}
 
-/* Runs one workload: inputs, reference outputs of both kernels, checks, timings. */
-static int bench_one(const bench_workload *w, const bench_opts *o, bench_dev *dv, int first_row) {
-    const int32_t B = w->batch, Hq = o->hq, Hk = o->hk, D = o->d, S = o->s;
-    int rc = -1;
-    int32_t *indptr = malloc(sizeof(int32_t) * (size_t)(B + 1));
-    int32_t *last = malloc(sizeof(int32_t) * (size_t)(B > 0 ? B : 1));
-    int32_t *indices = NULL;
-    kvf_bf16 *o_host[2] = {NULL, NULL};
-    float *lse_host[2] = {NULL, NULL};
-    kvf_cuda_plan *plans[2] = {NULL, NULL};
-    void *roof = NULL;
-    bench_result res[2];
-    memset(res, 0, sizeof res);
-    memset(dv, 0, offsetof(bench_dev, flush));
-    if (!indptr || !last) goto out;
+/* Times the roofline and every runnable kernel round robin: iteration i runs entry 0 (the
+ * roofline), then each kernel, each after an L2 flush and between its own two events. */
+static int time_round_robin(bench_run *br, const bench_opts *o, const int *runnable,
+                            const void *roof, int64_t bytes, double *med, double *mn) {
+    const int entries = br->timed + 1;
+    kvf_error err = {0};
+    for (int i = 0; i < o->warmup + o->iters; i++) {
+        const int t = i - o->warmup;
+        for (int e = 0; e < entries; e++) {
+            if (e > 0 && !runnable[e - 1]) continue;
+            if (!cuda_ok(cudaMemsetAsync(br->flush, i & 0xFF, FLUSH_BYTES, br->stream), "L2 flush"))
+                return -1;
+            cudaEvent_t *ev = br->ev + 2 * ((size_t)(t < 0 ? 0 : t) * entries + e);
+            if (t >= 0 && !cuda_ok(cudaEventRecord(ev[0], br->stream), "event")) return -1;
+            int rc = e == 0 ? kvf_cuda_roofline_launch(roof, bytes, br->sink, br->stream, &err)
+                            : kvf__cuda_host_launch(br->host, e - 1, &err);
+            if (rc) {
+                fprintf(stderr, "kvfuzz bench: %s\n", err.msg);
+                return -1;
+            }
+            if (t >= 0 && !cuda_ok(cudaEventRecord(ev[1], br->stream), "event")) return -1;
+        }
+    }
+    if (!cuda_ok(cudaStreamSynchronize(br->stream), "timed launches")) return -1;
+    float *ms = malloc(sizeof(float) * (size_t)o->iters);
+    if (!ms) return -1;
+    for (int e = 0; e < entries; e++) {
+        if (e > 0 && !runnable[e - 1]) continue;
+        for (int t = 0; t < o->iters; t++) {
+            cudaEvent_t *ev = br->ev + 2 * ((size_t)t * entries + e);
+            if (!cuda_ok(cudaEventElapsedTime(&ms[t], ev[0], ev[1]), "event time")) {
+                free(ms);
+                return -1;
+            }
+        }
+        median_min(ms, o->iters, &med[e], &mn[e]);
+    }
+    free(ms);
+    return 0;
+}
 
-    /* Page table: pages per sequence, then a shuffled assignment of pool ids. */
-    int64_t tokens = 0, total_pages = 0;
-    indptr[0] = 0;
+/* A host case for the workload: table, q and lengths; the pools are generated on the device. */
+static int build_case(const bench_workload *w, const bench_opts *o, int first_row, kvf_case *c) {
+    const int32_t B = w->batch, S = o->s;
+    memset(c, 0, sizeof *c);
+    c->num_qo_heads = o->hq, c->num_kv_heads = o->hk, c->head_dim = o->d, c->page_size = S;
+    c->batch_size = B;
+    c->sm_scale = (float)(1.0 / sqrt((double)o->d));
+    c->kv_indptr = malloc(sizeof(int32_t) * (size_t)(B + 1));
+    c->kv_last_page_len = malloc(sizeof(int32_t) * (size_t)(B > 0 ? B : 1));
+    if (!c->kv_indptr || !c->kv_last_page_len) return -1;
+    int64_t total_pages = 0;
+    c->kv_indptr[0] = 0;
     for (int32_t b = 0; b < B; b++) {
         int32_t len = w->lens[b];
         int32_t n = len == 0 ? 0 : (len + S - 1) / S;
-        last[b] = len == 0 ? 0 : len - (n - 1) * S;
+        c->kv_last_page_len[b] = len == 0 ? 0 : len - (n - 1) * S;
         total_pages += n;
-        indptr[b + 1] = total_pages > INT32_MAX ? INT32_MAX : (int32_t)total_pages;
-        tokens += len;
+        if (total_pages > INT32_MAX) {
+            fprintf(stderr, "kvfuzz bench: workload %s needs more than 2^31-1 pages.\n", w->name);
+            return -1;
+        }
+        c->kv_indptr[b + 1] = (int32_t)total_pages;
     }
-    if ((int64_t)indptr[B] != total_pages) {
-        fprintf(stderr, "kvfuzz bench: workload %s needs more than 2^31-1 pages.\n", w->name);
-        goto out;
-    }
-    const int64_t pages = indptr[B];
-    const int64_t pool_pages = pages + 1; /* one unreferenced page, as in the seed workload */
-    indices = malloc(sizeof(int32_t) * (size_t)(pages > 0 ? pages : 1));
+    const int64_t pages = total_pages, pool_pages = pages + 1; /* one unreferenced page */
+    c->num_pages = pool_pages;
+    c->kv_indices = malloc(sizeof(int32_t) * (size_t)(pages > 0 ? pages : 1));
     int32_t *perm = malloc(sizeof(int32_t) * (size_t)pool_pages);
-    if (!indices || !perm) {
+    c->q = malloc(sizeof(kvf_bf16) * (size_t)(kvf_case_q_elems(c) > 0 ? kvf_case_q_elems(c) : 1));
+    if (!c->kv_indices || !perm || !c->q) {
         free(perm);
-        goto out;
+        return -1;
     }
     uint64_t st = o->seed * 0x9e3779b97f4a7c15ull + (uint64_t)first_row;
     for (int64_t i = 0; i < pool_pages; i++)
@@ -238,159 +281,153 @@ static int bench_one(const bench_workload *w, const bench_opts *o, bench_dev *dv
         perm[i] = perm[j];
         perm[j] = t;
     }
-    memcpy(indices, perm, sizeof(int32_t) * (size_t)pages);
+    memcpy(c->kv_indices, perm, sizeof(int32_t) * (size_t)pages);
     free(perm);
+    /* q ~ U(-1, 1) like K and V: logits of order 0.3 with the default scale. */
+    uint64_t qs = o->seed * 3 + 3;
+    for (int64_t i = 0; i < kvf_case_q_elems(c); i++)
+        c->q[i] = bf16_of((float)((double)(splitmix(&qs) >> 11) / 4503599627370496.0 - 1.0));
+    return 0;
+}
 
-    const int64_t page_elems = (int64_t)S * Hk * D;
-    const size_t pool_b = (size_t)(pool_pages * page_elems * 2);
-    const size_t q_b = (size_t)B * Hq * D * 2, lse_b = (size_t)B * Hq * 4;
-    const int64_t bytes = (int64_t)q_b + tokens * Hk * D * 2 * 2 + (int64_t)q_b + (int64_t)lse_b;
-    if (!cuda_ok(cudaMalloc((void **)&dv->k, pool_b), "allocating the K pool") ||
-        !cuda_ok(cudaMalloc((void **)&dv->v, pool_b), "allocating the V pool") ||
-        !cuda_ok(cudaMalloc((void **)&dv->q, q_b + 16), "allocating q") ||
-        !cuda_ok(cudaMalloc((void **)&dv->o, q_b + 16), "allocating o") ||
-        !cuda_ok(cudaMalloc((void **)&dv->o_ref, q_b + 16), "allocating o") ||
-        !cuda_ok(cudaMalloc((void **)&dv->lse, lse_b + 16), "allocating lse") ||
-        !cuda_ok(cudaMalloc((void **)&dv->lse_ref, lse_b + 16), "allocating lse") ||
-        !cuda_ok(cudaMalloc((void **)&dv->indptr, sizeof(int32_t) * (size_t)(B + 1)),
-                 "allocating") ||
-        !cuda_ok(cudaMalloc((void **)&dv->indices, sizeof(int32_t) * (size_t)(pages + 1)),
-                 "allocating") ||
-        !cuda_ok(cudaMalloc((void **)&dv->last, sizeof(int32_t) * (size_t)(B + 1)), "allocating") ||
-        !cuda_ok(cudaMalloc(&roof, (size_t)((bytes + 15) / 16 * 16)),
-                 "allocating the roofline buffer"))
-        goto out;
+/* Compares kernel outputs with the reference's; non-finite values fail (both lse -inf is the
+ * empty sequence). */
+static void compare(const kvf_case *c, const kvf_bf16 *o, const float *lse, const kvf_bf16 *o_ref,
+                    const float *lse_ref, bench_result *r) {
+    r->agree = 1;
+    r->max_abs_o = r->max_abs_lse = 0;
+    for (int64_t i = 0; i < kvf_case_o_elems(c); i++) {
+        float a = bf16f(o[i]), x = bf16f(o_ref[i]);
+        double dlt = fabs((double)a - x);
+        if (!isfinite(a) || !isfinite(x) || (dlt > 1e-2 && dlt > 1e-2 * fabs(x))) r->agree = 0;
+        if (dlt > r->max_abs_o) r->max_abs_o = dlt;
+    }
+    for (int64_t i = 0; i < kvf_case_lse_elems(c); i++) {
+        float a = lse[i], x = lse_ref[i];
+        if (isinf(a) && isinf(x) && a == x) continue;
+        double dlt = fabs((double)a - x);
+        if (!isfinite(a) || !isfinite(x) || (dlt > 1e-3 && dlt > 1e-3 * fabs(x))) r->agree = 0;
+        if (dlt > r->max_abs_lse) r->max_abs_lse = dlt;
+    }
+}
+
+static void print_row(const bench_workload *w, const bench_opts *o, const kvf_case *c,
+                      const bench_result *r, double roof_us, int64_t bytes, int first_row) {
+    int32_t maxlen = 0;
+    for (int32_t b = 0; b < w->batch; b++)
+        if (w->lens[b] > maxlen) maxlen = w->lens[b];
+    const char *check = r->status == KVF_EUNSUPPORTED ? "unsupported"
+                        : r->status                   ? kvf_errname(r->status)
+                        : r->agree                    ? "ok"
+                                                      : "MISMATCH";
+    const int timed = r->status == 0;
+    if (o->json) {
+        printf("%s  {\"workload\": ", first_row ? "" : ",\n");
+        cli_json_string(stdout, w->name);
+        printf(", \"kernel\": ");
+        cli_json_string(stdout, r->kernel);
+        printf(", \"batch\": %d, \"max_len\": %d, \"tokens\": %lld, \"num_qo_heads\": %d, "
+               "\"num_kv_heads\": %d, \"head_dim\": %d, \"page_size\": %d, \"bytes\": %lld, ",
+               w->batch, maxlen, (long long)kvf_case_total_tokens(c), o->hq, o->hk, o->d, o->s,
+               (long long)bytes);
+        if (timed)
+            printf("\"median_us\": %.3f, \"min_us\": %.3f, \"gb_per_s\": %.1f, "
+                   "\"fraction_of_roofline\": %.4f, ",
+                   r->med_us, r->min_us, r->gbps, r->fraction);
+        printf("\"roofline_median_us\": %.3f, \"roofline_gb_per_s\": %.1f, \"check\": \"%s\", "
+               "\"max_abs_diff_o\": %.3g, \"max_abs_diff_lse\": %.3g, \"plan\": ",
+               roof_us, bytes / (roof_us * 1e3), check, r->max_abs_o, r->max_abs_lse);
+        cli_json_string(stdout, r->plan);
+        if (r->status) {
+            printf(", \"error\": ");
+            cli_json_string(stdout, r->why);
+        }
+        printf("}");
+    } else if (timed) {
+        printf("%-14s %-14s %6d %7d %10.2f %10.2f %8.1f %10.2f %8.1f %6.3f  %-8s %s\n", w->name,
+               r->kernel, w->batch, maxlen, r->med_us, r->min_us, r->gbps, roof_us,
+               bytes / (roof_us * 1e3), r->fraction, check, r->plan);
+    } else {
+        printf("%-14s %-14s %6d %7d  %s: %s\n", w->name, r->kernel, w->batch, maxlen, check,
+               r->why);
+    }
+}
+
+/* One workload: inputs, a checked run of every kernel and the reference, the timings. Returns
+ * 0, 1 when a check failed, -1 on a device error. */
+static int bench_one(bench_run *br, const bench_workload *w, const bench_opts *o, int *first_row) {
+    kvf_case c;
     kvf_error err = {0};
-    /* q and K ~ U(-1, 1) give logits of order 0.3 with the default scale, V ~ U(-1, 1). */
-    if (kvf_cuda_fill_bf16(dv->k, pool_pages * page_elems, o->seed * 3 + 1, 1.0f, dv->stream,
-                           &err) ||
-        kvf_cuda_fill_bf16(dv->v, pool_pages * page_elems, o->seed * 3 + 2, 1.0f, dv->stream,
-                           &err) ||
-        kvf_cuda_fill_bf16(dv->q, (int64_t)B * Hq * D, o->seed * 3 + 3, 1.0f, dv->stream, &err)) {
+    int rc = -1;
+    void *roof = NULL;
+    kvf_bf16 *outs_o[BENCH_MAX_KERNELS + 1] = {0};
+    float *outs_lse[BENCH_MAX_KERNELS + 1] = {0};
+    bench_result res[BENCH_MAX_KERNELS];
+    int runnable[BENCH_MAX_KERNELS] = {0};
+    double med[BENCH_MAX_KERNELS + 1], mn[BENCH_MAX_KERNELS + 1];
+    memset(res, 0, sizeof res);
+    if (build_case(w, o, *first_row, &c)) goto out;
+    const int64_t tokens = kvf_case_total_tokens(&c);
+    const size_t q_b = (size_t)kvf_case_q_elems(&c) * 2, lse_b = (size_t)kvf_case_lse_elems(&c) * 4;
+    const int64_t bytes =
+        (int64_t)q_b + tokens * o->hk * o->d * 2 * 2 + (int64_t)q_b + (int64_t)lse_b;
+    if (kvf__cuda_host_load_generated(br->host, &c, o->seed, &err)) {
         fprintf(stderr, "kvfuzz bench: %s\n", err.msg);
         goto out;
     }
-    if (!cuda_ok(cudaMemsetAsync(roof, 0x5A, (size_t)((bytes + 15) / 16 * 16), dv->stream),
-                 "fill") ||
-        !cuda_ok(cudaMemcpy(dv->indptr, indptr, sizeof(int32_t) * (size_t)(B + 1),
-                            cudaMemcpyHostToDevice),
-                 "upload") ||
-        !cuda_ok(cudaMemcpy(dv->indices, indices, sizeof(int32_t) * (size_t)pages,
-                            cudaMemcpyHostToDevice),
-                 "upload") ||
-        !cuda_ok(cudaMemcpy(dv->last, last, sizeof(int32_t) * (size_t)B, cudaMemcpyHostToDevice),
-                 "upload") ||
-        !cuda_ok(cudaDeviceSynchronize(), "generating inputs"))
+    /* Checked runs: the host's checks for each kernel, then agreement with the reference. */
+    for (int k = 0; k < br->n; k++) {
+        outs_o[k] = malloc(q_b + 2);
+        outs_lse[k] = malloc(lse_b + 4);
+        if (!outs_o[k] || !outs_lse[k]) goto out;
+        kvf_error e = {0};
+        int st = kvf__cuda_host_check(br->host, k, outs_o[k], outs_lse[k], &e);
+        if (k < br->timed) {
+            res[k].kernel = br->descs[k]->name;
+            res[k].status = st;
+            snprintf(res[k].why, sizeof res[k].why, "%s", e.msg);
+            kvf__cuda_host_describe_at(br->host, k, res[k].plan, sizeof res[k].plan);
+            runnable[k] = st == 0;
+        } else if (st) {
+            fprintf(stderr, "kvfuzz bench: the reference %s fails on %s: %s\n", br->descs[k]->name,
+                    w->name, e.msg);
+            goto out;
+        }
+        if (st == KVF_EDEVICE) goto out; /* the context may be gone */
+    }
+    for (int k = 0; k < br->timed; k++)
+        if (runnable[k])
+            compare(&c, outs_o[k], outs_lse[k], outs_o[br->ref], outs_lse[br->ref], &res[k]);
+    if (!cuda_ok(cudaMalloc(&roof, (size_t)((bytes + 15) / 16 * 16)),
+                 "allocating the roofline buffer") ||
+        !cuda_ok(cudaMemsetAsync(roof, 0x5A, (size_t)((bytes + 15) / 16 * 16), br->stream), "fill"))
         goto out;
-
-    kvf_cuda_problem pr = {Hq,     Hk,  D, S, B, pool_pages, (float)(1.0 / sqrt((double)D)),
-                           indptr, last};
-    kvf_cuda_tensors t[2];
-    for (int k = 0; k < 2; k++) {
-        t[k].q = dv->q, t[k].k_cache = dv->k, t[k].v_cache = dv->v;
-        t[k].kv_indptr = dv->indptr, t[k].kv_indices = dv->indices,
-        t[k].kv_last_page_len = dv->last;
-        t[k].o = k ? dv->o_ref : dv->o;
-        t[k].lse = k ? dv->lse_ref : dv->lse;
-        o_host[k] = malloc(q_b + 2);
-        lse_host[k] = malloc(lse_b + 4);
-        if (!o_host[k] || !lse_host[k]) goto out;
-        if (kvf_cuda_plan_create(&plans[k], k ? KVF_CUDA_ALGO_NAIVE : KVF_CUDA_ALGO_SPLITKV,
-                                 &err) ||
-            kvf_cuda_plan_prepare(plans[k], &pr, &err)) {
-            fprintf(stderr, "kvfuzz bench: %s\n", err.msg);
-            goto out;
-        }
-        /* Poisoned outputs: an element a kernel forgets stays NaN and fails the check. */
-        if (!cuda_ok(cudaMemsetAsync(t[k].o, 0xFF, q_b, dv->stream), "poisoning o") ||
-            !cuda_ok(cudaMemsetAsync(t[k].lse, 0xFF, lse_b, dv->stream), "poisoning lse"))
-            goto out;
-        if (kvf_cuda_plan_launch(plans[k], &t[k], dv->stream, &err)) {
-            fprintf(stderr, "kvfuzz bench: %s\n", err.msg);
-            goto out;
-        }
-        if (!cuda_ok(cudaStreamSynchronize(dv->stream), "running the kernel") ||
-            !cuda_ok(cudaMemcpy(o_host[k], t[k].o, q_b, cudaMemcpyDeviceToHost), "download") ||
-            !cuda_ok(cudaMemcpy(lse_host[k], t[k].lse, lse_b, cudaMemcpyDeviceToHost), "download"))
-            goto out;
-    }
-    /* Cross-check: both implementations, every element, non-finite values fail. */
-    double max_o = 0, max_lse = 0;
-    int agree = 1;
-    for (size_t i = 0; i < q_b / 2; i++) {
-        float a = bf16f(o_host[0][i]), r = bf16f(o_host[1][i]);
-        double dlt = fabs((double)a - r);
-        if (!isfinite(a) || !isfinite(r) || (dlt > 1e-2 && dlt > 1e-2 * fabs(r))) agree = 0;
-        if (dlt > max_o) max_o = dlt;
-    }
-    for (size_t i = 0; i < lse_b / 4; i++) {
-        float a = lse_host[0][i], r = lse_host[1][i];
-        if (isinf(a) && isinf(r) && a == r) continue; /* both -inf: empty sequence */
-        double dlt = fabs((double)a - r);
-        if (!isfinite(a) || !isfinite(r) || (dlt > 1e-3 && dlt > 1e-3 * fabs(r))) agree = 0;
-        if (dlt > max_lse) max_lse = dlt;
-    }
-
-    double roof_med, roof_min;
-    if (time_launches(dv, o, NULL, NULL, roof, bytes, &roof_med, &roof_min)) goto out;
-    static const char *names[2] = {"cuda", "cuda-naive"};
-    for (int k = 0; k < 2; k++) {
-        if (!o->kernels[k]) continue;
+    if (time_round_robin(br, o, runnable, roof, bytes, med, mn)) goto out;
+    rc = 0;
+    for (int k = 0; k < br->timed; k++) {
         bench_result *r = &res[k];
-        r->kernel = names[k];
-        if (time_launches(dv, o, plans[k], &t[k], NULL, 0, &r->med_us, &r->min_us)) goto out;
-        kvf_cuda_plan_get_info(plans[k], &r->info);
-        r->bytes = bytes;
-        r->gbps = bytes / (r->med_us * 1e3);
-        r->roof_us = roof_med;
-        r->roof_gbps = bytes / (roof_med * 1e3);
-        r->fraction = roof_med / r->med_us;
-        r->check_ok = agree;
-        r->max_abs_o = max_o, r->max_abs_lse = max_lse;
-    }
-    for (int k = 0; k < 2; k++) {
-        if (!o->kernels[k]) continue;
-        const bench_result *r = &res[k];
-        int32_t maxlen = 0;
-        for (int32_t b = 0; b < B; b++)
-            if (w->lens[b] > maxlen) maxlen = w->lens[b];
-        if (o->json) {
-            printf("%s  {\"workload\": ", first_row ? "" : ",\n");
-            cli_json_string(stdout, w->name);
-            printf(", \"kernel\": \"%s\", \"batch\": %d, \"max_len\": %d, \"tokens\": %lld, "
-                   "\"num_qo_heads\": %d, \"num_kv_heads\": %d, \"head_dim\": %d, "
-                   "\"page_size\": %d, \"bytes\": %lld, \"median_us\": %.3f, \"min_us\": %.3f, "
-                   "\"gb_per_s\": %.1f, \"roofline_median_us\": %.3f, \"roofline_gb_per_s\": %.1f, "
-                   "\"fraction_of_roofline\": %.4f, \"ctas\": %lld, \"max_splits\": %d, "
-                   "\"chunk_tokens\": %d, \"check\": %s, \"max_abs_diff_o\": %.3g, "
-                   "\"max_abs_diff_lse\": %.3g}",
-                   r->kernel, B, maxlen, (long long)tokens, Hq, Hk, D, S, (long long)r->bytes,
-                   r->med_us, r->min_us, r->gbps, r->roof_us, r->roof_gbps, r->fraction,
-                   (long long)r->info.ctas, r->info.max_splits, r->info.chunk_tokens,
-                   r->check_ok ? "true" : "false", r->max_abs_o, r->max_abs_lse);
-        } else {
-            printf("%-14s %-10s %6d %7d %10.2f %10.2f %8.1f %10.2f %8.1f %6.3f %6lld %6d  %s\n",
-                   w->name, r->kernel, B, maxlen, r->med_us, r->min_us, r->gbps, r->roof_us,
-                   r->roof_gbps, r->fraction, (long long)r->info.ctas, r->info.max_splits,
-                   r->check_ok ? "ok" : "MISMATCH");
+        if (runnable[k]) {
+            r->med_us = med[k + 1], r->min_us = mn[k + 1];
+            r->gbps = bytes / (r->med_us * 1e3);
+            r->fraction = med[0] / r->med_us;
         }
-        first_row = 0;
+        if (r->status != 0 && r->status != KVF_EUNSUPPORTED) rc = 1;
+        if (r->status == 0 && !r->agree) rc = 1;
+        print_row(w, o, &c, r, med[0], bytes, *first_row);
+        *first_row = 0;
     }
     fflush(stdout);
-    rc = agree ? 0 : 1;
 out:
-    for (int k = 0; k < 2; k++) {
-        kvf_cuda_plan_destroy(plans[k]);
-        free(o_host[k]);
-        free(lse_host[k]);
+    for (int k = 0; k <= BENCH_MAX_KERNELS; k++) {
+        free(outs_o[k]);
+        free(outs_lse[k]);
     }
-    void *bufs[] = {dv->q,       dv->k,      dv->v,       dv->o,    dv->o_ref, dv->lse,
-                    dv->lse_ref, dv->indptr, dv->indices, dv->last, roof};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (bufs[i]) cudaFree(bufs[i]);
-    free(indptr);
-    free(last);
-    free(indices);
+    if (roof) cudaFree(roof);
+    /* The host keeps its buffers for the next workload; the case is bench's own. */
+    free(c.kv_indptr);
+    free(c.kv_indices);
+    free(c.kv_last_page_len);
+    free(c.q);
     return rc;
 }
 
@@ -400,20 +437,41 @@ static int run_bench(bench_workload *w, int nw, const bench_opts *o) {
         fprintf(stderr, "kvfuzz bench: %s\n", why);
         return KVF_EXIT_FINDINGS;
     }
-    bench_dev dv;
-    memset(&dv, 0, sizeof dv);
-    int rc = KVF_EXIT_FINDINGS;
-    dv.ev = calloc((size_t)o->iters * 2, sizeof *dv.ev);
-    if (!dv.ev) return rc;
-    int nev = 0;
-    if (!cuda_ok(cudaStreamCreateWithFlags(&dv.stream, cudaStreamNonBlocking), "stream") ||
-        !cuda_ok(cudaMalloc(&dv.flush, FLUSH_BYTES), "allocating the L2 flush buffer") ||
+    bench_run br;
+    memset(&br, 0, sizeof br);
+    const kvf_kernel *naive = kvf_kernel_find("cuda-naive");
+    for (size_t i = 0; i < o->nk; i++) {
+        br.descs[br.n] = bench_desc(o->kernels[i]);
+        if (!br.descs[br.n]) {
+            fprintf(stderr, "kvfuzz bench: cannot load the descriptor of %s.\n",
+                    o->kernels[i]->name);
+            return KVF_EXIT_USAGE;
+        }
+        if (br.descs[br.n] == naive->desc) br.ref = br.n;
+        br.n++;
+    }
+    br.timed = br.n;
+    if (br.descs[br.ref] != naive->desc) { /* an untimed reference of its own */
+        br.ref = br.n;
+        br.descs[br.n++] = naive->desc;
+    }
+    int rc = KVF_EXIT_FINDINGS, nev = 0;
+    kvf_error err = {0};
+    if (kvf__cuda_host_create_many(br.descs, br.n, &br.host, &err)) {
+        fprintf(stderr, "kvfuzz bench: %s\n", err.msg);
+        return KVF_EXIT_FINDINGS;
+    }
+    br.stream = (cudaStream_t)kvf__cuda_host_stream(br.host);
+    const int events = o->iters * (br.timed + 1) * 2;
+    br.ev = calloc((size_t)events, sizeof *br.ev);
+    if (!br.ev) goto out;
+    if (!cuda_ok(cudaMalloc(&br.flush, FLUSH_BYTES), "allocating the L2 flush buffer") ||
         !cuda_ok(
-            cudaMalloc((void **)&dv.sink, sizeof(uint32_t) * (size_t)kvf_cuda_roofline_sink_len()),
+            cudaMalloc((void **)&br.sink, sizeof(uint32_t) * (size_t)kvf_cuda_roofline_sink_len()),
             "allocating"))
         goto out;
-    for (; nev < o->iters * 2; nev++)
-        if (!cuda_ok(cudaEventCreate(&dv.ev[nev]), "creating events")) goto out;
+    for (; nev < events; nev++)
+        if (!cuda_ok(cudaEventCreate(&br.ev[nev]), "creating events")) goto out;
 
     struct cudaDeviceProp prop;
     int dev = 0;
@@ -429,18 +487,18 @@ static int run_bench(bench_workload *w, int nw, const bench_opts *o) {
                "\"flush_bytes\": %zu, \"results\": [\n",
                prop.multiProcessorCount, prop.l2CacheSize, o->iters, o->warmup, FLUSH_BYTES);
     } else {
-        printf(
-            "kvfuzz bench  %s  %s (%d SMs, %d MB L2)  Hq %d Hk %d D %d S %d  iters %d, warmup %d, "
-            "L2 flushed (%zu MiB written) before each\n",
-            date, prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, o->hq, o->hk, o->d,
-            o->s, o->iters, o->warmup, FLUSH_BYTES >> 20);
-        printf("%-14s %-10s %6s %7s %10s %10s %8s %10s %8s %6s %6s %6s  %s\n", "workload", "kernel",
-               "batch", "len", "median_us", "min_us", "GB/s", "roof_us", "roofGB/s", "frac", "ctas",
-               "splits", "check");
+        printf("kvfuzz bench  %s  %s (%d SMs, %d MB L2)  Hq %d Hk %d D %d S %d  iters %d, warmup "
+               "%d, round robin, L2 flushed (%zu MiB written) before each run\n",
+               date, prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, o->hq, o->hk,
+               o->d, o->s, o->iters, o->warmup, FLUSH_BYTES >> 20);
+        printf("%-14s %-14s %6s %7s %10s %10s %8s %10s %8s %6s  %-8s %s\n", "workload", "kernel",
+               "batch", "len", "median_us", "min_us", "GB/s", "roof_us", "roofGB/s", "frac",
+               "check", "plan");
     }
     rc = 0;
+    int first_row = 1;
     for (int i = 0; i < nw; i++) {
-        int r = bench_one(&w[i], o, &dv, i == 0);
+        int r = bench_one(&br, &w[i], o, &first_row);
         if (r < 0) {
             rc = KVF_EXIT_FINDINGS;
             break;
@@ -450,18 +508,39 @@ static int run_bench(bench_workload *w, int nw, const bench_opts *o) {
     if (o->json) printf("\n]}\n");
 out:
     for (int i = 0; i < nev; i++)
-        cudaEventDestroy(dv.ev[i]);
-    free(dv.ev);
-    if (dv.flush) cudaFree(dv.flush);
-    if (dv.sink) cudaFree(dv.sink);
-    if (dv.stream) cudaStreamDestroy(dv.stream);
+        cudaEventDestroy(br.ev[i]);
+    free(br.ev);
+    if (br.flush) cudaFree(br.flush);
+    if (br.sink) cudaFree(br.sink);
+    kvf__cuda_host_destroy(br.host);
     return rc;
 }
 #endif
 
+/* Adds the kernels one --kernel token names; only CUDA kernels can be timed. */
+static int add_kernels(const char *cmd, bench_opts *o, const char *spec) {
+    const kvf_kernel *found[BENCH_MAX_KERNELS];
+    size_t n = 0;
+    kvf_error err = {0};
+    int rc = kvf_kernel_resolve(spec, NULL, found, BENCH_MAX_KERNELS, &n, &err);
+    if (rc) return cli_usage_error(cmd, "%s", err.msg);
+    for (size_t i = 0; i < n; i++) {
+        if (found[i]->device != KVF_DEVICE_CUDA) {
+            if (n == 1) return cli_usage_error(cmd, "%s is not a CUDA kernel", found[i]->name);
+            continue; /* PATH.so: its CUDA kernels */
+        }
+        if (o->nk == BENCH_MAX_KERNELS)
+            return cli_usage_error(cmd, "at most %d kernels at a time", BENCH_MAX_KERNELS);
+        o->kernels[o->nk++] = found[i];
+    }
+    return 0;
+}
+
 int kvf_cmd_bench(int argc, char **argv) {
     const char *cmd = "bench";
-    bench_opts o = {20, 4, 128, 64, 50, 5, 1, 0, {1, 1}};
+    bench_opts o;
+    memset(&o, 0, sizeof o);
+    o.hq = 20, o.hk = 4, o.d = 128, o.s = 64, o.iters = 50, o.warmup = 5, o.seed = 1;
     const char *preset = NULL;
     int64_t batch = -1, len = -1, v;
     for (int i = 1; i < argc; i++) {
@@ -480,20 +559,13 @@ int kvf_cmd_bench(int argc, char **argv) {
         if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
         const char *val = argv[++i];
         if (strcmp(a, "--kernel") == 0) {
-            o.kernels[0] = o.kernels[1] = 0;
-            char buf[128];
+            char buf[1024];
+            if (strlen(val) >= sizeof buf) return cli_usage_error(cmd, "--kernel is too long");
             snprintf(buf, sizeof buf, "%s", val);
             for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-                if (strcmp(tok, "cuda") == 0)
-                    o.kernels[0] = 1;
-                else if (strcmp(tok, "cuda-naive") == 0)
-                    o.kernels[1] = 1;
-                else
-                    return cli_usage_error(
-                        cmd, "unknown kernel \"%s\": bench times cuda and cuda-naive", tok);
+                int rc = add_kernels(cmd, &o, tok);
+                if (rc) return rc;
             }
-            if (!o.kernels[0] && !o.kernels[1])
-                return cli_usage_error(cmd, "--kernel names no kernel");
         } else if (strcmp(a, "--preset") == 0) {
             if (strcmp(val, "seed") && strcmp(val, "sweep") && strcmp(val, "mixed"))
                 return cli_usage_error(cmd, "unknown preset \"%s\" (seed, sweep or mixed)", val);
@@ -544,6 +616,13 @@ int kvf_cmd_bench(int argc, char **argv) {
         }
     }
     if ((batch >= 0) != (len >= 0)) return cli_usage_error(cmd, "--batch and --len go together");
+    if (o.nk == 0) {
+        const char *dflt[2] = {"cuda", "cuda-naive"};
+        for (int i = 0; i < 2; i++) {
+            const kvf_kernel *k = kvf_kernel_find(dflt[i]);
+            if (k) o.kernels[o.nk++] = k;
+        }
+    }
     if (batch >= 0 && preset)
         return cli_usage_error(cmd, "give either --preset or --batch/--len, not both");
 
@@ -586,5 +665,7 @@ int kvf_cmd_bench(int argc, char **argv) {
     int rc = KVF_EXIT_FINDINGS;
 #endif
     free_workloads(w, nw);
+    for (size_t i = 0; i < o.nk; i++)
+        kvf_kernel_free(o.kernels[i]); /* plugin kernels; built-in ones are static */
     return rc;
 }

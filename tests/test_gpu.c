@@ -1,7 +1,8 @@
-/* GPU tests: the `cuda` and `cuda-naive` kernels judged by the MPFR oracle under the `strict`
+/* GPU tests: the `cuda` and `cuda-naive` kernels, run through the CUDA buffer host as every
+ * kernel with a descriptor is (kvf_kernel_run), judged by the MPFR oracle under the `strict`
  * and `fib` rules on generated cases spanning every generator strategy and the shape grid, plus
- * determinism, 64-bit page offsets and input validation. Every test skips (exit 77) when no
- * usable CUDA device is present.
+ * determinism, 64-bit page offsets, the host's pool poison and staging, and input validation.
+ * Every test skips (exit 77) when no usable CUDA device is present.
  *
  * Environment: KVF_GPU_CASES sets the random case count (default GPU_CASES_DEFAULT; a sanitizer
  * run uses a few dozen), KVF_GPU_THREADS the oracle worker threads (default: online CPUs). */
@@ -215,7 +216,7 @@ static void *sweep_worker(void *arg) {
             float *lse = malloc(nl * sizeof *lse);
             for (int k = 0; k < 2 && o && lse; k++) {
                 pthread_mutex_lock(&sw->gpu);
-                int rc = sw->kernels[k]->run(sw->states[k], &c, o, lse, &err);
+                int rc = kvf_kernel_run(sw->kernels[k], sw->states[k], &c, o, lse, &err);
                 pthread_mutex_unlock(&sw->gpu);
                 if (rc == KVF_EUNSUPPORTED) {
                     count(sw, &sw->unsupported, 1);
@@ -288,7 +289,7 @@ static void test_oracle_sweep(void) {
     CHECK(sw->kernels[0] && sw->kernels[1]);
     if (!sw->kernels[0] || !sw->kernels[1]) return;
     for (int k = 0; k < 2; k++)
-        CHECK_OK(sw->kernels[k]->create(&sw->states[k], &err), &err);
+        CHECK_OK(kvf_kernel_create(sw->kernels[k], &sw->states[k], &err), &err);
     if (!sw->states[0] || !sw->states[1]) return;
 
     printf("  %ld random cases, %ld oracle threads\n", sw->cases, threads);
@@ -300,7 +301,7 @@ static void test_oracle_sweep(void) {
         pthread_join(tid[t], NULL);
     free(tid);
     for (int k = 0; k < 2; k++)
-        sw->kernels[k]->destroy(sw->states[k]);
+        kvf_kernel_destroy(sw->kernels[k], sw->states[k]);
 
     printf("  %ld kernel runs judged by strict and fib: %ld strict failures, %ld fib failures, "
            "%ld unsupported, %ld kernel errors, %ld build errors, %ld oracle errors\n",
@@ -390,8 +391,8 @@ static void test_same_bits_twice(void) {
         if (!kern) return;
         kvf_error err = {0};
         void *st1 = NULL, *st2 = NULL;
-        CHECK_OK(kern->create(&st1, &err), &err);
-        CHECK_OK(kern->create(&st2, &err), &err);
+        CHECK_OK(kvf_kernel_create(kern, &st1, &err), &err);
+        CHECK_OK(kvf_kernel_create(kern, &st2, &err), &err);
         if (!st1 || !st2) return;
         for (long i = 0; i < n; i++) {
             kvf_spec spec;
@@ -407,9 +408,9 @@ static void test_same_bits_twice(void) {
             for (int r = 0; r < 3; r++)
                 out[r] = outputs_for(&c);
             /* Twice on one state (cached pool and plan), once on a fresh one. */
-            CHECK_OK(kern->run(st1, &c, out[0].o, out[0].lse, &err), &err);
-            CHECK_OK(kern->run(st1, &c, out[1].o, out[1].lse, &err), &err);
-            CHECK_OK(kern->run(st2, &c, out[2].o, out[2].lse, &err), &err);
+            CHECK_OK(kvf_kernel_run(kern, st1, &c, out[0].o, out[0].lse, &err), &err);
+            CHECK_OK(kvf_kernel_run(kern, st1, &c, out[1].o, out[1].lse, &err), &err);
+            CHECK_OK(kvf_kernel_run(kern, st2, &c, out[2].o, out[2].lse, &err), &err);
             for (int r = 1; r < 3; r++) {
                 if (!outputs_same_bits(&out[0], &out[r]))
                     CHECK_FAIL_AT("%s: seed 0x%llx gives different bits on run %d", names[k],
@@ -420,8 +421,8 @@ static void test_same_bits_twice(void) {
             kvf_case_free(&c);
             kvf_spec_free(&spec);
         }
-        kern->destroy(st1);
-        kern->destroy(st2);
+        kvf_kernel_destroy(kern, st1);
+        kvf_kernel_destroy(kern, st2);
     }
     printf("  %ld cases x 2 kernels, 3 runs each\n", n);
 }
@@ -483,10 +484,11 @@ static void test_high_page_ids(void) {
 
 /* ---- the poisoned pool across runs ------------------------------------------------------- */
 
-/* A kernel state keeps its device pools between runs and re-poisons only what the previous run
- * wrote. With KVF_CUDA_VERIFY_POOL the state checks after every upload that no byte outside the
- * current case's resident pages is anything but 0xFF, so a stale page of an earlier case (which
- * a kernel reading the wrong page would see as plausible data instead of NaN) fails the run.
+/* The CUDA buffer host keeps its device pools between runs and re-poisons only what the previous
+ * run wrote. With KVF_CUDA_VERIFY_POOL the host checks after every upload that no byte outside
+ * the pages the current case reads is anything but KVF_HOST_POISON_INPUT, so a stale page of an
+ * earlier case (which a kernel reading the wrong page would see as plausible data instead of
+ * NaN) fails the run.
  * The sequence mixes a 4 GiB high-id pool, generated cases of every shape and page size, and a
  * case rejected before its upload (which leaves the pools as they were, so the next run must
  * find them clean without refilling them). */
@@ -505,7 +507,7 @@ static void test_pool_poison_between_runs(void) {
         const kvf_kernel *kern = kvf_kernel_find(names[k]);
         kvf_error err = {0};
         void *st = NULL;
-        CHECK_OK(kern->create(&st, &err), &err);
+        CHECK_OK(kvf_kernel_create(kern, &st, &err), &err);
         if (!st) break;
         for (long i = -1; i < n; i++) {
             kvf_spec spec;
@@ -531,10 +533,10 @@ static void test_pool_poison_between_runs(void) {
                 /* A rejected case between two good ones. */
                 int32_t saved = c.kv_indices[0];
                 c.kv_indices[0] = -1;
-                CHECK(kern->run(st, &c, o, lse, &err) == KVF_EINVAL);
+                CHECK(kvf_kernel_run(kern, st, &c, o, lse, &err) == KVF_EINVAL);
                 c.kv_indices[0] = saved;
             }
-            rc = kern->run(st, &c, o, lse, &err);
+            rc = kvf_kernel_run(kern, st, &c, o, lse, &err);
             if (rc)
                 CHECK_FAIL_AT("%s: case %ld (seed 0x%llx, %lld resident pages of %lld): %s",
                               names[k], i, (unsigned long long)seed,
@@ -545,7 +547,7 @@ static void test_pool_poison_between_runs(void) {
             kvf_case_free(&c);
             kvf_spec_free(&spec);
         }
-        kern->destroy(st);
+        kvf_kernel_destroy(kern, st);
     }
     unsetenv("KVF_CUDA_VERIFY_POOL");
     printf("  %ld runs checked for stale pages\n", runs);
@@ -572,11 +574,11 @@ static void test_staging_in_batches(void) {
         kvf_error err = {0};
         setenv("KVF_CUDA_STAGE_BYTES", "12x", 1);
         void *bad = NULL;
-        CHECK_INT_EQ(kern->create(&bad, &err), KVF_EINVAL);
+        CHECK_INT_EQ(kvf_kernel_create(kern, &bad, &err), KVF_EINVAL);
         CHECK(strstr(err.msg, "KVF_CUDA_STAGE_BYTES") != NULL);
         unsetenv("KVF_CUDA_STAGE_BYTES");
         void *whole = NULL;
-        CHECK_OK(kern->create(&whole, &err), &err);
+        CHECK_OK(kvf_kernel_create(kern, &whole, &err), &err);
         if (!whole) return;
         for (long i = 0; i < n; i++) {
             kvf_spec spec;
@@ -595,12 +597,14 @@ static void test_staging_in_batches(void) {
             setenv("KVF_CUDA_STAGE_BYTES", bytes, 1);
             setenv("KVF_CUDA_VERIFY_POOL", "1", 1);
             void *small = NULL;
-            CHECK_OK(kern->create(&small, &err), &err);
+            CHECK_OK(kvf_kernel_create(kern, &small, &err), &err);
             unsetenv("KVF_CUDA_STAGE_BYTES");
             unsetenv("KVF_CUDA_VERIFY_POOL");
             run_outputs one_batch = outputs_for(&c), batched_out = outputs_for(&c);
-            CHECK_OK(kern->run(whole, &c, one_batch.o, one_batch.lse, &err), &err);
-            if (small) CHECK_OK(kern->run(small, &c, batched_out.o, batched_out.lse, &err), &err);
+            CHECK_OK(kvf_kernel_run(kern, whole, &c, one_batch.o, one_batch.lse, &err), &err);
+            if (small)
+                CHECK_OK(kvf_kernel_run(kern, small, &c, batched_out.o, batched_out.lse, &err),
+                         &err);
             if (small && !outputs_same_bits(&one_batch, &batched_out))
                 CHECK_FAIL_AT("%s: seed 0x%llx (%lld resident pages, %ld per batch) differs from "
                               "its one-batch upload",
@@ -609,13 +613,13 @@ static void test_staging_in_batches(void) {
             const long batches = (long)((c.num_resident_pages + pairs - 1) / pairs);
             if (batches > 1) batched++;
             if (batches > most_batches) most_batches = batches;
-            if (small) kern->destroy(small);
+            if (small) kvf_kernel_destroy(kern, small);
             outputs_free(&one_batch);
             outputs_free(&batched_out);
             kvf_case_free(&c);
             kvf_spec_free(&spec);
         }
-        kern->destroy(whole);
+        kvf_kernel_destroy(kern, whole);
     }
     CHECK(batched > 0);
     printf("  %ld cases uploaded in several batches (up to %ld)\n", batched, most_batches);
@@ -629,7 +633,7 @@ static void expect_error(void *st, const kvf_kernel *k, const kvf_case *c, int c
     size_t no = (size_t)kvf_case_o_elems(c) + 1, nl = (size_t)kvf_case_lse_elems(c) + 1;
     kvf_bf16 *o = malloc(no * sizeof *o);
     float *lse = malloc(nl * sizeof *lse);
-    int rc = k->run(st, c, o, lse, &err);
+    int rc = kvf_kernel_run(k, st, c, o, lse, &err);
     if (rc != code)
         CHECK_FAIL_AT("%s: expected %s, got %d (%s)", k->name, kvf_errname(code), rc, err.msg);
     else
@@ -655,7 +659,7 @@ static void test_validation(void) {
     for (int k = 0; k < 2; k++) {
         const kvf_kernel *kern = kvf_kernel_find(names[k]);
         void *st = NULL;
-        CHECK_OK(kern->create(&st, &err), &err);
+        CHECK_OK(kvf_kernel_create(kern, &st, &err), &err);
         if (!st) return;
         int32_t saved_idx = c.kv_indices[0];
         c.kv_indices[0] = (int32_t)c.num_pages;
@@ -687,10 +691,10 @@ static void test_validation(void) {
         /* Still a working state after rejected inputs. */
         kvf_bf16 *o = malloc((size_t)kvf_case_o_elems(&c) * sizeof *o);
         float *lse = malloc((size_t)kvf_case_lse_elems(&c) * sizeof *lse);
-        CHECK_OK(kern->run(st, &c, o, lse, &err), &err);
+        CHECK_OK(kvf_kernel_run(kern, st, &c, o, lse, &err), &err);
         free(o);
         free(lse);
-        kern->destroy(st);
+        kvf_kernel_destroy(kern, st);
     }
     kvf_case_free(&c);
     kvf_spec_free(&spec);

@@ -14,17 +14,18 @@
 // Both keep one online-softmax rescale per tile of >= 32 tokens (the strict rule's model) and
 // mask by token index, so NaN in unused slots or unreferenced pages never reaches the result.
 //
-// This file, top-down: kernels (naive, merge, pool scatter), launchers that check
-// preconditions and cudaGetLastError, the plan (split heuristic, workspace, schedule), the
-// host-case entry point that uploads only resident pages into a NaN-poisoned device pool, and
-// the kvf_kernel vtables.
+// This file, top-down: kernels (naive, merge), launchers that check preconditions and
+// cudaGetLastError, the plan (split heuristic, workspace size, schedule), and the plugin-ABI
+// descriptors (plugin.h) the registered kernels are: the device buffers, their poison and the
+// checks after each run belong to the CUDA buffer host (host_cuda.cu), not to this file.
 //
 // Mutants: kernels/cuda/mutants/decode_mutant.cu includes this file inside a namespace of its
 // own (kvf_mut_<ID>) with KVF_CUDA_MUTANT_TU and one KVF_MUTANT_<ID> defined (one object per
 // entry of kernels/mutants.def). Such a build keeps only the split-KV path for head_dim 128,
-// turns the plan API into private functions and defines no vtable (the mutant file defines its
-// own); `#if defined(KVF_MUTANT_<ID>)` blocks here and in decode.cuh compile the bug in. This
-// production object is built with none of those macros.
+// turns the plan API into private functions and defines no registry entry (the mutant file
+// defines its own descriptor from the desc_* functions here); `#if defined(KVF_MUTANT_<ID>)`
+// blocks here and in decode.cuh compile the bug in. This production object is built with none
+// of those macros.
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -170,8 +171,8 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const MergeParams 
     const int h = blockIdx.x, b = blockIdx.y, Hq = p.num_qo_heads;
 #ifdef KVF_MUTANT_STALE_SCRATCH
     // B17: the merge reads max_splits partial states for every row: those of the following
-    // sequences, or workspace rows no split of this launch wrote (the plan allocates them, so
-    // the reads stay in bounds and return stale data from an earlier case).
+    // sequences, or workspace rows no split of this launch wrote (the plan sizes the workspace
+    // for them, so the reads stay in bounds and return what the buffer host left there).
     const int first = p.seq_first[b], n = p.max_splits;
 #else
     const int first = p.seq_first[b], n = p.seq_first[b + 1] - first;
@@ -277,47 +278,6 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const MergeParams 
 #endif
 }
 
-// Resident pages, gathered on the host into `src` (n K pages, then the same n pages of V, each of
-// page_vec 16-byte vectors), to their places: page p of each half goes to page ids[p] of its pool.
-__global__ void scatter_pages_kernel(const uint4 *src, const int64_t *ids, int64_t n,
-                                     int64_t page_vec, uint4 *k_pool, uint4 *v_pool) {
-    const int64_t per_pool = n * page_vec;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < 2 * per_pool;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int is_v = i >= per_pool;
-        const int64_t r = is_v ? i - per_pool : i;
-        const int64_t page = r / page_vec, j = r - page * page_vec;
-        (is_v ? v_pool : k_pool)[ids[page] * page_vec + j] = src[i];
-    }
-}
-
-// Writes 0xFF (bf16 NaN) over the listed pages: undoes what scatter_pages_kernel wrote.
-__global__ void poison_pages_kernel(const int64_t *ids, int64_t n, int64_t page_vec, uint4 *pool) {
-    const uint4 nan = make_uint4(~0u, ~0u, ~0u, ~0u);
-    const int64_t total = n * page_vec;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t page = i / page_vec, j = i - page * page_vec;
-        pool[ids[page] * page_vec + j] = nan;
-    }
-}
-
-// Counts 16-byte vectors that are not all 0xFF outside the pages marked in `resident` (one
-// byte per page of the current layout; vectors past num_pages pages belong to no page).
-__global__ void count_unpoisoned_kernel(const uint4 *pool, int64_t vecs, int64_t page_vec,
-                                        const unsigned char *resident, int64_t num_pages,
-                                        unsigned long long *count) {
-    unsigned long long mine = 0;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < vecs;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t page = i / page_vec;
-        if (page < num_pages && resident[page]) continue;
-        const uint4 v = pool[i];
-        if ((v.x & v.y & v.z & v.w) != ~0u) ++mine;
-    }
-    if (mine) atomicAdd(count, mine);
-}
-
 } // namespace kvf
 
 using namespace kvf;
@@ -374,8 +334,10 @@ struct kvf_cuda_plan {
     cudaEvent_t sched_uploaded; // recorded after the last upload: h_sched is free to change
     int sched_upload_recorded;  // and d_sched is complete once it fires
     cudaStream_t sched_stream;  // where that upload was enqueued
-    void *d_ws_acc, *d_ws_ml;
-    size_t ws_acc_cap, ws_ml_cap;
+    // The split-KV partial states live in the caller's workspace (kvf_cuda_tensors): the
+    // buffer host poisons and guards it like every other buffer a kernel writes.
+    size_t ws_acc_bytes; // [rows][D] floats at offset 0, then [rows] float2 at ws_ml_at
+    size_t ws_ml_at, ws_bytes;
 #ifdef KVF_MUTANT_INT32_OFFSET
     int64_t num_pages;
 #endif
@@ -464,8 +426,6 @@ KVF_CUDA_API void kvf_cuda_plan_destroy(kvf_cuda_plan *p) {
     if (p->h_sched) cudaFreeHost(p->h_sched);
     cudaEventDestroy(p->sched_uploaded);
     if (p->d_sched) cudaFree(p->d_sched);
-    if (p->d_ws_acc) cudaFree(p->d_ws_acc);
-    if (p->d_ws_ml) cudaFree(p->d_ws_ml);
     free(p);
 }
 
@@ -522,8 +482,6 @@ static int check_shape(const kvf_cuda_problem *pr, kvf_error *err) {
                              "num_pages %lld is outside [0, 2^31] (page ids are int32).",
                              (long long)pr->num_pages);
     if (!isfinite(pr->sm_scale)) return kvf_error_set(err, KVF_EINVAL, "sm_scale is not finite.");
-    if (pr->batch_size > 0 && (!pr->kv_indptr || !pr->kv_last_page_len))
-        return kvf_error_set(err, KVF_EINVAL, "kv_indptr and kv_last_page_len must be given.");
     return 0;
 }
 
@@ -581,6 +539,8 @@ KVF_CUDA_API int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem 
     p->ready = 0;
     int rc = check_shape(pr, err);
     if (rc) return rc;
+    if (pr->batch_size > 0 && (!pr->kv_indptr || !pr->kv_last_page_len))
+        return kvf_error_set(err, KVF_EINVAL, "kv_indptr and kv_last_page_len must be given.");
     const int32_t B = pr->batch_size;
     int64_t *len = (int64_t *)malloc(sizeof(int64_t) * (size_t)(B > 0 ? B : 1));
     if (!len) return kvf_error_set(err, KVF_ENOMEM, "Out of host memory for sequence lengths.");
@@ -752,12 +712,11 @@ KVF_CUDA_API int kvf_cuda_plan_prepare(kvf_cuda_plan *p, const kvf_cuda_problem 
 #else
         const size_t rows = (size_t)n_items * (size_t)p->Hq;
 #endif
-        rc = dev_grow(&p->d_ws_acc, &p->ws_acc_cap, rows * p->D * sizeof(float),
-                      "Allocating the split-KV workspace", err);
-        if (!rc)
-            rc = dev_grow(&p->d_ws_ml, &p->ws_ml_cap, rows * sizeof(float2),
-                          "Allocating the split-KV workspace", err);
-        if (rc) return rc;
+        p->ws_acc_bytes = rows * p->D * sizeof(float);
+        p->ws_ml_at = (p->ws_acc_bytes + 255) & ~(size_t)255;
+        p->ws_bytes = p->ws_ml_at + rows * sizeof(float2);
+    } else {
+        p->ws_acc_bytes = p->ws_ml_at = p->ws_bytes = 0;
     }
     p->n_items = (int32_t)n_items;
     p->info.tile_tokens = T;
@@ -777,6 +736,10 @@ extern "C" int kvf_cuda_plan_get_info(const kvf_cuda_plan *p, kvf_cuda_plan_info
     return 0;
 }
 #endif
+
+KVF_CUDA_API size_t kvf_cuda_plan_workspace_bytes(const kvf_cuda_plan *p) {
+    return p && p->ready ? p->ws_bytes : 0;
+}
 
 // Launchers: preconditions were checked by prepare(); here only pointers and launch errors.
 #ifndef KVF_CUDA_MUTANT_TU
@@ -847,7 +810,8 @@ static int launch_split(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_
     sp.seq_first = (const int32_t *)p->d_sched;
     sp.items = (const int4 *)(sp.seq_first + ((p->B + 1 + 3) & ~3));
     sp.o = t->o, sp.lse = t->lse;
-    sp.ws_acc = (float *)p->d_ws_acc, sp.ws_ml = (float2 *)p->d_ws_ml;
+    sp.ws_acc = (float *)t->workspace;
+    sp.ws_ml = p->ws_bytes ? (float2 *)((char *)t->workspace + p->ws_ml_at) : NULL;
     sp.num_qo_heads = p->Hq, sp.num_kv_heads = p->Hk, sp.page_size = p->S;
     sp.page_shift = (p->S & (p->S - 1)) == 0 ? __builtin_ctz((unsigned)p->S) : -1;
 #ifdef KVF_MUTANT_CHUNK_NOT_TILE_MULTIPLE
@@ -905,6 +869,12 @@ KVF_CUDA_API int kvf_cuda_plan_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *
     if (p->B == 0) return 0;
     if (!t->q || !t->kv_indptr || !t->kv_last_page_len || !t->o || !t->lse)
         return kvf_error_set(err, KVF_EINVAL, "A device tensor pointer is NULL.");
+    if (p->ws_bytes &&
+        (!t->workspace || t->workspace_bytes < p->ws_bytes || ((uintptr_t)t->workspace & 255) != 0))
+        return kvf_error_set(err, KVF_EINVAL,
+                             "The plan needs a 256-byte aligned workspace of %zu bytes (%zu "
+                             "given).",
+                             p->ws_bytes, t->workspace ? t->workspace_bytes : (size_t)0);
     cudaStream_t st = (cudaStream_t)stream;
 #ifdef KVF_CUDA_MUTANT_TU
     return launch_split(p, t, st, err); // mutants are variants of the split-KV kernel only
@@ -915,374 +885,141 @@ KVF_CUDA_API int kvf_cuda_plan_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *
 }
 
 // ---------------------------------------------------------------------------------------------
-// Host-case entry point (the kvf_kernel vtables)
+// The plugin-ABI descriptor (include/kvfuzz/plugin.h) every variant registers with: kvfuzz's
+// CUDA buffer host (host_cuda.cu) owns, poisons and checks the buffers, and these functions
+// only plan and launch on what it hands over.
 
 namespace {
 
-constexpr size_t kStageBytes = 64u << 20; // gather buffer for resident pages
-
-struct CaseState {
-    kvf_cuda_plan *plan;
-    cudaStream_t stream;
-    // The page pools. Invariant while pool_clean is set: every byte of [0, pool_cap) is 0xFF
-    // except the pages listed in d_written (written_pages ids of written_page_bytes each), which
-    // hold the previous case's resident pages. A fresh allocation, or a run that fails after it
-    // began changing the pools (pool_touched), clears pool_clean, and the next run fills the
-    // whole pool again. A case rejected before that (a malformed table, an unsupported shape:
-    // every CUDA mutant rejects head_dim != 128) leaves the pools as they were.
-    void *d_k, *d_v;
-    size_t pool_cap;
-    int pool_clean;
-    int pool_touched;
-    void *d_written;
-    size_t written_cap;
-    int64_t written_pages;
-    size_t written_page_bytes;
-    int verify_pool; // KVF_CUDA_VERIFY_POOL: check the invariant above after every upload
-    void *d_io; // q, indptr, indices, last_len, o, lse
-    size_t io_cap;
-    // Pinned host mirror of d_io plus the resident page ids: every small transfer of a run is
-    // one asynchronous copy from or to here instead of several synchronous pageable ones.
-    void *h_io;
-    size_t h_io_cap;
-    void *d_stage, *h_stage; // resident pages: pinned host gather -> device -> scatter
-    size_t stage_cap;
-    size_t stage_bytes; // what stage_cap becomes: kStageBytes, or KVF_CUDA_STAGE_BYTES (tests
-                        // of uploads in several batches)
-    void *d_ids;
-    size_t ids_cap;
-};
-
-size_t align256(size_t x) {
-    return (x + 255) & ~(size_t)255;
+// Maps a kvfuzz error from the plan API onto the ABI's status, with the sentence as message.
+int plugin_status(int rc, const kvf_error *e, char *msg, size_t msg_size) {
+    if (rc == 0) return KVF_PLUGIN_OK;
+    if (msg && msg_size) snprintf(msg, msg_size, "%s", e->msg);
+    return rc == KVF_EUNSUPPORTED ? KVF_PLUGIN_UNSUPPORTED
+           : rc == KVF_ENOMEM     ? KVF_PLUGIN_NOMEM
+                                  : KVF_PLUGIN_ERROR;
 }
 
-int state_create(kvf_cuda_algo algo, void **out, kvf_error *err) {
-    *out = NULL;
-    char why[256];
-    if (!kvf_cuda_runtime_available(why, sizeof why))
-        return kvf_error_set(err, KVF_EDEVICE, "%s", why);
-    CaseState *s = (CaseState *)calloc(1, sizeof *s);
-    if (!s) return kvf_error_set(err, KVF_ENOMEM, "Out of host memory for CUDA kernel state.");
-    int rc = kvf_cuda_plan_create(&s->plan, algo, err);
-    if (rc) {
-        free(s);
-        return rc;
-    }
-    const char *verify = getenv("KVF_CUDA_VERIFY_POOL");
-    s->verify_pool = verify && *verify && strcmp(verify, "0") != 0;
-    s->stage_bytes = kStageBytes;
-    const char *stage = getenv("KVF_CUDA_STAGE_BYTES");
-    if (stage && *stage) {
-        char *end = NULL;
-        errno = 0;
-        const unsigned long long v = strtoull(stage, &end, 10);
-        if (errno || *end || stage[0] == '-' || v < 32 || v > (1ull << 30) || v % 16) {
-            kvf_cuda_plan_destroy(s->plan);
-            free(s);
-            return kvf_error_set(err, KVF_EINVAL,
-                                 "KVF_CUDA_STAGE_BYTES must be a multiple of 16 from 32 to 2^30, "
-                                 "got \"%s\".",
-                                 stage);
-        }
-        s->stage_bytes = (size_t)v;
-    }
-    cudaError_t e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
-    if (e != cudaSuccess) {
-        kvf_cuda_plan_destroy(s->plan);
-        free(s);
-        return cuda_fail(err, e, "Creating a CUDA stream");
-    }
-    *out = s;
-    return 0;
-}
-
-void state_destroy(void *state) {
-    CaseState *s = (CaseState *)state;
-    if (!s) return;
-    if (s->stream) cudaStreamSynchronize(s->stream), cudaStreamDestroy(s->stream);
-    kvf_cuda_plan_destroy(s->plan);
-    void *dev[] = {s->d_k, s->d_v, s->d_io, s->d_stage, s->d_ids, s->d_written};
-    for (void *d : dev)
-        if (d) cudaFree(d);
-    if (s->h_stage) cudaFreeHost(s->h_stage);
-    if (s->h_io) cudaFreeHost(s->h_io);
-    free(s);
-}
-
-// Checks what the plan does not see: pointers, page ids, the pool size, resident pages.
-int check_case(const kvf_case *c, kvf_error *err) {
-    const int64_t page_elems = kvf_case_page_elems(c);
-    const int64_t P = c->num_pages;
-    if (c->batch_size > 0 && (!c->q || !c->kv_indptr || !c->kv_last_page_len))
-        return kvf_error_set(err, KVF_EINVAL, "The case has no q, kv_indptr or kv_last_page_len.");
-    const int64_t entries = c->batch_size > 0 ? c->kv_indptr[c->batch_size] : 0;
-    if (entries > 0 && !c->kv_indices)
-        return kvf_error_set(err, KVF_EINVAL, "The case has no kv_indices.");
-    for (int64_t i = 0; i < entries; ++i)
-        if (c->kv_indices[i] < 0 || c->kv_indices[i] >= P)
-            return kvf_error_set(err, KVF_EINVAL, "kv_indices[%lld] is %d, outside [0, %lld).",
-                                 (long long)i, c->kv_indices[i], (long long)P);
-    if (P > 0 && (!c->k_cache || !c->v_cache))
-        return kvf_error_set(err, KVF_EINVAL, "The case has no k_cache or v_cache.");
-    // 128-bit: P * page bytes can pass 2^64 for absurd shapes; such a pool is never real.
-    const unsigned __int128 need = (unsigned __int128)P * (uint64_t)page_elems * 2u;
-    if (need > ((unsigned __int128)1 << 62))
-        return kvf_error_set(err, KVF_EUNSUPPORTED,
-                             "The page pool (%lld pages of %lld elements) is too large.",
-                             (long long)P, (long long)page_elems);
-    if (P > 0 && (unsigned __int128)c->pool_bytes < need)
-        return kvf_error_set(err, KVF_EINVAL,
-                             "pool_bytes (%zu) is smaller than num_pages * page bytes (%lld).",
-                             c->pool_bytes, (long long)(P * page_elems * 2));
-    if (c->num_resident_pages < 0 || (c->num_resident_pages > 0 && !c->resident_pages))
-        return kvf_error_set(err, KVF_EINVAL, "The case's resident page list is malformed.");
-    for (int64_t i = 0; i < c->num_resident_pages; ++i)
-        if (c->resident_pages[i] < 0 || c->resident_pages[i] >= P)
-            return kvf_error_set(err, KVF_EINVAL,
-                                 "resident_pages[%lld] is %lld, outside [0, %lld).", (long long)i,
-                                 (long long)c->resident_pages[i], (long long)P);
-    return 0;
-}
-
-int grid_for(int64_t vecs) {
-    return (int)((vecs + 255) / 256 < 4096 ? (vecs + 255) / 256 : 4096);
-}
-
-// Brings the pools to all-0xFF: the whole pool after an allocation or a failed run, otherwise
-// only the pages the previous case wrote. Filling whole pools on every run (up to 2 x 8 GiB for
-// cases with page ids past 65535) made the GPU the bottleneck of a fuzz campaign.
-int repoison_pool(CaseState *s, kvf_error *err) {
-    if (!s->pool_clean) {
-        KVF_CUDA_TRY(cudaMemsetAsync(s->d_k, 0xFF, s->pool_cap, s->stream), "Poisoning the K pool");
-        KVF_CUDA_TRY(cudaMemsetAsync(s->d_v, 0xFF, s->pool_cap, s->stream), "Poisoning the V pool");
-    } else if (s->written_pages > 0) {
-        const int64_t page_vec = (int64_t)(s->written_page_bytes / 16);
-        const int blocks = grid_for(s->written_pages * page_vec);
-        for (int which = 0; which < 2; ++which) {
-            poison_pages_kernel<<<blocks, 256, 0, s->stream>>>((const int64_t *)s->d_written,
-                                                               s->written_pages, page_vec,
-                                                               (uint4 *)(which ? s->d_v : s->d_k));
-            KVF_CUDA_TRY(cudaGetLastError(), "Launching the page poison kernel");
-        }
-    }
-    s->written_pages = 0;
-    s->pool_clean = 1;
-    return 0;
-}
-
-// The self-check of KVF_CUDA_VERIFY_POOL: after an upload, every byte of both pools outside
-// the case's resident pages must be 0xFF. Scans the whole allocation, so tests only.
-int verify_poisoned(CaseState *s, const kvf_case *c, size_t page_bytes, kvf_error *err) {
-    const int64_t P = c->num_pages;
-    unsigned char *mask = (unsigned char *)calloc((size_t)P + 1, 1);
-    if (!mask) return kvf_error_set(err, KVF_ENOMEM, "Out of host memory for the pool check.");
-    for (int64_t i = 0; i < c->num_resident_pages; ++i)
-        mask[c->resident_pages[i]] = 1;
-    unsigned char *d_mask = NULL;
-    unsigned long long *d_count = NULL, count[2] = {0, 0};
-    cudaError_t e = cudaMalloc(&d_mask, (size_t)P + 1);
-    if (e == cudaSuccess) e = cudaMalloc(&d_count, sizeof count);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(d_mask, mask, (size_t)P + 1, cudaMemcpyHostToDevice, s->stream);
-    if (e == cudaSuccess) e = cudaMemsetAsync(d_count, 0, sizeof count, s->stream);
-    const int64_t vecs = (int64_t)(s->pool_cap / 16), page_vec = (int64_t)(page_bytes / 16);
-    for (int which = 0; which < 2 && e == cudaSuccess; ++which) {
-        count_unpoisoned_kernel<<<grid_for(vecs), 256, 0, s->stream>>>(
-            (const uint4 *)(which ? s->d_v : s->d_k), vecs, page_vec, d_mask, P, d_count + which);
-        e = cudaGetLastError();
-    }
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(count, d_count, sizeof count, cudaMemcpyDeviceToHost, s->stream);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(s->stream);
-    free(mask);
-    if (d_mask) cudaFree(d_mask);
-    if (d_count) cudaFree(d_count);
-    if (e != cudaSuccess) return cuda_fail(err, e, "Checking the pool poison");
-    if (count[0] || count[1])
-        return kvf_error_set(err, KVF_EDEVICE,
-                             "The device pools hold %llu (K) and %llu (V) 16-byte vectors that "
-                             "are not 0xFF outside the resident pages.",
-                             count[0], count[1]);
-    return 0;
-}
-
-// Pool: all 0xFF (bf16 NaN) except the resident pages. The host pool may be GiBs of lazily
-// mapped zeros; only resident pages are touched. `pinned_ids` is the case's resident page list
-// copied into pinned memory that stays untouched until the run synchronises.
-int upload_pool(CaseState *s, const kvf_case *c, const int64_t *pinned_ids, kvf_error *err) {
-    const size_t page_bytes = (size_t)kvf_case_page_elems(c) * 2;
-    const size_t pool = (size_t)c->num_pages * page_bytes;
-    if (pool == 0) return 0;
-    // The copies move 16-byte vectors; every supported head_dim makes pages a multiple of 128.
-    if (page_bytes % 16 != 0)
-        return kvf_error_set(err, KVF_EUNSUPPORTED,
-                             "A page of %zu bytes is not a multiple of 16 bytes.", page_bytes);
-    s->pool_touched = 1;
-    if (pool > s->pool_cap) {
-        if (s->d_k) cudaFree(s->d_k);
-        if (s->d_v) cudaFree(s->d_v);
-        s->d_k = s->d_v = NULL;
-        s->pool_cap = 0;
-        s->pool_clean = 0;
-        KVF_CUDA_TRY(cudaMalloc(&s->d_k, pool), "Allocating the device K pool");
-        KVF_CUDA_TRY(cudaMalloc(&s->d_v, pool), "Allocating the device V pool");
-        s->pool_cap = pool;
-    }
-    int rc = repoison_pool(s, err);
-    if (rc) return rc;
-    const int64_t nres = c->num_resident_pages;
-    if (nres == 0) return s->verify_pool ? verify_poisoned(s, c, page_bytes, err) : 0;
-    if (!s->h_stage) { // both buffers or neither
-        void *h = NULL, *d = NULL;
-        KVF_CUDA_TRY(cudaMallocHost(&h, s->stage_bytes), "Allocating pinned staging");
-        const cudaError_t e = cudaMalloc(&d, s->stage_bytes);
-        if (e != cudaSuccess) {
-            cudaFreeHost(h);
-            return cuda_fail(err, e, "Allocating device staging");
-        }
-        s->h_stage = h, s->d_stage = d;
-        s->stage_cap = s->stage_bytes;
-    }
-    if (2 * page_bytes > s->stage_cap)
-        return kvf_error_set(err, KVF_EUNSUPPORTED,
-                             "A page of %zu bytes and its V page exceed the %zu-byte staging "
-                             "buffer.",
-                             page_bytes, s->stage_cap);
-    rc = dev_grow(&s->d_ids, &s->ids_cap, (size_t)nres * sizeof(int64_t),
-                  "Allocating the resident page list", err);
-    if (rc) return rc;
-    KVF_CUDA_TRY(cudaMemcpyAsync(s->d_ids, pinned_ids, (size_t)nres * sizeof(int64_t),
-                                 cudaMemcpyHostToDevice, s->stream),
-                 "Uploading the resident page list");
-    // K and V pages travel together, one copy and one scatter per batch. The staging buffer is
-    // free on entry (every run ends synchronized, state_run too when it fails), so only a
-    // case too large for one batch waits for a copy, before it refills the buffer.
-    const int64_t per_batch = (int64_t)(s->stage_cap / (2 * page_bytes));
-    const unsigned char *k_src = (const unsigned char *)c->k_cache;
-    const unsigned char *v_src = (const unsigned char *)c->v_cache;
-    unsigned char *stage = (unsigned char *)s->h_stage;
-    for (int64_t i0 = 0; i0 < nres; i0 += per_batch) {
-        const int64_t n = nres - i0 < per_batch ? nres - i0 : per_batch;
-        if (i0 > 0) KVF_CUDA_TRY(cudaStreamSynchronize(s->stream), "Uploading resident pages");
-        for (int64_t i = 0; i < n; ++i) {
-            const size_t at = (size_t)c->resident_pages[i0 + i] * page_bytes;
-            memcpy(stage + i * page_bytes, k_src + at, page_bytes);
-            memcpy(stage + (n + i) * page_bytes, v_src + at, page_bytes);
-        }
-        KVF_CUDA_TRY(cudaMemcpyAsync(s->d_stage, stage, (size_t)(2 * n) * page_bytes,
-                                     cudaMemcpyHostToDevice, s->stream),
-                     "Uploading resident pages");
-        const int blocks = grid_for(2 * n * (int64_t)(page_bytes / 16));
-        scatter_pages_kernel<<<blocks, 256, 0, s->stream>>>(
-            (const uint4 *)s->d_stage, (const int64_t *)s->d_ids + i0, n,
-            (int64_t)(page_bytes / 16), (uint4 *)s->d_k, (uint4 *)s->d_v);
-        KVF_CUDA_TRY(cudaGetLastError(), "Launching the page scatter kernel");
-    }
-    // This case's id list becomes the list the next run re-poisons (stream order keeps the
-    // next upload into the swapped-in buffer behind this run's kernels).
-    void *ids = s->d_ids;
-    size_t cap = s->ids_cap;
-    s->d_ids = s->d_written, s->ids_cap = s->written_cap;
-    s->d_written = ids, s->written_cap = cap;
-    s->written_pages = nres;
-    s->written_page_bytes = page_bytes;
-    return s->verify_pool ? verify_poisoned(s, c, page_bytes, err) : 0;
-}
-
-int run_case(CaseState *s, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
-    // A failed API call of an earlier run (already reported) must not be blamed on this one:
-    // non-sticky errors stay pending until read.
-    (void)cudaGetLastError();
+// A pure function of the shape (plugin.h): the limits check_shape() enforces, plus the sequence
+// length, which prepare() would refuse.
+int desc_supports(const kvf_plugin_kernel *self, const kvf_plugin_shape *shape, char *why,
+                  size_t why_size) {
+    (void)self;
     kvf_cuda_problem pr;
-    pr.num_qo_heads = c->num_qo_heads, pr.num_kv_heads = c->num_kv_heads;
-    pr.head_dim = c->head_dim, pr.page_size = c->page_size, pr.batch_size = c->batch_size;
-    pr.num_pages = c->num_pages, pr.sm_scale = c->sm_scale;
-    pr.kv_indptr = c->kv_indptr, pr.kv_last_page_len = c->kv_last_page_len;
-    int rc = kvf_cuda_plan_prepare(s->plan, &pr, err);
-    if (rc) return rc;
-    rc = check_case(c, err);
-    if (rc) return rc;
-    if (c->batch_size == 0) return 0;
+    memset(&pr, 0, sizeof pr);
+    pr.num_qo_heads = shape->num_qo_heads, pr.num_kv_heads = shape->num_kv_heads;
+    pr.head_dim = shape->head_dim, pr.page_size = shape->page_size;
+    pr.batch_size = shape->batch_size, pr.num_pages = shape->num_pages;
+    pr.sm_scale = shape->sm_scale;
+    kvf_error e = {0, {0}};
+    int rc = check_shape(&pr, &e);
+    if (!rc && shape->max_seq_len > KVF_CUDA_MAX_SEQ_LEN)
+        rc = kvf_error_set(&e, KVF_EUNSUPPORTED,
+                           "A sequence of %lld tokens is above the CUDA kernels' maximum of 2^30.",
+                           (long long)shape->max_seq_len);
+    if (rc && why && why_size) snprintf(why, why_size, "%s", e.msg);
+    return rc == 0;
+}
 
-    const int64_t B = c->batch_size, entries = c->kv_indptr[B];
-    const size_t q_b = (size_t)kvf_case_q_elems(c) * 2, ip_b = (size_t)(B + 1) * 4;
-    const size_t ix_b = (size_t)entries * 4, ll_b = (size_t)B * 4;
-    const size_t lse_b = (size_t)kvf_case_lse_elems(c) * 4;
-    const size_t off_ip = align256(q_b), off_ix = off_ip + align256(ip_b);
-    const size_t off_ll = off_ix + align256(ix_b), off_o = off_ll + align256(ll_b);
-    const size_t off_lse = off_o + align256(q_b), total = off_lse + align256(lse_b);
-    const size_t ids_b = (size_t)c->num_resident_pages * sizeof(int64_t);
-    if (total + ids_b > s->h_io_cap) {
-        if (s->h_io) cudaFreeHost(s->h_io);
-        s->h_io = NULL, s->h_io_cap = 0;
-        const size_t cap = (total + ids_b) * 2;
-        KVF_CUDA_TRY(cudaMallocHost(&s->h_io, cap), "Allocating pinned inputs and outputs");
-        s->h_io_cap = cap;
+int desc_create_algo(kvf_cuda_algo algo, void **state, char *msg, size_t msg_size) {
+    *state = NULL;
+    kvf_error e = {0, {0}};
+    kvf_cuda_plan *p = NULL;
+    const int rc = kvf_cuda_plan_create(&p, algo, &e);
+    if (rc) return plugin_status(rc, &e, msg, msg_size);
+    *state = p;
+    return KVF_PLUGIN_OK;
+}
+
+int desc_create_split(const kvf_plugin_kernel *self, void **state, char *msg, size_t msg_size) {
+    (void)self;
+    return desc_create_algo(KVF_CUDA_ALGO_SPLITKV, state, msg, msg_size);
+}
+
+void desc_destroy(void *state) {
+    kvf_cuda_plan_destroy((kvf_cuda_plan *)state);
+}
+
+int desc_plan(void *state, const kvf_plugin_shape *shape, const kvf_plugin_index *index, char *msg,
+              size_t msg_size) {
+    kvf_cuda_problem pr;
+    pr.num_qo_heads = shape->num_qo_heads, pr.num_kv_heads = shape->num_kv_heads;
+    pr.head_dim = shape->head_dim, pr.page_size = shape->page_size;
+    pr.batch_size = shape->batch_size, pr.num_pages = shape->num_pages;
+    pr.sm_scale = shape->sm_scale;
+    pr.kv_indptr = index->kv_indptr, pr.kv_last_page_len = index->kv_last_page_len;
+    kvf_error e = {0, {0}};
+    return plugin_status(kvf_cuda_plan_prepare((kvf_cuda_plan *)state, &pr, &e), &e, msg, msg_size);
+}
+
+size_t desc_workspace_bytes(void *state, const kvf_plugin_shape *shape) {
+    (void)shape;
+    return kvf_cuda_plan_workspace_bytes((const kvf_cuda_plan *)state);
+}
+
+int desc_run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_size) {
+    const kvf_plugin_shape *s = a->shape;
+    const int64_t D = s->head_dim, Hq = s->num_qo_heads, Hk = s->num_kv_heads;
+    // The kernels index dense NHD tensors; any other layout is a shape they do not take.
+    if (a->q_stride_head != D || a->q_stride_batch != Hq * D || a->o_stride_head != D ||
+        a->o_stride_batch != Hq * D || a->lse_stride_batch != Hq || a->kv_stride_head != D ||
+        a->kv_stride_slot != Hk * D || a->kv_stride_page != (int64_t)s->page_size * Hk * D) {
+        if (msg && msg_size)
+            snprintf(msg, msg_size, "The CUDA kernels take contiguous NHD tensors only.");
+        return KVF_PLUGIN_UNSUPPORTED;
     }
-    unsigned char *h = (unsigned char *)s->h_io;
-    memcpy(h, c->q, q_b);
-    memcpy(h + off_ip, c->kv_indptr, ip_b);
-    if (ix_b) memcpy(h + off_ix, c->kv_indices, ix_b);
-    memcpy(h + off_ll, c->kv_last_page_len, ll_b);
-    if (ids_b) memcpy(h + total, c->resident_pages, ids_b);
-    rc = upload_pool(s, c, (const int64_t *)(h + total), err);
-    if (rc) return rc;
-    rc = dev_grow(&s->d_io, &s->io_cap, total, "Allocating device inputs and outputs", err);
-    if (rc) return rc;
-    unsigned char *io = (unsigned char *)s->d_io;
-    KVF_CUDA_TRY(cudaMemcpyAsync(io, h, off_o, cudaMemcpyHostToDevice, s->stream),
-                 "Uploading q and the page table");
-    // Poison the outputs so an element the kernel forgets reads as NaN.
-    KVF_CUDA_TRY(cudaMemsetAsync(io + off_o, 0xFF, (off_lse - off_o) + lse_b, s->stream),
-                 "Poisoning the outputs");
-
     kvf_cuda_tensors t;
-    t.q = (const kvf_bf16 *)io;
-    t.k_cache = (const kvf_bf16 *)s->d_k, t.v_cache = (const kvf_bf16 *)s->d_v;
-    t.kv_indptr = (const int32_t *)(io + off_ip);
-    t.kv_indices = (const int32_t *)(io + off_ix);
-    t.kv_last_page_len = (const int32_t *)(io + off_ll);
-    t.o = (kvf_bf16 *)(io + off_o), t.lse = (float *)(io + off_lse);
-    rc = kvf_cuda_plan_launch(s->plan, &t, s->stream, err);
-    if (rc) return rc;
-    KVF_CUDA_TRY(cudaMemcpyAsync(h + off_o, io + off_o, (off_lse - off_o) + lse_b,
-                                 cudaMemcpyDeviceToHost, s->stream),
-                 "Downloading o and lse");
-    KVF_CUDA_TRY(cudaStreamSynchronize(s->stream), "Running the CUDA decode kernel");
-    memcpy(o, h + off_o, q_b);
-    memcpy(lse, h + off_lse, lse_b);
-    return 0;
+    t.q = a->q, t.k_cache = a->k_cache, t.v_cache = a->v_cache;
+    t.kv_indptr = a->kv_indptr, t.kv_indices = a->kv_indices;
+    t.kv_last_page_len = a->kv_last_page_len;
+    t.o = a->o, t.lse = a->lse;
+    t.workspace = a->workspace, t.workspace_bytes = a->workspace_bytes;
+    kvf_error e = {0, {0}};
+    return plugin_status(kvf_cuda_plan_launch((kvf_cuda_plan *)state, &t, a->stream, &e), &e, msg,
+                         msg_size);
 }
 
-int state_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
-    CaseState *s = (CaseState *)state;
-    if (!s || !c || (c->batch_size > 0 && (!o || !lse)))
-        return kvf_error_set(err, KVF_EINVAL, "NULL kernel state, case or output buffer.");
-    s->pool_touched = 0;
-    const int rc = run_case(s, c, o, lse, err);
-    if (rc) {
-        // After a failure past the first change to the pools nothing is known about what
-        // reached them: fill them whole next time. Copies still queued may read the pinned
-        // buffers the next run refills.
-        if (s->pool_touched) s->pool_clean = 0;
-        (void)cudaStreamSynchronize(s->stream);
-        (void)cudaGetLastError();
-    }
-    return rc;
+// "split=yes chunk=64 splits=51 ctas=204": what decides the kernel's work split.
+void desc_describe(void *state, char *buf, size_t buf_size) {
+    const kvf_cuda_plan *p = (const kvf_cuda_plan *)state;
+    if (!buf || !buf_size) return;
+    buf[0] = 0;
+    if (!p || !p->ready) return;
+    const kvf_cuda_plan_info *i = &p->info;
+    if (i->chunk_tokens == 0)
+        snprintf(buf, buf_size, "split=no ctas=%lld", (long long)i->ctas);
+    else
+        snprintf(buf, buf_size, "split=%s chunk=%d splits=%d ctas=%lld",
+                 i->max_splits > 1 ? "yes" : "no", i->chunk_tokens, i->max_splits,
+                 (long long)i->ctas);
 }
 
-int create_split(void **state, kvf_error *err) {
-    return state_create(KVF_CUDA_ALGO_SPLITKV, state, err);
-}
 #ifndef KVF_CUDA_MUTANT_TU
-int create_naive(void **state, kvf_error *err) {
-    return state_create(KVF_CUDA_ALGO_NAIVE, state, err);
+int desc_create_naive(const kvf_plugin_kernel *self, void **state, char *msg, size_t msg_size) {
+    (void)self;
+    return desc_create_algo(KVF_CUDA_ALGO_NAIVE, state, msg, msg_size);
 }
 #endif
 
 } // namespace
 
+// The descriptor of a split-KV variant (the production kernel, or a mutant's build of it).
+// clang-format off
+#define KVF_CUDA_SPLIT_DESC(NAME, DESCRIPTION, ROLE)                                               \
+    {sizeof(kvf_plugin_kernel),                                                                    \
+     NAME,                                                                                         \
+     DESCRIPTION,                                                                                  \
+     KVF_PLUGIN_DEVICE_CUDA,                                                                       \
+     ROLE,                                                                                         \
+     NULL,                                                                                         \
+     desc_supports,                                                                                \
+     desc_create_split,                                                                            \
+     desc_destroy,                                                                                 \
+     desc_plan,                                                                                    \
+     desc_workspace_bytes,                                                                         \
+     desc_run,                                                                                     \
+     desc_describe}
+// clang-format on
 #ifndef KVF_CUDA_MUTANT_TU
 extern "C" int kvf_cuda_runtime_available(char *why, size_t why_size) {
     int n = 0;
@@ -1315,23 +1052,42 @@ extern "C" int kvf_cuda_runtime_available(char *why, size_t why_size) {
     return 1;
 }
 
+#define KVF_CUDA_NAME "cuda"
+#define KVF_CUDA_TEXT                                                                              \
+    "CUDA split-KV (flash-decoding) decode: fp32 partial states + merge kernel, any group 1-16"
+#define KVF_CUDA_NAIVE_NAME "cuda-naive"
+#define KVF_CUDA_NAIVE_TEXT                                                                        \
+    "CUDA naive decode: one block per (sequence, q head), whole sequence, no split"
+
+static const kvf_plugin_kernel kDescCuda =
+    KVF_CUDA_SPLIT_DESC(KVF_CUDA_NAME, KVF_CUDA_TEXT, KVF_PLUGIN_ROLE_REFERENCE);
+
+static const kvf_plugin_kernel kDescCudaNaive = {sizeof(kvf_plugin_kernel),
+                                                 KVF_CUDA_NAIVE_NAME,
+                                                 KVF_CUDA_NAIVE_TEXT,
+                                                 KVF_PLUGIN_DEVICE_CUDA,
+                                                 KVF_PLUGIN_ROLE_REFERENCE,
+                                                 NULL,
+                                                 desc_supports,
+                                                 desc_create_naive,
+                                                 desc_destroy,
+                                                 desc_plan,
+                                                 desc_workspace_bytes,
+                                                 desc_run,
+                                                 desc_describe};
+
+// The registry's entries: no case-level vtable, so they run through the buffer host like a
+// plugin does (kernel.h).
+// Fields: name, description, device, models, create, destroy, run, desc, role, plugin.
+// clang-format off
 extern "C" const kvf_kernel kvf_kernel_cuda = {
-    "cuda",
-    "CUDA split-KV (flash-decoding) decode: fp32 partial states + merge kernel, any group 1-16",
-    KVF_DEVICE_CUDA,
-    NULL,
-    create_split,
-    state_destroy,
-    state_run,
+    KVF_CUDA_NAME, KVF_CUDA_TEXT, KVF_DEVICE_CUDA, NULL, NULL, NULL, NULL, &kDescCuda,
+    KVF_PLUGIN_ROLE_REFERENCE, NULL,
 };
 
 extern "C" const kvf_kernel kvf_kernel_cuda_naive = {
-    "cuda-naive",
-    "CUDA naive decode: one block per (sequence, q head), whole sequence, no split",
-    KVF_DEVICE_CUDA,
-    NULL,
-    create_naive,
-    state_destroy,
-    state_run,
+    KVF_CUDA_NAIVE_NAME, KVF_CUDA_NAIVE_TEXT, KVF_DEVICE_CUDA, NULL, NULL, NULL, NULL,
+    &kDescCudaNaive, KVF_PLUGIN_ROLE_REFERENCE, NULL,
 };
+// clang-format on
 #endif // !KVF_CUDA_MUTANT_TU

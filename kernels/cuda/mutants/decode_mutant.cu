@@ -4,12 +4,13 @@
 // it registers as "cuda/mut=<name>".
 //
 // Why an include inside a namespace of the mutant's own (kvf_mut_<ID>): the mutant must run
-// the production code path (plan, split kernel, merge kernel, NaN-poisoned device pool) with
-// only the bug changed, and 26 objects holding the same templates and host functions must not
-// collide with each other or with the production `cuda` object at link time (a weak template
-// instance from another object could silently replace the production kernel). Only the
-// kvf_kernel vtable is meant to be used from outside. (Not an anonymous namespace: decode.cu
-// opens one of its own, and nvcc's generated stub cannot tell two nested ones apart.)
+// the production code path (descriptor, plan, split kernel, merge kernel, and the CUDA buffer
+// host's NaN-poisoned device pools) with only the bug changed, and 26 objects holding the same
+// templates and host functions must not collide with each other or with the production `cuda`
+// object at link time (a weak template instance from another object could silently replace the
+// production kernel). Only the kvf_kernel entry (its plugin-ABI descriptor) is meant to be used
+// from outside. (Not an anonymous namespace: decode.cu opens one of its own, and nvcc's
+// generated stub cannot tell two nested ones apart.)
 //
 // Build-time economy (a 2-core CI machine with nvcc but no GPU compiles 26 of these): only the
 // head_dim 128 instances (groups 1..16) are compiled; other head dims are KVF_EUNSUPPORTED and
@@ -45,12 +46,24 @@ KVF_SPLIT_TABLE(128);
 } // namespace kvf_mut_<ID>
 #define KVF_MUT_NS KVF_CAT(kvf_mut_, KVF_MUTANT_ID)
 
+namespace KVF_MUT_NS {
+static const kvf_plugin_kernel kDesc =
+    KVF_CUDA_SPLIT_DESC("cuda/mut=" KVF_MUTANT_NAME,
+                        KVF_MUTANT_DESC " (CUDA mutant of the split-KV kernel; head_dim 128 only)",
+                        KVF_PLUGIN_ROLE_UNDER_TEST);
+} // namespace KVF_MUT_NS
+
+// A registry entry with no case-level vtable: the mutant runs through the CUDA buffer host,
+// as the production kernel and any plugin do (kernel.h).
 extern "C" const kvf_kernel KVF_CAT(kvf_kernel_cuda_mut_, KVF_MUTANT_ID) = {
     "cuda/mut=" KVF_MUTANT_NAME,
     KVF_MUTANT_DESC " (CUDA mutant of the split-KV kernel; head_dim 128 only)",
     KVF_DEVICE_CUDA,
     KVF_MUTANT_CLASS,
-    KVF_MUT_NS::create_split,
-    KVF_MUT_NS::state_destroy,
-    KVF_MUT_NS::state_run,
+    NULL,
+    NULL,
+    NULL,
+    &KVF_MUT_NS::kDesc,
+    KVF_PLUGIN_ROLE_UNDER_TEST,
+    NULL,
 };

@@ -1,12 +1,12 @@
-/* The CUDA decode kernels' C interface: a reusable plan for device-resident inputs (what
- * `kvfuzz bench` times), the two registered kernels `cuda` (split-KV, flash-decoding) and
- * `cuda-naive` (one block per (sequence, q head), no split), and small device helpers the
- * benchmark needs. Everything here exists only in builds with KVF_HAVE_CUDA.
+/* The CUDA decode kernels' C interface: a reusable plan for device-resident inputs, the two
+ * registered kernels `cuda` (split-KV, flash-decoding) and `cuda-naive` (one block per
+ * (sequence, q head), no split), and small device helpers the benchmark needs. Everything here
+ * exists only in builds with KVF_HAVE_CUDA.
  *
  * Ownership: a kvf_cuda_plan is created by kvf_cuda_plan_create() and released by
- * kvf_cuda_plan_destroy(); it owns its device schedule and workspace, which grow when a larger
- * problem arrives and are reused otherwise (no device allocation per launch in steady state).
- * Tensors passed to kvf_cuda_plan_launch() belong to the caller.
+ * kvf_cuda_plan_destroy(); it owns its device schedule, which grows when a larger problem
+ * arrives and is reused otherwise (no device allocation per launch in steady state). Tensors
+ * and the workspace passed to kvf_cuda_plan_launch() belong to the caller.
  * Errors: 0 or a negative KVF_E* code with one sentence in err: KVF_EINVAL for malformed input,
  * KVF_EUNSUPPORTED for a shape these kernels do not implement, KVF_ENOMEM when the device
  * refuses memory, KVF_EDEVICE for any other CUDA error (the sentence carries CUDA's text). */
@@ -27,19 +27,9 @@ extern "C" {
 #include "kvfuzz/error.h"
 #include "kvfuzz/kernel.h"
 
-/* The registered kernels (kvfuzz/kernel.h vtables). run() takes a host case, uploads only its
- * resident pages into a device pool pre-filled with 0xFF bytes (bf16 NaN), so a read of any
- * page the case does not reference poisons the output. The state keeps the pool between runs
- * and re-poisons only the pages the previous run wrote (the whole pool after a new allocation
- * or a failed run). Data a kernel wrote into the pools would therefore outlive its run; the two
- * kernels here only read them, which the GPU test checks with KVF_CUDA_VERIFY_POOL.
- * KVF_CUDA_VERIFY_POOL=1 in the environment when a state is created makes
- * every run scan both pools afterwards and fail with KVF_EDEVICE if any byte outside the
- * resident pages is not 0xFF (tests; it reads the whole allocation every run).
- * Resident pages go up through a 64 MiB pinned staging buffer, K and V together, in as many
- * batches as they need; KVF_CUDA_STAGE_BYTES=N (a multiple of 16, 32 to 2^30) at state creation
- * sets another size (tests of uploads in several batches; create() fails with KVF_EINVAL on a
- * malformed value, and run() with KVF_EUNSUPPORTED when a page pair does not fit). */
+/* The registered kernels: plugin-ABI descriptors (kvf_kernel.desc) that run through the CUDA
+ * buffer host (kernel_host.h, cuda/host_cuda.cu) like any plugin: it owns the poisoned device
+ * pools, the guarded outputs and workspace, and the checks after each run. */
 extern const kvf_kernel kvf_kernel_cuda;
 extern const kvf_kernel kvf_kernel_cuda_naive;
 
@@ -78,6 +68,10 @@ typedef struct kvf_cuda_tensors {
     const int32_t *kv_indptr, *kv_indices, *kv_last_page_len;
     kvf_bf16 *o; /* [B][Hq][D], written */
     float *lse;  /* [B][Hq], written (base 2) */
+    /* Scratch for the split-KV partial states: kvf_cuda_plan_workspace_bytes() bytes,
+     * 256-byte aligned (NULL when that is 0). Its contents need not survive between launches. */
+    void *workspace;
+    size_t workspace_bytes;
 } kvf_cuda_tensors;
 
 /* What prepare() decided, for reports and the benchmark. */
@@ -98,7 +92,7 @@ void kvf_cuda_plan_destroy(kvf_cuda_plan *plan); /* NULL is fine */
 
 /* Checks the shape and host page-table metadata (indptr monotone from 0, last-page lengths in
  * [1, S] for non-empty sequences), chooses the split count from the SM count and the workload,
- * grows the workspace if needed and stages the schedule: the next launch enqueues its upload
+ * sizes the workspace (kvf_cuda_plan_workspace_bytes) and stages the schedule: the next launch enqueues its upload
  * on the launch's stream ahead of the kernels (nothing to upload when the schedule did not
  * change), so prepare() itself never waits for the device. Page ids are not seen here: callers of
  * the device API own them. KVF_CUDA_CHUNK_TILES=N in the environment forces N tiles per split
@@ -112,6 +106,9 @@ int kvf_cuda_plan_launch(kvf_cuda_plan *plan, const kvf_cuda_tensors *tensors, v
                          kvf_error *err);
 
 int kvf_cuda_plan_get_info(const kvf_cuda_plan *plan, kvf_cuda_plan_info *info);
+
+/* Workspace the next launch of the last prepared problem needs (0 when nothing is merged). */
+size_t kvf_cuda_plan_workspace_bytes(const kvf_cuda_plan *plan);
 
 /* Benchmark helpers (all asynchronous on `stream`). */
 

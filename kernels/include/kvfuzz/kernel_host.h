@@ -88,10 +88,51 @@ int kvf__host_status(const kvf_plugin_kernel *desc, int status, const char *msg,
 /* ---- the CUDA host (cuda/host_cuda.cu; only when built with CUDA) ------------------------- */
 
 /* kvf_host_create/run/describe/destroy forward here for KVF_PLUGIN_DEVICE_CUDA descriptors.
- * Same contract as above; device and CUDA API errors are KVF_EDEVICE. */
+ * Same contract as above; device and CUDA API errors are KVF_EDEVICE, with the cudaError
+ * name (cudaErrorIllegalAddress, ...) in the sentence. The host runs the kernel on a stream of
+ * its own and synchronizes that stream, never the device, before its checks.
+ * Its device pools are poisoned whole (stronger than KVF_HOST_POISON_POOL_BYTES asks) and kept
+ * between runs: a run uploads only the pages the case reads and the next re-poisons them. The
+ * input check is a checksum of q, the index arrays and the pools (the whole pools while each
+ * is at most 64 MiB, else the pages the case reads), before and after the run, on the device.
+ * Environment, read at creation: KVF_CUDA_VERIFY_POOL=1 checks after every upload that no
+ * pool byte outside the pages read is anything but poison (tests: it reads both pools whole);
+ * KVF_CUDA_STAGE_BYTES=N (a multiple of 16, 32 to 2^30) sizes the pinned staging buffer the
+ * pages go up through (default 64 MiB; tests of uploads in several batches), KVF_EINVAL on a
+ * malformed value, KVF_EUNSUPPORTED from run when a K/V page pair does not fit. */
 int kvf__cuda_host_create(const kvf_plugin_kernel *desc, void **out, kvf_error *err);
 int kvf__cuda_host_run(void *h, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err);
 void kvf__cuda_host_describe(void *h, char *buf, size_t buf_size);
 void kvf__cuda_host_destroy(void *h);
+
+/* More than one descriptor on one set of device buffers (`kvfuzz bench`: every kernel reads the
+ * same pools and writes the same guarded outputs). kvf__cuda_host_create is this with n = 1;
+ * kvf__cuda_host_run and _describe use kernel 0. */
+int kvf__cuda_host_create_many(const kvf_plugin_kernel *const *descs, int n, void **out,
+                               kvf_error *err);
+
+/* Loads a case whose K/V pools are generated on the device instead of uploaded (c->k_cache and
+ * c->v_cache are not read): bf16 uniform in [-1, 1] from a hash of (seed, element), every slot
+ * no sequence reads set to KVF_HOST_POISON_INPUT. q and the index arrays come from c. Then
+ * asks supports() and plan() of every kernel and sizes the workspace for the largest. Returns
+ * 0 once the inputs are on the device (a kernel that refused the case says so in _check and
+ * _launch), else KVF_EINVAL for a malformed case, KVF_EDEVICE / KVF_ENOMEM. The case must
+ * outlive every call until the next load. */
+int kvf__cuda_host_load_generated(void *h, const kvf_case *c, uint64_t seed, kvf_error *err);
+
+/* One run of kernel k on the loaded inputs with fresh poison and all checks of a host run
+ * (errors as kvf_host_run); o and lse receive the outputs. */
+int kvf__cuda_host_check(void *h, int k, kvf_bf16 *o, float *lse, kvf_error *err);
+
+/* Enqueues kernel k's run() on the loaded inputs and the host's stream, and returns: no poison,
+ * no synchronization, no checks (the timed part of `kvfuzz bench`, after a _check). Errors:
+ * the kernel's status (kvf__host_status), KVF_EDEVICE for a launch error. */
+int kvf__cuda_host_launch(void *h, int k, kvf_error *err);
+
+/* The host's stream (a cudaStream_t), for timing events and L2 flushes around _launch. */
+void *kvf__cuda_host_stream(void *h);
+
+/* describe() of kernel k for the loaded case ("" when it has none or refused the case). */
+void kvf__cuda_host_describe_at(void *h, int k, char *buf, size_t buf_size);
 
 #endif
