@@ -25,7 +25,6 @@
 
 #ifdef KVF_HAVE_CUDA
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 
 #include "kvfuzz/cuda_kernels.h"
 #include "kvfuzz/kernel_host.h"
@@ -137,26 +136,16 @@ static int cuda_ok(cudaError_t e, const char *what) {
     return 0;
 }
 
-/* The descriptor of a kernel: a built-in's own, or a plugin kernel's from its library, which
- * this process loads (bench runs kernels in process: timings through a worker would measure
- * the pipe). The library stays loaded until exit. */
+/* The descriptor of a kernel, a plugin's loaded into this process (bench runs kernels in
+ * process: timings through a worker would measure the pipe). */
 static const kvf_plugin_kernel *bench_desc(const kvf_kernel *k) {
-    if (k->desc) return k->desc;
-    const char *path = kvf_kernel_plugin_path(k);
-    if (!path || strncmp(k->name, path, strlen(path)) != 0 || k->name[strlen(path)] != ':')
+    const kvf_plugin_kernel *d = NULL;
+    kvf_error err = {0};
+    if (kvf_kernel_load_descriptor(k, &d, &err)) {
+        fprintf(stderr, "kvfuzz bench: %s\n", err.msg);
         return NULL;
-    const char *name = k->name + strlen(path) + 1;
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    kvf_plugin_entry_fn entry = lib ? (kvf_plugin_entry_fn)dlsym(lib, KVF_PLUGIN_ENTRY) : NULL;
-    const kvf_plugin *p = entry ? entry() : NULL;
-    /* kvf_kernel_resolve checked the descriptor in a probe process already. */
-    for (uint32_t i = 0; p && i < p->num_kernels; i++) {
-        const kvf_plugin_kernel *pk =
-            (const kvf_plugin_kernel *)((const char *)p->kernels +
-                                        (size_t)i * p->kernel_struct_size);
-        if (strcmp(pk->name, name) == 0) return pk;
     }
-    return NULL;
+    return d;
 }
 
 typedef struct bench_run {
@@ -442,11 +431,7 @@ static int run_bench(bench_workload *w, int nw, const bench_opts *o) {
     const kvf_kernel *naive = kvf_kernel_find("cuda-naive");
     for (size_t i = 0; i < o->nk; i++) {
         br.descs[br.n] = bench_desc(o->kernels[i]);
-        if (!br.descs[br.n]) {
-            fprintf(stderr, "kvfuzz bench: cannot load the descriptor of %s.\n",
-                    o->kernels[i]->name);
-            return KVF_EXIT_USAGE;
-        }
+        if (!br.descs[br.n]) return KVF_EXIT_USAGE; /* bench_desc said why */
         if (br.descs[br.n] == naive->desc) br.ref = br.n;
         br.n++;
     }

@@ -349,6 +349,27 @@ void kvf_kernel_free(const kvf_kernel *k) {
     if (k && k->release) k->release((kvf_kernel *)k);
 }
 
+int kvf_kernel_load_descriptor(const kvf_kernel *k, const kvf_plugin_kernel **desc,
+                               kvf_error *err) {
+    if (k->desc) {
+        *desc = k->desc;
+        return 0;
+    }
+    if (!k->plugin)
+        return kvf_error_set(err, KVF_EINVAL, "kernel %s has no plugin descriptor", k->name);
+    kvf__plugin_lib lib; /* kept open: the descriptor lives in it */
+    int rc = kvf__plugin_open(k->plugin->path, &lib, err);
+    if (rc) return rc;
+    int i = kvf__plugin_kernel_index(lib.desc, k->plugin->kernel_name);
+    if (i < 0) {
+        kvf__plugin_close(&lib);
+        return kvf_error_set(err, KVF_ENOTFOUND, "plugin %s no longer lists kernel %s",
+                             k->plugin->path, k->plugin->kernel_name);
+    }
+    *desc = kvf__plugin_kernel_at(lib.desc, (uint32_t)i);
+    return 0;
+}
+
 const char *kvf_kernel_plugin_path(const kvf_kernel *k) {
     return k && k->plugin ? k->plugin->path : NULL;
 }

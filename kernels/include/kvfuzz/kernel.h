@@ -95,6 +95,12 @@ int kvf_kernel_resolve(const char *spec, kvf_kernel_lookup_fn extra, const kvf_k
                        size_t max, size_t *count, kvf_error *err);
 void kvf_kernel_free(const kvf_kernel *k);
 
+/* The kernel's descriptor: a built-in's own, or a plugin kernel's, loading (and checking) its
+ * library in this process, where it stays loaded until exit. For commands that must call a
+ * descriptor in process (bench times launches; a worker would time the pipe). Errors as
+ * kvf_kernel_resolve's load errors; KVF_EINVAL for a kernel with only the case-level vtable. */
+int kvf_kernel_load_descriptor(const kvf_kernel *k, const kvf_plugin_kernel **desc, kvf_error *err);
+
 /* For a plugin kernel, the library path it was resolved from; NULL for any other kernel. */
 const char *kvf_kernel_plugin_path(const kvf_kernel *k);
 
