@@ -317,11 +317,18 @@ int kvf_cmd_oracle(int argc, char **argv) {
 int kvf_cmd_rules(int argc, char **argv) {
     if (argc > 1 && cli_is_help(argv[1])) {
         printf("usage: kvfuzz rules\n\nLists the tolerance rules, one per line, with the syntax"
-               " --rule accepts.\n");
+               " --rule accepts,\neach followed by what it is for and its known blind spots, and"
+               " the default rule set.\n");
         return KVF_EXIT_OK;
     }
     if (argc > 1) return cli_usage_error("rules", "takes no arguments, got \"%s\"", argv[1]);
     for (int k = 0; k < KVF_RULE_KIND_COUNT; k++)
-        printf("%s\n", kvf_rule_help((kvf_rule_kind)k));
+        printf("%s\n    %s\n", kvf_rule_help((kvf_rule_kind)k), kvf_rule_scope((kvf_rule_kind)k));
+    kvf_rule set[KVF_DEFAULT_RULES];
+    int n = kvf_rule_default_set(set, KVF_DEFAULT_RULES);
+    printf("default set (replay, fuzz):");
+    for (int i = 0; i < n; i++)
+        printf(" %s", set[i].name);
+    printf("\n");
     return KVF_EXIT_OK;
 }

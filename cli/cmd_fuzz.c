@@ -36,7 +36,7 @@ static void fuzz_help(void) {
         "                      function python:MODULE:FUNCTION, or a FlashInfer-Bench solution\n"
         "                      .json. Cases go to the shapes the kernel's supports() accepts.\n"
         "                      Default: cuda when a GPU is usable, else cpu-splitkv.\n"
-        "  --rule R            rule (repeatable; `kvfuzz rules`). Default: strict.\n"
+        "  --rule R            rule (repeatable; `kvfuzz rules`). Default: strict, fa.\n"
         "  --time SEC          stop after SEC seconds.\n"
         "  --runs N            stop after N cases. Without --time or --runs: until stopped.\n"
         "  --jobs N            oracle threads (default: all cores but a quarter, at most\n"
@@ -299,7 +299,7 @@ int kvf_cmd_fuzz(int argc, char **argv) {
         if (!o.kernel) o.kernel = kvf_kernel_find("cpu-splitkv");
     }
     if (!seed_given) o.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-    if (o.nrules == 0) kvf_rule_parse(&o.rules[o.nrules++], "strict", NULL);
+    if (o.nrules == 0) o.nrules = kvf_rule_default_set(o.rules, KVF_MAX_RULES);
 
     {
         kvf_error werr = {0};

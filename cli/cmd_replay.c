@@ -29,7 +29,7 @@ static void replay_help(void) {
            "                      kernel runs in a worker process: a crash or hang is reported\n"
            "                      for its case and the others still run.\n"
            "  --deadline SEC      per launch, after which the kernel counts as hung (default 60)\n"
-           "  --rule R            rule (repeatable; `kvfuzz rules` lists them). Default: strict.\n"
+           "  --rule R            rule (repeatable; `kvfuzz rules`). Default: strict, fa.\n"
            "  --jobs N            oracle threads (default: all cores).\n"
            "  --require-overflow  count violations on rows whose logits exceed the f32 range\n"
            "                      (class overflow) as failures; by default they are shown but\n"
@@ -122,7 +122,7 @@ int kvf_cmd_replay(int argc, char **argv) {
         free(args);
         return cli_usage_error(cmd, "no case files given (see kvfuzz replay --help)");
     }
-    if (nrules == 0) kvf_rule_parse(&rules[nrules++], "strict", NULL);
+    if (nrules == 0) nrules = kvf_rule_default_set(rules, MAX_RULES);
     if (nkernels == 0) {
         char why[256];
         /* Asked in a child: this process forks the kernel workers and must not touch CUDA. */

@@ -131,7 +131,10 @@ void kvf_harness_init(int *argc, char ***argv, kvf_harness_device device, const 
         for (char *save = NULL, *r = strtok_r(buf, ",", &save); r; r = strtok_r(NULL, ",", &save))
             add_rule(r);
     }
-    if (H.nrules == 0) add_rule("strict");
+    if (H.nrules == 0) {
+        add_rule("strict");
+        add_rule("fa");
+    }
     if (work) {
         H.max_work = parse_count(work, "--max-work must be a non-negative integer, got \"%s\"");
         H.max_pool = H.max_work / 4 > H.max_pool ? H.max_work / 4 : H.max_pool;

@@ -1062,6 +1062,16 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
     double scale_up = fabs(sm) > 1 ? fabs(sm) : 1.0;
     if (abs_dot_max * scale_up * 1.4426950408889634 >= ldexp(1.0, 127))
         info->overflow |= KVF_ORACLE_OVERFLOW_LOGITS;
+    /* A kernel may also pre-scale q by sm_scale, log2(e) or their folded product (strict's
+     * model, K2) before any dot product: that product overflows on its own when a q element
+     * is near the bf16 maximum, whatever k holds. The folded constant is itself rounded (up
+     * to u above the exact product), and an fp32 product reaches inf from 2^128 - 2^103 on;
+     * 2^128 (1 - 2^-22) leaves room for both. */
+    double q_abs_max = 0;
+    for (int32_t d = 0; d < D; d++)
+        if (s->qabs[d] > q_abs_max) q_abs_max = s->qabs[d];
+    if (q_abs_max * scale_up * 1.4426950408889634 >= ldexp(1.0 - 0x1p-22, 128))
+        info->overflow |= KVF_ORACLE_OVERFLOW_LOGITS;
     if ((double)r->L * vmax >= ldexp(1.0, 127)) info->overflow |= KVF_ORACLE_OVERFLOW_ACCUM;
 
     /* delta_t = sm * (dot_t - dot_ref) * 2^-266, exact. */

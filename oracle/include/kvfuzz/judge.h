@@ -2,10 +2,11 @@
  * output with the oracle's and says, per rule, whether the case passes, with the metrics and
  * the worst elements.
  *
- * Every function here is pure: it reads its inputs and writes only into the caller's structs
- * (no allocation). Errors: kvf_rule_parse() returns KVF_EINVAL with one sentence naming the bad
- * part of the rule text; kvf_judge() returns KVF_EINVAL if the oracle result and the case do not
- * match in shape. */
+ * Every function here is pure: it reads its inputs and writes only into the caller's structs.
+ * Only kvf_judge() under the fa rule allocates, scratch for its fp32 baseline, freed before it
+ * returns. Errors: kvf_rule_parse() returns KVF_EINVAL with one sentence naming the bad part of
+ * the rule text; kvf_judge() returns KVF_EINVAL if the oracle result and the case do not match
+ * in shape, KVF_ENOMEM if the fa rule's scratch cannot be allocated. */
 #ifndef KVFUZZ_JUDGE_H
 #define KVFUZZ_JUDGE_H
 
@@ -20,6 +21,7 @@ typedef enum kvf_rule_kind {
     KVF_RULE_ALLCLOSE, /* torch.allclose(ATOL, RTOL) */
     KVF_RULE_ULP,      /* at most N ulps (bf16 for o, f32 for lse) from the rounded value */
     KVF_RULE_STRICT,   /* condition-aware bound on |a - x| (docs/strict-rule.md) */
+    KVF_RULE_FA,       /* o error within F x an fp32 baseline's, plus a floor (docs/fa-rule.md) */
     KVF_RULE_KIND_COUNT
 } kvf_rule_kind;
 
@@ -27,15 +29,24 @@ typedef struct kvf_rule {
     kvf_rule_kind kind;
     double atol, rtol; /* fib, sol, allclose */
     int64_t ulps;      /* ulp */
+    int ftz;           /* strict, fa: the model admits flush-to-zero arithmetic and subnormal
+                          inputs read as zero ("strict:ftz", "fa:ftz"; docs/strict-rule.md K1) */
     char name[64];     /* canonical text, e.g. "allclose:0.001:0.001" */
 } kvf_rule;
 
-/* Parses "fib", "sol", "allclose:ATOL:RTOL", "ulp:N", "strict". */
+/* Parses "fib", "sol", "allclose:ATOL:RTOL", "ulp:N", "strict", "strict:ftz", "fa", "fa:ftz". */
 int kvf_rule_parse(kvf_rule *out, const char *text, kvf_error *err);
-/* The default rule, strict (never fails). */
+/* The default rule, strict (never fails): the one rule of tools that judge by a single rule
+ * (the minimizer). */
 void kvf_rule_default(kvf_rule *out);
+/* The default rule set of replay and fuzz: strict (rigorous) and fa (power at long sequences).
+ * Writes min(max, KVF_DEFAULT_RULES) rules and returns how many. */
+#define KVF_DEFAULT_RULES 2
+int kvf_rule_default_set(kvf_rule *out, int max);
 /* One line per rule kind for `kvfuzz rules`. */
 const char *kvf_rule_help(kvf_rule_kind kind);
+/* What the rule is for (benchmark parity or finding defects) and its known blind spots. */
+const char *kvf_rule_scope(kvf_rule_kind kind);
 
 typedef enum kvf_output_kind { KVF_OUTPUT_O = 0, KVF_OUTPUT_LSE = 1 } kvf_output_kind;
 

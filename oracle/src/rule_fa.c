@@ -1,0 +1,42 @@
+/* The `fa` rule's per-element allowance (docs/fa-rule.md, whose symbols the code uses).
+ *
+ * The allowance has the shape of strict's last step: a bound E on the kernel's fp32 result
+ * before the bf16 store, then half a bf16 ulp at |x| + E for the store itself. Only E differs:
+ * strict takes the worst case over every summation order, fa takes F times what the judge's
+ * fp32 baseline actually lost on this row, in units of (C + |x|), plus a floor. */
+#include "rule_fa.h"
+
+#include <math.h>
+
+#include "kvfuzz/bf16.h"
+
+#define U_F32 0x1p-24
+
+void kvf__fa_row_measure(kvf__fa_row *r, const float *base, const double *x, const double *cond,
+                         int32_t D, int flagged) {
+    r->usable = !flagged;
+    r->rho = 0.0;
+    for (int32_t d = 0; d < D && r->usable; d++) {
+        if (!isfinite(x[d])) continue; /* judged exactly (strict's non-finite check) */
+        double b = (double)base[d];
+        if (!isfinite(b)) {
+            r->usable = 0; /* the baseline overflowed or met a NaN: nothing to measure */
+            break;
+        }
+        double scale = fabs(cond[d]) + fabs(x[d]);
+        if (!(scale > 0)) continue; /* every v of the column is 0: o is 0 for every kernel */
+        double rho = fabs(b - x[d]) / scale;
+        if (rho > r->rho) r->rho = rho;
+    }
+    if (!isfinite(r->rho)) r->usable = 0;
+}
+
+double kvf__fa_o_allowed(const kvf__fa_row *r, double x, double cond, double floor_abs,
+                         double xerr) {
+    double scale = fabs(cond) + fabs(x) + xerr;
+    /* rho was measured against the oracle's x, not the exact o: it may be low by xerr / scale,
+     * hence the xerr inside the factor as well as outside. */
+    double e = KVF_FA_FACTOR * (r->rho * scale + xerr) + KVF_FA_FLOOR_U * U_F32 * scale + floor_abs;
+    double ax = fabs(x) + xerr;
+    return e + 0.5 * kvf_bf16_ulp(ax + e) + xerr;
+}

@@ -1,0 +1,35 @@
+/* The `fa` rule (docs/fa-rule.md): a kernel's error on each o element may be at most a fixed
+ * multiple of what the judge's own fp32 baseline loses on the same row, plus a floor, plus
+ * the final bf16 rounding. lse and non-finite values are judged as `strict` judges them.
+ *
+ * Internal to the oracle library; judge.c calls it. Pure functions, no allocation. */
+#ifndef KVFUZZ_RULE_FA_H
+#define KVFUZZ_RULE_FA_H
+
+#include <stdint.h>
+
+/* F: the multiple of the baseline's normalised error a kernel may show (docs/fa-rule.md §3). */
+#define KVF_FA_FACTOR 8.0
+/* The floor, in units of u = 2^-24 times (C + |x|): roundings a kernel makes per element
+ * whatever the length (docs/fa-rule.md §3). */
+#define KVF_FA_FLOOR_U 32.0
+
+typedef struct kvf__fa_row {
+    int usable; /* the baseline is finite wherever the exact o is, and the row is not flagged
+                   overflow or non-finite: judge against it; otherwise fall back to strict */
+    double rho; /* max_d |base_d - x_d| / (C_d + |x_d|) over the row's columns with C + |x| > 0 */
+} kvf__fa_row;
+
+/* Measures the baseline's normalised error on one row of D columns: base (fp32 baseline),
+ * x (oracle o_exact), cond (oracle o_cond). `flagged`: the oracle row is overflow or has a
+ * non-finite input. */
+void kvf__fa_row_measure(kvf__fa_row *r, const float *base, const double *x, const double *cond,
+                         int32_t D, int flagged);
+
+/* Allowed |a - x| for one o element (x finite, row usable). floor_abs is strict's underflow
+ * floor for the row (the same underflow model for both rules); xerr is the oracle's own error
+ * bound on x (docs/strict-rule.md, step 6b). */
+double kvf__fa_o_allowed(const kvf__fa_row *r, double x, double cond, double floor_abs,
+                         double xerr);
+
+#endif
