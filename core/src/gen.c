@@ -25,7 +25,7 @@ static const char *const dist_names[KVF_DIST_COUNT] = {"normal",      "uniform",
                                                        "constant",    "one-hot", "subnormal",
                                                        "signed-zero", "special"};
 static const char *const logit_names[KVF_LOGITS_COUNT] = {
-    "natural", "equal", "near-tie", "spike", "very-negative", "huge", "beyond-f32"};
+    "natural", "equal", "near-tie", "spike", "very-negative", "huge", "beyond-f32", "ascending"};
 
 const char *kvf_table_name(int k) {
     return k >= 0 && k < KVF_TABLE_COUNT ? table_names[k] : "?";
@@ -193,6 +193,43 @@ static int64_t page_slot_offset(const kvf_case *c, int64_t page, int32_t slot) {
     return (page * c->page_size + slot) * c->num_kv_heads * c->head_dim;
 }
 
+/* Token t's key for the ascending pattern, all kv heads. For kv head kh, with q the first q
+ * head of its group: k_i = sign(q_i) * a_i on the coordinates where q_i != 0 (0 elsewhere), so
+ * that every product q_i k_i is positive. Step t increments one a_i (round robin over those
+ * coordinates) to the next bf16 value above it, so the exact logit q.k grows strictly at every
+ * token: a per-token online softmax meets a new maximum, and rescales, at every step. a_i
+ * starts at 2^(k scale - 6), which keeps N(0,1)-scale logits spanning a few units up to 2^14
+ * tokens per coordinate; it stops at the largest finite bf16. */
+static void ascending_key(kvf_bf16 *k, const kvf_bf16 *qb, int32_t hk, int32_t g, int32_t d,
+                          int64_t t, int log2_scale) {
+    int e = log2_scale - 6;
+    if (e < -126) e = -126;
+    if (e > 127) e = 127;
+    const int64_t start = (int64_t)(e + 127) << 7; /* bits of +2^e */
+    for (int32_t kh = 0; kh < hk; kh++) {
+        const kvf_bf16 *q = qb + (int64_t)kh * g * d;
+        int64_t nz = 0;
+        for (int32_t i = 0; i < d; i++)
+            nz += kvf_bf16_to_f32(q[i]) != 0.0f;
+        int64_t rank = 0;
+        for (int32_t i = 0; i < d; i++) {
+            float qv = kvf_bf16_to_f32(q[i]);
+            kvf_bf16 *ki = &k[(int64_t)kh * d + i];
+            if (!(qv != 0.0f) || !kvf_bf16_is_finite(q[i])) {
+                *ki = 0;
+                continue;
+            }
+            /* Increments this coordinate has received by step t: steps j = 1..t increment
+             * rank (j - 1) mod nz. */
+            int64_t n = (t + nz - 1 - rank) / nz;
+            int64_t bits = start + n;
+            if (bits > 0x7F7F) bits = 0x7F7F;
+            *ki = (kvf_bf16)(bits | (qv < 0 ? 0x8000 : 0));
+            rank++;
+        }
+    }
+}
+
 /* Applies the logit pattern to k (used slots of referenced pages) and, for the overflow class,
  * to q. */
 static void shape_logits(kvf_case *c, const kvf_recipe *rp) {
@@ -241,6 +278,9 @@ static void shape_logits(kvf_case *c, const kvf_recipe *rp) {
                     }
                 break;
             }
+            case KVF_LOGITS_ASCENDING:
+                ascending_key(k, qb, hk, g, d, t, rp->k.log2_scale);
+                break;
             default:
                 break;
             }
@@ -613,6 +653,9 @@ static void preset_huge(kvf_spec *s, uint64_t seed) {
 static void preset_beyond_f32(kvf_spec *s, uint64_t seed) {
     seed_with_logits(s, seed, 2, KVF_LOGITS_BEYOND_F32);
 }
+static void preset_ascending(kvf_spec *s, uint64_t seed) {
+    seed_with_logits(s, seed, 128, KVF_LOGITS_ASCENDING); /* 127 full pages and the last one */
+}
 
 static void preset_subnormal(kvf_spec *s, uint64_t seed) {
     preset_seed(s, seed);
@@ -628,10 +671,19 @@ static void preset_log_uniform(kvf_spec *s, uint64_t seed) {
     s->recipe.k = (kvf_dist){KVF_DIST_LOG_UNIFORM, -2, 6};
 }
 
-static void preset_long(kvf_spec *s, uint64_t seed) {
+static void preset_long_len(kvf_spec *s, uint64_t seed, int64_t len) {
     base_recipe(s, seed, 20, 4, 128, 64);
     kvf_spec_set_batch(s, 1, NULL);
-    kvf_recipe_set_seq_len(&s->recipe, 0, 32768);
+    kvf_recipe_set_seq_len(&s->recipe, 0, len);
+}
+static void preset_long4k(kvf_spec *s, uint64_t seed) {
+    preset_long_len(s, seed, 4096);
+}
+static void preset_long(kvf_spec *s, uint64_t seed) {
+    preset_long_len(s, seed, 32768);
+}
+static void preset_long128k(kvf_spec *s, uint64_t seed) {
+    preset_long_len(s, seed, 131072);
 }
 
 static const preset presets[] = {
@@ -665,7 +717,11 @@ static const preset presets[] = {
     {"subnormal-values", "seed shape, subnormal v and signed-zero q", preset_subnormal},
     {"log-uniform", "seed shape, log-uniform magnitudes across the bf16 range in v",
      preset_log_uniform},
+    {"ascending-logits", "seed shape, 128 pages, every logit above the previous ones",
+     preset_ascending},
+    {"long-4k", "seed shape, one sequence of 4096 tokens", preset_long4k},
     {"long-32k", "seed shape, one sequence of 32768 tokens", preset_long},
+    {"long-128k", "seed shape, one sequence of 131072 tokens", preset_long128k},
 };
 
 size_t kvf_preset_count(void) {
@@ -795,5 +851,9 @@ int kvf_spec_random(kvf_spec *out, uint64_t seed, const kvf_random_opts *o, kvf_
     default:
         break; /* 1/sqrt(D) */
     }
+    /* The ascending pattern came after the others; it is drawn last, from natural logits only,
+     * so that every recipe field drawn before keeps the value it had for the same seed. */
+    if (rp->logits == KVF_LOGITS_NATURAL && pick(&r, 8) == 0)
+        rp->logits = KVF_LOGITS_ASCENDING;
     return 0;
 }

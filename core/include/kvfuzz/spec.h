@@ -51,6 +51,8 @@ typedef enum kvf_logit_kind {
     KVF_LOGITS_VERY_NEGATIVE, /* all but one token far below (exp underflows in f32) */
     KVF_LOGITS_HUGE,          /* every logit beyond +-5e4 (finite-sentinel bugs) */
     KVF_LOGITS_BEYOND_F32,    /* logits past the f32 range: the overflow class */
+    KVF_LOGITS_ASCENDING,     /* each token's logit above every earlier one (for the first q head
+                                 of each group): an online softmax rescales at every token */
     KVF_LOGITS_COUNT
 } kvf_logit_kind;
 
