@@ -1,11 +1,14 @@
-/* The `fa` rule's fp32 baseline: two-pass softmax attention, every sum sequential.
+/* The `fa` rule's fp32 baselines: softmax attention in three orders, every sum sequential.
  *
- * Why this algorithm: of the orders a decode kernel uses (sequential, tiles, split chunks,
- * trees), one sequential pass over all L tokens has the deepest summation tree (L - 1 levels),
- * so its rounding errors are the largest an ordinary fp32 order produces; the rule measures
- * kernels against it (docs/fa-rule.md, assumption F2). Weights are not normalised before P.V
- * (one division at the end), exponentials are libm's expf (below 1 ulp), logits are the fp32
- * dot product times sm_scale (one rounding) in natural units.
+ * Why these: of the orders a decode kernel uses (sequential, tiles, split chunks, trees), one
+ * sequential pass over all L tokens has the deepest summation tree (L - 1 levels), so its
+ * accumulation errors are the largest an ordinary fp32 order produces; and a one-pass online
+ * softmax rescales its state at every new running maximum, which on ascending (or, scanned
+ * backwards, descending) logits is every token, so its rescale errors are the largest a
+ * forward (backward) scan produces. The rule takes the worst of the three (docs/fa-rule.md,
+ * assumption F2). Weights are not normalised before P.V (one division at the end),
+ * exponentials are libm's expf (below 1 ulp), logits are the fp32 dot product times sm_scale
+ * (one rounding) in natural units.
  *
  * Every intermediate is assigned to a float: under -std=c11 each assignment is one IEEE
  * binary32 rounding and the compiler may not contract across statements. */
@@ -13,46 +16,86 @@
 
 #include <math.h>
 
-void kvf__fa_baseline_row(const kvf_case *c, int32_t b, int32_t h, float *o_out, float *scratch) {
-    const int32_t D = c->head_dim;
-    const int32_t g = h / (c->num_qo_heads / c->num_kv_heads);
+static int32_t kv_head(const kvf_case *c, int32_t h) {
+    return h / (c->num_qo_heads / c->num_kv_heads);
+}
+
+void kvf__fa_baseline_logits(const kvf_case *c, int32_t b, int32_t h, float *s) {
+    const int32_t D = c->head_dim, g = kv_head(c, h);
     const int64_t L = kvf_case_seq_len(c, b);
     const kvf_bf16 *q = c->q + ((int64_t)b * c->num_qo_heads + h) * D;
-
-    for (int32_t d = 0; d < D; d++)
-        o_out[d] = 0.0f;
-    if (L == 0) return;
-
-    /* Pass 1: logits and their maximum. A bf16 x bf16 product is exact in fp32. */
-    float m = -INFINITY;
     for (int64_t t = 0; t < L; t++) {
         const kvf_bf16 *k = c->k_cache + kvf_case_kv_offset(c, b, t, g, 0);
         float dot = 0.0f;
         for (int32_t d = 0; d < D; d++) {
-            float prod = kvf_bf16_to_f32(q[d]) * kvf_bf16_to_f32(k[d]);
+            float prod = kvf_bf16_to_f32(q[d]) * kvf_bf16_to_f32(k[d]); /* exact */
             dot = dot + prod;
         }
-        float s = dot * c->sm_scale;
-        scratch[t] = s;
-        if (s > m || isnan(s)) m = s;
+        s[t] = dot * c->sm_scale;
     }
+}
 
-    /* Pass 2: weights, the denominator and the numerators, each summed token by token. */
+static void two_pass(const kvf_case *c, int32_t b, int32_t g, int64_t L, const float *s, float *w,
+                     float *o) {
+    const int32_t D = c->head_dim;
+    float m = -INFINITY;
+    for (int64_t t = 0; t < L; t++)
+        if (s[t] > m || isnan(s[t])) m = s[t];
     float den = 0.0f;
     for (int64_t t = 0; t < L; t++) {
-        float arg = scratch[t] - m;
-        float w = expf(arg);
-        scratch[t] = w;
-        den = den + w;
+        float arg = s[t] - m;
+        w[t] = expf(arg);
+        den = den + w[t];
     }
     for (int64_t t = 0; t < L; t++) {
         const kvf_bf16 *v = c->v_cache + kvf_case_kv_offset(c, b, t, g, 0);
-        float w = scratch[t];
         for (int32_t d = 0; d < D; d++) {
-            float prod = w * kvf_bf16_to_f32(v[d]);
-            o_out[d] = o_out[d] + prod;
+            float prod = w[t] * kvf_bf16_to_f32(v[d]);
+            o[d] = o[d] + prod;
         }
     }
     for (int32_t d = 0; d < D; d++)
-        o_out[d] = o_out[d] / den;
+        o[d] = o[d] / den;
+}
+
+/* The running maximum starts at the first token's logit (no exp of -inf is ever formed); a
+ * rescale happens only when a logit exceeds it. */
+static void online(const kvf_case *c, int32_t b, int32_t g, int64_t L, int backward,
+                   const float *s, float *o) {
+    const int32_t D = c->head_dim;
+    float m = s[backward ? L - 1 : 0], den = 0.0f;
+    for (int64_t i = 0; i < L; i++) {
+        int64_t t = backward ? L - 1 - i : i;
+        if (s[t] > m || isnan(s[t])) {
+            float arg = m - s[t];
+            float alpha = expf(arg);
+            den = den * alpha;
+            for (int32_t d = 0; d < D; d++)
+                o[d] = o[d] * alpha;
+            m = s[t];
+        }
+        float arg = s[t] - m;
+        float p = expf(arg);
+        den = den + p;
+        const kvf_bf16 *v = c->v_cache + kvf_case_kv_offset(c, b, t, g, 0);
+        for (int32_t d = 0; d < D; d++) {
+            float prod = p * kvf_bf16_to_f32(v[d]);
+            o[d] = o[d] + prod;
+        }
+    }
+    for (int32_t d = 0; d < D; d++)
+        o[d] = o[d] / den;
+}
+
+void kvf__fa_baseline_softmax(const kvf_case *c, int32_t b, int32_t h, kvf__fa_order order,
+                              const float *s, float *w, float *o_out) {
+    const int64_t L = kvf_case_seq_len(c, b);
+    const int32_t g = kv_head(c, h);
+    for (int32_t d = 0; d < c->head_dim; d++)
+        o_out[d] = 0.0f;
+    if (L == 0) return;
+    if (order == KVF__FA_TWO_PASS)
+        two_pass(c, b, g, L, s, w, o_out);
+    else
+        online(c, b, g, L, order == KVF__FA_ONLINE_BWD, s, o_out);
 }

@@ -328,6 +328,8 @@ typedef struct strict_row {
     double v;         /* V = max |v| of the row */
     double lse_pre;   /* lse error before the final roundings */
     double ln_len;    /* ln(L) + 1, for the oracle's own lse error */
+    double e1_fixed;  /* the weights' effect (as e1) of the terms of H that no summation order
+                         or length changes, for fa (docs/fa-rule.md, step 2) */
 } strict_row;
 
 static void strict_row_init(strict_row *s, int32_t head_dim, float sm_scale,
@@ -372,6 +374,12 @@ static void strict_row_init(strict_row *s, int32_t head_dim, float sm_scale,
 
     double eh = exp(s->h);
     s->e1 = eh * expm1(s->h);
+    /* fa's systematic part: the scaling roundings of K2 (a rounded folded constant is a common
+     * factor on every logit, a temperature error), the exponent argument's two roundings, and
+     * one exponential with its division. */
+    double h_fixed = gamma_n(3) * A + (D + 3) * tiny * (1 + scale) +
+                     LN2 * gamma_n(2) * 2 * M2 + log_err(EPS_EXP);
+    s->e1_fixed = exp(h_fixed) * expm1(h_fixed);
     s->e2h = eh * eh;
 
     /* Step 3: fp32 accumulation of numerator and denominator. */
@@ -462,6 +470,47 @@ double kvf_strict_bound_lse(const kvf_case *c, const kvf_oracle_result *oracle, 
     strict_row s;
     strict_row_init(&s, oracle->head_dim, c->sm_scale, &oracle->rows[row], 0);
     return strict_lse_allowed(&s, oracle->lse_exact[row]);
+}
+
+int kvf_fa_bound_row(const kvf_case *c, const kvf_oracle_result *oracle, int32_t b, int32_t h,
+                     int ftz, double *allowed, double *pre) {
+    if (!oracle_shape_ok(c, oracle) || !oracle->rows || !oracle->o_exact || !oracle->o_cond ||
+        !allowed || b < 0 || b >= oracle->batch_size || h < 0 || h >= oracle->num_qo_heads)
+        return KVF_EINVAL;
+    const int32_t D = oracle->head_dim;
+    int64_t row = (int64_t)b * oracle->num_qo_heads + h;
+    const kvf_oracle_row *orow = &oracle->rows[row];
+    strict_row s;
+    strict_row_init(&s, D, c->sm_scale, orow, ftz);
+    kvf__fa_row f = {0, 0.0};
+    if (!s.empty) {
+        int64_t len = kvf_case_seq_len(c, b);
+        kvf__fa_scratch sc = {malloc((size_t)(len > 0 ? len : 1) * sizeof(float)),
+                              malloc((size_t)(len > 0 ? len : 1) * sizeof(float)),
+                              malloc((size_t)D * sizeof(float))};
+        if (sc.s && sc.w && sc.o)
+            kvf__fa_row_compute(&f, c, b, h, oracle->o_exact + row * D, oracle->o_cond + row * D,
+                                orow->overflow || orow->nonfinite_input, &sc);
+        int ok = sc.s && sc.w && sc.o;
+        free(sc.s);
+        free(sc.w);
+        free(sc.o);
+        if (!ok) return KVF_ENOMEM;
+    }
+    for (int32_t d = 0; d < D; d++) {
+        double x = oracle->o_exact[row * D + d], cond = fabs(oracle->o_cond[row * D + d]);
+        double xerr = ORACLE_U * (5 * cond + 2 * fabs(x)) + 0x1p-53 * fabs(x);
+        int usable = f.usable && !s.empty && isfinite(x);
+        allowed[d] = s.empty      ? 0.0
+                     : usable     ? kvf__fa_o_allowed(&f, x, cond, s.e1_fixed, s.floor_abs, xerr)
+                     : isfinite(x) ? strict_o_allowed(&s, x, cond)
+                                   : 0.0;
+        if (pre)
+            pre[d] = s.empty  ? 0.0
+                     : usable ? kvf__fa_o_pre(&f, x, cond, s.e1_fixed, s.floor_abs, xerr)
+                              : NAN;
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -615,7 +664,7 @@ static void check_fa(const strict_row *s, const kvf__fa_row *f, const elem_in *i
     if (in->a == in->r && !isnan(in->a)) return; /* correctly rounded: passes (check_strict) */
     double x = in->x, c = fabs(in->cond);
     double xerr = ORACLE_U * (5 * c + 2 * fabs(x)) + 0x1p-53 * fabs(x);
-    e->allowed = kvf__fa_o_allowed(f, x, c, s->floor_abs, xerr);
+    e->allowed = kvf__fa_o_allowed(f, x, c, s->e1_fixed, s->floor_abs, xerr);
     if (!isfinite(in->a)) {
         e->fails = 1;
         e->margin = INFINITY;
@@ -769,15 +818,18 @@ int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
                              "an output or oracle array is NULL for a case with %lld rows",
                              (long long)rows);
 
-    /* fa: scratch for one row's baseline (its D outputs and its weights). */
-    float *fa_o = NULL, *fa_w = NULL;
+    /* fa: scratch for one row's baselines (logits, weights, D outputs). */
+    kvf__fa_scratch fa = {NULL, NULL, NULL};
     if (rule->kind == KVF_RULE_FA && rows > 0) {
         int64_t max_len = kvf_case_max_seq_len(c);
-        fa_o = malloc((size_t)D * sizeof *fa_o);
-        fa_w = malloc((size_t)(max_len > 0 ? max_len : 1) * sizeof *fa_w);
-        if (!fa_o || !fa_w) {
-            free(fa_o);
-            free(fa_w);
+        size_t n = (size_t)(max_len > 0 ? max_len : 1);
+        fa.s = malloc(n * sizeof *fa.s);
+        fa.w = malloc(n * sizeof *fa.w);
+        fa.o = malloc((size_t)D * sizeof *fa.o);
+        if (!fa.s || !fa.w || !fa.o) {
+            free(fa.s);
+            free(fa.w);
+            free(fa.o);
             return kvf_error_set(err, KVF_ENOMEM,
                                  "the fa rule could not allocate its baseline scratch (%lld "
                                  "tokens)",
@@ -804,11 +856,10 @@ int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
         int overflow_row = orow->overflow != 0;
         int32_t b = (int32_t)(row / c->num_qo_heads), h = (int32_t)(row % c->num_qo_heads);
         kvf__fa_row frow = {0, 0.0};
-        if (rule->kind == KVF_RULE_FA && !srow.empty) {
-            kvf__fa_baseline_row(c, b, h, fa_o, fa_w);
-            kvf__fa_row_measure(&frow, fa_o, oracle->o_exact + row * D, oracle->o_cond + row * D,
-                                D, overflow_row || orow->nonfinite_input);
-        }
+        if (rule->kind == KVF_RULE_FA && !srow.empty)
+            kvf__fa_row_compute(&frow, c, b, h, oracle->o_exact + row * D,
+                                oracle->o_cond + row * D, overflow_row || orow->nonfinite_input,
+                                &fa);
         for (int32_t d = 0; d < D; d++) {
             int64_t i = row * D + d;
             elem_in in = {KVF_OUTPUT_O,
@@ -835,8 +886,9 @@ int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
                       kvf_f32_bits(oracle->lse_rounded[row])};
         judge_one(rule, &srow, &frow, &in, overflow_row, &out->lse, &tl, observer, ctx);
     }
-    free(fa_o);
-    free(fa_w);
+    free(fa.s);
+    free(fa.w);
+    free(fa.o);
     out->o.bits_of_error = log2((double)out->o.max_ulps + 1.0);
     out->lse.bits_of_error = log2((double)out->lse.max_ulps + 1.0);
 

@@ -8,14 +8,14 @@
 
 #include <math.h>
 
+#include "fa_baseline.h"
 #include "kvfuzz/bf16.h"
 
 #define U_F32 0x1p-24
 
 void kvf__fa_row_measure(kvf__fa_row *r, const float *base, const double *x, const double *cond,
                          int32_t D, int flagged) {
-    r->usable = !flagged;
-    r->rho = 0.0;
+    if (flagged) r->usable = 0;
     for (int32_t d = 0; d < D && r->usable; d++) {
         if (!isfinite(x[d])) continue; /* judged exactly (strict's non-finite check) */
         double b = (double)base[d];
@@ -31,12 +31,30 @@ void kvf__fa_row_measure(kvf__fa_row *r, const float *base, const double *x, con
     if (!isfinite(r->rho)) r->usable = 0;
 }
 
-double kvf__fa_o_allowed(const kvf__fa_row *r, double x, double cond, double floor_abs,
-                         double xerr) {
+void kvf__fa_row_compute(kvf__fa_row *r, const kvf_case *c, int32_t b, int32_t h,
+                         const double *x, const double *cond, int flagged,
+                         const kvf__fa_scratch *scratch) {
+    r->usable = 1;
+    r->rho = 0.0;
+    kvf__fa_baseline_logits(c, b, h, scratch->s);
+    for (int k = 0; k < KVF__FA_ORDERS && r->usable; k++) {
+        kvf__fa_baseline_softmax(c, b, h, (kvf__fa_order)k, scratch->s, scratch->w, scratch->o);
+        kvf__fa_row_measure(r, scratch->o, x, cond, c->head_dim, flagged);
+    }
+}
+
+double kvf__fa_o_pre(const kvf__fa_row *r, double x, double cond, double e1_fixed,
+                     double floor_abs, double xerr) {
     double scale = fabs(cond) + fabs(x) + xerr;
     /* rho was measured against the oracle's x, not the exact o: it may be low by xerr / scale,
      * hence the xerr inside the factor as well as outside. */
-    double e = KVF_FA_FACTOR * (r->rho * scale + xerr) + KVF_FA_FLOOR_U * U_F32 * scale + floor_abs;
+    return KVF_FA_FACTOR * (r->rho * scale + xerr) + e1_fixed * scale +
+           KVF_FA_FLOOR_U * U_F32 * scale + floor_abs;
+}
+
+double kvf__fa_o_allowed(const kvf__fa_row *r, double x, double cond, double e1_fixed,
+                         double floor_abs, double xerr) {
+    double e = kvf__fa_o_pre(r, x, cond, e1_fixed, floor_abs, xerr);
     double ax = fabs(x) + xerr;
     return e + 0.5 * kvf_bf16_ulp(ax + e) + xerr;
 }

@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "kvfuzz/case.h"
+
 /* F: the multiple of the baseline's normalised error a kernel may show (docs/fa-rule.md §3). */
 #define KVF_FA_FACTOR 8.0
 /* The floor, in units of u = 2^-24 times (C + |x|): roundings a kernel makes per element
@@ -22,14 +24,31 @@ typedef struct kvf__fa_row {
 
 /* Measures the baseline's normalised error on one row of D columns: base (fp32 baseline),
  * x (oracle o_exact), cond (oracle o_cond). `flagged`: the oracle row is overflow or has a
- * non-finite input. */
+ * non-finite input. Keeps the larger of r->rho and this baseline's error, so that it can be
+ * called once per baseline order after r->usable = 1, r->rho = 0. */
 void kvf__fa_row_measure(kvf__fa_row *r, const float *base, const double *x, const double *cond,
                          int32_t D, int flagged);
 
-/* Allowed |a - x| for one o element (x finite, row usable). floor_abs is strict's underflow
- * floor for the row (the same underflow model for both rules); xerr is the oracle's own error
+/* Scratch for kvf__fa_row_compute: L floats of logits, L of weights, D of output. */
+typedef struct kvf__fa_scratch {
+    float *s, *w, *o;
+} kvf__fa_scratch;
+
+/* Runs every baseline order on row (b, h) of a valid case and measures them (the rule's rho is
+ * the largest). x, cond: the row's o_exact and o_cond. */
+void kvf__fa_row_compute(kvf__fa_row *r, const kvf_case *c, int32_t b, int32_t h,
+                         const double *x, const double *cond, int flagged,
+                         const kvf__fa_scratch *scratch);
+
+/* Allowed |a - x| for one o element (x finite, row usable). e1_fixed: the weight lemma's
+ * factor for the row's systematic weight errors, those the baseline does not sample (a rounded
+ * scaling constant, one exponential; docs/fa-rule.md step 2); floor_abs: strict's underflow
+ * floor for the row (the same underflow model for both rules); xerr: the oracle's own error
  * bound on x (docs/strict-rule.md, step 6b). */
-double kvf__fa_o_allowed(const kvf__fa_row *r, double x, double cond, double floor_abs,
-                         double xerr);
+double kvf__fa_o_allowed(const kvf__fa_row *r, double x, double cond, double e1_fixed,
+                         double floor_abs, double xerr);
+/* The same allowance before the bf16 store: the bound E on the kernel's fp32 result. */
+double kvf__fa_o_pre(const kvf__fa_row *r, double x, double cond, double e1_fixed,
+                     double floor_abs, double xerr);
 
 #endif

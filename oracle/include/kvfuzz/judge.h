@@ -126,6 +126,15 @@ double kvf_strict_bound_o(const kvf_case *c, const kvf_oracle_result *oracle, in
 double kvf_strict_bound_lse(const kvf_case *c, const kvf_oracle_result *oracle, int32_t b,
                             int32_t h);
 
+/* The fa rule's allowance for the D o elements of row (b, h) (docs/fa-rule.md), exposed for
+ * tests and reports: allowed[d] as the rule applies it, and pre[d] (may be NULL) the bound on
+ * the kernel's fp32 result before its bf16 store. Under `ftz` the flush-to-zero model. Rows
+ * whose baseline is unusable (overflow, non-finite input or result) get strict's allowance and
+ * pre = NaN; an empty row gets 0. Returns 0, KVF_EINVAL for indices out of range or a shape
+ * mismatch, KVF_ENOMEM. */
+int kvf_fa_bound_row(const kvf_case *c, const kvf_oracle_result *oracle, int32_t b, int32_t h,
+                     int ftz, double *allowed, double *pre);
+
 /* Optional per-element observer (reports' streaming statistics): called once per element
  * judged, after its metrics are computed, row by row ((b, h) ascending): the row's D o
  * elements in d order, then its lse (d = -1). */

@@ -1,0 +1,474 @@
+/* The fa rule's assumptions (docs/fa-rule.md) tested with independent legitimate
+ * implementations, written here and not registered as kernels: fp64, pairwise sums, split-KV
+ * chunks of 16 and 1,000 tokens, a per-token online softmax (exact-ish and 2-ulp exp2/log2),
+ * q pre-scaled by sm_scale log2(e) with FMA dot products, flush-to-zero arithmetic. Each one
+ * keeps its fp32 result before the bf16 store, so the test checks the assumption itself
+ * (|y - x| within the rule's pre-rounding allowance E), not only the verdict, which a bf16
+ * rounding could hide. It also checks the rule's power: the registry's bf16-partials and
+ * truncating-store mutants fail fa on the seed workload, where strict passes them. */
+#include <math.h>
+#include <stdint.h>
+
+#include "check.h"
+#include "fa_baseline.h"
+#include "kvfuzz/judge.h"
+#include "kvfuzz/kernel.h"
+#include "kvfuzz/oracle.h"
+#include "kvfuzz/spec.h"
+#include "rule_fa.h"
+
+#define LOG2E_F 1.44269504088896340736f
+
+/* ---- legitimate implementations ---------------------------------------------------------- */
+
+typedef enum impl_kind {
+    IMPL_FP64,
+    IMPL_PAIRWISE,
+    IMPL_CHUNK16,
+    IMPL_CHUNK1000,
+    IMPL_ONLINE,
+    IMPL_ONLINE_APPROX,
+    IMPL_FMA_PRESCALED,
+    IMPL_FTZ,
+    IMPL_COUNT
+} impl_kind;
+
+static const char *const impl_names[IMPL_COUNT] = {
+    "fp64", "pairwise", "chunk16", "chunk1000", "online", "online-approx-exp2", "fma-prescaled-q",
+    "ftz-daz"};
+
+static int impl_ftz_model(impl_kind k) {
+    return k == IMPL_FTZ;
+}
+
+/* Flush-to-zero of a result and denormals-are-zero of an input. */
+static float ftz(float x) {
+    return fabsf(x) < 0x1p-126f ? 0.0f * x : x;
+}
+
+/* A deterministic error of -2..+2 ulps, as a hardware approximation may make (CUDA documents 2
+ * ulp for ex2.approx / log2), not biased to one side (assumption F3). */
+static float perturb_ulps(float y, uint32_t salt) {
+    if (!isfinite(y) || y == 0.0f) return y;
+    uint32_t bits;
+    memcpy(&bits, &y, sizeof bits);
+    uint32_t h = (bits ^ salt) * 0x9E3779B1u;
+    h ^= h >> 15;
+    int k = (int)(h % 5u) - 2;
+    for (; k > 0; k--)
+        y = nextafterf(y, INFINITY);
+    for (; k < 0; k++)
+        y = nextafterf(y, -INFINITY);
+    return y;
+}
+static float exp2_approx(float x) {
+    return perturb_ulps(exp2f(x), 0x51ED27u);
+}
+static float log2_approx(float x) {
+    return perturb_ulps(log2f(x), 0xC0FFEEu);
+}
+
+static const kvf_bf16 *kv_at(const kvf_case *c, const kvf_bf16 *cache, int32_t b, int64_t t,
+                             int32_t g) {
+    return cache + kvf_case_kv_offset(c, b, t, g, 0);
+}
+
+/* Base-2 logits of one row in fp32, sequential dot (or FMA on a pre-scaled q). */
+static void logits2(const kvf_case *c, int32_t b, int32_t h, impl_kind kind, float *s) {
+    const int32_t D = c->head_dim, g = h / (c->num_qo_heads / c->num_kv_heads);
+    const kvf_bf16 *q = c->q + ((int64_t)b * c->num_qo_heads + h) * D;
+    const float folded = c->sm_scale * LOG2E_F;
+    for (int64_t t = 0; t < kvf_case_seq_len(c, b); t++) {
+        const kvf_bf16 *k = kv_at(c, c->k_cache, b, t, g);
+        float acc = 0.0f;
+        for (int32_t d = 0; d < D; d++) {
+            float qd = kvf_bf16_to_f32(q[d]), kd = kvf_bf16_to_f32(k[d]);
+            if (kind == IMPL_FMA_PRESCALED) {
+                acc = fmaf(qd * folded, kd, acc);
+            } else if (kind == IMPL_FTZ) {
+                acc = ftz(acc + ftz(ftz(qd) * ftz(kd)));
+            } else {
+                acc += qd * kd;
+            }
+        }
+        s[t] = kind == IMPL_FMA_PRESCALED ? acc : (kind == IMPL_FTZ ? ftz(acc * folded) : acc * folded);
+    }
+}
+
+static float vval(const kvf_bf16 *v, int32_t d, impl_kind kind) {
+    float x = kvf_bf16_to_f32(v[d]);
+    return kind == IMPL_FTZ ? ftz(x) : x;
+}
+
+static float pairwise(const float *w, int64_t n) {
+    if (n == 1) return w[0];
+    int64_t h = n / 2;
+    float a = pairwise(w, h), b = pairwise(w + h, n - h);
+    return a + b;
+}
+
+/* One chunk [t0, t1): two-pass, sequential; normalised partial o and its lse. */
+static void chunk_state(const kvf_case *c, int32_t b, int32_t g, const float *s, int64_t t0,
+                        int64_t t1, float *o, float *lse, float *w) {
+    const int32_t D = c->head_dim;
+    float m = -INFINITY, den = 0.0f;
+    for (int64_t t = t0; t < t1; t++)
+        m = s[t] > m ? s[t] : m;
+    for (int32_t d = 0; d < D; d++)
+        o[d] = 0.0f;
+    for (int64_t t = t0; t < t1; t++) {
+        w[t - t0] = exp2f(s[t] - m);
+        den += w[t - t0];
+        const kvf_bf16 *v = kv_at(c, c->v_cache, b, t, g);
+        for (int32_t d = 0; d < D; d++)
+            o[d] += w[t - t0] * kvf_bf16_to_f32(v[d]);
+    }
+    for (int32_t d = 0; d < D; d++)
+        o[d] /= den;
+    *lse = m + log2f(den);
+}
+
+/* Row (b, h): y[D] (fp32, or fp64 for IMPL_FP64 in yd) and the lse. */
+static void impl_row(const kvf_case *c, int32_t b, int32_t h, impl_kind kind, double *y,
+                     float *lse) {
+    const int32_t D = c->head_dim, g = h / (c->num_qo_heads / c->num_kv_heads);
+    const int64_t L = kvf_case_seq_len(c, b);
+    for (int32_t d = 0; d < D; d++)
+        y[d] = 0.0;
+    if (L == 0) {
+        *lse = -INFINITY;
+        return;
+    }
+    float *s = malloc((size_t)L * sizeof *s), *w = malloc((size_t)L * sizeof *w);
+    float *acc = calloc((size_t)D, sizeof *acc), *part = calloc((size_t)D, sizeof *part);
+    if (kind == IMPL_FP64) {
+        const kvf_bf16 *q = c->q + ((int64_t)b * c->num_qo_heads + h) * D;
+        double *sd = malloc((size_t)L * sizeof *sd), m = -INFINITY, den = 0;
+        for (int64_t t = 0; t < L; t++) {
+            const kvf_bf16 *k = kv_at(c, c->k_cache, b, t, g);
+            double dot = 0;
+            for (int32_t d = 0; d < D; d++)
+                dot += (double)kvf_bf16_to_f32(q[d]) * kvf_bf16_to_f32(k[d]);
+            sd[t] = dot * c->sm_scale;
+            m = sd[t] > m ? sd[t] : m;
+        }
+        for (int64_t t = 0; t < L; t++) {
+            double p = exp(sd[t] - m);
+            den += p;
+            const kvf_bf16 *v = kv_at(c, c->v_cache, b, t, g);
+            for (int32_t d = 0; d < D; d++)
+                y[d] += p * kvf_bf16_to_f32(v[d]);
+        }
+        for (int32_t d = 0; d < D; d++)
+            y[d] /= den;
+        *lse = (float)((m + log(den)) * 1.4426950408889634);
+        free(sd);
+    } else if (kind == IMPL_PAIRWISE) {
+        logits2(c, b, h, kind, s);
+        float m = -INFINITY;
+        for (int64_t t = 0; t < L; t++)
+            m = s[t] > m ? s[t] : m;
+        for (int64_t t = 0; t < L; t++)
+            s[t] = exp2f(s[t] - m);
+        float den = pairwise(s, L);
+        for (int32_t d = 0; d < D; d++) {
+            for (int64_t t = 0; t < L; t++)
+                w[t] = s[t] * kvf_bf16_to_f32(kv_at(c, c->v_cache, b, t, g)[d]);
+            y[d] = pairwise(w, L) / den;
+        }
+        *lse = m + log2f(den);
+    } else if (kind == IMPL_CHUNK16 || kind == IMPL_CHUNK1000) {
+        const int64_t chunk = kind == IMPL_CHUNK16 ? 16 : 1000;
+        logits2(c, b, h, kind, s);
+        const int64_t n = (L + chunk - 1) / chunk;
+        float *lses = malloc((size_t)n * sizeof *lses), *os = malloc((size_t)(n * D) * sizeof *os);
+        float big = -INFINITY;
+        for (int64_t j = 0; j < n; j++) {
+            int64_t t1 = (j + 1) * chunk < L ? (j + 1) * chunk : L;
+            chunk_state(c, b, g, s, j * chunk, t1, os + j * D, &lses[j], w);
+            big = lses[j] > big ? lses[j] : big;
+        }
+        float den = 0.0f;
+        for (int64_t j = 0; j < n; j++) {
+            float wj = exp2f(lses[j] - big);
+            den += wj;
+            for (int32_t d = 0; d < D; d++)
+                acc[d] += wj * os[j * D + d];
+        }
+        for (int32_t d = 0; d < D; d++)
+            y[d] = acc[d] / den;
+        *lse = big + log2f(den);
+        free(lses);
+        free(os);
+    } else { /* online softmax, one token at a time: ONLINE, ONLINE_APPROX, FMA, FTZ */
+        logits2(c, b, h, kind, s);
+        float m = -INFINITY, den = 0.0f;
+        int approx = kind == IMPL_ONLINE_APPROX;
+        for (int64_t t = 0; t < L; t++) {
+            const kvf_bf16 *v = kv_at(c, c->v_cache, b, t, g);
+            if (s[t] > m) {
+                float alpha = approx ? exp2_approx(m - s[t]) : exp2f(m - s[t]);
+                if (kind == IMPL_FTZ) alpha = ftz(alpha);
+                den *= alpha;
+                for (int32_t d = 0; d < D; d++)
+                    acc[d] = kind == IMPL_FTZ ? ftz(acc[d] * alpha) : acc[d] * alpha;
+                m = s[t];
+            }
+            float p = approx ? exp2_approx(s[t] - m) : exp2f(s[t] - m);
+            if (kind == IMPL_FTZ) p = ftz(p);
+            den += p;
+            for (int32_t d = 0; d < D; d++)
+                acc[d] = kind == IMPL_FTZ ? ftz(acc[d] + ftz(p * vval(v, d, kind)))
+                                          : acc[d] + p * vval(v, d, kind);
+        }
+        for (int32_t d = 0; d < D; d++)
+            y[d] = kind == IMPL_FTZ ? ftz(acc[d] / den) : acc[d] / den;
+        *lse = m + (approx ? log2_approx(den) : log2f(den));
+    }
+    free(s);
+    free(w);
+    free(acc);
+    free(part);
+}
+
+/* ---- measuring -------------------------------------------------------------------------- */
+
+typedef struct tally {
+    int cases, rows, strict_fail, fa_fail;
+    double worst_pre;   /* max |y - x| / E over elements: must stay <= 1 (assumption F2) */
+    double worst_ratio; /* max |y - x| / (rho (C + |x|)): what F must exceed */
+    char worst_at[160]; /* where worst_pre was reached */
+} tally;
+
+static tally tallies[IMPL_COUNT];
+
+static int build(kvf_spec *s, kvf_case *c, kvf_oracle_result *r) {
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_error err = {0};
+    int rc = kvf_case_build(c, s, &lim, &err);
+    kvf_spec_free(s);
+    if (rc) {
+        CHECK_FAIL_AT("case does not build: %s", err.msg);
+        return rc;
+    }
+    kvf_oracle_opts oo;
+    kvf_oracle_opts_default(&oo);
+    oo.threads = 2;
+    rc = kvf_oracle_run(r, c, &oo, &err);
+    if (rc) {
+        CHECK_FAIL_AT("oracle failed: %s", err.msg);
+        kvf_case_free(c);
+    }
+    return rc;
+}
+
+/* Runs every implementation on one case: verdicts under strict and fa (the :ftz forms for the
+ * flush-to-zero one), and the pre-rounding check of every o element of every usable row. */
+static void measure_case(const kvf_case *c, const kvf_oracle_result *r, const char *what) {
+    const int32_t D = c->head_dim;
+    const int64_t rows = kvf_case_lse_elems(c);
+    kvf_bf16 *o = malloc((size_t)(rows * D + 1) * sizeof *o);
+    float *lse = malloc((size_t)(rows + 1) * sizeof *lse);
+    double *y = malloc((size_t)(rows * D + 1) * sizeof *y);
+    float *base = malloc((size_t)(D + 1) * sizeof *base);
+    int64_t max_len = kvf_case_max_seq_len(c);
+    float *scratch = malloc((size_t)(max_len + 1) * sizeof *scratch);
+    float *scratch2 = malloc((size_t)(max_len + 1) * sizeof *scratch2);
+    double *allowed = malloc((size_t)D * sizeof *allowed), *pre = malloc((size_t)D * sizeof *pre);
+    for (int k = 0; k < IMPL_COUNT; k++) {
+        tally *tl = &tallies[k];
+        for (int64_t row = 0; row < rows; row++) {
+            int32_t b = (int32_t)(row / c->num_qo_heads), h = (int32_t)(row % c->num_qo_heads);
+            impl_row(c, b, h, (impl_kind)k, y + row * D, &lse[row]);
+            for (int32_t d = 0; d < D; d++)
+                o[row * D + d] = k == IMPL_FP64 ? kvf_oracle_round_bf16(y[row * D + d])
+                                                : kvf_f32_to_bf16_rne((float)y[row * D + d]);
+        }
+        kvf_rule strict, fa;
+        kvf_rule_parse(&strict, impl_ftz_model((impl_kind)k) ? "strict:ftz" : "strict", NULL);
+        kvf_rule_parse(&fa, impl_ftz_model((impl_kind)k) ? "fa:ftz" : "fa", NULL);
+        kvf_verdict vs, vf;
+        kvf_error jerr = {0};
+        CHECK_OK(kvf_judge(&vs, &strict, c, r, o, lse, &jerr), &jerr);
+        CHECK_OK(kvf_judge(&vf, &fa, c, r, o, lse, &jerr), &jerr);
+        int s_ok = vs.pass || vs.finding == KVF_FINDING_OVERFLOW;
+        int f_ok = vf.pass || vf.finding == KVF_FINDING_OVERFLOW;
+        tl->cases++;
+        tl->strict_fail += !s_ok;
+        tl->fa_fail += !f_ok;
+        if (!s_ok || !f_ok) {
+            const kvf_verdict *v = !f_ok ? &vf : &vs;
+            const kvf_element_error *e = v->o.violations ? &v->o.worst[0] : &v->lse.worst[0];
+            CHECK_FAIL_AT("%s fails %s on %s: (%d,%d,%d) a=%.9g x=%.9g margin %.3g",
+                          impl_names[k], v->rule.name, what, e->b, e->h, e->d, e->kernel_value,
+                          e->exact_value, e->margin);
+        }
+        /* The assumption itself, before the bf16 store: y inside the rule's bound E. */
+        for (int64_t row = 0; row < rows; row++) {
+            const kvf_oracle_row *orow = &r->rows[row];
+            if (orow->length == 0 || orow->overflow || orow->nonfinite_input) continue;
+            int32_t b = (int32_t)(row / c->num_qo_heads), h = (int32_t)(row % c->num_qo_heads);
+            CHECK_INT_EQ(kvf_fa_bound_row(c, r, b, h, impl_ftz_model((impl_kind)k), allowed, pre),
+                         0);
+            if (!isfinite(pre[0])) continue; /* baseline unusable: the row is judged by strict */
+            kvf__fa_row fr;
+            kvf__fa_scratch sc = {scratch, scratch2, base};
+            kvf__fa_row_compute(&fr, c, b, h, r->o_exact + row * D, r->o_cond + row * D, 0, &sc);
+            tl->rows++;
+            for (int32_t d = 0; d < D; d++) {
+                double x = r->o_exact[row * D + d], cond = r->o_cond[row * D + d];
+                double scale = fabs(cond) + fabs(x);
+                if (!isfinite(x) || !(scale > 0)) continue;
+                double err = fabs(y[row * D + d] - x);
+                if (err / pre[d] > tl->worst_pre) {
+                    tl->worst_pre = err / pre[d];
+                    snprintf(tl->worst_at, sizeof tl->worst_at,
+                             "%s row %lld d %d: L %lld y %.9g x %.9g C %.3g rho %.3g", what,
+                             (long long)row, (int)d, (long long)orow->length, y[row * D + d], x,
+                             cond, fr.rho);
+                }
+                if (fr.rho > 0 && err / (fr.rho * scale) > tl->worst_ratio)
+                    tl->worst_ratio = err / (fr.rho * scale);
+            }
+        }
+    }
+    free(o);
+    free(lse);
+    free(y);
+    free(base);
+    free(scratch);
+    free(scratch2);
+    free(allowed);
+    free(pre);
+}
+
+static void test_legitimate_implementations(void) {
+    memset(tallies, 0, sizeof tallies);
+    kvf_random_opts ro;
+    kvf_random_opts_default(&ro);
+    ro.max_work = 1 << 17;
+    for (uint64_t seed = 0; seed < 160; seed++) {
+        kvf_spec s;
+        kvf_error err = {0};
+        CHECK_OK(kvf_spec_random(&s, 7000 + seed, &ro, &err), &err);
+        kvf_case c;
+        kvf_oracle_result r;
+        if (build(&s, &c, &r)) continue;
+        char what[64];
+        snprintf(what, sizeof what, "random seed %llu", (unsigned long long)(7000 + seed));
+        measure_case(&c, &r, what);
+        kvf_oracle_result_free(&r);
+        kvf_case_free(&c);
+    }
+    static const char *const presets[] = {"seed-h20kv4", "ascending-logits", "long-4k",
+                                          "equal-logits", "subnormal-values", "log-uniform"};
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        kvf_spec s;
+        kvf_error err = {0};
+        CHECK_OK(kvf_spec_preset(&s, presets[i], 3, &err), &err);
+        kvf_case c;
+        kvf_oracle_result r;
+        if (build(&s, &c, &r)) continue;
+        measure_case(&c, &r, presets[i]);
+        kvf_oracle_result_free(&r);
+        kvf_case_free(&c);
+    }
+    printf("%-20s %6s %6s %7s %7s %12s %12s\n", "implementation", "cases", "rows", "strict",
+           "fa", "max |y-x|/E", "max/(rho s)");
+    for (int k = 0; k < IMPL_COUNT; k++) {
+        const tally *t = &tallies[k];
+        printf("%-20s %6d %6d %7d %7d %12.3g %12.3g  (%s)\n", impl_names[k], t->cases, t->rows,
+               t->strict_fail, t->fa_fail, t->worst_pre, t->worst_ratio, t->worst_at);
+        /* F2: every legitimate implementation's fp32 result lies inside E. */
+        if (!(t->worst_pre <= 1.0))
+            CHECK_FAIL_AT("%s: |y - x| reaches %.3g of fa's pre-rounding allowance", impl_names[k],
+                          t->worst_pre);
+    }
+}
+
+/* Power: the bf16-partials and truncating-store bugs pass strict at the seed workload's length
+ * and fail fa there; the production kernels pass both. */
+static void test_power_on_seed(void) {
+    const char *names[] = {"cpu-ref", "cpu-splitkv", "cpu-splitkv/mut=bf16-partials",
+                           "cpu-splitkv/mut=trunc-store"};
+    const int fa_fails[] = {0, 0, 1, 1};
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_preset(&s, "seed-h20kv4", 1, &err), &err);
+    kvf_case c;
+    kvf_oracle_result r;
+    if (build(&s, &c, &r)) return;
+    kvf_bf16 *o = malloc((size_t)kvf_case_o_elems(&c) * sizeof *o);
+    float *lse = malloc((size_t)kvf_case_lse_elems(&c) * sizeof *lse);
+    for (int i = 0; i < 4; i++) {
+        const kvf_kernel *k = kvf_kernel_find(names[i]);
+        if (!k) {
+            CHECK_FAIL_AT("kernel %s is not registered", names[i]);
+            continue;
+        }
+        CHECK_OK(kvf_kernel_run_once(k, &c, o, lse, &err), &err);
+        kvf_rule strict, fa;
+        kvf_rule_parse(&strict, "strict", NULL);
+        kvf_rule_parse(&fa, "fa", NULL);
+        kvf_verdict vs, vf;
+        CHECK_OK(kvf_judge(&vs, &strict, &c, &r, o, lse, &err), &err);
+        CHECK_OK(kvf_judge(&vf, &fa, &c, &r, o, lse, &err), &err);
+        CHECK(vs.pass);
+        if (vf.pass == fa_fails[i])
+            CHECK_FAIL_AT("%s: fa %s on the seed workload", names[i],
+                          vf.pass ? "passes" : "fails");
+        if (fa_fails[i]) {
+            CHECK_INT_EQ(vf.finding, KVF_FINDING_O_TOLERANCE);
+            printf("%s: fa fails %lld of %lld o elements at L = %lld\n", names[i],
+                   (long long)vf.o.violations, (long long)vf.o.elements,
+                   (long long)r.rows[0].length);
+        }
+    }
+    free(o);
+    free(lse);
+    kvf_oracle_result_free(&r);
+    kvf_case_free(&c);
+}
+
+/* The allowance's shape: the correctly rounded value passes whatever rho is; with rho = 0 an
+ * element one bf16 ulp off fails; the allowance grows with rho and with C. */
+static void test_allowance_shape(void) {
+    kvf__fa_row fr = {1, 0.0};
+    double x = 0.0301, cond = 0.8;
+    double xerr = 0x1p-24 * (5 * cond + 2 * x);
+    double a0 = kvf__fa_o_allowed(&fr, x, cond, 0.0, 0.0, xerr);
+    double rn = kvf_bf16_to_f32(kvf_f32_to_bf16_rne((float)x));
+    CHECK(fabs(rn - x) <= a0);
+    CHECK(fabs(rn + kvf_bf16_ulp(rn) - x) > a0);
+    fr.rho = 1e-6;
+    double a1 = kvf__fa_o_allowed(&fr, x, cond, 0.0, 0.0, xerr);
+    CHECK(a1 > a0);
+    CHECK(kvf__fa_o_allowed(&fr, x, 2 * cond, 0.0, 0.0, xerr) > a1);
+    CHECK(kvf__fa_o_allowed(&fr, x, cond, 1e-6, 0.0, xerr) > a1);
+    /* A baseline that never ran, or hit a non-finite value, makes the row unusable. */
+    float base[2] = {0.5f, INFINITY};
+    double xs[2] = {0.5, 0.25}, cs[2] = {1, 1};
+    kvf__fa_row m = {1, 0.0};
+    kvf__fa_row_measure(&m, base, xs, cs, 2, 0);
+    CHECK(!m.usable);
+    m = (kvf__fa_row){1, 0.0};
+    kvf__fa_row_measure(&m, base, xs, cs, 1, 1);
+    CHECK(!m.usable);
+    m = (kvf__fa_row){1, 0.0};
+    kvf__fa_row_measure(&m, base, xs, cs, 1, 0);
+    CHECK(m.usable && m.rho == 0.0);
+    /* Several baselines: the larger error is kept. */
+    float b2[1] = {0.5f + 0x1p-20f};
+    kvf__fa_row_measure(&m, b2, xs, cs, 1, 0);
+    CHECK(m.usable && m.rho > 0.0);
+}
+
+static const check_test tests[] = {
+    {"allowance_shape", test_allowance_shape},
+    {"power_on_seed", test_power_on_seed},
+    {"legitimate_implementations", test_legitimate_implementations},
+    {NULL, NULL},
+};
+
+CHECK_MAIN(tests)
