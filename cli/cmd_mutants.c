@@ -3,8 +3,10 @@
  * oracle, (b) a FlashInfer-Bench-style check (captured-style workloads: contiguous page tables,
  * the seed shape, N(0,1) values, 3 trials, the fib rule against an fp32 reference) and (c) a
  * FlashInfer-test-style check (identity page table, equal lengths, allclose 1e-3/1e-3 against
- * cpu-ref), then prints which caught it. Production kernels run through (a) as controls and
- * must produce no finding.
+ * cpu-ref), then prints which caught it. (a) runs once per rule of the default set (strict,
+ * fa), so the table says which rule kills what; a second table lists, per rule, the seed cases
+ * (corpus/seeds) on which each mutant fails. Production kernels run through (a) under the whole
+ * default set as controls and must produce no finding.
  *
  * The generated cases of (a) are the same sequence for every kernel, so each case and its
  * oracle result are computed once and reused; the time reported for a detection counts the
@@ -135,10 +137,11 @@ static int run_kernel(const kvf_kernel *k, runner_or_state *rs, const kvf_case *
                          "%s", res.message);
 }
 
-/* (a): generated cases until the first finding (overflow-class violations do not count, as in
- * replay without --require-overflow) or until the budget is spent. */
-static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule *rule,
-                          double budget) {
+/* (a): generated cases until the first finding under any of the rules (overflow-class
+ * violations do not count, as in replay without --require-overflow) or until the budget is
+ * spent. */
+static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule *rules,
+                          int nrules, double budget) {
     detection d = {0};
     runner_or_state rs = {0};
     kvf_error err = {0};
@@ -174,11 +177,13 @@ static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule
             d.caught = 1;
             snprintf(d.finding, sizeof d.finding, "kernel-error");
         } else if (rc == 0) {
-            kvf_verdict v;
-            kvf_judge(&v, rule, &cc->c, &cc->oracle, o, lse, NULL);
-            if (!v.pass && v.finding != KVF_FINDING_OVERFLOW) {
-                d.caught = 1;
-                snprintf(d.finding, sizeof d.finding, "%s", kvf_finding_class_name(v.finding));
+            for (int r = 0; r < nrules && !d.caught; r++) {
+                kvf_verdict v;
+                kvf_judge(&v, &rules[r], &cc->c, &cc->oracle, o, lse, NULL);
+                if (!v.pass && v.finding != KVF_FINDING_OVERFLOW) {
+                    d.caught = 1;
+                    snprintf(d.finding, sizeof d.finding, "%s", kvf_finding_class_name(v.finding));
+                }
             }
         }
         free(o);
@@ -222,6 +227,101 @@ static int reference_result(kvf_oracle_result *r, const kvf_case *c, kvf_error *
         r->rows[i].length = kvf_case_seq_len(c, (int32_t)(i / c->num_qo_heads));
     }
     return 0;
+}
+
+/* The seed cases, each with its oracle result, for the per-rule seed table. */
+typedef struct seed_set {
+    size_t count;
+    char **names; /* file names without the folder */
+    kvf_case *cases;
+    kvf_oracle_result *oracles;
+    int *ok;
+} seed_set;
+
+static void seeds_load(seed_set *s, const char *dir, const kvf_limits *lim,
+                       const kvf_oracle_opts *oo) {
+    memset(s, 0, sizeof *s);
+    char *args[1] = {(char *)dir};
+    char **paths = NULL;
+    size_t n = 0;
+    if (cli_collect_cases("mutants", args, 1, &paths, &n) || n == 0) return;
+    s->names = calloc(n, sizeof *s->names);
+    s->cases = calloc(n, sizeof *s->cases);
+    s->oracles = calloc(n, sizeof *s->oracles);
+    s->ok = calloc(n, sizeof *s->ok);
+    if (!s->names || !s->cases || !s->oracles || !s->ok) n = 0;
+    for (size_t i = 0; i < n; i++) {
+        kvf_error err = {0};
+        const char *base = strrchr(paths[i], '/');
+        s->names[i] = strdup(base ? base + 1 : paths[i]);
+        if (kvf_case_load(paths[i], NULL, &s->cases[i], lim, &err) == 0) {
+            if (kvf_oracle_run(&s->oracles[i], &s->cases[i], oo, &err) == 0)
+                s->ok[i] = 1;
+            else
+                kvf_case_free(&s->cases[i]);
+        }
+        if (!s->ok[i])
+            fprintf(stderr, "kvfuzz mutants: seed case %s skipped: %s\n", paths[i], err.msg);
+    }
+    cli_free_paths(paths, n);
+    s->count = n;
+}
+
+static void seeds_free(seed_set *s) {
+    for (size_t i = 0; i < s->count; i++) {
+        free(s->names[i]);
+        if (s->ok[i]) {
+            kvf_oracle_result_free(&s->oracles[i]);
+            kvf_case_free(&s->cases[i]);
+        }
+    }
+    free(s->names);
+    free(s->cases);
+    free(s->oracles);
+    free(s->ok);
+}
+
+/* Which seed cases kernel k fails under each rule: fails[r * count + i]. Overflow-class
+ * verdicts do not count; a kernel error counts for every rule. */
+static void seeds_judge(const kvf_kernel *k, const seed_set *s, const kvf_rule *rules, int nrules,
+                        int *fails) {
+    runner_or_state rs = {0};
+    kvf_error err = {0};
+    memset(fails, 0, (size_t)nrules * s->count * sizeof *fails);
+    if (kvf_kernel_create(k, &rs.state, &err)) {
+        for (size_t i = 0; i < (size_t)nrules * s->count; i++)
+            fails[i] = 1;
+        return;
+    }
+    for (size_t i = 0; i < s->count; i++) {
+        if (!s->ok[i]) continue;
+        kvf_bf16 *o = NULL;
+        float *lse = NULL;
+        int rc = run_kernel(k, &rs, &s->cases[i], &o, &lse, &err);
+        for (int r = 0; r < nrules; r++) {
+            if (rc && rc != KVF_EUNSUPPORTED) {
+                fails[(size_t)r * s->count + i] = 1;
+            } else if (rc == 0) {
+                kvf_verdict v;
+                kvf_judge(&v, &rules[r], &s->cases[i], &s->oracles[i], o, lse, NULL);
+                fails[(size_t)r * s->count + i] = !v.pass && v.finding != KVF_FINDING_OVERFLOW;
+            }
+        }
+        free(o);
+        free(lse);
+    }
+    kvf_kernel_destroy(k, rs.state);
+}
+
+/* "00,03,15": the two-character prefixes of the failing seed files, or "-". */
+static void seeds_list(const seed_set *s, const int *fails, char *buf, size_t size) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < s->count && used + 4 < size; i++)
+        if (fails[i])
+            used += (size_t)snprintf(buf + used, size - used, "%s%.2s", used ? "," : "",
+                                     s->names[i]);
+    if (!used) snprintf(buf, size, "-");
 }
 
 typedef struct workload {
@@ -306,18 +406,22 @@ static int style_check(const kvf_kernel *k, const workload *ws, size_t nw, int t
 
 static void mutants_help(void) {
     printf("usage: kvfuzz mutants [--device cpu|cuda] [--budget S] [--controls-budget S]\n"
-           "                      [--control K]... [--seed N] [--jobs N] [--json]\n\n"
+           "                      [--control K]... [--seed N] [--jobs N] [--seeds DIR]\n"
+           "                      [--json]\n\n"
            "The bug-finding benchmark. For every mutant kernel (a deliberate bug modelled on a\n"
            "real bug class; `kvfuzz kernels` lists them with the class) it reports whether it\n"
            "is caught by\n"
-           "  (a) kvfuzz: generated cases (every strategy) judged by the strict rule against\n"
-           "      the oracle, with the time and cases to the first finding;\n"
+           "  (a) kvfuzz: generated cases (every strategy) judged by the default rules (strict,\n"
+           "      fa) against the oracle, with the time and cases to the first finding, once\n"
+           "      per rule (the kvfuzz column is the earlier of the two);\n"
            "  (b) FlashInfer-Bench-style testing: contiguous page tables, the seed shape,\n"
            "      N(0,1) values, 3 trials of 4 captured-style workloads, the fib rule against\n"
            "      an fp32 reference;\n"
            "  (c) FlashInfer-test-style testing: identity page table, equal lengths,\n"
            "      allclose(1e-3, 1e-3) against cpu-ref.\n"
-           "The production kernels of the device run through (a) as controls.\n\n"
+           "The production kernels of the device run through (a) under both rules at once as\n"
+           "controls. A second table lists, per rule (strict, fa, fib), the seed cases on which\n"
+           "each mutant fails.\n\n"
            "  --control K          also run kernel K through (a) as a control (repeatable): a\n"
            "                       plugin's kernels of role reference for PATH.so, or the one\n"
            "                       named by PATH.so:NAME, python:MODULE:FUNCTION, a built-in\n"
@@ -326,6 +430,8 @@ static void mutants_help(void) {
            "  --controls-budget S  seconds of (a) per control kernel (default: --budget)\n"
            "  --seed N             first generated case (default 1)\n"
            "  --jobs N             oracle threads (default: all cores)\n"
+           "  --seeds DIR          seed cases for the per-rule table (default corpus/seeds when\n"
+           "                       that folder exists; none otherwise)\n"
            "  --json               one JSON object instead of the table\n\n"
            "Exit status: 0 when kvfuzz catches every mutant and no control reports a finding,\n"
            "1 otherwise, 2 on usage errors.\n");
@@ -339,6 +445,7 @@ int kvf_cmd_mutants(int argc, char **argv) {
     int json = 0;
     const kvf_kernel *extra[16];
     size_t nextra = 0;
+    const char *seeds_dir = access("corpus/seeds", R_OK) == 0 ? "corpus/seeds" : NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is_help(a)) {
@@ -369,6 +476,9 @@ int kvf_cmd_mutants(int argc, char **argv) {
                                        "%s lists no kernel of role reference; name one with "
                                        "PATH.so:NAME",
                                        v);
+        } else if (strcmp(a, "--seeds") == 0) {
+            if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
+            seeds_dir = argv[++i];
         } else if (strcmp(a, "--device") == 0 || strcmp(a, "--budget") == 0 ||
                    strcmp(a, "--controls-budget") == 0 || strcmp(a, "--seed") == 0 ||
                    strcmp(a, "--jobs") == 0) {
@@ -414,21 +524,55 @@ int kvf_cmd_mutants(int argc, char **argv) {
     cache.ropts.max_work = 1 << 19; /* small cases: many per second, bugs show at short lengths */
     kvf_oracle_opts_default(&cache.oopts);
     cache.oopts.threads = (int)jobs;
-    kvf_rule strict, fib, allclose;
-    kvf_rule_parse(&strict, "strict", NULL);
+    kvf_rule fib, allclose;
     kvf_rule_parse(&fib, "fib", NULL);
     kvf_rule_parse(&allclose, "allclose:1e-3:1e-3", NULL);
+    kvf_rule set[KVF_DEFAULT_RULES];
+    int nset = kvf_rule_default_set(set, KVF_DEFAULT_RULES);
+    /* The seed table's rules: the default set, then FlashInfer-Bench's. */
+    kvf_rule seed_rules[KVF_DEFAULT_RULES + 1];
+    memcpy(seed_rules, set, (size_t)nset * sizeof *set);
+    seed_rules[nset] = fib;
+    int nseed_rules = nset + 1;
+    seed_set seeds = {0};
+    if (seeds_dir) seeds_load(&seeds, seeds_dir, &cache.limits, &cache.oopts);
+    size_t nmut = 0;
+    for (size_t i = 0; i < kvf_kernel_count(); i++)
+        nmut += kvf_kernel_at(i)->device == dev && kvf_kernel_at(i)->models;
+    int *seed_fails = calloc((nmut + 1) * (size_t)nseed_rules * (seeds.count + 1), sizeof(int));
+    const char **mut_names = calloc(nmut + 1, sizeof *mut_names);
+    int rule_kills[KVF_DEFAULT_RULES] = {0};
+    if (!seed_fails || !mut_names) {
+        free(seed_fails);
+        free(mut_names);
+        seeds_free(&seeds);
+        cache_free(&cache);
+        fprintf(stderr, "kvfuzz mutants: out of memory\n");
+        return KVF_EXIT_USAGE;
+    }
 
     int survivors = 0, noisy_controls = 0, mutants = 0, missed_b = 0, missed_c = 0;
     if (json)
         printf("{\"device\": \"%s\", \"budget_seconds\": %g, \"mutants\": [", device, budget);
     else
-        printf("%-44s %-9s %-8s %9s %7s %-12s %-9s %-9s\n", "mutant", "class", "kvfuzz", "seconds",
-               "cases", "finding", "fib-bench", "fi-tests");
+        printf("%-44s %-9s %-8s %9s %7s %-12s %-9s %-9s %-9s %-9s\n", "mutant", "class", "kvfuzz",
+               "seconds", "cases", "finding", "strict", "fa", "fib-bench", "fi-tests");
     for (size_t i = 0; i < kvf_kernel_count(); i++) {
         const kvf_kernel *k = kvf_kernel_at(i);
         if (k->device != dev || !k->models) continue;
-        detection a = campaign(k, &cache, &strict, budget);
+        /* One campaign per rule over the same cases; the default set's detection is the
+         * earlier one (the first case either rule fails). */
+        detection per[KVF_DEFAULT_RULES];
+        detection a = {0};
+        for (int r = 0; r < nset; r++) {
+            per[r] = campaign(k, &cache, &set[r], 1, budget);
+            rule_kills[r] += per[r].caught;
+            if (per[r].caught && (!a.caught || per[r].cases < a.cases)) a = per[r];
+        }
+        if (!a.caught) a = per[0];
+        if (seeds.count) seeds_judge(k, &seeds, seed_rules, nseed_rules,
+                                     seed_fails + (size_t)mutants * nseed_rules * seeds.count);
+        mut_names[mutants] = k->name;
         int b = style_check(k, fib_workloads, sizeof fib_workloads / sizeof fib_workloads[0], 3,
                             &fib, &cache.limits);
         int c = style_check(k, test_workloads, sizeof test_workloads / sizeof test_workloads[0], 1,
@@ -442,14 +586,36 @@ int kvf_cmd_mutants(int argc, char **argv) {
             printf(", \"class\": ");
             cli_json_string(stdout, k->models);
             printf(", \"kvfuzz\": {\"caught\": %s, \"seconds\": %.3f, \"cases\": %ld, \"finding\": "
-                   "\"%s\"}"
-                   ", \"fib_bench\": %s, \"fi_tests\": %s}",
-                   a.caught ? "true" : "false", a.seconds, a.cases, a.finding, b ? "true" : "false",
+                   "\"%s\"}",
+                   a.caught ? "true" : "false", a.seconds, a.cases, a.finding);
+            printf(", \"per_rule\": {");
+            for (int r = 0; r < nseed_rules; r++) {
+                printf("%s\"%s\": {", r ? ", " : "", seed_rules[r].name);
+                if (r < nset)
+                    printf("\"caught\": %s, \"seconds\": %.3f, \"cases\": %ld, ",
+                           per[r].caught ? "true" : "false", per[r].seconds, per[r].cases);
+                printf("\"seed_cases_failed\": [");
+                const int *f = seed_fails + ((size_t)mutants * nseed_rules + r) * seeds.count;
+                for (size_t s = 0, n = 0; s < seeds.count; s++)
+                    if (f[s]) {
+                        printf("%s", n++ ? ", " : "");
+                        cli_json_string(stdout, seeds.names[s]);
+                    }
+                printf("]}");
+            }
+            printf("}, \"fib_bench\": %s, \"fi_tests\": %s}", b ? "true" : "false",
                    c ? "true" : "false");
         } else {
-            printf("%-44s %-9s %-8s %9.2f %7ld %-12s %-9s %-9s\n", k->name, k->models,
+            char sr[2][16];
+            for (int r = 0; r < 2; r++) {
+                if (r < nset && per[r].caught)
+                    snprintf(sr[r], sizeof sr[r], "%.2fs", per[r].seconds);
+                else
+                    snprintf(sr[r], sizeof sr[r], "missed");
+            }
+            printf("%-44s %-9s %-8s %9.2f %7ld %-12s %-9s %-9s %-9s %-9s\n", k->name, k->models,
                    a.caught ? "caught" : "SURVIVED", a.seconds, a.cases, a.caught ? a.finding : "-",
-                   b ? "caught" : "missed", c ? "caught" : "missed");
+                   sr[0], sr[1], b ? "caught" : "missed", c ? "caught" : "missed");
         }
         fflush(stdout);
         mutants++;
@@ -465,7 +631,7 @@ int kvf_cmd_mutants(int argc, char **argv) {
         if (i < kvf_kernel_count() &&
             (k->device != dev || k->models || strcmp(k->name, "cuda-naive") == 0))
             continue;
-        detection a = campaign(k, &cache, &strict, controls_budget);
+        detection a = campaign(k, &cache, set, nset, controls_budget);
         noisy_controls += a.caught;
         if (json) {
             printf("%s\n {\"kernel\": ", controls ? "," : "");
@@ -479,14 +645,64 @@ int kvf_cmd_mutants(int argc, char **argv) {
         fflush(stdout);
         controls++;
     }
-    if (json)
+    /* Per rule: mutants killed by the campaign, and on the seed cases (any, and the seed
+     * workload itself, the first seed file). */
+    int seed_any[KVF_DEFAULT_RULES + 1] = {0}, seed_first[KVF_DEFAULT_RULES + 1] = {0};
+    for (int m = 0; m < mutants; m++)
+        for (int r = 0; r < nseed_rules; r++) {
+            const int *f = seed_fails + ((size_t)m * nseed_rules + r) * seeds.count;
+            int any = 0;
+            for (size_t s = 0; s < seeds.count; s++)
+                any |= f[s];
+            seed_any[r] += any;
+            seed_first[r] += seeds.count > 0 && f[0];
+        }
+    if (json) {
         printf("\n], \"killed\": %d, \"total\": %d, \"missed_by_fib_bench\": %d, "
-               "\"missed_by_fi_tests\": %d}\n",
+               "\"missed_by_fi_tests\": %d, \"rules\": {",
                mutants - survivors, mutants, missed_b, missed_c);
-    else
+        for (int r = 0; r < nseed_rules; r++) {
+            printf("%s\"%s\": {", r ? ", " : "", seed_rules[r].name);
+            if (r < nset) printf("\"killed_by_campaign\": %d, ", rule_kills[r]);
+            printf("\"killed_on_seed_cases\": %d, \"killed_on_first_seed\": %d}", seed_any[r],
+                   seed_first[r]);
+        }
+        printf("}}\n");
+    } else {
+        if (seeds.count) {
+            printf("\nseed cases failed, per rule (%s; file-name prefixes; - none):\n",
+                   seeds_dir);
+            printf("%-44s", "mutant");
+            for (int r = 0; r < nseed_rules; r++)
+                printf(" %-28s", seed_rules[r].name);
+            printf("\n");
+            for (int m = 0; m < mutants; m++) {
+                printf("%-44s", mut_names[m]);
+                for (int r = 0; r < nseed_rules; r++) {
+                    char buf[160];
+                    seeds_list(&seeds,
+                               seed_fails + ((size_t)m * nseed_rules + r) * seeds.count, buf,
+                               sizeof buf);
+                    printf(" %-28s", buf);
+                }
+                printf("\n");
+            }
+        }
+        printf("\nper rule, of %d mutants:", mutants);
+        for (int r = 0; r < nseed_rules; r++) {
+            printf(" %s", seed_rules[r].name);
+            if (r < nset) printf(" killed by the campaign %d,", rule_kills[r]);
+            if (seeds.count)
+                printf(" on some seed case %d, on %s %d;", seed_any[r], seeds.names[0],
+                       seed_first[r]);
+        }
         printf("\nkvfuzz killed %d of %d mutants; FlashInfer-Bench-style testing missed %d, "
                "FlashInfer-test-style testing missed %d; controls with findings: %d\n",
                mutants - survivors, mutants, missed_b, missed_c, noisy_controls);
+    }
+    free(seed_fails);
+    free(mut_names);
+    seeds_free(&seeds);
     cache_free(&cache);
     cli_free_kernels(extra, nextra);
     return (survivors || noisy_controls) ? KVF_EXIT_FINDINGS : KVF_EXIT_OK;

@@ -332,8 +332,32 @@ typedef struct strict_row {
                          or length changes, for fa (docs/fa-rule.md, step 2) */
 } strict_row;
 
+/* The ftz model's inputs read as zero (DAZ) in q.k: a product with a subnormal factor may be
+ * dropped whatever the other factor is (up to the bf16 maximum, so up to about 4 per product).
+ * Bound on the logit change: |sm_scale| max_t sum_d |q_d k_td| over the products with a
+ * subnormal factor, computed from the case. */
+static int bf16_subnormal(kvf_bf16 x) {
+    return (x & 0x7F80u) == 0 && (x & 0x007Fu) != 0;
+}
+
+static double daz_logit_bound(const kvf_case *c, int32_t b, int32_t h) {
+    const int32_t D = c->head_dim, g = h / (c->num_qo_heads / c->num_kv_heads);
+    const kvf_bf16 *q = c->q + ((int64_t)b * c->num_qo_heads + h) * D;
+    double worst = 0;
+    for (int64_t t = 0; t < kvf_case_seq_len(c, b); t++) {
+        const kvf_bf16 *k = c->k_cache + kvf_case_kv_offset(c, b, t, g, 0);
+        double sum = 0;
+        for (int32_t d = 0; d < D; d++)
+            if (bf16_subnormal(q[d]) || bf16_subnormal(k[d]))
+                sum += fabs((double)kvf_bf16_to_f32(q[d]) * (double)kvf_bf16_to_f32(k[d]));
+        if (sum > worst) worst = sum;
+    }
+    return isfinite(worst) ? fabs((double)c->sm_scale) * worst : INFINITY;
+}
+
+/* daz: daz_logit_bound() under the ftz model, 0 otherwise. */
 static void strict_row_init(strict_row *s, int32_t head_dim, float sm_scale,
-                            const kvf_oracle_row *row, int ftz) {
+                            const kvf_oracle_row *row, int ftz, double daz) {
     memset(s, 0, sizeof *s);
     int64_t len = row->length;
     if (len <= 0) {
@@ -358,7 +382,7 @@ static void strict_row_init(strict_row *s, int32_t head_dim, float sm_scale,
      * (at most 2^-150; additions there are exact). */
     double tiny = ftz ? 0x1p-126 : 0x1p-150;
     double ftz_logit = (D + 3) * tiny * (1 + scale);
-    double h_logit = gamma_n(D + 3) * A + ftz_logit;
+    double h_logit = gamma_n(D + 3) * A + ftz_logit + daz;
     /* Bound on any computed base-2 logit (natural-unit kernels: the same times ln 2). */
     double M2 = LOG2E * (S + h_logit);
 
@@ -377,7 +401,7 @@ static void strict_row_init(strict_row *s, int32_t head_dim, float sm_scale,
     /* fa's systematic part: the scaling roundings of K2 (a rounded folded constant is a common
      * factor on every logit, a temperature error), the exponent argument's two roundings, and
      * one exponential with its division. */
-    double h_fixed = gamma_n(3) * A + (D + 3) * tiny * (1 + scale) +
+    double h_fixed = gamma_n(3) * A + (D + 3) * tiny * (1 + scale) + daz +
                      LN2 * gamma_n(2) * 2 * M2 + log_err(EPS_EXP);
     s->e1_fixed = exp(h_fixed) * expm1(h_fixed);
     s->e2h = eh * eh;
@@ -457,7 +481,7 @@ double kvf_strict_bound_o(const kvf_case *c, const kvf_oracle_result *oracle, in
     int64_t row = (int64_t)b * oracle->num_qo_heads + h;
     int64_t idx = row * oracle->head_dim + d;
     strict_row s;
-    strict_row_init(&s, oracle->head_dim, c->sm_scale, &oracle->rows[row], 0);
+    strict_row_init(&s, oracle->head_dim, c->sm_scale, &oracle->rows[row], 0, 0.0);
     return strict_o_allowed(&s, oracle->o_exact[idx], oracle->o_cond[idx]);
 }
 
@@ -468,7 +492,7 @@ double kvf_strict_bound_lse(const kvf_case *c, const kvf_oracle_result *oracle, 
         return NAN;
     int64_t row = (int64_t)b * oracle->num_qo_heads + h;
     strict_row s;
-    strict_row_init(&s, oracle->head_dim, c->sm_scale, &oracle->rows[row], 0);
+    strict_row_init(&s, oracle->head_dim, c->sm_scale, &oracle->rows[row], 0, 0.0);
     return strict_lse_allowed(&s, oracle->lse_exact[row]);
 }
 
@@ -481,7 +505,8 @@ int kvf_fa_bound_row(const kvf_case *c, const kvf_oracle_result *oracle, int32_t
     int64_t row = (int64_t)b * oracle->num_qo_heads + h;
     const kvf_oracle_row *orow = &oracle->rows[row];
     strict_row s;
-    strict_row_init(&s, D, c->sm_scale, orow, ftz);
+    strict_row_init(&s, D, c->sm_scale, orow, ftz,
+                    ftz && orow->length > 0 ? daz_logit_bound(c, b, h) : 0.0);
     kvf__fa_row f = {0, 0.0};
     if (!s.empty) {
         int64_t len = kvf_case_seq_len(c, b);
@@ -849,12 +874,13 @@ int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
      * part is computed once per row. */
     for (int64_t row = 0; row < rows; row++) {
         const kvf_oracle_row *orow = &oracle->rows[row];
+        int32_t b = (int32_t)(row / c->num_qo_heads), h = (int32_t)(row % c->num_qo_heads);
         strict_row srow;
         memset(&srow, 0, sizeof srow);
         if (rule->kind == KVF_RULE_STRICT || rule->kind == KVF_RULE_FA)
-            strict_row_init(&srow, D, c->sm_scale, orow, rule->ftz);
+            strict_row_init(&srow, D, c->sm_scale, orow, rule->ftz,
+                            rule->ftz && orow->length > 0 ? daz_logit_bound(c, b, h) : 0.0);
         int overflow_row = orow->overflow != 0;
-        int32_t b = (int32_t)(row / c->num_qo_heads), h = (int32_t)(row % c->num_qo_heads);
         kvf__fa_row frow = {0, 0.0};
         if (rule->kind == KVF_RULE_FA && !srow.empty)
             kvf__fa_row_compute(&frow, c, b, h, oracle->o_exact + row * D,
