@@ -1,0 +1,226 @@
+/* strict's model where legitimate kernels showed gaps (docs/strict-rule.md): the correctly
+ * rounded value always passes (lse beyond the f32 range included), the oracle flags rows whose
+ * pre-scaled q overflows, subnormal outputs are checked under the default model while the
+ * ftz model admits flush-to-zero and inputs read as zero, and a per-token online softmax whose
+ * exponential is biased by two ulps at every rescale stays inside the bound on ascending
+ * logits. */
+#include <math.h>
+#include <stdint.h>
+
+#include "check.h"
+#include "kvfuzz/judge.h"
+#include "kvfuzz/kernel.h"
+#include "kvfuzz/oracle.h"
+#include "kvfuzz/spec.h"
+
+#define LOG2E_F 1.44269504088896340736f
+
+static int preset_case(const char *name, uint64_t seed, kvf_case *c, kvf_oracle_result *r) {
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_spec s;
+    kvf_error err = {0};
+    int rc = kvf_spec_preset(&s, name, seed, &err);
+    CHECK_OK(rc, &err);
+    if (rc) return rc;
+    rc = kvf_case_build(c, &s, &lim, &err);
+    kvf_spec_free(&s);
+    CHECK_OK(rc, &err);
+    if (rc) return rc;
+    kvf_oracle_opts oo;
+    kvf_oracle_opts_default(&oo);
+    oo.threads = 2;
+    rc = kvf_oracle_run(r, c, &oo, &err);
+    CHECK_OK(rc, &err);
+    if (rc) kvf_case_free(c);
+    return rc;
+}
+
+static kvf_verdict judge(const char *rule_text, const kvf_case *c, const kvf_oracle_result *r,
+                         const kvf_bf16 *o, const float *lse) {
+    kvf_rule rule;
+    kvf_error err = {0};
+    kvf_verdict v;
+    memset(&v, 0, sizeof v);
+    CHECK_OK(kvf_rule_parse(&rule, rule_text, &err), &err);
+    CHECK_OK(kvf_judge(&v, &rule, c, r, o, lse, &err), &err);
+    return v;
+}
+
+/* The oracle's own rounded answer passes every model-based rule on every preset up to 10k
+ * tokens, as a pass, not as an overflow-class verdict: including beyond-f32-logits, whose lse
+ * rounds to +-inf while the exact value is finite. */
+static void test_correctly_rounded_passes(void) {
+    for (size_t i = 0; i < kvf_preset_count(); i++) {
+        const char *name = kvf_preset_name(i);
+        if (strncmp(name, "long-", 5) == 0) continue; /* 32k+ tokens: oracle time only */
+        kvf_case c;
+        kvf_oracle_result r;
+        if (preset_case(name, 5, &c, &r)) continue;
+        int inf_lse = 0;
+        for (int64_t j = 0; j < kvf_case_lse_elems(&c); j++)
+            inf_lse |= isinf(r.lse_rounded[j]) && isfinite(r.lse_exact[j]);
+        if (strcmp(name, "beyond-f32-logits") == 0) CHECK(inf_lse);
+        const char *rules[] = {"strict", "strict:ftz", "fa", "fa:ftz"};
+        for (int k = 0; k < 4; k++) {
+            kvf_verdict v = judge(rules[k], &c, &r, r.o_rounded, r.lse_rounded);
+            if (!v.pass)
+                CHECK_FAIL_AT("the correctly rounded answer fails %s on preset %s (%s)", rules[k],
+                              name, kvf_finding_class_name(v.finding));
+        }
+        kvf_oracle_result_free(&r);
+        kvf_case_free(&c);
+    }
+}
+
+/* A kernel that folds sm_scale log2(e) into q overflows on a q element near the bf16 maximum
+ * whatever k holds (here k = 0, so every dot product is 0): the row is flagged. Below the
+ * threshold it is not. */
+static void test_prescaled_q_overflow_flag(void) {
+    const kvf_bf16 big[2] = {0x7F7F /* bf16 max, 3.39e38 */, 0x7EA0 /* 1.06e38 */};
+    const int want[2] = {1, 0};
+    for (int i = 0; i < 2; i++) {
+        kvf_limits lim;
+        kvf_limits_default(&lim);
+        kvf_case c;
+        kvf_error err = {0};
+        CHECK_OK(kvf_case_alloc(&c, 1, 1, 4, 4, 1, 1, 1, &lim, &err), &err);
+        c.kv_indptr[0] = 0;
+        c.kv_indptr[1] = 1;
+        c.kv_indices[0] = 0;
+        c.kv_last_page_len[0] = 3;
+        c.sm_scale = 0.75f;
+        c.q[0] = big[i];
+        for (int t = 0; t < 3; t++)
+            c.v_cache[kvf_case_kv_offset(&c, 0, t, 0, 1)] = kvf_f32_to_bf16_rne(1.0f + t);
+        CHECK_OK(kvf_case_validate(&c, &lim, &err), &err);
+        kvf_oracle_opts oo;
+        kvf_oracle_opts_default(&oo);
+        kvf_oracle_result r;
+        CHECK_OK(kvf_oracle_run(&r, &c, &oo, &err), &err);
+        CHECK_INT_EQ((r.rows[0].overflow & KVF_ORACLE_OVERFLOW_LOGITS) != 0, want[i]);
+        /* The exact answer is ordinary (every logit is 0): o is the mean of v. */
+        CHECK_DBL_EQ(r.o_exact[1], 2.0);
+        kvf_oracle_result_free(&r);
+        kvf_case_free(&c);
+    }
+}
+
+/* Subnormal outputs: under the default model the truncating store and bf16 accumulation fail
+ * on subnormal v (they passed under the old underflow floor), the production kernels pass;
+ * a kernel that flushes every subnormal to zero fails strict and passes strict:ftz (the model
+ * option that admits it). */
+static void test_subnormal_outputs(void) {
+    kvf_case c;
+    kvf_oracle_result r;
+    if (preset_case("subnormal-values", 1, &c, &r)) return;
+    int64_t no = kvf_case_o_elems(&c), nl = kvf_case_lse_elems(&c);
+    kvf_bf16 *o = malloc((size_t)no * sizeof *o);
+    float *lse = malloc((size_t)nl * sizeof *lse);
+    const char *names[] = {"cpu-ref", "cpu-splitkv", "cpu-splitkv/mut=trunc-store",
+                           "cpu-splitkv/mut=bf16-acc"};
+    for (int i = 0; i < 4; i++) {
+        kvf_error err = {0};
+        CHECK_OK(kvf_kernel_run_once(kvf_kernel_find(names[i]), &c, o, lse, &err), &err);
+        kvf_verdict v = judge("strict", &c, &r, o, lse);
+        if (v.pass != (i < 2))
+            CHECK_FAIL_AT("%s %s strict on subnormal-values", names[i],
+                          v.pass ? "passes" : "fails");
+    }
+    /* Flush to zero: every subnormal o becomes 0 (lse is ordinary). */
+    int flushed = 0;
+    for (int64_t i = 0; i < no; i++) {
+        kvf_bf16 x = r.o_rounded[i];
+        int sub = (x & 0x7F80u) == 0 && (x & 0x7Fu) != 0;
+        o[i] = sub ? 0 : x;
+        flushed += sub;
+    }
+    for (int64_t i = 0; i < nl; i++)
+        lse[i] = r.lse_rounded[i];
+    CHECK(flushed > 0);
+    kvf_verdict v = judge("strict", &c, &r, o, lse);
+    CHECK(!v.pass && v.finding == KVF_FINDING_O_TOLERANCE);
+    v = judge("strict:ftz", &c, &r, o, lse);
+    CHECK(v.pass);
+    v = judge("fa:ftz", &c, &r, o, lse);
+    CHECK(v.pass);
+    free(o);
+    free(lse);
+    kvf_oracle_result_free(&r);
+    kvf_case_free(&c);
+}
+
+/* exp2 two ulps low, every time: the systematic worst case of a 2-ulp approximation. */
+static float exp2_low(float x) {
+    float y = exp2f(x);
+    if (y == 0.0f) return y;
+    return nextafterf(nextafterf(y, 0.0f), 0.0f);
+}
+
+/* A per-token online softmax (a rescale at every new maximum) with exp2 and log2 two ulps off
+ * in the same direction at every call, on the ascending pattern, where every token is a new
+ * maximum: K5 counts one rescale per later token, so strict holds; the margin is printed. */
+static void test_per_token_rescales_biased_exp(void) {
+    kvf_case c;
+    kvf_oracle_result r;
+    if (preset_case("ascending-logits", 2, &c, &r)) return;
+    const int32_t D = c.head_dim, hq = c.num_qo_heads, G = hq / c.num_kv_heads;
+    int64_t L = kvf_case_seq_len(&c, 0);
+    kvf_bf16 *o = malloc((size_t)kvf_case_o_elems(&c) * sizeof *o);
+    float *lse = malloc((size_t)hq * sizeof *lse), *acc = malloc((size_t)D * sizeof *acc);
+    int64_t rescales = 0;
+    for (int32_t h = 0; h < hq; h++) {
+        const kvf_bf16 *q = c.q + (int64_t)h * D;
+        float m = -INFINITY, den = 0.0f;
+        for (int32_t d = 0; d < D; d++)
+            acc[d] = 0.0f;
+        for (int64_t t = 0; t < L; t++) {
+            const kvf_bf16 *k = c.k_cache + kvf_case_kv_offset(&c, 0, t, h / G, 0);
+            const kvf_bf16 *v = c.v_cache + kvf_case_kv_offset(&c, 0, t, h / G, 0);
+            float dot = 0.0f;
+            for (int32_t d = 0; d < D; d++)
+                dot += kvf_bf16_to_f32(q[d]) * kvf_bf16_to_f32(k[d]);
+            float s = dot * (c.sm_scale * LOG2E_F);
+            if (s > m) {
+                float alpha = exp2_low(m - s);
+                den *= alpha;
+                for (int32_t d = 0; d < D; d++)
+                    acc[d] *= alpha;
+                m = s;
+                rescales += h % G == 0;
+            }
+            float p = exp2_low(s - m);
+            den += p;
+            for (int32_t d = 0; d < D; d++)
+                acc[d] += p * kvf_bf16_to_f32(v[d]);
+        }
+        for (int32_t d = 0; d < D; d++)
+            o[(int64_t)h * D + d] = kvf_f32_to_bf16_rne(acc[d] / den);
+        float lg = log2f(den);
+        lse[h] = m + nextafterf(nextafterf(lg, -INFINITY), -INFINITY);
+    }
+    /* The pattern does what it says: the first head of each group rescales at every token. */
+    CHECK_INT_EQ(rescales, (int64_t)(hq / G) * L);
+    kvf_verdict vs = judge("strict", &c, &r, o, lse);
+    kvf_verdict vf = judge("fa", &c, &r, o, lse);
+    CHECK(vs.pass);
+    printf("biased per-token rescales, L = %lld: strict margin o %.3g lse %.3g; fa %s (o margin "
+           "%.3g)\n",
+           (long long)L, vs.o.max_margin, vs.lse.max_margin, vf.pass ? "passes" : "fails",
+           vf.o.max_margin);
+    free(o);
+    free(lse);
+    free(acc);
+    kvf_oracle_result_free(&r);
+    kvf_case_free(&c);
+}
+
+static const check_test tests[] = {
+    {"correctly_rounded_passes", test_correctly_rounded_passes},
+    {"prescaled_q_overflow_flag", test_prescaled_q_overflow_flag},
+    {"subnormal_outputs", test_subnormal_outputs},
+    {"per_token_rescales_biased_exp", test_per_token_rescales_biased_exp},
+    {NULL, NULL},
+};
+
+CHECK_MAIN(tests)
