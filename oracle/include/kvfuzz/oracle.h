@@ -14,7 +14,8 @@
 
 /* Bits of kvf_oracle_row.overflow (docs/oracle.md, "overflow class").
  * LOGITS: max_t sum_d |q_d k_td| * max(1, |sm_scale|) * log2(e) >= 2^127, so an fp32 kernel's
- *   logits or their differences can leave the f32 range.
+ *   logits or their differences can leave the f32 range; or max_d |q_d| * max(1, |sm_scale|) *
+ *   log2(e) >= 2^128 (1 - 2^-22), so a q pre-scaled by sm_scale log2(e) overflows by itself.
  * ACCUM: L * v_abs_max >= 2^127, so a correct fp32 kernel's unnormalised sum p.v (or a merge of
  *   split outputs) can leave the f32 range although o itself is representable. */
 #define KVF_ORACLE_OVERFLOW_LOGITS 1
