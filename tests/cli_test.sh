@@ -84,5 +84,19 @@ python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); assert len(o["rows"
 rc=$?
 [ "$rc" -eq 0 ] || { cat "$tmp/replay"; fail "seed corpus does not pass strict (exit $rc)"; }
 
+# The default rules (strict, fa): the seed corpus passes on both CPU kernels; FlashInfer-style
+# bf16 split partials fail on the seed workload itself.
+"$kvfuzz" replay --kernel cpu-ref --kernel cpu-splitkv "$src/corpus/seeds" >"$tmp/replay-default" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] || { cat "$tmp/replay-default"; fail "seed corpus does not pass the default rules (exit $rc)"; }
+grep -q "fa  *0 failing" "$tmp/replay-default" || fail "replay does not judge under fa by default"
+"$kvfuzz" replay --kernel cpu-splitkv/mut=bf16-partials "$seed" >"$tmp/replay-partials" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] || { cat "$tmp/replay-partials"; fail "bf16-partials passes the default rules on the seed workload (exit $rc)"; }
+"$kvfuzz" rules >"$tmp/rules" 2>&1 || fail "rules failed"
+grep -q "^default set (replay, fuzz): strict fa" "$tmp/rules" || fail "rules does not name the default set"
+grep -q "Blind" "$tmp/rules" || fail "rules does not state blind spots"
+expect 2 "takes only the option ftz" -- "$kvfuzz" replay --rule fa:1 "$seed"
+
 [ "$failures" -eq 0 ] && echo "cli: all checks passed" || echo "cli: $failures failure(s)"
 [ "$failures" -eq 0 ]

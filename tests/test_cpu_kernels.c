@@ -1,4 +1,4 @@
-/* The CPU kernels against the oracle: cpu-ref and cpu-splitkv pass strict (and fib wherever
+/* The CPU kernels against the oracle: cpu-ref and cpu-splitkv pass strict and fa (and fib wherever
  * FlashInfer-Bench's rule can pass a correct kernel) on generated cases over every strategy,
  * and strict fires on the precision bugs it exists to catch. */
 #include <stdint.h>
@@ -12,7 +12,7 @@
 #define GENERATED_CASES 1000
 
 typedef struct judged {
-    kvf_verdict strict, fib;
+    kvf_verdict strict, fa, fib;
     int has_empty; /* some sequence is empty: a correct lse is -inf, which fib rejects */
     int has_overflow_row;
 } judged;
@@ -26,10 +26,12 @@ static int judge_case(const kvf_case *c, const kvf_oracle_result *r, const kvf_k
     if (rc) {
         CHECK_FAIL_AT("%s failed: %s", k->name, err.msg);
     } else {
-        kvf_rule strict, fib;
+        kvf_rule strict, fa, fib;
         kvf_rule_parse(&strict, "strict", NULL);
+        kvf_rule_parse(&fa, "fa", NULL);
         kvf_rule_parse(&fib, "fib", NULL);
         CHECK_OK(kvf_judge(&out->strict, &strict, c, r, o, lse, &err), &err);
+        CHECK_OK(kvf_judge(&out->fa, &fa, c, r, o, lse, &err), &err);
         CHECK_OK(kvf_judge(&out->fib, &fib, c, r, o, lse, &err), &err);
     }
     out->has_empty = 0;
@@ -117,6 +119,8 @@ static void test_correct_kernels_pass(void) {
             if (judge_case(&c, &r, kernels[k], &j)) continue;
             int strict_ok = j.strict.pass || j.strict.finding == KVF_FINDING_OVERFLOW;
             if (!strict_ok) report(kernels[k]->name, seed, "strict", &j.strict);
+            int fa_ok = j.fa.pass || j.fa.finding == KVF_FINDING_OVERFLOW;
+            if (!fa_ok) report(kernels[k]->name, seed, "fa", &j.fa);
             if (j.fib.pass) {
                 fib_pass++;
             } else if (!j.has_overflow_row) {
