@@ -613,8 +613,70 @@ static void test_validate_hand_made(void) {
     kvf_case_free(&c);
 }
 
+/* The ascending pattern: for the first q head of each group, every token's exact logit is
+ * strictly above every earlier one (so an online softmax rescales at every token), on the
+ * preset and on a random recipe that draws the pattern. Dot products in double are exact here
+ * (products of bf16 values have 16 significant bits and the sums stay far from 53). */
+static void check_ascending(const kvf_case *c, const char *what) {
+    const int32_t D = c->head_dim, G = c->num_qo_heads / c->num_kv_heads;
+    for (int32_t b = 0; b < c->batch_size; b++)
+        for (int32_t h = 0; h < c->num_qo_heads; h += G) {
+            const kvf_bf16 *q = c->q + ((int64_t)b * c->num_qo_heads + h) * D;
+            double prev = -INFINITY;
+            int nonzero_q = 0;
+            for (int32_t d = 0; d < D; d++)
+                nonzero_q |= kvf_bf16_to_f32(q[d]) != 0.0f;
+            if (!nonzero_q) continue; /* no coordinate to step: every logit is 0 */
+            for (int64_t t = 0; t < kvf_case_seq_len(c, b); t++) {
+                const kvf_bf16 *k = c->k_cache + kvf_case_kv_offset(c, b, t, h / G, 0);
+                double dot = 0;
+                for (int32_t d = 0; d < D; d++)
+                    dot += (double)kvf_bf16_to_f32(q[d]) * kvf_bf16_to_f32(k[d]);
+                if (!(dot > prev)) {
+                    CHECK_FAIL_AT("%s: sequence %d head %d token %lld: logit %.17g after %.17g",
+                                  what, (int)b, (int)h, (long long)t, dot, prev);
+                    return;
+                }
+                prev = dot;
+            }
+        }
+}
+
+static void test_ascending_logits(void) {
+    kvf_limits lim = limits();
+    kvf_spec s;
+    kvf_error err = {0};
+    kvf_case c;
+    CHECK_OK(kvf_spec_preset(&s, "ascending-logits", 4, &err), &err);
+    CHECK_INT_EQ(s.recipe.logits, KVF_LOGITS_ASCENDING);
+    CHECK_STR_CONTAINS(kvf_logits_name(KVF_LOGITS_ASCENDING), "ascending");
+    CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
+    CHECK(kvf_case_seq_len(&c, 0) > 8000);
+    check_ascending(&c, "preset ascending-logits");
+    kvf_case_free(&c);
+    kvf_spec_free(&s);
+    /* The random generator draws it (last, from natural-logit recipes). */
+    kvf_random_opts ro = small_random_opts();
+    int found = 0;
+    for (uint64_t seed = 0; seed < 400 && found < 3; seed++) {
+        CHECK_OK(kvf_spec_random(&s, seed, &ro, &err), &err);
+        if (s.recipe.logits == KVF_LOGITS_ASCENDING && s.recipe.k.kind == KVF_DIST_NORMAL &&
+            s.recipe.q.kind == KVF_DIST_NORMAL) {
+            CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
+            char what[64];
+            snprintf(what, sizeof what, "random seed %llu", (unsigned long long)seed);
+            check_ascending(&c, what);
+            kvf_case_free(&c);
+            found++;
+        }
+        kvf_spec_free(&s);
+    }
+    CHECK(found == 3);
+}
+
 static const check_test tests[] = {
     {"preset_round_trip", test_preset_round_trip},
+    {"ascending_logits", test_ascending_logits},
     {"random_round_trip_and_coverage", test_random_round_trip_and_coverage},
     {"generator_is_deterministic", test_generator_is_deterministic},
     {"poison_reaches_tails_and_unreferenced_pages",
