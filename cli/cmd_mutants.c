@@ -140,8 +140,8 @@ static int run_kernel(const kvf_kernel *k, runner_or_state *rs, const kvf_case *
 /* (a): generated cases until the first finding under any of the rules (overflow-class
  * violations do not count, as in replay without --require-overflow) or until the budget is
  * spent. */
-static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule *rules,
-                          int nrules, double budget) {
+static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule *rules, int nrules,
+                          double budget) {
     detection d = {0};
     runner_or_state rs = {0};
     kvf_error err = {0};
@@ -319,8 +319,8 @@ static void seeds_list(const seed_set *s, const int *fails, char *buf, size_t si
     buf[0] = '\0';
     for (size_t i = 0; i < s->count && used + 4 < size; i++)
         if (fails[i])
-            used += (size_t)snprintf(buf + used, size - used, "%s%.2s", used ? "," : "",
-                                     s->names[i]);
+            used +=
+                (size_t)snprintf(buf + used, size - used, "%s%.2s", used ? "," : "", s->names[i]);
     if (!used) snprintf(buf, size, "-");
 }
 
@@ -570,8 +570,9 @@ int kvf_cmd_mutants(int argc, char **argv) {
             if (per[r].caught && (!a.caught || per[r].cases < a.cases)) a = per[r];
         }
         if (!a.caught) a = per[0];
-        if (seeds.count) seeds_judge(k, &seeds, seed_rules, nseed_rules,
-                                     seed_fails + (size_t)mutants * nseed_rules * seeds.count);
+        if (seeds.count)
+            seeds_judge(k, &seeds, seed_rules, nseed_rules,
+                        seed_fails + (size_t)mutants * nseed_rules * seeds.count);
         mut_names[mutants] = k->name;
         int b = style_check(k, fib_workloads, sizeof fib_workloads / sizeof fib_workloads[0], 3,
                             &fib, &cache.limits);
@@ -670,8 +671,7 @@ int kvf_cmd_mutants(int argc, char **argv) {
         printf("}}\n");
     } else {
         if (seeds.count) {
-            printf("\nseed cases failed, per rule (%s; file-name prefixes; - none):\n",
-                   seeds_dir);
+            printf("\nseed cases failed, per rule (%s; file-name prefixes; - none):\n", seeds_dir);
             printf("%-44s", "mutant");
             for (int r = 0; r < nseed_rules; r++)
                 printf(" %-28s", seed_rules[r].name);
@@ -680,9 +680,8 @@ int kvf_cmd_mutants(int argc, char **argv) {
                 printf("%-44s", mut_names[m]);
                 for (int r = 0; r < nseed_rules; r++) {
                     char buf[160];
-                    seeds_list(&seeds,
-                               seed_fails + ((size_t)m * nseed_rules + r) * seeds.count, buf,
-                               sizeof buf);
+                    seeds_list(&seeds, seed_fails + ((size_t)m * nseed_rules + r) * seeds.count,
+                               buf, sizeof buf);
                     printf(" %-28s", buf);
                 }
                 printf("\n");

@@ -34,8 +34,8 @@ typedef enum impl_kind {
 } impl_kind;
 
 static const char *const impl_names[IMPL_COUNT] = {
-    "fp64", "pairwise", "chunk16", "chunk1000", "online", "online-approx-exp2", "fma-prescaled-q",
-    "ftz-daz"};
+    "fp64",   "pairwise",           "chunk16",         "chunk1000",
+    "online", "online-approx-exp2", "fma-prescaled-q", "ftz-daz"};
 
 static int impl_ftz_model(impl_kind k) {
     return k == IMPL_FTZ;
@@ -91,7 +91,8 @@ static void logits2(const kvf_case *c, int32_t b, int32_t h, impl_kind kind, flo
                 acc += qd * kd;
             }
         }
-        s[t] = kind == IMPL_FMA_PRESCALED ? acc : (kind == IMPL_FTZ ? ftz(acc * folded) : acc * folded);
+        s[t] = kind == IMPL_FMA_PRESCALED ? acc
+                                          : (kind == IMPL_FTZ ? ftz(acc * folded) : acc * folded);
     }
 }
 
@@ -300,9 +301,9 @@ static void measure_case(const kvf_case *c, const kvf_oracle_result *r, const ch
         if (!s_ok || !f_ok) {
             const kvf_verdict *v = !f_ok ? &vf : &vs;
             const kvf_element_error *e = v->o.violations ? &v->o.worst[0] : &v->lse.worst[0];
-            CHECK_FAIL_AT("%s fails %s on %s: (%d,%d,%d) a=%.9g x=%.9g margin %.3g",
-                          impl_names[k], v->rule.name, what, e->b, e->h, e->d, e->kernel_value,
-                          e->exact_value, e->margin);
+            CHECK_FAIL_AT("%s fails %s on %s: (%d,%d,%d) a=%.9g x=%.9g margin %.3g", impl_names[k],
+                          v->rule.name, what, e->b, e->h, e->d, e->kernel_value, e->exact_value,
+                          e->margin);
         }
         /* The assumption itself, before the bf16 store: y inside the rule's bound E. */
         for (int64_t row = 0; row < rows; row++) {
@@ -361,7 +362,7 @@ static void test_legitimate_implementations(void) {
         kvf_oracle_result_free(&r);
         kvf_case_free(&c);
     }
-    static const char *const presets[] = {"seed-h20kv4", "ascending-logits", "long-4k",
+    static const char *const presets[] = {"seed-h20kv4",  "ascending-logits", "long-4k",
                                           "equal-logits", "subnormal-values", "log-uniform"};
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
         kvf_spec s;
@@ -374,8 +375,8 @@ static void test_legitimate_implementations(void) {
         kvf_oracle_result_free(&r);
         kvf_case_free(&c);
     }
-    printf("%-20s %6s %6s %7s %7s %12s %12s\n", "implementation", "cases", "rows", "strict",
-           "fa", "max |y-x|/E", "max/(rho s)");
+    printf("%-20s %6s %6s %7s %7s %12s %12s\n", "implementation", "cases", "rows", "strict", "fa",
+           "max |y-x|/E", "max/(rho s)");
     for (int k = 0; k < IMPL_COUNT; k++) {
         const tally *t = &tallies[k];
         printf("%-20s %6d %6d %7d %7d %12.3g %12.3g  (%s)\n", impl_names[k], t->cases, t->rows,
@@ -416,8 +417,7 @@ static void test_power_on_seed(void) {
         CHECK_OK(kvf_judge(&vf, &fa, &c, &r, o, lse, &err), &err);
         CHECK(vs.pass);
         if (vf.pass == fa_fails[i])
-            CHECK_FAIL_AT("%s: fa %s on the seed workload", names[i],
-                          vf.pass ? "passes" : "fails");
+            CHECK_FAIL_AT("%s: fa %s on the seed workload", names[i], vf.pass ? "passes" : "fails");
         if (fa_fails[i]) {
             CHECK_INT_EQ(vf.finding, KVF_FINDING_O_TOLERANCE);
             printf("%s: fa fails %lld of %lld o elements at L = %lld\n", names[i],

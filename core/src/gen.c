@@ -853,7 +853,6 @@ int kvf_spec_random(kvf_spec *out, uint64_t seed, const kvf_random_opts *o, kvf_
     }
     /* The ascending pattern came after the others; it is drawn last, from natural logits only,
      * so that every recipe field drawn before keeps the value it had for the same seed. */
-    if (rp->logits == KVF_LOGITS_NATURAL && pick(&r, 8) == 0)
-        rp->logits = KVF_LOGITS_ASCENDING;
+    if (rp->logits == KVF_LOGITS_NATURAL && pick(&r, 8) == 0) rp->logits = KVF_LOGITS_ASCENDING;
     return 0;
 }

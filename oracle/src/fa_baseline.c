@@ -60,8 +60,8 @@ static void two_pass(const kvf_case *c, int32_t b, int32_t g, int64_t L, const f
 
 /* The running maximum starts at the first token's logit (no exp of -inf is ever formed); a
  * rescale happens only when a logit exceeds it. */
-static void online(const kvf_case *c, int32_t b, int32_t g, int64_t L, int backward,
-                   const float *s, float *o) {
+static void online(const kvf_case *c, int32_t b, int32_t g, int64_t L, int backward, const float *s,
+                   float *o) {
     const int32_t D = c->head_dim;
     float m = s[backward ? L - 1 : 0], den = 0.0f;
     for (int64_t i = 0; i < L; i++) {

@@ -216,7 +216,8 @@ const char *kvf_rule_help(kvf_rule_kind kind) {
                "plus the final rounding, worst case over every order (docs/strict-rule.md); "
                ":ftz admits flush-to-zero and subnormal inputs read as zero; default set";
     case KVF_RULE_FA:
-        return "fa[:ftz]            o: |a-x| within 8x the normalised error of the judge's own fp32 "
+        return "fa[:ftz]            o: |a-x| within 8x the normalised error of the judge's own "
+               "fp32 "
                "baseline on the row, plus 32u(C+|x|), plus the bf16 rounding; lse as strict "
                "(docs/fa-rule.md); default set";
     default:
@@ -526,8 +527,8 @@ int kvf_fa_bound_row(const kvf_case *c, const kvf_oracle_result *oracle, int32_t
         double x = oracle->o_exact[row * D + d], cond = fabs(oracle->o_cond[row * D + d]);
         double xerr = ORACLE_U * (5 * cond + 2 * fabs(x)) + 0x1p-53 * fabs(x);
         int usable = f.usable && !s.empty && isfinite(x);
-        allowed[d] = s.empty      ? 0.0
-                     : usable     ? kvf__fa_o_allowed(&f, x, cond, s.e1_fixed, s.floor_abs, xerr)
+        allowed[d] = s.empty       ? 0.0
+                     : usable      ? kvf__fa_o_allowed(&f, x, cond, s.e1_fixed, s.floor_abs, xerr)
                      : isfinite(x) ? strict_o_allowed(&s, x, cond)
                                    : 0.0;
         if (pre)
@@ -883,9 +884,8 @@ int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
         int overflow_row = orow->overflow != 0;
         kvf__fa_row frow = {0, 0.0};
         if (rule->kind == KVF_RULE_FA && !srow.empty)
-            kvf__fa_row_compute(&frow, c, b, h, oracle->o_exact + row * D,
-                                oracle->o_cond + row * D, overflow_row || orow->nonfinite_input,
-                                &fa);
+            kvf__fa_row_compute(&frow, c, b, h, oracle->o_exact + row * D, oracle->o_cond + row * D,
+                                overflow_row || orow->nonfinite_input, &fa);
         for (int32_t d = 0; d < D; d++) {
             int64_t i = row * D + d;
             elem_in in = {KVF_OUTPUT_O,

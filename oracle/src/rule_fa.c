@@ -31,9 +31,8 @@ void kvf__fa_row_measure(kvf__fa_row *r, const float *base, const double *x, con
     if (!isfinite(r->rho)) r->usable = 0;
 }
 
-void kvf__fa_row_compute(kvf__fa_row *r, const kvf_case *c, int32_t b, int32_t h,
-                         const double *x, const double *cond, int flagged,
-                         const kvf__fa_scratch *scratch) {
+void kvf__fa_row_compute(kvf__fa_row *r, const kvf_case *c, int32_t b, int32_t h, const double *x,
+                         const double *cond, int flagged, const kvf__fa_scratch *scratch) {
     r->usable = 1;
     r->rho = 0.0;
     kvf__fa_baseline_logits(c, b, h, scratch->s);
@@ -43,8 +42,8 @@ void kvf__fa_row_compute(kvf__fa_row *r, const kvf_case *c, int32_t b, int32_t h
     }
 }
 
-double kvf__fa_o_pre(const kvf__fa_row *r, double x, double cond, double e1_fixed,
-                     double floor_abs, double xerr) {
+double kvf__fa_o_pre(const kvf__fa_row *r, double x, double cond, double e1_fixed, double floor_abs,
+                     double xerr) {
     double scale = fabs(cond) + fabs(x) + xerr;
     /* rho was measured against the oracle's x, not the exact o: it may be low by xerr / scale,
      * hence the xerr inside the factor as well as outside. */

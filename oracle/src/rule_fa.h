@@ -36,9 +36,8 @@ typedef struct kvf__fa_scratch {
 
 /* Runs every baseline order on row (b, h) of a valid case and measures them (the rule's rho is
  * the largest). x, cond: the row's o_exact and o_cond. */
-void kvf__fa_row_compute(kvf__fa_row *r, const kvf_case *c, int32_t b, int32_t h,
-                         const double *x, const double *cond, int flagged,
-                         const kvf__fa_scratch *scratch);
+void kvf__fa_row_compute(kvf__fa_row *r, const kvf_case *c, int32_t b, int32_t h, const double *x,
+                         const double *cond, int flagged, const kvf__fa_scratch *scratch);
 
 /* Allowed |a - x| for one o element (x finite, row usable). e1_fixed: the weight lemma's
  * factor for the row's systematic weight errors, those the baseline does not sample (a rounded
@@ -48,7 +47,7 @@ void kvf__fa_row_compute(kvf__fa_row *r, const kvf_case *c, int32_t b, int32_t h
 double kvf__fa_o_allowed(const kvf__fa_row *r, double x, double cond, double e1_fixed,
                          double floor_abs, double xerr);
 /* The same allowance before the bf16 store: the bound E on the kernel's fp32 result. */
-double kvf__fa_o_pre(const kvf__fa_row *r, double x, double cond, double e1_fixed,
-                     double floor_abs, double xerr);
+double kvf__fa_o_pre(const kvf__fa_row *r, double x, double cond, double e1_fixed, double floor_abs,
+                     double xerr);
 
 #endif
