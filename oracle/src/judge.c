@@ -217,9 +217,8 @@ const char *kvf_rule_help(kvf_rule_kind kind) {
                ":ftz admits flush-to-zero and subnormal inputs read as zero; default set";
     case KVF_RULE_FA:
         return "fa[:ftz]            o: |a-x| within 8x the normalised error of the judge's own "
-               "fp32 "
-               "baseline on the row, plus 32u(C+|x|), plus the bf16 rounding; lse as strict "
-               "(docs/fa-rule.md); default set";
+               "fp32 baselines on the row, plus model terms and 32u(C+|x|), plus the bf16 "
+               "rounding; lse as strict (docs/fa-rule.md); default set";
     default:
         return "unknown rule kind";
     }
@@ -330,7 +329,7 @@ typedef struct strict_row {
     double lse_pre;   /* lse error before the final roundings */
     double ln_len;    /* ln(L) + 1, for the oracle's own lse error */
     double e1_fixed;  /* the weights' effect (as e1) of the terms of H that no summation order
-                         or length changes, for fa (docs/fa-rule.md, step 2) */
+                         or length changes, for fa (docs/fa-rule.md, section 1) */
 } strict_row;
 
 /* The ftz model's inputs read as zero (DAZ) in q.k: a product with a subnormal factor may be

@@ -10,10 +10,11 @@
 
 #include "kvfuzz/case.h"
 
-/* F: the multiple of the baseline's normalised error a kernel may show (docs/fa-rule.md §3). */
+/* F: the multiple of the baseline's normalised error a kernel may show (docs/fa-rule.md,
+ * section 3, F2). */
 #define KVF_FA_FACTOR 8.0
 /* The floor, in units of u = 2^-24 times (C + |x|): roundings a kernel makes per element
- * whatever the length (docs/fa-rule.md §3). */
+ * whatever the length (docs/fa-rule.md, section 3, F2). */
 #define KVF_FA_FLOOR_U 32.0
 
 typedef struct kvf__fa_row {
@@ -41,7 +42,7 @@ void kvf__fa_row_compute(kvf__fa_row *r, const kvf_case *c, int32_t b, int32_t h
 
 /* Allowed |a - x| for one o element (x finite, row usable). e1_fixed: the weight lemma's
  * factor for the row's systematic weight errors, those the baseline does not sample (a rounded
- * scaling constant, one exponential; docs/fa-rule.md step 2); floor_abs: strict's underflow
+ * scaling constant, one exponential; docs/fa-rule.md section 1); floor_abs: strict's underflow
  * floor for the row (the same underflow model for both rules); xerr: the oracle's own error
  * bound on x (docs/strict-rule.md, step 6b). */
 double kvf__fa_o_allowed(const kvf__fa_row *r, double x, double cond, double e1_fixed,
