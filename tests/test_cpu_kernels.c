@@ -137,7 +137,10 @@ static void test_correct_kernels_pass(void) {
            "can pass; %d cases with overflow rows\n",
            judged_cases, fib_pass, fib_explained, overflow_cases);
     CHECK(judged_cases == GENERATED_CASES);
-    CHECK(fib_pass >= GENERATED_CASES); /* most of the 2000 runs pass fib outright */
+    /* Every fib failure above is checked to be explained; this only guards against fib failing
+     * wholesale (a broken emulation). About half of the 2000 runs pass fib outright (997 since
+     * the generator draws ascending logits for one natural-logit recipe in eight). */
+    CHECK(fib_pass >= 2 * GENERATED_CASES * 2 / 5);
 }
 
 /* strict catches the precision bugs (truncating store, bf16 accumulation, bf16 partials before
