@@ -1,0 +1,404 @@
+/* The oracle's fast path: one row in double arithmetic with a running error bound, returned
+ * only when the bound settles every rounding (Ziv's first pass; the MPFR path is the second).
+ * docs/oracle.md, "The fast path", has the proof; the step numbers F1-F7 below refer to it.
+ *
+ * Notation as in oracle.c: s_t = sm * dot_t, w_t = e^(s_t - s_ref), Z = sum w_t >= 1 (the
+ * reference token has w = 1 exactly), N_d = sum w_t v_td, o_d = N_d / Z,
+ * lse = (s_ref + ln Z) / ln 2, u = 2^-53. The identity for lse holds for any reference token,
+ * so the reference need only be an approximate argmax.
+ *
+ * Every error bound below is a short expression (at most a dozen operations) in nonnegative
+ * doubles evaluated with round to nearest, so its computed value is at least its exact value
+ * times (1 - u)^12; UP() multiplies by 1 + 2^-40, which more than covers that and its own
+ * rounding. Absolute floors of 2^-1000 cover underflow inside the bound arithmetic; they are
+ * far below every bf16 (2^-134) and f32 (2^-150) rounding boundary gap that matters. */
+#include "oracle_fast.h"
+
+#include <math.h>
+#include <mpfr.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fastmath.h"
+
+#define FAST_MAX_TOKENS ((int64_t)1 << 28) /* as the MPFR path's limit; keeps L u <= 2^-25 */
+#define NEGL_X (-700.0)                    /* x < -700: w < e^-699.99 < ETA (F4) */
+#define ETA 0x1p-1009
+#define EPS_MAX 0x1p-20    /* a larger logit error makes the bounds useless: MPFR path */
+#define MAX_CANDIDATES 8   /* tokens that might hold max |s| and need an exact evaluation */
+#define LSB_NONE 100000    /* no nonzero element */
+#define UP(x) ((x) * (1 + 0x1p-40))
+#define FLOOR 0x1p-1000
+
+struct kvf__fast_ws {
+    int64_t cap;
+    int64_t *kvoff; /* [cap] element offset of (token, kv head, d = 0) */
+    double *dot;    /* [cap] the dot q.k_t in double */
+    double *derr;   /* [cap] bound on |dot_hat - dot| (0: exact) */
+    double *w;      /* [cap] weight, 0 for a negligible token */
+    int32_t dcap;
+    double *qd, *qa;        /* [dcap] q and |q| as doubles */
+    double *nacc, *aacc;    /* [dcap] N_hat and A_hat */
+    uint16_t *colmag;       /* [dcap] OR of |v| bits per column */
+    mpfr_t ex;              /* exact dot (640 bits) */
+};
+
+kvf__fast_ws *kvf__fast_ws_new(void) {
+    kvf__fm_init();
+    kvf__fast_ws *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    mpfr_init2(s->ex, 640);
+    return s;
+}
+
+void kvf__fast_ws_free(kvf__fast_ws *s) {
+    if (!s) return;
+    free(s->kvoff);
+    free(s->dot);
+    free(s->derr);
+    free(s->w);
+    free(s->qd);
+    free(s->qa);
+    free(s->nacc);
+    free(s->aacc);
+    free(s->colmag);
+    mpfr_clear(s->ex);
+    free(s);
+}
+
+static int grow(void **p, size_t n, size_t size) {
+    void *q = realloc(*p, n * size + 1);
+    if (!q) return 1;
+    *p = q;
+    return 0;
+}
+
+static int reserve(kvf__fast_ws *s, int64_t L, int32_t D) {
+    if (L > s->cap) {
+        size_t n = (size_t)L;
+        if (grow((void **)&s->kvoff, n, sizeof(int64_t)) || grow((void **)&s->dot, n, 8) ||
+            grow((void **)&s->derr, n, 8) || grow((void **)&s->w, n, 8))
+            return 1;
+        s->cap = L;
+    }
+    if (D > s->dcap) {
+        size_t n = (size_t)D;
+        if (grow((void **)&s->qd, n, 8) || grow((void **)&s->qa, n, 8) ||
+            grow((void **)&s->nacc, n, 8) || grow((void **)&s->aacc, n, 8) ||
+            grow((void **)&s->colmag, n, sizeof(uint16_t)))
+            return 1;
+        s->dcap = D;
+    }
+    return 0;
+}
+
+/* Exponent of the lowest bit a finite nonzero bf16 can hold: M 2^e with M < 2^8 an integer
+ * (oracle.c's bf16_split); LSB_NONE for +-0. */
+static inline int bf16_lsb(kvf_bf16 x) {
+    if (!(x & 0x7FFFu)) return LSB_NONE;
+    int ef = (x >> 7) & 0xFF;
+    return ef ? ef - 134 : -133;
+}
+
+/* RU(|sm * dot|) for a dot exact in double (F1): the product of a 24-bit and a 53-bit
+ * significand is hi + lo exactly (lo is a multiple of 2^-467, far above the subnormals), so
+ * |hi| is the answer when lo is 0 or of the opposite sign, and the next double up otherwise. */
+static double abs_logit_up(double sm, double dot) {
+    double hi = sm * dot, lo = fma(sm, dot, -hi);
+    double a = fabs(hi);
+    if (lo != 0 && (lo > 0) == (hi > 0)) a = nextafter(a, INFINITY);
+    return a;
+}
+
+/* The same for a dot that is not exact in double: the exact dot in 640 bits (products are exact
+ * doubles, multiples of 2^-266 below 2^256, so every partial sum has fewer than 530 significant
+ * bits), times the 24-bit sm exactly, rounded away from zero: what the MPFR path computes. */
+static double abs_logit_up_exact(kvf__fast_ws *s, const kvf_bf16 *kr, int32_t D, double sm) {
+    mpfr_set_ui(s->ex, 0, MPFR_RNDN);
+    for (int32_t d = 0; d < D; d++)
+        mpfr_add_d(s->ex, s->ex, s->qd[d] * (double)kvf_bf16_to_f32(kr[d]), MPFR_RNDN);
+    mpfr_mul_d(s->ex, s->ex, sm, MPFR_RNDN);
+    return fabs(mpfr_get_d(s->ex, MPFR_RNDA));
+}
+
+/* Both ends of [x - e, x + e], rounded outward, and one double further out, so that an
+ * interval whose ends round alike holds no rounding boundary (F7). */
+static inline void interval(double x, double e, double *lo, double *hi) {
+    *lo = nextafter(nextafter(x - e, -INFINITY), -INFINITY);
+    *hi = nextafter(nextafter(x + e, INFINITY), INFINITY);
+}
+
+int kvf__fast_row(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t h,
+                  const kvf__fast_out *out) {
+    const int32_t D = c->head_dim;
+    const int32_t g = h / (c->num_qo_heads / c->num_kv_heads);
+    const int64_t L = kvf_case_seq_len(c, b);
+    kvf_oracle_row *info = out->info;
+    memset(info, 0, sizeof *info);
+    info->length = L;
+    if (L == 0) { /* docs/oracle.md section 7: as the MPFR path */
+        for (int32_t d = 0; d < D; d++) {
+            out->o_rounded[d] = 0x0000u;
+            out->o_exact[d] = 0;
+            out->o_cond[d] = 0;
+        }
+        *out->lse_rounded = -INFINITY;
+        *out->lse_exact = -INFINITY;
+        return 1;
+    }
+    if (L > FAST_MAX_TOKENS || reserve(s, L, D)) return 0;
+
+    /* q as doubles; the lowest bit any nonzero q can hold (F1). */
+    const kvf_bf16 *qr = c->q + ((size_t)b * c->num_qo_heads + h) * (size_t)D;
+    int qlsb = LSB_NONE;
+    for (int32_t d = 0; d < D; d++) {
+        if ((qr[d] & 0x7F80u) == 0x7F80u) return 0; /* NaN or inf: the MPFR path's business */
+        s->qd[d] = (double)kvf_bf16_to_f32(qr[d]);
+        s->qa[d] = fabs(s->qd[d]);
+        int e = bf16_lsb(qr[d]);
+        qlsb = e < qlsb ? e : qlsb;
+    }
+
+    /* F1: dots. Products of two bf16 are exact doubles (16-bit significands, exponents in
+     * [-266, 256]); the four-lane sum of D of them is off by at most gamma_D sum |p|
+     * (Higham 3.1: no product passes through more than D additions), and sum |p| is below
+     * abs_sum (1 + 2^-30), abs_sum being the same tree over |p|. gdot = (D + 1) u >=
+     * gamma_D (1 + 2^-30) for D < 2^16. The sum is exact when every partial sum fits in 53
+     * bits: all products are multiples of 2^(qlsb + klsb), and no partial sum exceeds
+     * sum |p|. abs_sum is computed exactly as the MPFR path does (same lanes, same order), so
+     * dot_abs_max and the overflow flag come out bit-identical. */
+    const double gdot = UP((double)(D + 1) * KVF__U);
+    double abs_dot_max = 0;
+    int all_exact = 1, all_zero = 1;
+    for (int64_t t = 0; t < L; t++) {
+        int64_t off = kvf_case_kv_offset(c, b, t, g, 0);
+        s->kvoff[t] = off;
+        const kvf_bf16 *kr = c->k_cache + off;
+        double l0 = 0, l1 = 0, l2 = 0, l3 = 0, a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        unsigned bad = 0;
+        int klsb = LSB_NONE;
+        int32_t d = 0;
+        for (; d + 4 <= D; d += 4) {
+            double k0 = (double)kvf_bf16_to_f32(kr[d]), k1 = (double)kvf_bf16_to_f32(kr[d + 1]);
+            double k2 = (double)kvf_bf16_to_f32(kr[d + 2]), k3 = (double)kvf_bf16_to_f32(kr[d + 3]);
+            l0 += s->qd[d] * k0;
+            l1 += s->qd[d + 1] * k1;
+            l2 += s->qd[d + 2] * k2;
+            l3 += s->qd[d + 3] * k3;
+            a0 += s->qa[d] * fabs(k0);
+            a1 += s->qa[d + 1] * fabs(k1);
+            a2 += s->qa[d + 2] * fabs(k2);
+            a3 += s->qa[d + 3] * fabs(k3);
+            for (int i = 0; i < 4; i++) {
+                kvf_bf16 kb = kr[d + i];
+                bad |= (kb & 0x7F80u) == 0x7F80u;
+                int e = bf16_lsb(kb);
+                klsb = e < klsb ? e : klsb;
+            }
+        }
+        for (; d < D; d++) {
+            kvf_bf16 kb = kr[d];
+            double kv = (double)kvf_bf16_to_f32(kb);
+            double p = s->qd[d] * kv, ap = s->qa[d] * fabs(kv);
+            switch (d & 3) {
+            case 0: l0 += p, a0 += ap; break;
+            case 1: l1 += p, a1 += ap; break;
+            case 2: l2 += p, a2 += ap; break;
+            default: l3 += p, a3 += ap; break;
+            }
+            bad |= (kb & 0x7F80u) == 0x7F80u;
+            int e = bf16_lsb(kb);
+            klsb = e < klsb ? e : klsb;
+        }
+        if (bad) return 0;
+        double dot = (l0 + l1) + (l2 + l3), asum = (a0 + a1) + (a2 + a3);
+        if (asum > abs_dot_max) abs_dot_max = asum;
+        int exact = qlsb == LSB_NONE || klsb == LSB_NONE ||
+                    asum * (1 + 0x1p-30) < ldexp(1.0, qlsb + klsb + 53);
+        s->dot[t] = dot;
+        s->derr[t] = exact ? 0.0 : asum * gdot;
+        all_exact &= exact;
+        all_zero &= dot == 0;
+    }
+
+    /* v: which columns are all +-0, the largest |v|, and no NaN or inf anywhere referenced. */
+    uint16_t magmax = 0;
+    for (int32_t d = 0; d < D; d++)
+        s->colmag[d] = 0;
+    for (int64_t t = 0; t < L; t++) {
+        const kvf_bf16 *vr = c->v_cache + s->kvoff[t];
+        for (int32_t d = 0; d < D; d++) {
+            uint16_t mg = vr[d] & 0x7FFFu;
+            s->colmag[d] |= mg;
+            magmax = mg > magmax ? mg : magmax;
+        }
+    }
+    if (magmax >= 0x7F80u) return 0;
+    const double vmax = (double)kvf_bf16_to_f32(magmax);
+    info->v_abs_max = vmax;
+
+    /* Row data, computed as the MPFR path does (oracle.c, row_compute). */
+    const double sm = (double)c->sm_scale;
+    const double asm_ = fabs(sm);
+    info->dot_abs_max = asm_ * abs_dot_max;
+    double scale_up = asm_ > 1 ? asm_ : 1.0;
+    if (abs_dot_max * scale_up * 1.4426950408889634 >= ldexp(1.0, 127))
+        info->overflow |= KVF_ORACLE_OVERFLOW_LOGITS;
+    if ((double)L * vmax >= ldexp(1.0, 127)) info->overflow |= KVF_ORACLE_OVERFLOW_ACCUM;
+
+    /* logit_abs_max = RU(max_t |s_t|) exactly (F1). Any token whose |dot| might be the largest
+     * is a candidate: |dot_hat_t| + 2 e_t >= max_t' (|dot_hat_t'| - 2 e_t'), where the factor 2
+     * covers the rounding of these sums (e_t >= (D + 1) u |dot_hat_t| when nonzero; exact
+     * otherwise). Candidates whose dot is exact are evaluated with an FMA, others in MPFR. */
+    if (sm != 0) {
+        double lower = 0;
+        for (int64_t t = 0; t < L; t++) {
+            double v = fabs(s->dot[t]) - 2 * s->derr[t];
+            lower = v > lower ? v : lower;
+        }
+        double best = 0;
+        int inexact = 0;
+        for (int64_t t = 0; t < L; t++) {
+            if (fabs(s->dot[t]) + 2 * s->derr[t] < lower) continue;
+            double a;
+            if (s->derr[t] == 0) {
+                a = abs_logit_up(sm, s->dot[t]);
+            } else {
+                if (++inexact > MAX_CANDIDATES) return 0;
+                a = abs_logit_up_exact(s, c->k_cache + s->kvoff[t], D, sm);
+            }
+            best = a > best ? a : best;
+        }
+        info->logit_abs_max = best;
+    }
+    /* Every logit exactly 0 (known only when sm = 0 or every dot is exactly 0). With L a power
+     * of two lse = log2 L exactly and the MPFR path says so; a row that might be such a row
+     * but is not known to be goes there. */
+    int zero_logits = sm == 0 || (all_exact && all_zero);
+    int pow2 = (L & (L - 1)) == 0;
+    if (pow2 && !zero_logits) {
+        double lower = 0;
+        for (int64_t t = 0; t < L; t++) {
+            double v = fabs(s->dot[t]) - 2 * s->derr[t];
+            lower = v > lower ? v : lower;
+        }
+        if (!(lower > 0)) return 0;
+    }
+
+    /* F2-F4: the reference (an approximate argmax of s), shifted logits and weights.
+     * x_hat = RN(sm RN(dot_t - dot_ref)) <= 0 by the choice of ref, and
+     * |x_hat - x| <= u |x_hat| + |sm| (u |Delta_hat| + e_t + e_ref) = eps_t. */
+    int64_t ref = 0;
+    for (int64_t t = 1; t < L; t++)
+        if (sm > 0 ? s->dot[t] > s->dot[ref] : sm < 0 ? s->dot[t] < s->dot[ref] : 0) ref = t;
+    const double dref = s->dot[ref], eref = s->derr[ref];
+    double rsum = 0, epsmax = 0;
+    int64_t n_neg = 0;
+    for (int64_t t = 0; t < L; t++) {
+        if (t == ref) {
+            s->w[t] = 1.0; /* x = 0 exactly */
+            continue;
+        }
+        double delta = s->dot[t] - dref;
+        double x = sm * delta;
+        double eps = UP(KVF__U * fabs(x) + asm_ * (KVF__U * fabs(delta) + s->derr[t] + eref));
+        if (x + eps < NEGL_X) {
+            s->w[t] = 0;
+            n_neg++;
+            continue;
+        }
+        if (eps > EPS_MAX) return 0;
+        epsmax = eps > epsmax ? eps : epsmax;
+        double w = kvf__exp(x); /* x in [-700 - 2^-20, 0] */
+        s->w[t] = w;
+        rsum += w;
+    }
+    /* |w_hat - w| <= rho w with rho = e^eps (1 + KVF__EXP_ERR) - 1, below
+     * (eps + KVF__EXP_ERR)(1 + 2^-18) for eps <= 2^-20; kappa = rho / (1 - rho) bounds it
+     * relative to w_hat. g = (L + 1) u >= gamma_L, the summation factor of L terms. */
+    const double rho = UP((epsmax + KVF__EXP_ERR) * (1 + 0x1p-18));
+    const double kappa = UP(rho * (1 + 0x1p-19));
+    const double gsum = UP((double)(L + 1) * KVF__U);
+    const double ltiny = ldexp((double)L, -1074); /* L half-ulps of the subnormals, twice */
+    const double negl = (double)n_neg * ETA;
+
+    /* F5: Z_hat = RN(1 + R_hat), R_hat = RN-sum of the other weights. */
+    const double r_up = UP(rsum * (1 + 2 * gsum));
+    const double dr = UP(gsum * r_up + kappa * r_up + negl) + FLOOR;
+    const double zhat = 1.0 + rsum;
+    const double dz = UP(KVF__U * zhat + dr);
+    if (!(dz <= 0.25)) return 0;
+
+    /* F6: lse. */
+    if (zero_logits && pow2) {
+        int k = 0;
+        while (((int64_t)1 << k) < L)
+            k++;
+        *out->lse_rounded = (float)k;
+        *out->lse_exact = (double)k;
+    } else {
+        double ell, eell;
+        if (rsum <= 0.5) {
+            ell = kvf__log1p_small(rsum);
+            eell = UP(KVF__SERIES_ERR * ell + dr) + FLOOR;
+        } else {
+            double le;
+            ell = kvf__log_ge1(zhat, &le);
+            eell = UP(le + dz);
+        }
+        double shi = sm * dref, slo = fma(sm, dref, -shi); /* exact: shi + slo = sm dot_ref */
+        double es = UP(asm_ * eref);
+        double t1 = slo + ell;
+        double y = shi + t1;
+        double lam = y * kvf__fm.log2e;
+        double elam = UP((es + eell + KVF__U * fabs(t1) + 2 * KVF__U * fabs(y)) * 1.4427 +
+                         KVF__U * fabs(lam)) +
+                      FLOOR;
+        double lo, hi;
+        interval(lam, elam, &lo, &hi);
+        float fl = (float)lo, fh = (float)hi;
+        if (kvf_f32_bits(fl) != kvf_f32_bits(fh)) return 0;
+        *out->lse_rounded = fh;
+        *out->lse_exact = lam;
+    }
+
+    /* F5: the columns. N_hat_d and A_hat_d summed over tokens in order. */
+    for (int32_t d = 0; d < D; d++) {
+        s->nacc[d] = 0;
+        s->aacc[d] = 0;
+    }
+    double *restrict na = s->nacc, *restrict aa = s->aacc;
+    for (int64_t t = 0; t < L; t++) {
+        double w = s->w[t];
+        if (w == 0) continue;
+        const kvf_bf16 *vr = c->v_cache + s->kvoff[t];
+        for (int32_t d = 0; d < D; d++) {
+            double v = (double)kvf_bf16_to_f32(vr[d]);
+            na[d] += w * v;
+            aa[d] += w * fabs(v);
+        }
+    }
+    const double zlow = (zhat - dz) * (1 - 0x1p-40);
+    for (int32_t d = 0; d < D; d++) {
+        if (!s->colmag[d]) { /* every v is +-0: o is exactly +0 (section 7) */
+            out->o_rounded[d] = 0x0000u;
+            out->o_exact[d] = 0;
+            out->o_cond[d] = 0;
+            continue;
+        }
+        double nh = na[d], ah = aa[d];
+        double a_up = UP((ah + ltiny) * (1 + 2 * gsum));
+        double dn = UP(gsum * a_up + kappa * a_up + negl * vmax) + 2 * ltiny + FLOOR;
+        double oabs = UP((fabs(nh) + dn) / zlow);
+        double o = nh / zhat;
+        double e = UP((dn + oabs * dz) / zhat + 1.01 * KVF__U * fabs(o)) + FLOOR;
+        double lo, hi;
+        interval(o, e, &lo, &hi);
+        kvf_bf16 bl = kvf__bf16_rne(lo), bh = kvf__bf16_rne(hi);
+        if (bl != bh) return 0;
+        out->o_rounded[d] = bh;
+        out->o_exact[d] = o;
+        out->o_cond[d] = ah / zhat;
+    }
+    return 1;
+}
