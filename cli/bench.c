@@ -30,7 +30,8 @@ static void bench_help(FILE *f) {
         f,
         "usage: kvfuzz bench [--kernel K[,K...]] [--preset P | --batch B --len L]\n"
         "                    [--heads HQ:HK] [--head-dim D] [--page-size S] [--iters N]\n"
-        "                    [--warmup N] [--seed N] [--json]\n\n"
+        "                    [--warmup N] [--seed N] [--json]\n"
+        "       kvfuzz bench --oracle ...   (oracle throughput: kvfuzz bench --oracle --help)\n\n"
         "Times CUDA decode kernels on generated device-resident inputs and compares each with a\n"
         "streaming read of the same number of bytes measured in the same run (the read\n"
         "roofline). Before timing, every kernel's output is checked against the other CUDA\n"
@@ -461,6 +462,8 @@ out:
 
 int kvf_cmd_bench(int argc, char **argv) {
     const char *cmd = "bench";
+    if (argc > 1 && strcmp(argv[1], "--oracle") == 0) /* cli/bench_oracle.c */
+        return kvf_cmd_bench_oracle(argc - 1, argv + 1);
     bench_opts o = {20, 4, 128, 64, 50, 5, 1, 0, {1, 1}};
     const char *preset = NULL;
     int64_t batch = -1, len = -1, v;

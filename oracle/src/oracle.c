@@ -1190,37 +1190,44 @@ static void *worker_main(void *arg) {
     kvf__fast_ws *fs = j->fast ? kvf__fast_ws_new() : NULL;
     long nrows = (long)c->batch_size * c->num_qo_heads;
     int32_t G = c->num_qo_heads / c->num_kv_heads;
+    /* With the fast path the unit of work is a kv group: its G rows read the same keys and
+     * values, which oracle_fast.c decodes once for all of them. Rows it[*G] .. +G-1. */
+    long per = fs ? G : 1, nitems = nrows / per;
     kvf_error err;
     kvf_error_clear(&err);
     for (;;) {
         if (atomic_load(&j->stop)) break;
-        long ri = atomic_fetch_add(&j->next_row, 1);
-        if (ri >= nrows) break;
-        row r = {0};
-        r.c = c;
-        r.b = (int32_t)(ri / c->num_qo_heads);
-        r.h = (int32_t)(ri % c->num_qo_heads);
-        r.g = r.h / G;
-        r.D = c->head_dim;
-        r.L = kvf_case_seq_len(c, r.b);
-        r.o_rounded = out->o_rounded + (size_t)ri * r.D;
-        r.o_exact = out->o_exact + (size_t)ri * r.D;
-        r.o_cond = out->o_cond + (size_t)ri * r.D;
-        r.lse_rounded = out->lse_rounded + ri;
-        r.lse_exact = out->lse_exact + ri;
-        r.info = out->rows + ri;
+        long it = atomic_fetch_add(&j->next_row, 1);
+        if (it >= nitems) break;
+        const unsigned char *done = NULL;
         if (fs) {
             /* Ziv's first pass in double (oracle_fast.c); a row it cannot certify is computed
-             * again here from scratch. */
-            kvf__fast_out fo = {r.o_rounded, r.o_exact, r.o_cond, r.lse_rounded, r.lse_exact,
-                                r.info};
-            if (kvf__fast_row(fs, c, r.b, r.h, &fo)) {
+             * again below from scratch. */
+            done = kvf__fast_group(fs, c, (int32_t)(it / c->num_kv_heads),
+                                   (int32_t)(it % c->num_kv_heads), out);
+        }
+        int rc = 0;
+        for (long ri = it * per; ri < (it + 1) * per && rc == 0; ri++) {
+            if (done && done[ri - it * per]) {
                 wk->cnt.fast_rows++;
                 continue;
             }
-            wk->cnt.fallback_rows++;
+            if (fs) wk->cnt.fallback_rows++;
+            row r = {0};
+            r.c = c;
+            r.b = (int32_t)(ri / c->num_qo_heads);
+            r.h = (int32_t)(ri % c->num_qo_heads);
+            r.g = r.h / G;
+            r.D = c->head_dim;
+            r.L = kvf_case_seq_len(c, r.b);
+            r.o_rounded = out->o_rounded + (size_t)ri * r.D;
+            r.o_exact = out->o_exact + (size_t)ri * r.D;
+            r.o_cond = out->o_cond + (size_t)ri * r.D;
+            r.lse_rounded = out->lse_rounded + ri;
+            r.lse_exact = out->lse_exact + ri;
+            r.info = out->rows + ri;
+            rc = row_compute(&s, &r, j->p0, j->pmax, &wk->cnt, &err);
         }
-        int rc = row_compute(&s, &r, j->p0, j->pmax, &wk->cnt, &err);
         if (rc) {
             pthread_mutex_lock(&j->lock);
             if (!j->rc) {

@@ -1,5 +1,6 @@
-/* The oracle's fast path: one row in double arithmetic with a running error bound, returned
- * only when the bound settles every rounding (Ziv's first pass; the MPFR path is the second).
+/* The oracle's fast path: the rows of one kv group in double arithmetic with a running error
+ * bound, each returned only when the bound settles every rounding (Ziv's first pass; the MPFR
+ * path is the second). The group's keys and values are decoded once for its G q heads.
  * docs/oracle.md, "The fast path", has the proof; the step numbers F1-F7 below refer to it.
  *
  * Notation as in oracle.c: s_t = sm * dot_t, w_t = e^(s_t - s_ref), Z = sum w_t >= 1 (the
@@ -30,17 +31,28 @@
 #define UP(x) ((x) * (1 + 0x1p-40))
 #define FLOOR 0x1p-1000
 
+typedef struct head {
+    double zhat, dz, kappa, negl; /* F5 */
+    int live;                     /* still certifiable */
+} head;
+
 struct kvf__fast_ws {
-    int64_t cap;
-    int64_t *kvoff; /* [cap] element offset of (token, kv head, d = 0) */
-    double *dot;    /* [cap] the dot q.k_t in double */
-    double *derr;   /* [cap] bound on |dot_hat - dot| (0: exact) */
-    double *w;      /* [cap] weight, 0 for a negligible token */
-    int32_t dcap;
-    double *qd, *qa;        /* [dcap] q and |q| as doubles */
-    double *nacc, *aacc;    /* [dcap] N_hat and A_hat */
-    uint16_t *colmag;       /* [dcap] OR of |v| bits per column */
-    mpfr_t ex;              /* exact dot (640 bits) */
+    int64_t cap;   /* tokens x heads */
+    int64_t *kvoff; /* [L] element offset of (token, kv head, d = 0) */
+    double *dot;    /* [G][L] the dot q.k_t in double */
+    double *derr;   /* [G][L] bound on |dot_hat - dot| (0: exact) */
+    double *w;      /* [G][L] weight, 0 for a negligible token */
+    int64_t dcap;   /* dims x heads */
+    double *qd, *qa;     /* [G][D] q and |q| as doubles */
+    double *nacc, *aacc; /* [G][D] N_hat and A_hat */
+    double *xd, *xa;     /* [D] the current key or value row and its magnitudes */
+    uint16_t *colmag;    /* [D] OR of |v| bits per column */
+    int32_t hcap;
+    head *hs;              /* [G] */
+    unsigned char *done;   /* [G] */
+    int *qlsb;             /* [G] */
+    double *abs_dot_max;   /* [G] */
+    mpfr_t ex;             /* exact dot (640 bits) */
 };
 
 kvf__fast_ws *kvf__fast_ws_new(void) {
@@ -61,7 +73,13 @@ void kvf__fast_ws_free(kvf__fast_ws *s) {
     free(s->qa);
     free(s->nacc);
     free(s->aacc);
+    free(s->xd);
+    free(s->xa);
     free(s->colmag);
+    free(s->hs);
+    free(s->done);
+    free(s->qlsb);
+    free(s->abs_dot_max);
     mpfr_clear(s->ex);
     free(s);
 }
@@ -73,21 +91,30 @@ static int grow(void **p, size_t n, size_t size) {
     return 0;
 }
 
-static int reserve(kvf__fast_ws *s, int64_t L, int32_t D) {
-    if (L > s->cap) {
-        size_t n = (size_t)L;
-        if (grow((void **)&s->kvoff, n, sizeof(int64_t)) || grow((void **)&s->dot, n, 8) ||
-            grow((void **)&s->derr, n, 8) || grow((void **)&s->w, n, 8))
+static int reserve(kvf__fast_ws *s, int64_t L, int32_t D, int32_t G) {
+    if (G > s->hcap) {
+        size_t n = (size_t)G;
+        if (grow((void **)&s->hs, n, sizeof(head)) || grow((void **)&s->done, n, 1) ||
+            grow((void **)&s->qlsb, n, sizeof(int)) || grow((void **)&s->abs_dot_max, n, 8))
             return 1;
-        s->cap = L;
+        s->hcap = G;
     }
-    if (D > s->dcap) {
-        size_t n = (size_t)D;
+    if (L * G > s->cap || L > s->cap) {
+        size_t n = (size_t)(L * G);
+        if (grow((void **)&s->kvoff, (size_t)L, sizeof(int64_t)) ||
+            grow((void **)&s->dot, n, 8) || grow((void **)&s->derr, n, 8) ||
+            grow((void **)&s->w, n, 8))
+            return 1;
+        s->cap = L * G;
+    }
+    if ((int64_t)D * G > s->dcap) {
+        size_t n = (size_t)D * (size_t)G;
         if (grow((void **)&s->qd, n, 8) || grow((void **)&s->qa, n, 8) ||
             grow((void **)&s->nacc, n, 8) || grow((void **)&s->aacc, n, 8) ||
+            grow((void **)&s->xd, n, 8) || grow((void **)&s->xa, n, 8) ||
             grow((void **)&s->colmag, n, sizeof(uint16_t)))
             return 1;
-        s->dcap = D;
+        s->dcap = (int64_t)D * G;
     }
     return 0;
 }
@@ -113,10 +140,11 @@ static double abs_logit_up(double sm, double dot) {
 /* The same for a dot that is not exact in double: the exact dot in 640 bits (products are exact
  * doubles, multiples of 2^-266 below 2^256, so every partial sum has fewer than 530 significant
  * bits), times the 24-bit sm exactly, rounded away from zero: what the MPFR path computes. */
-static double abs_logit_up_exact(kvf__fast_ws *s, const kvf_bf16 *kr, int32_t D, double sm) {
+static double abs_logit_up_exact(kvf__fast_ws *s, const double *qd, const kvf_bf16 *kr,
+                                 int32_t D, double sm) {
     mpfr_set_ui(s->ex, 0, MPFR_RNDN);
     for (int32_t d = 0; d < D; d++)
-        mpfr_add_d(s->ex, s->ex, s->qd[d] * (double)kvf_bf16_to_f32(kr[d]), MPFR_RNDN);
+        mpfr_add_d(s->ex, s->ex, qd[d] * (double)kvf_bf16_to_f32(kr[d]), MPFR_RNDN);
     mpfr_mul_d(s->ex, s->ex, sm, MPFR_RNDN);
     return fabs(mpfr_get_d(s->ex, MPFR_RNDA));
 }
@@ -128,35 +156,252 @@ static inline void interval(double x, double e, double *lo, double *hi) {
     *hi = nextafter(nextafter(x + e, INFINITY), INFINITY);
 }
 
-int kvf__fast_row(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t h,
-                  const kvf__fast_out *out) {
-    const int32_t D = c->head_dim;
-    const int32_t g = h / (c->num_qo_heads / c->num_kv_heads);
-    const int64_t L = kvf_case_seq_len(c, b);
-    kvf_oracle_row *info = out->info;
-    memset(info, 0, sizeof *info);
-    info->length = L;
-    if (L == 0) { /* docs/oracle.md section 7: as the MPFR path */
-        for (int32_t d = 0; d < D; d++) {
-            out->o_rounded[d] = 0x0000u;
-            out->o_exact[d] = 0;
-            out->o_cond[d] = 0;
+/* Row x[0..D) of bf16 as doubles and their magnitudes (exact conversions); returns the OR and
+ * the maximum of the magnitude bits through *or_ and *max_, and the lowest exponent field of a
+ * nonzero element (255 if none) through *minf. */
+static inline void decode_row(const kvf_bf16 *restrict x, int32_t D, double *restrict xd,
+                              double *restrict xa, uint16_t *max_, int *minf) {
+    uint16_t mx = 0, mnz = 0x7FFF;
+    for (int32_t d = 0; d < D; d++) {
+        uint16_t mg = x[d] & 0x7FFFu;
+        mx = mg > mx ? mg : mx;
+        /* (mg - 1) & 0x7FFF: 0x7FFF for a zero, mg - 1 otherwise, so the minimum + 1 is the
+         * smallest nonzero magnitude, whose exponent field is the smallest of the row's. */
+        uint16_t z = (uint16_t)((mg - 1u) & 0x7FFFu);
+        mnz = z < mnz ? z : mnz;
+    }
+    for (int32_t d = 0; d < D; d++) {
+        double v = (double)kvf_bf16_to_f32(x[d]);
+        xd[d] = v;
+        xa[d] = fabs(v);
+    }
+    *max_ = mx;
+    if (mnz == 0x7FFF) {
+        *minf = 255;
+    } else {
+        int f = (mnz + 1) >> 7;
+        *minf = f ? f : 1; /* subnormals hold bits down to 2^-133, as field 1 */
+    }
+}
+
+/* Steps F1-F6 for head hh after the dots: row data, weights, lse. 0: the head goes to MPFR. */
+static int head_weights(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g, int32_t hh,
+                        int64_t L, kvf_oracle_result *out) {
+    const int32_t D = c->head_dim, G = c->num_qo_heads / c->num_kv_heads;
+    const int64_t row = (int64_t)b * c->num_qo_heads + (int64_t)g * G + hh;
+    kvf_oracle_row *info = out->rows + row;
+    double *dot = s->dot + hh * L, *derr = s->derr + hh * L, *wt = s->w + hh * L;
+    head *hd = &s->hs[hh];
+    const double sm = (double)c->sm_scale, asm_ = fabs(sm);
+
+    /* Row data, computed as the MPFR path does (oracle.c, row_compute); v_abs_max and the
+     * accumulator flag come with the values (kvf__fast_group). */
+    double abs_dot_max = s->abs_dot_max[hh];
+    info->dot_abs_max = asm_ * abs_dot_max;
+    double scale_up = asm_ > 1 ? asm_ : 1.0;
+    if (abs_dot_max * scale_up * 1.4426950408889634 >= ldexp(1.0, 127))
+        info->overflow |= KVF_ORACLE_OVERFLOW_LOGITS;
+
+    /* logit_abs_max = RU(max_t |s_t|) exactly (F1). Any token whose |dot| might be the largest
+     * is a candidate: |dot_hat_t| + 2 e_t >= max_t' (|dot_hat_t'| - 2 e_t'), where the factor 2
+     * covers the rounding of these sums (e_t >= (D + 1) u |dot_hat_t| when nonzero; exact
+     * otherwise). Candidates whose dot is exact are evaluated with an FMA, others in MPFR. */
+    double lower = 0;
+    int all_exact = 1, all_zero = 1;
+    for (int64_t t = 0; t < L; t++) {
+        double v = fabs(dot[t]) - 2 * derr[t];
+        lower = v > lower ? v : lower;
+        all_exact &= derr[t] == 0;
+        all_zero &= dot[t] == 0;
+    }
+    if (sm != 0) {
+        double best = 0;
+        int inexact = 0;
+        for (int64_t t = 0; t < L; t++) {
+            if (fabs(dot[t]) + 2 * derr[t] < lower) continue;
+            double a;
+            if (derr[t] == 0) {
+                a = abs_logit_up(sm, dot[t]);
+            } else {
+                if (++inexact > MAX_CANDIDATES) return 0;
+                a = abs_logit_up_exact(s, s->qd + (size_t)hh * D, c->k_cache + s->kvoff[t], D,
+                                       sm);
+            }
+            best = a > best ? a : best;
         }
-        *out->lse_rounded = -INFINITY;
-        *out->lse_exact = -INFINITY;
+        info->logit_abs_max = best;
+    }
+    /* Every logit exactly 0 (known only when sm = 0 or every dot is exactly 0). With L a power
+     * of two lse = log2 L exactly and the MPFR path says so; a row that might be such a row
+     * but is not known to be goes there. */
+    int zero_logits = sm == 0 || (all_exact && all_zero);
+    int pow2 = (L & (L - 1)) == 0;
+    if (pow2 && !zero_logits && !(lower > 0)) return 0;
+
+    /* F2-F4: the reference (an approximate argmax of s), shifted logits and weights.
+     * x_hat = RN(sm RN(dot_t - dot_ref)) <= 0 by the choice of ref, and
+     * |x_hat - x| <= u |x_hat| + |sm| (u |Delta_hat| + e_t + e_ref) = eps_t. */
+    int64_t ref = 0;
+    if (sm > 0) {
+        for (int64_t t = 1; t < L; t++)
+            if (dot[t] > dot[ref]) ref = t;
+    } else if (sm < 0) {
+        for (int64_t t = 1; t < L; t++)
+            if (dot[t] < dot[ref]) ref = t;
+    }
+    const double dref = dot[ref], eref = derr[ref];
+    double rsum = 0, epsmax = 0;
+    int64_t n_neg = 0;
+    for (int64_t t = 0; t < L; t++) {
+        if (t == ref) {
+            wt[t] = 1.0; /* x = 0 exactly */
+            continue;
+        }
+        double delta = dot[t] - dref;
+        double x = sm * delta;
+        double eps = UP(KVF__U * fabs(x) + asm_ * (KVF__U * fabs(delta) + derr[t] + eref));
+        if (x + eps < NEGL_X) {
+            wt[t] = 0;
+            n_neg++;
+            continue;
+        }
+        if (eps > EPS_MAX) return 0;
+        epsmax = eps > epsmax ? eps : epsmax;
+        double w = kvf__exp(x); /* x in [-700 - 2^-20, 0] */
+        wt[t] = w;
+        rsum += w;
+    }
+    /* |w_hat - w| <= rho w with rho = e^eps (1 + KVF__EXP_ERR) - 1, below
+     * (eps + KVF__EXP_ERR)(1 + 2^-18) for eps <= 2^-20; kappa = rho / (1 - rho) bounds it
+     * relative to w_hat. g = (L + 1) u >= gamma_L, the summation factor of L terms. */
+    const double rho = UP((epsmax + KVF__EXP_ERR) * (1 + 0x1p-18));
+    hd->kappa = UP(rho * (1 + 0x1p-19));
+    const double gsum = UP((double)(L + 1) * KVF__U);
+    hd->negl = (double)n_neg * ETA;
+
+    /* F5: Z_hat = RN(1 + R_hat), R_hat = RN-sum of the other weights. */
+    const double r_up = UP(rsum * (1 + 2 * gsum));
+    const double dr = UP(gsum * r_up + hd->kappa * r_up + hd->negl) + FLOOR;
+    hd->zhat = 1.0 + rsum;
+    hd->dz = UP(KVF__U * hd->zhat + dr);
+    if (!(hd->dz <= 0.25)) return 0;
+
+    /* F6: lse. */
+    float *lse_rounded = out->lse_rounded + row;
+    double *lse_exact = out->lse_exact + row;
+    if (zero_logits && pow2) {
+        int k = 0;
+        while (((int64_t)1 << k) < L)
+            k++;
+        *lse_rounded = (float)k;
+        *lse_exact = (double)k;
         return 1;
     }
-    if (L > FAST_MAX_TOKENS || reserve(s, L, D)) return 0;
+    double ell, eell;
+    if (rsum <= 0.5) {
+        ell = kvf__log1p_small(rsum);
+        eell = UP(KVF__SERIES_ERR * ell + dr) + FLOOR;
+    } else {
+        double le;
+        ell = kvf__log_ge1(hd->zhat, &le);
+        eell = UP(le + hd->dz);
+    }
+    double shi = sm * dref, slo = fma(sm, dref, -shi); /* exact: shi + slo = sm dot_ref */
+    double es = UP(asm_ * eref);
+    double t1 = slo + ell;
+    double y = shi + t1;
+    double lam = y * kvf__fm.log2e;
+    double elam =
+        UP((es + eell + KVF__U * fabs(t1) + 2 * KVF__U * fabs(y)) * 1.4427 + KVF__U * fabs(lam)) +
+        FLOOR;
+    double lo, hi;
+    interval(lam, elam, &lo, &hi);
+    float fl = (float)lo, fh = (float)hi;
+    if (kvf_f32_bits(fl) != kvf_f32_bits(fh)) return 0;
+    *lse_rounded = fh;
+    *lse_exact = lam;
+    return 1;
+}
+
+/* F5, F7: the columns of head hh. 0: the head goes to MPFR. */
+static int head_columns(kvf__fast_ws *s, const kvf_case *c, int64_t row, int32_t hh, int64_t L,
+                        double vmax, kvf_oracle_result *out) {
+    const int32_t D = c->head_dim;
+    const head *hd = &s->hs[hh];
+    const double *na = s->nacc + (size_t)hh * D, *aa = s->aacc + (size_t)hh * D;
+    kvf_bf16 *o_rounded = out->o_rounded + row * D;
+    double *o_exact = out->o_exact + row * D, *o_cond = out->o_cond + row * D;
+    const double gsum = UP((double)(L + 1) * KVF__U);
+    const double ltiny = ldexp((double)L, -1074); /* L half-ulps of the subnormals, twice */
+    const double zhat = hd->zhat, dz = hd->dz;
+    const double zlow = (zhat - dz) * (1 - 0x1p-40);
+    for (int32_t d = 0; d < D; d++) {
+        if (!s->colmag[d]) { /* every v is +-0: o is exactly +0 (section 7) */
+            o_rounded[d] = 0x0000u;
+            o_exact[d] = 0;
+            o_cond[d] = 0;
+            continue;
+        }
+        double nh = na[d], ah = aa[d];
+        double a_up = UP((ah + ltiny) * (1 + 2 * gsum));
+        double dn = UP(gsum * a_up + hd->kappa * a_up + hd->negl * vmax) + 2 * ltiny + FLOOR;
+        double oabs = UP((fabs(nh) + dn) / zlow);
+        double o = nh / zhat;
+        double e = UP((dn + oabs * dz) / zhat + 1.01 * KVF__U * fabs(o)) + FLOOR;
+        double lo, hi;
+        interval(o, e, &lo, &hi);
+        kvf_bf16 bl = kvf__bf16_rne(lo), bh = kvf__bf16_rne(hi);
+        if (bl != bh) return 0;
+        o_rounded[d] = bh;
+        o_exact[d] = o;
+        o_cond[d] = ah / zhat;
+    }
+    return 1;
+}
+
+const unsigned char *kvf__fast_group(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g,
+                                     kvf_oracle_result *out) {
+    const int32_t D = c->head_dim, G = c->num_qo_heads / c->num_kv_heads;
+    const int64_t L = kvf_case_seq_len(c, b);
+    const int64_t row0 = (int64_t)b * c->num_qo_heads + (int64_t)g * G;
+    if (reserve(s, L, D, G)) return NULL;
+    for (int32_t hh = 0; hh < G; hh++) {
+        kvf_oracle_row *info = out->rows + row0 + hh;
+        memset(info, 0, sizeof *info);
+        info->length = L;
+        s->done[hh] = 0;
+        s->hs[hh].live = 1;
+    }
+    if (L == 0) { /* docs/oracle.md section 7: as the MPFR path */
+        for (int32_t hh = 0; hh < G; hh++) {
+            int64_t row = row0 + hh;
+            for (int32_t d = 0; d < D; d++) {
+                out->o_rounded[row * D + d] = 0x0000u;
+                out->o_exact[row * D + d] = 0;
+                out->o_cond[row * D + d] = 0;
+            }
+            out->lse_rounded[row] = -INFINITY;
+            out->lse_exact[row] = -INFINITY;
+            s->done[hh] = 1;
+        }
+        return s->done;
+    }
+    if (L > FAST_MAX_TOKENS) return s->done;
 
     /* q as doubles; the lowest bit any nonzero q can hold (F1). */
-    const kvf_bf16 *qr = c->q + ((size_t)b * c->num_qo_heads + h) * (size_t)D;
-    int qlsb = LSB_NONE;
-    for (int32_t d = 0; d < D; d++) {
-        if ((qr[d] & 0x7F80u) == 0x7F80u) return 0; /* NaN or inf: the MPFR path's business */
-        s->qd[d] = (double)kvf_bf16_to_f32(qr[d]);
-        s->qa[d] = fabs(s->qd[d]);
-        int e = bf16_lsb(qr[d]);
-        qlsb = e < qlsb ? e : qlsb;
+    for (int32_t hh = 0; hh < G; hh++) {
+        const kvf_bf16 *qr = c->q + (size_t)(row0 + hh) * (size_t)D;
+        double *qd = s->qd + (size_t)hh * D, *qa = s->qa + (size_t)hh * D;
+        int qlsb = LSB_NONE;
+        for (int32_t d = 0; d < D; d++) {
+            if ((qr[d] & 0x7F80u) == 0x7F80u) s->hs[hh].live = 0; /* NaN or inf: MPFR's */
+            qd[d] = (double)kvf_bf16_to_f32(qr[d]);
+            qa[d] = fabs(qd[d]);
+            int e = bf16_lsb(qr[d]);
+            qlsb = e < qlsb ? e : qlsb;
+        }
+        s->qlsb[hh] = qlsb;
+        s->abs_dot_max[hh] = 0;
     }
 
     /* F1: dots. Products of two bf16 are exact doubles (16-bit significands, exponents in
@@ -168,237 +413,92 @@ int kvf__fast_row(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t h,
      * sum |p|. abs_sum is computed exactly as the MPFR path does (same lanes, same order), so
      * dot_abs_max and the overflow flag come out bit-identical. */
     const double gdot = UP((double)(D + 1) * KVF__U);
-    double abs_dot_max = 0;
-    int all_exact = 1, all_zero = 1;
+    double *restrict kd = s->xd, *restrict ka = s->xa;
     for (int64_t t = 0; t < L; t++) {
         int64_t off = kvf_case_kv_offset(c, b, t, g, 0);
         s->kvoff[t] = off;
-        const kvf_bf16 *kr = c->k_cache + off;
-        double l0 = 0, l1 = 0, l2 = 0, l3 = 0, a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-        unsigned bad = 0;
-        int klsb = LSB_NONE;
-        int32_t d = 0;
-        for (; d + 4 <= D; d += 4) {
-            double k0 = (double)kvf_bf16_to_f32(kr[d]), k1 = (double)kvf_bf16_to_f32(kr[d + 1]);
-            double k2 = (double)kvf_bf16_to_f32(kr[d + 2]), k3 = (double)kvf_bf16_to_f32(kr[d + 3]);
-            l0 += s->qd[d] * k0;
-            l1 += s->qd[d + 1] * k1;
-            l2 += s->qd[d + 2] * k2;
-            l3 += s->qd[d + 3] * k3;
-            a0 += s->qa[d] * fabs(k0);
-            a1 += s->qa[d + 1] * fabs(k1);
-            a2 += s->qa[d + 2] * fabs(k2);
-            a3 += s->qa[d + 3] * fabs(k3);
-            for (int i = 0; i < 4; i++) {
-                kvf_bf16 kb = kr[d + i];
-                bad |= (kb & 0x7F80u) == 0x7F80u;
-                int e = bf16_lsb(kb);
-                klsb = e < klsb ? e : klsb;
+        uint16_t kmag;
+        int kfield;
+        decode_row(c->k_cache + off, D, kd, ka, &kmag, &kfield);
+        if (kmag >= 0x7F80u) return s->done; /* NaN or inf in k: every head to MPFR */
+        for (int32_t hh = 0; hh < G; hh++) {
+            const double *restrict qd = s->qd + (size_t)hh * D, *restrict qa = s->qa + (size_t)hh * D;
+            /* Four lanes, element d in lane d mod 4, as the MPFR path sums its abs_sum. */
+            double l0 = 0, l1 = 0, l2 = 0, l3 = 0, a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+            int32_t d = 0;
+            for (; d + 4 <= D; d += 4) {
+                l0 += qd[d] * kd[d];
+                l1 += qd[d + 1] * kd[d + 1];
+                l2 += qd[d + 2] * kd[d + 2];
+                l3 += qd[d + 3] * kd[d + 3];
+                a0 += qa[d] * ka[d];
+                a1 += qa[d + 1] * ka[d + 1];
+                a2 += qa[d + 2] * ka[d + 2];
+                a3 += qa[d + 3] * ka[d + 3];
             }
-        }
-        for (; d < D; d++) {
-            kvf_bf16 kb = kr[d];
-            double kv = (double)kvf_bf16_to_f32(kb);
-            double p = s->qd[d] * kv, ap = s->qa[d] * fabs(kv);
-            switch (d & 3) {
-            case 0: l0 += p, a0 += ap; break;
-            case 1: l1 += p, a1 += ap; break;
-            case 2: l2 += p, a2 += ap; break;
-            default: l3 += p, a3 += ap; break;
+            for (; d < D; d++) {
+                double p = qd[d] * kd[d], ap = qa[d] * ka[d];
+                switch (d & 3) {
+                case 0: l0 += p, a0 += ap; break;
+                case 1: l1 += p, a1 += ap; break;
+                case 2: l2 += p, a2 += ap; break;
+                default: l3 += p, a3 += ap; break;
+                }
             }
-            bad |= (kb & 0x7F80u) == 0x7F80u;
-            int e = bf16_lsb(kb);
-            klsb = e < klsb ? e : klsb;
+            double dot = (l0 + l1) + (l2 + l3), asum = (a0 + a1) + (a2 + a3);
+            if (asum > s->abs_dot_max[hh]) s->abs_dot_max[hh] = asum;
+            int qlsb = s->qlsb[hh];
+            int exact = qlsb == LSB_NONE || kfield == 255 ||
+                        asum * (1 + 0x1p-30) < ldexp(1.0, qlsb + (kfield - 134) + 53);
+            s->dot[hh * L + t] = dot;
+            s->derr[hh * L + t] = exact ? 0.0 : asum * gdot;
         }
-        if (bad) return 0;
-        double dot = (l0 + l1) + (l2 + l3), asum = (a0 + a1) + (a2 + a3);
-        if (asum > abs_dot_max) abs_dot_max = asum;
-        int exact = qlsb == LSB_NONE || klsb == LSB_NONE ||
-                    asum * (1 + 0x1p-30) < ldexp(1.0, qlsb + klsb + 53);
-        s->dot[t] = dot;
-        s->derr[t] = exact ? 0.0 : asum * gdot;
-        all_exact &= exact;
-        all_zero &= dot == 0;
     }
 
-    /* v: which columns are all +-0, the largest |v|, and no NaN or inf anywhere referenced. */
-    uint16_t magmax = 0;
+    int nlive = 0;
+    for (int32_t hh = 0; hh < G; hh++) {
+        if (s->hs[hh].live) s->hs[hh].live = head_weights(s, c, b, g, hh, L, out);
+        nlive += s->hs[hh].live;
+    }
+    if (!nlive) return s->done;
+
+    /* v: decoded once per token for every head; which columns are all +-0, the largest |v|,
+     * and no NaN or inf anywhere referenced. F5: N_hat_d and A_hat_d summed over tokens in
+     * order. */
+    for (int32_t i = 0; i < D * G; i++) {
+        s->nacc[i] = 0;
+        s->aacc[i] = 0;
+    }
     for (int32_t d = 0; d < D; d++)
         s->colmag[d] = 0;
+    uint16_t magmax = 0;
+    double *restrict vd = s->xd, *restrict va = s->xa;
     for (int64_t t = 0; t < L; t++) {
         const kvf_bf16 *vr = c->v_cache + s->kvoff[t];
-        for (int32_t d = 0; d < D; d++) {
-            uint16_t mg = vr[d] & 0x7FFFu;
-            s->colmag[d] |= mg;
-            magmax = mg > magmax ? mg : magmax;
-        }
-    }
-    if (magmax >= 0x7F80u) return 0;
-    const double vmax = (double)kvf_bf16_to_f32(magmax);
-    info->v_abs_max = vmax;
-
-    /* Row data, computed as the MPFR path does (oracle.c, row_compute). */
-    const double sm = (double)c->sm_scale;
-    const double asm_ = fabs(sm);
-    info->dot_abs_max = asm_ * abs_dot_max;
-    double scale_up = asm_ > 1 ? asm_ : 1.0;
-    if (abs_dot_max * scale_up * 1.4426950408889634 >= ldexp(1.0, 127))
-        info->overflow |= KVF_ORACLE_OVERFLOW_LOGITS;
-    if ((double)L * vmax >= ldexp(1.0, 127)) info->overflow |= KVF_ORACLE_OVERFLOW_ACCUM;
-
-    /* logit_abs_max = RU(max_t |s_t|) exactly (F1). Any token whose |dot| might be the largest
-     * is a candidate: |dot_hat_t| + 2 e_t >= max_t' (|dot_hat_t'| - 2 e_t'), where the factor 2
-     * covers the rounding of these sums (e_t >= (D + 1) u |dot_hat_t| when nonzero; exact
-     * otherwise). Candidates whose dot is exact are evaluated with an FMA, others in MPFR. */
-    if (sm != 0) {
-        double lower = 0;
-        for (int64_t t = 0; t < L; t++) {
-            double v = fabs(s->dot[t]) - 2 * s->derr[t];
-            lower = v > lower ? v : lower;
-        }
-        double best = 0;
-        int inexact = 0;
-        for (int64_t t = 0; t < L; t++) {
-            if (fabs(s->dot[t]) + 2 * s->derr[t] < lower) continue;
-            double a;
-            if (s->derr[t] == 0) {
-                a = abs_logit_up(sm, s->dot[t]);
-            } else {
-                if (++inexact > MAX_CANDIDATES) return 0;
-                a = abs_logit_up_exact(s, c->k_cache + s->kvoff[t], D, sm);
+        for (int32_t d = 0; d < D; d++)
+            s->colmag[d] |= vr[d] & 0x7FFFu;
+        uint16_t vmag;
+        int vfield;
+        decode_row(vr, D, vd, va, &vmag, &vfield);
+        magmax = vmag > magmax ? vmag : magmax;
+        for (int32_t hh = 0; hh < G; hh++) {
+            double w = s->w[hh * L + t];
+            if (!s->hs[hh].live || w == 0) continue;
+            double *restrict na = s->nacc + (size_t)hh * D, *restrict aa = s->aacc + (size_t)hh * D;
+            for (int32_t d = 0; d < D; d++) {
+                na[d] += w * vd[d];
+                aa[d] += w * va[d];
             }
-            best = a > best ? a : best;
-        }
-        info->logit_abs_max = best;
-    }
-    /* Every logit exactly 0 (known only when sm = 0 or every dot is exactly 0). With L a power
-     * of two lse = log2 L exactly and the MPFR path says so; a row that might be such a row
-     * but is not known to be goes there. */
-    int zero_logits = sm == 0 || (all_exact && all_zero);
-    int pow2 = (L & (L - 1)) == 0;
-    if (pow2 && !zero_logits) {
-        double lower = 0;
-        for (int64_t t = 0; t < L; t++) {
-            double v = fabs(s->dot[t]) - 2 * s->derr[t];
-            lower = v > lower ? v : lower;
-        }
-        if (!(lower > 0)) return 0;
-    }
-
-    /* F2-F4: the reference (an approximate argmax of s), shifted logits and weights.
-     * x_hat = RN(sm RN(dot_t - dot_ref)) <= 0 by the choice of ref, and
-     * |x_hat - x| <= u |x_hat| + |sm| (u |Delta_hat| + e_t + e_ref) = eps_t. */
-    int64_t ref = 0;
-    for (int64_t t = 1; t < L; t++)
-        if (sm > 0 ? s->dot[t] > s->dot[ref] : sm < 0 ? s->dot[t] < s->dot[ref] : 0) ref = t;
-    const double dref = s->dot[ref], eref = s->derr[ref];
-    double rsum = 0, epsmax = 0;
-    int64_t n_neg = 0;
-    for (int64_t t = 0; t < L; t++) {
-        if (t == ref) {
-            s->w[t] = 1.0; /* x = 0 exactly */
-            continue;
-        }
-        double delta = s->dot[t] - dref;
-        double x = sm * delta;
-        double eps = UP(KVF__U * fabs(x) + asm_ * (KVF__U * fabs(delta) + s->derr[t] + eref));
-        if (x + eps < NEGL_X) {
-            s->w[t] = 0;
-            n_neg++;
-            continue;
-        }
-        if (eps > EPS_MAX) return 0;
-        epsmax = eps > epsmax ? eps : epsmax;
-        double w = kvf__exp(x); /* x in [-700 - 2^-20, 0] */
-        s->w[t] = w;
-        rsum += w;
-    }
-    /* |w_hat - w| <= rho w with rho = e^eps (1 + KVF__EXP_ERR) - 1, below
-     * (eps + KVF__EXP_ERR)(1 + 2^-18) for eps <= 2^-20; kappa = rho / (1 - rho) bounds it
-     * relative to w_hat. g = (L + 1) u >= gamma_L, the summation factor of L terms. */
-    const double rho = UP((epsmax + KVF__EXP_ERR) * (1 + 0x1p-18));
-    const double kappa = UP(rho * (1 + 0x1p-19));
-    const double gsum = UP((double)(L + 1) * KVF__U);
-    const double ltiny = ldexp((double)L, -1074); /* L half-ulps of the subnormals, twice */
-    const double negl = (double)n_neg * ETA;
-
-    /* F5: Z_hat = RN(1 + R_hat), R_hat = RN-sum of the other weights. */
-    const double r_up = UP(rsum * (1 + 2 * gsum));
-    const double dr = UP(gsum * r_up + kappa * r_up + negl) + FLOOR;
-    const double zhat = 1.0 + rsum;
-    const double dz = UP(KVF__U * zhat + dr);
-    if (!(dz <= 0.25)) return 0;
-
-    /* F6: lse. */
-    if (zero_logits && pow2) {
-        int k = 0;
-        while (((int64_t)1 << k) < L)
-            k++;
-        *out->lse_rounded = (float)k;
-        *out->lse_exact = (double)k;
-    } else {
-        double ell, eell;
-        if (rsum <= 0.5) {
-            ell = kvf__log1p_small(rsum);
-            eell = UP(KVF__SERIES_ERR * ell + dr) + FLOOR;
-        } else {
-            double le;
-            ell = kvf__log_ge1(zhat, &le);
-            eell = UP(le + dz);
-        }
-        double shi = sm * dref, slo = fma(sm, dref, -shi); /* exact: shi + slo = sm dot_ref */
-        double es = UP(asm_ * eref);
-        double t1 = slo + ell;
-        double y = shi + t1;
-        double lam = y * kvf__fm.log2e;
-        double elam = UP((es + eell + KVF__U * fabs(t1) + 2 * KVF__U * fabs(y)) * 1.4427 +
-                         KVF__U * fabs(lam)) +
-                      FLOOR;
-        double lo, hi;
-        interval(lam, elam, &lo, &hi);
-        float fl = (float)lo, fh = (float)hi;
-        if (kvf_f32_bits(fl) != kvf_f32_bits(fh)) return 0;
-        *out->lse_rounded = fh;
-        *out->lse_exact = lam;
-    }
-
-    /* F5: the columns. N_hat_d and A_hat_d summed over tokens in order. */
-    for (int32_t d = 0; d < D; d++) {
-        s->nacc[d] = 0;
-        s->aacc[d] = 0;
-    }
-    double *restrict na = s->nacc, *restrict aa = s->aacc;
-    for (int64_t t = 0; t < L; t++) {
-        double w = s->w[t];
-        if (w == 0) continue;
-        const kvf_bf16 *vr = c->v_cache + s->kvoff[t];
-        for (int32_t d = 0; d < D; d++) {
-            double v = (double)kvf_bf16_to_f32(vr[d]);
-            na[d] += w * v;
-            aa[d] += w * fabs(v);
         }
     }
-    const double zlow = (zhat - dz) * (1 - 0x1p-40);
-    for (int32_t d = 0; d < D; d++) {
-        if (!s->colmag[d]) { /* every v is +-0: o is exactly +0 (section 7) */
-            out->o_rounded[d] = 0x0000u;
-            out->o_exact[d] = 0;
-            out->o_cond[d] = 0;
-            continue;
-        }
-        double nh = na[d], ah = aa[d];
-        double a_up = UP((ah + ltiny) * (1 + 2 * gsum));
-        double dn = UP(gsum * a_up + kappa * a_up + negl * vmax) + 2 * ltiny + FLOOR;
-        double oabs = UP((fabs(nh) + dn) / zlow);
-        double o = nh / zhat;
-        double e = UP((dn + oabs * dz) / zhat + 1.01 * KVF__U * fabs(o)) + FLOOR;
-        double lo, hi;
-        interval(o, e, &lo, &hi);
-        kvf_bf16 bl = kvf__bf16_rne(lo), bh = kvf__bf16_rne(hi);
-        if (bl != bh) return 0;
-        out->o_rounded[d] = bh;
-        out->o_exact[d] = o;
-        out->o_cond[d] = ah / zhat;
+    if (magmax >= 0x7F80u) return s->done;
+    const double vmax = (double)kvf_bf16_to_f32(magmax);
+    for (int32_t hh = 0; hh < G; hh++) {
+        int64_t row = row0 + hh;
+        kvf_oracle_row *info = out->rows + row;
+        info->v_abs_max = vmax;
+        if ((double)L * vmax >= ldexp(1.0, 127)) info->overflow |= KVF_ORACLE_OVERFLOW_ACCUM;
+        if (s->hs[hh].live) s->done[hh] = (unsigned char)head_columns(s, c, row, hh, L, vmax, out);
     }
-    return 1;
+    return s->done;
 }
