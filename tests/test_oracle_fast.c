@@ -148,7 +148,8 @@ static int same_double(double a, double b) {
 /* Asserts bit-identical rounded outputs and row data, and the high-precision values within the
  * bounds the judge relies on (oracle.h): o_exact and lse_exact within 2^-40 (C + |x|) of each
  * other (each is within about 2^-45 of the exact value, far inside the judge's 2^-24),
- * o_cond within a relative 2^-30 (both are sums of L positive terms in double). */
+ * o_cond within a relative 2^-30 (both are sums of L positive terms in double) plus 2^-900
+ * (weights below e^-700 count as 0 in the fast path, as a double holds nothing of them). */
 static void compare(const kvf_case *c, const char *what, tally *t) {
     kvf_oracle_result m, f;
     if (run_path(&m, c, KVF_ORACLE_MPFR)) return;
@@ -193,7 +194,8 @@ static void compare(const kvf_case *c, const char *what, tally *t) {
                 CHECK_FAIL_AT("%s: o_exact[%ld][%d]: mpfr %a, fast %a", what, row, d, xe, xf);
                 bad++;
             }
-            if (!(ce == cf || (isnan(ce) && isnan(cf)) || fabs(ce - cf) <= 0x1p-30 * fabs(ce))) {
+            if (!(ce == cf || (isnan(ce) && isnan(cf)) ||
+                  fabs(ce - cf) <= 0x1p-30 * fabs(ce) + 0x1p-900)) {
                 CHECK_FAIL_AT("%s: o_cond[%ld][%d]: mpfr %a, fast %a", what, row, d, ce, cf);
                 bad++;
             }
@@ -302,7 +304,7 @@ static void test_exact_ties(void) {
     }
     print_tally("ties", &t);
     CHECK(t.ties > 100);
-    CHECK(t.fallback_rows > 100);
+    CHECK(t.fast_rows > 100); /* decided exactly without MPFR (F8) */
 }
 
 /* 10^5 generated cases, small enough for the MPFR path to keep up: every strategy, logit shape

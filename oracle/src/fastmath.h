@@ -9,6 +9,7 @@
 #ifndef KVFUZZ_ORACLE_FASTMATH_H
 #define KVFUZZ_ORACLE_FASTMATH_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -41,6 +42,36 @@ static inline double kvf__fm_pow2i(int m) { /* 2^m for m in [-1022, 1023], exact
     double r;
     memcpy(&r, &b, sizeof r);
     return r;
+}
+
+/* The neighbours of a finite double (the next one up / down on the line, -0 and +0 being the
+ * same point); infinities and NaN are returned unchanged. */
+static inline double kvf__next_up(double x) {
+    if (x != x || x == (double)INFINITY) return x;
+    if (x == 0) return 0x1p-1074;
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    b = x > 0 ? b + 1 : b - 1;
+    memcpy(&x, &b, sizeof b);
+    return x;
+}
+static inline double kvf__next_down(double x) {
+    return -kvf__next_up(-x);
+}
+
+/* Exponent of the lowest set bit of a finite nonzero double: x is an odd integer times 2^result. */
+static inline int kvf__lsb_exp(double x) {
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    int ef = (int)((b >> 52) & 0x7FFu);
+    uint64_t m = b & ((UINT64_C(1) << 52) - 1);
+    int e = ef ? ef - 1075 : -1074;
+    if (ef) m |= UINT64_C(1) << 52;
+    while (!(m & 1)) {
+        m >>= 1;
+        e++;
+    }
+    return e;
 }
 
 /* e^x, x in [-701, 0]. x = n ln2/64 + r with n = RN(64 x / ln 2), |n| < 2^16, so n l_hi is

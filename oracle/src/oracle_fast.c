@@ -47,7 +47,13 @@ typedef double v4d __attribute__((vector_size(32)));
 typedef struct head {
     double zhat, dz, kappa, negl; /* F5 */
     int live;                     /* still certifiable */
+    int exact_dots;               /* every dot exact: logits can be grouped exactly (F8) */
 } head;
+
+typedef struct tok {
+    double dot;
+    int64_t t;
+} tok;
 
 struct kvf__fast_ws {
     int64_t cap;   /* tokens x heads */
@@ -60,6 +66,9 @@ struct kvf__fast_ws {
     double *nacc, *aacc; /* [G][D] N_hat and A_hat */
     double *xd, *xa;     /* [D] the current key or value row and its magnitudes */
     uint16_t *colmag;    /* [D] OR of |v| bits per column */
+    tok *order;            /* [L] tokens sorted by dot (groups of equal logits, F8) */
+    int64_t ocap;
+    int32_t order_head;    /* the head `order` was built for, -1 none */
     int32_t hcap;
     head *hs;              /* [G] */
     unsigned char *done;   /* [G] */
@@ -90,6 +99,7 @@ void kvf__fast_ws_free(kvf__fast_ws *s) {
     free(s->xa);
     free(s->colmag);
     free(s->hs);
+    free(s->order);
     free(s->done);
     free(s->qlsb);
     free(s->abs_dot_max);
@@ -165,8 +175,8 @@ static double abs_logit_up_exact(kvf__fast_ws *s, const double *qd, const kvf_bf
 /* Both ends of [x - e, x + e], rounded outward, and one double further out, so that an
  * interval whose ends round alike holds no rounding boundary (F7). */
 static inline void interval(double x, double e, double *lo, double *hi) {
-    *lo = nextafter(nextafter(x - e, -INFINITY), -INFINITY);
-    *hi = nextafter(nextafter(x + e, INFINITY), INFINITY);
+    *lo = kvf__next_down(kvf__next_down(x - e));
+    *hi = kvf__next_up(kvf__next_up(x + e));
 }
 
 /* Row x[0..D) of bf16 as doubles and their magnitudes (exact conversions); returns the OR and
@@ -250,6 +260,7 @@ static int head_weights(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g
     int zero_logits = sm == 0 || (all_exact && all_zero);
     int pow2 = (L & (L - 1)) == 0;
     if (pow2 && !zero_logits && !(lower > 0)) return 0;
+    hd->exact_dots = all_exact || sm == 0;
 
     /* F2-F4: the reference (an approximate argmax of s), shifted logits and weights.
      * x_hat = RN(sm RN(dot_t - dot_ref)) <= 0 by the choice of ref, and
@@ -336,6 +347,94 @@ static int head_weights(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g
     return 1;
 }
 
+static int cmp_tok(const void *a, const void *b) {
+    double x = ((const tok *)a)->dot, y = ((const tok *)b)->dot;
+    return x < y ? -1 : x > y;
+}
+
+/* F8: the side of o_d against a rounding boundary beta inside its interval: o_d - beta =
+ * T / Z with T = sum_j w_j S_j over the groups j of equal logit (w_j their common weight),
+ * S_j = sum_{t in j} (v_td - beta), computed exactly. Every S_j = 0: o_d = beta exactly
+ * (*side = 0); all nonzero S_j of one sign: that sign; otherwise the sign of T_hat =
+ * RN-sum of w_hat_j S_j when |T_hat| exceeds its error bound. Returns 0 when none of these is
+ * certain (logits not known exactly, a sum not provably exact, T_hat within its bound): the
+ * row goes to MPFR. */
+static int boundary_side(kvf__fast_ws *s, const kvf_case *c, int32_t hh, int64_t L, int32_t d,
+                         double beta, int *side, double *t_hat, double *t_err) {
+    if (!s->hs[hh].exact_dots) return 0;
+    const double *dot = s->dot + hh * L;
+    if (s->order_head != hh) {
+        if (L > s->ocap) {
+            tok *o = realloc(s->order, (size_t)L * sizeof *o + 1);
+            if (!o) return 0;
+            s->order = o;
+            s->ocap = L;
+        }
+        /* sm = 0 makes every logit 0: one group, which equal dots give too (all 0 * dot). */
+        int one = c->sm_scale == 0;
+        for (int64_t t = 0; t < L; t++) {
+            s->order[t].dot = one ? 0.0 : dot[t];
+            s->order[t].t = t;
+        }
+        qsort(s->order, (size_t)L, sizeof *s->order, cmp_tok);
+        s->order_head = hh;
+    }
+    /* beta and every v are multiples of 2^m; a group's terms and n_j beta (exact: at most 9
+     * significant bits times n_j < 2^28) summed in order stay below q = sum |v| + n_j |beta|,
+     * so the double sum is exact when q < 2^(m + 53). */
+    int mb = kvf__lsb_exp(beta == 0 ? 1.0 : beta);
+    int pos = 0, neg = 0;
+    const double *w = s->w + hh * L;
+    double tsum = 0, tabs = 0, tneg = 0;
+    int64_t ngroups = 0;
+    for (int64_t i = 0; i < L;) {
+        int64_t j = i;
+        double sum = 0, q = 0;
+        int m = beta == 0 ? LSB_NONE : mb;
+        for (; j < L && s->order[j].dot == s->order[i].dot; j++) {
+            kvf_bf16 vb = c->v_cache[s->kvoff[s->order[j].t] + d];
+            double v = (double)kvf_bf16_to_f32(vb);
+            sum += v;
+            q += fabs(v);
+            int e = bf16_lsb(vb);
+            m = e < m ? e : m;
+        }
+        double nb = (double)(j - i) * beta;
+        q += fabs(nb);
+        sum -= nb;
+        if (m != LSB_NONE && !(q * (1 + 0x1p-30) < kvf__fm_pow2i(m + 53))) return 0;
+        pos |= sum > 0;
+        neg |= sum < 0;
+        /* Tokens of one group have the same dot, hence the same x_hat and w_hat (0: a
+         * negligible group, true weight below ETA). */
+        double wj = w[s->order[i].t];
+        tsum += wj * sum;
+        tabs += wj * fabs(sum);
+        if (wj == 0) tneg += fabs(sum);
+        ngroups++;
+        i = j;
+    }
+    /* |T_hat - T| <= gamma_n sum w_hat |S| (the products and sums, n = groups + 1) +
+     * kappa sum w_hat |S| (the weights) + ETA sum_negligible |S| + n 2^-1074 (underflow). */
+    const double gt = (double)(ngroups + 2) * KVF__U;
+    double bound = UP((gt + s->hs[hh].kappa) * tabs * (1 + 0x1p-30) + ETA * tneg +
+                      (double)ngroups * 0x1p-1074) +
+                   FLOOR;
+    *t_hat = tsum;
+    *t_err = bound;
+    if (!(pos && neg)) {
+        *side = pos ? 1 : neg ? -1 : 0;
+        return 1;
+    }
+    if (!(fabs(tsum) > bound)) return 0;
+    *side = tsum > 0 ? 1 : -1;
+    return 1;
+}
+
+static inline int64_t bf16_index(kvf_bf16 x) {
+    return (x & 0x8000u) ? -(int64_t)(x & 0x7FFFu) - 1 : (int64_t)x;
+}
+
 /* F5, F7: the columns of head hh. 0: the head goes to MPFR. */
 static int head_columns(kvf__fast_ws *s, const kvf_case *c, int64_t row, int32_t hh, int64_t L,
                         double vmax, kvf_oracle_result *out) {
@@ -364,10 +463,50 @@ static int head_columns(kvf__fast_ws *s, const kvf_case *c, int64_t row, int32_t
         double lo, hi;
         interval(o, e, &lo, &hi);
         kvf_bf16 bl = kvf__bf16_rne(lo), bh = kvf__bf16_rne(hi);
+        o_cond[d] = ah / zhat;
+        o_exact[d] = o;
+        if (bl == bh) {
+            o_rounded[d] = bh;
+            continue;
+        }
+        int side;
+        double t_hat, t_err;
+        if (bf16_index(bh) - bf16_index(bl) == 1 && (bh & 0x7FFFu) < 0x7F80u) {
+            /* One boundary between two adjacent results (not the overflow threshold): its side
+             * decides (F8). beta is their midpoint, exact in double, or 0 between -0 and +0. */
+            double rl = (double)kvf_bf16_to_f32(bl), rh = (double)kvf_bf16_to_f32(bh);
+            double beta = (rl + rh) / 2;
+            if (!boundary_side(s, c, hh, L, d, beta, &side, &t_hat, &t_err)) return 0;
+            if (side > 0) {
+                o_rounded[d] = bh;
+            } else if (side < 0) {
+                o_rounded[d] = bl;
+            } else { /* an exact tie: to even; an exact zero is +0 (as the MPFR path) */
+                o_rounded[d] = beta == 0 ? 0x0000u : (bl & 1u) ? bh : bl;
+                o_exact[d] = beta;
+            }
+            continue;
+        }
+        /* An interval around 0 spans many bf16 values, however small E is: the weighted values
+         * cancel. o = T / Z with T for beta = 0 (F8), whose error is relative to the
+         * cancelled sum, not to C: either o is exactly 0 (+0, as the MPFR path), or the
+         * interval from T_hat settles the rounding. */
+        if (!(lo <= 0 && hi >= 0)) return 0;
+        if (!boundary_side(s, c, hh, L, d, 0.0, &side, &t_hat, &t_err)) return 0;
+        if (side == 0) {
+            o_rounded[d] = 0x0000u;
+            o_exact[d] = 0;
+            continue;
+        }
+        double o2 = t_hat / zhat;
+        double oab = UP((fabs(t_hat) + t_err) / zlow);
+        double e2 = UP((t_err + oab * dz) / zhat + 1.01 * KVF__U * fabs(o2)) + FLOOR;
+        interval(o2, e2, &lo, &hi);
+        bl = kvf__bf16_rne(lo);
+        bh = kvf__bf16_rne(hi);
         if (bl != bh) return 0;
         o_rounded[d] = bh;
-        o_exact[d] = o;
-        o_cond[d] = ah / zhat;
+        o_exact[d] = o2;
     }
     return 1;
 }
@@ -378,6 +517,7 @@ KVF__HOT const unsigned char *kvf__fast_group(kvf__fast_ws *s, const kvf_case *c
     const int64_t L = kvf_case_seq_len(c, b);
     const int64_t row0 = (int64_t)b * c->num_qo_heads + (int64_t)g * G;
     if (reserve(s, L, D, G)) return NULL;
+    s->order_head = -1;
     for (int32_t hh = 0; hh < G; hh++) {
         kvf_oracle_row *info = out->rows + row0 + hh;
         memset(info, 0, sizeof *info);
@@ -457,7 +597,7 @@ KVF__HOT const unsigned char *kvf__fast_group(kvf__fast_ws *s, const kvf_case *c
             if (asum > s->abs_dot_max[hh]) s->abs_dot_max[hh] = asum;
             int qlsb = s->qlsb[hh];
             int exact = qlsb == LSB_NONE || kfield == 255 ||
-                        asum * (1 + 0x1p-30) < ldexp(1.0, qlsb + (kfield - 134) + 53);
+                        asum * (1 + 0x1p-30) < kvf__fm_pow2i(qlsb + (kfield - 134) + 53);
             s->dot[hh * L + t] = dot;
             s->derr[hh * L + t] = exact ? 0.0 : asum * gdot;
         }
