@@ -48,6 +48,7 @@ typedef struct head {
     double zhat, dz, kappa, negl; /* F5 */
     int live;                     /* still certifiable */
     int exact_dots;               /* every dot exact: logits can be grouped exactly (F8) */
+    int64_t ref;                  /* the reference token */
 } head;
 
 typedef struct tok {
@@ -67,6 +68,8 @@ struct kvf__fast_ws {
     double *xd, *xa;     /* [D] the current key or value row and its magnitudes */
     uint16_t *colmag;    /* [D] OR of |v| bits per column */
     tok *order;            /* [L] tokens sorted by dot (groups of equal logits, F8) */
+    double *gs;            /* [L] S_j per group (F8) */
+    int64_t *gt;           /* [L] a token of group j */
     int64_t ocap;
     int32_t order_head;    /* the head `order` was built for, -1 none */
     int32_t hcap;
@@ -100,6 +103,8 @@ void kvf__fast_ws_free(kvf__fast_ws *s) {
     free(s->colmag);
     free(s->hs);
     free(s->order);
+    free(s->gs);
+    free(s->gt);
     free(s->done);
     free(s->qlsb);
     free(s->abs_dot_max);
@@ -274,6 +279,7 @@ static int head_weights(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g
             if (dot[t] < dot[ref]) ref = t;
     }
     const double dref = dot[ref], eref = derr[ref];
+    hd->ref = ref;
     double rsum = 0, epsmax = 0;
     int64_t n_neg = 0;
     for (int64_t t = 0; t < L; t++) {
@@ -365,9 +371,9 @@ static int boundary_side(kvf__fast_ws *s, const kvf_case *c, int32_t hh, int64_t
     const double *dot = s->dot + hh * L;
     if (s->order_head != hh) {
         if (L > s->ocap) {
-            tok *o = realloc(s->order, (size_t)L * sizeof *o + 1);
-            if (!o) return 0;
-            s->order = o;
+            if (grow((void **)&s->order, (size_t)L, sizeof(tok)) ||
+                grow((void **)&s->gs, (size_t)L, 8) || grow((void **)&s->gt, (size_t)L, 8))
+                return 0;
             s->ocap = L;
         }
         /* sm = 0 makes every logit 0: one group, which equal dots give too (all 0 * dot). */
@@ -385,8 +391,9 @@ static int boundary_side(kvf__fast_ws *s, const kvf_case *c, int32_t hh, int64_t
     int mb = kvf__lsb_exp(beta == 0 ? 1.0 : beta);
     int pos = 0, neg = 0;
     const double *w = s->w + hh * L;
-    double tsum = 0, tabs = 0, tneg = 0;
+    double tsum = 0, tabs = 0, tneg = 0, qall = 0;
     int64_t ngroups = 0;
+    int mall = LSB_NONE;
     for (int64_t i = 0; i < L;) {
         int64_t j = i;
         double sum = 0, q = 0;
@@ -405,6 +412,10 @@ static int boundary_side(kvf__fast_ws *s, const kvf_case *c, int32_t hh, int64_t
         if (m != LSB_NONE && !(q * (1 + 0x1p-30) < kvf__fm_pow2i(m + 53))) return 0;
         pos |= sum > 0;
         neg |= sum < 0;
+        s->gs[ngroups] = sum;
+        s->gt[ngroups] = s->order[i].t;
+        qall += q;
+        mall = m < mall ? m : mall;
         /* Tokens of one group have the same dot, hence the same x_hat and w_hat (0: a
          * negligible group, true weight below ETA). */
         double wj = w[s->order[i].t];
@@ -426,8 +437,61 @@ static int boundary_side(kvf__fast_ws *s, const kvf_case *c, int32_t hh, int64_t
         *side = pos ? 1 : neg ? -1 : 0;
         return 1;
     }
-    if (!(fabs(tsum) > bound)) return 0;
-    *side = tsum > 0 ? 1 : -1;
+    if (fabs(tsum) > bound) {
+        *side = tsum > 0 ? 1 : -1;
+        return 1;
+    }
+    /* T_hat within its bound: the weights may differ by less than their error (logits within
+     * about 2^-45 of each other). When sum_j S_j = 0 exactly (an exact sum by the same
+     * argument, over all groups), T = sum_j (w_j - 1) S_j, and expm1 of the shifted logits
+     * keeps its relative accuracy however small they are. */
+    double s0 = 0;
+    for (int64_t j = 0; j < ngroups; j++)
+        s0 += s->gs[j];
+    if (mall != LSB_NONE && !(qall * (1 + 0x1p-30) < kvf__fm_pow2i(mall + 53))) return 0;
+    if (s0 != 0) return 0;
+    const double sm = (double)c->sm_scale, asm_ = fabs(sm);
+    const double dref = s->dot[hh * L + s->hs[hh].ref], kappa = s->hs[hh].kappa;
+    double t2 = 0, a2 = 0, e2 = 0;
+    for (int64_t j = 0; j < ngroups; j++) {
+        double sj = s->gs[j];
+        if (sj == 0) continue;
+        int64_t t = s->gt[j];
+        double em1, err;
+        if (w[t] == 0) { /* negligible: w - 1 in (-1, -1 + ETA) */
+            em1 = -1;
+            err = ETA;
+        } else {
+            double delta = s->dot[hh * L + t] - dref;
+            double x = sm * delta;
+            if (fabs(x) < 0x1p-10) {
+                /* e^x - 1 = x sum_i x^i / (i+1)!, to x^6: truncation below |x|^7 / 5040,
+                 * Horner and the final product within 16u relative; and the error eps of
+                 * x_hat moves e^x - 1 by at most 1.01 eps (the derivative is e^xi <= 1.01). */
+                const double *ec = kvf__fm.ec;
+                double p = ec[6];
+                p = p * x + ec[5];
+                p = p * x + ec[4];
+                p = p * x + ec[3];
+                p = p * x + ec[2];
+                p = p * x + 1.0;
+                em1 = x * p;
+                double eps = UP(KVF__U * fabs(x) + asm_ * KVF__U * fabs(delta));
+                err = 1.01 * eps + 16.2 * KVF__U * fabs(em1);
+            } else {
+                em1 = w[t] - 1.0; /* |w_hat - w| <= rho w <= kappa, then one rounding */
+                err = kappa + KVF__U * fabs(em1);
+            }
+        }
+        t2 += em1 * sj;
+        a2 += fabs(em1 * sj);
+        e2 += err * fabs(sj);
+    }
+    double bound2 = UP(gt * a2 * (1 + 0x1p-30) + e2) + FLOOR;
+    if (!(fabs(t2) > bound2)) return 0;
+    *side = t2 > 0 ? 1 : -1;
+    *t_hat = t2;
+    *t_err = bound2;
     return 1;
 }
 
