@@ -78,6 +78,7 @@ struct kvf__fast_ws {
     int *qlsb;             /* [G] */
     double *abs_dot_max;   /* [G] */
     mpfr_t ex;             /* exact dot (640 bits) */
+    mpfr_t gx, gy;         /* exact group sums (320 bits, F8) */
 };
 
 kvf__fast_ws *kvf__fast_ws_new(void) {
@@ -85,6 +86,8 @@ kvf__fast_ws *kvf__fast_ws_new(void) {
     kvf__fast_ws *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     mpfr_init2(s->ex, 640);
+    mpfr_init2(s->gx, 320);
+    mpfr_init2(s->gy, 320);
     return s;
 }
 
@@ -109,6 +112,8 @@ void kvf__fast_ws_free(kvf__fast_ws *s) {
     free(s->qlsb);
     free(s->abs_dot_max);
     mpfr_clear(s->ex);
+    mpfr_clear(s->gx);
+    mpfr_clear(s->gy);
     free(s);
 }
 
@@ -361,10 +366,10 @@ static int cmp_tok(const void *a, const void *b) {
 /* F8: the side of o_d against a rounding boundary beta inside its interval: o_d - beta =
  * T / Z with T = sum_j w_j S_j over the groups j of equal logit (w_j their common weight),
  * S_j = sum_{t in j} (v_td - beta), computed exactly. Every S_j = 0: o_d = beta exactly
- * (*side = 0); all nonzero S_j of one sign: that sign; otherwise the sign of T_hat =
- * RN-sum of w_hat_j S_j when |T_hat| exceeds its error bound. Returns 0 when none of these is
- * certain (logits not known exactly, a sum not provably exact, T_hat within its bound): the
- * row goes to MPFR. */
+ * (*side = 0); all nonzero S_j of one sign: that sign; otherwise the sign of an approximation
+ * T_hat when |T_hat| exceeds its error bound *t_err. Returns 0 when none of these is certain
+ * (logits not known exactly, T_hat within its bound): the row goes to MPFR. *t_hat and *t_err
+ * are set whenever 1 is returned. */
 static int boundary_side(kvf__fast_ws *s, const kvf_case *c, int32_t hh, int64_t L, int32_t d,
                          double beta, int *side, double *t_hat, double *t_err) {
     if (!s->hs[hh].exact_dots) return 0;
@@ -385,15 +390,18 @@ static int boundary_side(kvf__fast_ws *s, const kvf_case *c, int32_t hh, int64_t
         qsort(s->order, (size_t)L, sizeof *s->order, cmp_tok);
         s->order_head = hh;
     }
-    /* beta and every v are multiples of 2^m; a group's terms and n_j beta (exact: at most 9
-     * significant bits times n_j < 2^28) summed in order stay below q = sum |v| + n_j |beta|,
-     * so the double sum is exact when q < 2^(m + 53). */
+    /* S_j exactly. beta and every v are multiples of 2^m; a group's terms and n_j beta (exact:
+     * at most 9 significant bits times n_j < 2^28) summed in order stay below
+     * q = sum |v| + n_j |beta|, so the double sum is exact when q < 2^(m + 53). Otherwise
+     * the sum is taken in 320-bit MPFR, exact as in the MPFR path (multiples of 2^-134 below
+     * 2^157), and S_j is kept as its nearest double (relative error u, counted below). S0 =
+     * sum_j S_j, exact in the same 320 bits, is accumulated alongside. */
     int mb = kvf__lsb_exp(beta == 0 ? 1.0 : beta);
     int pos = 0, neg = 0;
     const double *w = s->w + hh * L;
-    double tsum = 0, tabs = 0, tneg = 0, qall = 0;
+    double tsum = 0, tabs = 0, tneg = 0;
     int64_t ngroups = 0;
-    int mall = LSB_NONE;
+    mpfr_set_ui(s->gy, 0, MPFR_RNDN);
     for (int64_t i = 0; i < L;) {
         int64_t j = i;
         double sum = 0, q = 0;
@@ -409,13 +417,22 @@ static int boundary_side(kvf__fast_ws *s, const kvf_case *c, int32_t hh, int64_t
         double nb = (double)(j - i) * beta;
         q += fabs(nb);
         sum -= nb;
-        if (m != LSB_NONE && !(q * (1 + 0x1p-30) < kvf__fm_pow2i(m + 53))) return 0;
+        if (m == LSB_NONE || q * (1 + 0x1p-30) < kvf__fm_pow2i(m + 53)) {
+            mpfr_add_d(s->gy, s->gy, sum, MPFR_RNDN);
+        } else {
+            mpfr_set_ui(s->gx, 0, MPFR_RNDN);
+            for (int64_t k = i; k < j; k++)
+                mpfr_add_d(s->gx, s->gx,
+                           (double)kvf_bf16_to_f32(c->v_cache[s->kvoff[s->order[k].t] + d]),
+                           MPFR_RNDN);
+            mpfr_sub_d(s->gx, s->gx, nb, MPFR_RNDN);
+            mpfr_add(s->gy, s->gy, s->gx, MPFR_RNDN);
+            sum = mpfr_get_d(s->gx, MPFR_RNDN); /* 0 iff S_j = 0: |S_j| >= 2^-134 otherwise */
+        }
         pos |= sum > 0;
         neg |= sum < 0;
         s->gs[ngroups] = sum;
         s->gt[ngroups] = s->order[i].t;
-        qall += q;
-        mall = m < mall ? m : mall;
         /* Tokens of one group have the same dot, hence the same x_hat and w_hat (0: a
          * negligible group, true weight below ETA). */
         double wj = w[s->order[i].t];
@@ -425,31 +442,32 @@ static int boundary_side(kvf__fast_ws *s, const kvf_case *c, int32_t hh, int64_t
         ngroups++;
         i = j;
     }
-    /* |T_hat - T| <= gamma_n sum w_hat |S| (the products and sums, n = groups + 1) +
-     * kappa sum w_hat |S| (the weights) + ETA sum_negligible |S| + n 2^-1074 (underflow). */
-    const double gt = (double)(ngroups + 2) * KVF__U;
-    double bound = UP((gt + s->hs[hh].kappa) * tabs * (1 + 0x1p-30) + ETA * tneg +
+    if (!(pos && neg)) {
+        *side = pos ? 1 : neg ? -1 : 0;
+        if (!pos && !neg) { /* o = beta exactly */
+            *t_hat = 0;
+            *t_err = 0;
+            return 1;
+        }
+    }
+    /* |T_hat - T| <= gamma_n sum w_hat |S_hat| (products and sums, n = groups + 1) +
+     * u sum w_hat |S_hat| (S_j rounded to double) + kappa sum w_hat |S| (the weights) +
+     * ETA sum_negligible |S| + n 2^-1074 (underflow); gt = (n + 3) u covers the first two. */
+    const double gt = (double)(ngroups + 3) * KVF__U;
+    double bound = UP((gt + s->hs[hh].kappa) * tabs * (1 + 0x1p-30) + ETA * tneg * 1.01 +
                       (double)ngroups * 0x1p-1074) +
                    FLOOR;
     *t_hat = tsum;
     *t_err = bound;
-    if (!(pos && neg)) {
-        *side = pos ? 1 : neg ? -1 : 0;
-        return 1;
-    }
+    if (!(pos && neg)) return 1;
     if (fabs(tsum) > bound) {
         *side = tsum > 0 ? 1 : -1;
         return 1;
     }
     /* T_hat within its bound: the weights may differ by less than their error (logits within
-     * about 2^-45 of each other). When sum_j S_j = 0 exactly (an exact sum by the same
-     * argument, over all groups), T = sum_j (w_j - 1) S_j, and expm1 of the shifted logits
-     * keeps its relative accuracy however small they are. */
-    double s0 = 0;
-    for (int64_t j = 0; j < ngroups; j++)
-        s0 += s->gs[j];
-    if (mall != LSB_NONE && !(qall * (1 + 0x1p-30) < kvf__fm_pow2i(mall + 53))) return 0;
-    if (s0 != 0) return 0;
+     * about 2^-45 of each other). T = S0 + sum_j (w_j - 1) S_j, and expm1 of the shifted
+     * logits keeps its relative accuracy however small they are. */
+    const double s0 = mpfr_get_d(s->gy, MPFR_RNDN); /* relative error u */
     const double sm = (double)c->sm_scale, asm_ = fabs(sm);
     const double dref = s->dot[hh * L + s->hs[hh].ref], kappa = s->hs[hh].kappa;
     double t2 = 0, a2 = 0, e2 = 0;
@@ -485,13 +503,18 @@ static int boundary_side(kvf__fast_ws *s, const kvf_case *c, int32_t hh, int64_t
         }
         t2 += em1 * sj;
         a2 += fabs(em1 * sj);
-        e2 += err * fabs(sj);
+        /* S_hat_j is within u |S_hat_j| of S_j; |w - 1| <= |em1| + err. */
+        e2 += err * fabs(sj) * (1 + 2 * KVF__U) + KVF__U * fabs(em1 * sj);
     }
-    double bound2 = UP(gt * a2 * (1 + 0x1p-30) + e2) + FLOOR;
-    if (!(fabs(t2) > bound2)) return 0;
-    *side = t2 > 0 ? 1 : -1;
-    *t_hat = t2;
-    *t_err = bound2;
+    /* t = s0 + t2: the rounded S0 (u |s0|), the final addition (u |t|), the sum of n products
+     * (gamma_n a2). */
+    double t3 = s0 + t2;
+    double bound3 =
+        UP(gt * a2 * (1 + 0x1p-30) + e2 + KVF__U * fabs(s0) + KVF__U * fabs(t3)) + FLOOR;
+    if (!(fabs(t3) > bound3)) return 0;
+    *side = t3 > 0 ? 1 : -1;
+    *t_hat = t3;
+    *t_err = bound3;
     return 1;
 }
 
