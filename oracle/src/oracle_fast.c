@@ -531,9 +531,17 @@ static int head_columns(kvf__fast_ws *s, const kvf_case *c, int64_t row, int32_t
     kvf_bf16 *o_rounded = out->o_rounded + row * D;
     double *o_exact = out->o_exact + row * D, *o_cond = out->o_cond + row * D;
     const double gsum = UP((double)(L + 1) * KVF__U);
-    const double ltiny = ldexp((double)L, -1074); /* L half-ulps of the subnormals, twice */
+    const double ltiny = (double)L * 0x1p-1074; /* L half-ulps of the subnormals, twice */
     const double zhat = hd->zhat, dz = hd->dz;
     const double zlow = (zhat - dz) * (1 - 0x1p-40);
+    /* Per column (F5): A_up = (A_hat + ltiny)(1 + 2g), dN = (g + kappa) A_up + negl V +
+     * 2 ltiny, |o| <= (|N_hat| + dN) / zlow, E = (dN + |o|_up dZ) / Z_hat + 1.01 u |o_hat|.
+     * These are evaluated with the row's constants folded in and reciprocals of Z_hat and
+     * zlow (each RN, relative error u) instead of divisions: about twelve roundings of
+     * nonnegative quantities, all covered by the final factor 1 + 2^-38. */
+    const double ka = (gsum + hd->kappa) * (1 + 2 * gsum);
+    const double dn0 = ka * ltiny + hd->negl * vmax + 2 * ltiny + FLOOR;
+    const double izh = 1.0 / zhat, izl = 1.0 / zlow;
     for (int32_t d = 0; d < D; d++) {
         if (!s->colmag[d]) { /* every v is +-0: o is exactly +0 (section 7) */
             o_rounded[d] = 0x0000u;
@@ -542,15 +550,17 @@ static int head_columns(kvf__fast_ws *s, const kvf_case *c, int64_t row, int32_t
             continue;
         }
         double nh = na[d], ah = aa[d];
-        double a_up = UP((ah + ltiny) * (1 + 2 * gsum));
-        double dn = UP(gsum * a_up + hd->kappa * a_up + hd->negl * vmax) + 2 * ltiny + FLOOR;
-        double oabs = UP((fabs(nh) + dn) / zlow);
+        double dn = ah * ka + dn0;
+        double oabs = (fabs(nh) + dn) * izl;
         double o = nh / zhat;
-        double e = UP((dn + oabs * dz) / zhat + 1.01 * KVF__U * fabs(o)) + FLOOR;
-        double lo, hi;
-        interval(o, e, &lo, &hi);
+        double ao = fabs(o);
+        double e = ((dn + oabs * dz) * izh + 1.01 * KVF__U * ao) * (1 + 0x1p-38) + FLOOR;
+        /* [lo, hi] strictly contains [o - e, o + e] whatever the rounding of the two ends:
+         * the widening 4u (e + |o|) exceeds the rounding error u |o +- e'| (F7). */
+        double ew = e * (1 + 4 * KVF__U) + 4 * KVF__U * ao + 0x1p-1070;
+        double lo = o - ew, hi = o + ew;
         kvf_bf16 bl = kvf__bf16_rne(lo), bh = kvf__bf16_rne(hi);
-        o_cond[d] = ah / zhat;
+        o_cond[d] = ah * izh;
         o_exact[d] = o;
         if (bl == bh) {
             o_rounded[d] = bh;
