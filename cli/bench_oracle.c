@@ -34,7 +34,8 @@ static void bench_oracle_help(FILE *f) {
             "  --repeat N   repetitions, the best of each path reported (default 3)\n\n"
             "Prints tokens/s (KV tokens of every sequence, summed over the cases), rows/s and\n"
             "cases/s per core for each path, the speed-up, and the fast path's fallback rate\n"
-            "(rows handed to MPFR). Exit 0, 1 when the paths disagree or the oracle fails, 2 on\n"
+            "(rows handed to MPFR); the line `build` times making the cases (generation).\n"
+            "Exit 0, 1 when the paths disagree or the oracle fails, 2 on\n"
             "bad usage or unreadable input.\n");
 }
 
@@ -138,6 +139,7 @@ int kvf_cmd_bench_oracle(int argc, char **argv) {
     int64_t ncases = 2000, seed = 1, repeat = 3;
     bench_set set = {0};
     int nfiles = 0;
+    double build_s = 0; /* thread CPU time spent generating or loading the cases */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is_help(a)) {
@@ -167,7 +169,10 @@ int kvf_cmd_bench_oracle(int argc, char **argv) {
         kvf_limits_default(&lim);
         kvf_case c;
         kvf_error err;
-        if (kvf_case_load(a, NULL, &c, &lim, &err)) {
+        double t0 = thread_cpu_s();
+        int lrc = kvf_case_load(a, NULL, &c, &lim, &err);
+        build_s += thread_cpu_s() - t0;
+        if (lrc) {
             fprintf(stderr, "kvfuzz bench: %s: %s\n", a, err.msg);
             set_free(&set);
             return KVF_EXIT_USAGE;
@@ -180,7 +185,10 @@ int kvf_cmd_bench_oracle(int argc, char **argv) {
             return KVF_EXIT_FINDINGS;
         }
     }
-    if (!nfiles && generate(&set, ncases, (uint64_t)seed)) {
+    double g0 = thread_cpu_s();
+    int grc = nfiles ? 0 : generate(&set, ncases, (uint64_t)seed);
+    if (!nfiles) build_s = thread_cpu_s() - g0;
+    if (grc) {
         fprintf(stderr, "kvfuzz bench: could not generate %" PRId64 " cases\n", ncases);
         set_free(&set);
         return KVF_EXIT_FINDINGS;
@@ -233,6 +241,10 @@ int kvf_cmd_bench_oracle(int argc, char **argv) {
             printf("%-6s %10.4f %14.0f %12.0f %10.1f\n", kvf_oracle_path_name(paths[p]), sec,
                    (double)set.tokens / sec, (double)set.rows / sec, (double)set.n / sec);
         }
+        printf("%-6s %10.4f %14.0f %12s %10.1f  (%s the cases, once)\n", "build", build_s,
+               (double)set.tokens / (build_s > 0 ? build_s : 1e-9), "",
+               (double)set.n / (build_s > 0 ? build_s : 1e-9),
+               nfiles ? "reading and building" : "generating, fitting and repairing");
         long fr = pr[1].fast_rows, fb = pr[1].fallback_rows;
         printf("speed-up %.2fx; fallback %ld of %ld rows (%.3f%%); rounded outputs %s\n",
                pr[0].best_s / (pr[1].best_s > 0 ? pr[1].best_s : 1e-9), fb, fr + fb,
