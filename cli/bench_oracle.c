@@ -154,8 +154,8 @@ int kvf_cmd_bench_oracle(int argc, char **argv) {
                                                         : NULL;
             if (!dst) {
                 set_free(&set);
-                return cli_usage_error(cmd, "unknown option \"%s\" (see kvfuzz bench --oracle --help)",
-                                       a);
+                return cli_usage_error(
+                    cmd, "unknown option \"%s\" (see kvfuzz bench --oracle --help)", a);
             }
             if (i + 1 >= argc || cli_parse_i64(argv[i + 1], dst == &seed ? 0 : 1,
                                                dst == &seed ? INT64_MAX : 10000000, dst)) {

@@ -43,9 +43,15 @@ static void test_exp_bound(void) {
     for (int i = 0; i < 200000; i++) {
         double v;
         switch (i % 4) {
-        case 0: v = -701 * rng_unit(); break;
-        case 1: v = -ldexp(rng_unit(), -(int)(rng_next() % 60)); break;
-        case 2: v = -(double)(rng_next() % 1011) * 0.6931471805599453 / 64 * 64; break;
+        case 0:
+            v = -701 * rng_unit();
+            break;
+        case 1:
+            v = -ldexp(rng_unit(), -(int)(rng_next() % 60));
+            break;
+        case 2:
+            v = -(double)(rng_next() % 1011) * 0.6931471805599453 / 64 * 64;
+            break;
         default: /* near the reduction's rounding points n + 1/2 */
             v = -((double)(rng_next() % 64000) + 0.5) * 0.010830424696249145 +
                 ldexp(rng_unit() - 0.5, -40);
@@ -178,8 +184,7 @@ static void compare(const kvf_case *c, const char *what, tally *t) {
             bad++;
         }
         double le = m.lse_exact[row], lf = f.lse_exact[row];
-        if (!(le == lf || (isnan(le) && isnan(lf)) ||
-              fabs(le - lf) <= 0x1p-40 * (1 + fabs(le)))) {
+        if (!(le == lf || (isnan(le) && isnan(lf)) || fabs(le - lf) <= 0x1p-40 * (1 + fabs(le)))) {
             CHECK_FAIL_AT("%s: lse_exact[%ld]: mpfr %a, fast %a", what, row, le, lf);
             bad++;
         }

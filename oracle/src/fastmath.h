@@ -24,12 +24,12 @@
 #define KVF__SERIES_ERR (32 * KVF__U)
 
 typedef struct kvf__fm_consts {
-    double t2[64];      /* RN(2^(j/64)) */
-    double inv_l;       /* RN(64 / ln 2) */
-    double l_hi, l_lo;  /* l_hi = RN_36(ln 2 / 64), l_lo = RN(ln 2 / 64 - l_hi) */
-    double ec[7];       /* RN(1 / i!) */
-    double lc[14];      /* RN(1 / (2i + 1)) */
-    double ln2, log2e;  /* RN(ln 2), RN(1 / ln 2) */
+    double t2[64];     /* RN(2^(j/64)) */
+    double inv_l;      /* RN(64 / ln 2) */
+    double l_hi, l_lo; /* l_hi = RN_36(ln 2 / 64), l_lo = RN(ln 2 / 64 - l_hi) */
+    double ec[7];      /* RN(1 / i!) */
+    double lc[14];     /* RN(1 / (2i + 1)) */
+    double ln2, log2e; /* RN(ln 2), RN(1 / ln 2) */
 } kvf__fm_consts;
 
 extern kvf__fm_consts kvf__fm;

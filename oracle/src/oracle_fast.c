@@ -25,9 +25,9 @@
 #define FAST_MAX_TOKENS ((int64_t)1 << 28) /* as the MPFR path's limit; keeps L u <= 2^-25 */
 #define NEGL_X (-700.0)                    /* x < -700: w < e^-699.99 < ETA (F4) */
 #define ETA 0x1p-1009
-#define EPS_MAX 0x1p-20    /* a larger logit error makes the bounds useless: MPFR path */
-#define MAX_CANDIDATES 8   /* tokens that might hold max |s| and need an exact evaluation */
-#define LSB_NONE 100000    /* no nonzero element */
+#define EPS_MAX 0x1p-20  /* a larger logit error makes the bounds useless: MPFR path */
+#define MAX_CANDIDATES 8 /* tokens that might hold max |s| and need an exact evaluation */
+#define LSB_NONE 100000  /* no nonzero element */
 #define UP(x) ((x) * (1 + 0x1p-40))
 #define FLOOR 0x1p-1000
 
@@ -57,28 +57,28 @@ typedef struct tok {
 } tok;
 
 struct kvf__fast_ws {
-    int64_t cap;   /* tokens x heads */
-    int64_t *kvoff; /* [L] element offset of (token, kv head, d = 0) */
-    double *dot;    /* [G][L] the dot q.k_t in double */
-    double *derr;   /* [G][L] bound on |dot_hat - dot| (0: exact) */
-    double *w;      /* [G][L] weight, 0 for a negligible token */
-    int64_t dcap;   /* dims x heads */
+    int64_t cap;         /* tokens x heads */
+    int64_t *kvoff;      /* [L] element offset of (token, kv head, d = 0) */
+    double *dot;         /* [G][L] the dot q.k_t in double */
+    double *derr;        /* [G][L] bound on |dot_hat - dot| (0: exact) */
+    double *w;           /* [G][L] weight, 0 for a negligible token */
+    int64_t dcap;        /* dims x heads */
     double *qd, *qa;     /* [G][D] q and |q| as doubles */
     double *nacc, *aacc; /* [G][D] N_hat and A_hat */
     double *xd, *xa;     /* [D] the current key or value row and its magnitudes */
     uint16_t *colmag;    /* [D] OR of |v| bits per column */
-    tok *order;            /* [L] tokens sorted by dot (groups of equal logits, F8) */
-    double *gs;            /* [L] S_j per group (F8) */
-    int64_t *gt;           /* [L] a token of group j */
+    tok *order;          /* [L] tokens sorted by dot (groups of equal logits, F8) */
+    double *gs;          /* [L] S_j per group (F8) */
+    int64_t *gt;         /* [L] a token of group j */
     int64_t ocap;
-    int32_t order_head;    /* the head `order` was built for, -1 none */
+    int32_t order_head; /* the head `order` was built for, -1 none */
     int32_t hcap;
-    head *hs;              /* [G] */
-    unsigned char *done;   /* [G] */
-    int *qlsb;             /* [G] */
-    double *abs_dot_max;   /* [G] */
-    mpfr_t ex;             /* exact dot (640 bits) */
-    mpfr_t gx, gy;         /* exact group sums (320 bits, F8) */
+    head *hs;            /* [G] */
+    unsigned char *done; /* [G] */
+    int *qlsb;           /* [G] */
+    double *abs_dot_max; /* [G] */
+    mpfr_t ex;           /* exact dot (640 bits) */
+    mpfr_t gx, gy;       /* exact group sums (320 bits, F8) */
 };
 
 kvf__fast_ws *kvf__fast_ws_new(void) {
@@ -134,9 +134,8 @@ static int reserve(kvf__fast_ws *s, int64_t L, int32_t D, int32_t G) {
     }
     if (L * G > s->cap || L > s->cap) {
         size_t n = (size_t)(L * G);
-        if (grow((void **)&s->kvoff, (size_t)L, sizeof(int64_t)) ||
-            grow((void **)&s->dot, n, 8) || grow((void **)&s->derr, n, 8) ||
-            grow((void **)&s->w, n, 8))
+        if (grow((void **)&s->kvoff, (size_t)L, sizeof(int64_t)) || grow((void **)&s->dot, n, 8) ||
+            grow((void **)&s->derr, n, 8) || grow((void **)&s->w, n, 8))
             return 1;
         s->cap = L * G;
     }
@@ -173,8 +172,8 @@ static double abs_logit_up(double sm, double dot) {
 /* The same for a dot that is not exact in double: the exact dot in 640 bits (products are exact
  * doubles, multiples of 2^-266 below 2^256, so every partial sum has fewer than 530 significant
  * bits), times the 24-bit sm exactly, rounded away from zero: what the MPFR path computes. */
-static double abs_logit_up_exact(kvf__fast_ws *s, const double *qd, const kvf_bf16 *kr,
-                                 int32_t D, double sm) {
+static double abs_logit_up_exact(kvf__fast_ws *s, const double *qd, const kvf_bf16 *kr, int32_t D,
+                                 double sm) {
     mpfr_set_ui(s->ex, 0, MPFR_RNDN);
     for (int32_t d = 0; d < D; d++)
         mpfr_add_d(s->ex, s->ex, qd[d] * (double)kvf_bf16_to_f32(kr[d]), MPFR_RNDN);
@@ -257,8 +256,7 @@ static int head_weights(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g
                 a = abs_logit_up(sm, dot[t]);
             } else {
                 if (++inexact > MAX_CANDIDATES) return 0;
-                a = abs_logit_up_exact(s, s->qd + (size_t)hh * D, c->k_cache + s->kvoff[t], D,
-                                       sm);
+                a = abs_logit_up_exact(s, s->qd + (size_t)hh * D, c->k_cache + s->kvoff[t], D, sm);
             }
             best = a > best ? a : best;
         }
@@ -672,7 +670,8 @@ KVF__HOT const unsigned char *kvf__fast_group(kvf__fast_ws *s, const kvf_case *c
         decode_row(c->k_cache + off, D, kd, ka, &kmag, &kfield);
         if (kmag >= 0x7F80u) return s->done; /* NaN or inf in k: every head to MPFR */
         for (int32_t hh = 0; hh < G; hh++) {
-            const double *restrict qd = s->qd + (size_t)hh * D, *restrict qa = s->qa + (size_t)hh * D;
+            const double *restrict qd = s->qd + (size_t)hh * D, *restrict qa =
+                                                                    s->qa + (size_t)hh * D;
             /* Four lanes, element d in lane d mod 4, as the MPFR path sums its abs_sum: one
              * 4-wide vector per sum, each lane an ordinary IEEE double. */
             v4d l = {0, 0, 0, 0}, a = {0, 0, 0, 0};
