@@ -360,7 +360,48 @@ static void test_generated(void) {
     CHECK(t.fast_rows > t.fallback_rows);
 }
 
+/* The fast path gives the same bits on any number of threads (rows are shared out by kv group;
+ * the seed case has 4 groups of 5 heads). */
+static void test_threads_agree(void) {
+    const char *src = getenv("KVF_SOURCE_DIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/corpus/seeds/00-seed-h20kv4.kvfz", src ? src : ".");
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_case c;
+    kvf_error err;
+    int rc = kvf_case_load(path, NULL, &c, &lim, &err);
+    CHECK_OK(rc, &err);
+    if (rc) return;
+    kvf_oracle_result r[2];
+    for (int k = 0; k < 2; k++) {
+        kvf_oracle_opts o;
+        kvf_oracle_opts_default(&o);
+        o.path = KVF_ORACLE_FAST;
+        o.threads = k ? 3 : 1;
+        rc = kvf_oracle_run(&r[k], &c, &o, &err);
+        CHECK_OK(rc, &err);
+        if (rc) {
+            if (k) kvf_oracle_result_free(&r[0]);
+            kvf_case_free(&c);
+            return;
+        }
+    }
+    size_t no = (size_t)kvf_case_o_elems(&c), nl = (size_t)kvf_case_lse_elems(&c);
+    CHECK(memcmp(r[0].o_rounded, r[1].o_rounded, no * 2) == 0);
+    CHECK(memcmp(r[0].o_exact, r[1].o_exact, no * 8) == 0);
+    CHECK(memcmp(r[0].o_cond, r[1].o_cond, no * 8) == 0);
+    CHECK(memcmp(r[0].lse_rounded, r[1].lse_rounded, nl * 4) == 0);
+    CHECK(memcmp(r[0].lse_exact, r[1].lse_exact, nl * 8) == 0);
+    CHECK(memcmp(r[0].rows, r[1].rows, nl * sizeof(kvf_oracle_row)) == 0);
+    CHECK_INT_EQ(r[1].fast_rows + r[1].fallback_rows, (long)nl);
+    kvf_oracle_result_free(&r[0]);
+    kvf_oracle_result_free(&r[1]);
+    kvf_case_free(&c);
+}
+
 static const check_test tests[] = {
+    {"threads_agree", test_threads_agree},
     {"exp_bound", test_exp_bound},
     {"log_bound", test_log_bound},
     {"bf16_rounding", test_bf16_rounding},

@@ -148,4 +148,13 @@ static inline kvf_bf16 kvf__bf16_rne(double x) {
     return (kvf_bf16)((sign << 15) | mag);
 }
 
+/* Correct rounding of a double to f32, round to nearest even, IEEE subnormals, and overflow
+ * to +-inf from 2^128 - 2^103 (half an ulp above the largest float) up, stated here rather
+ * than left to the conversion of an out-of-range value. */
+static inline float kvf__f32_rne(double x) {
+    if (x >= 0x1.ffffffp127) return (float)INFINITY;
+    if (x <= -0x1.ffffffp127) return -(float)INFINITY;
+    return (float)x;
+}
+
 #endif

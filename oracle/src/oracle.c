@@ -1191,8 +1191,10 @@ static void *worker_main(void *arg) {
     long nrows = (long)c->batch_size * c->num_qo_heads;
     int32_t G = c->num_qo_heads / c->num_kv_heads;
     /* With the fast path the unit of work is a kv group: its G rows read the same keys and
-     * values, which oracle_fast.c decodes once for all of them. Rows it[*G] .. +G-1. */
-    long per = fs ? G : 1, nitems = nrows / per;
+     * values, which oracle_fast.c decodes once for all of them. Item `it` is rows it * G to
+     * it * G + G - 1 in every thread (one whose fast workspace could not be allocated computes
+     * them all with MPFR). */
+    long per = j->fast ? G : 1, nitems = nrows / per;
     kvf_error err;
     kvf_error_clear(&err);
     for (;;) {
@@ -1212,7 +1214,7 @@ static void *worker_main(void *arg) {
                 wk->cnt.fast_rows++;
                 continue;
             }
-            if (fs) wk->cnt.fallback_rows++;
+            if (j->fast) wk->cnt.fallback_rows++;
             row r = {0};
             r.c = c;
             r.b = (int32_t)(ri / c->num_qo_heads);

@@ -349,7 +349,7 @@ static int head_weights(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g
         FLOOR;
     double lo, hi;
     interval(lam, elam, &lo, &hi);
-    float fl = (float)lo, fh = (float)hi;
+    float fl = kvf__f32_rne(lo), fh = kvf__f32_rne(hi);
     if (kvf_f32_bits(fl) != kvf_f32_bits(fh)) return 0;
     *lse_rounded = fh;
     *lse_exact = lam;
