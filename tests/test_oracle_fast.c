@@ -401,14 +401,10 @@ static void test_threads_agree(void) {
 }
 
 static const check_test tests[] = {
-    {"threads_agree", test_threads_agree},
-    {"exp_bound", test_exp_bound},
-    {"log_bound", test_log_bound},
-    {"bf16_rounding", test_bf16_rounding},
-    {"seed_cases", test_seed_cases},
-    {"exact_ties", test_exact_ties},
-    {"generated", test_generated},
-    {NULL, NULL},
+    {"threads_agree", test_threads_agree}, {"exp_bound", test_exp_bound},
+    {"log_bound", test_log_bound},         {"bf16_rounding", test_bf16_rounding},
+    {"seed_cases", test_seed_cases},       {"exact_ties", test_exact_ties},
+    {"generated", test_generated},         {NULL, NULL},
 };
 
 CHECK_MAIN(tests)
