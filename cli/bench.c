@@ -37,7 +37,8 @@ static void bench_help(FILE *f) {
         f,
         "usage: kvfuzz bench [--kernel K]... [--preset P | --batch B --len L]\n"
         "                    [--heads HQ:HK] [--head-dim D] [--page-size S] [--iters N]\n"
-        "                    [--warmup N] [--seed N] [--json]\n\n"
+        "                    [--warmup N] [--seed N] [--json]\n"
+        "       kvfuzz bench --oracle ...   (oracle throughput: kvfuzz bench --oracle --help)\n\n"
         "Times CUDA decode kernels side by side on the same device-resident inputs and compares\n"
         "each with a streaming read of the same number of bytes measured in the same run (the\n"
         "read roofline). Every kernel runs through kvfuzz's buffer host (NaN-poisoned pools,\n"
@@ -523,6 +524,8 @@ static int add_kernels(const char *cmd, bench_opts *o, const char *spec) {
 
 int kvf_cmd_bench(int argc, char **argv) {
     const char *cmd = "bench";
+    if (argc > 1 && strcmp(argv[1], "--oracle") == 0) /* cli/bench_oracle.c */
+        return kvf_cmd_bench_oracle(argc - 1, argv + 1);
     bench_opts o;
     memset(&o, 0, sizeof o);
     o.hq = 20, o.hk = 4, o.d = 128, o.s = 64, o.iters = 50, o.warmup = 5, o.seed = 1;

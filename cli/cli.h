@@ -22,6 +22,7 @@ int kvf_cmd_oracle(int argc, char **argv);
 int kvf_cmd_kernels(int argc, char **argv);
 int kvf_cmd_rules(int argc, char **argv);
 int kvf_cmd_bench(int argc, char **argv);
+int kvf_cmd_bench_oracle(int argc, char **argv); /* kvfuzz bench --oracle (bench_oracle.c) */
 int kvf_cmd_fuzz(int argc, char **argv);
 int kvf_cmd_minimize(int argc, char **argv);
 int kvf_cmd_report(int argc, char **argv);

@@ -228,17 +228,21 @@ int kvf_cmd_show(int argc, char **argv) {
 /* ---- oracle ------------------------------------------------------------------------------- */
 
 static void oracle_help(void) {
-    printf("usage: kvfuzz oracle [--json] [--jobs N] FILE\n\n"
+    printf("usage: kvfuzz oracle [--json] [--jobs N] [--oracle fast|mpfr] FILE\n\n"
            "Prints the MPFR oracle's correctly rounded outputs for the case: o as bf16 (hex bits\n"
            "and decimal) per (sequence, q head, dim), lse as f32 (hex bits and decimal) per\n"
            "(sequence, q head), with the exact value rounded to double beside each, so the\n"
-           "answer can be checked against any other arbitrary-precision implementation.\n");
+           "answer can be checked against any other arbitrary-precision implementation.\n\n"
+           "  --oracle P  oracle path: fast (default: double arithmetic with a certified\n"
+           "              bound, MPFR for what it cannot certify) or mpfr (MPFR for\n"
+           "              every row); both give the same correctly rounded results.\n");
 }
 
 int kvf_cmd_oracle(int argc, char **argv) {
     const char *cmd = "oracle", *path = NULL;
     int json = 0;
     int64_t jobs = 1;
+    int oracle_path = kvf_oracle_default_path();
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             oracle_help();
@@ -248,6 +252,10 @@ int kvf_cmd_oracle(int argc, char **argv) {
         } else if (strcmp(argv[i], "--jobs") == 0) {
             if (i + 1 >= argc || cli_parse_i64(argv[i + 1], 1, 1024, &jobs))
                 return cli_usage_error(cmd, "--jobs needs an integer in [1, 1024]");
+            i++;
+        } else if (strcmp(argv[i], "--oracle") == 0) {
+            if (i + 1 >= argc || kvf_oracle_path_parse(argv[i + 1], &oracle_path))
+                return cli_usage_error(cmd, "--oracle needs fast or mpfr");
             i++;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return cli_usage_error(cmd, "unknown option \"%s\" (see kvfuzz oracle --help)",
@@ -268,6 +276,7 @@ int kvf_cmd_oracle(int argc, char **argv) {
     kvf_oracle_opts opts;
     kvf_oracle_opts_default(&opts);
     opts.threads = (int)jobs;
+    opts.path = oracle_path;
     kvf_oracle_result r;
     if (kvf_oracle_run(&r, &c, &opts, &err)) {
         fprintf(stderr, "kvfuzz oracle: %s: %s\n", path, err.msg);

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "kvfuzz/campaign.h"
+#include "kvfuzz/oracle.h"
 #include "kvfuzz/runner.h"
 #include "kvfuzz/stats.h"
 #include "kvfuzz/test_kernels.h"
@@ -22,7 +23,7 @@ static void fuzz_help(void) {
         "                   [--determinism N] [--max-batch N] [--max-pages N]\n"
         "                   [--max-page-size N] [--max-work N] [--require-overflow]\n"
         "                   [--workers N] [--generators N] [--in-process] [--oracle-only]\n"
-        "                   [--verbose]\n\n"
+        "                   [--oracle fast|mpfr] [--verbose]\n\n"
         "Generates cases (random recipes over every strategy, and structure-aware mutations\n"
         "of a corpus that grows with cases reaching new error buckets), runs the kernel in a\n"
         "worker process, computes the MPFR oracle on a pool of threads and judges each case\n"
@@ -42,6 +43,9 @@ static void fuzz_help(void) {
         "  --jobs N            oracle threads (default: all cores but a quarter, at most\n"
         "                      4, which generation and the kernel worker need; all cores\n"
         "                      with --oracle-only).\n"
+        "  --oracle P          oracle path: fast (default: double arithmetic with a certified\n"
+        "                      bound, MPFR for what it cannot certify) or mpfr (MPFR for\n"
+        "                      every row); both give the same correctly rounded results.\n"
         "  --seed N            campaign seed (default: from the clock; printed at the start).\n"
         "  --corpus DIR        cases to start from; new cases reaching new error buckets are\n"
         "                      added to it (created if missing).\n"
@@ -219,7 +223,7 @@ int kvf_cmd_fuzz(int argc, char **argv) {
                                              "--determinism",   "--max-batch", "--max-pages",
                                              "--max-page-size", "--max-work",  "--generators",
                                              "--workers",       "--stats",     "--stats-interval",
-                                             NULL};
+                                             "--oracle",        NULL};
         int known = 0;
         for (int k = 0; valued[k]; k++)
             if (strcmp(a, valued[k]) == 0) known = 1;
@@ -248,6 +252,11 @@ int kvf_cmd_fuzz(int argc, char **argv) {
         } else if (strcmp(a, "--jobs") == 0) {
             rc = parse_pos(cmd, a, v, 1, 256, &n);
             o.jobs = (int)n;
+        } else if (strcmp(a, "--oracle") == 0) {
+            int path;
+            if (kvf_oracle_path_parse(v, &path))
+                return cli_usage_error(cmd, "--oracle must be fast or mpfr, got \"%s\"", v);
+            kvf_oracle_set_default_path(path); /* the campaign's oracle threads take defaults */
         } else if (strcmp(a, "--workers") == 0) {
             rc = parse_pos(cmd, a, v, 1, 64, &n);
             o.workers = (int)n;

@@ -17,7 +17,8 @@
 
 static void replay_help(void) {
     printf("usage: kvfuzz replay [--kernel K]... [--rule R]... [--jobs N] [--require-overflow]\n"
-           "                     [--deadline SEC] [--stats FILE] FILE|DIR...\n\n"
+           "                     [--deadline SEC] [--oracle fast|mpfr] [--stats FILE]\n"
+           "                     FILE|DIR...\n\n"
            "Runs each kernel on each case (.kvfz files; directories are read one level deep),\n"
            "computes the correctly rounded answer with the MPFR oracle and judges the kernel's\n"
            "o and lse under each rule. Prints one line per case and kernel: the verdict per\n"
@@ -31,6 +32,9 @@ static void replay_help(void) {
            "  --deadline SEC      per launch, after which the kernel counts as hung (default 60)\n"
            "  --rule R            rule (repeatable; `kvfuzz rules`). Default: strict, fa.\n"
            "  --jobs N            oracle threads (default: all cores).\n"
+           "  --oracle P          oracle path: fast (default: double arithmetic with a certified\n"
+           "                      bound, MPFR for what it cannot certify) or mpfr (MPFR for\n"
+           "                      every row); both give the same correctly rounded results.\n"
            "  --require-overflow  count violations on rows whose logits exceed the f32 range\n"
            "                      (class overflow) as failures; by default they are shown but\n"
            "                      do not fail the run.\n"
@@ -59,6 +63,7 @@ int kvf_cmd_replay(int argc, char **argv) {
     char **args = calloc((size_t)argc, sizeof *args);
     int nargs = 0;
     if (!args) return cli_usage_error(cmd, "out of memory");
+    int oracle_path = kvf_oracle_default_path();
     int rc = KVF_EXIT_OK;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -101,6 +106,13 @@ int kvf_cmd_replay(int argc, char **argv) {
                 free(args);
                 cli_free_kernels(kernels, nkernels);
                 return cli_usage_error(cmd, "--deadline needs a number of seconds in (0, 86400]");
+            }
+            i++;
+        } else if (strcmp(a, "--oracle") == 0) {
+            if (i + 1 >= argc || kvf_oracle_path_parse(argv[i + 1], &oracle_path)) {
+                free(args);
+                cli_free_kernels(kernels, nkernels);
+                return cli_usage_error(cmd, "--oracle needs fast or mpfr");
             }
             i++;
         } else if (strcmp(a, "--stats") == 0) {
@@ -178,6 +190,7 @@ int kvf_cmd_replay(int argc, char **argv) {
     kvf_oracle_opts oopts;
     kvf_oracle_opts_default(&oopts);
     oopts.threads = (int)jobs;
+    oopts.path = oracle_path;
 
     printf("%-34s %-14s", "case", "kernel");
     for (int r = 0; r < nrules; r++)

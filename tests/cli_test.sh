@@ -78,6 +78,17 @@ expect 2 "ends inside" -- "$kvfuzz" oracle "$tmp/truncated.kvfz"
 python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); assert c["shape"]["num_qo_heads"]==20 and c["batch_size"]==1 and len(c["kv_indices"])==51' "$tmp/show.json" || fail "show JSON is wrong"
 "$kvfuzz" oracle --json "$seed" >"$tmp/oracle.json" || fail "oracle failed"
 python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); assert len(o["rows"])==20 and len(o["rows"][0]["o"])==128' "$tmp/oracle.json" || fail "oracle JSON is wrong"
+# Both oracle paths give the same correctly rounded bits (the exact values agree to ~1e-15).
+"$kvfuzz" oracle --json --oracle mpfr "$seed" >"$tmp/oracle-mpfr.json" || fail "oracle --oracle mpfr failed"
+python3 -c '
+import json,sys
+a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2]))
+for x, y in zip(a["rows"], b["rows"]):
+    assert x["lse_bits"] == y["lse_bits"] and [e[0] for e in x["o"]] == [e[0] for e in y["o"]]
+    assert abs(x["lse_exact"] - y["lse_exact"]) <= 1e-12 * abs(x["lse_exact"])
+' "$tmp/oracle.json" "$tmp/oracle-mpfr.json" || fail "the fast and mpfr oracle paths disagree"
+expect 2 "--oracle needs fast or mpfr" -- "$kvfuzz" oracle --oracle exact "$seed"
+expect 2 "--oracle must be fast or mpfr" -- "$kvfuzz" fuzz --oracle exact
 
 # The seed corpus passes strict on both CPU kernels.
 "$kvfuzz" replay --kernel cpu-ref --kernel cpu-splitkv --rule strict "$src/corpus/seeds" >"$tmp/replay" 2>&1

@@ -59,15 +59,47 @@ static kvf_bf16 *vat(kvf_case *c, int32_t b, int64_t t, int32_t g, int32_t d) {
     return &c->v_cache[kvf_case_kv_offset(c, b, t, g, d)];
 }
 
-static int run(kvf_oracle_result *r, const kvf_case *c, long p0, int threads) {
+/* The fast path against the MPFR result r of the same case: bit-identical rounded values and
+ * row data (tests/test_oracle_fast.c holds the rest of the cross-check). */
+static void check_fast_path_agrees(const kvf_oracle_result *r, const kvf_case *c) {
+    kvf_oracle_opts o;
+    kvf_oracle_opts_default(&o);
+    o.path = KVF_ORACLE_FAST;
+    kvf_error err;
+    kvf_error_clear(&err);
+    kvf_oracle_result f;
+    int rc = kvf_oracle_run(&f, c, &o, &err);
+    CHECK_OK(rc, &err);
+    if (rc) return;
+    int64_t rows = (int64_t)c->batch_size * c->num_qo_heads;
+    for (int64_t i = 0; i < rows; i++) {
+        CHECK_HEX_EQ(kvf_f32_bits(f.lse_rounded[i]), kvf_f32_bits(r->lse_rounded[i]));
+        CHECK(memcmp(&f.rows[i], &r->rows[i], sizeof f.rows[i]) == 0);
+    }
+    for (int64_t i = 0; i < rows * c->head_dim; i++)
+        CHECK_HEX_EQ(f.o_rounded[i], r->o_rounded[i]);
+    CHECK_INT_EQ(f.fast_rows + f.fallback_rows, rows);
+    kvf_oracle_result_free(&f);
+}
+
+/* The MPFR path only. */
+static int run_mpfr(kvf_oracle_result *r, const kvf_case *c, long p0, int threads) {
     kvf_oracle_opts o;
     kvf_oracle_opts_default(&o);
     if (p0) o.initial_precision = p0;
     o.threads = threads;
+    o.path = KVF_ORACLE_MPFR;
     kvf_error err;
     kvf_error_clear(&err);
     int rc = kvf_oracle_run(r, c, &o, &err);
     CHECK_OK(rc, &err);
+    return rc;
+}
+
+/* The MPFR path (the reference these tests are about), and the fast path checked against it. */
+static int run(kvf_oracle_result *r, const kvf_case *c, long p0, int threads) {
+    int rc = run_mpfr(r, c, p0, threads);
+    if (rc == 0) check_fast_path_agrees(r, c);
     return rc;
 }
 
@@ -720,13 +752,18 @@ static void test_seed_timing(void) {
     struct timespec t0, t1;
     kvf_oracle_result r;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (run(&r, &c, 0, 1)) return;
+    if (run_mpfr(&r, &c, 0, 1)) return;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     printf("seed-h20kv4: L = %lld, %d q heads, oracle %.3f s on one thread (max precision %ld, "
            "retries %ld, ties %ld)\n",
            (long long)kvf_case_seq_len(&c, 0), c.num_qo_heads, sec, r.max_precision_used,
            r.ziv_retries, r.exact_ties);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    check_fast_path_agrees(&r, &c);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("seed-h20kv4: fast path and its comparison %.3f s\n", sec);
     for (int64_t i = 0; i < kvf_case_lse_elems(&c); i++)
         CHECK(isfinite(r.lse_rounded[i]));
     kvf_oracle_result_free(&r);

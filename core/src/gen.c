@@ -53,7 +53,11 @@ static kvf_bf16 draw(kvf_prng *rng, const kvf_dist *d, double scale, int32_t ind
         int span = d->param ? d->param : 20;
         int e = (int)kvf_prng_below(rng, 2u * (unsigned)span + 1) - span;
         double m = 1.0 + kvf_prng_unit(rng);
-        double x = ldexp(m, e) * scale;
+        /* m 2^e exactly (|e| <= 255, far inside double's range), as ldexp gives it. */
+        uint64_t pb = (uint64_t)(e + 1023) << 52;
+        double p2;
+        memcpy(&p2, &pb, sizeof p2);
+        double x = (m * p2) * scale;
         return to_bf16((kvf_prng_next(rng) & 1) ? -x : x);
     }
     case KVF_DIST_CONSTANT:
@@ -97,10 +101,18 @@ static void fill_rows(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_di
  * +-[0.5, 1), so a kernel that reads them changes its answer. Four values per draw because
  * these regions can be most of a pool. */
 static void fill_filler(kvf_bf16 *dst, int64_t n, kvf_prng *rng) {
-    for (int64_t i = 0; i < n; i += 4) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
         uint64_t r = kvf_prng_next(rng);
-        for (int64_t j = 0; j < 4 && i + j < n; j++, r >>= 16)
-            dst[i + j] = (kvf_bf16)((r & 0x807Fu) | 0x3F00u);
+        dst[i] = (kvf_bf16)((r & 0x807Fu) | 0x3F00u);
+        dst[i + 1] = (kvf_bf16)(((r >> 16) & 0x807Fu) | 0x3F00u);
+        dst[i + 2] = (kvf_bf16)(((r >> 32) & 0x807Fu) | 0x3F00u);
+        dst[i + 3] = (kvf_bf16)(((r >> 48) & 0x807Fu) | 0x3F00u);
+    }
+    if (i < n) {
+        uint64_t r = kvf_prng_next(rng);
+        for (; i < n; i++, r >>= 16)
+            dst[i] = (kvf_bf16)((r & 0x807Fu) | 0x3F00u);
     }
 }
 

@@ -18,43 +18,11 @@ void kvf_prng_seed_stream(kvf_prng *rng, uint64_t seed, uint64_t stream) {
     kvf_prng_seed(rng, seed ^ splitmix64(&x));
 }
 
-static inline uint64_t rotl(uint64_t x, int k) {
-    return (x << k) | (x >> (64 - k));
-}
-
-uint64_t kvf_prng_next(kvf_prng *rng) {
-    uint64_t *s = rng->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-uint64_t kvf_prng_below(kvf_prng *rng, uint64_t n) {
-    /* Rejection keeps every residue equally likely. */
-    uint64_t limit = UINT64_MAX - UINT64_MAX % n;
-    uint64_t x;
-    do {
-        x = kvf_prng_next(rng);
-    } while (x >= limit);
-    return x % n;
-}
-
-double kvf_prng_unit(kvf_prng *rng) {
-    return (double)(kvf_prng_next(rng) >> 11) * 0x1p-53;
-}
-
-double kvf_prng_normal(kvf_prng *rng) {
-    /* Var(U) = 1/12, so four uniforms sum to variance 1/3; sqrt(3) rescales. The constant is
-     * a literal so no sqrt() call (and no libm) is involved. */
-    double s = kvf_prng_unit(rng) + kvf_prng_unit(rng) + kvf_prng_unit(rng) + kvf_prng_unit(rng);
-    return (s - 2.0) * 1.7320508075688772;
-}
+/* The external definitions of the inline draws (prng.h). */
+extern inline uint64_t kvf_prng_next(kvf_prng *rng);
+extern inline uint64_t kvf_prng_below(kvf_prng *rng, uint64_t n);
+extern inline double kvf_prng_unit(kvf_prng *rng);
+extern inline double kvf_prng_normal(kvf_prng *rng);
 
 uint64_t kvf_hash64(const void *data, uint64_t size) {
     const unsigned char *p = data;

@@ -70,6 +70,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "oracle_fast.h"
+
 #define DOT_SHIFT 266      /* every bf16*bf16 product is a multiple of 2^-266 */
 #define DOT_DIGITS 20      /* 640-bit two's complement digits hold |dot| * 2^266 < 2^553 */
 #define LOGIT_PREC 640     /* exact s_t, m, delta_t and differences of deltas (item 1) */
@@ -84,10 +86,37 @@
 
 #define M32 UINT64_C(0xFFFFFFFF)
 
+static atomic_int default_path = KVF_ORACLE_FAST;
+
+void kvf_oracle_set_default_path(int path) {
+    if (path == KVF_ORACLE_FAST || path == KVF_ORACLE_MPFR) atomic_store(&default_path, path);
+}
+
+int kvf_oracle_default_path(void) {
+    return atomic_load(&default_path);
+}
+
+const char *kvf_oracle_path_name(int path) {
+    return path == KVF_ORACLE_MPFR ? "mpfr" : path == KVF_ORACLE_FAST ? "fast" : "unknown";
+}
+
+int kvf_oracle_path_parse(const char *name, int *out) {
+    if (!name) return -1;
+    if (strcmp(name, "fast") == 0) {
+        *out = KVF_ORACLE_FAST;
+    } else if (strcmp(name, "mpfr") == 0) {
+        *out = KVF_ORACLE_MPFR;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
 void kvf_oracle_opts_default(kvf_oracle_opts *opts) {
     opts->initial_precision = 64;
     opts->max_precision = 1L << 14;
     opts->threads = 0;
+    opts->path = kvf_oracle_default_path();
 }
 
 /* ---- bf16 fields ---------------------------------------------------------------------------- */
@@ -291,6 +320,7 @@ typedef struct ws {
 
 typedef struct counters {
     long maxp, retries, ties;
+    long fast_rows, fallback_rows;
 } counters;
 
 /* The scalar MPFR variables of a workspace, for initialisation and release in one place. */
@@ -429,6 +459,7 @@ typedef struct job {
     const kvf_case *c;
     kvf_oracle_result *out;
     long p0, pmax;
+    int fast; /* try the fast path first (oracle_fast.c) */
     atomic_long next_row;
     atomic_int stop;
     pthread_mutex_t lock;
@@ -1166,28 +1197,49 @@ static void *worker_main(void *arg) {
     mpfr_set_emax(mpfr_get_emax_max());
     ws s;
     ws_init(&s);
+    kvf__fast_ws *fs = j->fast ? kvf__fast_ws_new() : NULL;
     long nrows = (long)c->batch_size * c->num_qo_heads;
     int32_t G = c->num_qo_heads / c->num_kv_heads;
+    /* With the fast path the unit of work is a kv group: its G rows read the same keys and
+     * values, which oracle_fast.c decodes once for all of them. Item `it` is rows it * G to
+     * it * G + G - 1 in every thread (one whose fast workspace could not be allocated computes
+     * them all with MPFR). */
+    long per = j->fast ? G : 1, nitems = nrows / per;
     kvf_error err;
     kvf_error_clear(&err);
     for (;;) {
         if (atomic_load(&j->stop)) break;
-        long ri = atomic_fetch_add(&j->next_row, 1);
-        if (ri >= nrows) break;
-        row r = {0};
-        r.c = c;
-        r.b = (int32_t)(ri / c->num_qo_heads);
-        r.h = (int32_t)(ri % c->num_qo_heads);
-        r.g = r.h / G;
-        r.D = c->head_dim;
-        r.L = kvf_case_seq_len(c, r.b);
-        r.o_rounded = out->o_rounded + (size_t)ri * r.D;
-        r.o_exact = out->o_exact + (size_t)ri * r.D;
-        r.o_cond = out->o_cond + (size_t)ri * r.D;
-        r.lse_rounded = out->lse_rounded + ri;
-        r.lse_exact = out->lse_exact + ri;
-        r.info = out->rows + ri;
-        int rc = row_compute(&s, &r, j->p0, j->pmax, &wk->cnt, &err);
+        long it = atomic_fetch_add(&j->next_row, 1);
+        if (it >= nitems) break;
+        const unsigned char *done = NULL;
+        if (fs) {
+            /* Ziv's first pass in double (oracle_fast.c); a row it cannot certify is computed
+             * again below from scratch. */
+            done = kvf__fast_group(fs, c, (int32_t)(it / c->num_kv_heads),
+                                   (int32_t)(it % c->num_kv_heads), out);
+        }
+        int rc = 0;
+        for (long ri = it * per; ri < (it + 1) * per && rc == 0; ri++) {
+            if (done && done[ri - it * per]) {
+                wk->cnt.fast_rows++;
+                continue;
+            }
+            if (j->fast) wk->cnt.fallback_rows++;
+            row r = {0};
+            r.c = c;
+            r.b = (int32_t)(ri / c->num_qo_heads);
+            r.h = (int32_t)(ri % c->num_qo_heads);
+            r.g = r.h / G;
+            r.D = c->head_dim;
+            r.L = kvf_case_seq_len(c, r.b);
+            r.o_rounded = out->o_rounded + (size_t)ri * r.D;
+            r.o_exact = out->o_exact + (size_t)ri * r.D;
+            r.o_cond = out->o_cond + (size_t)ri * r.D;
+            r.lse_rounded = out->lse_rounded + ri;
+            r.lse_exact = out->lse_exact + ri;
+            r.info = out->rows + ri;
+            rc = row_compute(&s, &r, j->p0, j->pmax, &wk->cnt, &err);
+        }
         if (rc) {
             pthread_mutex_lock(&j->lock);
             if (!j->rc) {
@@ -1200,6 +1252,7 @@ static void *worker_main(void *arg) {
         }
     }
     ws_free(&s);
+    kvf__fast_ws_free(fs);
     mpfr_set_emin(old_emin);
     mpfr_set_emax(old_emax);
     if (wk->is_thread) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
@@ -1301,6 +1354,7 @@ int kvf_oracle_run(kvf_oracle_result *out, const kvf_case *c, const kvf_oracle_o
     j.out = out;
     j.p0 = p0;
     j.pmax = pmax;
+    j.fast = opts->path != KVF_ORACLE_MPFR;
     atomic_init(&j.next_row, 0);
     atomic_init(&j.stop, 0);
     pthread_mutex_init(&j.lock, NULL);
@@ -1333,6 +1387,8 @@ int kvf_oracle_run(kvf_oracle_result *out, const kvf_case *c, const kvf_oracle_o
         if (wk[i].cnt.maxp > out->max_precision_used) out->max_precision_used = wk[i].cnt.maxp;
         out->ziv_retries += wk[i].cnt.retries;
         out->exact_ties += wk[i].cnt.ties;
+        out->fast_rows += wk[i].cnt.fast_rows;
+        out->fallback_rows += wk[i].cnt.fallback_rows;
     }
     if (j.rc) {
         if (err) *err = j.err;

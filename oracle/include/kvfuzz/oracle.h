@@ -44,11 +44,26 @@ typedef struct kvf_oracle_result {
                                the exact lse is past the f32 range, as IEEE overflow rounds) */
     double *lse_exact;      /* [B][Hq] exact lse rounded to double (-inf for empty) */
     kvf_oracle_row *rows;   /* [B][Hq] */
-    /* Work done, for reports: highest working precision used, Ziv retries, exact ties. */
+    /* Work done, for reports: highest working precision used, Ziv retries, exact ties (all
+     * three count the MPFR path only: 0 when the fast path certified every row). */
     long max_precision_used;
     long ziv_retries;
     long exact_ties;
+    /* Rows (sequence, q head) certified by the fast path, and rows it handed to the MPFR path
+     * (always 0 and every row under KVF_ORACLE_MPFR). The fallback rate is
+     * fallback_rows / (fast_rows + fallback_rows). */
+    long fast_rows;
+    long fallback_rows;
 } kvf_oracle_result;
+
+/* How the oracle computes a row (docs/oracle.md, "The fast path").
+ * FAST: double arithmetic with a rigorous running error bound; a row whose every output the
+ *   bound rounds with certainty (and away from every rounding boundary) is returned from it,
+ *   any other row is recomputed by the MPFR path. The rounded values and flags are
+ *   bit-identical to MPFR's; o_exact, lse_exact and o_cond agree within their documented
+ *   error.
+ * MPFR: the reference: every row through MPFR (a Ziv loop from initial_precision). */
+typedef enum kvf_oracle_path { KVF_ORACLE_FAST = 0, KVF_ORACLE_MPFR = 1 } kvf_oracle_path;
 
 typedef struct kvf_oracle_opts {
     long initial_precision; /* working precision in bits for the first Ziv pass (default 64;
@@ -56,9 +71,22 @@ typedef struct kvf_oracle_opts {
     long max_precision;     /* give up (KVF_EORACLE) past this (default 1<<14) */
     int threads;            /* rows in parallel; 0 or 1 = this thread only. Ignored (one
                                thread) when MPFR is not built thread-safe (mpfr_buildopt_tls_p) */
+    int path;               /* kvf_oracle_path (default: kvf_oracle_default_path()) */
 } kvf_oracle_opts;
 
 void kvf_oracle_opts_default(kvf_oracle_opts *opts);
+
+/* The path kvf_oracle_opts_default() chooses: KVF_ORACLE_FAST unless
+ * kvf_oracle_set_default_path() said otherwise. Process-wide, for command-line front ends whose
+ * oracle calls sit in code that takes default options (the campaign's oracle threads); set it
+ * before starting threads. An unknown value is ignored. */
+void kvf_oracle_set_default_path(int path);
+int kvf_oracle_default_path(void);
+
+/* "fast" / "mpfr" <-> kvf_oracle_path. kvf_oracle_path_parse returns 0 on success, -1 for an
+ * unknown name (out untouched). */
+const char *kvf_oracle_path_name(int path);
+int kvf_oracle_path_parse(const char *name, int *out);
 
 int kvf_oracle_run(kvf_oracle_result *out, const kvf_case *c, const kvf_oracle_opts *opts,
                    kvf_error *err);

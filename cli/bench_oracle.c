@@ -1,0 +1,263 @@
+/* `kvfuzz bench --oracle`: oracle throughput of the fast and the MPFR path, measured in the
+ * same run on the same cases, on one thread.
+ *
+ * Method: the cases are built before any timing (the campaign's fresh-case generator: random
+ * specs under the campaign's default size limits, fitted and repaired as the campaign does; or
+ * case files). Each repetition runs the whole set through the MPFR path and through the fast
+ * path, alternating which goes first, with threads = 1; the time is the calling thread's CPU
+ * time (CLOCK_THREAD_CPUTIME_ID), so other load on the machine inflates it less than wall
+ * time would. The best repetition of each path is reported. tokens = sum over the cases of
+ * the KV tokens of every sequence; rows = (sequence, q head) pairs. Every repetition checks
+ * that the two paths' rounded outputs are bit-identical. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "kvfuzz/campaign.h"
+#include "kvfuzz/mutate.h"
+#include "kvfuzz/oracle.h"
+#include "kvfuzz/prng.h"
+#include "kvfuzz/spec.h"
+
+static void bench_oracle_help(FILE *f) {
+    fprintf(f,
+            "usage: kvfuzz bench --oracle [--cases N] [--seed N] [--repeat N] [FILE...]\n\n"
+            "Measures the oracle's throughput on one thread, fast path and MPFR path in the same\n"
+            "run on the same cases, and checks that their rounded outputs are bit-identical.\n"
+            "Without FILE the cases are the campaign's fresh cases: random specs under the\n"
+            "campaign's default size limits, fitted and repaired as `kvfuzz fuzz` does.\n\n"
+            "  --cases N    generated cases (default 2000; ignored with FILE)\n"
+            "  --seed N     generator seed (default 1)\n"
+            "  --repeat N   repetitions, the best of each path reported (default 3)\n\n"
+            "Prints tokens/s (KV tokens of every sequence, summed over the cases), rows/s and\n"
+            "cases/s per core for each path, the speed-up, and the fast path's fallback rate\n"
+            "(rows handed to MPFR); the line `build` times making the cases (generation).\n"
+            "Exit 0, 1 when the paths disagree or the oracle fails, 2 on\n"
+            "bad usage or unreadable input.\n");
+}
+
+typedef struct bench_set {
+    kvf_case *cases;
+    int64_t n, cap;
+    int64_t tokens, rows;
+} bench_set;
+
+static int set_add(bench_set *s, const kvf_case *c) {
+    if (s->n == s->cap) {
+        int64_t cap = s->cap ? 2 * s->cap : 64;
+        kvf_case *p = realloc(s->cases, (size_t)cap * sizeof *p);
+        if (!p) return -1;
+        s->cases = p;
+        s->cap = cap;
+    }
+    s->cases[s->n++] = *c;
+    s->tokens += kvf_case_total_tokens(c);
+    s->rows += (int64_t)c->batch_size * c->num_qo_heads;
+    return 0;
+}
+
+static void set_free(bench_set *s) {
+    for (int64_t i = 0; i < s->n; i++)
+        kvf_case_free(&s->cases[i]);
+    free(s->cases);
+}
+
+static double thread_cpu_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+typedef struct path_run {
+    double best_s;
+    long fast_rows, fallback_rows;
+} path_run;
+
+/* Runs every case through one path; *results gets the outputs (for the comparison). */
+static int run_path(const bench_set *s, int path, kvf_oracle_result *results, double *sec) {
+    kvf_oracle_opts o;
+    kvf_oracle_opts_default(&o);
+    o.path = path;
+    o.threads = 1;
+    kvf_error err;
+    double t0 = thread_cpu_s();
+    for (int64_t i = 0; i < s->n; i++) {
+        if (kvf_oracle_run(&results[i], &s->cases[i], &o, &err)) {
+            fprintf(stderr, "kvfuzz bench: the %s oracle failed on case %" PRId64 ": %s\n",
+                    kvf_oracle_path_name(path), i, err.msg);
+            for (int64_t j = 0; j < i; j++)
+                kvf_oracle_result_free(&results[j]);
+            return -1;
+        }
+    }
+    *sec = thread_cpu_s() - t0;
+    return 0;
+}
+
+static int64_t count_mismatches(const bench_set *s, const kvf_oracle_result *a,
+                                const kvf_oracle_result *b) {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < s->n; i++) {
+        const kvf_case *c = &s->cases[i];
+        int64_t rows = (int64_t)c->batch_size * c->num_qo_heads;
+        if (memcmp(a[i].o_rounded, b[i].o_rounded, (size_t)(rows * c->head_dim) * 2) != 0 ||
+            memcmp(a[i].lse_rounded, b[i].lse_rounded, (size_t)rows * 4) != 0 ||
+            memcmp(a[i].rows, b[i].rows, (size_t)rows * sizeof(kvf_oracle_row)) != 0)
+            bad++;
+    }
+    return bad;
+}
+
+static int generate(bench_set *s, int64_t ncases, uint64_t seed) {
+    kvf_campaign_opts co;
+    kvf_campaign_opts_default(&co);
+    kvf_random_opts ro;
+    kvf_mutate_random_opts(&ro, &co.mutate);
+    kvf_prng rng;
+    kvf_prng_seed(&rng, seed);
+    for (int64_t tries = 0; s->n < ncases && tries < 100 * ncases; tries++) {
+        kvf_spec sp;
+        kvf_case c;
+        if (kvf_spec_random(&sp, kvf_prng_next(&rng), &ro, NULL)) continue;
+        kvf_spec_fit(&sp, &co.mutate);
+        int rc = kvf_spec_repair(&sp, &co.case_limits, co.mutate.allow_nonfinite, &c, NULL);
+        kvf_spec_free(&sp);
+        if (rc) continue;
+        if (set_add(s, &c)) {
+            kvf_case_free(&c);
+            return -1;
+        }
+    }
+    return s->n == ncases ? 0 : -1;
+}
+
+int kvf_cmd_bench_oracle(int argc, char **argv) {
+    const char *cmd = "bench";
+    int64_t ncases = 2000, seed = 1, repeat = 3;
+    bench_set set = {0};
+    int nfiles = 0;
+    double build_s = 0; /* thread CPU time spent generating or loading the cases */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            bench_oracle_help(stdout);
+            set_free(&set);
+            return KVF_EXIT_OK;
+        }
+        if (a[0] == '-' && a[1] == '-') {
+            int64_t *dst = strcmp(a, "--cases") == 0    ? &ncases
+                           : strcmp(a, "--seed") == 0   ? &seed
+                           : strcmp(a, "--repeat") == 0 ? &repeat
+                                                        : NULL;
+            if (!dst) {
+                set_free(&set);
+                return cli_usage_error(
+                    cmd, "unknown option \"%s\" (see kvfuzz bench --oracle --help)", a);
+            }
+            if (i + 1 >= argc || cli_parse_i64(argv[i + 1], dst == &seed ? 0 : 1,
+                                               dst == &seed ? INT64_MAX : 10000000, dst)) {
+                set_free(&set);
+                return cli_usage_error(cmd, "%s needs a positive number", a);
+            }
+            i++;
+            continue;
+        }
+        kvf_limits lim;
+        kvf_limits_default(&lim);
+        kvf_case c;
+        kvf_error err;
+        double t0 = thread_cpu_s();
+        int lrc = kvf_case_load(a, NULL, &c, &lim, &err);
+        build_s += thread_cpu_s() - t0;
+        if (lrc) {
+            fprintf(stderr, "kvfuzz bench: %s: %s\n", a, err.msg);
+            set_free(&set);
+            return KVF_EXIT_USAGE;
+        }
+        nfiles++;
+        if (set_add(&set, &c)) {
+            kvf_case_free(&c);
+            set_free(&set);
+            fprintf(stderr, "kvfuzz bench: out of memory\n");
+            return KVF_EXIT_FINDINGS;
+        }
+    }
+    double g0 = thread_cpu_s();
+    int grc = nfiles ? 0 : generate(&set, ncases, (uint64_t)seed);
+    if (!nfiles) build_s = thread_cpu_s() - g0;
+    if (grc) {
+        fprintf(stderr, "kvfuzz bench: could not generate %" PRId64 " cases\n", ncases);
+        set_free(&set);
+        return KVF_EXIT_FINDINGS;
+    }
+
+    kvf_oracle_result *res[2];
+    res[0] = calloc((size_t)set.n + 1, sizeof(kvf_oracle_result));
+    res[1] = calloc((size_t)set.n + 1, sizeof(kvf_oracle_result));
+    path_run pr[2] = {{-1, 0, 0}, {-1, 0, 0}};
+    const int paths[2] = {KVF_ORACLE_MPFR, KVF_ORACLE_FAST};
+    int rc = KVF_EXIT_OK;
+    int64_t mismatched = 0;
+    for (int64_t r = 0; r < repeat && rc == KVF_EXIT_OK && res[0] && res[1]; r++) {
+        for (int k = 0; k < 2; k++) {
+            int p = (int)((k + r) & 1); /* alternate which path goes first */
+            double sec;
+            if (run_path(&set, paths[p], res[p], &sec)) {
+                rc = KVF_EXIT_FINDINGS;
+                if (k == 1)
+                    for (int64_t i = 0; i < set.n; i++)
+                        kvf_oracle_result_free(&res[1 - p][i]);
+                break;
+            }
+            if (pr[p].best_s < 0 || sec < pr[p].best_s) pr[p].best_s = sec;
+            pr[p].fast_rows = pr[p].fallback_rows = 0;
+            for (int64_t i = 0; i < set.n; i++) {
+                pr[p].fast_rows += res[p][i].fast_rows;
+                pr[p].fallback_rows += res[p][i].fallback_rows;
+            }
+        }
+        if (rc != KVF_EXIT_OK) break;
+        mismatched += count_mismatches(&set, res[0], res[1]);
+        for (int p = 0; p < 2; p++)
+            for (int64_t i = 0; i < set.n; i++)
+                kvf_oracle_result_free(&res[p][i]);
+    }
+    if (!res[0] || !res[1]) {
+        fprintf(stderr, "kvfuzz bench: out of memory\n");
+        rc = KVF_EXIT_FINDINGS;
+    }
+    if (rc == KVF_EXIT_OK) {
+        printf("oracle bench: %" PRId64 " %s, %" PRId64 " tokens, %" PRId64
+               " rows, one thread, best of %" PRId64 " (thread CPU time)\n",
+               set.n, nfiles ? "case files" : "generated cases (campaign mix)", set.tokens,
+               set.rows, repeat);
+        printf("%-6s %10s %14s %12s %10s\n", "path", "seconds", "tokens/s/core", "rows/s/core",
+               "cases/s");
+        for (int p = 0; p < 2; p++) {
+            double sec = pr[p].best_s > 0 ? pr[p].best_s : 1e-9;
+            printf("%-6s %10.4f %14.0f %12.0f %10.1f\n", kvf_oracle_path_name(paths[p]), sec,
+                   (double)set.tokens / sec, (double)set.rows / sec, (double)set.n / sec);
+        }
+        printf("%-6s %10.4f %14.0f %12s %10.1f  (%s the cases, once)\n", "build", build_s,
+               (double)set.tokens / (build_s > 0 ? build_s : 1e-9), "",
+               (double)set.n / (build_s > 0 ? build_s : 1e-9),
+               nfiles ? "reading and building" : "generating, fitting and repairing");
+        long fr = pr[1].fast_rows, fb = pr[1].fallback_rows;
+        printf("speed-up %.2fx; fallback %ld of %ld rows (%.3f%%); rounded outputs %s\n",
+               pr[0].best_s / (pr[1].best_s > 0 ? pr[1].best_s : 1e-9), fb, fr + fb,
+               fr + fb ? 100.0 * (double)fb / (double)(fr + fb) : 0.0,
+               mismatched ? "DIFFER" : "identical");
+        if (mismatched) {
+            fprintf(stderr, "kvfuzz bench: the paths disagree on %" PRId64 " case runs\n",
+                    mismatched);
+            rc = KVF_EXIT_FINDINGS;
+        }
+    }
+    free(res[0]);
+    free(res[1]);
+    set_free(&set);
+    return rc;
+}
