@@ -12,6 +12,7 @@
 #include "kvfuzz/campaign.h"
 #include "kvfuzz/runner.h"
 #include "kvfuzz/stats.h"
+#include "kvfuzz/verdict.h"
 #include "kvfuzz/test_kernels.h"
 
 static void fuzz_help(void) {
@@ -182,6 +183,21 @@ static void observe_case(void *ctx, const kvf_campaign_event *ev) {
     }
 }
 
+/* The campaign's answer, last: per rule, the cases judged and the signatures found. Every new
+ * signature is one finding file; the statistics tell the benign failures apart. */
+static void print_verdicts(FILE *f, const kvf_stats *stats, const kvf_campaign_stats *st) {
+    kvf_verdict_counts vc[KVF_MAX_RULES];
+    size_t n = kvf_stats_verdicts(stats, vc, KVF_MAX_RULES);
+    if (n > KVF_MAX_RULES) n = KVF_MAX_RULES;
+    fprintf(f, "verdict:\n");
+    for (size_t i = 0; i < n; i++) {
+        /* Signatures are per campaign, not per rule; with one rule they are that rule's. */
+        if (kvf_verdict_counts_failed(&vc[i]) && n == 1) vc[i].signatures = (long)st->findings_new;
+        kvf_verdict_counts_print(f, &vc[i], "  ");
+    }
+    if (n == 0) fprintf(f, "  nothing judged\n");
+}
+
 int kvf_cmd_fuzz(int argc, char **argv) {
     const char *cmd = "fuzz";
     kvf_campaign_opts o;
@@ -213,13 +229,11 @@ int kvf_cmd_fuzz(int argc, char **argv) {
             o.verbose = 1;
             continue;
         }
-        static const char *const valued[] = {"--kernel",        "--rule",      "--time",
-                                             "--runs",          "--jobs",      "--seed",
-                                             "--corpus",        "--findings",  "--deadline",
-                                             "--determinism",   "--max-batch", "--max-pages",
-                                             "--max-page-size", "--max-work",  "--generators",
-                                             "--workers",       "--stats",     "--stats-interval",
-                                             NULL};
+        static const char *const valued[] = {
+            "--kernel",    "--rule",      "--time",           "--runs",     "--jobs",
+            "--seed",      "--corpus",    "--findings",       "--deadline", "--determinism",
+            "--max-batch", "--max-pages", "--max-page-size",  "--max-work", "--generators",
+            "--workers",   "--stats",     "--stats-interval", NULL};
         int known = 0;
         for (int k = 0; valued[k]; k++)
             if (strcmp(a, valued[k]) == 0) known = 1;
@@ -327,6 +341,7 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     so.findings_dir = o.findings_dir;
     so.command = "kvfuzz fuzz";
     so.flush_interval_s = stats_interval;
+    so.require_overflow = o.require_overflow;
     sink.shard_opts = so;
     sink.shard_opts.command = NULL;
     sink.path = stats_path;
@@ -353,12 +368,16 @@ int kvf_cmd_fuzz(int argc, char **argv) {
         fprintf(stderr, "kvfuzz fuzz: statistics in %s\n", stats_path);
     for (int i = 0; i < KVF_CAMPAIGN_MAX_JOBS; i++)
         kvf_stats_free(sink.shards[i].stats);
-    kvf_stats_free(sink.stats);
     if (rc) {
         fprintf(stderr, "kvfuzz fuzz: %s\n", err.msg);
-        if (st.cases == 0) return KVF_EXIT_USAGE;
+        if (st.cases == 0) {
+            kvf_stats_free(sink.stats);
+            return KVF_EXIT_USAGE;
+        }
     }
     kvf_campaign_print_summary(stdout, &o, &st);
+    print_verdicts(stdout, sink.stats, &st);
+    kvf_stats_free(sink.stats);
     fflush(stdout);
     if (st.finding_hits > 0) return KVF_EXIT_FINDINGS;
     return rc ? KVF_EXIT_USAGE : KVF_EXIT_OK;

@@ -757,10 +757,11 @@ int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
 
 kvf_verdict_status kvf_verdict_status_of(const kvf_verdict *v, int require_overflow) {
     if (v->pass) return KVF_VERDICT_PASS;
+    /* Out of the model first: there the rounded value is no standard to meet either. */
+    if (v->finding == KVF_FINDING_OVERFLOW && !require_overflow) return KVF_VERDICT_OUT_OF_MODEL;
     int64_t viol = v->o.violations + v->lse.violations;
     if (viol > 0 && v->o.violations_rounded + v->lse.violations_rounded == viol)
         return KVF_VERDICT_RULE_REJECTS_ROUNDED;
-    if (v->finding == KVF_FINDING_OVERFLOW && !require_overflow) return KVF_VERDICT_OUT_OF_MODEL;
     return KVF_VERDICT_FAIL;
 }
 

@@ -972,7 +972,7 @@ static int slot_heatmap(FILE *f, const rmodel *m) {
             for (int r = 0; r < nsizes; r++) {
                 double y = y0 + head + r * rowh;
                 char lab[32];
-                snprintf(lab, sizeof lab, "page %d", (int)sizes[r]);
+                snprintf(lab, sizeof lab, "page size %d", (int)sizes[r]);
                 text(c.f, left - 6, y + rowh - 3, "end", "tick", lab);
                 fprintf(c.f,
                         "<rect class=\"plot\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
@@ -1041,10 +1041,16 @@ static void figures_table(FILE *f, const rmodel *m) {
           "its primary rule (strict when judged, else the rule with the most elements). ULP "
           "distances are from the correctly rounded value; p99 is an upper bound read from its "
           "histogram bucket; bits = mean log2(ulps + 1); margin = error / allowance, above 1 "
-          "fails.</p>\n<table><tr><th>series</th><th>rule</th><th>cases</th><th>failed</th>"
+          "fails; excess = the margin beyond the final rounding, the headroom a kernel actually "
+          "uses (0 for the correctly rounded value, whose margin at a bf16 tie is about 1). "
+          "Failed counts kernel failures only; cases failing only on rows out of the input "
+          "model are in their own column and panel, and every figure here is over in-model "
+          "rows.</p>\n<table><tr><th>series</th><th>rule</th><th>cases</th><th>failed</th>"
+          "<th>out of model</th>"
           "<th>o elements</th><th>o violations</th><th>o max ulp</th><th>o p99 ulp</th>"
           "<th>o bits</th><th>o max abs</th><th>lse violations</th>"
-          "<th>lse max ulp</th><th>max margin</th><th>non-finite</th><th>run errors</th></tr>\n",
+          "<th>lse max ulp</th><th>max margin</th><th>max excess</th><th>NaN/inf mismatches</th>"
+          "<th>run errors</th></tr>\n",
           f);
     for (size_t i = 0; i < m->nseries; i++) {
         const rseries *s = &m->series[i];
@@ -1052,15 +1058,18 @@ static void figures_table(FILE *f, const rmodel *m) {
         fputs("<tr>", f);
         swatch(f, s);
         if (!g) {
-            fputs("<td colspan=\"13\">no judged elements</td>", f);
+            fputs("<td colspan=\"15\">no judged elements</td>", f);
         } else {
             const kvf_outstats *o = &g->out[0], *l = &g->out[1];
             fputs("<td>", f);
             html_escape(f, g->rule);
             fputs("</td>", f);
             td_i64(f, g->cases);
-            fprintf(f, "<td class=\"n%s\">%" PRId64 "</td>", g->cases > g->passed ? " bad" : "",
-                    g->cases - g->passed);
+            kvf_verdict_counts vc;
+            report_verdict(m, s, g, &vc);
+            int64_t failed = kvf_verdict_counts_failed(&vc);
+            fprintf(f, "<td class=\"n%s\">%" PRId64 "</td>", failed ? " bad" : "", failed);
+            td_i64(f, g->out_of_model);
             td_i64(f, o->elements);
             td_i64(f, o->violations);
             td_i64(f, o->max_ulps);
@@ -1074,13 +1083,10 @@ static void figures_table(FILE *f, const rmodel *m) {
             td_i64(f, l->violations);
             td_i64(f, l->max_ulps);
             td_num(f, fmax(o->max_margin, l->max_margin));
+            td_num(f, fmax(o->max_excess, l->max_excess));
             td_i64(f, o->nonfinite + l->nonfinite);
         }
-        const kvf_kernel_runs *r = s->runs;
-        fprintf(f, "<td class=\"n\">%" PRId64 "</td></tr>\n",
-                r ? r->errors[KVF_FINDING_KERNEL_ERROR] + r->errors[KVF_FINDING_CRASH] +
-                        r->errors[KVF_FINDING_HANG] + r->errors[KVF_FINDING_NONDETERMINISM]
-                  : 0);
+        fprintf(f, "<td class=\"n\">%" PRId64 "</td></tr>\n", rseries_run_errors(s));
     }
     fputs("</table>\n", f);
     /* Verdicts under every rule. */
@@ -1101,12 +1107,24 @@ static void figures_table(FILE *f, const rmodel *m) {
                 fputs("<td>-</td>", f);
                 continue;
             }
-            fprintf(f, "<td%s>%" PRId64 "/%" PRId64 " passed",
-                    g->cases > g->passed ? " class=\"bad\"" : "", g->passed, g->cases);
+            kvf_verdict_counts vc;
+            report_verdict(m, s, g, &vc);
+            char sentence[512];
+            kvf_verdict_counts_sentence(&vc, sentence, sizeof sentence);
+            fprintf(f, "<td%s>", kvf_verdict_counts_failed(&vc) ? " class=\"bad\"" : "");
+            html_escape(f, sentence);
             for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++)
                 if (g->findings[c])
                     fprintf(f, "<br>%" PRId64 " %s", g->findings[c],
                             kvf_finding_class_name((kvf_finding_class)c));
+            if (g->out_of_model)
+                fprintf(f, "<br><span class=\"dim\">%" PRId64 " out of the model</span>",
+                        g->out_of_model);
+            if (g->rejects_rounded)
+                fprintf(f,
+                        "<br><span class=\"dim\">%" PRId64
+                        " rejected although correctly rounded (benign)</span>",
+                        g->rejects_rounded);
             fputs("</td>", f);
         }
         fputs("</tr>\n", f);
@@ -1144,66 +1162,171 @@ static void case_cell(FILE *f, const rmodel *m, const kvf_case_info *ci) {
 
 #define WORST_SHOWN 10
 
+/* Rows of the worst elements of one series under one group, o and lse merged by rank; oom
+ * picks the out-of-model statistics. */
+static void worst_rows(FILE *f, const rmodel *m, const rseries *s, const kvf_group *g, int oom) {
+    const kvf_outstats *o = oom ? &g->oom[0] : &g->out[0], *l = oom ? &g->oom[1] : &g->out[1];
+    int io = 0, il = 0;
+    for (int shown = 0; shown < WORST_SHOWN && (io < o->worst_count || il < l->worst_count);
+         shown++) {
+        const kvf_worst *w;
+        int is_lse;
+        if (il >= l->worst_count ||
+            (io < o->worst_count && kvf_worst_cmp(&o->worst[io], &l->worst[il]) <= 0)) {
+            w = &o->worst[io++];
+            is_lse = 0;
+        } else {
+            w = &l->worst[il++];
+            is_lse = 1;
+        }
+        const kvf_element_error *e = &w->e;
+        fputs("<tr>", f);
+        swatch(f, s);
+        fputs("<td>", f);
+        html_escape(f, g->rule);
+        fputs("</td>", f);
+        case_cell(f, m, w->ci);
+        fprintf(f, "<td>%s</td>", is_lse ? "lse" : "o");
+        td_i64(f, e->b);
+        td_i64(f, e->h);
+        fputs(is_lse ? "<td class=\"n\">-</td>" : "", f);
+        if (!is_lse) td_i64(f, e->d);
+        td_i64(f, w->seq_len);
+        td_i64(f, w->page_size);
+        char a[40], r[40], x[40];
+        snprintf(a, sizeof a, "%.6g", e->kernel_value);
+        snprintf(r, sizeof r, "%.6g", e->rounded_value);
+        snprintf(x, sizeof x, "%.9g", e->exact_value);
+        fprintf(f, "<td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td>", a, r,
+                x);
+        td_num(f, e->abs_error);
+        if (e->ulps < 0)
+            fputs("<td class=\"n\">NaN/inf</td>", f);
+        else
+            td_i64(f, e->ulps);
+        td_num(f, e->margin);
+        td_num(f, e->excess_margin);
+        /* Out of the model, a failure is not the kernel's: say so next to the verdict. */
+        fprintf(f, "<td%s>%s</td></tr>\n", e->fails && !oom ? " class=\"bad\"" : "",
+                e->fails ? (oom ? "fails (out of model)" : "fails") : "passes");
+    }
+}
+
+static const char WORST_HEAD[] =
+    "<table><tr><th>series</th><th>rule</th><th>case</th><th>out</th><th>b</th><th>h</th>"
+    "<th>d</th><th>L</th><th>page size</th><th>kernel</th><th>rounded</th><th>exact</th>"
+    "<th>abs</th><th>ulps</th><th>margin</th><th>excess</th><th></th></tr>\n";
+
 static void worst_table(FILE *f, const rmodel *m) {
     fputs("<section id=\"sec-worst\"><h2>Worst elements</h2>\n<p class=\"note\">The "
-          "highest-margin elements of each series under its primary rule, o and lse together "
-          "(errors.csv has every kept element under every rule). Case links open the case "
-          "file: replay it with <code>kvfuzz replay --kernel K FILE</code>.</p>\n"
-          "<table><tr><th>series</th><th>rule</th><th>case</th><th>out</th><th>b</th><th>h</th>"
-          "<th>d</th><th>L</th><th>S</th><th>kernel</th><th>rounded</th><th>exact</th>"
-          "<th>abs</th><th>ulps</th><th>margin</th><th></th></tr>\n",
+          "elements of in-model rows that use most of the rule's headroom (ranked by excess "
+          "margin, then margin), per series under its primary rule, o and lse together "
+          "(errors.csv has every kept element under every rule; rows out of the input model "
+          "have their own panel). Case links open the case file: replay it with "
+          "<code>kvfuzz replay --kernel K FILE</code>.</p>\n",
+          f);
+    fputs(WORST_HEAD, f);
+    for (size_t i = 0; i < m->nseries; i++)
+        if (m->series[i].primary) worst_rows(f, m, &m->series[i], m->series[i].primary, 0);
+    fputs("</table></section>\n", f);
+}
+
+/* Rows out of the input model (logits an fp32 kernel cannot hold, non-finite inputs): counted
+ * and shown here, never among a kernel's failures (docs/design.md, "The oracle"). */
+static void out_of_model_panel(FILE *f, const rmodel *m) {
+    fputs("<section id=\"sec-out-of-model\"><h2>Rows out of the input model</h2>\n"
+          "<p class=\"note\">Rows whose logits leave the f32 range (the overflow class) or "
+          "that read a non-finite input have no defined fp32 answer; their elements are counted "
+          "here, apart from the figures above, and a case that fails only on them is not a "
+          "kernel failure unless the run required it (<code>--require-overflow</code>).</p>\n",
+          f);
+    int any = 0;
+    for (size_t i = 0; i < m->nseries; i++)
+        for (size_t g = 0; g < m->series[i].ngroups; g++) {
+            const kvf_group *gr = m->series[i].groups[g];
+            any |= gr->oom[0].elements + gr->oom[1].elements > 0 || gr->out_of_model > 0;
+        }
+    if (!any) {
+        fputs("<p>No judged element was on a row out of the model.</p></section>\n", f);
+        return;
+    }
+    fputs("<table><tr><th>series</th><th>rule</th><th>cases failing only there</th>"
+          "<th>overflow required</th><th>o elements</th><th>o violations</th>"
+          "<th>lse elements</th><th>lse violations</th><th>NaN/inf mismatches</th></tr>\n",
           f);
     for (size_t i = 0; i < m->nseries; i++) {
         const rseries *s = &m->series[i];
-        if (!s->primary) continue;
-        const kvf_outstats *o = &s->primary->out[0], *l = &s->primary->out[1];
-        int io = 0, il = 0;
-        for (int shown = 0; shown < WORST_SHOWN && (io < o->worst_count || il < l->worst_count);
-             shown++) {
-            const kvf_worst *w;
-            int is_lse;
-            if (il >= l->worst_count ||
-                (io < o->worst_count && kvf_worst_cmp(&o->worst[io], &l->worst[il]) <= 0)) {
-                w = &o->worst[io++];
-                is_lse = 0;
-            } else {
-                w = &l->worst[il++];
-                is_lse = 1;
-            }
-            const kvf_element_error *e = &w->e;
+        for (size_t g = 0; g < s->ngroups; g++) {
+            const kvf_group *gr = s->groups[g];
+            const kvf_outstats *o = &gr->oom[0], *l = &gr->oom[1];
+            if (o->elements + l->elements == 0 && gr->out_of_model == 0) continue;
             fputs("<tr>", f);
             swatch(f, s);
             fputs("<td>", f);
-            html_escape(f, s->primary->rule);
+            html_escape(f, gr->rule);
             fputs("</td>", f);
-            case_cell(f, m, w->ci);
-            fprintf(f, "<td>%s</td>", is_lse ? "lse" : "o");
-            td_i64(f, e->b);
-            td_i64(f, e->h);
-            fputs(is_lse ? "<td class=\"n\">-</td>" : "", f);
-            if (!is_lse) td_i64(f, e->d);
-            td_i64(f, w->seq_len);
-            td_i64(f, w->page_size);
-            char a[40], r[40], x[40];
-            snprintf(a, sizeof a, "%.6g", e->kernel_value);
-            snprintf(r, sizeof r, "%.6g", e->rounded_value);
-            snprintf(x, sizeof x, "%.9g", e->exact_value);
-            fprintf(f, "<td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td>", a,
-                    r, x);
-            td_num(f, e->abs_error);
-            if (e->ulps < 0)
-                fputs("<td class=\"n\">NaN</td>", f);
-            else
-                td_i64(f, e->ulps);
-            td_num(f, e->margin);
-            /* Rows whose logits leave f32 are the overflow class (DESIGN section 4): failures
-             * there do not fail a run unless asked, so say so next to the verdict. */
-            fprintf(f, "<td%s>%s%s</td></tr>\n",
-                    e->fails && !w->overflow_row ? " class=\"bad\"" : "",
-                    e->fails ? "fails" : "passes", w->overflow_row ? " (overflow row)" : "");
+            td_i64(f, gr->out_of_model);
+            fprintf(f, "<td>%s</td>", s->st->require_overflow ? "yes" : "no");
+            td_i64(f, o->elements);
+            td_i64(f, o->violations);
+            td_i64(f, l->elements);
+            td_i64(f, l->violations);
+            td_i64(f, o->nonfinite + l->nonfinite);
+            fputs("</tr>\n", f);
         }
     }
+    fputs("</table>\n<h3>Their worst elements</h3>\n", f);
+    fputs(WORST_HEAD, f);
+    for (size_t i = 0; i < m->nseries; i++)
+        if (m->series[i].primary) worst_rows(f, m, &m->series[i], m->series[i].primary, 1);
     fputs("</table></section>\n", f);
+}
+
+/* The answer first: one banner for the whole report and one line per series and rule. */
+static void verdict_banner(FILE *f, const rmodel *m) {
+    int fails = 0;
+    for (size_t i = 0; i < m->nseries; i++)
+        fails |= report_series_fails(m, &m->series[i]);
+    fprintf(f,
+            "<section id=\"kvf-verdict\" class=\"verdict %s\" data-verdict=\"%s\">"
+            "<h2>Verdict: %s</h2>\n<ul>\n",
+            fails ? "vfail" : "vpass", fails ? "fail" : "pass", fails ? "FAIL" : "PASS");
+    for (size_t i = 0; i < m->nseries; i++) {
+        const rseries *s = &m->series[i];
+        for (size_t g = 0; g < s->ngroups; g++) {
+            kvf_verdict_counts vc;
+            report_verdict(m, s, s->groups[g], &vc);
+            char sentence[512], notes[1024];
+            kvf_verdict_counts_sentence(&vc, sentence, sizeof sentence);
+            kvf_verdict_counts_notes(&vc, "", notes, sizeof notes);
+            fprintf(f, "<li data-series=\"%zu\" data-rule-verdict=\"%s\"><b>", i,
+                    kvf_verdict_counts_failed(&vc) ? "fail" : "pass");
+            html_escape(f, s->name);
+            fputs("</b> under <b>", f);
+            html_escape(f, s->groups[g]->rule);
+            fputs("</b>: ", f);
+            html_escape(f, sentence);
+            /* One line per benign failure kind (the notes end each line with '\n'). */
+            for (char *line = notes, *nl; *line; line = nl + 1) {
+                nl = strchr(line, '\n');
+                if (!nl) break;
+                *nl = '\0';
+                fputs("<br><span class=\"dim\">", f);
+                html_escape(f, line);
+                fputs("</span>", f);
+            }
+            fputs("</li>\n", f);
+        }
+        if (rseries_run_errors(s)) {
+            fputs("<li data-rule-verdict=\"fail\"><b>", f);
+            html_escape(f, s->name);
+            fprintf(f,
+                    "</b>: FAILS: %" PRId64 " run error(s) (kernel errors, crashes, hangs, "
+                    "nondeterminism)</li>\n",
+                    rseries_run_errors(s));
+        }
+    }
+    fputs("</ul></section>\n", f);
 }
 
 static void link_or_dash(FILE *f, const char *href, const char *label) {
@@ -1279,6 +1402,9 @@ static const char CSS[] =
     "td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}"
     "th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}"
     ".bad{color:#b00020;font-weight:600}\n"
+    ".verdict{border:2px solid;border-radius:6px;padding:4px 14px;margin:12px 0}"
+    ".verdict h2{border:0;margin:6px 0}.vpass{border-color:#2e933c;background:#eef8ef}"
+    ".vfail{border-color:#b00020;background:#fdeef0}\n"
     ".sw{display:inline-block;width:10px;height:10px;margin-right:6px;border-radius:2px}\n"
     "svg.chart{display:block;max-width:100%;height:auto}"
     "svg text{font:11px system-ui,sans-serif;fill:#333}svg text.axis{font-size:12px}"
@@ -1287,7 +1413,7 @@ static const char CSS[] =
     "svg .plot{fill:#f6f6f6}svg .grid{stroke:#e2e2e2}svg .limit{stroke:#b00020;"
     "stroke-dasharray:5 3;stroke-width:1.5}svg .ref{stroke:#333;stroke-dasharray:4 3}"
     "svg .cdf{fill:none;stroke-width:2}svg rect.mark:hover{stroke:#000}\n"
-    "#kvf-status{font:12px monospace;color:#555}#kvf-errors{color:#b00020}\n";
+    "#kvf-status{display:none}#kvf-errors{color:#b00020}\n";
 
 /* Records script errors into the page itself, where a headless browser's --dump-dom sees them;
  * defined first so that it catches errors in everything after it. */
@@ -1346,8 +1472,10 @@ int report_write_html(FILE *f, const rmodel *m) {
     html_escape(f, m->title);
     fprintf(f, "</title>\n<style>\n%s</style>\n%s</head><body>\n<h1>", CSS, JS_ERRORS);
     html_escape(f, m->title);
-    fprintf(f, "</h1>\n<p class=\"note\">Generated %s from %zu stats file(s), %zu series:",
-            m->generated, m->ninputs, m->nseries);
+    fputs("</h1>\n", f);
+    verdict_banner(f, m);
+    fprintf(f, "<p class=\"note\">Generated %s from %zu stats file(s), %zu series:", m->generated,
+            m->ninputs, m->nseries);
     for (size_t i = 0; i < m->nseries; i++) {
         fprintf(f, " <span class=\"sw\" style=\"background:%s\"></span>", m->series[i].color);
         html_escape(f, m->series[i].name);
@@ -1374,6 +1502,7 @@ int report_write_html(FILE *f, const rmodel *m) {
     }
     fputs("</ul>\n", f);
     figures_table(f, m);
+    out_of_model_panel(f, m);
 
     fputs("<h2>Error distributions</h2>\n<p class=\"note\">Each series is drawn from its primary "
           "rule's statistics (the error itself does not depend on the rule); all series share "

@@ -370,11 +370,11 @@ int kvf_json_num(const kvf_json *v, double *out) {
         return 0;
     }
     if (v->type == KVF_JSON_STRING) {
-        if (strcmp(v->string, "inf") == 0)
+        if (strcmp(v->string, "Infinity") == 0)
             *out = INFINITY;
-        else if (strcmp(v->string, "-inf") == 0)
+        else if (strcmp(v->string, "-Infinity") == 0)
             *out = -INFINITY;
-        else if (strcmp(v->string, "nan") == 0)
+        else if (strcmp(v->string, "NaN") == 0)
             *out = NAN;
         else
             return -1;
@@ -411,9 +411,9 @@ void kvf_json_write_string(FILE *f, const char *s) {
 
 void kvf_json_write_double(FILE *f, double x) {
     if (isnan(x))
-        fputs("\"nan\"", f);
+        fputs("\"NaN\"", f);
     else if (isinf(x))
-        fputs(x > 0 ? "\"inf\"" : "\"-inf\"", f);
+        fputs(x > 0 ? "\"Infinity\"" : "\"-Infinity\"", f);
     else
         fprintf(f, "%.17g", x); /* 17 significant digits: strtod gives back the same double */
 }

@@ -2,8 +2,9 @@
  *
  * The reader builds a tree (kvf_json) from a whole buffer. Integers keep their exact int64
  * value next to the double, because stats counters pass 2^53 long before they pass 2^63.
- * Non-finite doubles, which JSON cannot spell, are written as the strings "inf", "-inf" and
- * "nan"; kvf_json_num() reads them back. Ownership: kvf_json_parse() allocates the tree,
+ * Non-finite doubles, which JSON cannot spell, are written as the strings "Infinity",
+ * "-Infinity" and "NaN" (FlashInfer-Bench's spelling, docs/reports.md); kvf_json_num() reads
+ * them back. Ownership: kvf_json_parse() allocates the tree,
  * kvf_json_free() releases it. */
 #ifndef KVFUZZ_REPORTS_JSON_H
 #define KVFUZZ_REPORTS_JSON_H
@@ -44,11 +45,11 @@ void kvf_json_free(kvf_json *v);
 const kvf_json *kvf_json_get(const kvf_json *v, const char *key);
 
 /* Typed reads: 0 on success, -1 when the value has another type or does not fit. */
-int kvf_json_num(const kvf_json *v, double *out);  /* numbers and "inf"/"-inf"/"nan" */
+int kvf_json_num(const kvf_json *v, double *out);  /* numbers, "Infinity", "-Infinity", "NaN" */
 int kvf_json_i64(const kvf_json *v, int64_t *out); /* integers only */
 
 /* Writers. */
 void kvf_json_write_string(FILE *f, const char *s); /* quoted and escaped; NULL -> null */
-void kvf_json_write_double(FILE *f, double x);      /* %.17g, or "inf"/"-inf"/"nan" */
+void kvf_json_write_double(FILE *f, double x);      /* %.17g, or "Infinity"/"-Infinity"/"NaN" */
 
 #endif

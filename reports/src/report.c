@@ -87,6 +87,45 @@ const kvf_group *rseries_group(const rseries *s, const char *rule) {
 }
 
 /* A path from directory `from` to `to`, both absolute and normalised (realpath). */
+void report_verdict(const rmodel *m, const rseries *s, const kvf_group *g,
+                    kvf_verdict_counts *out) {
+    memset(out, 0, sizeof *out);
+    out->kernel = s->kernel;
+    out->rule = g->rule;
+    out->cases = g->cases;
+    out->passed = g->passed;
+    out->out_of_model = g->out_of_model;
+    out->rejects_rounded = g->rejects_rounded;
+    memcpy(out->findings, g->findings, sizeof out->findings);
+    out->require_overflow = s->st->require_overflow;
+    /* Each finding file is one signature (docs/fuzzing.md, Findings). */
+    out->signatures = m->nfinding_dirs ? 0 : -1;
+    for (size_t i = 0; i < m->nfindings; i++)
+        if (m->findings[i].kernel && m->findings[i].rule &&
+            strcmp(m->findings[i].kernel, s->kernel) == 0 &&
+            strcmp(m->findings[i].rule, g->rule) == 0)
+            out->signatures++;
+}
+
+int64_t rseries_run_errors(const rseries *s) {
+    const kvf_kernel_runs *r = s->runs;
+    return r ? r->errors[KVF_FINDING_KERNEL_ERROR] + r->errors[KVF_FINDING_CRASH] +
+                   r->errors[KVF_FINDING_HANG] + r->errors[KVF_FINDING_NONDETERMINISM]
+             : 0;
+}
+
+int report_series_fails(const rmodel *m, const rseries *s) {
+    (void)m;
+    if (rseries_run_errors(s)) return 1;
+    for (size_t g = 0; g < s->ngroups; g++) {
+        int64_t failed = 0;
+        for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++)
+            failed += s->groups[g]->findings[c];
+        if (failed) return 1;
+    }
+    return 0;
+}
+
 static char *relative_path(const char *from, const char *to) {
     size_t i = 0, common = 0;
     /* Longest common prefix ending at a component boundary. */
@@ -237,11 +276,14 @@ static int build_series(rmodel *m) {
     }
     free(kernels);
     qsort(m->rules, m->nrules, sizeof *m->rules, cmp_rule);
+    /* When one kernel appears in two inputs every series carries its input's label, so that
+     * the names read alike ("seeds:cpu-ref" beside "seeds:cpu-splitkv", not "cpu-ref"). */
+    int shared = 0;
+    for (size_t i = 0; i < m->nseries; i++)
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(m->series[j].kernel, m->series[i].kernel) == 0) shared = 1;
     for (size_t i = 0; i < m->nseries; i++) {
         rseries *s = &m->series[i];
-        int shared = 0;
-        for (size_t j = 0; j < m->nseries; j++)
-            if (j != i && strcmp(m->series[j].kernel, s->kernel) == 0) shared = 1;
         if (shared)
             snprintf(s->name, sizeof s->name, "%s:%s", m->labels[s->input], s->kernel);
         else
@@ -399,6 +441,8 @@ static void write_figures(FILE *f, const kvf_outstats *o) {
         fprintf(f, "%.4f", mb);
     fputs(", \"max_margin\": ", f);
     kvf_json_write_double(f, o->max_margin);
+    fputs(", \"max_excess_margin\": ", f);
+    kvf_json_write_double(f, o->max_excess);
     fputc('}', f);
 }
 
@@ -414,8 +458,11 @@ static int fill_summary(FILE *f, void *ctx) {
         kvf_json_write_string(f, m->inputs[i].path);
         fputs(", \"label\": ", f);
         kvf_json_write_string(f, m->labels[i]);
-        fprintf(f, ", \"incomplete\": %s, \"runs_merged\": %zu, \"findings_dir\": ",
-                st->incomplete ? "true" : "false", st->nsources);
+        fprintf(f,
+                ", \"incomplete\": %s, \"require_overflow\": %s, \"runs_merged\": %zu, "
+                "\"findings_dir\": ",
+                st->incomplete ? "true" : "false", st->require_overflow ? "true" : "false",
+                st->nsources);
         kvf_json_write_string(f, st->findings_dir);
         fputc('}', f);
     }
@@ -424,7 +471,10 @@ static int fill_summary(FILE *f, void *ctx) {
         if (r) fputs(", ", f);
         kvf_json_write_string(f, m->rules[r]);
     }
-    fputs("],\n \"series\": [", f);
+    int fails = 0;
+    for (size_t i = 0; i < m->nseries; i++)
+        fails |= report_series_fails(m, &m->series[i]);
+    fprintf(f, "],\n \"verdict\": \"%s\",\n \"series\": [", fails ? "fail" : "pass");
     for (size_t i = 0; i < m->nseries; i++) {
         const rseries *s = &m->series[i];
         fputs(i ? ",\n  {\"name\": " : "\n  {\"name\": ", f);
@@ -433,6 +483,7 @@ static int fill_summary(FILE *f, void *ctx) {
         kvf_json_write_string(f, s->kernel);
         fputs(", \"primary_rule\": ", f);
         kvf_json_write_string(f, s->primary ? s->primary->rule : NULL);
+        fprintf(f, ", \"verdict\": \"%s\"", report_series_fails(m, s) ? "fail" : "pass");
         const kvf_kernel_runs *kr = s->runs;
         fprintf(f,
                 ", \"runs\": {\"ran\": %" PRId64 ", \"unsupported\": %" PRId64
@@ -446,10 +497,23 @@ static int fill_summary(FILE *f, void *ctx) {
             const kvf_group *gr = s->groups[g];
             fputs(g ? ",\n     " : "\n     ", f);
             kvf_json_write_string(f, gr->rule);
+            kvf_verdict_counts vc;
+            report_verdict(m, s, gr, &vc);
+            char sentence[512];
+            kvf_verdict_counts_sentence(&vc, sentence, sizeof sentence);
             fprintf(f,
                     ": {\"cases\": %" PRId64 ", \"passed\": %" PRId64 ", \"failed\": %" PRId64
-                    ", \"findings\": {",
-                    gr->cases, gr->passed, gr->cases - gr->passed);
+                    ", \"out_of_model\": %" PRId64 ", \"rule_rejects_rounded\": %" PRId64,
+                    gr->cases, gr->passed, kvf_verdict_counts_failed(&vc), gr->out_of_model,
+                    gr->rejects_rounded);
+            fputs(", \"signatures\": ", f);
+            if (vc.signatures < 0)
+                fputs("null", f);
+            else
+                fprintf(f, "%ld", vc.signatures);
+            fputs(", \"verdict\": ", f);
+            kvf_json_write_string(f, sentence);
+            fputs(", \"findings\": {", f);
             for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++)
                 fprintf(f, "%s\"%s\": %" PRId64, c > 1 ? ", " : "",
                         kvf_finding_class_name((kvf_finding_class)c), gr->findings[c]);
@@ -457,7 +521,11 @@ static int fill_summary(FILE *f, void *ctx) {
             write_figures(f, &gr->out[0]);
             fputs(",\n       \"lse\": ", f);
             write_figures(f, &gr->out[1]);
-            fputc('}', f);
+            fputs(",\n       \"out_of_model_rows\": {\"o\": ", f);
+            write_figures(f, &gr->oom[0]);
+            fputs(", \"lse\": ", f);
+            write_figures(f, &gr->oom[1]);
+            fputs("}}", f);
         }
         fputs("}}", f);
     }
@@ -533,13 +601,14 @@ static int fill_csv(FILE *f, void *ctx) {
     const rmodel *m = ctx;
     fputs("series,kernel,rule,output,rank,case_hash,case_path,case_link,b,h,d,seq_len,page_size,"
           "kernel_value,rounded_value,exact_value,kernel_bits,rounded_bits,abs_error,rel_error,"
-          "ulps,allowed,margin,fails,overflow_row\n",
+          "ulps,allowed,margin,excess_margin,fails,out_of_model\n",
           f);
     for (size_t i = 0; i < m->nseries; i++) {
         const rseries *s = &m->series[i];
         for (size_t g = 0; g < s->ngroups; g++)
-            for (int out = 0; out < 2; out++) {
-                const kvf_outstats *o = &s->groups[g]->out[out];
+            for (int k = 0; k < 4; k++) {
+                int out = k % 2;
+                const kvf_outstats *o = k < 2 ? &s->groups[g]->out[out] : &s->groups[g]->oom[out];
                 for (int w = 0; w < o->worst_count; w++) {
                     const kvf_worst *wr = &o->worst[w];
                     const kvf_element_error *e = &wr->e;
@@ -568,11 +637,15 @@ static int fill_csv(FILE *f, void *ctx) {
                     csv_double(f, e->abs_error);
                     fputc(',', f);
                     csv_double(f, e->rel_error);
-                    fprintf(f, ",%" PRId64 ",", e->ulps);
+                    fputc(',', f);
+                    if (e->ulps >= 0) fprintf(f, "%" PRId64, e->ulps); /* empty: no distance */
+                    fputc(',', f);
                     csv_double(f, e->allowed);
                     fputc(',', f);
                     csv_double(f, e->margin);
-                    fprintf(f, ",%d,%d\n", e->fails ? 1 : 0, wr->overflow_row);
+                    fputc(',', f);
+                    csv_double(f, e->excess_margin);
+                    fprintf(f, ",%d,%d\n", e->fails ? 1 : 0, e->out_of_model ? 1 : 0);
                 }
             }
     }
@@ -622,25 +695,56 @@ static int write_cases(const rmodel *m, const char *dir, kvf_error *err) {
 /* Terminal summary                                                                            */
 /* ------------------------------------------------------------------------------------------ */
 
+/* Verdicts first (what a reader needs), then the figures behind them. */
 static void print_terminal(FILE *t, const rmodel *m) {
+    int fails = 0;
+    for (size_t i = 0; i < m->nseries; i++)
+        fails |= report_series_fails(m, &m->series[i]);
+    fprintf(t, "verdict: %s\n", fails ? "FAIL" : "PASS");
+    for (size_t i = 0; i < m->nseries; i++) {
+        const rseries *s = &m->series[i];
+        for (size_t g = 0; g < s->ngroups; g++) {
+            kvf_verdict_counts vc;
+            report_verdict(m, s, s->groups[g], &vc);
+            vc.kernel = s->name;
+            kvf_verdict_counts_print(t, &vc, "  ");
+        }
+        if (rseries_run_errors(s)) {
+            const kvf_kernel_runs *r = s->runs;
+            fprintf(t,
+                    "  %s  FAILS: run errors: %" PRId64 " kernel-error, %" PRId64 " crash, %" PRId64
+                    " hang, %" PRId64 " nondeterminism\n",
+                    s->name, r->errors[KVF_FINDING_KERNEL_ERROR], r->errors[KVF_FINDING_CRASH],
+                    r->errors[KVF_FINDING_HANG], r->errors[KVF_FINDING_NONDETERMINISM]);
+        }
+    }
+    for (size_t i = 0; i < m->ninputs; i++)
+        if (m->inputs[i].stats->require_overflow)
+            fprintf(t,
+                    "  %s: --require-overflow: failures out of the input model count as "
+                    "kernel failures\n",
+                    m->labels[i]);
     int sw = 6, rw = 4;
     for (size_t i = 0; i < m->nseries; i++)
         if ((int)strlen(m->series[i].name) > sw) sw = (int)strlen(m->series[i].name);
     for (size_t r = 0; r < m->nrules; r++)
         if ((int)strlen(m->rules[r]) > rw) rw = (int)strlen(m->rules[r]);
     if (sw > 40) sw = 40;
-    fprintf(t, "%zu series from %zu stats file(s)\n", m->nseries, m->ninputs);
-    fprintf(t, "%-*s %-*s %7s %7s | %10s %7s %7s %6s %5s %9s | %6s %10s | %7s\n", sw, "series", rw,
-            "rule", "cases", "failed", "o elements", "viol", "max_ulp", "p99", "bits", "max_abs",
-            "viol", "lse maxulp", "margin");
+    fprintf(t, "\n%zu series from %zu stats file(s); in-model rows:\n", m->nseries, m->ninputs);
+    fprintf(t, "%-*s %-*s %7s %7s %6s | %10s %7s %7s %6s %5s %9s %6s | %6s %7s | %7s %7s\n", sw,
+            "series", rw, "rule", "cases", "failed", "o.o.m.", "o elements", "viol", "max_ulp",
+            "p99", "bits", "max_abs", "nonfin", "viol", "max_ulp", "margin", "excess");
     for (size_t i = 0; i < m->nseries; i++) {
         const rseries *s = &m->series[i];
         for (size_t g = 0; g < s->ngroups; g++) {
             const kvf_group *gr = s->groups[g];
             const kvf_outstats *o = &gr->out[0], *l = &gr->out[1];
-            char abs[24], margin[24], bits[16], p99[24];
+            kvf_verdict_counts vc;
+            report_verdict(m, s, gr, &vc);
+            char abs[24], margin[24], excess[24], bits[16], p99[24];
             fmt_num(abs, sizeof abs, o->max_abs);
             fmt_num(margin, sizeof margin, fmax(o->max_margin, l->max_margin));
+            fmt_num(excess, sizeof excess, fmax(o->max_excess, l->max_excess));
             double mb = kvf_outstats_mean_bits(o);
             snprintf(bits, sizeof bits, isnan(mb) ? "-" : "%.2f", mb);
             int64_t q = kvf_outstats_ulp_quantile(o, 0.99);
@@ -648,23 +752,14 @@ static void print_terminal(FILE *t, const rmodel *m) {
                 snprintf(p99, sizeof p99, o->elements ? "NaN" : "-");
             else
                 snprintf(p99, sizeof p99, "%" PRId64, q);
-            fprintf(t,
-                    "%-*.*s %-*s %7" PRId64 " %7" PRId64 " | %10" PRId64 " %7" PRId64 " %7" PRId64
-                    " %6s %5s %9s | %6" PRId64 " %10" PRId64 " | %7s\n",
-                    sw, sw, g ? "" : s->name, rw, gr->rule, gr->cases, gr->cases - gr->passed,
-                    o->elements, o->violations, o->max_ulps, p99, bits, abs, l->violations,
-                    l->max_ulps, margin);
+            fprintf(
+                t,
+                "%-*.*s %-*s %7" PRId64 " %7" PRId64 " %6" PRId64 " | %10" PRId64 " %7" PRId64
+                " %7" PRId64 " %6s %5s %9s %6" PRId64 " | %6" PRId64 " %7" PRId64 " | %7s %7s\n",
+                sw, sw, g ? "" : s->name, rw, gr->rule, gr->cases, kvf_verdict_counts_failed(&vc),
+                gr->out_of_model, o->elements, o->violations, o->max_ulps, p99, bits, abs,
+                o->nonfinite + l->nonfinite, l->violations, l->max_ulps, margin, excess);
         }
-        if (s->runs && (s->runs->unsupported || s->runs->errors[KVF_FINDING_KERNEL_ERROR] ||
-                        s->runs->errors[KVF_FINDING_CRASH] || s->runs->errors[KVF_FINDING_HANG] ||
-                        s->runs->errors[KVF_FINDING_NONDETERMINISM]))
-            fprintf(t,
-                    "%-*s runs: %" PRId64 " ran, %" PRId64 " unsupported, %" PRId64
-                    " kernel-error, %" PRId64 " crash, %" PRId64 " hang, %" PRId64
-                    " nondeterminism\n",
-                    sw, "", s->runs->ran, s->runs->unsupported,
-                    s->runs->errors[KVF_FINDING_KERNEL_ERROR], s->runs->errors[KVF_FINDING_CRASH],
-                    s->runs->errors[KVF_FINDING_HANG], s->runs->errors[KVF_FINDING_NONDETERMINISM]);
     }
     for (size_t i = 0; i < m->ninputs; i++)
         if (m->inputs[i].stats->incomplete)
@@ -683,10 +778,12 @@ static void print_terminal(FILE *t, const rmodel *m) {
             fprintf(t, " %s", m->finding_dirs[i]);
         fputc('\n', t);
     }
-    fputs("o: violations, max and 99th-percentile ULP distance (an upper bound from its bucket; "
-          "NaN: the percentile falls among NaNs), mean bits of error log2(ulps+1), max abs error; "
-          "lse: violations, max ULP distance (f32); margin: largest error / allowance (> 1 "
-          "fails)\n",
+    fputs("failed: kernel failures; o.o.m.: cases failing only on rows out of the input model "
+          "(counted apart); o: violations, max and 99th-percentile ULP distance (an upper bound "
+          "from its bucket; NaN: the percentile falls among NaN/inf mismatches), mean bits of "
+          "error log2(ulps+1), max abs error, NaN/inf mismatches (o and lse); lse: violations, "
+          "max ULP distance (f32); margin: largest error / allowance (> 1 fails); excess: the "
+          "margin beyond the final rounding (0 for the correctly rounded value)\n",
           t);
 }
 

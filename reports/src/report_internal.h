@@ -1,11 +1,13 @@
-/* The report's model: series, rules and findings gathered from the inputs, shared by the
- * summary / CSV / terminal writers (report.c) and the HTML page (html.c). Private to reports/. */
+/* The report's model: series, rules, verdicts and findings gathered from the inputs, shared by
+ * the summary / CSV / terminal writers (report.c) and the HTML page (html.c). Private to
+ * reports/. */
 #ifndef KVFUZZ_REPORTS_REPORT_INTERNAL_H
 #define KVFUZZ_REPORTS_REPORT_INTERNAL_H
 
 #include <stdio.h>
 
 #include "kvfuzz/report.h"
+#include "kvfuzz/verdict.h"
 #include "stats_internal.h"
 
 typedef struct rseries {
@@ -51,6 +53,14 @@ typedef struct rmodel {
 
 /* The group of a series for one rule, or NULL. */
 const kvf_group *rseries_group(const rseries *s, const char *rule);
+
+/* The verdict of a series under one rule (g one of its groups), with the number of finding
+ * signatures listed for its kernel and rule (-1 when the report has no findings directory). */
+void report_verdict(const rmodel *m, const rseries *s, const kvf_group *g, kvf_verdict_counts *out);
+/* Kernel errors, crashes, hangs and nondeterminism of a series. */
+int64_t rseries_run_errors(const rseries *s);
+/* 1 when the series fails a rule (a kernel failure) or had a run error. */
+int report_series_fails(const rmodel *m, const rseries *s);
 
 /* Link from the output directory to a file (relative when both resolve, else absolute);
  * malloc'd, NULL when the file does not exist. */

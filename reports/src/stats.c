@@ -193,7 +193,6 @@ static int hist_merge(kvf_hist *dst, const kvf_hist *src) {
 
 static void cell_init(kvf_cell *c) {
     memset(c, 0, sizeof *c);
-    c->max_ulps = -1;
 }
 
 /* bits: round(1024 log2(ulps + 1)), computed once per element by the caller. */
@@ -294,6 +293,9 @@ static int cmp_dbl_desc(double x, double y) {
 
 int kvf_worst_cmp(const kvf_worst *x, const kvf_worst *y) {
     int c;
+    /* Headroom first: the margin alone puts every bf16 tie (margin ~1 for the correctly
+     * rounded value) ahead of real errors that are smaller than a rounding. */
+    if ((c = cmp_dbl_desc(x->e.excess_margin, y->e.excess_margin))) return c;
     if ((c = cmp_dbl_desc(x->e.margin, y->e.margin))) return c;
     /* A one-sided NaN (distance -1) is the worst distance of all. */
     uint64_t ux = (uint64_t)x->e.ulps, uy = (uint64_t)y->e.ulps;
@@ -306,7 +308,7 @@ int kvf_worst_cmp(const kvf_worst *x, const kvf_worst *y) {
     CMP_ASC(x->e.kernel_bits, y->e.kernel_bits);
     CMP_ASC(x->e.rounded_bits, y->e.rounded_bits);
     if ((c = cmp_dbl_desc(x->e.exact_value, y->e.exact_value))) return c;
-    CMP_ASC(x->overflow_row, y->overflow_row);
+    CMP_ASC(x->e.out_of_model, y->e.out_of_model);
     return 0;
 }
 
@@ -351,7 +353,6 @@ static void outstats_free(kvf_outstats *o) {
 
 static int outstats_init(kvf_outstats *o, int worst_n) {
     memset(o, 0, sizeof *o);
-    o->max_ulps = -1;
     kvf_map_init(&o->abs.buckets, sizeof(int64_t));
     kvf_map_init(&o->rel.buckets, sizeof(int64_t));
     kvf_map_init(&o->ulp.buckets, sizeof(int64_t));
@@ -367,8 +368,10 @@ static void group_free(kvf_group *g) {
     if (!g) return;
     free(g->kernel);
     free(g->rule);
-    outstats_free(&g->out[0]);
-    outstats_free(&g->out[1]);
+    for (int i = 0; i < 2; i++) {
+        outstats_free(&g->out[i]);
+        outstats_free(&g->oom[i]);
+    }
     free(g);
 }
 
@@ -389,8 +392,10 @@ static kvf_group *group_get(kvf_stats *s, const char *kernel, const char *rule) 
     g->kernel = strdup(kernel);
     g->rule = strdup(rule);
     int bad = !g->kernel || !g->rule;
-    bad |= outstats_init(&g->out[0], s->worst_n) != 0;
-    bad |= outstats_init(&g->out[1], s->worst_n) != 0;
+    for (int i = 0; i < 2; i++) {
+        bad |= outstats_init(&g->out[i], s->worst_n) != 0;
+        bad |= outstats_init(&g->oom[i], s->worst_n) != 0;
+    }
     if (bad) {
         group_free(g);
         return NULL;
@@ -457,6 +462,7 @@ int kvf_stats_create(kvf_stats **out, const kvf_stats_opts *opts, kvf_error *err
     kvf_stats *s = stats_alloc(opts->worst_n);
     if (!s) return kvf_error_set(err, KVF_ENOMEM, "out of memory creating statistics");
     s->flush_interval_s = opts->flush_interval_s;
+    s->require_overflow = opts->require_overflow != 0;
     char resolved[PATH_MAX];
     const char *dir = opts->findings_dir;
     if (dir && realpath(dir, resolved)) dir = resolved;
@@ -504,8 +510,35 @@ void kvf_stats_free(kvf_stats *s) {
 int64_t kvf_stats_elements(const kvf_stats *s) {
     int64_t n = 0;
     for (size_t i = 0; s && i < s->ngroups; i++)
-        n += s->groups[i]->out[0].elements + s->groups[i]->out[1].elements;
+        for (int k = 0; k < 2; k++)
+            n += s->groups[i]->out[k].elements + s->groups[i]->oom[k].elements;
     return n;
+}
+
+static int cmp_group_ptr(const void *a, const void *b);
+
+size_t kvf_stats_verdicts(const kvf_stats *s, kvf_verdict_counts *out, size_t max) {
+    if (!s) return 0;
+    kvf_group **sorted = malloc((s->ngroups ? s->ngroups : 1) * sizeof *sorted);
+    if (!sorted) return 0;
+    if (s->ngroups) memcpy(sorted, s->groups, s->ngroups * sizeof *sorted);
+    if (s->ngroups) qsort(sorted, s->ngroups, sizeof *sorted, cmp_group_ptr);
+    for (size_t i = 0; i < s->ngroups && i < max; i++) {
+        const kvf_group *g = sorted[i];
+        kvf_verdict_counts *c = &out[i];
+        memset(c, 0, sizeof *c);
+        c->kernel = g->kernel;
+        c->rule = g->rule;
+        c->cases = g->cases;
+        c->passed = g->passed;
+        c->out_of_model = g->out_of_model;
+        c->rejects_rounded = g->rejects_rounded;
+        memcpy(c->findings, g->findings, sizeof c->findings);
+        c->signatures = -1;
+        c->require_overflow = s->require_overflow;
+    }
+    free(sorted);
+    return s->ngroups;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -547,7 +580,7 @@ void kvf_stats_observe_element(void *ctx, const kvf_element_error *e) {
     if (!sc || !sc->group || (e->output != KVF_OUTPUT_O && e->output != KVF_OUTPUT_LSE)) return;
     kvf_stats *s = sc->stats;
     kvf_group *g = sc->group;
-    kvf_outstats *o = &g->out[e->output];
+    kvf_outstats *o = e->out_of_model ? &g->oom[e->output] : &g->out[e->output];
     const kvf_case *c = sc->c;
     double a = e->kernel_value, r = e->rounded_value;
     int finite_pair = isfinite(a) && isfinite(r);
@@ -563,6 +596,7 @@ void kvf_stats_observe_element(void *ctx, const kvf_element_error *e) {
     }
     if (e->ulps > o->max_ulps) o->max_ulps = e->ulps;
     if (e->margin > o->max_margin) o->max_margin = e->margin;
+    if (e->excess_margin > o->max_excess) o->max_excess = e->excess_margin;
     bad |= hist_add(&o->abs, e->abs_error);
     bad |= hist_add(&o->rel, e->rel_error);
     bad |= hist_add(&o->ulp, e->ulps < 0 ? NAN : (double)e->ulps);
@@ -601,10 +635,7 @@ void kvf_stats_observe_element(void *ctx, const kvf_element_error *e) {
     probe.has_hash = sc->has_hash;
     probe.hash = sc->hash;
     probe.path = (char *)sc->ref.path;
-    kvf_worst cand = {*e, len, S, sc->case_info ? (kvf_case_info *)sc->case_info : &probe, 0};
-    if (sc->oracle && sc->oracle->rows && e->b >= 0 && e->b < c->batch_size && e->h >= 0 &&
-        e->h < c->num_qo_heads)
-        cand.overflow_row = sc->oracle->rows[(int64_t)e->b * c->num_qo_heads + e->h].overflow != 0;
+    kvf_worst cand = {*e, len, S, sc->case_info ? (kvf_case_info *)sc->case_info : &probe};
     if (worst_wants(o, s->worst_n, &cand)) {
         kvf_case_info *ci = scope_case(sc);
         if (!ci && (sc->ref.path || sc->ref.kvfz)) {
@@ -628,10 +659,20 @@ void kvf_stats_observe_verdict(kvf_stats_scope *scope, const kvf_verdict *v) {
     if (scope && scope->group && v) {
         kvf_group *g = scope->group;
         g->cases++;
-        if (v->pass)
+        switch (kvf_verdict_status_of(v, scope->stats->require_overflow)) {
+        case KVF_VERDICT_PASS:
             g->passed++;
-        else if ((unsigned)v->finding < KVF_FINDING_CLASS_COUNT)
-            g->findings[v->finding]++;
+            break;
+        case KVF_VERDICT_OUT_OF_MODEL:
+            g->out_of_model++;
+            break;
+        case KVF_VERDICT_RULE_REJECTS_ROUNDED:
+            g->rejects_rounded++;
+            break;
+        default:
+            if ((unsigned)v->finding < KVF_FINDING_CLASS_COUNT) g->findings[v->finding]++;
+            break;
+        }
     }
     kvf_stats_end(scope);
 }
@@ -649,7 +690,6 @@ int kvf_stats_judge(kvf_stats *s, const char *kernel, const kvf_stats_case *ref,
         if (err) *err = serr;
         return serr.code;
     }
-    sc.oracle = oracle;
     int rc = kvf_judge_observe(out, rule, c, oracle, o, lse, kvf_stats_observe_element, &sc, err);
     if (rc) {
         kvf_stats_end(&sc);
@@ -765,6 +805,8 @@ static void write_outstats(FILE *f, const kvf_outstats *o, kvf_case_info *const 
     kvf_json_write_double(f, o->max_rel);
     fprintf(f, ", \"max_ulps\": %" PRId64 ", \"max_margin\": ", o->max_ulps);
     kvf_json_write_double(f, o->max_margin);
+    fputs(", \"max_excess_margin\": ", f);
+    kvf_json_write_double(f, o->max_excess);
     fputs(",\n     \"hist\": {\"abs\": ", f);
     write_hist(f, &o->abs);
     fputs(",\n       \"rel\": ", f);
@@ -825,12 +867,18 @@ static void write_outstats(FILE *f, const kvf_outstats *o, kvf_case_info *const 
         kvf_json_write_double(f, e->abs_error);
         fputs(", \"rel\": ", f);
         kvf_json_write_double(f, e->rel_error);
-        fprintf(f, ", \"ulps\": %" PRId64 ", \"allowed\": ", e->ulps);
+        if (e->ulps < 0)
+            fputs(", \"ulps\": null", f); /* a NaN/inf mismatch has no distance */
+        else
+            fprintf(f, ", \"ulps\": %" PRId64, e->ulps);
+        fputs(", \"allowed\": ", f);
         kvf_json_write_double(f, e->allowed);
         fputs(", \"margin\": ", f);
         kvf_json_write_double(f, e->margin);
-        fprintf(f, ", \"fails\": %s, \"overflow_row\": %s}", e->fails ? "true" : "false",
-                w->overflow_row ? "true" : "false");
+        fputs(", \"excess_margin\": ", f);
+        kvf_json_write_double(f, e->excess_margin);
+        fprintf(f, ", \"fails\": %s, \"out_of_model\": %s}", e->fails ? "true" : "false",
+                e->out_of_model ? "true" : "false");
     }
     fputs("]}", f);
 }
@@ -842,7 +890,8 @@ int kvf_stats_serialize(const kvf_stats *s, FILE *f, int provenance) {
     size_t ncases = 0, cap = 0;
     for (size_t i = 0; i < s->ngroups; i++)
         for (int out = 0; out < 2; out++)
-            cap += (size_t)s->groups[i]->out[out].worst_count;
+            cap +=
+                (size_t)(s->groups[i]->out[out].worst_count + s->groups[i]->oom[out].worst_count);
     kvf_case_info **cases = malloc((cap ? cap : 1) * sizeof *cases);
     if (!groups || !kernels || !cases) {
         free(groups);
@@ -865,6 +914,11 @@ int kvf_stats_serialize(const kvf_stats *s, FILE *f, int provenance) {
             for (int w = 0; w < s->groups[i]->out[out].worst_count; w++)
                 if (s->groups[i]->out[out].worst[w].ci)
                     cases[ncases++] = s->groups[i]->out[out].worst[w].ci;
+    for (size_t i = 0; i < s->ngroups; i++)
+        for (int out = 0; out < 2; out++)
+            for (int w = 0; w < s->groups[i]->oom[out].worst_count; w++)
+                if (s->groups[i]->oom[out].worst[w].ci)
+                    cases[ncases++] = s->groups[i]->oom[out].worst[w].ci;
     qsort(cases, ncases, sizeof *cases, cmp_ci_ptr);
     size_t uniq = 0;
     for (size_t i = 0; i < ncases; i++)
@@ -873,9 +927,10 @@ int kvf_stats_serialize(const kvf_stats *s, FILE *f, int provenance) {
 
     fprintf(f,
             "{\"format\": \"%s\", \"version\": %d, \"buckets_per_octave\": %d, "
-            "\"bits_scale\": %d, \"worst_n\": %d, \"incomplete\": %s,\n",
+            "\"bits_scale\": %d, \"worst_n\": %d, \"incomplete\": %s, "
+            "\"require_overflow\": %s,\n",
             KVF_STATS_FORMAT, KVF_STATS_VERSION, KVF_STATS_BUCKETS_PER_OCTAVE, KVF_BITS_SCALE,
-            s->worst_n, s->incomplete ? "true" : "false");
+            s->worst_n, s->incomplete ? "true" : "false", s->require_overflow ? "true" : "false");
     if (provenance) {
         fputs(" \"label\": ", f);
         kvf_json_write_string(f, s->label);
@@ -928,8 +983,10 @@ int kvf_stats_serialize(const kvf_stats *s, FILE *f, int provenance) {
         kvf_json_write_string(f, g->kernel);
         fputs(", \"rule\": ", f);
         kvf_json_write_string(f, g->rule);
-        fprintf(f, ", \"cases\": %" PRId64 ", \"passed\": %" PRId64 ", \"findings\": {", g->cases,
-                g->passed);
+        fprintf(f,
+                ", \"cases\": %" PRId64 ", \"passed\": %" PRId64 ", \"out_of_model\": %" PRId64
+                ", \"rule_rejects_rounded\": %" PRId64 ", \"findings\": {",
+                g->cases, g->passed, g->out_of_model, g->rejects_rounded);
         for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++)
             fprintf(f, "%s\"%s\": %" PRId64, c > 1 ? ", " : "",
                     kvf_finding_class_name((kvf_finding_class)c), g->findings[c]);
@@ -937,9 +994,14 @@ int kvf_stats_serialize(const kvf_stats *s, FILE *f, int provenance) {
         for (int out = 0; out < 2; out++) {
             fprintf(f, "\n   \"%s\": ", OUTPUT_NAME[out]);
             write_outstats(f, &g->out[out], cases, ncases);
-            if (out == 0) fputc(',', f);
+            fputc(',', f);
         }
-        fputc('}', f);
+        fputs("\n   \"out_of_model_rows\": {", f);
+        for (int out = 0; out < 2; out++) {
+            fprintf(f, "%s\"%s\": ", out ? ",\n    " : "", OUTPUT_NAME[out]);
+            write_outstats(f, &g->oom[out], cases, ncases);
+        }
+        fputs("}}", f);
     }
     fputs("]}\n", f);
     free(groups);
@@ -1154,7 +1216,7 @@ static int read_cells(reader *r, const kvf_json *arr, kvf_map *m, int slot, cons
                  (!slot || (kvf_json_i64(&p->items[1], &key2) == 0 && key >= 1 && key < 65536 &&
                             key2 >= 0 && key2 < key));
         for (size_t j = 0; ok && j < 6; j++)
-            ok = kvf_json_i64(&p->items[first + j], &ints[j]) == 0 && ints[j] >= (j == 5 ? -1 : 0);
+            ok = kvf_json_i64(&p->items[first + j], &ints[j]) == 0 && ints[j] >= 0;
         for (size_t j = 0; ok && j < 2; j++)
             ok = kvf_json_num(&p->items[first + 6 + j], &dbl[j]) == 0 && !(dbl[j] < 0);
         if (!ok || (key > INT32_MAX && !slot))
@@ -1182,7 +1244,7 @@ static int read_worst(reader *r, const kvf_json *v, kvf_worst *w, kvf_case_info 
     e->output = output;
     if (!v || v->type != KVF_JSON_OBJECT) return bad(r, "%s is not an object", ctx);
     const kvf_json *cv = kvf_json_get(v, "case");
-    int64_t id, b, h, d, len, S, abits, rbits, ulps;
+    int64_t id, b, h, d, len, S, abits, rbits, ulps = -1;
     if (cv && cv->type != KVF_JSON_NULL) {
         if (kvf_json_i64(cv, &id) || id < 0 || (size_t)id >= ncases)
             return bad(r, "%s: \"case\" is not an index into the cases table", ctx);
@@ -1191,17 +1253,20 @@ static int read_worst(reader *r, const kvf_json *v, kvf_worst *w, kvf_case_info 
     if (get_i64(r, v, "b", 0, &b, ctx) || get_i64(r, v, "h", 0, &h, ctx) ||
         get_i64(r, v, "d", -1, &d, ctx) || get_i64(r, v, "seq_len", 0, &len, ctx) ||
         get_i64(r, v, "page_size", 0, &S, ctx) || get_i64(r, v, "a_bits", 0, &abits, ctx) ||
-        get_i64(r, v, "r_bits", 0, &rbits, ctx) || get_i64(r, v, "ulps", -1, &ulps, ctx) ||
-        get_num(r, v, "a", &e->kernel_value, ctx) || get_num(r, v, "r", &e->rounded_value, ctx) ||
-        get_num(r, v, "x", &e->exact_value, ctx) || get_num(r, v, "abs", &e->abs_error, ctx) ||
-        get_num(r, v, "rel", &e->rel_error, ctx) || get_num(r, v, "allowed", &e->allowed, ctx) ||
-        get_num(r, v, "margin", &e->margin, ctx))
+        get_i64(r, v, "r_bits", 0, &rbits, ctx) || get_num(r, v, "a", &e->kernel_value, ctx) ||
+        get_num(r, v, "r", &e->rounded_value, ctx) || get_num(r, v, "x", &e->exact_value, ctx) ||
+        get_num(r, v, "abs", &e->abs_error, ctx) || get_num(r, v, "rel", &e->rel_error, ctx) ||
+        get_num(r, v, "allowed", &e->allowed, ctx) || get_num(r, v, "margin", &e->margin, ctx) ||
+        get_num(r, v, "excess_margin", &e->excess_margin, ctx))
         return -1;
-    const kvf_json *fv = kvf_json_get(v, "fails"), *ov = kvf_json_get(v, "overflow_row");
+    const kvf_json *uv = kvf_json_get(v, "ulps");
+    if (!uv || (uv->type != KVF_JSON_NULL && (kvf_json_i64(uv, &ulps) || ulps < 0)))
+        return bad(r, "%s: \"ulps\" is missing or not an integer >= 0 or null", ctx);
+    const kvf_json *fv = kvf_json_get(v, "fails"), *ov = kvf_json_get(v, "out_of_model");
     if (!fv || fv->type != KVF_JSON_BOOL) return bad(r, "%s: \"fails\" is not a boolean", ctx);
     if (!ov || ov->type != KVF_JSON_BOOL)
-        return bad(r, "%s: \"overflow_row\" is not a boolean", ctx);
-    w->overflow_row = ov->boolean;
+        return bad(r, "%s: \"out_of_model\" is not a boolean", ctx);
+    e->out_of_model = ov->boolean;
     if (b > INT32_MAX || h > INT32_MAX || d > INT32_MAX || S > INT32_MAX || abits > UINT32_MAX ||
         rbits > UINT32_MAX)
         return bad(r, "%s: a coordinate or bit pattern is out of range", ctx);
@@ -1227,8 +1292,9 @@ static int read_outstats(reader *r, const kvf_json *v, kvf_outstats *o, int wors
         get_i64(r, v, "violations", 0, &o->violations, ctx) ||
         get_i64(r, v, "nonfinite", 0, &o->nonfinite, ctx) ||
         get_num(r, v, "max_abs", &o->max_abs, ctx) || get_num(r, v, "max_rel", &o->max_rel, ctx) ||
-        get_i64(r, v, "max_ulps", -1, &o->max_ulps, ctx) ||
-        get_num(r, v, "max_margin", &o->max_margin, ctx))
+        get_i64(r, v, "max_ulps", 0, &o->max_ulps, ctx) ||
+        get_num(r, v, "max_margin", &o->max_margin, ctx) ||
+        get_num(r, v, "max_excess_margin", &o->max_excess, ctx))
         return -1;
     const kvf_json *hist = kvf_json_get(v, "hist");
     kvf_hist *hs[4] = {&o->abs, &o->rel, &o->ulp, &o->margin};
@@ -1319,6 +1385,12 @@ static int read_stats(reader *r, const kvf_json *root, kvf_stats **result) {
         goto done;
     }
     s->incomplete = inc && inc->boolean;
+    const kvf_json *ro = kvf_json_get(root, "require_overflow");
+    if (!ro || ro->type != KVF_JSON_BOOL) {
+        bad(r, "\"require_overflow\" is missing or not a boolean");
+        goto done;
+    }
+    s->require_overflow = ro->boolean;
     if (get_opt_str(r, root, "label", &s->label, "top level") ||
         get_opt_str(r, root, "findings_dir", &s->findings_dir, "top level"))
         goto done;
@@ -1447,7 +1519,9 @@ static int read_stats(reader *r, const kvf_json *root, kvf_stats **result) {
             goto done;
         }
         if (get_i64(r, gv, "cases", 0, &g->cases, ctx) ||
-            get_i64(r, gv, "passed", 0, &g->passed, ctx))
+            get_i64(r, gv, "passed", 0, &g->passed, ctx) ||
+            get_i64(r, gv, "out_of_model", 0, &g->out_of_model, ctx) ||
+            get_i64(r, gv, "rule_rejects_rounded", 0, &g->rejects_rounded, ctx))
             goto done;
         const kvf_json *fv = kvf_json_get(gv, "findings");
         if (!fv || fv->type != KVF_JSON_OBJECT) {
@@ -1467,6 +1541,25 @@ static int read_stats(reader *r, const kvf_json *root, kvf_stats **result) {
             if (read_outstats(r, kvf_json_get(gv, OUTPUT_NAME[out]), &g->out[out], s->worst_n,
                               cases, ncases, (kvf_output_kind)out, sub))
                 goto done;
+        }
+        const kvf_json *oomv = kvf_json_get(gv, "out_of_model_rows");
+        for (int out = 0; out < 2; out++) {
+            char sub[128];
+            snprintf(sub, sizeof sub, "%s.out_of_model_rows.%s", ctx, OUTPUT_NAME[out]);
+            if (read_outstats(r, kvf_json_get(oomv, OUTPUT_NAME[out]), &g->oom[out], s->worst_n,
+                              cases, ncases, (kvf_output_kind)out, sub))
+                goto done;
+        }
+        int64_t failed = 0;
+        for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++)
+            failed += g->findings[c];
+        if (g->passed + g->out_of_model + g->rejects_rounded + failed != g->cases) {
+            bad(r,
+                "%s: passed, out_of_model, rule_rejects_rounded and findings add up to %lld, "
+                "not the %lld cases",
+                ctx, (long long)(g->passed + g->out_of_model + g->rejects_rounded + failed),
+                (long long)g->cases);
+            goto done;
         }
     }
     rc = 0;
@@ -1515,6 +1608,7 @@ static int outstats_merge(kvf_outstats *d, const kvf_outstats *s, int worst_n) {
     if (s->max_rel > d->max_rel) d->max_rel = s->max_rel;
     if (s->max_ulps > d->max_ulps) d->max_ulps = s->max_ulps;
     if (s->max_margin > d->max_margin) d->max_margin = s->max_margin;
+    if (s->max_excess > d->max_excess) d->max_excess = s->max_excess;
     if (hist_merge(&d->abs, &s->abs) || hist_merge(&d->rel, &s->rel) ||
         hist_merge(&d->ulp, &s->ulp) || hist_merge(&d->margin, &s->margin) ||
         counts_merge(&d->dens, &s->dens))
@@ -1567,8 +1661,9 @@ static int merge_into(kvf_stats *dst, const kvf_stats *src, int with_sources, kv
         return kvf_error_set(err, KVF_EINVAL, "a stats object cannot be merged into itself");
     if (src->worst_n > dst->worst_n) {
         for (size_t i = 0; i < dst->ngroups; i++)
-            for (int out = 0; out < 2; out++) {
-                kvf_outstats *o = &dst->groups[i]->out[out];
+            for (int out = 0; out < 4; out++) {
+                kvf_outstats *o =
+                    out < 2 ? &dst->groups[i]->out[out] : &dst->groups[i]->oom[out - 2];
                 kvf_worst *nw = realloc(o->worst, (size_t)src->worst_n * sizeof *nw);
                 if (!nw) goto oom;
                 o->worst = nw;
@@ -1581,10 +1676,14 @@ static int merge_into(kvf_stats *dst, const kvf_stats *src, int with_sources, kv
         if (!g) goto oom;
         g->cases += sg->cases;
         g->passed += sg->passed;
+        g->out_of_model += sg->out_of_model;
+        g->rejects_rounded += sg->rejects_rounded;
         for (int c = 0; c < KVF_FINDING_CLASS_COUNT; c++)
             g->findings[c] += sg->findings[c];
         for (int out = 0; out < 2; out++)
-            if (outstats_merge(&g->out[out], &sg->out[out], dst->worst_n)) goto oom;
+            if (outstats_merge(&g->out[out], &sg->out[out], dst->worst_n) ||
+                outstats_merge(&g->oom[out], &sg->oom[out], dst->worst_n))
+                goto oom;
     }
     for (size_t i = 0; i < src->nkernels; i++) {
         kvf_kernel_runs *k = kernel_runs_get(dst, src->kernels[i].kernel);
@@ -1615,6 +1714,9 @@ static int merge_into(kvf_stats *dst, const kvf_stats *src, int with_sources, kv
     if (!dst->findings_dir) dst->findings_dir = dup_or_null(src->findings_dir, &b);
     if (b) goto oom;
     dst->incomplete |= src->incomplete;
+    /* A merge of runs that disagree says so the strict way: some of its out-of-model failures
+     * were counted as kernel failures. */
+    dst->require_overflow |= src->require_overflow;
     return 0;
 oom:
     dst->incomplete = 1;

@@ -70,7 +70,7 @@ typedef struct kvf_cell {
     int64_t n, fails, nonfinite; /* nonfinite: a or r is NaN/inf and they differ */
     int64_t bits_n, bits_sum;    /* elements with an ordered ULP distance, and the sum of
                                     round(1024 log2(ulps + 1)) over them */
-    int64_t max_ulps;            /* -1 while no element had a distance */
+    int64_t max_ulps;            /* 0 while no element had a distance (bits_n says) */
     double max_abs;              /* over pairs with a and r finite */
     double max_margin;
 } kvf_cell;
@@ -91,7 +91,6 @@ typedef struct kvf_worst {
     int64_t seq_len;
     int32_t page_size;
     kvf_case_info *ci; /* one reference held; may be NULL */
-    int overflow_row;  /* the oracle flagged the row overflow (DESIGN section 4) */
 } kvf_worst;
 
 /* ---- groups -------------------------------------------------------------------------------- */
@@ -99,8 +98,9 @@ typedef struct kvf_worst {
 typedef struct kvf_outstats {
     int64_t elements, violations, nonfinite;
     double max_abs, max_rel; /* over pairs with a and r finite */
-    int64_t max_ulps;        /* -1 while none */
+    int64_t max_ulps;        /* over pairs with a distance; 0 while none */
     double max_margin;
+    double max_excess; /* largest margin beyond the final rounding (judge.h excess_margin) */
     kvf_hist abs, rel, ulp, margin; /* ulp: a one-sided NaN (distance -1) counts as nan */
     kvf_map dens;                   /* KVF_DENS_KEY -> int64 count */
     kvf_map by[KVF_CLASS_COUNT];    /* key -> kvf_cell */
@@ -108,12 +108,17 @@ typedef struct kvf_outstats {
     kvf_worst *worst; /* [worst_n], best-ranked (largest margin) first */
 } kvf_outstats;
 
+/* Verdicts are counted by kvf_verdict_status: cases = passed + out_of_model +
+ * rejects_rounded + the sum of findings, so "failed" always means a kernel failure. */
 typedef struct kvf_group {
     char *kernel;
     char *rule;
     int64_t cases, passed;
-    int64_t findings[KVF_FINDING_CLASS_COUNT]; /* failing verdicts by class */
-    kvf_outstats out[2];                       /* KVF_OUTPUT_O, KVF_OUTPUT_LSE */
+    int64_t out_of_model;    /* failing only on rows out of the input model (not required) */
+    int64_t rejects_rounded; /* failing only where the kernel returned the rounded value */
+    int64_t findings[KVF_FINDING_CLASS_COUNT]; /* kernel failures by class */
+    kvf_outstats out[2]; /* KVF_OUTPUT_O, KVF_OUTPUT_LSE: elements of in-model rows */
+    kvf_outstats oom[2]; /* the same for elements of rows out of the input model */
 } kvf_group;
 
 typedef struct kvf_kernel_runs {
@@ -129,6 +134,7 @@ typedef struct kvf_source {
 
 struct kvf_stats {
     int worst_n;
+    int require_overflow; /* out-of-model failures counted as kernel failures */
     double flush_interval_s;
     char *label, *findings_dir;
     int incomplete;
