@@ -166,6 +166,7 @@ static kvf_element_error elem(kvf_output_kind out, int b, int h, int d, double a
     e.rel_error = abs / (1 + 1e-8);
     e.ulps = ulps;
     e.margin = margin;
+    e.excess_margin = margin;
     e.fails = margin > 1;
     return e;
 }
@@ -243,7 +244,9 @@ static void test_special_values(void) {
     CHECK_STR_CONTAINS(text, "\"margin\": {\"total\": 5, \"zero\": 1, \"inf\": 2, \"nan\": 0");
     /* Max abs and rel only over finite pairs; max ulps ignores the NaN (-1). */
     CHECK_STR_CONTAINS(text, "\"max_abs\": 0.75, ");
-    CHECK_STR_CONTAINS(text, "\"max_ulps\": 4, \"max_margin\": \"inf\"");
+    CHECK_STR_CONTAINS(text, "\"max_ulps\": 4, \"max_margin\": \"Infinity\"");
+    /* A NaN/inf mismatch has no distance: null, never a number. */
+    CHECK_STR_CONTAINS(text, "\"ulps\": null");
     CHECK_STR_CONTAINS(text, "\"nonfinite\": 2");
     free(text);
     kvf_stats *back = NULL;
@@ -496,10 +499,13 @@ static void test_roundtrip_and_malformed(void) {
                         "invalid JSON");
     expect_format_error("m-array.json", "[1, 2]", "top level");
     expect_format_error("m-format.json", "{\"format\": \"other\"}", "format");
-    expect_format_error("m-version.json", "{\"format\": \"kvfuzz-stats\", \"version\": 2}",
-                        "version 2");
-    const char *head = "{\"format\": \"kvfuzz-stats\", \"version\": 1, \"buckets_per_octave\": 4, "
-                       "\"bits_scale\": 1024, \"worst_n\": 2, \"kernels\": [], \"cases\": [], ";
+    expect_format_error("m-version.json", "{\"format\": \"kvfuzz-stats\", \"version\": 3}",
+                        "version 3");
+    expect_format_error("m-version1.json", "{\"format\": \"kvfuzz-stats\", \"version\": 1}",
+                        "version 1");
+    const char *head = "{\"format\": \"kvfuzz-stats\", \"version\": 2, \"buckets_per_octave\": 4, "
+                       "\"bits_scale\": 1024, \"worst_n\": 2, \"require_overflow\": false, "
+                       "\"kernels\": [], \"cases\": [], ";
     const char *hist_ok = "{\"total\": 1, \"zero\": 1, \"inf\": 0, \"nan\": 0, \"buckets\": []}";
     char buf[4096];
     /* A well-formed minimal file first, then one defect at a time. */
@@ -512,18 +518,31 @@ static void test_roundtrip_and_malformed(void) {
     char out_ok[2048];
     snprintf(out_ok, sizeof out_ok,
              "{\"elements\": 1, \"violations\": 0, \"nonfinite\": 0, \"max_abs\": 0, "
-             "\"max_rel\": 0, \"max_ulps\": 0, \"max_margin\": 0, \"hist\": {\"abs\": %s, "
+             "\"max_rel\": 0, \"max_ulps\": 0, \"max_margin\": 0, \"max_excess_margin\": 0, "
+             "\"hist\": {\"abs\": %s, "
              "\"rel\": %s, \"ulp\": %s, \"margin\": %s}, \"abs_vs_exact\": [[\"zero\", 0, 1]], "
              "\"by_head\": [[0, 1, 0, 0, 1, 0, 0, 0, 0]], \"by_dim\": [], \"by_seqlen\": [], "
              "\"by_slot\": [], \"worst\": []}",
              hist_ok, hist_ok, hist_ok, hist_ok);
-    char good[8192];
+    const char *hist_none = "{\"total\": 0, \"zero\": 0, \"inf\": 0, \"nan\": 0, \"buckets\": []}";
+    char out_none[2048];
+    snprintf(out_none, sizeof out_none,
+             "{\"elements\": 0, \"violations\": 0, \"nonfinite\": 0, \"max_abs\": 0, "
+             "\"max_rel\": 0, \"max_ulps\": 0, \"max_margin\": \"NaN\", "
+             "\"max_excess_margin\": \"-Infinity\", \"hist\": {\"abs\": %s, "
+             "\"rel\": %s, \"ulp\": %s, \"margin\": %s}, \"abs_vs_exact\": [], "
+             "\"by_head\": [], \"by_dim\": [], \"by_seqlen\": [], \"by_slot\": [], "
+             "\"worst\": []}",
+             hist_none, hist_none, hist_none, hist_none);
+    char good[12288];
     snprintf(good, sizeof good,
              "%s\"groups\": [{\"kernel\": \"k\", \"rule\": \"strict\", \"cases\": 1, \"passed\": "
-             "1, \"findings\": {\"nonfinite\": 0, \"o-tolerance\": 0, \"lse-tolerance\": 0, "
+             "1, \"out_of_model\": 0, \"rule_rejects_rounded\": 0, "
+             "\"findings\": {\"nonfinite\": 0, \"o-tolerance\": 0, \"lse-tolerance\": 0, "
              "\"overflow\": 0, \"kernel-error\": 0, \"crash\": 0, \"hang\": 0, "
-             "\"nondeterminism\": 0}, \"o\": %s, \"lse\": %s}]}",
-             head, out_ok, out_ok);
+             "\"nondeterminism\": 0}, \"o\": %s, \"lse\": %s, "
+             "\"out_of_model_rows\": {\"o\": %s, \"lse\": %s}}]}",
+             head, out_ok, out_ok, out_none, out_none);
     tmp_path(path, sizeof path, "m-good.json");
     write_text(path, good);
     CHECK_OK(kvf_stats_read(&back, path, &err), &err);
@@ -539,9 +558,16 @@ static void test_roundtrip_and_malformed(void) {
         {"m-case.json", "\"worst\": []", "\"worst\": [{\"case\": 3}]", "cases table"},
         {"m-dens.json", "[[\"zero\", 0, 1]]", "[[\"zero\", \"x\", 1]]", "abs_vs_exact[0]"},
         {"m-worstn.json", "\"worst_n\": 2", "\"worst_n\": 0", "worst_n"},
+        {"m-verdicts.json", "\"out_of_model\": 0,", "\"out_of_model\": 1,", "add up to 2"},
+        {"m-reqov.json", "\"require_overflow\": false", "\"require_overflow\": 0",
+         "require_overflow"},
+        {"m-oom.json", "\"out_of_model_rows\": {\"o\"", "\"out_of_model_rows\": {\"x\"",
+         "out_of_model_rows.o"},
+        {"m-nonfinite.json", "\"max_margin\": \"NaN\"", "\"max_margin\": \"nan\"",
+         "max_margin"},
     };
     for (size_t i = 0; i < sizeof defects / sizeof defects[0]; i++) {
-        char bad[8192];
+        char bad[12288];
         const char *at = strstr(good, defects[i].from);
         CHECK(at != NULL);
         if (!at) continue;
@@ -789,7 +815,7 @@ static void test_report_files(void) {
     static const char header[] =
         "series,kernel,rule,output,rank,case_hash,case_path,case_link,b,h,d,seq_len,page_size,"
         "kernel_value,rounded_value,exact_value,kernel_bits,rounded_bits,abs_error,rel_error,"
-        "ulps,allowed,margin,fails,overflow_row\n";
+        "ulps,allowed,margin,excess_margin,fails,out_of_model\n";
     CHECK(strncmp(text, header, strlen(header)) == 0);
     CHECK(count_substr(text, "\n") > 3 * 3 * 2); /* 3 series x 3 rules x 2 outputs, >= 1 each */
     CHECK_STR_CONTAINS(text, "cases/");
@@ -805,6 +831,10 @@ static void test_report_files(void) {
     CHECK_STR_CONTAINS(text, expect);
     CHECK_INT_EQ(count_substr(text, "data-marks=\""), charts);
     CHECK_STR_CONTAINS(text, "id=\"kvf-status\"");
+    /* The verdict comes first: a crash is a failure whatever the element statistics say. */
+    CHECK_STR_CONTAINS(text, "id=\"kvf-verdict\" class=\"verdict vfail\" data-verdict=\"fail\"");
+    CHECK(strstr(text, "kvf-verdict") < strstr(text, "sec-figures"));
+    CHECK_STR_CONTAINS(text, "id=\"sec-out-of-model\"");
     CHECK_STR_CONTAINS(text, "test &lt;report&gt;");
     CHECK_STR_CONTAINS(text, "o off by &lt;3&gt;");
     CHECK_STR_CONTAINS(text, "href=\"../findings/o-tolerance-0123abcd4567ef89.json\"");
@@ -838,6 +868,9 @@ static void test_report_files(void) {
     kvf_report_opts tro = {NULL, fdir, NULL, tf};
     CHECK_OK(kvf_report_write(in, 2, &tro, NULL, &err), &err);
     fclose(tf);
+    CHECK_STR_CONTAINS(term, "verdict: FAIL\n");
+    CHECK_STR_CONTAINS(term, "FAILS: run errors");
+    CHECK(strstr(term, "verdict: FAIL") < strstr(term, "3 series from 2 stats file(s)"));
     CHECK_STR_CONTAINS(term, "3 series from 2 stats file(s)");
     CHECK_STR_CONTAINS(term, "second:cpu-ref");
     CHECK_STR_CONTAINS(term, "findings: 1 (1 o-tolerance)");
@@ -847,22 +880,20 @@ static void test_report_files(void) {
     kvf_stats_free(s2);
 }
 
-/* An empty stats object still gives a complete page (charts say "no elements"). */
+/* Statistics that hold no judged case (a run stopped before its first) give one sentence and
+ * no page: an empty page would read as a pass. */
 static void test_report_empty(void) {
     kvf_error err = {0};
     kvf_stats *s = stats_new(4);
     char out[600], p[700];
     snprintf(out, sizeof out, "%s/report-empty", tmp_dir());
-    kvf_report_input in = {s, NULL, NULL};
+    kvf_report_input in = {s, "empty.json", NULL};
     kvf_report_opts ro = {out, NULL, NULL, NULL};
-    CHECK_OK(kvf_report_write(&in, 1, &ro, NULL, &err), &err);
+    CHECK_INT_EQ(kvf_report_write(&in, 1, &ro, NULL, &err), KVF_EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "empty.json holds no judged case");
+    CHECK(strchr(err.msg, '\n') == NULL);
     snprintf(p, sizeof p, "%s/index.html", out);
-    char *text;
-    size_t size;
-    CHECK(kvf_read_file(p, &text, &size) == 0);
-    CHECK_STR_CONTAINS(text, "data-charts=\"8\""); /* no rules: no margin charts */
-    CHECK_STR_CONTAINS(text, "no elements");
-    free(text);
+    CHECK(access(p, F_OK) != 0);
     kvf_stats_free(s);
 }
 

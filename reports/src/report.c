@@ -811,6 +811,15 @@ int kvf_report_write(const kvf_report_input *inputs, size_t n, const kvf_report_
     for (size_t i = 0; i < n; i++)
         if (!inputs[i].stats)
             return kvf_error_set(err, KVF_EINVAL, "report input %zu has no statistics", i + 1);
+    /* Nothing judged anywhere: a page of empty charts would read like a clean run. */
+    size_t judged = 0;
+    for (size_t i = 0; i < n; i++)
+        judged += inputs[i].stats->ngroups + inputs[i].stats->nkernels;
+    if (judged == 0)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "%s holds no judged case (written before the run judged anything), "
+                             "so there is nothing to report",
+                             inputs[0].path ? inputs[0].path : "the statistics");
     rmodel m;
     memset(&m, 0, sizeof m);
     m.inputs = inputs;
