@@ -38,7 +38,7 @@ const char *kvf_run_status_name(kvf_run_status s) {
 }
 
 /* CUDA reports a kernel that faulted (an illegal address, a trap) as an error code from the
- * next API call, not as a signal; those are crashes (DESIGN section 7), the rest of the launch
+ * next API call, not as a signal; those are crashes (docs/design.md §7), the rest of the launch
  * and API errors are kernel errors. */
 int kvf_message_is_device_fault(const char *message) {
     static const char *const faults[] = {"cudaErrorIllegalAddress",
@@ -117,7 +117,7 @@ int kvf_outcome_judge(kvf_outcome *out, const kvf_rule *rules, int nrules, int r
         if (rc) return rc;
         const kvf_verdict *v = &out->verdicts[r];
         /* Overflow-class violations (rows whose logits leave f32) are reported but count only
-         * when asked for, as in `kvfuzz replay --require-overflow` (DESIGN section 4). */
+         * when asked for, as in `kvfuzz replay --require-overflow` (docs/design.md §4). */
         int counts = !v->pass && (v->finding != KVF_FINDING_OVERFLOW || require_overflow);
         if (counts && out->finding == KVF_FINDING_NONE) {
             out->finding = v->finding;
@@ -413,11 +413,13 @@ static void json_str(FILE *f, const char *s) {
 }
 
 /* JSON has no NaN or infinity: those are written as the strings "nan", "inf", "-inf". */
+/* JSON cannot spell non-finite numbers; every kvfuzz file uses these strings (docs/design.md
+ * §8). */
 static void json_num(FILE *f, double x) {
     if (isnan(x))
-        fprintf(f, "\"nan\"");
+        fprintf(f, "\"NaN\"");
     else if (isinf(x))
-        fprintf(f, x > 0 ? "\"inf\"" : "\"-inf\"");
+        fprintf(f, x > 0 ? "\"Infinity\"" : "\"-Infinity\"");
     else
         fprintf(f, "%.17g", x);
 }
@@ -440,11 +442,17 @@ static void json_element(FILE *f, const kvf_element_error *e) {
     json_num(f, e->abs_error);
     fprintf(f, ", \"rel_error\": ");
     json_num(f, e->rel_error);
-    fprintf(f, ", \"ulps\": %" PRId64 ", \"allowed\": ", e->ulps);
+    if (e->ulps < 0)
+        fprintf(f, ", \"ulps\": null, \"allowed\": "); /* a NaN/inf mismatch: no distance */
+    else
+        fprintf(f, ", \"ulps\": %" PRId64 ", \"allowed\": ", e->ulps);
     json_num(f, e->allowed);
     fprintf(f, ", \"margin\": ");
     json_num(f, e->margin);
-    fprintf(f, ", \"fails\": %s}", e->fails ? "true" : "false");
+    fprintf(f, ", \"excess_margin\": ");
+    json_num(f, e->excess_margin);
+    fprintf(f, ", \"fails\": %s, \"out_of_model\": %s}", e->fails ? "true" : "false",
+            e->out_of_model ? "true" : "false");
 }
 
 static void json_metrics(FILE *f, const kvf_output_metrics *m) {
@@ -460,7 +468,14 @@ static void json_metrics(FILE *f, const kvf_output_metrics *m) {
     json_num(f, m->bits_of_error);
     fprintf(f, ", \"max_margin\": ");
     json_num(f, m->max_margin);
-    fprintf(f, ", \"nonfinite_mismatch\": %d, \"worst\": [", m->nonfinite_mismatch);
+    fprintf(f, ", \"max_excess_margin\": ");
+    json_num(f, m->max_excess_margin);
+    fprintf(f,
+            ", \"nonfinite_mismatch\": %d, \"out_of_model\": %" PRId64
+            ", \"violations_out_of_model\": %" PRId64 ", \"violations_rounded\": %" PRId64
+            ", \"worst\": [",
+            m->nonfinite_mismatch, m->out_of_model, m->violations_out_of_model,
+            m->violations_rounded);
     for (int i = 0; i < m->worst_count; i++) {
         fprintf(f, "%s\n        ", i ? "," : "");
         json_element(f, &m->worst[i]);
