@@ -563,8 +563,7 @@ static void test_roundtrip_and_malformed(void) {
          "require_overflow"},
         {"m-oom.json", "\"out_of_model_rows\": {\"o\"", "\"out_of_model_rows\": {\"x\"",
          "out_of_model_rows.o"},
-        {"m-nonfinite.json", "\"max_margin\": \"NaN\"", "\"max_margin\": \"nan\"",
-         "max_margin"},
+        {"m-nonfinite.json", "\"max_margin\": \"NaN\"", "\"max_margin\": \"nan\"", "max_margin"},
     };
     for (size_t i = 0; i < sizeof defects / sizeof defects[0]; i++) {
         char bad[12288];
@@ -582,8 +581,11 @@ static int count_tmp_files(const char *dir, const char *prefix) {
     DIR *d = opendir(dir);
     int n = 0;
     struct dirent *e;
+    /* Temporaries are ".<name>.tmp.XXXXXX" (kvf_write_atomic). */
     while (d && (e = readdir(d)))
-        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && strstr(e->d_name, ".tmp.")) n++;
+        if (e->d_name[0] == '.' && strncmp(e->d_name + 1, prefix, strlen(prefix)) == 0 &&
+            strstr(e->d_name, ".tmp."))
+            n++;
     if (d) closedir(d);
     return n;
 }

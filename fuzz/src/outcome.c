@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kvfuzz/file.h"
 #include "kvfuzz/prng.h"
 
 const char *kvf_run_status_name(kvf_run_status s) {
@@ -598,18 +599,6 @@ static void temp_name(char *out, size_t size, const char *dir, const char *base)
              atomic_fetch_add(&counter, 1));
 }
 
-static void split_path(const char *path, char *dir, size_t dsize, const char **base) {
-    const char *slash = strrchr(path, '/');
-    if (slash) {
-        snprintf(dir, dsize, "%.*s", (int)(slash - path), path);
-        if (slash == path) snprintf(dir, dsize, "/");
-        *base = slash + 1;
-    } else {
-        snprintf(dir, dsize, ".");
-        *base = path;
-    }
-}
-
 static int write_fd_all(int fd, const void *data, size_t size) {
     const uint8_t *p = data;
     while (size) {
@@ -634,16 +623,7 @@ static int write_temp(const char *tmp, const void *data, size_t size) {
 }
 
 int kvf_fuzz_write_atomic(const char *path, const void *data, size_t size, kvf_error *err) {
-    char dir[4096], tmp[4200];
-    const char *base;
-    split_path(path, dir, sizeof dir, &base);
-    temp_name(tmp, sizeof tmp, dir, base);
-    if (write_temp(tmp, data, size) != 0 || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return kvf_error_set(err, KVF_EIO, "cannot write %s: %s", path, strerror(e));
-    }
-    return 0;
+    return kvf_write_atomic_bytes(path, data, size, err);
 }
 
 int kvf_finding_save(const char *dir, const kvf_outcome *out, const char *kernel,

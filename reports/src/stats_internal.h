@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "kvfuzz/file.h" /* kvf_write_atomic */
 #include "kvfuzz/stats.h"
 
 /* ---- an int64-keyed hash map with fixed-size values ---------------------------------------- */
@@ -156,9 +157,6 @@ int kvf_stats_serialize(const kvf_stats *s, FILE *f, int provenance); /* -1: out
  * everything a record holds, so the kept top N does not depend on arrival order. */
 int kvf_worst_cmp(const kvf_worst *x, const kvf_worst *y);
 
-/* Writes path atomically: fill() writes the content to f and returns 0, or nonzero to abandon
- * the write (the old file stays). KVF_EIO with a sentence naming path on failure. */
-int kvf_write_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ctx, kvf_error *err);
 
 /* Summary figures derived from one output's statistics (reports and terminal). */
 double kvf_outstats_mean_bits(const kvf_outstats *o); /* NaN when no distance counted */
