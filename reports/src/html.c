@@ -19,6 +19,31 @@
 /* ------------------------------------------------------------------------------------------ */
 
 /* "2" followed by k in superscript digits (UTF-8), e.g. 2⁻¹⁰. */
+/* Text for HTML, escaped; NULL writes nothing. */
+static void html_escape(FILE *f, const char *s) {
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        case '\'':
+            fputs("&#39;", f);
+            break;
+        default:
+            fputc(*s, f);
+        }
+    }
+}
+
 static void pow_label(char *buf, size_t size, int base, int k) {
     static const char *const sup[10] = {"\u2070", "\u00b9", "\u00b2", "\u00b3", "\u2074",
                                         "\u2075", "\u2076", "\u2077", "\u2078", "\u2079"};
@@ -229,9 +254,11 @@ static void octbins_scan(octbins *ob, const kvf_hist *h) {
     if (h->zero) ob->has_zero = 1;
     if (h->inf) ob->has_inf = 1;
     if (h->nan) ob->has_nan = 1;
-    for (size_t i = 0; i < h->buckets.cap; i++) {
-        if (!h->buckets.used[i]) continue;
-        int k = floor4(h->buckets.keys[i]);
+    kvf_map_iter it13 = {0};
+    int64_t key13;
+    const void *val13;
+    while (kvf_map_next(&h->buckets, &it13, &key13, &val13)) {
+        int k = floor4(key13);
         if (ob->hi < ob->lo) {
             ob->lo = ob->hi = k;
         } else {
@@ -250,11 +277,13 @@ static size_t octbins_count(octbins *ob) {
 static void octbins_fill(const octbins *ob, const kvf_hist *h, int64_t *counts) {
     size_t base = (size_t)ob->has_zero;
     if (ob->has_zero) counts[0] += h->zero;
-    for (size_t i = 0; i < h->buckets.cap; i++) {
-        if (!h->buckets.used[i]) continue;
-        int k = floor4(h->buckets.keys[i]);
+    kvf_map_iter it12 = {0};
+    int64_t key12;
+    const void *val12;
+    while (kvf_map_next(&h->buckets, &it12, &key12, &val12)) {
+        int k = floor4(key12);
         if (k < ob->lo) k = ob->lo; /* folded */
-        counts[base + (size_t)(k - ob->lo)] += *(const int64_t *)(h->buckets.vals + i * 8);
+        counts[base + (size_t)(k - ob->lo)] += *(const int64_t *)val12;
     }
     size_t after = base + (ob->hi >= ob->lo ? (size_t)(ob->hi - ob->lo + 1) : 0);
     if (ob->has_inf) counts[after++] += h->inf;
@@ -335,13 +364,16 @@ static int hist_chart(FILE *f, const rmodel *m, const char *id, const char *titl
         int span = ob.hi - ob.lo + 1;
         int64_t *per = calloc((size_t)span, sizeof *per);
         if (per) {
-            for (size_t s = 0; s < ns; s++)
-                for (size_t i = 0; i < hs[s]->buckets.cap; i++)
-                    if (hs[s]->buckets.used[i]) {
-                        int64_t n = *(const int64_t *)(hs[s]->buckets.vals + i * 8);
-                        per[floor4(hs[s]->buckets.keys[i]) - ob.lo] += n;
-                        total += n;
-                    }
+            for (size_t s = 0; s < ns; s++) {
+                kvf_map_iter it11 = {0};
+                int64_t key11;
+                const void *val11;
+                while (kvf_map_next(&hs[s]->buckets, &it11, &key11, &val11)) {
+                    int64_t n = *(const int64_t *)val11;
+                    per[floor4(key11) - ob.lo] += n;
+                    total += n;
+                }
+            }
             int newlo = ob.lo;
             for (int k = 0; k < span; k++) {
                 cum += per[k];
@@ -511,10 +543,12 @@ static int density_chart(FILE *f, const rmodel *m) {
         if (!m->series[i].primary) continue;
         ns++;
         const kvf_map *d = &m->series[i].primary->out[0].dens;
-        for (size_t j = 0; j < d->cap; j++) {
-            if (!d->used[j]) continue;
-            int64_t n = *(const int64_t *)(d->vals + j * d->vsize);
-            int32_t ao = KVF_DENS_ABS(d->keys[j]), xo = KVF_DENS_EXACT(d->keys[j]);
+        kvf_map_iter it10 = {0};
+        int64_t key10;
+        const void *val10;
+        while (kvf_map_next(d, &it10, &key10, &val10)) {
+            int64_t n = *(const int64_t *)val10;
+            int32_t ao = KVF_DENS_ABS(key10), xo = KVF_DENS_EXACT(key10);
             if (ao == KVF_OCT_ZERO)
                 ay.has_zero = 1;
             else if (ao == KVF_OCT_INF)
@@ -542,13 +576,15 @@ static int density_chart(FILE *f, const rmodel *m) {
     for (size_t i = 0; i < m->nseries; i++) {
         if (!m->series[i].primary) continue;
         const kvf_map *d = &m->series[i].primary->out[0].dens;
-        for (size_t j = 0; j < d->cap; j++) {
-            if (!d->used[j]) continue;
-            int64_t key = (int64_t)axis2_pos(&ay, KVF_DENS_ABS(d->keys[j])) * 65536 +
-                          axis2_pos(&ax, KVF_DENS_EXACT(d->keys[j]));
+        kvf_map_iter it9 = {0};
+        int64_t key9;
+        const void *val9;
+        while (kvf_map_next(d, &it9, &key9, &val9)) {
+            int64_t key = (int64_t)axis2_pos(&ay, KVF_DENS_ABS(key9)) * 65536 +
+                          axis2_pos(&ax, KVF_DENS_EXACT(key9));
             int64_t *c = kvf_map_get(&agg[i], key, 1);
             if (!c) goto out;
-            *c += *(const int64_t *)(d->vals + j * d->vsize);
+            *c += *(const int64_t *)val9;
             if (*c > maxc) maxc = *c;
         }
     }
@@ -574,10 +610,12 @@ static int density_chart(FILE *f, const rmodel *m) {
                     x0, top - 19, s->color);
             text(c.f, x0 + 14, top - 10, "start", "lg", s->name);
             const kvf_map *d = &agg[i];
-            for (size_t j = 0; j < d->cap; j++) {
-                if (!d->used[j]) continue;
-                int64_t n = *(const int64_t *)(d->vals + j * d->vsize);
-                int px_i = (int)(d->keys[j] % 65536), py_i = (int)(d->keys[j] / 65536);
+            kvf_map_iter it8 = {0};
+            int64_t key8;
+            const void *val8;
+            while (kvf_map_next(d, &it8, &key8, &val8)) {
+                int64_t n = *(const int64_t *)val8;
+                int px_i = (int)(key8 % 65536), py_i = (int)(key8 / 65536);
                 char col[8], xl[64], yl[64];
                 heat(lmax > 0 ? log10((double)n) / lmax : 1, col);
                 axis2_label(&ax, px_i, xl, sizeof xl, 1);
@@ -661,14 +699,16 @@ static int cdf_chart(FILE *f, const rmodel *m) {
         if (!g || g->out[0].rel.total == 0) continue;
         any = 1;
         const kvf_map *b = &g->out[0].rel.buckets;
-        for (size_t j = 0; j < b->cap; j++) {
-            if (!b->used[j]) continue;
-            int64_t *c = kvf_map_get(&all, b->keys[j], 1);
+        kvf_map_iter it7 = {0};
+        int64_t key7;
+        const void *val7;
+        while (kvf_map_next(b, &it7, &key7, &val7)) {
+            int64_t *c = kvf_map_get(&all, key7, 1);
             if (!c) {
                 kvf_map_free(&all);
                 return -1;
             }
-            *c += *(const int64_t *)(b->vals + j * b->vsize);
+            *c += *(const int64_t *)val7;
         }
     }
     size_t nk;
@@ -707,9 +747,11 @@ static int cdf_chart(FILE *f, const rmodel *m) {
         if (!g || g->out[0].rel.total == 0) continue;
         const kvf_hist *h = &g->out[0].rel;
         int64_t below = h->zero;
-        for (size_t j = 0; j < h->buckets.cap; j++)
-            if (h->buckets.used[j] && h->buckets.keys[j] < lo)
-                below += *(const int64_t *)(h->buckets.vals + j * 8);
+        kvf_map_iter it6 = {0};
+        int64_t key6;
+        const void *val6;
+        while (kvf_map_next(&h->buckets, &it6, &key6, &val6))
+            if (key6 < lo) below += *(const int64_t *)val6;
         double start = (double)below / (double)h->total;
         if (start < ymin) ymin = start;
     }
@@ -767,9 +809,11 @@ static int cdf_chart(FILE *f, const rmodel *m) {
         ss[ns++] = s;
         const kvf_hist *h = &g->out[0].rel;
         double total = (double)h->total, cum = (double)h->zero;
-        for (size_t j = 0; j < h->buckets.cap; j++)
-            if (h->buckets.used[j] && h->buckets.keys[j] < lo)
-                cum += (double)*(const int64_t *)(h->buckets.vals + j * 8);
+        kvf_map_iter it5 = {0};
+        int64_t key5;
+        const void *val5;
+        while (kvf_map_next(&h->buckets, &it5, &key5, &val5))
+            if (key5 < lo) cum += (double)*(const int64_t *)val5;
         fprintf(c.f, "<path class=\"mark cdf\" stroke=\"%s\" d=\"M%.1f,%.2f L%.1f,%.2f", s->color,
                 left, CDF_Y(cum / total), left + zero_w, CDF_Y(cum / total));
         for (int q = lo; q <= hi; q++) {
@@ -849,10 +893,12 @@ static int class_heatmap(FILE *f, const rmodel *m, int out, int kind, const char
         if (!g) continue;
         nrows++;
         const kvf_map *mp = &g->out[out].by[kind];
-        for (size_t j = 0; j < mp->cap; j++) {
-            if (!mp->used[j]) continue;
-            if (mp->keys[j] > kmax) kmax = mp->keys[j];
-            double b = cell_bits((const kvf_cell *)(mp->vals + j * mp->vsize));
+        kvf_map_iter it4 = {0};
+        int64_t key4;
+        const void *val4;
+        while (kvf_map_next(mp, &it4, &key4, &val4)) {
+            if (key4 > kmax) kmax = key4;
+            double b = cell_bits((const kvf_cell *)val4);
             if (b > hi) hi = b;
         }
     }
@@ -884,9 +930,11 @@ static int class_heatmap(FILE *f, const rmodel *m, int out, int kind, const char
                     y + 5, s->color);
             text(c.f, 20, y + 14, "start", "lg", s->name);
             const kvf_map *mp = &s->primary->out[out].by[kind];
-            for (size_t j = 0; j < mp->cap; j++) {
-                if (!mp->used[j]) continue;
-                int64_t k = mp->keys[j];
+            kvf_map_iter it3 = {0};
+            int64_t key3;
+            const void *val3;
+            while (kvf_map_next(mp, &it3, &key3, &val3)) {
+                int64_t k = key3;
                 char what[64];
                 if (kind == KVF_CLASS_SEQLEN)
                     snprintf(what, sizeof what, k == 0 ? "empty sequences" : "lengths %lld to %lld",
@@ -894,9 +942,8 @@ static int class_heatmap(FILE *f, const rmodel *m, int out, int kind, const char
                 else
                     snprintf(what, sizeof what, "%s %lld", kind == KVF_CLASS_HEAD ? "q head" : "d",
                              (long long)k);
-                cell_rect(&c, left + (double)k * cw, y, cw, rowh - 3,
-                          (const kvf_cell *)(mp->vals + j * mp->vsize), hi, s->name, what,
-                          s->primary->rule);
+                cell_rect(&c, left + (double)k * cw, y, cw, rowh - 3, (const kvf_cell *)val3, hi,
+                          s->name, what, s->primary->rule);
             }
         }
         double ylab = top + rowh * (double)nrows + 12;
@@ -930,15 +977,17 @@ static int slot_heatmap(FILE *f, const rmodel *m) {
         if (!g) continue;
         npanels++;
         const kvf_map *mp = &g->out[0].by[KVF_CLASS_SLOT];
-        for (size_t j = 0; j < mp->cap; j++) {
-            if (!mp->used[j]) continue;
-            int32_t S = (int32_t)(mp->keys[j] / 65536);
+        kvf_map_iter it2 = {0};
+        int64_t key2;
+        const void *val2;
+        while (kvf_map_next(mp, &it2, &key2, &val2)) {
+            int32_t S = (int32_t)(key2 / 65536);
             int seen = 0;
             for (int k = 0; k < nsizes; k++)
                 seen |= sizes[k] == S;
             if (!seen && nsizes < 64) sizes[nsizes++] = S;
             if (S > smax) smax = S;
-            double b = cell_bits((const kvf_cell *)(mp->vals + j * mp->vsize));
+            double b = cell_bits((const kvf_cell *)val2);
             if (b > hi) hi = b;
         }
     }
@@ -980,9 +1029,11 @@ static int slot_heatmap(FILE *f, const rmodel *m) {
                         left, y, cw * sizes[r], rowh - 2);
             }
             const kvf_map *mp = &s->primary->out[0].by[KVF_CLASS_SLOT];
-            for (size_t j = 0; j < mp->cap; j++) {
-                if (!mp->used[j]) continue;
-                int32_t S = (int32_t)(mp->keys[j] / 65536), slot = (int32_t)(mp->keys[j] % 65536);
+            kvf_map_iter it1 = {0};
+            int64_t key1;
+            const void *val1;
+            while (kvf_map_next(mp, &it1, &key1, &val1)) {
+                int32_t S = (int32_t)(key1 / 65536), slot = (int32_t)(key1 % 65536);
                 int r = 0;
                 while (r < nsizes && sizes[r] != S)
                     r++;
@@ -991,8 +1042,7 @@ static int slot_heatmap(FILE *f, const rmodel *m) {
                 snprintf(what, sizeof what, "page size %d, last token in slot %d%s", (int)S,
                          (int)slot, slot == S - 1 ? " (full last page)" : "");
                 cell_rect(&c, left + slot * cw, y0 + head + r * rowh, cw > 1 ? cw : 1, rowh - 2,
-                          (const kvf_cell *)(mp->vals + j * mp->vsize), hi, s->name, what,
-                          s->primary->rule);
+                          (const kvf_cell *)val1, hi, s->name, what, s->primary->rule);
             }
         }
         int64_t step = 1;

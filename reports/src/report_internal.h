@@ -70,11 +70,16 @@ char *report_link(const rmodel *m, const char *file);
  * link to its path if that file exists, else NULL (malloc'd). */
 char *report_case_link(const rmodel *m, const kvf_case_info *ci);
 
-/* The page. -1 (errno set) on allocation failure. */
-int report_write_html(FILE *f, const rmodel *m);
+/* Builds the model from the inputs (model.c): labels, series, rules, findings. On failure the
+ * model is still safe to free. Errors: KVF_EIO (output or named findings directory), KVF_ENOMEM. */
+int report_model_build(rmodel *m, const kvf_report_input *inputs, size_t n,
+                       const kvf_report_opts *opts, kvf_error *err);
+void report_model_free(rmodel *m);
 
-/* Text helpers shared by the writers. */
-void html_escape(FILE *f, const char *s);
-void fmt_num(char *buf, size_t size, double x); /* short: 3 significant digits, or "inf" */
+/* Short numbers for tables: 3 significant digits, or "inf" / "NaN". */
+void fmt_num(char *buf, size_t size, double x);
+
+/* The page (html.c), which reads the model and nothing else. -1 (errno set) on failure. */
+int report_write_html(FILE *f, const rmodel *m);
 
 #endif

@@ -35,6 +35,15 @@ const void *kvf_map_find(const kvf_map *m, int64_t key);
 /* The keys in ascending order (malloc'd; the caller frees). NULL with *n = 0 when empty. */
 int64_t *kvf_map_sorted_keys(const kvf_map *m, size_t *n);
 
+/* Visits every entry once, in no particular order; nothing may be inserted meanwhile:
+ *     kvf_map_iter it = {0}; int64_t k; const void *v;
+ *     while (kvf_map_next(m, &it, &k, &v)) ...
+ * Returns 1 with the entry, 0 at the end. value may be NULL. */
+typedef struct kvf_map_iter {
+    size_t slot;
+} kvf_map_iter;
+int kvf_map_next(const kvf_map *m, kvf_map_iter *it, int64_t *key, const void **value);
+
 /* ---- histograms ---------------------------------------------------------------------------- */
 
 /* 1-D log histogram of a non-negative quantity: zero, +inf and NaN apart, positive finite
@@ -149,14 +158,50 @@ struct kvf_stats {
     struct timespec last_write;
 };
 
-/* Serialises s as a v1 stats file. With provenance 0, label, findings directory and sources
- * are left out: two objects with equal statistics then print identically. */
-int kvf_stats_serialize(const kvf_stats *s, FILE *f, int provenance); /* -1: out of memory */
+/* ---- the model's operations, shared by the collector, writer, reader and merger --------- */
+
+extern const char *const kvf__output_name[2];              /* "o", "lse" */
+extern const char *const kvf__class_name[KVF_CLASS_COUNT]; /* "by_head", ... */
+#define KVF__N_RUN_ERRORS 4
+extern const int kvf__run_error_classes[KVF__N_RUN_ERRORS]; /* kernel-error, crash, hang,
+                                                                nondeterminism */
+
+/* Counting: -1 on allocation failure (the caller marks the statistics incomplete). */
+int kvf__hist_add(kvf_hist *h, double v);
+int kvf__counts_merge(kvf_map *dst, const kvf_map *src);
+int kvf__hist_merge(kvf_hist *dst, const kvf_hist *src);
+/* bits: round(1024 log2(ulps + 1)), computed once per element by the caller. */
+void kvf__cell_add(kvf_cell *c, const kvf_element_error *e, int finite_pair, int mismatch,
+                   int64_t bits);
+void kvf__cell_merge(kvf_cell *dst, const kvf_cell *src);
+kvf_cell *kvf__cell_get(kvf_map *m, int64_t key); /* found or added; NULL on OOM */
+
+/* Case records: created with one reference; hex, when given, is copied as is, else bytes up to
+ * KVF_STATS_EMBED_MAX are embedded. NULL on OOM. */
+kvf_case_info *kvf__case_info_new(int has_hash, uint64_t hash, const char *path,
+                                  const uint8_t *bytes, size_t size, const char *hex);
+void kvf__case_info_unref(kvf_case_info *ci); /* NULL is fine */
+int kvf__case_info_cmp(const kvf_case_info *a, const kvf_case_info *b);
 
 /* Ranking of worst elements: negative when x ranks before (is worse than) y. A total order on
  * everything a record holds, so the kept top N does not depend on arrival order. */
 int kvf_worst_cmp(const kvf_worst *x, const kvf_worst *y);
+/* Would cand enter o's list? */
+int kvf__worst_wants(const kvf_outstats *o, int worst_n, const kvf_worst *cand);
+/* Inserts cand, whose case reference is handed over, keeping at most worst_n. */
+void kvf__worst_insert(kvf_outstats *o, int worst_n, kvf_worst cand);
 
+/* Finds or adds a group or a kernel's run counts; NULL on OOM. */
+kvf_group *kvf__group_get(kvf_stats *s, const char *kernel, const char *rule);
+kvf_kernel_runs *kvf__kernel_runs_get(kvf_stats *s, const char *kernel);
+int kvf__group_ptr_cmp(const void *a, const void *b); /* qsort of kvf_group *: kernel, rule */
+kvf_stats *kvf__stats_alloc(int worst_n);             /* empty, no provenance; NULL on OOM */
+void kvf__utc_now(char *buf, size_t size);            /* ISO 8601 UTC */
+
+/* Serialises s as a stats file (stats_write.c). With provenance 0, label, findings directory
+ * and sources are left out: two objects with equal statistics then print identically. -1 with
+ * errno set on failure. */
+int kvf_stats_serialize(const kvf_stats *s, FILE *f, int provenance);
 
 /* Summary figures derived from one output's statistics (reports and terminal). */
 double kvf_outstats_mean_bits(const kvf_outstats *o); /* NaN when no distance counted */
