@@ -1506,11 +1506,17 @@ static const char JS_CHECK[] =
     "               Math.round(box.width) + 'x' + Math.round(box.height));\n"
     "  });\n"
     "  if (charts.length !== want) bad.push(charts.length + ' charts, expected ' + want);\n"
+    "  var verdict = document.getElementById('kvf-verdict');\n"
+    "  var vbox = verdict ? verdict.getBoundingClientRect() : null;\n"
+    "  if (!vbox || !(vbox.height > 0) || vbox.top > charts[0].getBoundingClientRect().top)\n"
+    "    bad.push('the verdict banner is missing, hidden or below the charts');\n"
     "  var errors = document.getElementById('kvf-errors').children.length;\n"
     "  var ok = bad.length === 0 && errors === 0;\n"
     "  status.setAttribute('data-state', ok ? 'ok' : 'fail');\n"
     "  status.textContent = (ok ? 'OK' : 'FAIL') + ' charts=' + charts.length + ' marks=' +\n"
-    "      marks + ' errors=' + errors + (bad.length ? ' bad: ' + bad.join('; ') : '');\n"
+    "      marks + ' errors=' + errors + ' verdict=' +\n"
+    "      (verdict ? verdict.getAttribute('data-verdict') : 'none') +\n"
+    "      (bad.length ? ' bad: ' + bad.join('; ') : '');\n"
     "})();\n"
     "</script>\n";
 
