@@ -104,17 +104,40 @@ void kvf_outcome_from_run(kvf_outcome *out, kvf_run_status status, const char *m
     }
 }
 
+typedef struct plain_hooks {
+    kvf_element_observer observer;
+    void *ctx;
+} plain_hooks;
+
+static void *plain_begin(void *ctx, int rule) {
+    (void)rule;
+    return ((plain_hooks *)ctx)->ctx;
+}
+
 int kvf_outcome_judge(kvf_outcome *out, const kvf_rule *rules, int nrules, int require_overflow,
                       const kvf_case *c, const kvf_oracle_result *oracle, const kvf_bf16 *o,
                       const float *lse, kvf_element_observer observer, void *observer_ctx,
                       kvf_error *err) {
+    plain_hooks ph = {observer, observer_ctx};
+    kvf_judge_hooks h = {plain_begin, observer, NULL, &ph};
+    return kvf_outcome_judge_hooked(out, rules, nrules, require_overflow, c, oracle, o, lse,
+                                    observer ? &h : NULL, err);
+}
+
+int kvf_outcome_judge_hooked(kvf_outcome *out, const kvf_rule *rules, int nrules,
+                             int require_overflow, const kvf_case *c,
+                             const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
+                             const kvf_judge_hooks *hooks, kvf_error *err) {
     kvf_outcome_from_run(out, KVF_RUN_OK, NULL);
     if (nrules > KVF_MAX_RULES) nrules = KVF_MAX_RULES;
     out->nrules = nrules;
     for (int r = 0; r < nrules; r++) {
-        int rc = observer ? kvf_judge_observe(&out->verdicts[r], &rules[r], c, oracle, o, lse,
-                                              observer, observer_ctx, err)
-                          : kvf_judge(&out->verdicts[r], &rules[r], c, oracle, o, lse, err);
+        void *scope = hooks && hooks->begin ? hooks->begin(hooks->ctx, r) : NULL;
+        int rc = scope && hooks->element
+                     ? kvf_judge_observe(&out->verdicts[r], &rules[r], c, oracle, o, lse,
+                                         hooks->element, scope, err)
+                     : kvf_judge(&out->verdicts[r], &rules[r], c, oracle, o, lse, err);
+        if (scope && hooks->end) hooks->end(hooks->ctx, scope, rc ? NULL : &out->verdicts[r]);
         if (rc) return rc;
         const kvf_verdict *v = &out->verdicts[r];
         /* Overflow-class violations (rows whose logits leave f32) are reported but count only
