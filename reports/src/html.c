@@ -116,7 +116,7 @@ static void no_data(chart *c, const char *why) {
 }
 
 /* Series swatches along the top of a chart. */
-static void legend(chart *c, const rseries *const *ss, size_t ns, double x, double y) {
+static void legend(chart *c, const kvf__rseries *const *ss, size_t ns, double x, double y) {
     for (size_t i = 0; i < ns; i++) {
         fprintf(c->f,
                 "<rect class=\"legend\" x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"10\" "
@@ -148,9 +148,9 @@ static void heat_legend(chart *c, double x, double y, double hi, const char *uni
     char lo_s[32] = "0", hi_s[40];
     if (logc) {
         snprintf(lo_s, sizeof lo_s, "1");
-        fmt_num(hi_s, sizeof hi_s, pow(10, hi));
+        kvf__fmt_num(hi_s, sizeof hi_s, pow(10, hi));
     } else {
-        fmt_num(hi_s, sizeof hi_s, hi);
+        kvf__fmt_num(hi_s, sizeof hi_s, hi);
     }
     text(c->f, x, y + 22, "start", "tick", lo_s);
     text(c->f, x + 160, y + 22, "end", "tick", hi_s);
@@ -167,7 +167,7 @@ typedef struct bars {
     char (*labels)[40]; /* short axis label per bin */
     char (*ranges)[64]; /* what the bin holds, for the tooltip */
     size_t ns;
-    const rseries **ss;
+    const kvf__rseries **ss;
     int64_t *counts; /* [ns][nbins] */
     double marker;   /* a vertical line at this bin position (left edge = index), or -1 */
     const char *marker_label;
@@ -257,14 +257,14 @@ static int floor4(int64_t q) {
     return (int)(q >= 0 ? q / 4 : -((-q + 3) / 4));
 }
 
-static void octbins_scan(octbins *ob, const kvf_hist *h) {
+static void octbins_scan(octbins *ob, const kvf__hist *h) {
     if (h->zero) ob->has_zero = 1;
     if (h->inf) ob->has_inf = 1;
     if (h->nan) ob->has_nan = 1;
-    kvf_map_iter it13 = {0};
+    kvf__map_iter it13 = {0};
     int64_t key13;
     const void *val13;
-    while (kvf_map_next(&h->buckets, &it13, &key13, &val13)) {
+    while (kvf__map_next(&h->buckets, &it13, &key13, &val13)) {
         int k = floor4(key13);
         if (ob->hi < ob->lo) {
             ob->lo = ob->hi = k;
@@ -281,13 +281,13 @@ static size_t octbins_count(octbins *ob) {
     return ob->n;
 }
 
-static void octbins_fill(const octbins *ob, const kvf_hist *h, int64_t *counts) {
+static void octbins_fill(const octbins *ob, const kvf__hist *h, int64_t *counts) {
     size_t base = (size_t)ob->has_zero;
     if (ob->has_zero) counts[0] += h->zero;
-    kvf_map_iter it12 = {0};
+    kvf__map_iter it12 = {0};
     int64_t key12;
     const void *val12;
-    while (kvf_map_next(&h->buckets, &it12, &key12, &val12)) {
+    while (kvf__map_next(&h->buckets, &it12, &key12, &val12)) {
         int k = floor4(key12);
         if (k < ob->lo) k = ob->lo; /* folded */
         counts[base + (size_t)(k - ob->lo)] += *(const int64_t *)val12;
@@ -338,11 +338,11 @@ static void octbins_labels(const octbins *ob, char (*labels)[40], char (*ranges)
 
 /* One histogram chart over the series: which = 0..3 picks abs/rel/ulp/margin of output `out`
  * from each series' group for `rule` (NULL: the primary group). */
-static int hist_chart(FILE *f, const rmodel *m, const char *id, const char *title, const char *note,
-                      const char *xlabel, const char *rule, int out, int which, int integers,
-                      int limit_line) {
-    const rseries **ss = malloc((m->nseries ? m->nseries : 1) * sizeof *ss);
-    const kvf_hist **hs = malloc((m->nseries ? m->nseries : 1) * sizeof *hs);
+static int hist_chart(FILE *f, const kvf__rmodel *m, const char *id, const char *title,
+                      const char *note, const char *xlabel, const char *rule, int out, int which,
+                      int integers, int limit_line) {
+    const kvf__rseries **ss = malloc((m->nseries ? m->nseries : 1) * sizeof *ss);
+    const kvf__hist **hs = malloc((m->nseries ? m->nseries : 1) * sizeof *hs);
     if (!ss || !hs) {
         free(ss);
         free(hs);
@@ -351,13 +351,13 @@ static int hist_chart(FILE *f, const rmodel *m, const char *id, const char *titl
     size_t ns = 0;
     octbins ob = {0, 0, 0, 0, -1, 0, 0};
     for (size_t i = 0; i < m->nseries; i++) {
-        const kvf_group *g = rule ? rseries_group(&m->series[i], rule) : m->series[i].primary;
+        const kvf__group *g = rule ? kvf__rseries_group(&m->series[i], rule) : m->series[i].primary;
         if (!g) continue;
-        const kvf_outstats *o = &g->out[out];
-        const kvf_hist *h = which == 0   ? &o->abs
-                            : which == 1 ? &o->rel
-                            : which == 2 ? &o->ulp
-                                         : &o->margin;
+        const kvf__outstats *o = &g->out[out];
+        const kvf__hist *h = which == 0   ? &o->abs
+                             : which == 1 ? &o->rel
+                             : which == 2 ? &o->ulp
+                                          : &o->margin;
         ss[ns] = &m->series[i];
         hs[ns++] = h;
         octbins_scan(&ob, h);
@@ -372,10 +372,10 @@ static int hist_chart(FILE *f, const rmodel *m, const char *id, const char *titl
         int64_t *per = calloc((size_t)span, sizeof *per);
         if (per) {
             for (size_t s = 0; s < ns; s++) {
-                kvf_map_iter it11 = {0};
+                kvf__map_iter it11 = {0};
                 int64_t key11;
                 const void *val11;
-                while (kvf_map_next(&hs[s]->buckets, &it11, &key11, &val11)) {
+                while (kvf__map_next(&hs[s]->buckets, &it11, &key11, &val11)) {
                     int64_t n = *(const int64_t *)val11;
                     per[floor4(key11) - ob.lo] += n;
                     total += n;
@@ -537,23 +537,23 @@ static void axis2_label(const axis2 *a, int idx, char *buf, size_t size, int ran
         snprintf(buf, size, "[%s, %s)", p, q);
 }
 
-static int density_chart(FILE *f, const rmodel *m) {
+static int density_chart(FILE *f, const kvf__rmodel *m) {
     axis2 ax = {0, 0, 0, -1, 0, 0, 1}, ay = {0, 0, 0, -1, 0, 0, 1};
     int64_t *wx = calloc(OCT_N, sizeof *wx), *wy = calloc(OCT_N, sizeof *wy);
-    kvf_map *agg = calloc(m->nseries ? m->nseries : 1, sizeof *agg);
+    kvf__map *agg = calloc(m->nseries ? m->nseries : 1, sizeof *agg);
     int rc = -1;
     if (!wx || !wy || !agg) goto out;
     for (size_t i = 0; i < m->nseries; i++)
-        kvf_map_init(&agg[i], sizeof(int64_t));
+        kvf__map_init(&agg[i], sizeof(int64_t));
     size_t ns = 0;
     for (size_t i = 0; i < m->nseries; i++) {
         if (!m->series[i].primary) continue;
         ns++;
-        const kvf_map *d = &m->series[i].primary->out[0].dens;
-        kvf_map_iter it10 = {0};
+        const kvf__map *d = &m->series[i].primary->out[0].dens;
+        kvf__map_iter it10 = {0};
         int64_t key10;
         const void *val10;
-        while (kvf_map_next(d, &it10, &key10, &val10)) {
+        while (kvf__map_next(d, &it10, &key10, &val10)) {
             int64_t n = *(const int64_t *)val10;
             int32_t ao = KVF_DENS_ABS(key10), xo = KVF_DENS_EXACT(key10);
             if (ao == KVF_OCT_ZERO)
@@ -582,14 +582,14 @@ static int density_chart(FILE *f, const rmodel *m) {
     int64_t maxc = 0;
     for (size_t i = 0; i < m->nseries; i++) {
         if (!m->series[i].primary) continue;
-        const kvf_map *d = &m->series[i].primary->out[0].dens;
-        kvf_map_iter it9 = {0};
+        const kvf__map *d = &m->series[i].primary->out[0].dens;
+        kvf__map_iter it9 = {0};
         int64_t key9;
         const void *val9;
-        while (kvf_map_next(d, &it9, &key9, &val9)) {
+        while (kvf__map_next(d, &it9, &key9, &val9)) {
             int64_t key = (int64_t)axis2_pos(&ay, KVF_DENS_ABS(key9)) * 65536 +
                           axis2_pos(&ax, KVF_DENS_EXACT(key9));
-            int64_t *c = kvf_map_get(&agg[i], key, 1);
+            int64_t *c = kvf__map_get(&agg[i], key, 1);
             if (!c) goto out;
             *c += *(const int64_t *)val9;
             if (*c > maxc) maxc = *c;
@@ -604,7 +604,7 @@ static int density_chart(FILE *f, const rmodel *m) {
         double cw = pw / nx, chh = ph / ny, lmax = log10((double)maxc);
         size_t panel = 0;
         for (size_t i = 0; i < m->nseries; i++) {
-            const rseries *s = &m->series[i];
+            const kvf__rseries *s = &m->series[i];
             if (!s->primary) continue;
             double x0 = left + (double)panel++ * (pw + gap);
             fprintf(c.f,
@@ -616,11 +616,11 @@ static int density_chart(FILE *f, const rmodel *m) {
                     "fill=\"%s\"/>",
                     x0, top - 19, s->color);
             text(c.f, x0 + 14, top - 10, "start", "lg", s->name);
-            const kvf_map *d = &agg[i];
-            kvf_map_iter it8 = {0};
+            const kvf__map *d = &agg[i];
+            kvf__map_iter it8 = {0};
             int64_t key8;
             const void *val8;
-            while (kvf_map_next(d, &it8, &key8, &val8)) {
+            while (kvf__map_next(d, &it8, &key8, &val8)) {
                 int64_t n = *(const int64_t *)val8;
                 int px_i = (int)(key8 % 65536), py_i = (int)(key8 / 65536);
                 char col[8], xl[64], yl[64];
@@ -687,7 +687,7 @@ static int density_chart(FILE *f, const rmodel *m) {
     fputs("</section>\n", f);
 out:
     for (size_t i = 0; agg && i < m->nseries; i++)
-        kvf_map_free(&agg[i]);
+        kvf__map_free(&agg[i]);
     free(agg);
     free(wx);
     free(wy);
@@ -700,29 +700,29 @@ out:
 
 /* The x axis starts where the 0.5% smallest non-zero errors end (what lies below is folded
  * into the curve's starting level) and runs to the largest error: the tail is what matters. */
-static int cdf_chart(FILE *f, const rmodel *m) {
-    kvf_map all;
-    kvf_map_init(&all, sizeof(int64_t));
+static int cdf_chart(FILE *f, const kvf__rmodel *m) {
+    kvf__map all;
+    kvf__map_init(&all, sizeof(int64_t));
     int any = 0;
     for (size_t i = 0; i < m->nseries; i++) {
-        const kvf_group *g = m->series[i].primary;
+        const kvf__group *g = m->series[i].primary;
         if (!g || g->out[0].rel.total == 0) continue;
         any = 1;
-        const kvf_map *b = &g->out[0].rel.buckets;
-        kvf_map_iter it7 = {0};
+        const kvf__map *b = &g->out[0].rel.buckets;
+        kvf__map_iter it7 = {0};
         int64_t key7;
         const void *val7;
-        while (kvf_map_next(b, &it7, &key7, &val7)) {
-            int64_t *c = kvf_map_get(&all, key7, 1);
+        while (kvf__map_next(b, &it7, &key7, &val7)) {
+            int64_t *c = kvf__map_get(&all, key7, 1);
             if (!c) {
-                kvf_map_free(&all);
+                kvf__map_free(&all);
                 return -1;
             }
             *c += *(const int64_t *)val7;
         }
     }
     size_t nk;
-    int64_t *keys = kvf_map_sorted_keys(&all, &nk);
+    int64_t *keys = kvf__map_sorted_keys(&all, &nk);
     int lo, hi;
     if (nk == 0) {
         lo = kvf_stats_bucket(1e-4); /* only exact elements: any readable range */
@@ -730,11 +730,11 @@ static int cdf_chart(FILE *f, const rmodel *m) {
     } else {
         int64_t total = 0, cum = 0;
         for (size_t j = 0; j < nk; j++)
-            total += *(const int64_t *)kvf_map_find(&all, keys[j]);
+            total += *(const int64_t *)kvf__map_find(&all, keys[j]);
         lo = (int)keys[0];
         hi = (int)keys[nk - 1];
         for (size_t j = 0; j < nk; j++) {
-            cum += *(const int64_t *)kvf_map_find(&all, keys[j]);
+            cum += *(const int64_t *)kvf__map_find(&all, keys[j]);
             if ((double)cum > 0.005 * (double)total) {
                 lo = (int)keys[j];
                 break;
@@ -748,19 +748,19 @@ static int cdf_chart(FILE *f, const rmodel *m) {
         if (hi - lo < 16) lo = hi - 16;
     }
     free(keys);
-    kvf_map_free(&all);
+    kvf__map_free(&all);
 
     /* Starting levels: exact elements plus those below the window. */
     double ymin = 1;
     for (size_t i = 0; i < m->nseries; i++) {
-        const kvf_group *g = m->series[i].primary;
+        const kvf__group *g = m->series[i].primary;
         if (!g || g->out[0].rel.total == 0) continue;
-        const kvf_hist *h = &g->out[0].rel;
+        const kvf__hist *h = &g->out[0].rel;
         int64_t below = h->zero;
-        kvf_map_iter it6 = {0};
+        kvf__map_iter it6 = {0};
         int64_t key6;
         const void *val6;
-        while (kvf_map_next(&h->buckets, &it6, &key6, &val6))
+        while (kvf__map_next(&h->buckets, &it6, &key6, &val6))
             if (key6 < lo) below += *(const int64_t *)val6;
         double start = (double)below / (double)h->total;
         if (start < ymin) ymin = start;
@@ -816,7 +816,7 @@ static int cdf_chart(FILE *f, const rmodel *m) {
         pow_label(lab, sizeof lab, 10, k);
         text(c.f, CDF_X(q), top + ph + 15, "middle", "tick", lab);
     }
-    const rseries **ss = malloc((m->nseries ? m->nseries : 1) * sizeof *ss);
+    const kvf__rseries **ss = malloc((m->nseries ? m->nseries : 1) * sizeof *ss);
     if (!ss) {
         fclose(c.f);
         free(c.buf);
@@ -824,21 +824,21 @@ static int cdf_chart(FILE *f, const rmodel *m) {
     }
     size_t ns = 0;
     for (size_t i = 0; i < m->nseries; i++) {
-        const rseries *s = &m->series[i];
-        const kvf_group *g = s->primary;
+        const kvf__rseries *s = &m->series[i];
+        const kvf__group *g = s->primary;
         if (!g || g->out[0].rel.total == 0) continue;
         ss[ns++] = s;
-        const kvf_hist *h = &g->out[0].rel;
+        const kvf__hist *h = &g->out[0].rel;
         double total = (double)h->total, cum = (double)h->zero;
-        kvf_map_iter it5 = {0};
+        kvf__map_iter it5 = {0};
         int64_t key5;
         const void *val5;
-        while (kvf_map_next(&h->buckets, &it5, &key5, &val5))
+        while (kvf__map_next(&h->buckets, &it5, &key5, &val5))
             if (key5 < lo) cum += (double)*(const int64_t *)val5;
         fprintf(c.f, "<path class=\"mark cdf\" stroke=\"%s\" d=\"M%.1f,%.2f L%.1f,%.2f", s->color,
                 left, CDF_Y(cum / total), left + zero_w, CDF_Y(cum / total));
         for (int q = lo; q <= hi; q++) {
-            const int64_t *n = kvf_map_find(&h->buckets, q);
+            const int64_t *n = kvf__map_find(&h->buckets, q);
             if (!n) continue;
             /* Within a bucket the CDF rises linearly from its left to its right edge. */
             fprintf(c.f, " L%.1f,%.2f", CDF_X(q), CDF_Y(cum / total));
@@ -873,11 +873,11 @@ static int cdf_chart(FILE *f, const rmodel *m) {
 /* Heatmaps                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
-static double cell_bits(const kvf_cell *c) {
+static double cell_bits(const kvf__cell *c) {
     return c->bits_n ? (double)c->bits_sum / KVF_BITS_SCALE / (double)c->bits_n : NAN;
 }
 
-static void cell_rect(chart *c, double x, double y, double w, double h, const kvf_cell *cell,
+static void cell_rect(chart *c, double x, double y, double w, double h, const kvf__cell *cell,
                       double hi, const char *series, const char *what, const char *rule) {
     char col[8], abs[24], margin[24];
     double bits = cell_bits(cell);
@@ -885,8 +885,8 @@ static void cell_rect(chart *c, double x, double y, double w, double h, const kv
         snprintf(col, sizeof col, "#222222"); /* only non-finite mismatches: no distance */
     else
         heat(hi > 0 ? bits / hi : 0, col);
-    fmt_num(abs, sizeof abs, cell->max_abs);
-    fmt_num(margin, sizeof margin, cell->max_margin);
+    kvf__fmt_num(abs, sizeof abs, cell->max_abs);
+    kvf__fmt_num(margin, sizeof margin, cell->max_margin);
     fprintf(c->f,
             "<rect class=\"mark\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
             "fill=\"%s\"><title>",
@@ -904,22 +904,22 @@ static void cell_rect(chart *c, double x, double y, double w, double h, const kv
 }
 
 /* Rows are series, columns the keys of one coordinate class (union over the series). */
-static int class_heatmap(FILE *f, const rmodel *m, int out, int kind, const char *id,
+static int class_heatmap(FILE *f, const kvf__rmodel *m, int out, int kind, const char *id,
                          const char *title, const char *note, const char *xlabel) {
     int64_t kmax = -1;
     double hi = 0;
     size_t nrows = 0;
     for (size_t i = 0; i < m->nseries; i++) {
-        const kvf_group *g = m->series[i].primary;
+        const kvf__group *g = m->series[i].primary;
         if (!g) continue;
         nrows++;
-        const kvf_map *mp = &g->out[out].by[kind];
-        kvf_map_iter it4 = {0};
+        const kvf__map *mp = &g->out[out].by[kind];
+        kvf__map_iter it4 = {0};
         int64_t key4;
         const void *val4;
-        while (kvf_map_next(mp, &it4, &key4, &val4)) {
+        while (kvf__map_next(mp, &it4, &key4, &val4)) {
             if (key4 > kmax) kmax = key4;
-            double b = cell_bits((const kvf_cell *)val4);
+            double b = cell_bits((const kvf__cell *)val4);
             if (b > hi) hi = b;
         }
     }
@@ -938,7 +938,7 @@ static int class_heatmap(FILE *f, const rmodel *m, int out, int kind, const char
         double cw = pw / (double)(kmax + 1);
         size_t row = 0;
         for (size_t i = 0; i < m->nseries; i++) {
-            const rseries *s = &m->series[i];
+            const kvf__rseries *s = &m->series[i];
             if (!s->primary) continue;
             double y = top + (double)row++ * rowh;
             fprintf(c.f,
@@ -950,11 +950,11 @@ static int class_heatmap(FILE *f, const rmodel *m, int out, int kind, const char
                     "fill=\"%s\"/>",
                     y + 5, s->color);
             text(c.f, 20, y + 14, "start", "lg", s->name);
-            const kvf_map *mp = &s->primary->out[out].by[kind];
-            kvf_map_iter it3 = {0};
+            const kvf__map *mp = &s->primary->out[out].by[kind];
+            kvf__map_iter it3 = {0};
             int64_t key3;
             const void *val3;
-            while (kvf_map_next(mp, &it3, &key3, &val3)) {
+            while (kvf__map_next(mp, &it3, &key3, &val3)) {
                 int64_t k = key3;
                 char what[64];
                 if (kind == KVF_CLASS_SEQLEN)
@@ -963,7 +963,7 @@ static int class_heatmap(FILE *f, const rmodel *m, int out, int kind, const char
                 else
                     snprintf(what, sizeof what, "%s %lld", kind == KVF_CLASS_HEAD ? "q head" : "d",
                              (long long)k);
-                cell_rect(&c, left + (double)k * cw, y, cw, rowh - 3, (const kvf_cell *)val3, hi,
+                cell_rect(&c, left + (double)k * cw, y, cw, rowh - 3, (const kvf__cell *)val3, hi,
                           s->name, what, s->primary->rule);
             }
         }
@@ -987,28 +987,28 @@ static int class_heatmap(FILE *f, const rmodel *m, int out, int kind, const char
 }
 
 /* One panel per series: rows are page sizes, columns the slot of the row's last token. */
-static int slot_heatmap(FILE *f, const rmodel *m) {
+static int slot_heatmap(FILE *f, const kvf__rmodel *m) {
     int32_t sizes[64];
     int nsizes = 0;
     int64_t smax = 0;
     double hi = 0;
     size_t npanels = 0;
     for (size_t i = 0; i < m->nseries; i++) {
-        const kvf_group *g = m->series[i].primary;
+        const kvf__group *g = m->series[i].primary;
         if (!g) continue;
         npanels++;
-        const kvf_map *mp = &g->out[0].by[KVF_CLASS_SLOT];
-        kvf_map_iter it2 = {0};
+        const kvf__map *mp = &g->out[0].by[KVF_CLASS_SLOT];
+        kvf__map_iter it2 = {0};
         int64_t key2;
         const void *val2;
-        while (kvf_map_next(mp, &it2, &key2, &val2)) {
+        while (kvf__map_next(mp, &it2, &key2, &val2)) {
             int32_t S = (int32_t)(key2 / 65536);
             int seen = 0;
             for (int k = 0; k < nsizes; k++)
                 seen |= sizes[k] == S;
             if (!seen && nsizes < 64) sizes[nsizes++] = S;
             if (S > smax) smax = S;
-            double b = cell_bits((const kvf_cell *)val2);
+            double b = cell_bits((const kvf__cell *)val2);
             if (b > hi) hi = b;
         }
     }
@@ -1031,7 +1031,7 @@ static int slot_heatmap(FILE *f, const rmodel *m) {
         double cw = pw / (double)smax;
         size_t panel = 0;
         for (size_t i = 0; i < m->nseries; i++) {
-            const rseries *s = &m->series[i];
+            const kvf__rseries *s = &m->series[i];
             if (!s->primary) continue;
             double y0 = 8 + (double)panel++ * (panel_h + gap);
             fprintf(c.f,
@@ -1049,11 +1049,11 @@ static int slot_heatmap(FILE *f, const rmodel *m) {
                         "height=\"%.1f\"/>",
                         left, y, cw * sizes[r], rowh - 2);
             }
-            const kvf_map *mp = &s->primary->out[0].by[KVF_CLASS_SLOT];
-            kvf_map_iter it1 = {0};
+            const kvf__map *mp = &s->primary->out[0].by[KVF_CLASS_SLOT];
+            kvf__map_iter it1 = {0};
             int64_t key1;
             const void *val1;
-            while (kvf_map_next(mp, &it1, &key1, &val1)) {
+            while (kvf__map_next(mp, &it1, &key1, &val1)) {
                 int32_t S = (int32_t)(key1 / 65536), slot = (int32_t)(key1 % 65536);
                 int r = 0;
                 while (r < nsizes && sizes[r] != S)
@@ -1063,7 +1063,7 @@ static int slot_heatmap(FILE *f, const rmodel *m) {
                 snprintf(what, sizeof what, "page size %d, last token in slot %d%s", (int)S,
                          (int)slot, slot == S - 1 ? " (full last page)" : "");
                 cell_rect(&c, left + slot * cw, y0 + head + r * rowh, cw > 1 ? cw : 1, rowh - 2,
-                          (const kvf_cell *)val1, hi, s->name, what, s->primary->rule);
+                          (const kvf__cell *)val1, hi, s->name, what, s->primary->rule);
             }
         }
         int64_t step = 1;
@@ -1093,7 +1093,7 @@ static int slot_heatmap(FILE *f, const rmodel *m) {
 
 static void td_num(FILE *f, double x) {
     char b[32];
-    fmt_num(b, sizeof b, x);
+    kvf__fmt_num(b, sizeof b, x);
     fprintf(f, "<td class=\"n\">%s</td>", b);
 }
 
@@ -1101,13 +1101,13 @@ static void td_i64(FILE *f, int64_t x) {
     fprintf(f, "<td class=\"n\">%" PRId64 "</td>", x);
 }
 
-static void swatch(FILE *f, const rseries *s) {
+static void swatch(FILE *f, const kvf__rseries *s) {
     fprintf(f, "<td><span class=\"sw\" style=\"background:%s\"></span>", s->color);
     html_escape(f, s->name);
     fputs("</td>", f);
 }
 
-static void figures_table(FILE *f, const rmodel *m) {
+static void figures_table(FILE *f, const kvf__rmodel *m) {
     fputs("<section id=\"sec-figures\"><h2>Key figures</h2>\n<p class=\"note\">Per series under "
           "its primary rule (strict when judged, else the rule with the most elements). ULP "
           "distances are from the correctly rounded value; p99 is an upper bound read from its "
@@ -1124,32 +1124,32 @@ static void figures_table(FILE *f, const rmodel *m) {
           "<th>run errors</th></tr>\n",
           f);
     for (size_t i = 0; i < m->nseries; i++) {
-        const rseries *s = &m->series[i];
-        const kvf_group *g = s->primary;
+        const kvf__rseries *s = &m->series[i];
+        const kvf__group *g = s->primary;
         fputs("<tr>", f);
         swatch(f, s);
         if (!g) {
             fputs("<td colspan=\"15\">no judged elements</td>", f);
         } else {
-            const kvf_outstats *o = &g->out[0], *l = &g->out[1];
+            const kvf__outstats *o = &g->out[0], *l = &g->out[1];
             fputs("<td>", f);
             html_escape(f, g->rule);
             fputs("</td>", f);
             td_i64(f, g->cases);
             kvf_verdict_counts vc;
-            report_verdict(m, s, g, &vc);
+            kvf__report_verdict(m, s, g, &vc);
             int64_t failed = kvf_verdict_counts_failed(&vc);
             fprintf(f, "<td class=\"n%s\">%" PRId64 "</td>", failed ? " bad" : "", failed);
             td_i64(f, g->out_of_model);
             td_i64(f, o->elements);
             td_i64(f, o->violations);
             td_i64(f, o->max_ulps);
-            int64_t p99 = kvf_outstats_ulp_quantile(o, 0.99);
+            int64_t p99 = kvf__outstats_ulp_quantile(o, 0.99);
             if (p99 < 0)
                 fputs("<td class=\"n\">NaN</td>", f);
             else
                 td_i64(f, p99);
-            td_num(f, kvf_outstats_mean_bits(o));
+            td_num(f, kvf__outstats_mean_bits(o));
             td_num(f, o->max_abs);
             td_i64(f, l->violations);
             td_i64(f, l->max_ulps);
@@ -1157,7 +1157,7 @@ static void figures_table(FILE *f, const rmodel *m) {
             td_num(f, fmax(o->max_excess, l->max_excess));
             td_i64(f, o->nonfinite + l->nonfinite);
         }
-        fprintf(f, "<td class=\"n\">%" PRId64 "</td></tr>\n", rseries_run_errors(s));
+        fprintf(f, "<td class=\"n\">%" PRId64 "</td></tr>\n", kvf__rseries_run_errors(s));
     }
     fputs("</table>\n", f);
     /* Verdicts under every rule. */
@@ -1169,17 +1169,17 @@ static void figures_table(FILE *f, const rmodel *m) {
     }
     fputs("</tr>\n", f);
     for (size_t i = 0; i < m->nseries; i++) {
-        const rseries *s = &m->series[i];
+        const kvf__rseries *s = &m->series[i];
         fputs("<tr>", f);
         swatch(f, s);
         for (size_t r = 0; r < m->nrules; r++) {
-            const kvf_group *g = rseries_group(s, m->rules[r]);
+            const kvf__group *g = kvf__rseries_group(s, m->rules[r]);
             if (!g) {
                 fputs("<td>-</td>", f);
                 continue;
             }
             kvf_verdict_counts vc;
-            report_verdict(m, s, g, &vc);
+            kvf__report_verdict(m, s, g, &vc);
             char sentence[512];
             kvf_verdict_counts_sentence(&vc, sentence, sizeof sentence);
             fprintf(f, "<td%s>", kvf_verdict_counts_failed(&vc) ? " class=\"bad\"" : "");
@@ -1203,7 +1203,7 @@ static void figures_table(FILE *f, const rmodel *m) {
     fputs("</table></section>\n", f);
 }
 
-static void case_cell(FILE *f, const rmodel *m, const kvf_case_info *ci) {
+static void case_cell(FILE *f, const kvf__rmodel *m, const kvf__case_info *ci) {
     fputs("<td>", f);
     if (!ci) {
         fputs("-</td>", f);
@@ -1216,7 +1216,7 @@ static void case_cell(FILE *f, const rmodel *m, const kvf_case_info *ci) {
     } else {
         snprintf(label, sizeof label, "%016" PRIx64, ci->hash);
     }
-    char *link = report_case_link(m, ci);
+    char *link = kvf__report_case_link(m, ci);
     if (link) {
         fputs("<a href=\"", f);
         html_escape(f, link);
@@ -1235,15 +1235,16 @@ static void case_cell(FILE *f, const rmodel *m, const kvf_case_info *ci) {
 
 /* Rows of the worst elements of one series under one group, o and lse merged by rank; oom
  * picks the out-of-model statistics. */
-static void worst_rows(FILE *f, const rmodel *m, const rseries *s, const kvf_group *g, int oom) {
-    const kvf_outstats *o = oom ? &g->oom[0] : &g->out[0], *l = oom ? &g->oom[1] : &g->out[1];
+static void worst_rows(FILE *f, const kvf__rmodel *m, const kvf__rseries *s, const kvf__group *g,
+                       int oom) {
+    const kvf__outstats *o = oom ? &g->oom[0] : &g->out[0], *l = oom ? &g->oom[1] : &g->out[1];
     int io = 0, il = 0;
     for (int shown = 0; shown < WORST_SHOWN && (io < o->worst_count || il < l->worst_count);
          shown++) {
-        const kvf_worst *w;
+        const kvf__worst *w;
         int is_lse;
         if (il >= l->worst_count ||
-            (io < o->worst_count && kvf_worst_cmp(&o->worst[io], &l->worst[il]) <= 0)) {
+            (io < o->worst_count && kvf__worst_cmp(&o->worst[io], &l->worst[il]) <= 0)) {
             w = &o->worst[io++];
             is_lse = 0;
         } else {
@@ -1288,7 +1289,7 @@ static const char WORST_HEAD[] =
     "<th>d</th><th>L</th><th>page size</th><th>kernel</th><th>rounded</th><th>exact</th>"
     "<th>abs</th><th>ulps</th><th>margin</th><th>excess</th><th></th></tr>\n";
 
-static void worst_table(FILE *f, const rmodel *m) {
+static void worst_table(FILE *f, const kvf__rmodel *m) {
     fputs("<section id=\"sec-worst\"><h2>Worst elements</h2>\n<p class=\"note\">The "
           "elements of in-model rows that use most of the rule's headroom (ranked by excess "
           "margin, then margin), per series under its primary rule, o and lse together "
@@ -1304,7 +1305,7 @@ static void worst_table(FILE *f, const rmodel *m) {
 
 /* Rows out of the input model (logits an fp32 kernel cannot hold, non-finite inputs): counted
  * and shown here, never among a kernel's failures (docs/design.md, "The oracle"). */
-static void out_of_model_panel(FILE *f, const rmodel *m) {
+static void out_of_model_panel(FILE *f, const kvf__rmodel *m) {
     fputs("<section id=\"sec-out-of-model\"><h2>Rows out of the input model</h2>\n"
           "<p class=\"note\">Rows whose logits leave the f32 range (the overflow class) or "
           "that read a non-finite input have no defined fp32 answer; their elements are counted "
@@ -1314,7 +1315,7 @@ static void out_of_model_panel(FILE *f, const rmodel *m) {
     int any = 0;
     for (size_t i = 0; i < m->nseries; i++)
         for (size_t g = 0; g < m->series[i].ngroups; g++) {
-            const kvf_group *gr = m->series[i].groups[g];
+            const kvf__group *gr = m->series[i].groups[g];
             any |= gr->oom[0].elements + gr->oom[1].elements > 0 || gr->out_of_model > 0;
         }
     if (!any) {
@@ -1326,10 +1327,10 @@ static void out_of_model_panel(FILE *f, const rmodel *m) {
           "<th>lse elements</th><th>lse violations</th><th>NaN/inf mismatches</th></tr>\n",
           f);
     for (size_t i = 0; i < m->nseries; i++) {
-        const rseries *s = &m->series[i];
+        const kvf__rseries *s = &m->series[i];
         for (size_t g = 0; g < s->ngroups; g++) {
-            const kvf_group *gr = s->groups[g];
-            const kvf_outstats *o = &gr->oom[0], *l = &gr->oom[1];
+            const kvf__group *gr = s->groups[g];
+            const kvf__outstats *o = &gr->oom[0], *l = &gr->oom[1];
             if (o->elements + l->elements == 0 && gr->out_of_model == 0) continue;
             fputs("<tr>", f);
             swatch(f, s);
@@ -1354,19 +1355,19 @@ static void out_of_model_panel(FILE *f, const rmodel *m) {
 }
 
 /* The answer first: one banner for the whole report and one line per series and rule. */
-static void verdict_banner(FILE *f, const rmodel *m) {
+static void verdict_banner(FILE *f, const kvf__rmodel *m) {
     int fails = 0;
     for (size_t i = 0; i < m->nseries; i++)
-        fails |= report_series_fails(m, &m->series[i]);
+        fails |= kvf__report_series_fails(m, &m->series[i]);
     fprintf(f,
             "<section id=\"kvf-verdict\" class=\"verdict %s\" data-verdict=\"%s\">"
             "<h2>Verdict: %s</h2>\n<ul>\n",
             fails ? "vfail" : "vpass", fails ? "fail" : "pass", fails ? "FAIL" : "PASS");
     for (size_t i = 0; i < m->nseries; i++) {
-        const rseries *s = &m->series[i];
+        const kvf__rseries *s = &m->series[i];
         for (size_t g = 0; g < s->ngroups; g++) {
             kvf_verdict_counts vc;
-            report_verdict(m, s, s->groups[g], &vc);
+            kvf__report_verdict(m, s, s->groups[g], &vc);
             char sentence[512], notes[1024];
             kvf_verdict_counts_sentence(&vc, sentence, sizeof sentence);
             kvf_verdict_counts_notes(&vc, "", notes, sizeof notes);
@@ -1388,13 +1389,13 @@ static void verdict_banner(FILE *f, const rmodel *m) {
             }
             fputs("</li>\n", f);
         }
-        if (rseries_run_errors(s)) {
+        if (kvf__rseries_run_errors(s)) {
             fputs("<li data-rule-verdict=\"fail\"><b>", f);
             html_escape(f, s->name);
             fprintf(f,
                     "</b>: FAILS: %" PRId64 " run error(s) (kernel errors, crashes, hangs, "
                     "nondeterminism)</li>\n",
-                    rseries_run_errors(s));
+                    kvf__rseries_run_errors(s));
         }
     }
     fputs("</ul></section>\n", f);
@@ -1412,7 +1413,7 @@ static void link_or_dash(FILE *f, const char *href, const char *label) {
     fputs("</a>", f);
 }
 
-static void findings_table(FILE *f, const rmodel *m) {
+static void findings_table(FILE *f, const kvf__rmodel *m) {
     fputs("<section id=\"sec-findings\"><h2>Findings</h2>\n", f);
     if (m->nfinding_dirs == 0) {
         fputs("<p class=\"note\">No findings directory: the stats files recorded none and "
@@ -1437,7 +1438,7 @@ static void findings_table(FILE *f, const rmodel *m) {
               "<th>kernel</th><th>rule</th><th>detail</th></tr>\n",
               f);
         for (size_t i = 0; i < m->nfindings; i++) {
-            const rfinding *fd = &m->findings[i];
+            const kvf__rfinding *fd = &m->findings[i];
             fputs("<tr><td>", f);
             html_escape(f, fd->cls);
             fputs("</td><td><code>", f);
@@ -1541,7 +1542,7 @@ static const char JS_CHECK[] =
     "})();\n"
     "</script>\n";
 
-int report_write_html(FILE *f, const rmodel *m) {
+int kvf__report_write_html(FILE *f, const kvf__rmodel *m) {
     int charts = 0, rc = 0;
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>",

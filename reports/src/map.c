@@ -6,17 +6,17 @@
 
 #include "stats_internal.h"
 
-void kvf_map_init(kvf_map *m, size_t vsize) {
+void kvf__map_init(kvf__map *m, size_t vsize) {
     memset(m, 0, sizeof *m);
     m->vsize = vsize;
 }
 
-void kvf_map_free(kvf_map *m) {
+void kvf__map_free(kvf__map *m) {
     free(m->keys);
     free(m->used);
     free(m->vals);
     size_t vsize = m->vsize;
-    kvf_map_init(m, vsize);
+    kvf__map_init(m, vsize);
 }
 
 static size_t map_hash(int64_t key, size_t cap) {
@@ -24,16 +24,16 @@ static size_t map_hash(int64_t key, size_t cap) {
     return (size_t)(x >> 17) & (cap - 1);
 }
 
-static size_t map_slot(const kvf_map *m, int64_t key) {
+static size_t map_slot(const kvf__map *m, int64_t key) {
     size_t i = map_hash(key, m->cap);
     while (m->used[i] && m->keys[i] != key)
         i = (i + 1) & (m->cap - 1);
     return i;
 }
 
-static int map_grow(kvf_map *m) {
+static int map_grow(kvf__map *m) {
     size_t ncap = m->cap ? m->cap * 2 : 16;
-    kvf_map n = {m->vsize, 0, ncap, NULL, NULL, NULL, 0, 0, 0};
+    kvf__map n = {m->vsize, 0, ncap, NULL, NULL, NULL, 0, 0, 0};
     n.keys = malloc(ncap * sizeof *n.keys);
     n.used = calloc(ncap, 1);
     n.vals = malloc(ncap * m->vsize);
@@ -58,13 +58,13 @@ static int map_grow(kvf_map *m) {
     return 0;
 }
 
-const void *kvf_map_find(const kvf_map *m, int64_t key) {
+const void *kvf__map_find(const kvf__map *m, int64_t key) {
     if (m->cap == 0) return NULL;
     size_t i = map_slot(m, key);
     return m->used[i] ? m->vals + i * m->vsize : NULL;
 }
 
-void *kvf_map_get(kvf_map *m, int64_t key, int create) {
+void *kvf__map_get(kvf__map *m, int64_t key, int create) {
     if (m->has_last && m->last_key == key) return m->vals + m->last_slot * m->vsize;
     if (m->cap) {
         size_t i = map_slot(m, key);
@@ -94,7 +94,7 @@ static int cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-int64_t *kvf_map_sorted_keys(const kvf_map *m, size_t *n) {
+int64_t *kvf__map_sorted_keys(const kvf__map *m, size_t *n) {
     *n = 0;
     if (m->count == 0) return NULL;
     int64_t *keys = malloc(m->count * sizeof *keys);
@@ -105,7 +105,7 @@ int64_t *kvf_map_sorted_keys(const kvf_map *m, size_t *n) {
     return keys;
 }
 
-int kvf_map_next(const kvf_map *m, kvf_map_iter *it, int64_t *key, const void **value) {
+int kvf__map_next(const kvf__map *m, kvf__map_iter *it, int64_t *key, const void **value) {
     while (it->slot < m->cap) {
         size_t i = it->slot++;
         if (!m->used[i]) continue;

@@ -25,7 +25,7 @@ static const char *const PALETTE[] = {"#3b6fb6", "#d1495b", "#2e933c", "#e09f3e"
 /* Small helpers                                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
-void fmt_num(char *buf, size_t size, double x) {
+void kvf__fmt_num(char *buf, size_t size, double x) {
     if (isnan(x))
         snprintf(buf, size, "nan");
     else if (isinf(x))
@@ -51,19 +51,19 @@ static int cmp_rule(const void *a, const void *b) {
 }
 
 static int cmp_group_rule(const void *a, const void *b) {
-    const kvf_group *x = *(const kvf_group *const *)a, *y = *(const kvf_group *const *)b;
+    const kvf__group *x = *(const kvf__group *const *)a, *y = *(const kvf__group *const *)b;
     return cmp_rule(&x->rule, &y->rule);
 }
 
-const kvf_group *rseries_group(const rseries *s, const char *rule) {
+const kvf__group *kvf__rseries_group(const kvf__rseries *s, const char *rule) {
     for (size_t i = 0; i < s->ngroups; i++)
         if (strcmp(s->groups[i]->rule, rule) == 0) return s->groups[i];
     return NULL;
 }
 
 /* A path from directory `from` to `to`, both absolute and normalised (realpath). */
-void report_verdict(const rmodel *m, const rseries *s, const kvf_group *g,
-                    kvf_verdict_counts *out) {
+void kvf__report_verdict(const kvf__rmodel *m, const kvf__rseries *s, const kvf__group *g,
+                         kvf_verdict_counts *out) {
     memset(out, 0, sizeof *out);
     out->kernel = s->kernel;
     out->rule = g->rule;
@@ -82,16 +82,16 @@ void report_verdict(const rmodel *m, const rseries *s, const kvf_group *g,
             out->signatures++;
 }
 
-int64_t rseries_run_errors(const rseries *s) {
-    const kvf_kernel_runs *r = s->runs;
+int64_t kvf__rseries_run_errors(const kvf__rseries *s) {
+    const kvf__kernel_runs *r = s->runs;
     return r ? r->errors[KVF_FINDING_KERNEL_ERROR] + r->errors[KVF_FINDING_CRASH] +
                    r->errors[KVF_FINDING_HANG] + r->errors[KVF_FINDING_NONDETERMINISM]
              : 0;
 }
 
-int report_series_fails(const rmodel *m, const rseries *s) {
+int kvf__report_series_fails(const kvf__rmodel *m, const kvf__rseries *s) {
     (void)m;
-    if (rseries_run_errors(s)) return 1;
+    if (kvf__rseries_run_errors(s)) return 1;
     for (size_t g = 0; g < s->ngroups; g++) {
         int64_t failed = 0;
         for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++)
@@ -127,28 +127,28 @@ static char *relative_path(const char *from, const char *to) {
     return out;
 }
 
-char *report_link(const rmodel *m, const char *file) {
+char *kvf__report_link(const kvf__rmodel *m, const char *file) {
     char abs[PATH_MAX];
     if (!file || !realpath(file, abs)) return NULL;
     if (!m->out_abs) return strdup(abs);
     return relative_path(m->out_abs, abs);
 }
 
-char *report_case_link(const rmodel *m, const kvf_case_info *ci) {
+char *kvf__report_case_link(const kvf__rmodel *m, const kvf__case_info *ci) {
     if (!ci) return NULL;
     if (ci->hex && ci->has_hash) {
         char buf[64];
         snprintf(buf, sizeof buf, "cases/%016" PRIx64 ".kvfz", ci->hash);
         return strdup(buf);
     }
-    return report_link(m, ci->path);
+    return kvf__report_link(m, ci->path);
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* The model                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
-void report_model_free(rmodel *m) {
+void kvf__report_model_free(kvf__rmodel *m) {
     for (size_t i = 0; i < m->ninputs && m->labels; i++)
         free(m->labels[i]);
     free(m->labels);
@@ -157,7 +157,7 @@ void report_model_free(rmodel *m) {
     free(m->series);
     free(m->rules);
     for (size_t i = 0; i < m->nfindings; i++) {
-        rfinding *f = &m->findings[i];
+        kvf__rfinding *f = &m->findings[i];
         free(f->stem);
         free(f->cls);
         free(f->hash);
@@ -195,8 +195,8 @@ static char *input_label(const kvf_report_input *in, size_t i) {
  * depend on the rule, but a run may have judged different rules on different cases, so one
  * group is chosen: strict (judged on everything by default) if present, else the group that
  * saw the most o elements. */
-static const kvf_group *pick_primary(const kvf_group *const *groups, size_t n) {
-    const kvf_group *best = NULL;
+static const kvf__group *pick_primary(const kvf__group *const *groups, size_t n) {
+    const kvf__group *best = NULL;
     for (size_t i = 0; i < n; i++) {
         if (strcmp(groups[i]->rule, "strict") == 0) return groups[i];
         if (!best || groups[i]->out[0].elements > best->out[0].elements) best = groups[i];
@@ -204,7 +204,7 @@ static const kvf_group *pick_primary(const kvf_group *const *groups, size_t n) {
     return best;
 }
 
-static int build_series(rmodel *m) {
+static int build_series(kvf__rmodel *m) {
     size_t cap = 0;
     for (size_t i = 0; i < m->ninputs; i++)
         cap += m->inputs[i].stats->ngroups + m->inputs[i].stats->nkernels;
@@ -225,7 +225,7 @@ static int build_series(rmodel *m) {
         qsort(kernels, nk, sizeof *kernels, cmp_cstr);
         for (size_t k = 0; k < nk; k++) {
             if (k && strcmp(kernels[k], kernels[k - 1]) == 0) continue;
-            rseries *s = &m->series[m->nseries++];
+            kvf__rseries *s = &m->series[m->nseries++];
             s->input = i;
             s->st = st;
             s->kernel = kernels[k];
@@ -258,7 +258,7 @@ static int build_series(rmodel *m) {
         for (size_t j = 0; j < i; j++)
             if (strcmp(m->series[j].kernel, m->series[i].kernel) == 0) shared = 1;
     for (size_t i = 0; i < m->nseries; i++) {
-        rseries *s = &m->series[i];
+        kvf__rseries *s = &m->series[i];
         if (shared)
             snprintf(s->name, sizeof s->name, "%s:%s", m->labels[s->input], s->kernel);
         else
@@ -284,7 +284,7 @@ static char *json_member_string(const json_t *root, const char *key) {
 
 /* What the finding's .json says, read leniently: the campaign owns that format, the report
  * only shows kernel, rule and a one-line detail when the file has them as strings. */
-static void read_finding_json(rfinding *f, const char *path) {
+static void read_finding_json(kvf__rfinding *f, const char *path) {
     struct stat st;
     if (stat(path, &st) != 0 || st.st_size > (1 << 20)) return;
     char *data;
@@ -303,12 +303,12 @@ static void read_finding_json(rfinding *f, const char *path) {
 }
 
 static int cmp_finding(const void *a, const void *b) {
-    const rfinding *x = a, *y = b;
+    const kvf__rfinding *x = a, *y = b;
     int c = strcmp(x->cls, y->cls);
     return c ? c : strcmp(x->stem, y->stem);
 }
 
-static int add_finding_dir(rmodel *m, const char *dir) {
+static int add_finding_dir(kvf__rmodel *m, const char *dir) {
     for (size_t i = 0; i < m->nfinding_dirs; i++)
         if (strcmp(m->finding_dirs[i], dir) == 0) return 0;
     char **nd = realloc(m->finding_dirs, (m->nfinding_dirs + 1) * sizeof *nd);
@@ -324,7 +324,7 @@ static int add_finding_dir(rmodel *m, const char *dir) {
 
 /* Lists <class>-<hash>.kvfz / .json pairs. Returns -1 only on OOM; an unreadable directory is
  * noted (and reported as an error by the caller when the user named it). */
-static int scan_findings(rmodel *m, size_t di) {
+static int scan_findings(kvf__rmodel *m, size_t di) {
     const char *dir = m->finding_dirs[di];
     DIR *d = opendir(dir);
     if (!d) {
@@ -347,13 +347,13 @@ static int scan_findings(rmodel *m, size_t di) {
             if (name[i] == '-') dash = name + i;
         if (!dash || dash == name || !is_hex_word(dash + 1, (size_t)(name + stem_len - dash - 1)))
             continue;
-        rfinding *f = NULL;
+        kvf__rfinding *f = NULL;
         for (size_t i = first; i < m->nfindings; i++)
             if (strlen(m->findings[i].stem) == stem_len &&
                 strncmp(m->findings[i].stem, name, stem_len) == 0)
                 f = &m->findings[i];
         if (!f) {
-            rfinding *nf = realloc(m->findings, (m->nfindings + 1) * sizeof *nf);
+            kvf__rfinding *nf = realloc(m->findings, (m->nfindings + 1) * sizeof *nf);
             if (!nf) goto oom;
             m->findings = nf;
             f = &m->findings[m->nfindings++];
@@ -369,9 +369,9 @@ static int scan_findings(rmodel *m, size_t di) {
         if (!full) goto oom;
         snprintf(full, plen, "%s/%s", dir, name);
         if (is_kvfz) {
-            f->kvfz = report_link(m, full);
+            f->kvfz = kvf__report_link(m, full);
         } else {
-            f->json = report_link(m, full);
+            f->json = kvf__report_link(m, full);
             read_finding_json(f, full);
         }
         free(full);
@@ -385,8 +385,8 @@ oom:
     return -1;
 }
 
-int report_model_build(rmodel *m, const kvf_report_input *inputs, size_t n,
-                       const kvf_report_opts *opts, kvf_error *err) {
+int kvf__report_model_build(kvf__rmodel *m, const kvf_report_input *inputs, size_t n,
+                            const kvf_report_opts *opts, kvf_error *err) {
     memset(m, 0, sizeof *m);
     m->inputs = inputs;
     m->ninputs = n;

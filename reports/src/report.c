@@ -24,7 +24,7 @@ static json_t *i64(int64_t v) {
 }
 
 /* Key figures of one output. Quantiles and mean bits are null where nothing defines them. */
-static json_t *figures_json(const kvf_outstats *o) {
+static json_t *figures_json(const kvf__outstats *o) {
     json_t *j = json_object();
     int bad = !j || kvf_json_set(j, "elements", i64(o->elements)) ||
               kvf_json_set(j, "violations", i64(o->violations)) ||
@@ -35,10 +35,10 @@ static json_t *figures_json(const kvf_outstats *o) {
     static const double qs[3] = {0.5, 0.99, 0.999};
     static const char *const qn[3] = {"ulps_p50", "ulps_p99", "ulps_p999"};
     for (int i = 0; !bad && i < 3; i++) {
-        int64_t q = kvf_outstats_ulp_quantile(o, qs[i]);
+        int64_t q = kvf__outstats_ulp_quantile(o, qs[i]);
         bad = kvf_json_set(j, qn[i], q < 0 ? json_null() : i64(q));
     }
-    double mb = kvf_outstats_mean_bits(o);
+    double mb = kvf__outstats_mean_bits(o);
     bad = bad || kvf_json_set(j, "mean_bits", isnan(mb) ? json_null() : json_real(mb)) ||
           kvf_json_set(j, "max_margin", kvf_json_number(o->max_margin)) ||
           kvf_json_set(j, "max_excess_margin", kvf_json_number(o->max_excess));
@@ -49,9 +49,9 @@ static json_t *figures_json(const kvf_outstats *o) {
     return j;
 }
 
-static json_t *rule_json(const rmodel *m, const rseries *s, const kvf_group *gr) {
+static json_t *rule_json(const kvf__rmodel *m, const kvf__rseries *s, const kvf__group *gr) {
     kvf_verdict_counts vc;
-    report_verdict(m, s, gr, &vc);
+    kvf__report_verdict(m, s, gr, &vc);
     char sentence[512];
     kvf_verdict_counts_sentence(&vc, sentence, sizeof sentence);
     json_t *j = json_object(), *f = json_object(), *oom = json_object();
@@ -80,18 +80,19 @@ static json_t *rule_json(const rmodel *m, const rseries *s, const kvf_group *gr)
     return j;
 }
 
-static json_t *series_json(const rmodel *m, const rseries *s) {
-    const kvf_kernel_runs *kr = s->runs;
+static json_t *series_json(const kvf__rmodel *m, const kvf__rseries *s) {
+    const kvf__kernel_runs *kr = s->runs;
     json_t *j = json_object(), *runs = json_object(), *rules = json_object();
     int bad = !j || !runs || !rules;
-    bad = bad || kvf_json_set(j, "name", json_string(s->name)) ||
-          kvf_json_set(j, "input", i64((int64_t)s->input)) ||
-          kvf_json_set(j, "kernel", json_string(s->kernel)) ||
-          kvf_json_set(j, "primary_rule",
-                       kvf_json_string_or_null(s->primary ? s->primary->rule : NULL)) ||
-          kvf_json_set(j, "verdict", json_string(report_series_fails(m, s) ? "fail" : "pass")) ||
-          kvf_json_set(runs, "ran", i64(kr ? kr->ran : 0)) ||
-          kvf_json_set(runs, "unsupported", i64(kr ? kr->unsupported : 0));
+    bad =
+        bad || kvf_json_set(j, "name", json_string(s->name)) ||
+        kvf_json_set(j, "input", i64((int64_t)s->input)) ||
+        kvf_json_set(j, "kernel", json_string(s->kernel)) ||
+        kvf_json_set(j, "primary_rule",
+                     kvf_json_string_or_null(s->primary ? s->primary->rule : NULL)) ||
+        kvf_json_set(j, "verdict", json_string(kvf__report_series_fails(m, s) ? "fail" : "pass")) ||
+        kvf_json_set(runs, "ran", i64(kr ? kr->ran : 0)) ||
+        kvf_json_set(runs, "unsupported", i64(kr ? kr->unsupported : 0));
     static const kvf_finding_class run_classes[] = {KVF_FINDING_KERNEL_ERROR, KVF_FINDING_CRASH,
                                                     KVF_FINDING_HANG, KVF_FINDING_NONDETERMINISM};
     for (int i = 0; !bad && i < 4; i++)
@@ -109,7 +110,7 @@ static json_t *series_json(const rmodel *m, const rseries *s) {
     return j;
 }
 
-static json_t *summary_json(const rmodel *m) {
+static json_t *summary_json(const kvf__rmodel *m) {
     json_t *root = json_object(), *inputs = json_array(), *rules = json_array(),
            *series = json_array(), *fd = json_object(), *dirs = json_array(),
            *by_class = json_object(), *files = json_array(), *out = json_object();
@@ -133,13 +134,13 @@ static json_t *summary_json(const rmodel *m) {
         bad = kvf_json_push(rules, json_string(m->rules[r]));
     int fails = 0;
     for (size_t i = 0; i < m->nseries; i++)
-        fails |= report_series_fails(m, &m->series[i]);
+        fails |= kvf__report_series_fails(m, &m->series[i]);
     for (size_t i = 0; !bad && i < m->nseries; i++)
         bad = kvf_json_push(series, series_json(m, &m->series[i]));
     for (size_t i = 0; !bad && i < m->nfinding_dirs; i++)
         bad = kvf_json_push(dirs, json_string(m->finding_dirs[i]));
     for (size_t i = 0; !bad && i < m->nfindings; i++) {
-        const rfinding *f = &m->findings[i];
+        const kvf__rfinding *f = &m->findings[i];
         json_t *prev = json_object_get(by_class, f->cls);
         bad = kvf_json_set(by_class, f->cls, i64(prev ? json_integer_value(prev) + 1 : 1));
         json_t *o = json_object();
@@ -211,19 +212,19 @@ static void csv_double(FILE *f, double x) {
 }
 
 static int fill_csv(FILE *f, void *ctx) {
-    const rmodel *m = ctx;
+    const kvf__rmodel *m = ctx;
     fputs("series,kernel,rule,output,rank,case_hash,case_path,case_link,b,h,d,seq_len,page_size,"
           "kernel_value,rounded_value,exact_value,kernel_bits,rounded_bits,abs_error,rel_error,"
           "ulps,allowed,margin,excess_margin,fails,out_of_model\n",
           f);
     for (size_t i = 0; i < m->nseries; i++) {
-        const rseries *s = &m->series[i];
+        const kvf__rseries *s = &m->series[i];
         for (size_t g = 0; g < s->ngroups; g++)
             for (int k = 0; k < 4; k++) {
                 int out = k % 2;
-                const kvf_outstats *o = k < 2 ? &s->groups[g]->out[out] : &s->groups[g]->oom[out];
+                const kvf__outstats *o = k < 2 ? &s->groups[g]->out[out] : &s->groups[g]->oom[out];
                 for (int w = 0; w < o->worst_count; w++) {
-                    const kvf_worst *wr = &o->worst[w];
+                    const kvf__worst *wr = &o->worst[w];
                     const kvf_element_error *e = &wr->e;
                     csv_string(f, s->name);
                     fputc(',', f);
@@ -235,7 +236,7 @@ static int fill_csv(FILE *f, void *ctx) {
                     fputc(',', f);
                     if (wr->ci) csv_string(f, wr->ci->path);
                     fputc(',', f);
-                    char *link = report_case_link(m, wr->ci);
+                    char *link = kvf__report_case_link(m, wr->ci);
                     csv_string(f, link);
                     free(link);
                     fprintf(f, ",%d,%d,%d,%" PRId64 ",%d,", (int)e->b, (int)e->h, (int)e->d,
@@ -279,14 +280,14 @@ static int fill_hex(FILE *f, void *ctx) {
     return ferror(f) ? -1 : 0;
 }
 
-static int write_cases(const rmodel *m, const char *dir, kvf_error *err) {
+static int write_cases(const kvf__rmodel *m, const char *dir, kvf_error *err) {
     int made_dir = 0;
     for (size_t i = 0; i < m->nseries; i++)
         for (size_t g = 0; g < m->series[i].ngroups; g++)
             for (int out = 0; out < 2; out++) {
-                const kvf_outstats *o = &m->series[i].groups[g]->out[out];
+                const kvf__outstats *o = &m->series[i].groups[g]->out[out];
                 for (int w = 0; w < o->worst_count; w++) {
-                    const kvf_case_info *ci = o->worst[w].ci;
+                    const kvf__case_info *ci = o->worst[w].ci;
                     if (!ci || !ci->hex || !ci->has_hash) continue;
                     if (!made_dir) {
                         if (mkdir(dir, 0755) != 0 && errno != EEXIST)
@@ -309,21 +310,21 @@ static int write_cases(const rmodel *m, const char *dir, kvf_error *err) {
 /* ------------------------------------------------------------------------------------------ */
 
 /* Verdicts first (what a reader needs), then the figures behind them. */
-static void print_terminal(FILE *t, const rmodel *m) {
+static void print_terminal(FILE *t, const kvf__rmodel *m) {
     int fails = 0;
     for (size_t i = 0; i < m->nseries; i++)
-        fails |= report_series_fails(m, &m->series[i]);
+        fails |= kvf__report_series_fails(m, &m->series[i]);
     fprintf(t, "verdict: %s\n", fails ? "FAIL" : "PASS");
     for (size_t i = 0; i < m->nseries; i++) {
-        const rseries *s = &m->series[i];
+        const kvf__rseries *s = &m->series[i];
         for (size_t g = 0; g < s->ngroups; g++) {
             kvf_verdict_counts vc;
-            report_verdict(m, s, s->groups[g], &vc);
+            kvf__report_verdict(m, s, s->groups[g], &vc);
             vc.kernel = s->name;
             kvf_verdict_counts_print(t, &vc, "  ");
         }
-        if (rseries_run_errors(s)) {
-            const kvf_kernel_runs *r = s->runs;
+        if (kvf__rseries_run_errors(s)) {
+            const kvf__kernel_runs *r = s->runs;
             fprintf(t,
                     "  %s  FAILS: run errors: %" PRId64 " kernel-error, %" PRId64 " crash, %" PRId64
                     " hang, %" PRId64 " nondeterminism\n",
@@ -348,19 +349,19 @@ static void print_terminal(FILE *t, const rmodel *m) {
             "series", rw, "rule", "cases", "failed", "o.o.m.", "o elements", "viol", "max_ulp",
             "p99", "bits", "max_abs", "nonfin", "viol", "max_ulp", "margin", "excess");
     for (size_t i = 0; i < m->nseries; i++) {
-        const rseries *s = &m->series[i];
+        const kvf__rseries *s = &m->series[i];
         for (size_t g = 0; g < s->ngroups; g++) {
-            const kvf_group *gr = s->groups[g];
-            const kvf_outstats *o = &gr->out[0], *l = &gr->out[1];
+            const kvf__group *gr = s->groups[g];
+            const kvf__outstats *o = &gr->out[0], *l = &gr->out[1];
             kvf_verdict_counts vc;
-            report_verdict(m, s, gr, &vc);
+            kvf__report_verdict(m, s, gr, &vc);
             char abs[24], margin[24], excess[24], bits[16], p99[24];
-            fmt_num(abs, sizeof abs, o->max_abs);
-            fmt_num(margin, sizeof margin, fmax(o->max_margin, l->max_margin));
-            fmt_num(excess, sizeof excess, fmax(o->max_excess, l->max_excess));
-            double mb = kvf_outstats_mean_bits(o);
+            kvf__fmt_num(abs, sizeof abs, o->max_abs);
+            kvf__fmt_num(margin, sizeof margin, fmax(o->max_margin, l->max_margin));
+            kvf__fmt_num(excess, sizeof excess, fmax(o->max_excess, l->max_excess));
+            double mb = kvf__outstats_mean_bits(o);
             snprintf(bits, sizeof bits, isnan(mb) ? "-" : "%.2f", mb);
-            int64_t q = kvf_outstats_ulp_quantile(o, 0.99);
+            int64_t q = kvf__outstats_ulp_quantile(o, 0.99);
             if (q < 0)
                 snprintf(p99, sizeof p99, o->elements ? "NaN" : "-");
             else
@@ -405,7 +406,7 @@ static void print_terminal(FILE *t, const rmodel *m) {
 /* ------------------------------------------------------------------------------------------ */
 
 static int fill_html(FILE *f, void *ctx) {
-    return report_write_html(f, ctx);
+    return kvf__report_write_html(f, ctx);
 }
 
 /* Callers check the directory's length first, so the names always fit. */
@@ -433,8 +434,8 @@ int kvf_report_write(const kvf_report_input *inputs, size_t n, const kvf_report_
                              "%s holds no judged case (written before the run judged anything), "
                              "so there is nothing to report",
                              inputs[0].path ? inputs[0].path : "the statistics");
-    rmodel m;
-    int rc = report_model_build(&m, inputs, n, opts, err);
+    kvf__rmodel m;
+    int rc = kvf__report_model_build(&m, inputs, n, opts, err);
     char path[PATH_MAX];
     long html_bytes = 0;
     if (rc == 0 && opts->out_dir) {
@@ -461,6 +462,6 @@ int kvf_report_write(const kvf_report_input *inputs, size_t n, const kvf_report_
         result->seconds =
             (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     }
-    report_model_free(&m);
+    kvf__report_model_free(&m);
     return rc;
 }

@@ -16,7 +16,7 @@ const int kvf__run_error_classes[KVF__N_RUN_ERRORS] = {
     KVF_FINDING_KERNEL_ERROR, KVF_FINDING_CRASH, KVF_FINDING_HANG, KVF_FINDING_NONDETERMINISM};
 
 int kvf__group_ptr_cmp(const void *a, const void *b) {
-    const kvf_group *x = *(kvf_group *const *)a, *y = *(kvf_group *const *)b;
+    const kvf__group *x = *(kvf__group *const *)a, *y = *(kvf__group *const *)b;
     int c = strcmp(x->kernel, y->kernel);
     return c ? c : strcmp(x->rule, y->rule);
 }
@@ -41,7 +41,7 @@ double kvf_stats_bucket_lo(int32_t i) {
     return ldexp(QUARTER_EDGE[i - 4 * k], k);
 }
 
-int32_t kvf_stats_octave(double v) {
+int32_t kvf__stats_octave(double v) {
     if (v == 0) return KVF_OCT_ZERO;
     if (isinf(v)) return KVF_OCT_INF;
     int e;
@@ -49,7 +49,7 @@ int32_t kvf_stats_octave(double v) {
     return e - 1;
 }
 
-int kvf__hist_add(kvf_hist *h, double v) {
+int kvf__hist_add(kvf__hist *h, double v) {
     h->total++;
     if (isnan(v)) {
         h->nan++;
@@ -58,24 +58,24 @@ int kvf__hist_add(kvf_hist *h, double v) {
     } else if (isinf(v)) {
         h->inf++;
     } else {
-        int64_t *c = kvf_map_get(&h->buckets, kvf_stats_bucket(fabs(v)), 1);
+        int64_t *c = kvf__map_get(&h->buckets, kvf_stats_bucket(fabs(v)), 1);
         if (!c) return -1;
         (*c)++;
     }
     return 0;
 }
 
-int kvf__counts_merge(kvf_map *dst, const kvf_map *src) {
+int kvf__counts_merge(kvf__map *dst, const kvf__map *src) {
     for (size_t i = 0; i < src->cap; i++) {
         if (!src->used[i]) continue;
-        int64_t *c = kvf_map_get(dst, src->keys[i], 1);
+        int64_t *c = kvf__map_get(dst, src->keys[i], 1);
         if (!c) return -1;
         *c += *(const int64_t *)(src->vals + i * src->vsize);
     }
     return 0;
 }
 
-int kvf__hist_merge(kvf_hist *dst, const kvf_hist *src) {
+int kvf__hist_merge(kvf__hist *dst, const kvf__hist *src) {
     dst->total += src->total;
     dst->zero += src->zero;
     dst->inf += src->inf;
@@ -87,12 +87,12 @@ int kvf__hist_merge(kvf_hist *dst, const kvf_hist *src) {
 /* Cells                                                                                       */
 /* ------------------------------------------------------------------------------------------ */
 
-static void cell_init(kvf_cell *c) {
+static void cell_init(kvf__cell *c) {
     memset(c, 0, sizeof *c);
 }
 
 /* bits: round(1024 log2(ulps + 1)), computed once per element by the caller. */
-void kvf__cell_add(kvf_cell *c, const kvf_element_error *e, int finite_pair, int mismatch,
+void kvf__cell_add(kvf__cell *c, const kvf_element_error *e, int finite_pair, int mismatch,
                    int64_t bits) {
     c->n++;
     if (e->fails) c->fails++;
@@ -106,7 +106,7 @@ void kvf__cell_add(kvf_cell *c, const kvf_element_error *e, int finite_pair, int
     if (e->margin > c->max_margin) c->max_margin = e->margin;
 }
 
-void kvf__cell_merge(kvf_cell *dst, const kvf_cell *src) {
+void kvf__cell_merge(kvf__cell *dst, const kvf__cell *src) {
     dst->n += src->n;
     dst->fails += src->fails;
     dst->nonfinite += src->nonfinite;
@@ -117,8 +117,8 @@ void kvf__cell_merge(kvf_cell *dst, const kvf_cell *src) {
     if (src->max_margin > dst->max_margin) dst->max_margin = src->max_margin;
 }
 
-kvf_cell *kvf__cell_get(kvf_map *m, int64_t key) {
-    kvf_cell *c = kvf_map_get(m, key, 1);
+kvf__cell *kvf__cell_get(kvf__map *m, int64_t key) {
+    kvf__cell *c = kvf__map_get(m, key, 1);
     if (c && c->n == 0) cell_init(c); /* a fresh, zeroed value */
     return c;
 }
@@ -127,16 +127,16 @@ kvf_cell *kvf__cell_get(kvf_map *m, int64_t key) {
 /* Case records and the worst-element ranking                                                  */
 /* ------------------------------------------------------------------------------------------ */
 
-void kvf__case_info_unref(kvf_case_info *ci) {
+void kvf__case_info_unref(kvf__case_info *ci) {
     if (!ci || --ci->refs > 0) return;
     free(ci->path);
     free(ci->hex);
     free(ci);
 }
 
-kvf_case_info *kvf__case_info_new(int has_hash, uint64_t hash, const char *path,
-                                  const uint8_t *bytes, size_t size, const char *hex) {
-    kvf_case_info *ci = calloc(1, sizeof *ci);
+kvf__case_info *kvf__case_info_new(int has_hash, uint64_t hash, const char *path,
+                                   const uint8_t *bytes, size_t size, const char *hex) {
+    kvf__case_info *ci = calloc(1, sizeof *ci);
     if (!ci) return NULL;
     ci->refs = 1;
     ci->has_hash = has_hash;
@@ -163,7 +163,7 @@ static int cmp_str_null(const char *a, const char *b) {
     return strcmp(a ? a : "", b ? b : "");
 }
 
-int kvf__case_info_cmp(const kvf_case_info *a, const kvf_case_info *b) {
+int kvf__case_info_cmp(const kvf__case_info *a, const kvf__case_info *b) {
     if (a == b) return 0;
     if (!a || !b) return a ? -1 : 1;
     if (a->has_hash != b->has_hash) return a->has_hash ? -1 : 1;
@@ -187,7 +187,7 @@ static int cmp_dbl_desc(double x, double y) {
     return 0;
 }
 
-int kvf_worst_cmp(const kvf_worst *x, const kvf_worst *y) {
+int kvf__worst_cmp(const kvf__worst *x, const kvf__worst *y) {
     int c;
     /* Headroom first: the margin alone puts every bf16 tie (margin ~1 for the correctly
      * rounded value) ahead of real errors that are smaller than a rounding. */
@@ -209,20 +209,20 @@ int kvf_worst_cmp(const kvf_worst *x, const kvf_worst *y) {
 }
 
 /* Would cand enter the list? (Checked before copying anything.) */
-int kvf__worst_wants(const kvf_outstats *o, int worst_n, const kvf_worst *cand) {
-    return o->worst_count < worst_n || kvf_worst_cmp(cand, &o->worst[o->worst_count - 1]) < 0;
+int kvf__worst_wants(const kvf__outstats *o, int worst_n, const kvf__worst *cand) {
+    return o->worst_count < worst_n || kvf__worst_cmp(cand, &o->worst[o->worst_count - 1]) < 0;
 }
 
 /* Inserts cand (whose ci reference is handed over) keeping the list sorted and at most
  * worst_n long. */
-void kvf__worst_insert(kvf_outstats *o, int worst_n, kvf_worst cand) {
+void kvf__worst_insert(kvf__outstats *o, int worst_n, kvf__worst cand) {
     int n = o->worst_count;
     if (n == worst_n) {
         kvf__case_info_unref(o->worst[n - 1].ci);
         n--;
     }
     int pos = n;
-    while (pos > 0 && kvf_worst_cmp(&cand, &o->worst[pos - 1]) < 0) {
+    while (pos > 0 && kvf__worst_cmp(&cand, &o->worst[pos - 1]) < 0) {
         o->worst[pos] = o->worst[pos - 1];
         pos--;
     }
@@ -234,33 +234,33 @@ void kvf__worst_insert(kvf_outstats *o, int worst_n, kvf_worst cand) {
 /* Groups, create, free                                                                        */
 /* ------------------------------------------------------------------------------------------ */
 
-static void outstats_free(kvf_outstats *o) {
-    kvf_map_free(&o->abs.buckets);
-    kvf_map_free(&o->rel.buckets);
-    kvf_map_free(&o->ulp.buckets);
-    kvf_map_free(&o->margin.buckets);
-    kvf_map_free(&o->dens);
+static void outstats_free(kvf__outstats *o) {
+    kvf__map_free(&o->abs.buckets);
+    kvf__map_free(&o->rel.buckets);
+    kvf__map_free(&o->ulp.buckets);
+    kvf__map_free(&o->margin.buckets);
+    kvf__map_free(&o->dens);
     for (int k = 0; k < KVF_CLASS_COUNT; k++)
-        kvf_map_free(&o->by[k]);
+        kvf__map_free(&o->by[k]);
     for (int i = 0; i < o->worst_count; i++)
         kvf__case_info_unref(o->worst[i].ci);
     free(o->worst);
 }
 
-static int outstats_init(kvf_outstats *o, int worst_n) {
+static int outstats_init(kvf__outstats *o, int worst_n) {
     memset(o, 0, sizeof *o);
-    kvf_map_init(&o->abs.buckets, sizeof(int64_t));
-    kvf_map_init(&o->rel.buckets, sizeof(int64_t));
-    kvf_map_init(&o->ulp.buckets, sizeof(int64_t));
-    kvf_map_init(&o->margin.buckets, sizeof(int64_t));
-    kvf_map_init(&o->dens, sizeof(int64_t));
+    kvf__map_init(&o->abs.buckets, sizeof(int64_t));
+    kvf__map_init(&o->rel.buckets, sizeof(int64_t));
+    kvf__map_init(&o->ulp.buckets, sizeof(int64_t));
+    kvf__map_init(&o->margin.buckets, sizeof(int64_t));
+    kvf__map_init(&o->dens, sizeof(int64_t));
     for (int k = 0; k < KVF_CLASS_COUNT; k++)
-        kvf_map_init(&o->by[k], sizeof(kvf_cell));
+        kvf__map_init(&o->by[k], sizeof(kvf__cell));
     o->worst = calloc((size_t)worst_n, sizeof *o->worst);
     return o->worst ? 0 : -1;
 }
 
-static void group_free(kvf_group *g) {
+static void group_free(kvf__group *g) {
     if (!g) return;
     free(g->kernel);
     free(g->rule);
@@ -272,18 +272,18 @@ static void group_free(kvf_group *g) {
 }
 
 /* Finds or adds the (kernel, rule) group; NULL on OOM. */
-kvf_group *kvf__group_get(kvf_stats *s, const char *kernel, const char *rule) {
+kvf__group *kvf__group_get(kvf_stats *s, const char *kernel, const char *rule) {
     for (size_t i = 0; i < s->ngroups; i++)
         if (strcmp(s->groups[i]->kernel, kernel) == 0 && strcmp(s->groups[i]->rule, rule) == 0)
             return s->groups[i];
     if (s->ngroups == s->cap_groups) {
         size_t ncap = s->cap_groups ? s->cap_groups * 2 : 8;
-        kvf_group **ng = realloc(s->groups, ncap * sizeof *ng);
+        kvf__group **ng = realloc(s->groups, ncap * sizeof *ng);
         if (!ng) return NULL;
         s->groups = ng;
         s->cap_groups = ncap;
     }
-    kvf_group *g = calloc(1, sizeof *g);
+    kvf__group *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     g->kernel = strdup(kernel);
     g->rule = strdup(rule);
@@ -300,20 +300,20 @@ kvf_group *kvf__group_get(kvf_stats *s, const char *kernel, const char *rule) {
     return g;
 }
 
-kvf_kernel_runs *kvf__kernel_runs_get(kvf_stats *s, const char *kernel) {
+kvf__kernel_runs *kvf__kernel_runs_get(kvf_stats *s, const char *kernel) {
     for (size_t i = 0; i < s->nkernels; i++)
         if (strcmp(s->kernels[i].kernel, kernel) == 0) return &s->kernels[i];
-    kvf_kernel_runs *nk = realloc(s->kernels, (s->nkernels + 1) * sizeof *nk);
+    kvf__kernel_runs *nk = realloc(s->kernels, (s->nkernels + 1) * sizeof *nk);
     if (!nk) return NULL;
     s->kernels = nk;
-    kvf_kernel_runs *k = &s->kernels[s->nkernels];
+    kvf__kernel_runs *k = &s->kernels[s->nkernels];
     memset(k, 0, sizeof *k);
     if (!(k->kernel = strdup(kernel))) return NULL;
     s->nkernels++;
     return k;
 }
 
-static void source_free(kvf_source *src) {
+static void source_free(kvf__source *src) {
     free(src->command);
     free(src->host);
     free(src->started);
@@ -371,7 +371,7 @@ int kvf_stats_create(kvf_stats **out, const kvf_stats_opts *opts, kvf_error *err
     if (!bad) {
         s->nsources = 1;
         s->own_source = 0;
-        kvf_source *src = &s->sources[0];
+        kvf__source *src = &s->sources[0];
         src->pid = (int64_t)getpid();
         bad |= opts->command && !(src->command = strdup(opts->command));
         bad |= !(src->host = strdup(host)) || !(src->started = strdup(now)) ||
@@ -413,12 +413,12 @@ int64_t kvf_stats_elements(const kvf_stats *s) {
 
 size_t kvf_stats_verdicts(const kvf_stats *s, kvf_verdict_counts *out, size_t max) {
     if (!s) return 0;
-    kvf_group **sorted = malloc((s->ngroups ? s->ngroups : 1) * sizeof *sorted);
+    kvf__group **sorted = malloc((s->ngroups ? s->ngroups : 1) * sizeof *sorted);
     if (!sorted) return 0;
     if (s->ngroups) memcpy(sorted, s->groups, s->ngroups * sizeof *sorted);
     if (s->ngroups) qsort(sorted, s->ngroups, sizeof *sorted, kvf__group_ptr_cmp);
     for (size_t i = 0; i < s->ngroups && i < max; i++) {
-        const kvf_group *g = sorted[i];
+        const kvf__group *g = sorted[i];
         kvf_verdict_counts *c = &out[i];
         memset(c, 0, sizeof *c);
         c->kernel = g->kernel;
@@ -439,31 +439,31 @@ size_t kvf_stats_verdicts(const kvf_stats *s, kvf_verdict_counts *out, size_t ma
 /* Derived figures                                                                             */
 /* ------------------------------------------------------------------------------------------ */
 
-double kvf_outstats_mean_bits(const kvf_outstats *o) {
+double kvf__outstats_mean_bits(const kvf__outstats *o) {
     /* Every element lands in exactly one q-head cell, so the head cells sum to the output. */
     int64_t n = 0, sum = 0;
-    const kvf_map *m = &o->by[KVF_CLASS_HEAD];
+    const kvf__map *m = &o->by[KVF_CLASS_HEAD];
     for (size_t i = 0; i < m->cap; i++) {
         if (!m->used[i]) continue;
-        const kvf_cell *c = (const kvf_cell *)(m->vals + i * m->vsize);
+        const kvf__cell *c = (const kvf__cell *)(m->vals + i * m->vsize);
         n += c->bits_n;
         sum += c->bits_sum;
     }
     return n ? (double)sum / KVF_BITS_SCALE / (double)n : NAN;
 }
 
-int64_t kvf_outstats_ulp_quantile(const kvf_outstats *o, double q) {
-    const kvf_hist *h = &o->ulp;
+int64_t kvf__outstats_ulp_quantile(const kvf__outstats *o, double q) {
+    const kvf__hist *h = &o->ulp;
     if (h->total == 0) return -1;
     int64_t rank = (int64_t)ceil(q * (double)h->total);
     if (rank < 1) rank = 1;
     int64_t cum = h->zero;
     if (cum >= rank) return 0;
     size_t n;
-    int64_t *keys = kvf_map_sorted_keys(&h->buckets, &n);
+    int64_t *keys = kvf__map_sorted_keys(&h->buckets, &n);
     int64_t result = -1;
     for (size_t i = 0; i < n; i++) {
-        cum += *(const int64_t *)kvf_map_find(&h->buckets, keys[i]);
+        cum += *(const int64_t *)kvf__map_find(&h->buckets, keys[i]);
         if (cum >= rank) {
             /* The largest integer below the bucket's upper edge. */
             double hi = kvf_stats_bucket_lo((int32_t)keys[i] + 1);

@@ -17,7 +17,7 @@ int kvf_stats_begin(kvf_stats_scope *scope, kvf_stats *s, const char *kernel, co
     if (!s || !kernel || !rule || !c)
         return kvf_error_set(err, KVF_EINVAL,
                              "statistics need a stats object, a kernel name, a rule and a case");
-    kvf_group *g = kvf__group_get(s, kernel, rule->name);
+    kvf__group *g = kvf__group_get(s, kernel, rule->name);
     if (!g) {
         s->incomplete = 1;
         return kvf_error_set(err, KVF_ENOMEM, "out of memory adding statistics for %s / %s", kernel,
@@ -34,7 +34,7 @@ int kvf_stats_begin(kvf_stats_scope *scope, kvf_stats *s, const char *kernel, co
 
 /* The scope's case record, created on the first worst-list entry it makes. The scope keeps
  * one reference until it ends, so evictions within the same case cannot free it under us. */
-static kvf_case_info *scope_case(kvf_stats_scope *sc) {
+static kvf__case_info *scope_case(kvf_stats_scope *sc) {
     if (sc->case_info) return sc->case_info;
     const kvf_stats_case *r = &sc->ref;
     sc->case_info =
@@ -46,8 +46,8 @@ void kvf_stats_observe_element(void *ctx, const kvf_element_error *e) {
     kvf_stats_scope *sc = ctx;
     if (!sc || !sc->group || (e->output != KVF_OUTPUT_O && e->output != KVF_OUTPUT_LSE)) return;
     kvf_stats *s = sc->stats;
-    kvf_group *g = sc->group;
-    kvf_outstats *o = e->out_of_model ? &g->oom[e->output] : &g->out[e->output];
+    kvf__group *g = sc->group;
+    kvf__outstats *o = e->out_of_model ? &g->oom[e->output] : &g->out[e->output];
     const kvf_case *c = sc->c;
     double a = e->kernel_value, r = e->rounded_value;
     int finite_pair = isfinite(a) && isfinite(r);
@@ -70,8 +70,8 @@ void kvf_stats_observe_element(void *ctx, const kvf_element_error *e) {
     bad |= kvf__hist_add(&o->margin, e->margin);
     if (!isnan(e->abs_error) && !isnan(e->exact_value)) {
         int64_t key =
-            KVF_DENS_KEY(kvf_stats_octave(e->abs_error), kvf_stats_octave(fabs(e->exact_value)));
-        int64_t *cnt = kvf_map_get(&o->dens, key, 1);
+            KVF_DENS_KEY(kvf__stats_octave(e->abs_error), kvf__stats_octave(fabs(e->exact_value)));
+        int64_t *cnt = kvf__map_get(&o->dens, key, 1);
         if (cnt)
             (*cnt)++;
         else
@@ -83,13 +83,13 @@ void kvf_stats_observe_element(void *ctx, const kvf_element_error *e) {
     int64_t len = 0;
     int32_t S = c->page_size;
     if (e->b >= 0 && e->b < c->batch_size) len = kvf_case_seq_len(c, e->b);
-    int64_t keys[KVF_CLASS_COUNT] = {e->h, e->d, len == 0 ? 0 : 1 + kvf_stats_octave((double)len),
+    int64_t keys[KVF_CLASS_COUNT] = {e->h, e->d, len == 0 ? 0 : 1 + kvf__stats_octave((double)len),
                                      len > 0 ? KVF_SLOT_KEY(S, (len - 1) % S) : 0};
     int wanted[KVF_CLASS_COUNT] = {1, e->d >= 0, 1, len > 0};
     int64_t bits = e->ulps > 0 ? llround(KVF_BITS_SCALE * log2((double)e->ulps + 1.0)) : 0;
     for (int k = 0; k < KVF_CLASS_COUNT; k++) {
         if (!wanted[k]) continue;
-        kvf_cell *cell = kvf__cell_get(&o->by[k], keys[k]);
+        kvf__cell *cell = kvf__cell_get(&o->by[k], keys[k]);
         if (cell)
             kvf__cell_add(cell, e, finite_pair, mismatch, bits);
         else
@@ -98,13 +98,13 @@ void kvf_stats_observe_element(void *ctx, const kvf_element_error *e) {
 
     /* Rank against a stack copy of the case identity first; the record (with its hex copy of
      * the case) is only built once this case actually enters a list. */
-    kvf_case_info probe = {0};
+    kvf__case_info probe = {0};
     probe.has_hash = sc->has_hash;
     probe.hash = sc->hash;
     probe.path = (char *)sc->ref.path;
-    kvf_worst cand = {*e, len, S, sc->case_info ? (kvf_case_info *)sc->case_info : &probe};
+    kvf__worst cand = {*e, len, S, sc->case_info ? (kvf__case_info *)sc->case_info : &probe};
     if (kvf__worst_wants(o, s->worst_n, &cand)) {
-        kvf_case_info *ci = scope_case(sc);
+        kvf__case_info *ci = scope_case(sc);
         if (!ci && (sc->ref.path || sc->ref.kvfz)) {
             bad = 1;
         } else {
@@ -124,7 +124,7 @@ void kvf_stats_end(kvf_stats_scope *scope) {
 
 void kvf_stats_observe_verdict(kvf_stats_scope *scope, const kvf_verdict *v) {
     if (scope && scope->group && v) {
-        kvf_group *g = scope->group;
+        kvf__group *g = scope->group;
         g->cases++;
         switch (kvf_verdict_status_of(v, scope->stats->require_overflow)) {
         case KVF_VERDICT_PASS:
@@ -176,7 +176,7 @@ int kvf_stats_count_run(kvf_stats *s, const char *kernel, int outcome, kvf_error
                              "a run outcome must be ran, unsupported, kernel-error, crash, hang "
                              "or nondeterminism, got %d",
                              outcome);
-    kvf_kernel_runs *k = kvf__kernel_runs_get(s, kernel);
+    kvf__kernel_runs *k = kvf__kernel_runs_get(s, kernel);
     if (!k) {
         s->incomplete = 1;
         return kvf_error_set(err, KVF_ENOMEM, "out of memory counting a run of %s", kernel);

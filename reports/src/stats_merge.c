@@ -10,7 +10,7 @@
 /* Merging and comparing                                                                       */
 /* ------------------------------------------------------------------------------------------ */
 
-static int outstats_merge(kvf_outstats *d, const kvf_outstats *s, int worst_n) {
+static int outstats_merge(kvf__outstats *d, const kvf__outstats *s, int worst_n) {
     d->elements += s->elements;
     d->violations += s->violations;
     d->nonfinite += s->nonfinite;
@@ -24,16 +24,16 @@ static int outstats_merge(kvf_outstats *d, const kvf_outstats *s, int worst_n) {
         kvf__counts_merge(&d->dens, &s->dens))
         return -1;
     for (int k = 0; k < KVF_CLASS_COUNT; k++) {
-        const kvf_map *m = &s->by[k];
+        const kvf__map *m = &s->by[k];
         for (size_t i = 0; i < m->cap; i++) {
             if (!m->used[i]) continue;
-            kvf_cell *c = kvf__cell_get(&d->by[k], m->keys[i]);
+            kvf__cell *c = kvf__cell_get(&d->by[k], m->keys[i]);
             if (!c) return -1;
-            kvf__cell_merge(c, (const kvf_cell *)(m->vals + i * m->vsize));
+            kvf__cell_merge(c, (const kvf__cell *)(m->vals + i * m->vsize));
         }
     }
     for (int i = 0; i < s->worst_count; i++) {
-        kvf_worst w = s->worst[i];
+        kvf__worst w = s->worst[i];
         if (!kvf__worst_wants(d, worst_n, &w)) break; /* s is sorted: the rest rank lower still */
         if (w.ci) {
             w.ci = kvf__case_info_new(w.ci->has_hash, w.ci->hash, w.ci->path, NULL, 0, w.ci->hex);
@@ -72,17 +72,17 @@ static int merge_into(kvf_stats *dst, const kvf_stats *src, int with_sources, kv
     if (src->worst_n > dst->worst_n) {
         for (size_t i = 0; i < dst->ngroups; i++)
             for (int out = 0; out < 4; out++) {
-                kvf_outstats *o =
+                kvf__outstats *o =
                     out < 2 ? &dst->groups[i]->out[out] : &dst->groups[i]->oom[out - 2];
-                kvf_worst *nw = realloc(o->worst, (size_t)src->worst_n * sizeof *nw);
+                kvf__worst *nw = realloc(o->worst, (size_t)src->worst_n * sizeof *nw);
                 if (!nw) goto oom;
                 o->worst = nw;
             }
         dst->worst_n = src->worst_n;
     }
     for (size_t i = 0; i < src->ngroups; i++) {
-        const kvf_group *sg = src->groups[i];
-        kvf_group *g = kvf__group_get(dst, sg->kernel, sg->rule);
+        const kvf__group *sg = src->groups[i];
+        kvf__group *g = kvf__group_get(dst, sg->kernel, sg->rule);
         if (!g) goto oom;
         g->cases += sg->cases;
         g->passed += sg->passed;
@@ -96,7 +96,7 @@ static int merge_into(kvf_stats *dst, const kvf_stats *src, int with_sources, kv
                 goto oom;
     }
     for (size_t i = 0; i < src->nkernels; i++) {
-        kvf_kernel_runs *k = kvf__kernel_runs_get(dst, src->kernels[i].kernel);
+        kvf__kernel_runs *k = kvf__kernel_runs_get(dst, src->kernels[i].kernel);
         if (!k) goto oom;
         k->ran += src->kernels[i].ran;
         k->unsupported += src->kernels[i].unsupported;
@@ -104,13 +104,13 @@ static int merge_into(kvf_stats *dst, const kvf_stats *src, int with_sources, kv
             k->errors[c] += src->kernels[i].errors[c];
     }
     if (with_sources && src->nsources) {
-        kvf_source *ns = realloc(dst->sources, (dst->nsources + src->nsources) * sizeof *ns);
+        kvf__source *ns = realloc(dst->sources, (dst->nsources + src->nsources) * sizeof *ns);
         if (!ns) goto oom;
         dst->sources = ns;
         for (size_t i = 0; i < src->nsources; i++) {
             int b = 0;
-            kvf_source *d = &dst->sources[dst->nsources++];
-            const kvf_source *sv = &src->sources[i];
+            kvf__source *d = &dst->sources[dst->nsources++];
+            const kvf__source *sv = &src->sources[i];
             d->command = dup_or_null(sv->command, &b);
             d->host = dup_or_null(sv->host, &b);
             d->started = dup_or_null(sv->started, &b);
@@ -138,7 +138,7 @@ static char *serialize_to_string(const kvf_stats *s) {
     size_t size = 0;
     FILE *f = open_memstream(&buf, &size);
     if (!f) return NULL;
-    int rc = kvf_stats_serialize(s, f, 0);
+    int rc = kvf__stats_serialize(s, f, 0);
     if (fclose(f) != 0 || rc) {
         free(buf);
         return NULL;

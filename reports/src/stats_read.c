@@ -69,7 +69,7 @@ static const json_t *get_array(reader *r, const json_t *obj, const char *key, co
 #define BUCKET_MIN (-4 * 1075)
 #define BUCKET_MAX (4 * 1024)
 
-static int read_hist(reader *r, const json_t *v, kvf_hist *h, const char *ctx) {
+static int read_hist(reader *r, const json_t *v, kvf__hist *h, const char *ctx) {
     if (!v || !json_is_object(v)) return bad(r, "%s is missing or not an object", ctx);
     if (get_i64(r, v, "total", 0, &h->total, ctx) || get_i64(r, v, "zero", 0, &h->zero, ctx) ||
         get_i64(r, v, "inf", 0, &h->inf, ctx) || get_i64(r, v, "nan", 0, &h->nan, ctx))
@@ -85,7 +85,7 @@ static int read_hist(reader *r, const json_t *v, kvf_hist *h, const char *ctx) {
             kvf_json_to_i64(json_array_get(p, 1), &cnt) || idx < BUCKET_MIN || idx >= BUCKET_MAX ||
             cnt < 0)
             return bad(r, "%s: buckets[%zu] is not a [bucket, count] pair in range", ctx, i);
-        int64_t *c = kvf_map_get(&h->buckets, idx, 1);
+        int64_t *c = kvf__map_get(&h->buckets, idx, 1);
         if (!c) return bad(r, "out of memory");
         *c += cnt;
         sum += cnt;
@@ -110,7 +110,7 @@ static int read_octave(const json_t *v, int32_t *out) {
     return 0;
 }
 
-static int read_cells(reader *r, const json_t *arr, kvf_map *m, int slot, const char *ctx) {
+static int read_cells(reader *r, const json_t *arr, kvf__map *m, int slot, const char *ctx) {
     size_t first = slot ? 2 : 1;
     for (size_t i = 0; i < json_array_size(arr); i++) {
         const json_t *p = json_array_get(arr, i);
@@ -127,7 +127,7 @@ static int read_cells(reader *r, const json_t *arr, kvf_map *m, int slot, const 
                 kvf_json_to_double(json_array_get(p, first + 6 + j), &dbl[j]) == 0 && !(dbl[j] < 0);
         if (!ok || (key > INT32_MAX && !slot))
             return bad(r, "%s[%zu] is not a well-formed class cell", ctx, i);
-        kvf_cell *c = kvf_map_get(m, slot ? KVF_SLOT_KEY(key, key2) : key, 1);
+        kvf__cell *c = kvf__map_get(m, slot ? KVF_SLOT_KEY(key, key2) : key, 1);
         if (!c) return bad(r, "out of memory");
         if (c->n) return bad(r, "%s[%zu] repeats a class already listed", ctx, i);
         c->n = ints[0];
@@ -143,7 +143,7 @@ static int read_cells(reader *r, const json_t *arr, kvf_map *m, int slot, const 
     return 0;
 }
 
-static int read_worst(reader *r, const json_t *v, kvf_worst *w, kvf_case_info *const *cases,
+static int read_worst(reader *r, const json_t *v, kvf__worst *w, kvf__case_info *const *cases,
                       size_t ncases, kvf_output_kind output, const char *ctx) {
     memset(w, 0, sizeof *w);
     kvf_element_error *e = &w->e;
@@ -188,8 +188,8 @@ static int read_worst(reader *r, const json_t *v, kvf_worst *w, kvf_case_info *c
     return 0;
 }
 
-static int read_outstats(reader *r, const json_t *v, kvf_outstats *o, int worst_n,
-                         kvf_case_info *const *cases, size_t ncases, kvf_output_kind output,
+static int read_outstats(reader *r, const json_t *v, kvf__outstats *o, int worst_n,
+                         kvf__case_info *const *cases, size_t ncases, kvf_output_kind output,
                          const char *ctx) {
     char sub[256];
     if (!v || !json_is_object(v)) return bad(r, "%s is missing or not an object", ctx);
@@ -202,7 +202,7 @@ static int read_outstats(reader *r, const json_t *v, kvf_outstats *o, int worst_
         get_num(r, v, "max_excess_margin", &o->max_excess, ctx))
         return -1;
     const json_t *hist = json_object_get(v, "hist");
-    kvf_hist *hs[4] = {&o->abs, &o->rel, &o->ulp, &o->margin};
+    kvf__hist *hs[4] = {&o->abs, &o->rel, &o->ulp, &o->margin};
     static const char *const hn[4] = {"abs", "rel", "ulp", "margin"};
     for (int i = 0; i < 4; i++) {
         snprintf(sub, sizeof sub, "%s.hist.%s", ctx, hn[i]);
@@ -224,7 +224,7 @@ static int read_outstats(reader *r, const json_t *v, kvf_outstats *o, int worst_
                        "%s.abs_vs_exact[%zu] is not an [abs octave, exact octave, count] "
                        "triple",
                        ctx, i);
-        int64_t *c = kvf_map_get(&o->dens, KVF_DENS_KEY(ao, xo), 1);
+        int64_t *c = kvf__map_get(&o->dens, KVF_DENS_KEY(ao, xo), 1);
         if (!c) return bad(r, "out of memory");
         *c += cnt;
     }
@@ -239,7 +239,7 @@ static int read_outstats(reader *r, const json_t *v, kvf_outstats *o, int worst_
         return bad(r, "%s.worst lists %zu elements, more than worst_n = %d", ctx,
                    json_array_size(worst), worst_n);
     for (size_t i = 0; i < json_array_size(worst); i++) {
-        kvf_worst w;
+        kvf__worst w;
         snprintf(sub, sizeof sub, "%s.worst[%zu]", ctx, i);
         if (read_worst(r, json_array_get(worst, i), &w, cases, ncases, output, sub)) return -1;
         kvf__worst_insert(o, worst_n,
@@ -263,7 +263,7 @@ static int read_hex_u64(const char *s, uint64_t *out) {
 
 static int read_stats(reader *r, const json_t *root, kvf_stats **result) {
     char ctx[64];
-    kvf_case_info **cases = NULL;
+    kvf__case_info **cases = NULL;
     size_t ncases = 0;
     kvf_stats *s = NULL;
     int rc = -1;
@@ -314,7 +314,7 @@ static int read_stats(reader *r, const json_t *root, kvf_stats **result) {
         }
         for (size_t i = 0; i < json_array_size(sources); i++) {
             const json_t *src = json_array_get(sources, i);
-            kvf_source *d = &s->sources[s->nsources++];
+            kvf__source *d = &s->sources[s->nsources++];
             snprintf(ctx, sizeof ctx, "sources[%zu]", i);
             if (!json_is_object(src)) {
                 bad(r, "%s is not an object", ctx);
@@ -348,7 +348,7 @@ static int read_stats(reader *r, const json_t *root, kvf_stats **result) {
                 bad(r, "%s: kernel \"%s\" is listed twice", ctx, json_string_value(name));
                 goto done;
             }
-        kvf_kernel_runs *kr = kvf__kernel_runs_get(s, json_string_value(name));
+        kvf__kernel_runs *kr = kvf__kernel_runs_get(s, json_string_value(name));
         if (!kr) {
             bad(r, "out of memory");
             goto done;
@@ -416,7 +416,7 @@ static int read_stats(reader *r, const json_t *root, kvf_stats **result) {
             goto done;
         }
         size_t before = s->ngroups;
-        kvf_group *g = kvf__group_get(s, json_string_value(kn), json_string_value(rn));
+        kvf__group *g = kvf__group_get(s, json_string_value(kn), json_string_value(rn));
         if (!g) {
             bad(r, "out of memory");
             goto done;

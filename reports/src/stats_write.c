@@ -11,11 +11,11 @@
 #include "stats_internal.h"
 
 static int cmp_kernel_runs(const void *a, const void *b) {
-    return strcmp(((const kvf_kernel_runs *)a)->kernel, ((const kvf_kernel_runs *)b)->kernel);
+    return strcmp(((const kvf__kernel_runs *)a)->kernel, ((const kvf__kernel_runs *)b)->kernel);
 }
 
 static int cmp_ci_ptr(const void *a, const void *b) {
-    return kvf__case_info_cmp(*(kvf_case_info *const *)a, *(kvf_case_info *const *)b);
+    return kvf__case_info_cmp(*(kvf__case_info *const *)a, *(kvf__case_info *const *)b);
 }
 
 /* Every builder returns a new reference, or NULL when memory ran out. */
@@ -33,16 +33,17 @@ static json_t *pair(int64_t a, int64_t b) {
     return p;
 }
 
-static json_t *hist_json(const kvf_hist *h) {
+static json_t *hist_json(const kvf__hist *h) {
     json_t *o = json_object(), *b = json_array();
     int bad = !o || !b;
     bad = bad || kvf_json_set(o, "total", i64(h->total)) || kvf_json_set(o, "zero", i64(h->zero)) ||
           kvf_json_set(o, "inf", i64(h->inf)) || kvf_json_set(o, "nan", i64(h->nan));
     size_t n = 0;
-    int64_t *keys = bad ? NULL : kvf_map_sorted_keys(&h->buckets, &n);
+    int64_t *keys = bad ? NULL : kvf__map_sorted_keys(&h->buckets, &n);
     bad = bad || (n && !keys);
     for (size_t i = 0; !bad && i < n; i++)
-        bad = kvf_json_push(b, pair(keys[i], *(const int64_t *)kvf_map_find(&h->buckets, keys[i])));
+        bad =
+            kvf_json_push(b, pair(keys[i], *(const int64_t *)kvf__map_find(&h->buckets, keys[i])));
     free(keys);
     if (bad || json_object_set_new(o, "buckets", b)) {
         json_decref(o);
@@ -60,7 +61,7 @@ static json_t *octave_json(int32_t oct) {
     return i64(oct);
 }
 
-static int push_cell(json_t *row, const kvf_cell *c) {
+static int push_cell(json_t *row, const kvf__cell *c) {
     return kvf_json_push(row, i64(c->n)) || kvf_json_push(row, i64(c->fails)) ||
            kvf_json_push(row, i64(c->nonfinite)) || kvf_json_push(row, i64(c->bits_n)) ||
            kvf_json_push(row, i64(c->bits_sum)) || kvf_json_push(row, i64(c->max_ulps)) ||
@@ -69,7 +70,7 @@ static int push_cell(json_t *row, const kvf_cell *c) {
 }
 
 /* The id of ci in the sorted, de-duplicated case table. */
-static long case_id(kvf_case_info *const *table, size_t n, const kvf_case_info *ci) {
+static long case_id(kvf__case_info *const *table, size_t n, const kvf__case_info *ci) {
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -83,7 +84,7 @@ static long case_id(kvf_case_info *const *table, size_t n, const kvf_case_info *
     return -1;
 }
 
-static json_t *worst_json(const kvf_worst *w, kvf_case_info *const *cases, size_t ncases) {
+static json_t *worst_json(const kvf__worst *w, kvf__case_info *const *cases, size_t ncases) {
     const kvf_element_error *e = &w->e;
     long id = w->ci ? case_id(cases, ncases, w->ci) : -1;
     json_t *o = json_object();
@@ -113,7 +114,7 @@ static json_t *worst_json(const kvf_worst *w, kvf_case_info *const *cases, size_
     return o;
 }
 
-static json_t *outstats_json(const kvf_outstats *o, kvf_case_info *const *cases, size_t ncases) {
+static json_t *outstats_json(const kvf__outstats *o, kvf__case_info *const *cases, size_t ncases) {
     json_t *j = json_object();
     int bad = !j;
     bad = bad || kvf_json_set(j, "elements", i64(o->elements)) ||
@@ -133,19 +134,19 @@ static json_t *outstats_json(const kvf_outstats *o, kvf_case_info *const *cases,
     json_t *dens = bad ? NULL : json_array();
     bad = bad || !dens || kvf_json_set(j, "abs_vs_exact", dens);
     size_t n = 0;
-    int64_t *keys = bad ? NULL : kvf_map_sorted_keys(&o->dens, &n);
+    int64_t *keys = bad ? NULL : kvf__map_sorted_keys(&o->dens, &n);
     bad = bad || (n && !keys);
     for (size_t i = 0; !bad && i < n; i++) {
         json_t *t = json_array();
         bad = kvf_json_push(dens, t) || kvf_json_push(t, octave_json(KVF_DENS_ABS(keys[i]))) ||
               kvf_json_push(t, octave_json(KVF_DENS_EXACT(keys[i]))) ||
-              kvf_json_push(t, i64(*(const int64_t *)kvf_map_find(&o->dens, keys[i])));
+              kvf_json_push(t, i64(*(const int64_t *)kvf__map_find(&o->dens, keys[i])));
     }
     free(keys);
     for (int k = 0; !bad && k < KVF_CLASS_COUNT; k++) {
         json_t *arr = json_array();
         bad = kvf_json_set(j, kvf__class_name[k], arr);
-        keys = bad ? NULL : kvf_map_sorted_keys(&o->by[k], &n);
+        keys = bad ? NULL : kvf__map_sorted_keys(&o->by[k], &n);
         bad = bad || (n && !keys);
         for (size_t i = 0; !bad && i < n; i++) {
             json_t *row = json_array();
@@ -155,7 +156,7 @@ static json_t *outstats_json(const kvf_outstats *o, kvf_case_info *const *cases,
                       kvf_json_push(row, i64(keys[i] % 65536));
             else if (!bad)
                 bad = kvf_json_push(row, i64(keys[i]));
-            bad = bad || push_cell(row, kvf_map_find(&o->by[k], keys[i]));
+            bad = bad || push_cell(row, kvf__map_find(&o->by[k], keys[i]));
         }
         free(keys);
     }
@@ -170,7 +171,7 @@ static json_t *outstats_json(const kvf_outstats *o, kvf_case_info *const *cases,
     return j;
 }
 
-static json_t *group_json(const kvf_group *g, kvf_case_info *const *cases, size_t ncases) {
+static json_t *group_json(const kvf__group *g, kvf__case_info *const *cases, size_t ncases) {
     json_t *j = json_object(), *f = json_object(), *oom = json_object();
     int bad = !j || !f || !oom;
     bad = bad || kvf_json_set(j, "kernel", json_string(g->kernel)) ||
@@ -197,14 +198,14 @@ static json_t *group_json(const kvf_group *g, kvf_case_info *const *cases, size_
 
 static json_t *stats_json(const kvf_stats *s, int provenance) {
     /* Sorted views, so that equal statistics always print the same bytes. */
-    kvf_group **groups = malloc((s->ngroups ? s->ngroups : 1) * sizeof *groups);
-    kvf_kernel_runs *kernels = malloc((s->nkernels ? s->nkernels : 1) * sizeof *kernels);
+    kvf__group **groups = malloc((s->ngroups ? s->ngroups : 1) * sizeof *groups);
+    kvf__kernel_runs *kernels = malloc((s->nkernels ? s->nkernels : 1) * sizeof *kernels);
     size_t ncases = 0, cap = 0;
     for (size_t i = 0; i < s->ngroups; i++)
         for (int out = 0; out < 2; out++)
             cap +=
                 (size_t)(s->groups[i]->out[out].worst_count + s->groups[i]->oom[out].worst_count);
-    kvf_case_info **cases = malloc((cap ? cap : 1) * sizeof *cases);
+    kvf__case_info **cases = malloc((cap ? cap : 1) * sizeof *cases);
     json_t *root = json_object();
     int bad = !groups || !kernels || !cases || !root;
     if (!bad && s->ngroups) {
@@ -217,7 +218,7 @@ static json_t *stats_json(const kvf_stats *s, int provenance) {
     }
     for (size_t i = 0; !bad && i < s->ngroups; i++)
         for (int k = 0; k < 4; k++) {
-            const kvf_outstats *o = k < 2 ? &s->groups[i]->out[k] : &s->groups[i]->oom[k - 2];
+            const kvf__outstats *o = k < 2 ? &s->groups[i]->out[k] : &s->groups[i]->oom[k - 2];
             for (int w = 0; w < o->worst_count; w++)
                 if (o->worst[w].ci) cases[ncases++] = o->worst[w].ci;
         }
@@ -241,7 +242,7 @@ static json_t *stats_json(const kvf_stats *s, int provenance) {
               kvf_json_set(root, "findings_dir", kvf_json_string_or_null(s->findings_dir)) ||
               kvf_json_set(root, "sources", srcs);
         for (size_t i = 0; !bad && i < s->nsources; i++) {
-            const kvf_source *src = &s->sources[i];
+            const kvf__source *src = &s->sources[i];
             json_t *o = json_object();
             bad = kvf_json_push(srcs, o) ||
                   kvf_json_set(o, "command", kvf_json_string_or_null(src->command)) ||
@@ -288,7 +289,7 @@ static json_t *stats_json(const kvf_stats *s, int provenance) {
     return root;
 }
 
-int kvf_stats_serialize(const kvf_stats *s, FILE *f, int provenance) {
+int kvf__stats_serialize(const kvf_stats *s, FILE *f, int provenance) {
     json_t *root = stats_json(s, provenance);
     if (!root) {
         errno = ENOMEM;
@@ -300,7 +301,7 @@ int kvf_stats_serialize(const kvf_stats *s, FILE *f, int provenance) {
 }
 
 static int fill_stats(FILE *f, void *ctx) {
-    return kvf_stats_serialize(ctx, f, 1);
+    return kvf__stats_serialize(ctx, f, 1);
 }
 
 int kvf_stats_write(kvf_stats *s, const char *path, kvf_error *err) {
