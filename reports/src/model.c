@@ -61,7 +61,12 @@ const kvf__group *kvf__rseries_group(const kvf__rseries *s, const char *rule) {
     return NULL;
 }
 
-/* A path from directory `from` to `to`, both absolute and normalised (realpath). */
+/* Whether a findings directory is the one a run recorded (stats hold it absolute). */
+static int same_dir(const char *dir, const char *recorded) {
+    char abs[PATH_MAX];
+    return recorded && realpath(dir, abs) && strcmp(abs, recorded) == 0;
+}
+
 void kvf__report_verdict(const kvf__rmodel *m, const kvf__rseries *s, const kvf__group *g,
                          kvf_verdict_counts *out) {
     memset(out, 0, sizeof *out);
@@ -73,13 +78,17 @@ void kvf__report_verdict(const kvf__rmodel *m, const kvf__rseries *s, const kvf_
     out->rejects_rounded = g->rejects_rounded;
     memcpy(out->findings, g->findings, sizeof out->findings);
     out->require_overflow = s->st->require_overflow;
-    /* Each finding file is one signature (docs/fuzzing.md, Findings). */
-    out->signatures = m->nfinding_dirs ? 0 : -1;
-    for (size_t i = 0; i < m->nfindings; i++)
-        if (m->findings[i].kernel && m->findings[i].rule &&
-            strcmp(m->findings[i].kernel, s->kernel) == 0 &&
-            strcmp(m->findings[i].rule, g->rule) == 0)
-            out->signatures++;
+    /* Each finding file is one signature (docs/fuzzing.md, Findings). They belong to the run
+     * that recorded their directory; a run that recorded none (a replay) has its failures
+     * named by class instead, even when the report lists someone else's findings. */
+    out->signatures = -1;
+    for (size_t i = 0; i < m->nfindings; i++) {
+        const kvf__rfinding *f = &m->findings[i];
+        if (!f->kernel || !f->rule || strcmp(f->kernel, s->kernel) != 0 ||
+            strcmp(f->rule, g->rule) != 0 || !same_dir(f->dir, s->st->findings_dir))
+            continue;
+        out->signatures = out->signatures < 0 ? 1 : out->signatures + 1;
+    }
 }
 
 int64_t kvf__rseries_run_errors(const kvf__rseries *s) {
@@ -290,7 +299,9 @@ static void read_finding_json(kvf__rfinding *f, const char *path) {
     char *data;
     size_t size;
     if (kvf_read_file(path, &data, &size)) return;
-    json_t *root = kvf_json_parse_text(data, size, NULL, 0);
+    /* Numbers as reals: the report carries 64-bit seeds past int64, which jansson's integers
+     * refuse, and only the strings matter here. */
+    json_t *root = json_loadb(data, size, JSON_DECODE_INT_AS_REAL, NULL);
     if (root) {
         f->kernel = json_member_string(root, "kernel");
         f->rule = json_member_string(root, "rule");
