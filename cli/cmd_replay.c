@@ -295,7 +295,6 @@ int kvf_cmd_replay(int argc, char **argv) {
     }
     for (size_t k = 0; k < nkernels; k++)
         kvf_runner_destroy(runners[k]);
-    cli_free_kernels(kernels, nkernels);
     printf("\n%zu case(s), %zu kernel run(s): %zu without a kernel failure, %zu with one, %zu "
            "unsupported, %zu bad input(s)\n",
            cases_ok + bad_inputs, runs, runs - failed_runs - unsupported, failed_runs, unsupported,
@@ -304,6 +303,7 @@ int kvf_cmd_replay(int argc, char **argv) {
     for (size_t k = 0; k < nkernels; k++)
         for (int r = 0; r < nrules; r++)
             kvf_verdict_counts_print(stdout, &counts[k][r], "  ");
+    cli_free_kernels(kernels, nkernels); /* after the verdicts, which name them */
     cli_free_paths(paths, npaths);
     if (failed_runs) rc = KVF_EXIT_FINDINGS;
     if (stats) {

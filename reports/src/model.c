@@ -93,9 +93,10 @@ void kvf__report_verdict(const kvf__rmodel *m, const kvf__rseries *s, const kvf_
 
 int64_t kvf__rseries_run_errors(const kvf__rseries *s) {
     const kvf__kernel_runs *r = s->runs;
-    return r ? r->errors[KVF_FINDING_KERNEL_ERROR] + r->errors[KVF_FINDING_CRASH] +
-                   r->errors[KVF_FINDING_HANG] + r->errors[KVF_FINDING_NONDETERMINISM]
-             : 0;
+    int64_t n = 0;
+    for (int i = 0; r && i < KVF__N_RUN_ERRORS; i++)
+        n += r->errors[kvf__run_error_classes[i]];
+    return n;
 }
 
 int kvf__report_series_fails(const kvf__rmodel *m, const kvf__rseries *s) {

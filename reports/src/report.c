@@ -93,11 +93,10 @@ static json_t *series_json(const kvf__rmodel *m, const kvf__rseries *s) {
         kvf_json_set(j, "verdict", json_string(kvf__report_series_fails(m, s) ? "fail" : "pass")) ||
         kvf_json_set(runs, "ran", i64(kr ? kr->ran : 0)) ||
         kvf_json_set(runs, "unsupported", i64(kr ? kr->unsupported : 0));
-    static const kvf_finding_class run_classes[] = {KVF_FINDING_KERNEL_ERROR, KVF_FINDING_CRASH,
-                                                    KVF_FINDING_HANG, KVF_FINDING_NONDETERMINISM};
-    for (int i = 0; !bad && i < 4; i++)
-        bad = kvf_json_set(runs, kvf_finding_class_name(run_classes[i]),
-                           i64(kr ? kr->errors[run_classes[i]] : 0));
+    for (int i = 0; !bad && i < KVF__N_RUN_ERRORS; i++)
+        bad =
+            kvf_json_set(runs, kvf_finding_class_name((kvf_finding_class)kvf__run_error_classes[i]),
+                         i64(kr ? kr->errors[kvf__run_error_classes[i]] : 0));
     for (size_t g = 0; !bad && g < s->ngroups; g++)
         bad = kvf_json_set(rules, s->groups[g]->rule, rule_json(m, s, s->groups[g]));
     bad = bad || json_object_set(j, "runs", runs) || json_object_set(j, "rules", rules);
@@ -325,11 +324,12 @@ static void print_terminal(FILE *t, const kvf__rmodel *m) {
         }
         if (kvf__rseries_run_errors(s)) {
             const kvf__kernel_runs *r = s->runs;
-            fprintf(t,
-                    "  %s  FAILS: run errors: %" PRId64 " kernel-error, %" PRId64 " crash, %" PRId64
-                    " hang, %" PRId64 " nondeterminism\n",
-                    s->name, r->errors[KVF_FINDING_KERNEL_ERROR], r->errors[KVF_FINDING_CRASH],
-                    r->errors[KVF_FINDING_HANG], r->errors[KVF_FINDING_NONDETERMINISM]);
+            fprintf(t, "  %s  FAILS: run errors:", s->name);
+            for (int e = 0; e < KVF__N_RUN_ERRORS; e++)
+                if (r->errors[kvf__run_error_classes[e]])
+                    fprintf(t, " %" PRId64 " %s", r->errors[kvf__run_error_classes[e]],
+                            kvf_finding_class_name((kvf_finding_class)kvf__run_error_classes[e]));
+            fputc('\n', t);
         }
     }
     for (size_t i = 0; i < m->ninputs; i++)

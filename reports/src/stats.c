@@ -12,8 +12,13 @@
 
 const char *const kvf__output_name[2] = {"o", "lse"};
 const char *const kvf__class_name[KVF_CLASS_COUNT] = {"by_head", "by_dim", "by_seqlen", "by_slot"};
-const int kvf__run_error_classes[KVF__N_RUN_ERRORS] = {
-    KVF_FINDING_KERNEL_ERROR, KVF_FINDING_CRASH, KVF_FINDING_HANG, KVF_FINDING_NONDETERMINISM};
+const int kvf__run_error_classes[KVF__N_RUN_ERRORS] = {KVF_FINDING_KERNEL_ERROR,
+                                                       KVF_FINDING_CRASH,
+                                                       KVF_FINDING_HANG,
+                                                       KVF_FINDING_NONDETERMINISM,
+                                                       KVF_FINDING_UNWRITTEN_OUTPUT,
+                                                       KVF_FINDING_OOB_WRITE,
+                                                       KVF_FINDING_INPUT_MODIFIED};
 
 int kvf__group_ptr_cmp(const void *a, const void *b) {
     const kvf__group *x = *(kvf__group *const *)a, *y = *(kvf__group *const *)b;

@@ -169,12 +169,14 @@ int kvf_stats_judge(kvf_stats *s, const char *kernel, const kvf_stats_case *ref,
 int kvf_stats_count_run(kvf_stats *s, const char *kernel, int outcome, kvf_error *err) {
     if (!s || !kernel)
         return kvf_error_set(err, KVF_EINVAL, "counting a run needs a stats object and a kernel");
-    if (outcome != KVF_STATS_RAN && outcome != KVF_STATS_UNSUPPORTED &&
-        outcome != KVF_FINDING_KERNEL_ERROR && outcome != KVF_FINDING_CRASH &&
-        outcome != KVF_FINDING_HANG && outcome != KVF_FINDING_NONDETERMINISM)
+    int known = outcome == KVF_STATS_RAN || outcome == KVF_STATS_UNSUPPORTED;
+    for (int i = 0; i < KVF__N_RUN_ERRORS; i++)
+        known |= outcome == kvf__run_error_classes[i];
+    if (!known)
         return kvf_error_set(err, KVF_EINVAL,
-                             "a run outcome must be ran, unsupported, kernel-error, crash, hang "
-                             "or nondeterminism, got %d",
+                             "a run outcome must be ran, unsupported or a run-level finding "
+                             "class (kernel-error, crash, hang, nondeterminism, unwritten-output, "
+                             "out-of-bounds-write, input-modified), got %d",
                              outcome);
     kvf__kernel_runs *k = kvf__kernel_runs_get(s, kernel);
     if (!k) {

@@ -162,9 +162,10 @@ struct kvf_stats {
 
 extern const char *const kvf__output_name[2];              /* "o", "lse" */
 extern const char *const kvf__class_name[KVF_CLASS_COUNT]; /* "by_head", ... */
-#define KVF__N_RUN_ERRORS 4
-extern const int kvf__run_error_classes[KVF__N_RUN_ERRORS]; /* kernel-error, crash, hang,
-                                                                nondeterminism */
+#define KVF__N_RUN_ERRORS 7
+/* kernel-error, crash, hang, nondeterminism, unwritten-output, out-of-bounds-write,
+ * input-modified: findings of a run, not of a verdict */
+extern const int kvf__run_error_classes[KVF__N_RUN_ERRORS];
 
 /* Counting: -1 on allocation failure (the caller marks the statistics incomplete). */
 int kvf__hist_add(kvf__hist *h, double v);

@@ -29,8 +29,7 @@ int kvf_read_file(const char *path, char **data, size_t *size);
  * fsync'd, renamed over path, and the directory is fsync'd. A reader sees the old file or the
  * new one, never a mix; on any failure the old file is left as it was. Errors: KVF_EIO (or
  * KVF_ENOMEM) with one sentence naming path. */
-int kvf_write_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ctx,
-                     kvf_error *err);
+int kvf_write_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ctx, kvf_error *err);
 
 /* The same for bytes already in memory. */
 int kvf_write_atomic_bytes(const char *path, const void *data, size_t size, kvf_error *err);

@@ -124,8 +124,9 @@ void kvf_stats_end(kvf_stats_scope *scope);
 
 /* Counts one kernel run by outcome: KVF_STATS_RAN (the kernel produced output),
  * KVF_STATS_UNSUPPORTED (it declined the shape), or a run-level finding class
- * (KVF_FINDING_KERNEL_ERROR, _CRASH, _HANG, _NONDETERMINISM; nondeterminism is a property of
- * two runs, so count it in addition to them). KVF_EINVAL for any other value. */
+ * (KVF_FINDING_KERNEL_ERROR, _CRASH, _HANG, _NONDETERMINISM, _UNWRITTEN_OUTPUT, _OOB_WRITE,
+ * _INPUT_MODIFIED; nondeterminism is a property of two runs, so count it in addition to them).
+ * KVF_EINVAL for any other value. */
 #define KVF_STATS_RAN 0
 #define KVF_STATS_UNSUPPORTED (-1)
 int kvf_stats_count_run(kvf_stats *s, const char *kernel, int outcome, kvf_error *err);
