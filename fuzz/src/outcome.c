@@ -232,9 +232,13 @@ int kvf_outcome_features(const kvf_outcome *out, int *f) {
         f[n++] = (r * 2 + 1) * KVF_MARGIN_BUCKETS + kvf_margin_bucket(v->lse.max_margin);
         f[n++] = class_base + r * KVF_FINDING_CLASS_COUNT + v->finding;
     }
-    /* ulp distances do not depend on the rule. */
-    f[n++] = ulp_base + kvf_ulp_bucket(out->verdicts[0].o.max_ulps);
-    f[n++] = ulp_base + KVF_ULP_BUCKETS + kvf_ulp_bucket(out->verdicts[0].lse.max_ulps);
+    /* ulp distances do not depend on the rule. A NaN/inf mismatch has no distance; it keeps
+     * a bucket of its own (the one past every distance), so the search still tells it apart. */
+    const kvf_output_metrics *mo = &out->verdicts[0].o, *ml = &out->verdicts[0].lse;
+    f[n++] = ulp_base + (mo->nonfinite_mismatch ? kvf_ulp_bucket(INT64_MAX)
+                                                : kvf_ulp_bucket(mo->max_ulps));
+    f[n++] = ulp_base + KVF_ULP_BUCKETS +
+             (ml->nonfinite_mismatch ? kvf_ulp_bucket(INT64_MAX) : kvf_ulp_bucket(ml->max_ulps));
     return n;
 }
 
