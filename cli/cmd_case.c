@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "kvfuzz/json_io.h"
 #include "kvfuzz/judge.h"
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/oracle.h"
@@ -238,6 +239,48 @@ static void oracle_help(void) {
            "              every row); both give the same correctly rounded results.\n");
 }
 
+/* The oracle's answer as JSON (jansson): per row its length, the overflow flag, the rounded
+ * lse (bits and value) and the exact lse, and per o element [bits, rounded, exact]. The empty
+ * sequence's -inf lse and any NaN are written as "-Infinity" / "NaN", never as bare tokens. */
+static int print_oracle_json(const kvf_case *c, const kvf_oracle_result *r) {
+    const int32_t hq = c->num_qo_heads, d = c->head_dim;
+    json_t *root = json_object(), *rows = json_array();
+    int bad = !root || !rows;
+    bad = bad || kvf_json_set(root, "batch_size", json_integer(c->batch_size)) ||
+          kvf_json_set(root, "num_qo_heads", json_integer(hq)) ||
+          kvf_json_set(root, "head_dim", json_integer(d)) || json_object_set(root, "rows", rows);
+    for (int32_t b = 0; !bad && b < c->batch_size; b++)
+        for (int32_t h = 0; !bad && h < hq; h++) {
+            int64_t row = (int64_t)b * hq + h;
+            float l = r->lse_rounded[row];
+            char bits[16];
+            snprintf(bits, sizeof bits, "%08x", kvf_f32_bits(l));
+            json_t *o = json_object(), *arr = json_array();
+            bad = kvf_json_push(rows, o) || !arr || kvf_json_set(o, "b", json_integer(b)) ||
+                  kvf_json_set(o, "h", json_integer(h)) ||
+                  kvf_json_set(o, "length", json_integer(r->rows[row].length)) ||
+                  kvf_json_set(o, "overflow", json_boolean(r->rows[row].overflow)) ||
+                  kvf_json_set(o, "lse_bits", json_string(bits)) ||
+                  kvf_json_set(o, "lse", kvf_json_number((double)l)) ||
+                  kvf_json_set(o, "lse_exact", kvf_json_number(r->lse_exact[row])) ||
+                  json_object_set(o, "o", arr);
+            for (int32_t i = 0; !bad && i < d; i++) {
+                kvf_bf16 ob = r->o_rounded[row * d + i];
+                char obits[8];
+                snprintf(obits, sizeof obits, "%04x", ob);
+                json_t *e = json_array();
+                bad = kvf_json_push(arr, e) || kvf_json_push(e, json_string(obits)) ||
+                      kvf_json_push(e, kvf_json_number((double)kvf_bf16_to_f32(ob))) ||
+                      kvf_json_push(e, kvf_json_number(r->o_exact[row * d + i]));
+            }
+            json_decref(arr);
+        }
+    json_decref(rows);
+    if (!bad) bad = kvf_json_dump(root, stdout, 0) != 0;
+    json_decref(root);
+    return bad ? -1 : 0;
+}
+
 int kvf_cmd_oracle(int argc, char **argv) {
     const char *cmd = "oracle", *path = NULL;
     int json = 0;
@@ -284,38 +327,29 @@ int kvf_cmd_oracle(int argc, char **argv) {
         return KVF_EXIT_FINDINGS;
     }
     const int32_t hq = c.num_qo_heads, d = c.head_dim;
-    if (json)
-        printf("{\"batch_size\": %d, \"num_qo_heads\": %d, \"head_dim\": %d, \"rows\": [",
-               c.batch_size, hq, d);
+    if (json) {
+        int rc = print_oracle_json(&c, &r);
+        kvf_oracle_result_free(&r);
+        kvf_case_free(&c);
+        if (rc) {
+            fprintf(stderr, "kvfuzz oracle: out of memory writing JSON\n");
+            return KVF_EXIT_FINDINGS;
+        }
+        return KVF_EXIT_OK;
+    }
     for (int32_t b = 0; b < c.batch_size; b++)
         for (int32_t h = 0; h < hq; h++) {
             int64_t row = (int64_t)b * hq + h;
             float l = r.lse_rounded[row];
-            if (json) {
-                printf("%s\n {\"b\": %d, \"h\": %d, \"length\": %" PRId64
-                       ", \"overflow\": %s, \"lse_bits\": \"%08x\", \"lse\": %.9g, \"lse_exact\": "
-                       "%.17g, \"o\": [",
-                       row ? "," : "", b, h, r.rows[row].length,
-                       r.rows[row].overflow ? "true" : "false", kvf_f32_bits(l), (double)l,
-                       r.lse_exact[row]);
-                for (int32_t i = 0; i < d; i++) {
-                    kvf_bf16 ob = r.o_rounded[row * d + i];
-                    printf("%s[\"%04x\", %.9g, %.17g]", i ? ", " : "", ob,
-                           (double)kvf_bf16_to_f32(ob), r.o_exact[row * d + i]);
-                }
-                printf("]}");
-            } else {
-                printf("b=%d h=%d length=%" PRId64 "%s lse=%08x (%.9g) exact %.17g\n", b, h,
-                       r.rows[row].length, r.rows[row].overflow ? " overflow" : "", kvf_f32_bits(l),
-                       (double)l, r.lse_exact[row]);
-                for (int32_t i = 0; i < d; i++) {
-                    kvf_bf16 ob = r.o_rounded[row * d + i];
-                    printf("  o[%d]=%04x (%.9g) exact %.17g\n", i, ob, (double)kvf_bf16_to_f32(ob),
-                           r.o_exact[row * d + i]);
-                }
+            printf("b=%d h=%d length=%" PRId64 "%s lse=%08x (%.9g) exact %.17g\n", b, h,
+                   r.rows[row].length, r.rows[row].overflow ? " overflow" : "", kvf_f32_bits(l),
+                   (double)l, r.lse_exact[row]);
+            for (int32_t i = 0; i < d; i++) {
+                kvf_bf16 ob = r.o_rounded[row * d + i];
+                printf("  o[%d]=%04x (%.9g) exact %.17g\n", i, ob, (double)kvf_bf16_to_f32(ob),
+                       r.o_exact[row * d + i]);
             }
         }
-    if (json) printf("\n]}\n");
     kvf_oracle_result_free(&r);
     kvf_case_free(&c);
     return KVF_EXIT_OK;

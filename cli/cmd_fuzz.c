@@ -1,7 +1,5 @@
 /* kvfuzz fuzz: the campaign runner's command line (fuzz/include/kvfuzz/campaign.h). */
 #include <inttypes.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +11,8 @@
 #include "kvfuzz/oracle.h"
 #include "kvfuzz/runner.h"
 #include "kvfuzz/stats.h"
+#include "kvfuzz/stats_sink.h"
+#include "kvfuzz/verdict.h"
 #include "kvfuzz/test_kernels.h"
 
 static void fuzz_help(void) {
@@ -93,97 +93,63 @@ static int parse_seconds(const char *cmd, const char *opt, const char *v, double
     return 0;
 }
 
-/* Streaming error statistics (reports/): every judged case goes through kvf_stats_judge. The
- * campaign calls the observer from its oracle threads at the same time, so each thread counts
- * into a shard of its own; the thread that finds the write interval passed drains the shards
- * into the run's statistics and rewrites the file atomically, as the exit does once more. */
-typedef struct stats_shard {
-    pthread_mutex_t mu; /* the owning thread against a drain */
-    kvf_stats *stats;   /* NULL until the thread's first case */
-} stats_shard;
-
-typedef struct stats_sink {
-    kvf_stats *stats; /* the run's statistics: provenance, and every drained shard */
-    kvf_stats_opts shard_opts;
-    const char *path;
+/* Streaming error statistics (reports/, kvfuzz/stats_sink.h): the campaign hands each case's
+ * judging to the sink through the judge hooks, so every element is counted while the judge
+ * computes it and each case is judged once. One slot per oracle thread carries the case's
+ * bytes and the sink's scope between the hooks. */
+typedef struct fuzz_stats {
+    kvf_stats_sink *sink;
     const kvf_campaign_opts *o;
-    stats_shard shards[KVF_CAMPAIGN_MAX_JOBS];
-    pthread_mutex_t write_mu;  /* one drain and write at a time; guards `failed` */
-    _Atomic double next_write; /* read by every observer call, written under write_mu */
-    int failed;                /* report a write error once, keep fuzzing */
-} stats_sink;
+    struct stats_slot {
+        struct fuzz_stats *fs;
+        int thread;
+    } slots[KVF_CAMPAIGN_MAX_JOBS];
+} fuzz_stats;
 
-static double monotonic_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+static void *stats_rule_begin(void *ctx, int rule) {
+    struct stats_slot *sl = ctx;
+    return kvf_stats_sink_rule_begin(sl->fs->sink, sl->thread, rule);
 }
 
-/* Moves every shard's counts into sink->stats and writes the file. Caller holds write_mu. */
-static int sink_drain_and_write(stats_sink *sink, kvf_error *err) {
-    int rc = 0;
-    for (int i = 0; i < KVF_CAMPAIGN_MAX_JOBS; i++) {
-        stats_shard *sh = &sink->shards[i];
-        pthread_mutex_lock(&sh->mu);
-        if (sh->stats) {
-            kvf_error e = {0};
-            /* Freed even when the merge ran out of memory half-way: merging it again would
-             * count its first half twice. The merge marks the statistics incomplete. */
-            if (kvf_stats_merge_shard(sink->stats, sh->stats, &e) && !rc) {
-                rc = e.code;
-                if (err) *err = e;
-            }
-            kvf_stats_free(sh->stats); /* the next case starts a fresh one */
-            sh->stats = NULL;
-        }
-        pthread_mutex_unlock(&sh->mu);
-    }
-    int wrc = kvf_stats_write(sink->stats, sink->path, rc ? NULL : err);
-    return rc ? rc : wrc;
+static void stats_rule_end(void *ctx, void *scope, const kvf_verdict *v) {
+    struct stats_slot *sl = ctx;
+    kvf_stats_sink_rule_end(sl->fs->sink, sl->thread, scope, v);
 }
 
-static void sink_report_failure(stats_sink *sink, const kvf_error *err) {
-    if (!sink->failed) {
-        sink->failed = 1;
-        fprintf(stderr, "kvfuzz fuzz: statistics not written: %s\n", err->msg);
-    }
-}
-
-static void observe_case(void *ctx, const kvf_campaign_event *ev) {
-    stats_sink *sink = ctx;
-    kvf_error err = {0};
+static int stats_hooks(void *ctx, int thread, const kvf_spec *spec, const kvf_case *c,
+                       kvf_judge_hooks *hooks) {
+    fuzz_stats *fs = ctx;
+    if (thread < 0 || thread >= KVF_CAMPAIGN_MAX_JOBS) return -1;
     uint8_t *bytes = NULL;
     size_t size = 0;
-    if (kvf_spec_encode(ev->spec, &bytes, &size, NULL)) bytes = NULL;
+    if (kvf_spec_encode(spec, &bytes, &size, NULL)) bytes = NULL;
     kvf_stats_case ref = {NULL, bytes, bytes ? size : 0};
-    const char *kernel = sink->o->kernel->name;
-    stats_shard *sh = &sink->shards[ev->thread];
-    pthread_mutex_lock(&sh->mu);
-    if (!sh->stats && kvf_stats_create(&sh->stats, &sink->shard_opts, &err)) {
-        pthread_mutex_unlock(&sh->mu);
-        free(bytes);
-        pthread_mutex_lock(&sink->write_mu);    /* also keeps sink->stats away from a drain */
-        kvf_stats_mark_incomplete(sink->stats); /* this case's counts are lost */
-        sink_report_failure(sink, &err);
-        pthread_mutex_unlock(&sink->write_mu);
-        return;
-    }
-    kvf_stats_count_run(sh->stats, kernel, KVF_STATS_RAN, NULL);
-    for (int r = 0; r < sink->o->nrules; r++) {
-        kvf_verdict v;
-        kvf_stats_judge(sh->stats, kernel, &ref, &v, &sink->o->rules[r], ev->c, ev->oracle, ev->o,
-                        ev->lse, NULL);
-    }
-    pthread_mutex_unlock(&sh->mu);
+    kvf_stats_sink_case_begin(fs->sink, thread, fs->o->kernel->name, fs->o->rules, fs->o->nrules, c,
+                              &ref); /* copies the bytes */
     free(bytes);
-    if (monotonic_s() >= atomic_load(&sink->next_write) &&
-        pthread_mutex_trylock(&sink->write_mu) == 0) {
-        if (monotonic_s() >= atomic_load(&sink->next_write)) {
-            if (sink_drain_and_write(sink, &err)) sink_report_failure(sink, &err);
-            atomic_store(&sink->next_write, monotonic_s() + sink->shard_opts.flush_interval_s);
-        }
-        pthread_mutex_unlock(&sink->write_mu);
+    struct stats_slot *sl = &fs->slots[thread];
+    sl->fs = fs;
+    sl->thread = thread;
+    hooks->begin = stats_rule_begin;
+    hooks->element = kvf_stats_observe_element;
+    hooks->end = stats_rule_end;
+    hooks->ctx = sl;
+    return 0;
+}
+
+/* The campaign's answer, last: per rule, the cases judged and the signatures found. Every new
+ * signature is one finding file; the statistics tell the benign failures apart. */
+static void print_verdicts(FILE *f, const kvf_stats *stats, const kvf_campaign_stats *st) {
+    kvf_verdict_counts vc[KVF_MAX_RULES];
+    size_t n = kvf_stats_verdicts(stats, vc, KVF_MAX_RULES);
+    if (n > KVF_MAX_RULES) n = KVF_MAX_RULES;
+    fprintf(f, "verdict:\n");
+    for (size_t i = 0; i < n; i++) {
+        /* Signatures are per campaign, not per rule; with one rule they are that rule's. */
+        if (kvf_verdict_counts_failed(&vc[i]) && n == 1) vc[i].signatures = (long)st->findings_new;
+        kvf_verdict_counts_print(f, &vc[i], "  ");
     }
+    if (n == 0) fprintf(f, "  nothing judged\n");
 }
 
 int kvf_cmd_fuzz(int argc, char **argv) {
@@ -329,45 +295,39 @@ int kvf_cmd_fuzz(int argc, char **argv) {
         stats_path = default_stats;
         if (kvf_fuzz_mkdirs(o.findings_dir, &err)) return cli_usage_error(cmd, "%s", err.msg);
     }
-    static stats_sink sink; /* 256 shards: too large for the stack */
-    memset(&sink, 0, sizeof sink);
+    static fuzz_stats fs; /* 256 slots: too large for the stack */
+    memset(&fs, 0, sizeof fs);
     kvf_stats_opts so;
     kvf_stats_opts_default(&so);
     so.findings_dir = o.findings_dir;
     so.command = "kvfuzz fuzz";
     so.flush_interval_s = stats_interval;
-    sink.shard_opts = so;
-    sink.shard_opts.command = NULL;
-    sink.path = stats_path;
-    sink.o = &o;
-    atomic_store(&sink.next_write, monotonic_s() + so.flush_interval_s);
-    pthread_mutex_init(&sink.write_mu, NULL);
-    for (int i = 0; i < KVF_CAMPAIGN_MAX_JOBS; i++)
-        pthread_mutex_init(&sink.shards[i].mu, NULL);
-    if (kvf_stats_create(&sink.stats, &so, &err) || kvf_stats_write(sink.stats, stats_path, &err)) {
-        kvf_stats_free(sink.stats);
+    so.require_overflow = o.require_overflow;
+    fs.o = &o;
+    if (kvf_stats_sink_create(&fs.sink, &so, stats_path, KVF_CAMPAIGN_MAX_JOBS, &err))
         return cli_usage_error(cmd, "%s", err.msg);
-    }
     if (!o.oracle_only) {
-        o.observer = observe_case;
-        o.observer_ctx = &sink;
+        o.judge_hooks = stats_hooks;
+        o.observer_ctx = &fs;
     }
 
     kvf_campaign_stats st;
     int rc = kvf_campaign_run(&o, &st, &err);
     kvf_error serr = {0};
-    if (sink_drain_and_write(&sink, &serr)) /* the oracle threads have all ended */
+    if (kvf_stats_sink_finish(fs.sink, &serr)) /* the oracle threads have all ended */
         fprintf(stderr, "kvfuzz fuzz: %s\n", serr.msg);
     else
         fprintf(stderr, "kvfuzz fuzz: statistics in %s\n", stats_path);
-    for (int i = 0; i < KVF_CAMPAIGN_MAX_JOBS; i++)
-        kvf_stats_free(sink.shards[i].stats);
-    kvf_stats_free(sink.stats);
     if (rc) {
         fprintf(stderr, "kvfuzz fuzz: %s\n", err.msg);
-        if (st.cases == 0) return KVF_EXIT_USAGE;
+        if (st.cases == 0) {
+            kvf_stats_sink_free(fs.sink);
+            return KVF_EXIT_USAGE;
+        }
     }
     kvf_campaign_print_summary(stdout, &o, &st);
+    print_verdicts(stdout, kvf_stats_sink_stats(fs.sink), &st);
+    kvf_stats_sink_free(fs.sink);
     fflush(stdout);
     if (st.finding_hits > 0) return KVF_EXIT_FINDINGS;
     return rc ? KVF_EXIT_USAGE : KVF_EXIT_OK;

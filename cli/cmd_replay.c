@@ -11,6 +11,7 @@
 #include "kvfuzz/runner.h"
 #include "kvfuzz/spec.h"
 #include "kvfuzz/stats.h"
+#include "kvfuzz/verdict.h"
 
 #define MAX_RULES 16
 #define MAX_KERNELS 16
@@ -22,7 +23,13 @@ static void replay_help(void) {
            "Runs each kernel on each case (.kvfz files; directories are read one level deep),\n"
            "computes the correctly rounded answer with the MPFR oracle and judges the kernel's\n"
            "o and lse under each rule. Prints one line per case and kernel: the verdict per\n"
-           "rule, then max abs error, max rel error and max ulp distance of o, and a summary.\n\n"
+           "rule, then max abs error, max rel error and max ulp distance of o (over in-model\n"
+           "rows and finite pairs) and the count of NaN/inf mismatches; then the verdict per\n"
+           "kernel and rule: \"passes N cases\" or \"FAILS: k findings in c classes\".\n"
+           "A verdict word \"overflow\" marks a case that fails only on rows out of the input\n"
+           "model (logits beyond f32 or non-finite inputs), \"benign\" one the rule fails\n"
+           "although the kernel returned the correctly rounded value (fib on an empty\n"
+           "sequence's -inf lse); neither is a kernel failure.\n\n"
            "  --kernel K          kernel to run (repeatable): a built-in name (`kvfuzz\n"
            "                      kernels`), PATH.so (every kernel of a plugin), PATH.so:NAME,\n"
            "                      python:MODULE:FUNCTION or a FlashInfer-Bench solution .json.\n"
@@ -41,7 +48,7 @@ static void replay_help(void) {
            "  --stats FILE        also keep error statistics of every element judged (per\n"
            "                      kernel, rule and output) and write them to FILE atomically\n"
            "                      every 60 s and at the end; `kvfuzz report FILE` draws them.\n\n"
-           "Exit status: 0 every case passes, 1 any violation or kernel error, 2 bad input or\n"
+           "Exit status: 0 no kernel failure, 1 any kernel failure or kernel error, 2 bad input or\n"
            "usage (an unreadable or malformed case file is reported and the others still run).\n");
 }
 
@@ -162,6 +169,7 @@ int kvf_cmd_replay(int argc, char **argv) {
         kvf_stats_opts so;
         kvf_stats_opts_default(&so);
         so.command = "kvfuzz replay";
+        so.require_overflow = require_overflow;
         if (kvf_stats_create(&stats, &so, &err) || kvf_stats_write(stats, stats_path, &err)) {
             kvf_stats_free(stats);
             cli_free_paths(paths, npaths);
@@ -195,9 +203,17 @@ int kvf_cmd_replay(int argc, char **argv) {
     printf("%-34s %-14s", "case", "kernel");
     for (int r = 0; r < nrules; r++)
         printf(" %-12s", rules[r].name);
-    printf(" %11s %11s %8s\n", "max_abs", "max_rel", "max_ulp");
+    printf(" %11s %11s %8s %7s\n", "max_abs", "max_rel", "max_ulp", "nan/inf");
     size_t cases_ok = 0, bad_inputs = 0, runs = 0, failed_runs = 0, unsupported = 0;
-    long rule_failures[MAX_RULES] = {0};
+    static kvf_verdict_counts counts[MAX_KERNELS][MAX_RULES];
+    memset(counts, 0, sizeof counts);
+    for (size_t k = 0; k < nkernels; k++)
+        for (int r = 0; r < nrules; r++) {
+            counts[k][r].kernel = kernels[k]->name;
+            counts[k][r].rule = rules[r].name;
+            counts[k][r].signatures = -1;
+            counts[k][r].require_overflow = require_overflow;
+        }
     for (size_t p = 0; p < npaths; p++) {
         const char *base = strrchr(paths[p], '/') ? strrchr(paths[p], '/') + 1 : paths[p];
         kvf_case c;
@@ -256,22 +272,24 @@ int kvf_cmd_replay(int argc, char **argv) {
             int failed = 0;
             kvf_verdict v;
             double max_abs = 0, max_rel = 0;
-            int64_t max_ulp = 0;
+            int64_t max_ulp = 0, mismatches = 0;
             for (int r = 0; r < nrules; r++) {
                 kvf_stats_judge(stats, kernels[k]->name, &ref, &v, &rules[r], &c, &oracle, o, lse,
                                 NULL);
-                const char *word = v.pass ? "pass" : kvf_finding_class_name(v.finding);
-                int counts = !v.pass && (v.finding != KVF_FINDING_OVERFLOW || require_overflow);
-                if (counts) {
-                    failed = 1;
-                    rule_failures[r]++;
-                }
+                kvf_verdict_status st = kvf_verdict_status_of(&v, require_overflow);
+                kvf_verdict_counts_add(&counts[k][r], &v, require_overflow);
+                const char *word = st == KVF_VERDICT_PASS                   ? "pass"
+                                   : st == KVF_VERDICT_RULE_REJECTS_ROUNDED ? "benign"
+                                                                           : kvf_finding_class_name(v.finding);
+                if (st == KVF_VERDICT_FAIL) failed = 1;
                 printf(" %-12s", word);
                 max_abs = v.o.max_abs;
                 max_rel = v.o.max_rel_fib;
                 max_ulp = v.o.max_ulps;
+                mismatches = v.o.nonfinite_mismatch + v.lse.nonfinite_mismatch;
             }
-            printf(" %11.3e %11.3e %8lld\n", max_abs, max_rel, (long long)max_ulp);
+            printf(" %11.3e %11.3e %8lld %7lld\n", max_abs, max_rel, (long long)max_ulp,
+                   (long long)mismatches);
             if (failed && res.plan[0]) printf("%-34s   plan: %s\n", "", res.plan);
             if (failed) failed_runs++;
         }
@@ -290,13 +308,15 @@ int kvf_cmd_replay(int argc, char **argv) {
     }
     for (size_t k = 0; k < nkernels; k++)
         kvf_runner_destroy(runners[k]);
-    cli_free_kernels(kernels, nkernels);
-    printf("\n%zu case(s), %zu kernel run(s): %zu passed, %zu failed, %zu unsupported, %zu bad "
-           "input(s)\n",
+    printf("\n%zu case(s), %zu kernel run(s): %zu without a kernel failure, %zu with one, %zu "
+           "unsupported, %zu bad input(s)\n",
            cases_ok + bad_inputs, runs, runs - failed_runs - unsupported, failed_runs, unsupported,
            bad_inputs);
-    for (int r = 0; r < nrules; r++)
-        printf("  %-20s %ld failing run(s)\n", rules[r].name, rule_failures[r]);
+    printf("verdict:\n");
+    for (size_t k = 0; k < nkernels; k++)
+        for (int r = 0; r < nrules; r++)
+            kvf_verdict_counts_print(stdout, &counts[k][r], "  ");
+    cli_free_kernels(kernels, nkernels); /* after the verdicts, which name them */
     cli_free_paths(paths, npaths);
     if (failed_runs) rc = KVF_EXIT_FINDINGS;
     if (stats) {

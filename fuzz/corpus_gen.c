@@ -242,7 +242,7 @@ static void decode_corpus(void) {
     s.recipe.spare_pages = 4;
     add_override(&s, KVF_OVERRIDE_TABLE_ENTRY, 0, 9); /* the pool's last (spare) page */
     emit("override-highest-page", &s);
-    /* Referenced values stay finite (the default input domain, DESIGN section 4). */
+    /* Referenced values stay finite (the default input domain, docs/design.md §4). */
     s = base(8, 2, 64, 16, L2(40, 20));
     add_override(&s, KVF_OVERRIDE_Q, 70, 0x0001);
     emit("override-q-min-subnormal", &s);

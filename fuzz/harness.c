@@ -298,7 +298,7 @@ int kvf_harness_exec(const uint8_t *data, size_t size) {
         return -1;
     }
     if (!H.mlim.allow_nonfinite && !kvf_case_inputs_finite(&c)) {
-        /* NaN/inf that a sequence reads: outside the default input domain (DESIGN section 4),
+        /* NaN/inf that a sequence reads: outside the default input domain (docs/design.md §4),
          * where "the right answer" is a convention, not a bug. */
         kvf_case_free(&c);
         kvf_spec_free(&spec);

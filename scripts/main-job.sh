@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The main job: set up; judge the shipped seed cases under the strict rule and FlashInfer-Bench's
 # rule; run a short fuzz campaign (KVF_MAIN_JOB_SECONDS, default 60) on the CUDA kernel where a
-# GPU is usable, else on cpu-splitkv; write one error-distribution report over both.
-# Exit status: the campaign's (0 no finding, 1 findings saved under build/main-job/findings).
+# GPU is usable, else on cpu-splitkv; write one error-distribution report over both, which ends
+# with the verdict per kernel and rule.
+# Exit status: 0 when no kernel fails (benign verdicts, named in the output, do not count), 1 when
+# the seeds or the campaign found a kernel failure (findings under build/main-job/findings).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -17,12 +19,21 @@ else
   echo "main job: no usable GPU, fuzzing the CPU split-KV kernel"
   kernel=cpu-splitkv
 fi
-# The seed cases: fib's verdicts are shown for comparison (it fails every correct kernel on
-# empty sequences, see README), so this step does not decide the exit status.
-"$kvfuzz" replay --kernel "$kernel" --kernel cpu-ref --rule strict --rule fib \
-  --stats "$out/seeds-stats.json" corpus/seeds || true
+# The seed cases, under strict and fib. Two kinds of failing verdict are benign and named as
+# such in replay's verdict lines, not counted as failures: fib rejects the exact -inf lse of the
+# empty sequences (seeds 01 and 02; "fails only where the kernel returned the correctly rounded
+# value"), and seed 14's logits leave the f32 range ("out of the input model").
 rc=0
+"$kvfuzz" replay --kernel "$kernel" --kernel cpu-ref --rule strict --rule fib \
+  --stats "$out/seeds-stats.json" corpus/seeds || rc=$?
 "$kvfuzz" fuzz --kernel "$kernel" --time "$seconds" --seed 1 --findings "$out/findings" \
-  --stats "$out/fuzz-stats.json" || rc=$?
-"$kvfuzz" report -o "$out/report" --findings "$out/findings" "$out/seeds-stats.json" "$out/fuzz-stats.json"
+  --stats "$out/fuzz-stats.json" || { r=$?; [ "$r" -gt "$rc" ] && rc=$r; }
+echo
+"$kvfuzz" report -o "$out/report" --findings "$out/findings" \
+  seeds="$out/seeds-stats.json" fuzz="$out/fuzz-stats.json"
+if [ "$rc" -eq 0 ]; then
+  echo "main job: no kernel failure; the failing verdicts above marked benign or out of the input model are not the kernel's"
+else
+  echo "main job: kernel failures found (exit $rc); see the verdict above and $out/findings"
+fi
 exit "$rc"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Opens a real report in headless Chromium: every chart rendered (the page's own check compares
+# Opens real reports in headless Chromium: every chart rendered (the page's own check compares
 # each chart's marks with its data-marks attribute and its on-screen size), no script or
-# console error, nothing fetched from the network; saves a screenshot into the build tree.
+# console error, nothing fetched from the network, and a verdict banner above the charts that
+# says the right thing: PASS for a report of correct kernels only, FAIL with the mutant's
+# findings for a report of a mutant. Saves a screenshot into the build tree.
 # Skips (exit 77) with the reason where Chromium is not installed.
 #
 # usage: browser_test.sh KVFUZZ SOURCE_DIR OUT_DIR
@@ -72,7 +74,33 @@ if grep -q 'CONSOLE' "$out/chromium-dom.log"; then
   fail "console output: $(grep 'CONSOLE' "$out/chromium-dom.log" | head -5)"
 fi
 
-# 2. A screenshot of the whole page for people (and CI artifacts).
+# 2. The verdict banner, rendered: a report of the correct kernels alone passes and says
+# "passes"; a report of the mutant alone fails and says "FAILS". The page's own check puts the
+# banner's data-verdict into its status only when the banner is visible above the charts.
+verdict_of() { # REPORT_DIR NAME: prints the rendered status line and keeps the DOM
+  local p
+  p="$(cd "$1" && pwd)/index.html"
+  timeout 120 "$browser" "${flags[@]}" --window-size=1280,1000 --dump-dom "file://$p" \
+    >"$out/dom-$2.html" 2>"$out/chromium-$2.log" || fail "chromium --dump-dom of $2 failed"
+  grep -o '<p id="kvf-status"[^>]*>[^<]*' "$out/dom-$2.html" | head -1
+}
+"$kvfuzz" report --quiet -o "$out/report-pass" "$out/cpu.json" >/dev/null 2>&1 || fail "report of cpu.json failed"
+"$kvfuzz" report --quiet -o "$out/report-fail" --findings "$out/findings" "$out/mutant.json" \
+  >/dev/null 2>&1 || fail "report of mutant.json failed"
+st=$(verdict_of "$out/report-pass" pass)
+case "$st" in *'data-state="ok"'*'verdict=pass'*) ;; *) fail "correct kernels: status '$st'" ;; esac
+banner=$(sed -n '/id="kvf-verdict"/,/<\/section>/p' "$out/dom-pass.html")
+grep -q 'Verdict: PASS' <<<"$banner" || fail "correct kernels: the banner does not say PASS"
+grep -q 'cpu-ref</b> under <b>strict</b>: passes 16 cases' <<<"$banner" || fail "correct kernels: no 'passes' line for cpu-ref under strict"
+grep -q 'FAILS' <<<"$banner" && fail "correct kernels: the banner says FAILS"
+st=$(verdict_of "$out/report-fail" fail)
+case "$st" in *'data-state="ok"'*'verdict=fail'*) ;; *) fail "mutant: status '$st'" ;; esac
+banner=$(sed -n '/id="kvf-verdict"/,/<\/section>/p' "$out/dom-fail.html")
+grep -q 'Verdict: FAIL' <<<"$banner" || fail "mutant: the banner does not say FAIL"
+# A replay records no findings directory, so its failures are named by class.
+grep -q 'trunc-store</b> under <b>strict</b>: FAILS: [0-9]* findings in 1 class: [0-9]* o-tolerance' <<<"$banner" || fail "mutant: no 'FAILS ... o-tolerance' line under strict"
+
+# 3. A screenshot of the whole page for people (and CI artifacts).
 timeout 120 "$browser" "${flags[@]}" --hide-scrollbars --window-size=1100,7200 \
   --screenshot="$out/report.png" "file://$page" >/dev/null 2>"$out/chromium-shot.log"
 rc=$?

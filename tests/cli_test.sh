@@ -90,6 +90,32 @@ for x, y in zip(a["rows"], b["rows"]):
 expect 2 "--oracle needs fast or mpfr" -- "$kvfuzz" oracle --oracle exact "$seed"
 expect 2 "--oracle must be fast or mpfr" -- "$kvfuzz" fuzz --oracle exact
 
+# Non-finite numbers are the strings "NaN", "Infinity", "-Infinity", never bare tokens (which
+# python would accept but JSON does not have): an empty sequence's lse is "-Infinity".
+"$kvfuzz" oracle --json "$src/corpus/seeds/02-empty-sequences.kvfz" >"$tmp/oracle-empty.json" || fail "oracle failed"
+python3 - "$tmp/oracle-empty.json" <<'PY' || fail "oracle JSON spells a non-finite number wrongly"
+import json, sys
+def bare(name):
+    raise ValueError("bare " + name)
+o = json.load(open(sys.argv[1]), parse_constant=bare)
+empty = [r for r in o["rows"] if r["length"] == 0]
+assert empty and all(r["lse"] == "-Infinity" and r["lse_exact"] == "-Infinity" for r in empty)
+PY
+
+# Verdicts: fib's rejections of the exact -inf lse are benign, named, and do not fail replay;
+# overflow rows are out of the model; a mutant fails with its finding classes.
+"$kvfuzz" replay --kernel cpu-ref --rule strict --rule fib "$src/corpus/seeds" >"$tmp/verdict" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] || { cat "$tmp/verdict"; fail "a correct kernel's seeds exit $rc under strict and fib"; }
+grep -q "^  cpu-ref  fib  passes 14 cases$" "$tmp/verdict" || fail "no fib verdict line for cpu-ref"
+grep -q "2 cases fail only where the kernel returned the correctly rounded value: fib" "$tmp/verdict" || fail "fib's benign failures are not named"
+grep -q "1 case fails only on rows out of the input model" "$tmp/verdict" || fail "the overflow seed is not counted apart"
+if grep -q "9223372036854775807\|4278190080" "$tmp/verdict"; then fail "replay prints a sentinel as a ulp distance"; fi
+"$kvfuzz" replay --kernel cpu-splitkv/mut=trunc-store --rule strict "$src/corpus/seeds" >"$tmp/verdict-mut" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] || { cat "$tmp/verdict-mut"; fail "a mutant's replay exits $rc, not 1"; }
+grep -q "cpu-splitkv/mut=trunc-store  strict  FAILS: [0-9]* findings in [0-9]* class" "$tmp/verdict-mut" || fail "no failing verdict for the mutant"
+
 # The seed corpus passes strict on both CPU kernels.
 "$kvfuzz" replay --kernel cpu-ref --kernel cpu-splitkv --rule strict "$src/corpus/seeds" >"$tmp/replay" 2>&1
 rc=$?

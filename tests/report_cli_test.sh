@@ -34,6 +34,12 @@ printf '{"format": "kvfuzz-stats", "version": 1' >"$tmp/trunc.json"
 expect 2 "malformed stats file .*trunc.json" -- "$kvfuzz" report "$tmp/trunc.json"
 echo '{"format": "kvfuzz-stats", "version": 7}' >"$tmp/v7.json"
 expect 2 "version 7" -- "$kvfuzz" report "$tmp/v7.json"
+: >"$tmp/zero.json"
+expect 2 "malformed stats file .*zero.json: invalid JSON" -- "$kvfuzz" report "$tmp/zero.json"
+# Statistics written before the run judged anything: one sentence, no empty page.
+printf '{"format": "kvfuzz-stats", "version": 2, "buckets_per_octave": 4, "bits_scale": 1024, "worst_n": 1, "require_overflow": false, "kernels": [], "cases": [], "groups": []}' >"$tmp/empty.json"
+expect 2 "empty.json holds no judged case" -- "$kvfuzz" report -o "$tmp/rep-empty" "$tmp/empty.json"
+[ -e "$tmp/rep-empty/index.html" ] && fail "a report over empty statistics wrote a page"
 expect 2 "cannot write" -- "$kvfuzz" replay --kernel cpu-ref --stats "$tmp/nodir/s.json" \
   "$src/corpus/seeds/00-seed-h20kv4.kvfz"
 

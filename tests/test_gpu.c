@@ -88,9 +88,9 @@ static int page_index(int s) {
 
 /* Sorts one verdict's failing elements. Not failures of the kernel:
  *  - elements of rows the oracle flags as beyond f32: the overflow class, reported apart from
- *    accuracy (DESIGN.md section 4);
+ *    accuracy (docs/design.md §4);
  *  - under fib, the -inf lse of an empty sequence: fib fails every non-finite kernel value and
- *    DESIGN.md section 1 makes that lse -inf (strict checks it exactly);
+ *    docs/design.md §1 makes that lse -inf (strict checks it exactly);
  *  - under fib, elements where fib's tolerance max(atol, rtol (|r| + 1e-8)) is out of reach of
  *    any correct fp32 kernel: the rows that need it (near-tie logits of large q.k, cancelling
  *    v) make the reference cpu-ref fail fib too. A fib failure counts as real only where the
@@ -307,8 +307,8 @@ static void test_oracle_sweep(void) {
            "%ld unsupported, %ld kernel errors, %ld build errors, %ld oracle errors\n",
            sw->runs, sw->rule_failures[0], sw->rule_failures[1], sw->unsupported, sw->kernel_errors,
            sw->build_errors, sw->oracle_errors);
-    printf("  not failures: %ld verdicts failing on overflow-class rows (past f32, DESIGN.md "
-           "section 4), %ld fib verdicts failing on the -inf lse of empty sequences, %ld fib "
+    printf("  not failures: %ld verdicts failing on overflow-class rows (past f32, docs/design.md "
+           "§4), %ld fib verdicts failing on the -inf lse of empty sequences, %ld fib "
            "verdicts failing on elements no fp32 kernel can bring within fib's tolerance\n",
            sw->overflow_rows, sw->fib_empty_lse, sw->fib_ill);
     printf("  coverage: %ld empty sequences, %ld multi-sequence cases\n", sw->empty_seqs,

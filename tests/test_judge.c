@@ -285,9 +285,11 @@ static void test_fib_nonfinite(void) {
     CHECK_INT_EQ(v.pass, 0);
     CHECK_INT_EQ(v.finding, KVF_FINDING_NONFINITE);
     CHECK_INT_EQ(v.o.nonfinite_mismatch, 1);
-    CHECK_INT_EQ(v.o.max_ulps, INT64_MAX);
-    CHECK_DBL_EQ(v.o.bits_of_error, 63.0);
+    /* The mismatch is counted, not turned into a distance: the other elements are exact. */
+    CHECK_INT_EQ(v.o.max_ulps, 0);
+    CHECK_DBL_EQ(v.o.bits_of_error, 0.0);
     CHECK_INT_EQ(v.o.worst[0].ulps, -1);
+    CHECK_INT_EQ(v.o.violations_rounded, 0);
     CHECK(isinf(v.o.worst[0].margin));
     CHECK_DBL_EQ(v.o.max_abs, 0.0); /* max abs is over finite pairs only */
     f.o[3] = KVF_BF16_POS_INF;
@@ -454,7 +456,10 @@ static void test_ulp(void) {
     v = fx_judge(&f, "ulp:1000");
     CHECK_INT_EQ(v.pass, 0);
     CHECK_INT_EQ(v.finding, KVF_FINDING_NONFINITE);
-    CHECK_INT_EQ(v.o.max_ulps, 1);
+    /* inf against max is a NaN/inf mismatch, counted as such, not a distance of one. */
+    CHECK_INT_EQ(v.o.max_ulps, 0);
+    CHECK_INT_EQ(v.o.nonfinite_mismatch, 1);
+    CHECK_INT_EQ(v.o.worst[0].ulps, -1);
     f.o[1] = (kvf_bf16)(KVF_BF16_MAX - 1);
     CHECK_VERDICT(&f, "ulp:1", 1, KVF_FINDING_NONE);
     CHECK_VERDICT(&f, "ulp:0", 0, KVF_FINDING_O_TOLERANCE);
@@ -666,8 +671,10 @@ static void test_strict_empty_and_nonfinite(void) {
 }
 
 /* Non-finite inputs (oracle rows[].nonfinite_input): a NaN in q or k makes the whole row NaN,
- * an inf in v makes that column inf. Rules that require NaN/inf to match accept a kernel that
- * reproduces them; the benchmark rules reject any non-finite output, as their evaluators do. */
+ * an inf in v makes that column inf. Such rows are out of the input model: rules that require
+ * NaN/inf to match accept a kernel that reproduces them, and whatever fails there (the
+ * benchmark rules reject any non-finite output) is class overflow, counted apart from kernel
+ * failures, with every element of those rows counted as out of the model. */
 static void test_nonfinite_inputs(void) {
     fx f;
     fx_init(&f, 1, 2, 4, 8);
@@ -690,22 +697,84 @@ static void test_nonfinite_inputs(void) {
     f.o[6] = KVF_BF16_POS_INF;
     CHECK_VERDICT(&f, "strict", 1, KVF_FINDING_NONE);
     CHECK_VERDICT(&f, "ulp:0", 1, KVF_FINDING_NONE);
-    CHECK_VERDICT(&f, "fib", 0, KVF_FINDING_NONFINITE);
-    CHECK_VERDICT(&f, "sol", 0, KVF_FINDING_NONFINITE);
-    CHECK_VERDICT(&f, "allclose:0:0", 0, KVF_FINDING_NONFINITE); /* NaN never equal */
-    /* A finite value where the exact result is NaN or inf fails the rules that care. */
+    CHECK_VERDICT(&f, "fib", 0, KVF_FINDING_OVERFLOW);
+    CHECK_VERDICT(&f, "sol", 0, KVF_FINDING_OVERFLOW);
+    CHECK_VERDICT(&f, "allclose:0:0", 0, KVF_FINDING_OVERFLOW); /* NaN never equal */
+    kvf_verdict v = fx_judge(&f, "fib");
+    CHECK_INT_EQ(v.o.out_of_model, 8);
+    CHECK_INT_EQ(v.lse.out_of_model, 2);
+    CHECK_INT_EQ(v.o.violations_out_of_model, v.o.violations);
+    CHECK_INT_EQ(kvf_verdict_status_of(&v, 0), KVF_VERDICT_OUT_OF_MODEL);
+    CHECK_INT_EQ(kvf_verdict_status_of(&v, 1), KVF_VERDICT_FAIL);
+    /* A finite value where the exact result is NaN or inf fails the rules that care, out of
+     * the model. */
     f.o[1] = 0x3F80u;
-    CHECK_VERDICT(&f, "strict", 0, KVF_FINDING_NONFINITE);
-    CHECK_VERDICT(&f, "ulp:1000", 0, KVF_FINDING_NONFINITE);
+    CHECK_VERDICT(&f, "strict", 0, KVF_FINDING_OVERFLOW);
+    CHECK_VERDICT(&f, "ulp:1000", 0, KVF_FINDING_OVERFLOW);
     f.o[1] = KVF_BF16_QNAN;
     f.o[6] = KVF_BF16_MAX;
-    CHECK_VERDICT(&f, "strict", 0, KVF_FINDING_NONFINITE);
+    CHECK_VERDICT(&f, "strict", 0, KVF_FINDING_OVERFLOW);
     f.o[6] = KVF_BF16_NEG_INF;
-    CHECK_VERDICT(&f, "strict", 0, KVF_FINDING_NONFINITE);
-    /* The finite columns of row 1 are judged as usual. */
+    CHECK_VERDICT(&f, "strict", 0, KVF_FINDING_OVERFLOW);
     f.o[6] = KVF_BF16_POS_INF;
     f.o[5] = 0x3F81u;
-    CHECK_VERDICT(&f, "strict", 0, KVF_FINDING_O_TOLERANCE);
+    CHECK_VERDICT(&f, "strict", 0, KVF_FINDING_OVERFLOW);
+    /* Their errors stay out of the maxima, which describe in-model rows only. */
+    v = fx_judge(&f, "strict");
+    CHECK_INT_EQ(v.o.max_ulps, 0);
+    CHECK_DBL_EQ(v.o.max_margin, 0.0);
+    fx_free(&f);
+}
+
+/* The excess margin takes out the final rounding: at a bf16 tie the correctly rounded value
+ * uses almost all of strict's allowance (margin near 1), yet none of the headroom beyond the
+ * rounding (excess 0); a value one ulp off uses more than the rounding did. */
+static void test_excess_margin(void) {
+    fx f;
+    fx_init(&f, 1, 1, 4, 1);
+    double x = 1.0 + 0x1p-8; /* halfway between the bf16 values 1 and 1 + 2^-7 */
+    fx_set_o(&f, 0, x, x);
+    kvf_verdict v = fx_judge(&f, "strict");
+    CHECK_INT_EQ(v.pass, 1);
+    CHECK(v.o.max_margin > 0.9);
+    CHECK_DBL_EQ(v.o.max_excess_margin, 0.0);
+    /* The other neighbour of the tie is just as good. */
+    f.o[0] = (kvf_bf16)(f.orc.o_rounded[0] ^ 1u);
+    v = fx_judge(&f, "strict");
+    CHECK_DBL_EQ(v.o.max_excess_margin, 0.0);
+    /* Off the tie, one ulp away fails and both margins say so. */
+    fx_set_o(&f, 0, 1.0, 1.0);
+    f.o[0] = (kvf_bf16)(f.orc.o_rounded[0] + 1u);
+    v = fx_judge(&f, "strict");
+    CHECK_INT_EQ(v.pass, 0);
+    CHECK(v.o.max_margin > 1);
+    CHECK(v.o.max_excess_margin > 1);
+    /* Rules measured against r: the excess margin is the margin. */
+    v = fx_judge(&f, "ulp:2");
+    CHECK_DBL_EQ(v.o.max_excess_margin, v.o.max_margin);
+    fx_free(&f);
+}
+
+/* fib fails the exact -inf lse of an empty sequence: the verdict says the rule rejects the
+ * correctly rounded value, which is not a kernel failure; a wrong value there is one. */
+static void test_rule_rejects_rounded(void) {
+    fx f;
+    fx_init(&f, 1, 2, 4, 8);
+    fx_empty_row(&f, 1);
+    kvf_verdict v = fx_judge(&f, "fib");
+    CHECK_INT_EQ(v.pass, 0);
+    CHECK_INT_EQ(v.lse.violations_rounded, 1);
+    CHECK_INT_EQ(kvf_verdict_status_of(&v, 0), KVF_VERDICT_RULE_REJECTS_ROUNDED);
+    CHECK_STR_CONTAINS(kvf_verdict_status_name(kvf_verdict_status_of(&v, 0)),
+                       "rule-rejects-rounded");
+    f.lse[1] = NAN;
+    v = fx_judge(&f, "fib");
+    CHECK_INT_EQ(kvf_verdict_status_of(&v, 0), KVF_VERDICT_FAIL);
+    v = fx_judge(&f, "strict");
+    CHECK_INT_EQ(kvf_verdict_status_of(&v, 0), KVF_VERDICT_FAIL);
+    f.lse[1] = -INFINITY;
+    v = fx_judge(&f, "strict");
+    CHECK_INT_EQ(kvf_verdict_status_of(&v, 0), KVF_VERDICT_PASS);
     fx_free(&f);
 }
 
@@ -859,6 +928,8 @@ static const check_test tests[] = {
     {"strict_seed_shape_number", test_strict_seed_shape_number},
     {"strict_empty_and_nonfinite", test_strict_empty_and_nonfinite},
     {"nonfinite_inputs", test_nonfinite_inputs},
+    {"excess_margin", test_excess_margin},
+    {"rule_rejects_rounded", test_rule_rejects_rounded},
     {"classification", test_classification},
     {"metrics_and_worst", test_metrics_and_worst},
     {"observer", test_observer},

@@ -1,4 +1,4 @@
-/* Whole-file reading (file.h). */
+/* Whole-file reading and atomic writing (file.h). */
 #include "kvfuzz/file.h"
 
 #include <errno.h>
@@ -95,4 +95,74 @@ int kvf_read_file(const char *path, char **data, size_t *size) {
     if (rc == 0) return 0;
     errno = rc == KVF_ENOMEM ? ENOMEM : rc == KVF_EIO ? (errno ? errno : EIO) : EINVAL;
     return -1;
+}
+
+/* The directory entry of the rename must reach the disk too, or a crash can bring back the old
+ * name. Errors here are ignored: some file systems refuse fsync on a directory, and the data
+ * itself is already durable. */
+static void sync_parent_dir(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
+    if (!dir) return;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+int kvf_write_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ctx, kvf_error *err) {
+    size_t n = strlen(path);
+    char *tmp = malloc(n + 16);
+    if (!tmp) return kvf_error_set(err, KVF_ENOMEM, "out of memory writing %s", path);
+    /* Same directory as the target: rename() is atomic only within one file system. The name
+     * starts with a dot, so directory listings of cases and corpora skip a write in progress. */
+    const char *slash = strrchr(path, '/');
+    size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
+    snprintf(tmp, n + 16, "%.*s.%s.tmp.XXXXXX", (int)dir_len, path, path + dir_len);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return kvf_error_set(err, KVF_EIO, "cannot write %s: %s", path, strerror(e));
+    }
+    fchmod(fd, 0644); /* mkstemp makes 0600; these files are meant to be shared */
+    FILE *f = fdopen(fd, "w");
+    int rc = f ? 0 : -1, saved = errno;
+    if (rc == 0) {
+        errno = 0;
+        rc = fill(f, ctx);
+        saved = errno ? errno : EIO;
+    }
+    if (rc == 0 && (fflush(f) != 0 || ferror(f))) rc = -1, saved = errno;
+    if (rc == 0 && fsync(fd) != 0) rc = -1, saved = errno;
+    if (f ? fclose(f) != 0 : close(fd) != 0) {
+        if (rc == 0) rc = -1, saved = errno;
+    }
+    if (rc == 0 && rename(tmp, path) != 0) rc = -1, saved = errno;
+    if (rc) {
+        unlink(tmp);
+        free(tmp);
+        return kvf_error_set(err, saved == ENOMEM ? KVF_ENOMEM : KVF_EIO, "cannot write %s: %s",
+                             path, strerror(saved));
+    }
+    free(tmp);
+    sync_parent_dir(path);
+    return 0;
+}
+
+typedef struct bytes_ctx {
+    const void *data;
+    size_t size;
+} bytes_ctx;
+
+static int fill_bytes(FILE *f, void *ctx) {
+    const bytes_ctx *b = ctx;
+    return b->size && fwrite(b->data, 1, b->size, f) != b->size ? -1 : 0;
+}
+
+int kvf_write_atomic_bytes(const char *path, const void *data, size_t size, kvf_error *err) {
+    bytes_ctx b = {data, size};
+    return kvf_write_atomic(path, fill_bytes, &b, err);
 }

@@ -550,22 +550,7 @@ int kvf_spec_save(const kvf_spec *s, const char *path, kvf_error *err) {
     size_t size;
     int rc = kvf_spec_encode(s, &data, &size, err);
     if (rc) return rc;
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 32);
-    if (!tmp) {
-        free(data);
-        return kvf_error_set(err, KVF_ENOMEM, "out of memory");
-    }
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    int ok = f && fwrite(data, 1, size, f) == size && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (f && fclose(f) != 0) ok = 0;
-    if (ok && rename(tmp, path) != 0) ok = 0;
-    if (!ok) {
-        rc = kvf_error_set(err, KVF_EIO, "cannot write %s: %s", path, strerror(errno));
-        remove(tmp);
-    }
-    free(tmp);
+    rc = kvf_write_atomic_bytes(path, data, size, err);
     free(data);
     return rc;
 }

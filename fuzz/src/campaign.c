@@ -517,8 +517,11 @@ static void judge_job(campaign *cp, job *j, int thread) {
         return;
     }
     kvf_outcome out;
-    int rc = kvf_outcome_judge(&out, cp->rules, cp->nrules, o->require_overflow, &j->c, &oracle,
-                               j->o, j->lse, NULL, NULL, &err);
+    kvf_judge_hooks hooks;
+    int hooked =
+        o->judge_hooks && o->judge_hooks(o->observer_ctx, thread, &j->spec, &j->c, &hooks) == 0;
+    int rc = kvf_outcome_judge_hooked(&out, cp->rules, cp->nrules, o->require_overflow, &j->c,
+                                      &oracle, j->o, j->lse, hooked ? &hooks : NULL, &err);
     snprintf(out.plan, sizeof out.plan, "%s", j->plan);
     pthread_mutex_lock(&cp->mu);
     kvf_campaign_stats *st = cp->stats;

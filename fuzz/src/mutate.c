@@ -1,5 +1,5 @@
 /* Structure-aware mutation of case specs (mutate.h). Every move edits the recipe the way a
- * person hunting one of the bug classes of bug-classes.md would: lengths to the page and tile
+ * person hunting one of the bug classes of docs/bug-classes.md would: lengths to the page and tile
  * edges, aliased and high page ids, special bf16 values placed in used slots, unused tail slots
  * and unreferenced pages. kvf_spec_fit then pulls the spec back inside the small-case budget. */
 #include "kvfuzz/mutate.h"
@@ -204,7 +204,7 @@ static const kvf_bf16 special_bf16[] = {0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 
                                         0xBF80, 0x4780, 0x4B00, 0x5F80, 0x2000, 0x477F};
 
 /* finite_only: referenced positions take finite values unless the limits allow otherwise (the
- * input domain is finite by default, DESIGN section 4; NaN and inf belong in unused slots). */
+ * input domain is finite by default, docs/design.md §4; NaN and inf belong in unused slots). */
 static kvf_bf16 pick_special(kvf_prng *rng, kvf_bf16 current, int finite_only) {
     for (;;) {
         kvf_bf16 v;

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kvfuzz/file.h"
 #include "kvfuzz/prng.h"
 
 const char *kvf_run_status_name(kvf_run_status s) {
@@ -38,7 +39,7 @@ const char *kvf_run_status_name(kvf_run_status s) {
 }
 
 /* CUDA reports a kernel that faulted (an illegal address, a trap) as an error code from the
- * next API call, not as a signal; those are crashes (DESIGN section 7), the rest of the launch
+ * next API call, not as a signal; those are crashes (docs/design.md §7), the rest of the launch
  * and API errors are kernel errors. */
 int kvf_message_is_device_fault(const char *message) {
     static const char *const faults[] = {"cudaErrorIllegalAddress",
@@ -103,21 +104,44 @@ void kvf_outcome_from_run(kvf_outcome *out, kvf_run_status status, const char *m
     }
 }
 
+typedef struct plain_hooks {
+    kvf_element_observer observer;
+    void *ctx;
+} plain_hooks;
+
+static void *plain_begin(void *ctx, int rule) {
+    (void)rule;
+    return ((plain_hooks *)ctx)->ctx;
+}
+
 int kvf_outcome_judge(kvf_outcome *out, const kvf_rule *rules, int nrules, int require_overflow,
                       const kvf_case *c, const kvf_oracle_result *oracle, const kvf_bf16 *o,
                       const float *lse, kvf_element_observer observer, void *observer_ctx,
                       kvf_error *err) {
+    plain_hooks ph = {observer, observer_ctx};
+    kvf_judge_hooks h = {plain_begin, observer, NULL, &ph};
+    return kvf_outcome_judge_hooked(out, rules, nrules, require_overflow, c, oracle, o, lse,
+                                    observer ? &h : NULL, err);
+}
+
+int kvf_outcome_judge_hooked(kvf_outcome *out, const kvf_rule *rules, int nrules,
+                             int require_overflow, const kvf_case *c,
+                             const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
+                             const kvf_judge_hooks *hooks, kvf_error *err) {
     kvf_outcome_from_run(out, KVF_RUN_OK, NULL);
     if (nrules > KVF_MAX_RULES) nrules = KVF_MAX_RULES;
     out->nrules = nrules;
     for (int r = 0; r < nrules; r++) {
-        int rc = observer ? kvf_judge_observe(&out->verdicts[r], &rules[r], c, oracle, o, lse,
-                                              observer, observer_ctx, err)
-                          : kvf_judge(&out->verdicts[r], &rules[r], c, oracle, o, lse, err);
+        void *scope = hooks && hooks->begin ? hooks->begin(hooks->ctx, r) : NULL;
+        int rc = scope && hooks->element
+                     ? kvf_judge_observe(&out->verdicts[r], &rules[r], c, oracle, o, lse,
+                                         hooks->element, scope, err)
+                     : kvf_judge(&out->verdicts[r], &rules[r], c, oracle, o, lse, err);
+        if (scope && hooks->end) hooks->end(hooks->ctx, scope, rc ? NULL : &out->verdicts[r]);
         if (rc) return rc;
         const kvf_verdict *v = &out->verdicts[r];
         /* Overflow-class violations (rows whose logits leave f32) are reported but count only
-         * when asked for, as in `kvfuzz replay --require-overflow` (DESIGN section 4). */
+         * when asked for, as in `kvfuzz replay --require-overflow` (docs/design.md §4). */
         int counts = !v->pass && (v->finding != KVF_FINDING_OVERFLOW || require_overflow);
         if (counts && out->finding == KVF_FINDING_NONE) {
             out->finding = v->finding;
@@ -208,9 +232,13 @@ int kvf_outcome_features(const kvf_outcome *out, int *f) {
         f[n++] = (r * 2 + 1) * KVF_MARGIN_BUCKETS + kvf_margin_bucket(v->lse.max_margin);
         f[n++] = class_base + r * KVF_FINDING_CLASS_COUNT + v->finding;
     }
-    /* ulp distances do not depend on the rule. */
-    f[n++] = ulp_base + kvf_ulp_bucket(out->verdicts[0].o.max_ulps);
-    f[n++] = ulp_base + KVF_ULP_BUCKETS + kvf_ulp_bucket(out->verdicts[0].lse.max_ulps);
+    /* ulp distances do not depend on the rule. A NaN/inf mismatch has no distance; it keeps
+     * a bucket of its own (the one past every distance), so the search still tells it apart. */
+    const kvf_output_metrics *mo = &out->verdicts[0].o, *ml = &out->verdicts[0].lse;
+    f[n++] = ulp_base + (mo->nonfinite_mismatch ? kvf_ulp_bucket(INT64_MAX)
+                                                : kvf_ulp_bucket(mo->max_ulps));
+    f[n++] = ulp_base + KVF_ULP_BUCKETS +
+             (ml->nonfinite_mismatch ? kvf_ulp_bucket(INT64_MAX) : kvf_ulp_bucket(ml->max_ulps));
     return n;
 }
 
@@ -413,11 +441,13 @@ static void json_str(FILE *f, const char *s) {
 }
 
 /* JSON has no NaN or infinity: those are written as the strings "nan", "inf", "-inf". */
+/* JSON cannot spell non-finite numbers; every kvfuzz file uses these strings (docs/design.md
+ * §8). */
 static void json_num(FILE *f, double x) {
     if (isnan(x))
-        fprintf(f, "\"nan\"");
+        fprintf(f, "\"NaN\"");
     else if (isinf(x))
-        fprintf(f, x > 0 ? "\"inf\"" : "\"-inf\"");
+        fprintf(f, x > 0 ? "\"Infinity\"" : "\"-Infinity\"");
     else
         fprintf(f, "%.17g", x);
 }
@@ -440,11 +470,17 @@ static void json_element(FILE *f, const kvf_element_error *e) {
     json_num(f, e->abs_error);
     fprintf(f, ", \"rel_error\": ");
     json_num(f, e->rel_error);
-    fprintf(f, ", \"ulps\": %" PRId64 ", \"allowed\": ", e->ulps);
+    if (e->ulps < 0)
+        fprintf(f, ", \"ulps\": null, \"allowed\": "); /* a NaN/inf mismatch: no distance */
+    else
+        fprintf(f, ", \"ulps\": %" PRId64 ", \"allowed\": ", e->ulps);
     json_num(f, e->allowed);
     fprintf(f, ", \"margin\": ");
     json_num(f, e->margin);
-    fprintf(f, ", \"fails\": %s}", e->fails ? "true" : "false");
+    fprintf(f, ", \"excess_margin\": ");
+    json_num(f, e->excess_margin);
+    fprintf(f, ", \"fails\": %s, \"out_of_model\": %s}", e->fails ? "true" : "false",
+            e->out_of_model ? "true" : "false");
 }
 
 static void json_metrics(FILE *f, const kvf_output_metrics *m) {
@@ -460,7 +496,14 @@ static void json_metrics(FILE *f, const kvf_output_metrics *m) {
     json_num(f, m->bits_of_error);
     fprintf(f, ", \"max_margin\": ");
     json_num(f, m->max_margin);
-    fprintf(f, ", \"nonfinite_mismatch\": %d, \"worst\": [", m->nonfinite_mismatch);
+    fprintf(f, ", \"max_excess_margin\": ");
+    json_num(f, m->max_excess_margin);
+    fprintf(f,
+            ", \"nonfinite_mismatch\": %d, \"out_of_model\": %" PRId64
+            ", \"violations_out_of_model\": %" PRId64 ", \"violations_rounded\": %" PRId64
+            ", \"worst\": [",
+            m->nonfinite_mismatch, m->out_of_model, m->violations_out_of_model,
+            m->violations_rounded);
     for (int i = 0; i < m->worst_count; i++) {
         fprintf(f, "%s\n        ", i ? "," : "");
         json_element(f, &m->worst[i]);
@@ -583,18 +626,6 @@ static void temp_name(char *out, size_t size, const char *dir, const char *base)
              atomic_fetch_add(&counter, 1));
 }
 
-static void split_path(const char *path, char *dir, size_t dsize, const char **base) {
-    const char *slash = strrchr(path, '/');
-    if (slash) {
-        snprintf(dir, dsize, "%.*s", (int)(slash - path), path);
-        if (slash == path) snprintf(dir, dsize, "/");
-        *base = slash + 1;
-    } else {
-        snprintf(dir, dsize, ".");
-        *base = path;
-    }
-}
-
 static int write_fd_all(int fd, const void *data, size_t size) {
     const uint8_t *p = data;
     while (size) {
@@ -619,16 +650,7 @@ static int write_temp(const char *tmp, const void *data, size_t size) {
 }
 
 int kvf_fuzz_write_atomic(const char *path, const void *data, size_t size, kvf_error *err) {
-    char dir[4096], tmp[4200];
-    const char *base;
-    split_path(path, dir, sizeof dir, &base);
-    temp_name(tmp, sizeof tmp, dir, base);
-    if (write_temp(tmp, data, size) != 0 || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return kvf_error_set(err, KVF_EIO, "cannot write %s: %s", path, strerror(e));
-    }
-    return 0;
+    return kvf_write_atomic_bytes(path, data, size, err);
 }
 
 int kvf_finding_save(const char *dir, const kvf_outcome *out, const char *kernel,

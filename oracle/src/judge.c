@@ -1,4 +1,4 @@
-/* Tolerance rules and error metrics (DESIGN.md section 5).
+/* Tolerance rules and error metrics (docs/design.md, "Tolerance rules").
  *
  * Reads top-down: rule parsing and names; the per-element checks of each rule (fib and sol
  * emulate their benchmarks' float32 arithmetic, allclose / ulp / strict are evaluated in
@@ -33,7 +33,7 @@
 /* SOL-ExecBench: CorrectnessSpec defaults max_atol = max_rtol = 1e-2, and its calibration
  * script's default rtol for bfloat16 outputs is 1e-2. Per-workload calibrated tolerances exist
  * in its data set but are not known here, so the defaults are used. The 99% matched ratio is
- * the one DESIGN.md specifies (SOL's own default is 1.0; many of its workloads set 0.99). */
+ * the one docs/design.md specifies (SOL's own default is 1.0; many of its workloads set 0.99). */
 #define SOL_ATOL 1e-2
 #define SOL_RTOL 1e-2
 #define SOL_REQUIRED_RATIO 0.99
@@ -589,7 +589,7 @@ static void check_fib(const kvf_rule *rule, const elem_in *in, kvf_element_error
 
 /* SOL-ExecBench: abs = |x - y| against max_atol + max_rtol |y| in float32; a non-finite abs
  * counts as exceeding. Its evaluator also rejects any inf/NaN in the kernel's tensor before
- * the ratio test (the caller records that in *prefilter). DESIGN deviation, on purpose: a
+ * the ratio test (the caller records that in *prefilter). A deviation, on purpose: a
  * -inf lse where the exact lse is -inf (empty sequence) passes; SOL itself would fail it. */
 static void check_sol(const kvf_rule *rule, const elem_in *in, kvf_element_error *e,
                       int *prefilter) {
@@ -723,20 +723,46 @@ static void worst_insert(kvf_output_metrics *m, const kvf_element_error *e) {
 
 static void metrics_add(kvf_output_metrics *m, const kvf_element_error *e, int mismatch) {
     m->elements++;
-    if (e->fails) m->violations++;
-    if (isfinite(e->kernel_value) && isfinite(e->rounded_value)) {
-        if (e->abs_error > m->max_abs) m->max_abs = e->abs_error;
-        if (e->rel_error > m->max_rel_fib) m->max_rel_fib = e->rel_error;
-        if (e->rounded_value != 0) {
-            double rel = e->abs_error / fabs(e->rounded_value);
-            if (rel > m->max_rel_sol) m->max_rel_sol = rel;
-        }
+    if (e->fails) {
+        m->violations++;
+        if (e->out_of_model) m->violations_out_of_model++;
+        if (e->kernel_bits == e->rounded_bits) m->violations_rounded++;
     }
-    int64_t ulps = e->ulps < 0 ? INT64_MAX : e->ulps;
-    if (ulps > m->max_ulps) m->max_ulps = ulps;
-    if (e->margin > m->max_margin) m->max_margin = e->margin;
     if (mismatch) m->nonfinite_mismatch++;
+    if (e->out_of_model) {
+        m->out_of_model++;
+    } else {
+        if (isfinite(e->kernel_value) && isfinite(e->rounded_value)) {
+            if (e->abs_error > m->max_abs) m->max_abs = e->abs_error;
+            if (e->rel_error > m->max_rel_fib) m->max_rel_fib = e->rel_error;
+            if (e->rounded_value != 0) {
+                double rel = e->abs_error / fabs(e->rounded_value);
+                if (rel > m->max_rel_sol) m->max_rel_sol = rel;
+            }
+        }
+        if (e->ulps > m->max_ulps) m->max_ulps = e->ulps;
+        if (e->margin > m->max_margin) m->max_margin = e->margin;
+        if (e->excess_margin > m->max_excess_margin) m->max_excess_margin = e->excess_margin;
+    }
     worst_insert(m, e);
+}
+
+/* The excess margin (judge.h): what is left of the margin once the final rounding, which even
+ * the correctly rounded value pays, is taken out. Only rules measured against the exact value
+ * charge that rounding; the others compare with r and already start from zero. Kept on the
+ * same side of 1 as the margin, so either number tells pass from fail. */
+static void settle_excess(const kvf_rule *rule, const elem_in *in, kvf_element_error *e) {
+    e->excess_margin = e->margin;
+    if (rule->kind == KVF_RULE_STRICT && isfinite(in->x) && isfinite(in->a) && isfinite(in->r)) {
+        double base = fabs(in->r - in->x), err = fabs(in->a - in->x);
+        double room = e->allowed - base;
+        e->excess_margin = err <= base ? 0.0 : room > 0 ? (err - base) / room : INFINITY;
+    }
+    if (e->fails) {
+        if (!(e->excess_margin > 1)) e->excess_margin = nextafter(1.0, INFINITY);
+    } else if (!(e->excess_margin <= 1)) {
+        e->excess_margin = isnan(e->excess_margin) ? 0.0 : 1.0;
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -767,9 +793,19 @@ static void judge_one(const kvf_rule *rule, const strict_row *srow, const kvf__f
     e.rounded_bits = in->rbits;
     e.abs_error = fabs(in->a - in->r);
     e.rel_error = e.abs_error / (fabs(in->r) + 1e-8);
-    e.ulps = in->output == KVF_OUTPUT_O
-                 ? kvf_bf16_ulp_distance((kvf_bf16)in->abits, (kvf_bf16)in->rbits)
-                 : kvf_f32_ulp_distance((float)in->a, (float)in->r);
+    /* A NaN/inf mismatch against the rounded reference (NaN never matches) has no distance:
+     * the ordered distance would put inf one step past the largest finite value and report a
+     * huge number that means nothing. */
+    int mismatch = (!isfinite(in->a) || !isfinite(in->r)) && !(in->a == in->r);
+    if (mismatch)
+        e.ulps = -1;
+    else if (!isfinite(in->a))
+        e.ulps = 0; /* the same infinity */
+    else
+        e.ulps = in->output == KVF_OUTPUT_O
+                     ? kvf_bf16_ulp_distance((kvf_bf16)in->abits, (kvf_bf16)in->rbits)
+                     : kvf_f32_ulp_distance((float)in->a, (float)in->r);
+    e.out_of_model = overflow_row;
 
     switch (rule->kind) {
     case KVF_RULE_FIB:
@@ -794,9 +830,8 @@ static void judge_one(const kvf_rule *rule, const strict_row *srow, const kvf__f
         break;
     }
     settle_margin(&e);
+    settle_excess(rule, in, &e);
 
-    /* A NaN/inf mismatch against the rounded reference (NaN never matches). */
-    int mismatch = (!isfinite(in->a) || !isfinite(in->r)) && !(in->a == in->r);
     if (e.fails) {
         if (overflow_row) {
             t->fail_overflow++;
@@ -880,11 +915,13 @@ int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
         if (rule->kind == KVF_RULE_STRICT || rule->kind == KVF_RULE_FA)
             strict_row_init(&srow, D, c->sm_scale, orow, rule->ftz,
                             rule->ftz && orow->length > 0 ? daz_logit_bound(c, b, h) : 0.0);
-        int overflow_row = orow->overflow != 0;
+        /* Rows out of the input model (docs/design.md, "The oracle"): logits an fp32 kernel
+         * cannot hold, or a non-finite input the row reads. */
+        int overflow_row = orow->overflow != 0 || orow->nonfinite_input != 0;
         kvf__fa_row frow = {0, 0.0};
         if (rule->kind == KVF_RULE_FA && !srow.empty)
             kvf__fa_row_compute(&frow, c, b, h, oracle->o_exact + row * D, oracle->o_cond + row * D,
-                                overflow_row || orow->nonfinite_input, &fa);
+                                overflow_row, &fa);
         for (int32_t d = 0; d < D; d++) {
             int64_t i = row * D + d;
             elem_in in = {KVF_OUTPUT_O,
@@ -933,6 +970,31 @@ int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
             out->finding = KVF_FINDING_OVERFLOW;
     }
     return 0;
+}
+
+kvf_verdict_status kvf_verdict_status_of(const kvf_verdict *v, int require_overflow) {
+    if (v->pass) return KVF_VERDICT_PASS;
+    /* Out of the model first: there the rounded value is no standard to meet either. */
+    if (v->finding == KVF_FINDING_OVERFLOW && !require_overflow) return KVF_VERDICT_OUT_OF_MODEL;
+    int64_t viol = v->o.violations + v->lse.violations;
+    if (viol > 0 && v->o.violations_rounded + v->lse.violations_rounded == viol)
+        return KVF_VERDICT_RULE_REJECTS_ROUNDED;
+    return KVF_VERDICT_FAIL;
+}
+
+const char *kvf_verdict_status_name(kvf_verdict_status s) {
+    switch (s) {
+    case KVF_VERDICT_PASS:
+        return "pass";
+    case KVF_VERDICT_FAIL:
+        return "FAIL";
+    case KVF_VERDICT_OUT_OF_MODEL:
+        return "out-of-model";
+    case KVF_VERDICT_RULE_REJECTS_ROUNDED:
+        return "rule-rejects-rounded";
+    default:
+        return "unknown";
+    }
 }
 
 int kvf_judge(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,

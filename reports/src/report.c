@@ -1,10 +1,8 @@
-/* `kvfuzz report`'s engine: gathers the inputs into series, finds the findings, and writes
- * summary.json, errors.csv, the embedded cases and (through html.c) index.html, plus the
- * terminal summary. Every file is written atomically so a report being regenerated next to a
- * browser never shows half a page. */
+/* `kvfuzz report`'s writers: summary.json, errors.csv, the embedded cases and index.html
+ * (html.c), plus the terminal summary, all from the model (model.c). Every file is written
+ * atomically so a report being regenerated next to a browser never shows half a page. */
 #include "report_internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -15,491 +13,174 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "json.h"
-
-/* Distinguishable on white and for the common colour-vision deficiencies, in order of use. */
-static const char *const PALETTE[] = {"#3b6fb6", "#d1495b", "#2e933c", "#e09f3e",
-                                      "#7b4f9d", "#00798c", "#8c564b", "#5c5c5c"};
-#define NPALETTE (sizeof PALETTE / sizeof PALETTE[0])
-
-/* ------------------------------------------------------------------------------------------ */
-/* Small helpers                                                                               */
-/* ------------------------------------------------------------------------------------------ */
-
-void html_escape(FILE *f, const char *s) {
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        case '\'':
-            fputs("&#39;", f);
-            break;
-        default:
-            fputc(*s, f);
-        }
-    }
-}
-
-void fmt_num(char *buf, size_t size, double x) {
-    if (isnan(x))
-        snprintf(buf, size, "nan");
-    else if (isinf(x))
-        snprintf(buf, size, x > 0 ? "inf" : "-inf");
-    else if (x == 0)
-        snprintf(buf, size, "0");
-    else if (fabs(x) >= 1e-3 && fabs(x) < 1e5)
-        snprintf(buf, size, "%.3g", x);
-    else
-        snprintf(buf, size, "%.2e", x);
-}
-
-static int cmp_cstr(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* "strict" (the default rule) first, the others by name. */
-static int cmp_rule(const void *a, const void *b) {
-    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
-    int xs = strcmp(x, "strict") == 0, ys = strcmp(y, "strict") == 0;
-    if (xs != ys) return ys - xs;
-    return strcmp(x, y);
-}
-
-static int cmp_group_rule(const void *a, const void *b) {
-    const kvf_group *x = *(const kvf_group *const *)a, *y = *(const kvf_group *const *)b;
-    return cmp_rule(&x->rule, &y->rule);
-}
-
-const kvf_group *rseries_group(const rseries *s, const char *rule) {
-    for (size_t i = 0; i < s->ngroups; i++)
-        if (strcmp(s->groups[i]->rule, rule) == 0) return s->groups[i];
-    return NULL;
-}
-
-/* A path from directory `from` to `to`, both absolute and normalised (realpath). */
-static char *relative_path(const char *from, const char *to) {
-    size_t i = 0, common = 0;
-    /* Longest common prefix ending at a component boundary. */
-    while (from[i] && to[i] && from[i] == to[i]) {
-        i++;
-        if (from[i] == '/' || from[i] == 0) {
-            if (to[i] == '/' || to[i] == 0) common = i;
-        }
-    }
-    if (strcmp(from, "/") == 0) common = 0;
-    size_t ups = 0;
-    for (const char *p = from + common; *p; p++)
-        if (*p == '/') ups++;
-    const char *rest = to + common;
-    while (*rest == '/')
-        rest++;
-    char *out = malloc(ups * 3 + strlen(rest) + 2);
-    if (!out) return NULL;
-    out[0] = 0;
-    for (size_t u = 0; u < ups; u++)
-        strcat(out, "../");
-    strcat(out, rest);
-    if (!out[0]) strcpy(out, ".");
-    return out;
-}
-
-char *report_link(const rmodel *m, const char *file) {
-    char abs[PATH_MAX];
-    if (!file || !realpath(file, abs)) return NULL;
-    if (!m->out_abs) return strdup(abs);
-    return relative_path(m->out_abs, abs);
-}
-
-char *report_case_link(const rmodel *m, const kvf_case_info *ci) {
-    if (!ci) return NULL;
-    if (ci->hex && ci->has_hash) {
-        char buf[64];
-        snprintf(buf, sizeof buf, "cases/%016" PRIx64 ".kvfz", ci->hash);
-        return strdup(buf);
-    }
-    return report_link(m, ci->path);
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* The model                                                                                   */
-/* ------------------------------------------------------------------------------------------ */
-
-static void model_free(rmodel *m) {
-    for (size_t i = 0; i < m->ninputs && m->labels; i++)
-        free(m->labels[i]);
-    free(m->labels);
-    for (size_t i = 0; i < m->nseries; i++)
-        free(m->series[i].groups);
-    free(m->series);
-    free(m->rules);
-    for (size_t i = 0; i < m->nfindings; i++) {
-        rfinding *f = &m->findings[i];
-        free(f->stem);
-        free(f->cls);
-        free(f->hash);
-        free(f->kvfz);
-        free(f->json);
-        free(f->kernel);
-        free(f->rule);
-        free(f->detail);
-    }
-    free(m->findings);
-    for (size_t i = 0; i < m->nfinding_dirs; i++) {
-        free(m->finding_dirs[i]);
-        free(m->finding_dir_notes[i]);
-    }
-    free(m->finding_dirs);
-    free(m->finding_dir_notes);
-    free(m->out_abs);
-}
-
-static char *input_label(const kvf_report_input *in, size_t i) {
-    if (in->label) return strdup(in->label);
-    if (in->stats->label) return strdup(in->stats->label);
-    if (in->path) {
-        const char *base = strrchr(in->path, '/') ? strrchr(in->path, '/') + 1 : in->path;
-        size_t n = strlen(base);
-        if (n > 5 && strcmp(base + n - 5, ".json") == 0) n -= 5;
-        return strndup(base, n);
-    }
-    char buf[32];
-    snprintf(buf, sizeof buf, "input%zu", i + 1);
-    return strdup(buf);
-}
-
-/* Picks the group whose elements feed the rule-independent charts. Error histograms do not
- * depend on the rule, but a run may have judged different rules on different cases, so one
- * group is chosen: strict (judged on everything by default) if present, else the group that
- * saw the most o elements. */
-static const kvf_group *pick_primary(const kvf_group *const *groups, size_t n) {
-    const kvf_group *best = NULL;
-    for (size_t i = 0; i < n; i++) {
-        if (strcmp(groups[i]->rule, "strict") == 0) return groups[i];
-        if (!best || groups[i]->out[0].elements > best->out[0].elements) best = groups[i];
-    }
-    return best;
-}
-
-static int build_series(rmodel *m) {
-    size_t cap = 0;
-    for (size_t i = 0; i < m->ninputs; i++)
-        cap += m->inputs[i].stats->ngroups + m->inputs[i].stats->nkernels;
-    m->series = calloc(cap ? cap : 1, sizeof *m->series);
-    const char **kernels = malloc((cap ? cap : 1) * sizeof *kernels);
-    m->rules = malloc((cap ? cap : 1) * sizeof *m->rules);
-    if (!m->series || !kernels || !m->rules) {
-        free(kernels);
-        return -1;
-    }
-    for (size_t i = 0; i < m->ninputs; i++) {
-        const kvf_stats *st = m->inputs[i].stats;
-        size_t nk = 0;
-        for (size_t g = 0; g < st->ngroups; g++)
-            kernels[nk++] = st->groups[g]->kernel;
-        for (size_t k = 0; k < st->nkernels; k++)
-            kernels[nk++] = st->kernels[k].kernel;
-        qsort(kernels, nk, sizeof *kernels, cmp_cstr);
-        for (size_t k = 0; k < nk; k++) {
-            if (k && strcmp(kernels[k], kernels[k - 1]) == 0) continue;
-            rseries *s = &m->series[m->nseries++];
-            s->input = i;
-            s->st = st;
-            s->kernel = kernels[k];
-            s->groups = malloc((st->ngroups ? st->ngroups : 1) * sizeof *s->groups);
-            if (!s->groups) {
-                free(kernels);
-                return -1;
-            }
-            for (size_t g = 0; g < st->ngroups; g++)
-                if (strcmp(st->groups[g]->kernel, s->kernel) == 0)
-                    s->groups[s->ngroups++] = st->groups[g];
-            qsort(s->groups, s->ngroups, sizeof *s->groups, cmp_group_rule);
-            s->primary = pick_primary(s->groups, s->ngroups);
-            for (size_t r = 0; r < st->nkernels; r++)
-                if (strcmp(st->kernels[r].kernel, s->kernel) == 0) s->runs = &st->kernels[r];
-            for (size_t g = 0; g < s->ngroups; g++) {
-                size_t r = 0;
-                while (r < m->nrules && strcmp(m->rules[r], s->groups[g]->rule) != 0)
-                    r++;
-                if (r == m->nrules) m->rules[m->nrules++] = s->groups[g]->rule;
-            }
-        }
-    }
-    free(kernels);
-    qsort(m->rules, m->nrules, sizeof *m->rules, cmp_rule);
-    for (size_t i = 0; i < m->nseries; i++) {
-        rseries *s = &m->series[i];
-        int shared = 0;
-        for (size_t j = 0; j < m->nseries; j++)
-            if (j != i && strcmp(m->series[j].kernel, s->kernel) == 0) shared = 1;
-        if (shared)
-            snprintf(s->name, sizeof s->name, "%s:%s", m->labels[s->input], s->kernel);
-        else
-            snprintf(s->name, sizeof s->name, "%s", s->kernel);
-        s->color = PALETTE[i % NPALETTE];
-    }
-    return 0;
-}
-
-static int is_hex_word(const char *s, size_t n) {
-    if (n < 4) return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') ||
-              (s[i] >= 'A' && s[i] <= 'F')))
-            return 0;
-    return 1;
-}
-
-static char *json_member_string(const kvf_json *root, const char *key) {
-    const kvf_json *v = kvf_json_get(root, key);
-    return v && v->type == KVF_JSON_STRING ? strdup(v->string) : NULL;
-}
-
-/* What the finding's .json says, read leniently: the campaign owns that format, the report
- * only shows kernel, rule and a one-line detail when the file has them as strings. */
-static void read_finding_json(rfinding *f, const char *path) {
-    struct stat st;
-    if (stat(path, &st) != 0 || st.st_size > (1 << 20)) return;
-    char *data;
-    size_t size;
-    if (kvf_read_file(path, &data, &size)) return;
-    kvf_json root;
-    char msg[160];
-    if (kvf_json_parse(&root, data, size, msg, sizeof msg) == 0) {
-        f->kernel = json_member_string(&root, "kernel");
-        f->rule = json_member_string(&root, "rule");
-        static const char *const detail_keys[] = {"detail", "message", "summary", "reason"};
-        for (size_t i = 0; i < 4 && !f->detail; i++)
-            f->detail = json_member_string(&root, detail_keys[i]);
-        kvf_json_free(&root);
-    }
-    free(data);
-}
-
-static int cmp_finding(const void *a, const void *b) {
-    const rfinding *x = a, *y = b;
-    int c = strcmp(x->cls, y->cls);
-    return c ? c : strcmp(x->stem, y->stem);
-}
-
-static int add_finding_dir(rmodel *m, const char *dir) {
-    for (size_t i = 0; i < m->nfinding_dirs; i++)
-        if (strcmp(m->finding_dirs[i], dir) == 0) return 0;
-    char **nd = realloc(m->finding_dirs, (m->nfinding_dirs + 1) * sizeof *nd);
-    if (!nd) return -1;
-    m->finding_dirs = nd;
-    char **nn = realloc(m->finding_dir_notes, (m->nfinding_dirs + 1) * sizeof *nn);
-    if (!nn) return -1;
-    m->finding_dir_notes = nn;
-    if (!(m->finding_dirs[m->nfinding_dirs] = strdup(dir))) return -1;
-    m->finding_dir_notes[m->nfinding_dirs++] = NULL;
-    return 0;
-}
-
-/* Lists <class>-<hash>.kvfz / .json pairs. Returns -1 only on OOM; an unreadable directory is
- * noted (and reported as an error by the caller when the user named it). */
-static int scan_findings(rmodel *m, size_t di) {
-    const char *dir = m->finding_dirs[di];
-    DIR *d = opendir(dir);
-    if (!d) {
-        char note[PATH_MAX + 64];
-        snprintf(note, sizeof note, "cannot open findings directory %s: %s", dir, strerror(errno));
-        m->finding_dir_notes[di] = strdup(note);
-        return m->finding_dir_notes[di] ? 0 : -1;
-    }
-    struct dirent *e;
-    size_t first = m->nfindings;
-    while ((e = readdir(d))) {
-        const char *name = e->d_name;
-        size_t n = strlen(name);
-        int is_kvfz = n > 5 && strcmp(name + n - 5, ".kvfz") == 0;
-        int is_json = n > 5 && strcmp(name + n - 5, ".json") == 0;
-        if (name[0] == '.' || strstr(name, ".tmp.") || (!is_kvfz && !is_json)) continue;
-        size_t stem_len = n - 5;
-        const char *dash = NULL;
-        for (size_t i = 0; i < stem_len; i++)
-            if (name[i] == '-') dash = name + i;
-        if (!dash || dash == name || !is_hex_word(dash + 1, (size_t)(name + stem_len - dash - 1)))
-            continue;
-        rfinding *f = NULL;
-        for (size_t i = first; i < m->nfindings; i++)
-            if (strlen(m->findings[i].stem) == stem_len &&
-                strncmp(m->findings[i].stem, name, stem_len) == 0)
-                f = &m->findings[i];
-        if (!f) {
-            rfinding *nf = realloc(m->findings, (m->nfindings + 1) * sizeof *nf);
-            if (!nf) goto oom;
-            m->findings = nf;
-            f = &m->findings[m->nfindings++];
-            memset(f, 0, sizeof *f);
-            f->dir = m->finding_dirs[di];
-            f->stem = strndup(name, stem_len);
-            f->cls = strndup(name, (size_t)(dash - name));
-            f->hash = strndup(dash + 1, (size_t)(name + stem_len - dash - 1));
-            if (!f->stem || !f->cls || !f->hash) goto oom;
-        }
-        size_t plen = strlen(dir) + n + 2;
-        char *full = malloc(plen);
-        if (!full) goto oom;
-        snprintf(full, plen, "%s/%s", dir, name);
-        if (is_kvfz) {
-            f->kvfz = report_link(m, full);
-        } else {
-            f->json = report_link(m, full);
-            read_finding_json(f, full);
-        }
-        free(full);
-    }
-    closedir(d);
-    if (m->nfindings > first)
-        qsort(m->findings + first, m->nfindings - first, sizeof *m->findings, cmp_finding);
-    return 0;
-oom:
-    closedir(d);
-    return -1;
-}
+#include "kvfuzz/json_io.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* summary.json                                                                                */
 /* ------------------------------------------------------------------------------------------ */
 
-static void write_figures(FILE *f, const kvf_outstats *o) {
-    fprintf(f, "{\"elements\": %" PRId64 ", \"violations\": %" PRId64 ", \"nonfinite\": %" PRId64,
-            o->elements, o->violations, o->nonfinite);
-    fputs(", \"max_abs\": ", f);
-    kvf_json_write_double(f, o->max_abs);
-    fputs(", \"max_rel\": ", f);
-    kvf_json_write_double(f, o->max_rel);
-    fprintf(f, ", \"max_ulps\": %" PRId64, o->max_ulps);
+static json_t *i64(int64_t v) {
+    return json_integer((json_int_t)v);
+}
+
+/* Key figures of one output. Quantiles and mean bits are null where nothing defines them. */
+static json_t *figures_json(const kvf__outstats *o) {
+    json_t *j = json_object();
+    int bad = !j || kvf_json_set(j, "elements", i64(o->elements)) ||
+              kvf_json_set(j, "violations", i64(o->violations)) ||
+              kvf_json_set(j, "nonfinite", i64(o->nonfinite)) ||
+              kvf_json_set(j, "max_abs", kvf_json_number(o->max_abs)) ||
+              kvf_json_set(j, "max_rel", kvf_json_number(o->max_rel)) ||
+              kvf_json_set(j, "max_ulps", i64(o->max_ulps));
     static const double qs[3] = {0.5, 0.99, 0.999};
     static const char *const qn[3] = {"ulps_p50", "ulps_p99", "ulps_p999"};
-    for (int i = 0; i < 3; i++) {
-        int64_t q = kvf_outstats_ulp_quantile(o, qs[i]);
-        fprintf(f, ", \"%s\": ", qn[i]);
-        if (q < 0)
-            fputs("null", f);
-        else
-            fprintf(f, "%" PRId64, q);
+    for (int i = 0; !bad && i < 3; i++) {
+        int64_t q = kvf__outstats_ulp_quantile(o, qs[i]);
+        bad = kvf_json_set(j, qn[i], q < 0 ? json_null() : i64(q));
     }
-    double mb = kvf_outstats_mean_bits(o);
-    fputs(", \"mean_bits\": ", f);
-    if (isnan(mb))
-        fputs("null", f);
-    else
-        fprintf(f, "%.4f", mb);
-    fputs(", \"max_margin\": ", f);
-    kvf_json_write_double(f, o->max_margin);
-    fputc('}', f);
+    double mb = kvf__outstats_mean_bits(o);
+    bad = bad || kvf_json_set(j, "mean_bits", isnan(mb) ? json_null() : json_real(mb)) ||
+          kvf_json_set(j, "max_margin", kvf_json_number(o->max_margin)) ||
+          kvf_json_set(j, "max_excess_margin", kvf_json_number(o->max_excess));
+    if (bad) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+static json_t *rule_json(const kvf__rmodel *m, const kvf__rseries *s, const kvf__group *gr) {
+    kvf_verdict_counts vc;
+    kvf__report_verdict(m, s, gr, &vc);
+    char sentence[512];
+    kvf_verdict_counts_sentence(&vc, sentence, sizeof sentence);
+    json_t *j = json_object(), *f = json_object(), *oom = json_object();
+    int bad = !j || !f || !oom;
+    bad = bad || kvf_json_set(j, "cases", i64(gr->cases)) ||
+          kvf_json_set(j, "passed", i64(gr->passed)) ||
+          kvf_json_set(j, "failed", i64(kvf_verdict_counts_failed(&vc))) ||
+          kvf_json_set(j, "out_of_model", i64(gr->out_of_model)) ||
+          kvf_json_set(j, "rule_rejects_rounded", i64(gr->rejects_rounded)) ||
+          kvf_json_set(j, "signatures", vc.signatures < 0 ? json_null() : i64(vc.signatures)) ||
+          kvf_json_set(j, "verdict", json_string(sentence));
+    for (int c = 1; !bad && c < KVF_FINDING_CLASS_COUNT; c++)
+        bad = kvf_json_set(f, kvf_finding_class_name((kvf_finding_class)c), i64(gr->findings[c]));
+    bad = bad || json_object_set(j, "findings", f) ||
+          kvf_json_set(j, "o", figures_json(&gr->out[0])) ||
+          kvf_json_set(j, "lse", figures_json(&gr->out[1])) ||
+          kvf_json_set(oom, "o", figures_json(&gr->oom[0])) ||
+          kvf_json_set(oom, "lse", figures_json(&gr->oom[1])) ||
+          json_object_set(j, "out_of_model_rows", oom);
+    json_decref(f);
+    json_decref(oom);
+    if (bad) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+static json_t *series_json(const kvf__rmodel *m, const kvf__rseries *s) {
+    const kvf__kernel_runs *kr = s->runs;
+    json_t *j = json_object(), *runs = json_object(), *rules = json_object();
+    int bad = !j || !runs || !rules;
+    bad =
+        bad || kvf_json_set(j, "name", json_string(s->name)) ||
+        kvf_json_set(j, "input", i64((int64_t)s->input)) ||
+        kvf_json_set(j, "kernel", json_string(s->kernel)) ||
+        kvf_json_set(j, "primary_rule",
+                     kvf_json_string_or_null(s->primary ? s->primary->rule : NULL)) ||
+        kvf_json_set(j, "verdict", json_string(kvf__report_series_fails(m, s) ? "fail" : "pass")) ||
+        kvf_json_set(runs, "ran", i64(kr ? kr->ran : 0)) ||
+        kvf_json_set(runs, "unsupported", i64(kr ? kr->unsupported : 0));
+    for (int i = 0; !bad && i < KVF__N_RUN_ERRORS; i++)
+        bad =
+            kvf_json_set(runs, kvf_finding_class_name((kvf_finding_class)kvf__run_error_classes[i]),
+                         i64(kr ? kr->errors[kvf__run_error_classes[i]] : 0));
+    for (size_t g = 0; !bad && g < s->ngroups; g++)
+        bad = kvf_json_set(rules, s->groups[g]->rule, rule_json(m, s, s->groups[g]));
+    bad = bad || json_object_set(j, "runs", runs) || json_object_set(j, "rules", rules);
+    json_decref(runs);
+    json_decref(rules);
+    if (bad) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+static json_t *summary_json(const kvf__rmodel *m) {
+    json_t *root = json_object(), *inputs = json_array(), *rules = json_array(),
+           *series = json_array(), *fd = json_object(), *dirs = json_array(),
+           *by_class = json_object(), *files = json_array(), *out = json_object();
+    int bad = !root || !inputs || !rules || !series || !fd || !dirs || !by_class || !files || !out;
+    bad = bad || kvf_json_set(root, "format", json_string(KVF_REPORT_SUMMARY_FORMAT)) ||
+          kvf_json_set(root, "version", i64(KVF_REPORT_SUMMARY_VERSION)) ||
+          kvf_json_set(root, "generated", json_string(m->generated)) ||
+          kvf_json_set(root, "title", kvf_json_string_or_null(m->title));
+    for (size_t i = 0; !bad && i < m->ninputs; i++) {
+        const kvf_stats *st = m->inputs[i].stats;
+        json_t *o = json_object();
+        bad = kvf_json_push(inputs, o) ||
+              kvf_json_set(o, "path", kvf_json_string_or_null(m->inputs[i].path)) ||
+              kvf_json_set(o, "label", json_string(m->labels[i])) ||
+              kvf_json_set(o, "incomplete", json_boolean(st->incomplete)) ||
+              kvf_json_set(o, "require_overflow", json_boolean(st->require_overflow)) ||
+              kvf_json_set(o, "runs_merged", i64((int64_t)st->nsources)) ||
+              kvf_json_set(o, "findings_dir", kvf_json_string_or_null(st->findings_dir));
+    }
+    for (size_t r = 0; !bad && r < m->nrules; r++)
+        bad = kvf_json_push(rules, json_string(m->rules[r]));
+    int fails = 0;
+    for (size_t i = 0; i < m->nseries; i++)
+        fails |= kvf__report_series_fails(m, &m->series[i]);
+    for (size_t i = 0; !bad && i < m->nseries; i++)
+        bad = kvf_json_push(series, series_json(m, &m->series[i]));
+    for (size_t i = 0; !bad && i < m->nfinding_dirs; i++)
+        bad = kvf_json_push(dirs, json_string(m->finding_dirs[i]));
+    for (size_t i = 0; !bad && i < m->nfindings; i++) {
+        const kvf__rfinding *f = &m->findings[i];
+        json_t *prev = json_object_get(by_class, f->cls);
+        bad = kvf_json_set(by_class, f->cls, i64(prev ? json_integer_value(prev) + 1 : 1));
+        json_t *o = json_object();
+        bad = bad || kvf_json_push(files, o) || kvf_json_set(o, "name", json_string(f->stem)) ||
+              kvf_json_set(o, "class", json_string(f->cls)) ||
+              kvf_json_set(o, "hash", json_string(f->hash)) ||
+              kvf_json_set(o, "kvfz", kvf_json_string_or_null(f->kvfz)) ||
+              kvf_json_set(o, "json", kvf_json_string_or_null(f->json)) ||
+              kvf_json_set(o, "kernel", kvf_json_string_or_null(f->kernel)) ||
+              kvf_json_set(o, "rule", kvf_json_string_or_null(f->rule));
+    }
+    bad = bad || json_object_set(fd, "dirs", dirs) ||
+          kvf_json_set(fd, "count", i64((int64_t)m->nfindings)) ||
+          json_object_set(fd, "by_class", by_class) || json_object_set(fd, "files", files) ||
+          kvf_json_set(out, "summary", json_string("summary.json")) ||
+          kvf_json_set(out, "errors_csv", json_string("errors.csv")) ||
+          kvf_json_set(out, "html", json_string("index.html")) ||
+          kvf_json_set(out, "cases_dir", json_string("cases")) ||
+          json_object_set(root, "inputs", inputs) || json_object_set(root, "rules", rules) ||
+          kvf_json_set(root, "verdict", json_string(fails ? "fail" : "pass")) ||
+          json_object_set(root, "series", series) || json_object_set(root, "findings", fd) ||
+          json_object_set(root, "files", out);
+    json_t *parts[] = {inputs, rules, series, fd, dirs, by_class, files, out};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        json_decref(parts[i]);
+    if (bad) {
+        json_decref(root);
+        return NULL;
+    }
+    return root;
 }
 
 static int fill_summary(FILE *f, void *ctx) {
-    const rmodel *m = ctx;
-    fprintf(f, "{\"format\": \"%s\", \"version\": %d, \"generated\": \"%s\", \"title\": ",
-            KVF_REPORT_SUMMARY_FORMAT, KVF_REPORT_SUMMARY_VERSION, m->generated);
-    kvf_json_write_string(f, m->title);
-    fputs(",\n \"inputs\": [", f);
-    for (size_t i = 0; i < m->ninputs; i++) {
-        const kvf_stats *st = m->inputs[i].stats;
-        fputs(i ? ",\n   {\"path\": " : "{\"path\": ", f);
-        kvf_json_write_string(f, m->inputs[i].path);
-        fputs(", \"label\": ", f);
-        kvf_json_write_string(f, m->labels[i]);
-        fprintf(f, ", \"incomplete\": %s, \"runs_merged\": %zu, \"findings_dir\": ",
-                st->incomplete ? "true" : "false", st->nsources);
-        kvf_json_write_string(f, st->findings_dir);
-        fputc('}', f);
+    json_t *root = summary_json(ctx);
+    if (!root) {
+        errno = ENOMEM;
+        return -1;
     }
-    fputs("],\n \"rules\": [", f);
-    for (size_t r = 0; r < m->nrules; r++) {
-        if (r) fputs(", ", f);
-        kvf_json_write_string(f, m->rules[r]);
-    }
-    fputs("],\n \"series\": [", f);
-    for (size_t i = 0; i < m->nseries; i++) {
-        const rseries *s = &m->series[i];
-        fputs(i ? ",\n  {\"name\": " : "\n  {\"name\": ", f);
-        kvf_json_write_string(f, s->name);
-        fprintf(f, ", \"input\": %zu, \"kernel\": ", s->input);
-        kvf_json_write_string(f, s->kernel);
-        fputs(", \"primary_rule\": ", f);
-        kvf_json_write_string(f, s->primary ? s->primary->rule : NULL);
-        const kvf_kernel_runs *kr = s->runs;
-        fprintf(f,
-                ", \"runs\": {\"ran\": %" PRId64 ", \"unsupported\": %" PRId64
-                ", \"kernel-error\": %" PRId64 ", \"crash\": %" PRId64 ", \"hang\": %" PRId64
-                ", \"nondeterminism\": %" PRId64 "},\n   \"rules\": {",
-                kr ? kr->ran : 0, kr ? kr->unsupported : 0,
-                kr ? kr->errors[KVF_FINDING_KERNEL_ERROR] : 0,
-                kr ? kr->errors[KVF_FINDING_CRASH] : 0, kr ? kr->errors[KVF_FINDING_HANG] : 0,
-                kr ? kr->errors[KVF_FINDING_NONDETERMINISM] : 0);
-        for (size_t g = 0; g < s->ngroups; g++) {
-            const kvf_group *gr = s->groups[g];
-            fputs(g ? ",\n     " : "\n     ", f);
-            kvf_json_write_string(f, gr->rule);
-            fprintf(f,
-                    ": {\"cases\": %" PRId64 ", \"passed\": %" PRId64 ", \"failed\": %" PRId64
-                    ", \"findings\": {",
-                    gr->cases, gr->passed, gr->cases - gr->passed);
-            for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++)
-                fprintf(f, "%s\"%s\": %" PRId64, c > 1 ? ", " : "",
-                        kvf_finding_class_name((kvf_finding_class)c), gr->findings[c]);
-            fputs("},\n       \"o\": ", f);
-            write_figures(f, &gr->out[0]);
-            fputs(",\n       \"lse\": ", f);
-            write_figures(f, &gr->out[1]);
-            fputc('}', f);
-        }
-        fputs("}}", f);
-    }
-    fputs("],\n \"findings\": {\"dirs\": [", f);
-    for (size_t i = 0; i < m->nfinding_dirs; i++) {
-        if (i) fputs(", ", f);
-        kvf_json_write_string(f, m->finding_dirs[i]);
-    }
-    fprintf(f, "], \"count\": %zu, \"by_class\": {", m->nfindings);
-    size_t printed = 0;
-    for (size_t i = 0; i < m->nfindings; i++) {
-        if (i && strcmp(m->findings[i].cls, m->findings[i - 1].cls) == 0) continue;
-        size_t n = 0;
-        for (size_t j = 0; j < m->nfindings; j++)
-            n += strcmp(m->findings[j].cls, m->findings[i].cls) == 0;
-        fputs(printed++ ? ", " : "", f);
-        kvf_json_write_string(f, m->findings[i].cls);
-        fprintf(f, ": %zu", n);
-    }
-    fputs("}, \"files\": [", f);
-    for (size_t i = 0; i < m->nfindings; i++) {
-        const rfinding *fd = &m->findings[i];
-        fputs(i ? ",\n   {\"name\": " : "\n   {\"name\": ", f);
-        kvf_json_write_string(f, fd->stem);
-        fputs(", \"class\": ", f);
-        kvf_json_write_string(f, fd->cls);
-        fputs(", \"hash\": ", f);
-        kvf_json_write_string(f, fd->hash);
-        fputs(", \"kvfz\": ", f);
-        kvf_json_write_string(f, fd->kvfz);
-        fputs(", \"json\": ", f);
-        kvf_json_write_string(f, fd->json);
-        fputs(", \"kernel\": ", f);
-        kvf_json_write_string(f, fd->kernel);
-        fputs(", \"rule\": ", f);
-        kvf_json_write_string(f, fd->rule);
-        fputc('}', f);
-    }
-    fputs("]},\n \"files\": {\"summary\": \"summary.json\", \"errors_csv\": \"errors.csv\", "
-          "\"html\": \"index.html\", \"cases_dir\": \"cases\"}}\n",
-          f);
-    return ferror(f) ? -1 : 0;
+    int rc = kvf_json_dump(root, f, 1);
+    json_decref(root);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -530,18 +211,19 @@ static void csv_double(FILE *f, double x) {
 }
 
 static int fill_csv(FILE *f, void *ctx) {
-    const rmodel *m = ctx;
+    const kvf__rmodel *m = ctx;
     fputs("series,kernel,rule,output,rank,case_hash,case_path,case_link,b,h,d,seq_len,page_size,"
           "kernel_value,rounded_value,exact_value,kernel_bits,rounded_bits,abs_error,rel_error,"
-          "ulps,allowed,margin,fails,overflow_row\n",
+          "ulps,allowed,margin,excess_margin,fails,out_of_model\n",
           f);
     for (size_t i = 0; i < m->nseries; i++) {
-        const rseries *s = &m->series[i];
+        const kvf__rseries *s = &m->series[i];
         for (size_t g = 0; g < s->ngroups; g++)
-            for (int out = 0; out < 2; out++) {
-                const kvf_outstats *o = &s->groups[g]->out[out];
+            for (int k = 0; k < 4; k++) {
+                int out = k % 2;
+                const kvf__outstats *o = k < 2 ? &s->groups[g]->out[out] : &s->groups[g]->oom[out];
                 for (int w = 0; w < o->worst_count; w++) {
-                    const kvf_worst *wr = &o->worst[w];
+                    const kvf__worst *wr = &o->worst[w];
                     const kvf_element_error *e = &wr->e;
                     csv_string(f, s->name);
                     fputc(',', f);
@@ -553,7 +235,7 @@ static int fill_csv(FILE *f, void *ctx) {
                     fputc(',', f);
                     if (wr->ci) csv_string(f, wr->ci->path);
                     fputc(',', f);
-                    char *link = report_case_link(m, wr->ci);
+                    char *link = kvf__report_case_link(m, wr->ci);
                     csv_string(f, link);
                     free(link);
                     fprintf(f, ",%d,%d,%d,%" PRId64 ",%d,", (int)e->b, (int)e->h, (int)e->d,
@@ -568,11 +250,15 @@ static int fill_csv(FILE *f, void *ctx) {
                     csv_double(f, e->abs_error);
                     fputc(',', f);
                     csv_double(f, e->rel_error);
-                    fprintf(f, ",%" PRId64 ",", e->ulps);
+                    fputc(',', f);
+                    if (e->ulps >= 0) fprintf(f, "%" PRId64, e->ulps); /* empty: no distance */
+                    fputc(',', f);
                     csv_double(f, e->allowed);
                     fputc(',', f);
                     csv_double(f, e->margin);
-                    fprintf(f, ",%d,%d\n", e->fails ? 1 : 0, wr->overflow_row);
+                    fputc(',', f);
+                    csv_double(f, e->excess_margin);
+                    fprintf(f, ",%d,%d\n", e->fails ? 1 : 0, e->out_of_model ? 1 : 0);
                 }
             }
     }
@@ -593,14 +279,14 @@ static int fill_hex(FILE *f, void *ctx) {
     return ferror(f) ? -1 : 0;
 }
 
-static int write_cases(const rmodel *m, const char *dir, kvf_error *err) {
+static int write_cases(const kvf__rmodel *m, const char *dir, kvf_error *err) {
     int made_dir = 0;
     for (size_t i = 0; i < m->nseries; i++)
         for (size_t g = 0; g < m->series[i].ngroups; g++)
             for (int out = 0; out < 2; out++) {
-                const kvf_outstats *o = &m->series[i].groups[g]->out[out];
+                const kvf__outstats *o = &m->series[i].groups[g]->out[out];
                 for (int w = 0; w < o->worst_count; w++) {
-                    const kvf_case_info *ci = o->worst[w].ci;
+                    const kvf__case_info *ci = o->worst[w].ci;
                     if (!ci || !ci->hex || !ci->has_hash) continue;
                     if (!made_dir) {
                         if (mkdir(dir, 0755) != 0 && errno != EEXIST)
@@ -622,49 +308,72 @@ static int write_cases(const rmodel *m, const char *dir, kvf_error *err) {
 /* Terminal summary                                                                            */
 /* ------------------------------------------------------------------------------------------ */
 
-static void print_terminal(FILE *t, const rmodel *m) {
+/* Verdicts first (what a reader needs), then the figures behind them. */
+static void print_terminal(FILE *t, const kvf__rmodel *m) {
+    int fails = 0;
+    for (size_t i = 0; i < m->nseries; i++)
+        fails |= kvf__report_series_fails(m, &m->series[i]);
+    fprintf(t, "verdict: %s\n", fails ? "FAIL" : "PASS");
+    for (size_t i = 0; i < m->nseries; i++) {
+        const kvf__rseries *s = &m->series[i];
+        for (size_t g = 0; g < s->ngroups; g++) {
+            kvf_verdict_counts vc;
+            kvf__report_verdict(m, s, s->groups[g], &vc);
+            vc.kernel = s->name;
+            kvf_verdict_counts_print(t, &vc, "  ");
+        }
+        if (kvf__rseries_run_errors(s)) {
+            const kvf__kernel_runs *r = s->runs;
+            fprintf(t, "  %s  FAILS: run errors:", s->name);
+            for (int e = 0; e < KVF__N_RUN_ERRORS; e++)
+                if (r->errors[kvf__run_error_classes[e]])
+                    fprintf(t, " %" PRId64 " %s", r->errors[kvf__run_error_classes[e]],
+                            kvf_finding_class_name((kvf_finding_class)kvf__run_error_classes[e]));
+            fputc('\n', t);
+        }
+    }
+    for (size_t i = 0; i < m->ninputs; i++)
+        if (m->inputs[i].stats->require_overflow)
+            fprintf(t,
+                    "  %s: --require-overflow: failures out of the input model count as "
+                    "kernel failures\n",
+                    m->labels[i]);
     int sw = 6, rw = 4;
     for (size_t i = 0; i < m->nseries; i++)
         if ((int)strlen(m->series[i].name) > sw) sw = (int)strlen(m->series[i].name);
     for (size_t r = 0; r < m->nrules; r++)
         if ((int)strlen(m->rules[r]) > rw) rw = (int)strlen(m->rules[r]);
     if (sw > 40) sw = 40;
-    fprintf(t, "%zu series from %zu stats file(s)\n", m->nseries, m->ninputs);
-    fprintf(t, "%-*s %-*s %7s %7s | %10s %7s %7s %6s %5s %9s | %6s %10s | %7s\n", sw, "series", rw,
-            "rule", "cases", "failed", "o elements", "viol", "max_ulp", "p99", "bits", "max_abs",
-            "viol", "lse maxulp", "margin");
+    fprintf(t, "\n%zu series from %zu stats file(s); in-model rows:\n", m->nseries, m->ninputs);
+    fprintf(t, "%-*s %-*s %7s %7s %6s | %10s %7s %7s %6s %5s %9s %6s | %6s %7s | %7s %7s\n", sw,
+            "series", rw, "rule", "cases", "failed", "o.o.m.", "o elements", "viol", "max_ulp",
+            "p99", "bits", "max_abs", "nonfin", "viol", "max_ulp", "margin", "excess");
     for (size_t i = 0; i < m->nseries; i++) {
-        const rseries *s = &m->series[i];
+        const kvf__rseries *s = &m->series[i];
         for (size_t g = 0; g < s->ngroups; g++) {
-            const kvf_group *gr = s->groups[g];
-            const kvf_outstats *o = &gr->out[0], *l = &gr->out[1];
-            char abs[24], margin[24], bits[16], p99[24];
-            fmt_num(abs, sizeof abs, o->max_abs);
-            fmt_num(margin, sizeof margin, fmax(o->max_margin, l->max_margin));
-            double mb = kvf_outstats_mean_bits(o);
+            const kvf__group *gr = s->groups[g];
+            const kvf__outstats *o = &gr->out[0], *l = &gr->out[1];
+            kvf_verdict_counts vc;
+            kvf__report_verdict(m, s, gr, &vc);
+            char abs[24], margin[24], excess[24], bits[16], p99[24];
+            kvf__fmt_num(abs, sizeof abs, o->max_abs);
+            kvf__fmt_num(margin, sizeof margin, fmax(o->max_margin, l->max_margin));
+            kvf__fmt_num(excess, sizeof excess, fmax(o->max_excess, l->max_excess));
+            double mb = kvf__outstats_mean_bits(o);
             snprintf(bits, sizeof bits, isnan(mb) ? "-" : "%.2f", mb);
-            int64_t q = kvf_outstats_ulp_quantile(o, 0.99);
+            int64_t q = kvf__outstats_ulp_quantile(o, 0.99);
             if (q < 0)
                 snprintf(p99, sizeof p99, o->elements ? "NaN" : "-");
             else
                 snprintf(p99, sizeof p99, "%" PRId64, q);
-            fprintf(t,
-                    "%-*.*s %-*s %7" PRId64 " %7" PRId64 " | %10" PRId64 " %7" PRId64 " %7" PRId64
-                    " %6s %5s %9s | %6" PRId64 " %10" PRId64 " | %7s\n",
-                    sw, sw, g ? "" : s->name, rw, gr->rule, gr->cases, gr->cases - gr->passed,
-                    o->elements, o->violations, o->max_ulps, p99, bits, abs, l->violations,
-                    l->max_ulps, margin);
+            fprintf(
+                t,
+                "%-*.*s %-*s %7" PRId64 " %7" PRId64 " %6" PRId64 " | %10" PRId64 " %7" PRId64
+                " %7" PRId64 " %6s %5s %9s %6" PRId64 " | %6" PRId64 " %7" PRId64 " | %7s %7s\n",
+                sw, sw, g ? "" : s->name, rw, gr->rule, gr->cases, kvf_verdict_counts_failed(&vc),
+                gr->out_of_model, o->elements, o->violations, o->max_ulps, p99, bits, abs,
+                o->nonfinite + l->nonfinite, l->violations, l->max_ulps, margin, excess);
         }
-        if (s->runs && (s->runs->unsupported || s->runs->errors[KVF_FINDING_KERNEL_ERROR] ||
-                        s->runs->errors[KVF_FINDING_CRASH] || s->runs->errors[KVF_FINDING_HANG] ||
-                        s->runs->errors[KVF_FINDING_NONDETERMINISM]))
-            fprintf(t,
-                    "%-*s runs: %" PRId64 " ran, %" PRId64 " unsupported, %" PRId64
-                    " kernel-error, %" PRId64 " crash, %" PRId64 " hang, %" PRId64
-                    " nondeterminism\n",
-                    sw, "", s->runs->ran, s->runs->unsupported,
-                    s->runs->errors[KVF_FINDING_KERNEL_ERROR], s->runs->errors[KVF_FINDING_CRASH],
-                    s->runs->errors[KVF_FINDING_HANG], s->runs->errors[KVF_FINDING_NONDETERMINISM]);
     }
     for (size_t i = 0; i < m->ninputs; i++)
         if (m->inputs[i].stats->incomplete)
@@ -683,10 +392,12 @@ static void print_terminal(FILE *t, const rmodel *m) {
             fprintf(t, " %s", m->finding_dirs[i]);
         fputc('\n', t);
     }
-    fputs("o: violations, max and 99th-percentile ULP distance (an upper bound from its bucket; "
-          "NaN: the percentile falls among NaNs), mean bits of error log2(ulps+1), max abs error; "
-          "lse: violations, max ULP distance (f32); margin: largest error / allowance (> 1 "
-          "fails)\n",
+    fputs("failed: kernel failures; o.o.m.: cases failing only on rows out of the input model "
+          "(counted apart); o: violations, max and 99th-percentile ULP distance (an upper bound "
+          "from its bucket; NaN: the percentile falls among NaN/inf mismatches), mean bits of "
+          "error log2(ulps+1), max abs error, NaN/inf mismatches (o and lse); lse: violations, "
+          "max ULP distance (f32); margin: largest error / allowance (> 1 fails); excess: the "
+          "margin beyond the final rounding (0 for the correctly rounded value)\n",
           t);
 }
 
@@ -695,7 +406,7 @@ static void print_terminal(FILE *t, const rmodel *m) {
 /* ------------------------------------------------------------------------------------------ */
 
 static int fill_html(FILE *f, void *ctx) {
-    return report_write_html(f, ctx);
+    return kvf__report_write_html(f, ctx);
 }
 
 /* Callers check the directory's length first, so the names always fit. */
@@ -714,67 +425,20 @@ int kvf_report_write(const kvf_report_input *inputs, size_t n, const kvf_report_
     for (size_t i = 0; i < n; i++)
         if (!inputs[i].stats)
             return kvf_error_set(err, KVF_EINVAL, "report input %zu has no statistics", i + 1);
-    rmodel m;
-    memset(&m, 0, sizeof m);
-    m.inputs = inputs;
-    m.ninputs = n;
-    m.title = opts->title ? opts->title : "kvfuzz error report";
-    m.out_dir = opts->out_dir;
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(m.generated, sizeof m.generated, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    int rc = 0;
+    /* Nothing judged anywhere: a page of empty charts would read like a clean run. */
+    size_t judged = 0;
+    for (size_t i = 0; i < n; i++)
+        judged += inputs[i].stats->ngroups + inputs[i].stats->nkernels;
+    if (judged == 0)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "%s holds no judged case (written before the run judged anything), "
+                             "so there is nothing to report",
+                             inputs[0].path ? inputs[0].path : "the statistics");
+    kvf__rmodel m;
+    int rc = kvf__report_model_build(&m, inputs, n, opts, err);
     char path[PATH_MAX];
-
-    if (opts->out_dir) {
-        if (strlen(opts->out_dir) + 40 >= sizeof path)
-            return kvf_error_set(err, KVF_EIO, "the output path %s is too long", opts->out_dir);
-        if (mkdir(opts->out_dir, 0755) != 0 && errno != EEXIST)
-            return kvf_error_set(err, KVF_EIO, "cannot create %s: %s", opts->out_dir,
-                                 strerror(errno));
-        char abs[PATH_MAX];
-        if (!realpath(opts->out_dir, abs))
-            return kvf_error_set(err, KVF_EIO, "cannot open %s: %s", opts->out_dir,
-                                 strerror(errno));
-        struct stat st;
-        if (stat(abs, &st) != 0 || !S_ISDIR(st.st_mode))
-            return kvf_error_set(err, KVF_EIO, "%s is not a directory", opts->out_dir);
-        if (!(m.out_abs = strdup(abs))) return kvf_error_set(err, KVF_ENOMEM, "out of memory");
-    }
-    if (!(m.labels = calloc(n, sizeof *m.labels))) goto oom;
-    for (size_t i = 0; i < n; i++)
-        if (!(m.labels[i] = input_label(&inputs[i], i))) goto oom;
-    /* Two inputs with the same label (stats.json from two directories) get numbered. */
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(m.labels[i], m.labels[j]) == 0) {
-                char buf[256];
-                snprintf(buf, sizeof buf, "%s#%zu", m.labels[i], i + 1);
-                char *d = strdup(buf);
-                if (!d) goto oom;
-                free(m.labels[i]);
-                m.labels[i] = d;
-                break;
-            }
-    if (build_series(&m)) goto oom;
-
-    if (opts->findings_dir) {
-        if (add_finding_dir(&m, opts->findings_dir)) goto oom;
-    } else {
-        for (size_t i = 0; i < n; i++)
-            if (inputs[i].stats->findings_dir && add_finding_dir(&m, inputs[i].stats->findings_dir))
-                goto oom;
-    }
-    for (size_t i = 0; i < m.nfinding_dirs; i++)
-        if (scan_findings(&m, i)) goto oom;
-    if (opts->findings_dir && m.finding_dir_notes[0]) {
-        rc = kvf_error_set(err, KVF_EIO, "%s", m.finding_dir_notes[0]);
-        goto done;
-    }
-
     long html_bytes = 0;
-    if (opts->out_dir) {
+    if (rc == 0 && opts->out_dir) {
         static const char *const names[3] = {"summary.json", "errors.csv", "cases"};
         int (*const fills[2])(FILE *, void *) = {fill_summary, fill_csv};
         for (int i = 0; i < 3 && rc == 0; i++) {
@@ -789,20 +453,15 @@ int kvf_report_write(const kvf_report_input *inputs, size_t n, const kvf_report_
         struct stat st;
         if (rc == 0 && stat(path, &st) == 0) html_bytes = (long)st.st_size;
     }
-    if (rc) goto done;
-    if (opts->terminal) print_terminal(opts->terminal, &m);
+    if (rc == 0 && opts->terminal) print_terminal(opts->terminal, &m);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    if (result) {
+    if (rc == 0 && result) {
         result->series = m.nseries;
         result->findings = m.nfindings;
         result->html_bytes = html_bytes;
         result->seconds =
             (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     }
-done:
-    model_free(&m);
+    kvf__report_model_free(&m);
     return rc;
-oom:
-    model_free(&m);
-    return kvf_error_set(err, KVF_ENOMEM, "out of memory building the report");
 }

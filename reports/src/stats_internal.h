@@ -8,11 +8,12 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "kvfuzz/file.h" /* kvf_write_atomic */
 #include "kvfuzz/stats.h"
 
 /* ---- an int64-keyed hash map with fixed-size values ---------------------------------------- */
 
-typedef struct kvf_map {
+typedef struct kvf__map {
     size_t vsize;
     size_t count, cap; /* cap is 0 or a power of two */
     int64_t *keys;
@@ -24,29 +25,38 @@ typedef struct kvf_map {
     int has_last;
     int64_t last_key;
     size_t last_slot;
-} kvf_map;
+} kvf__map;
 
-void kvf_map_init(kvf_map *m, size_t vsize);
-void kvf_map_free(kvf_map *m);
+void kvf__map_init(kvf__map *m, size_t vsize);
+void kvf__map_free(kvf__map *m);
 /* The value for key, or NULL. With create, inserts a zeroed value (NULL only on OOM). */
-void *kvf_map_get(kvf_map *m, int64_t key, int create);
-const void *kvf_map_find(const kvf_map *m, int64_t key);
+void *kvf__map_get(kvf__map *m, int64_t key, int create);
+const void *kvf__map_find(const kvf__map *m, int64_t key);
 /* The keys in ascending order (malloc'd; the caller frees). NULL with *n = 0 when empty. */
-int64_t *kvf_map_sorted_keys(const kvf_map *m, size_t *n);
+int64_t *kvf__map_sorted_keys(const kvf__map *m, size_t *n);
+
+/* Visits every entry once, in no particular order; nothing may be inserted meanwhile:
+ *     kvf__map_iter it = {0}; int64_t k; const void *v;
+ *     while (kvf__map_next(m, &it, &k, &v)) ...
+ * Returns 1 with the entry, 0 at the end. value may be NULL. */
+typedef struct kvf__map_iter {
+    size_t slot;
+} kvf__map_iter;
+int kvf__map_next(const kvf__map *m, kvf__map_iter *it, int64_t *key, const void **value);
 
 /* ---- histograms ---------------------------------------------------------------------------- */
 
 /* 1-D log histogram of a non-negative quantity: zero, +inf and NaN apart, positive finite
  * values in quarter-octave buckets (kvf_stats_bucket). */
-typedef struct kvf_hist {
+typedef struct kvf__hist {
     int64_t total, zero, inf, nan;
-    kvf_map buckets; /* int32 bucket -> int64 count */
-} kvf_hist;
+    kvf__map buckets; /* int32 bucket -> int64 count */
+} kvf__hist;
 
 /* 2-D key of the abs-vs-|exact| density: whole octaves floor(log2 v), with two sentinels. */
 #define KVF_OCT_ZERO (-5000)
 #define KVF_OCT_INF 5000
-int32_t kvf_stats_octave(double v); /* v >= 0 or inf; KVF_OCT_ZERO for 0, KVF_OCT_INF for inf */
+int32_t kvf__stats_octave(double v); /* v >= 0 or inf; KVF_OCT_ZERO for 0, KVF_OCT_INF for inf */
 #define KVF_DENS_KEY(abs_oct, exact_oct)                                                           \
     (((int64_t)(abs_oct) + 8192) * 16384 + ((exact_oct) + 8192))
 #define KVF_DENS_ABS(key) ((int32_t)((key) / 16384) - 8192)
@@ -54,110 +64,150 @@ int32_t kvf_stats_octave(double v); /* v >= 0 or inf; KVF_OCT_ZERO for 0, KVF_OC
 
 /* ---- coordinate classes -------------------------------------------------------------------- */
 
-typedef enum kvf_class_kind {
+typedef enum kvf__class_kind {
     KVF_CLASS_HEAD = 0, /* q head h */
     KVF_CLASS_DIM,      /* head-dim index d (o only) */
     KVF_CLASS_SEQLEN,   /* 0 for an empty sequence, else 1 + floor(log2 L): [2^(k-1), 2^k) */
     KVF_CLASS_SLOT,     /* (page size S, slot (L-1) mod S of the row's last token), non-empty
                            rows only; key = S * 65536 + slot */
     KVF_CLASS_COUNT
-} kvf_class_kind;
+} kvf__class_kind;
 
 #define KVF_SLOT_KEY(S, slot) ((int64_t)(S)*65536 + (slot))
 #define KVF_BITS_SCALE 1024 /* bits of error are summed as integers in units of 1/1024 bit */
 
-typedef struct kvf_cell {
+typedef struct kvf__cell {
     int64_t n, fails, nonfinite; /* nonfinite: a or r is NaN/inf and they differ */
     int64_t bits_n, bits_sum;    /* elements with an ordered ULP distance, and the sum of
                                     round(1024 log2(ulps + 1)) over them */
-    int64_t max_ulps;            /* -1 while no element had a distance */
+    int64_t max_ulps;            /* 0 while no element had a distance (bits_n says) */
     double max_abs;              /* over pairs with a and r finite */
     double max_margin;
-} kvf_cell;
+} kvf__cell;
 
 /* ---- worst elements ------------------------------------------------------------------------ */
 
 /* A case referenced by worst-element records; shared and reference counted. */
-typedef struct kvf_case_info {
+typedef struct kvf__case_info {
     int refs;
     int has_hash;
     uint64_t hash; /* kvf_hash64 of the .kvfz bytes */
     char *path;    /* may be NULL */
     char *hex;     /* embedded .kvfz bytes in hex, may be NULL */
-} kvf_case_info;
+} kvf__case_info;
 
-typedef struct kvf_worst {
+typedef struct kvf__worst {
     kvf_element_error e;
     int64_t seq_len;
     int32_t page_size;
-    kvf_case_info *ci; /* one reference held; may be NULL */
-    int overflow_row;  /* the oracle flagged the row overflow (DESIGN section 4) */
-} kvf_worst;
+    kvf__case_info *ci; /* one reference held; may be NULL */
+} kvf__worst;
 
 /* ---- groups -------------------------------------------------------------------------------- */
 
-typedef struct kvf_outstats {
+typedef struct kvf__outstats {
     int64_t elements, violations, nonfinite;
     double max_abs, max_rel; /* over pairs with a and r finite */
-    int64_t max_ulps;        /* -1 while none */
+    int64_t max_ulps;        /* over pairs with a distance; 0 while none */
     double max_margin;
-    kvf_hist abs, rel, ulp, margin; /* ulp: a one-sided NaN (distance -1) counts as nan */
-    kvf_map dens;                   /* KVF_DENS_KEY -> int64 count */
-    kvf_map by[KVF_CLASS_COUNT];    /* key -> kvf_cell */
+    double max_excess; /* largest margin beyond the final rounding (judge.h excess_margin) */
+    kvf__hist abs, rel, ulp, margin; /* ulp: a one-sided NaN (distance -1) counts as nan */
+    kvf__map dens;                   /* KVF_DENS_KEY -> int64 count */
+    kvf__map by[KVF_CLASS_COUNT];    /* key -> kvf__cell */
     int worst_count;
-    kvf_worst *worst; /* [worst_n], best-ranked (largest margin) first */
-} kvf_outstats;
+    kvf__worst *worst; /* [worst_n], best-ranked (largest margin) first */
+} kvf__outstats;
 
-typedef struct kvf_group {
+/* Verdicts are counted by kvf_verdict_status: cases = passed + out_of_model +
+ * rejects_rounded + the sum of findings, so "failed" always means a kernel failure. */
+typedef struct kvf__group {
     char *kernel;
     char *rule;
     int64_t cases, passed;
-    int64_t findings[KVF_FINDING_CLASS_COUNT]; /* failing verdicts by class */
-    kvf_outstats out[2];                       /* KVF_OUTPUT_O, KVF_OUTPUT_LSE */
-} kvf_group;
+    int64_t out_of_model;    /* failing only on rows out of the input model (not required) */
+    int64_t rejects_rounded; /* failing only where the kernel returned the rounded value */
+    int64_t findings[KVF_FINDING_CLASS_COUNT]; /* kernel failures by class */
+    kvf__outstats out[2]; /* KVF_OUTPUT_O, KVF_OUTPUT_LSE: elements of in-model rows */
+    kvf__outstats oom[2]; /* the same for elements of rows out of the input model */
+} kvf__group;
 
-typedef struct kvf_kernel_runs {
+typedef struct kvf__kernel_runs {
     char *kernel;
     int64_t ran, unsupported;
     int64_t errors[KVF_FINDING_CLASS_COUNT]; /* kernel-error, crash, hang, nondeterminism */
-} kvf_kernel_runs;
+} kvf__kernel_runs;
 
-typedef struct kvf_source {
+typedef struct kvf__source {
     char *command, *host, *started, *written; /* UTC ISO 8601 times */
     int64_t pid;
-} kvf_source;
+} kvf__source;
 
 struct kvf_stats {
     int worst_n;
+    int require_overflow; /* out-of-model failures counted as kernel failures */
     double flush_interval_s;
     char *label, *findings_dir;
     int incomplete;
-    kvf_group **groups;
+    kvf__group **groups;
     size_t ngroups, cap_groups;
-    kvf_kernel_runs *kernels;
+    kvf__kernel_runs *kernels;
     size_t nkernels;
-    kvf_source *sources;
+    kvf__source *sources;
     size_t nsources;
     long own_source; /* index of this process's entry in sources, -1 for a file read back */
     struct timespec last_write;
 };
 
-/* Serialises s as a v1 stats file. With provenance 0, label, findings directory and sources
- * are left out: two objects with equal statistics then print identically. */
-int kvf_stats_serialize(const kvf_stats *s, FILE *f, int provenance); /* -1: out of memory */
+/* ---- the model's operations, shared by the collector, writer, reader and merger --------- */
+
+extern const char *const kvf__output_name[2];              /* "o", "lse" */
+extern const char *const kvf__class_name[KVF_CLASS_COUNT]; /* "by_head", ... */
+#define KVF__N_RUN_ERRORS 7
+/* kernel-error, crash, hang, nondeterminism, unwritten-output, out-of-bounds-write,
+ * input-modified: findings of a run, not of a verdict */
+extern const int kvf__run_error_classes[KVF__N_RUN_ERRORS];
+
+/* Counting: -1 on allocation failure (the caller marks the statistics incomplete). */
+int kvf__hist_add(kvf__hist *h, double v);
+int kvf__counts_merge(kvf__map *dst, const kvf__map *src);
+int kvf__hist_merge(kvf__hist *dst, const kvf__hist *src);
+/* bits: round(1024 log2(ulps + 1)), computed once per element by the caller. */
+void kvf__cell_add(kvf__cell *c, const kvf_element_error *e, int finite_pair, int mismatch,
+                   int64_t bits);
+void kvf__cell_merge(kvf__cell *dst, const kvf__cell *src);
+kvf__cell *kvf__cell_get(kvf__map *m, int64_t key); /* found or added; NULL on OOM */
+
+/* Case records: created with one reference; hex, when given, is copied as is, else bytes up to
+ * KVF_STATS_EMBED_MAX are embedded. NULL on OOM. */
+kvf__case_info *kvf__case_info_new(int has_hash, uint64_t hash, const char *path,
+                                   const uint8_t *bytes, size_t size, const char *hex);
+void kvf__case_info_unref(kvf__case_info *ci); /* NULL is fine */
+int kvf__case_info_cmp(const kvf__case_info *a, const kvf__case_info *b);
 
 /* Ranking of worst elements: negative when x ranks before (is worse than) y. A total order on
  * everything a record holds, so the kept top N does not depend on arrival order. */
-int kvf_worst_cmp(const kvf_worst *x, const kvf_worst *y);
+int kvf__worst_cmp(const kvf__worst *x, const kvf__worst *y);
+/* Would cand enter o's list? */
+int kvf__worst_wants(const kvf__outstats *o, int worst_n, const kvf__worst *cand);
+/* Inserts cand, whose case reference is handed over, keeping at most worst_n. */
+void kvf__worst_insert(kvf__outstats *o, int worst_n, kvf__worst cand);
 
-/* Writes path atomically: fill() writes the content to f and returns 0, or nonzero to abandon
- * the write (the old file stays). KVF_EIO with a sentence naming path on failure. */
-int kvf_write_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ctx, kvf_error *err);
+/* Finds or adds a group or a kernel's run counts; NULL on OOM. */
+kvf__group *kvf__group_get(kvf_stats *s, const char *kernel, const char *rule);
+kvf__kernel_runs *kvf__kernel_runs_get(kvf_stats *s, const char *kernel);
+int kvf__group_ptr_cmp(const void *a, const void *b); /* qsort of kvf__group *: kernel, rule */
+kvf_stats *kvf__stats_alloc(int worst_n);             /* empty, no provenance; NULL on OOM */
+void kvf__utc_now(char *buf, size_t size);            /* ISO 8601 UTC */
+
+/* Serialises s as a stats file (stats_write.c). With provenance 0, label, findings directory
+ * and sources are left out: two objects with equal statistics then print identically. -1 with
+ * errno set on failure. */
+int kvf__stats_serialize(const kvf_stats *s, FILE *f, int provenance);
 
 /* Summary figures derived from one output's statistics (reports and terminal). */
-double kvf_outstats_mean_bits(const kvf_outstats *o); /* NaN when no distance counted */
+double kvf__outstats_mean_bits(const kvf__outstats *o); /* NaN when no distance counted */
 /* Upper bound of the q-quantile of the ULP distance (the largest integer in the bucket that
  * holds it); -1 when the quantile falls among one-sided NaNs or nothing was counted. */
-int64_t kvf_outstats_ulp_quantile(const kvf_outstats *o, double q);
+int64_t kvf__outstats_ulp_quantile(const kvf__outstats *o, double q);
 
 #endif

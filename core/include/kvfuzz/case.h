@@ -1,4 +1,4 @@
-/* The case model: one paged GQA decode problem (DESIGN.md section 1), its size limits and its
+/* The case model: one paged GQA decode problem (docs/design.md §1), its size limits and its
  * validation.
  *
  * A kvf_case owns every array it points to; kvf_case_free() releases them. Cases come from
@@ -90,7 +90,7 @@ int kvf_case_alloc(kvf_case *out, int32_t num_qo_heads, int32_t num_kv_heads, in
                    int32_t page_size, int32_t batch_size, int64_t table_entries, int64_t num_pages,
                    const kvf_limits *limits, kvf_error *err);
 
-/* Full validation of DESIGN section 1: shapes, indptr monotone and starting at 0, page ids in
+/* Full validation of docs/design.md §1: shapes, indptr monotone and starting at 0, page ids in
  * range, last-page lengths in [1, S] for non-empty sequences (and 0 allowed for empty ones),
  * sm_scale finite, limits. Returns 0 or KVF_EINVAL / KVF_ELIMIT with one sentence. */
 int kvf_case_validate(const kvf_case *c, const kvf_limits *limits, kvf_error *err);

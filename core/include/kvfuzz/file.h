@@ -1,5 +1,5 @@
-/* Whole-file reading, shared by every module that loads a file (case files, corpus entries,
- * statistics, finding reports).
+/* Whole-file reading and atomic writing, shared by every module that loads or writes a file
+ * (case files, corpus entries, statistics, reports, finding reports).
  *
  * Ownership: on success *data is a malloc'd buffer the caller frees, with a NUL byte after the
  * *size bytes read (so text can be parsed in place; binary callers ignore it); on error *data
@@ -10,6 +10,7 @@
 #define KVFUZZ_FILE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "kvfuzz/error.h"
 
@@ -22,5 +23,15 @@ int kvf_read_file_max(const char *path, size_t max_size, char **data, size_t *si
 /* kvf_read_file_max with KVF_READ_FILE_DEFAULT_MAX; -1 with errno set (ENOENT and the like,
  * EINVAL for a file that is not regular or too large, ENOMEM, EIO). */
 int kvf_read_file(const char *path, char **data, size_t *size);
+
+/* Replaces path atomically: fill() writes the content to a temporary file in the same
+ * directory and returns 0 (or nonzero, errno set, to abandon the write); the file is flushed,
+ * fsync'd, renamed over path, and the directory is fsync'd. A reader sees the old file or the
+ * new one, never a mix; on any failure the old file is left as it was. Errors: KVF_EIO (or
+ * KVF_ENOMEM) with one sentence naming path. */
+int kvf_write_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ctx, kvf_error *err);
+
+/* The same for bytes already in memory. */
+int kvf_write_atomic_bytes(const char *path, const void *data, size_t size, kvf_error *err);
 
 #endif

@@ -1,4 +1,4 @@
-/* The case file's content (DESIGN.md section 6): a compact recipe, optional explicit overrides
+/* The case file's content (docs/design.md §6): a compact recipe, optional explicit overrides
  * and optional explicit tensors; its .kvfz v1 codec; and the deterministic generator that
  * expands a spec into a kvf_case.
  *
@@ -17,7 +17,7 @@
 
 #define KVF_FORMAT_VERSION 1
 
-/* How sequences' pages are laid out in the pool (bug-classes.md: "page tables that are
+/* How sequences' pages are laid out in the pool (docs/bug-classes.md: "page tables that are
  * shuffled, shared between sequences, reversed, and use page ids >= 65536"). */
 typedef enum kvf_table_kind {
     KVF_TABLE_CONTIGUOUS = 0, /* sequence after sequence, ids 0.. (what weak tests use) */

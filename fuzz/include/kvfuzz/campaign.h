@@ -71,6 +71,11 @@ typedef struct kvf_campaign_opts {
     int verbose; /* print the full report of every new finding */
     kvf_campaign_observer observer;
     void *observer_ctx;
+    /* Optional, with the observer's threading: the judge hooks of one case for oracle thread
+     * `thread` (a statistics module fills *hooks so that the judge feeds it every element; the
+     * case is judged once). Returns 0 to use them, nonzero to judge without hooks. */
+    int (*judge_hooks)(void *ctx, int thread, const kvf_spec *spec, const kvf_case *c,
+                       kvf_judge_hooks *hooks);
 } kvf_campaign_opts;
 
 void kvf_campaign_opts_default(kvf_campaign_opts *opts);
@@ -114,9 +119,9 @@ typedef struct kvf_campaign_stats {
     /* Summed over dispatchers: time blocked waiting for the generators, for kernel results and
      * for room in the oracle queue. The largest names the stage that limits the rate. */
     double wait_cases_s, wait_kernel_s, wait_oracle_s;
-    int jobs;                  /* oracle threads used; oracle_s / (jobs x elapsed_s) is how busy
-                                  they were, i.e. this run's rate over the oracle-bound rate */
-    int interrupted;           /* stopped by SIGINT/SIGTERM */
+    int jobs;        /* oracle threads used; oracle_s / (jobs x elapsed_s) is how busy
+                        they were, i.e. this run's rate over the oracle-bound rate */
+    int interrupted; /* stopped by SIGINT/SIGTERM */
     int stop_signal;
 } kvf_campaign_stats;
 

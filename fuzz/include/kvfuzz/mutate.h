@@ -32,7 +32,7 @@ typedef struct kvf_mutate_limits {
     int allow_overflow;  /* may choose logits past the f32 range (the overflow class) */
     int allow_high_ids;  /* may choose the high-ids table (page ids past 65535) */
     int allow_nonfinite; /* may put NaN/inf at referenced positions (outside the default input
-                            domain, DESIGN section 4); unused slots take them regardless */
+                            domain, docs/design.md §4); unused slots take them regardless */
 } kvf_mutate_limits;
 
 /* Defaults: batch <= 4, <= 8 pages of <= 256 slots, D <= 256, group <= 16, work <= 2^17,

@@ -72,6 +72,23 @@ int kvf_outcome_judge(kvf_outcome *out, const kvf_rule *rules, int nrules, int r
                       const float *lse, kvf_element_observer observer, void *observer_ctx,
                       kvf_error *err);
 
+/* Hooks around each rule's judging, so that a statistics module counts every element while the
+ * judge computes it (each case judged once): begin(ctx, r) returns the element observer's
+ * context for rule r (NULL: that rule is not observed); end(ctx, scope, verdict) follows with
+ * the verdict, or with NULL when judging failed. */
+typedef struct kvf_judge_hooks {
+    void *(*begin)(void *ctx, int rule);
+    kvf_element_observer element;
+    void (*end)(void *ctx, void *scope, const kvf_verdict *v);
+    void *ctx;
+} kvf_judge_hooks;
+
+/* kvf_outcome_judge with per-rule hooks (NULL: none). */
+int kvf_outcome_judge_hooked(kvf_outcome *out, const kvf_rule *rules, int nrules,
+                             int require_overflow, const kvf_case *c,
+                             const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
+                             const kvf_judge_hooks *hooks, kvf_error *err);
+
 /* Compares two runs' outputs bit for bit; on a difference marks the outcome nondeterministic
  * (finding class nondeterminism, unless a higher class is already set) and returns 1. */
 int kvf_outcome_compare(kvf_outcome *out, const kvf_case *c, const kvf_bf16 *o1, const float *lse1,

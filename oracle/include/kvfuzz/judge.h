@@ -1,6 +1,6 @@
-/* Tolerance rules and error metrics (DESIGN.md section 5): the judge compares a kernel's
- * output with the oracle's and says, per rule, whether the case passes, with the metrics and
- * the worst elements.
+/* Tolerance rules and error metrics (docs/design.md, "Tolerance rules"): the judge compares a
+ * kernel's output with the oracle's and says, per rule, whether the case passes, with the metrics
+ * and the worst elements.
  *
  * Every function here is pure: it reads its inputs and writes only into the caller's structs.
  * Only kvf_judge() under the fa rule allocates, scratch for its fp32 baseline, freed before it
@@ -50,13 +50,15 @@ const char *kvf_rule_scope(kvf_rule_kind kind);
 
 typedef enum kvf_output_kind { KVF_OUTPUT_O = 0, KVF_OUTPUT_LSE = 1 } kvf_output_kind;
 
-/* Finding classes (DESIGN section 7), in priority order for one verdict. */
+/* Finding classes (docs/design.md, "Finding classes"), in priority order for one verdict. */
 typedef enum kvf_finding_class {
     KVF_FINDING_NONE = 0,
-    KVF_FINDING_NONFINITE,     /* NaN/inf where the exact result is finite, or the reverse */
+    KVF_FINDING_NONFINITE, /* NaN/inf where the exact result is finite, or the reverse */
     KVF_FINDING_O_TOLERANCE,
     KVF_FINDING_LSE_TOLERANCE,
-    KVF_FINDING_OVERFLOW,      /* violation on a row whose logits exceed f32 (oracle row flag) */
+    KVF_FINDING_OVERFLOW, /* every violation is on a row out of the input model: logits
+                             beyond f32 or a non-finite input the row reads (oracle row
+                             flags); not a kernel failure unless overflow is required */
     KVF_FINDING_KERNEL_ERROR,
     KVF_FINDING_CRASH,
     KVF_FINDING_HANG,
@@ -72,31 +74,53 @@ const char *kvf_finding_class_name(kvf_finding_class c); /* "o-tolerance", ... *
 /* One element's comparison. */
 typedef struct kvf_element_error {
     kvf_output_kind output;
-    int32_t b, h, d;        /* d = -1 for lse */
-    double kernel_value;    /* a */
-    double rounded_value;   /* r */
-    double exact_value;     /* x */
+    int32_t b, h, d;                    /* d = -1 for lse */
+    double kernel_value;                /* a */
+    double rounded_value;               /* r */
+    double exact_value;                 /* x */
     uint32_t kernel_bits, rounded_bits; /* bf16 (low 16) or f32 bits */
-    double abs_error;       /* |a - r| */
-    double rel_error;       /* |a - r| / (|r| + 1e-8), FIB's definition */
-    int64_t ulps;           /* ordered distance from r; -1 when exactly one side is NaN */
-    double allowed;         /* the rule's allowance for this element (abs units) */
-    double margin;          /* rule-specific error / allowance: > 1 means the element fails */
+    double abs_error;                   /* |a - r| */
+    double rel_error;                   /* |a - r| / (|r| + 1e-8), FIB's definition */
+    int64_t ulps;         /* ordered distance from r when both are finite, 0 when they are the
+                             same infinity; -1 for a NaN/inf mismatch (one side NaN or
+                             infinite and the two differ), which has no distance */
+    double allowed;       /* the rule's allowance for this element (abs units) */
+    double margin;        /* rule-specific error / allowance: > 1 means the element fails */
+    double excess_margin; /* the margin of the error beyond the final rounding, i.e. the
+                             share of the headroom used: for rules measured against x
+                             (strict), (|a-x| - |r-x|) / (allowed - |r-x|), so the correctly
+                             rounded value scores 0 even at a bf16 tie, where its margin is
+                             about 1; for rules measured against r it equals margin. > 1
+                             exactly when the element fails. */
     int fails;
+    int out_of_model; /* the row is outside the input model (oracle rows[].overflow or
+                         rows[].nonfinite_input) */
 } kvf_element_error;
 
 #define KVF_WORST_ELEMENTS 8
 
+/* One meaning per figure: counts are over every element of the output; the maxima are over
+ * elements on in-model rows only (rows out of the model have no defined fp32 answer, so their
+ * errors say nothing about the kernel), and the distance-based ones over pairs that have a
+ * distance. NaN/inf mismatches are counted, never folded into a distance. */
 typedef struct kvf_output_metrics {
     int64_t elements;
-    int64_t violations;
-    double max_abs;         /* max |a - r| over finite pairs */
-    double max_rel_fib;     /* max |a - r| / (|r| + 1e-8) */
-    double max_rel_sol;     /* max |a - r| / |r| (|r| > 0) */
-    int64_t max_ulps;       /* max ordered distance from r (NaN mismatch counts as INT64_MAX) */
-    double bits_of_error;   /* log2(max_ulps + 1) */
-    double max_margin;      /* largest element margin */
-    int nonfinite_mismatch; /* count of NaN/inf mismatches */
+    int64_t violations;              /* failing elements, out-of-model rows included (the
+                                        verdict and its class are decided from all of them) */
+    int64_t out_of_model;            /* elements on rows out of the input model */
+    int64_t violations_out_of_model; /* violations among those */
+    int64_t violations_rounded;      /* violations whose kernel value is bit for bit the
+                                        correctly rounded one: the rule rejects the right answer
+                                        (fib on the -inf lse of an empty sequence) */
+    double max_abs;                  /* max |a - r| over finite pairs */
+    double max_rel_fib;              /* max |a - r| / (|r| + 1e-8) over finite pairs */
+    double max_rel_sol;              /* max |a - r| / |r| over finite pairs with |r| > 0 */
+    int64_t max_ulps;                /* max ordered distance from r over pairs that have one
+                                        (0 when none) */
+    double bits_of_error;            /* log2(max_ulps + 1) */
+    double max_margin;               /* largest element margin */
+    double max_excess_margin;        /* largest excess_margin: the headroom actually used */
+    int nonfinite_mismatch;          /* NaN/inf mismatches, out-of-model rows included */
     int worst_count;
     kvf_element_error worst[KVF_WORST_ELEMENTS]; /* by margin, largest first */
 } kvf_output_metrics;
@@ -109,20 +133,19 @@ typedef struct kvf_verdict {
 } kvf_verdict;
 
 /* Judges o (bf16 [B][Hq][D]) and lse (f32 [B][Hq]) against the oracle under one rule.
- * Finding of a failing verdict: nonfinite if a failing element on a row not flagged overflow
- * involves a NaN/inf (kernel, rounded or exact value); else o-tolerance if an o element on such
- * a row fails; else lse-tolerance if an lse element does; else overflow (every failure is on
- * overflow rows, NaN/inf ones included). */
+ * Finding of a failing verdict: nonfinite if a failing element on an in-model row involves a
+ * NaN/inf (kernel, rounded or exact value); else o-tolerance if an o element on such a row
+ * fails; else lse-tolerance if an lse element does; else overflow (every failure is on rows
+ * out of the model, NaN/inf ones included). */
 int kvf_judge(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
-              const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
-              kvf_error *err);
+              const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse, kvf_error *err);
 
 /* The strict rule's allowance for one element (docs/strict-rule.md), exposed for tests and
  * reports: the largest |a - x| a correct kernel may produce (0 for an empty sequence, whose o
  * must be +-0 and whose lse must be -inf exactly). NaN if the indices are out of range or the
  * oracle result does not match the case's shape. */
-double kvf_strict_bound_o(const kvf_case *c, const kvf_oracle_result *oracle, int32_t b,
-                          int32_t h, int32_t d);
+double kvf_strict_bound_o(const kvf_case *c, const kvf_oracle_result *oracle, int32_t b, int32_t h,
+                          int32_t d);
 double kvf_strict_bound_lse(const kvf_case *c, const kvf_oracle_result *oracle, int32_t b,
                             int32_t h);
 
@@ -142,5 +165,20 @@ typedef void (*kvf_element_observer)(void *ctx, const kvf_element_error *e);
 int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
                       const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
                       kvf_element_observer observer, void *ctx, kvf_error *err);
+
+/* What a verdict means for a run, the same in every command and report. */
+typedef enum kvf_verdict_status {
+    KVF_VERDICT_PASS = 0,             /* the rule passes the case */
+    KVF_VERDICT_FAIL,                 /* a kernel failure */
+    KVF_VERDICT_OUT_OF_MODEL,         /* fails only on rows out of the input model (class overflow)
+                                         and overflow is not required */
+    KVF_VERDICT_RULE_REJECTS_ROUNDED, /* every violation is an element the kernel got bit for
+                                         bit right: the rule, not the kernel, fails (fib on an
+                                         empty sequence's -inf lse) */
+} kvf_verdict_status;
+
+kvf_verdict_status kvf_verdict_status_of(const kvf_verdict *v, int require_overflow);
+/* "pass", "FAIL", "out-of-model", "rule-rejects-rounded". */
+const char *kvf_verdict_status_name(kvf_verdict_status s);
 
 #endif

@@ -1,4 +1,4 @@
-/* The MPFR oracle (DESIGN.md section 4): for every output element, the correctly rounded value
+/* The MPFR oracle (docs/design.md §4): for every output element, the correctly rounded value
  * (bf16 o, f32 lse; round to nearest, ties to even), a high-precision value of the exact
  * result, and the conditioning data the tolerance rules need.
  *

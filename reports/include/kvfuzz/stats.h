@@ -1,4 +1,4 @@
-/* Streaming error statistics (issue 6): what a kernel's error looks like over millions of
+/* Streaming error statistics: what a kernel's error looks like over millions of
  * elements, kept in bounded memory and written to a versioned JSON file (docs/reports.md).
  *
  * For every (kernel, rule) pair and each output (o, lse) a kvf_stats keeps: log-bucketed
@@ -6,7 +6,9 @@
  * distance and rule margin; a 2-D histogram of abs error against |exact| (1 bucket per
  * octave); per-coordinate-class tallies (q head, head-dim index, sequence-length bucket, and
  * (page size, slot of the row's last token)); verdict and finding counts; and the worst N
- * elements with the case that produced them. Nothing per element is stored, so memory grows
+ * elements with the case that produced them. Elements of rows out of the input model
+ * (kvf_element_error.out_of_model) are counted into statistics of their own, so they never mix
+ * with a kernel's errors. Nothing per element is stored, so memory grows
  * with the number of distinct buckets, never with the number of elements.
  *
  * Typical use (replay and the fuzz campaign):
@@ -43,9 +45,10 @@
 #include "kvfuzz/case.h"
 #include "kvfuzz/judge.h"
 #include "kvfuzz/oracle.h"
+#include "kvfuzz/verdict.h"
 
 #define KVF_STATS_FORMAT "kvfuzz-stats"
-#define KVF_STATS_VERSION 1
+#define KVF_STATS_VERSION 2
 #define KVF_STATS_BUCKETS_PER_OCTAVE 4
 #define KVF_STATS_WORST_DEFAULT 32
 #define KVF_STATS_WORST_MAX 4096
@@ -63,6 +66,8 @@ typedef struct kvf_stats_opts {
     const char *label;        /* a name for this run in reports; NULL: named by its kernels */
     const char *findings_dir; /* recorded so `kvfuzz report` finds the findings; NULL: none */
     const char *command;      /* the command line, for provenance; NULL: none */
+    int require_overflow;     /* the run counts failures on rows out of the input model as
+                                 kernel failures (--require-overflow); recorded in the file */
 } kvf_stats_opts;
 
 void kvf_stats_opts_default(kvf_stats_opts *opts);
@@ -104,24 +109,24 @@ typedef struct kvf_stats_scope {
     kvf_stats_case ref;
     int has_hash; /* private: ref.kvfz given; hash = kvf_hash64 of it */
     uint64_t hash;
-    void *case_info;                 /* private: interned on first use */
-    const kvf_oracle_result *oracle; /* optional (kvf_stats_judge sets it): worst elements on
-                                        rows the oracle flags overflow are marked as such */
+    void *case_info; /* private: interned on first use */
 } kvf_stats_scope;
 
 int kvf_stats_begin(kvf_stats_scope *scope, kvf_stats *s, const char *kernel, const kvf_rule *rule,
                     const kvf_case *c, const kvf_stats_case *ref, kvf_error *err);
 /* A kvf_element_observer; ctx is the kvf_stats_scope. */
 void kvf_stats_observe_element(void *ctx, const kvf_element_error *e);
-/* Counts the case's verdict (passed, or its finding class) and ends the scope. */
+/* Counts the case's verdict by kvf_verdict_status_of() (passed, out of the model, rejected by
+ * the rule although correctly rounded, or a kernel failure by class) and ends the scope. */
 void kvf_stats_observe_verdict(kvf_stats_scope *scope, const kvf_verdict *v);
 /* Ends a scope without a verdict. */
 void kvf_stats_end(kvf_stats_scope *scope);
 
 /* Counts one kernel run by outcome: KVF_STATS_RAN (the kernel produced output),
  * KVF_STATS_UNSUPPORTED (it declined the shape), or a run-level finding class
- * (KVF_FINDING_KERNEL_ERROR, _CRASH, _HANG, _NONDETERMINISM; nondeterminism is a property of
- * two runs, so count it in addition to them). KVF_EINVAL for any other value. */
+ * (KVF_FINDING_KERNEL_ERROR, _CRASH, _HANG, _NONDETERMINISM, _UNWRITTEN_OUTPUT, _OOB_WRITE,
+ * _INPUT_MODIFIED; nondeterminism is a property of two runs, so count it in addition to them).
+ * KVF_EINVAL for any other value. */
 #define KVF_STATS_RAN 0
 #define KVF_STATS_UNSUPPORTED (-1)
 int kvf_stats_count_run(kvf_stats *s, const char *kernel, int outcome, kvf_error *err);
@@ -156,6 +161,11 @@ void kvf_stats_mark_incomplete(kvf_stats *s);
 
 /* 1 when a and b hold the same statistics (provenance and label aside), else 0. */
 int kvf_stats_equal(const kvf_stats *a, const kvf_stats *b);
+
+/* The verdict counts of every (kernel, rule) group, sorted by kernel then rule, into out[0 ..
+ * max); returns the number of groups (which may exceed max). The kernel and rule strings
+ * belong to s and live as long as it does; signatures is -1 (the stats do not know them). */
+size_t kvf_stats_verdicts(const kvf_stats *s, kvf_verdict_counts *out, size_t max);
 
 /* Total elements counted (all kernels, rules and outputs), for progress lines. */
 int64_t kvf_stats_elements(const kvf_stats *s);

@@ -1,0 +1,503 @@
+/* Reading a stats file (docs/reports.md), through jansson: every key checked, every count
+ * cross-checked, and the first problem named in one sentence. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvfuzz/json_io.h"
+#include "stats_internal.h"
+
+typedef struct reader {
+    const char *path;
+    kvf_error *err;
+    int failed;
+} reader;
+
+static int bad(reader *r, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static int bad(reader *r, const char *fmt, ...) {
+    if (!r->failed) {
+        char msg[256];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        kvf_error_set(r->err, KVF_EFORMAT, "malformed stats file %s: %s", r->path, msg);
+        r->failed = 1;
+    }
+    return -1;
+}
+
+static int get_i64(reader *r, const json_t *obj, const char *key, int64_t lo, int64_t *out,
+                   const char *ctx) {
+    if (kvf_json_to_i64(json_object_get(obj, key), out) || *out < lo)
+        return bad(r, "%s: \"%s\" is missing or not an integer >= %lld", ctx, key, (long long)lo);
+    return 0;
+}
+
+static int get_num(reader *r, const json_t *obj, const char *key, double *out, const char *ctx) {
+    if (kvf_json_to_double(json_object_get(obj, key), out))
+        return bad(r, "%s: \"%s\" is missing or not a number", ctx, key);
+    return 0;
+}
+
+/* A string member (strdup'd into *out) or null / absent (*out = NULL). */
+static int get_opt_str(reader *r, const json_t *obj, const char *key, char **out, const char *ctx) {
+    const json_t *v = json_object_get(obj, key);
+    *out = NULL;
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_string(v)) return bad(r, "%s: \"%s\" is not a string", ctx, key);
+    if (!(*out = strdup(json_string_value(v)))) return bad(r, "out of memory");
+    return 0;
+}
+
+static const json_t *get_array(reader *r, const json_t *obj, const char *key, const char *ctx) {
+    const json_t *v = json_object_get(obj, key);
+    if (!v || !json_is_array(v)) {
+        bad(r, "%s: \"%s\" is missing or not an array", ctx, key);
+        return NULL;
+    }
+    return v;
+}
+
+/* Bucket indices span the positive doubles: 4 * [-1075, 1024). */
+#define BUCKET_MIN (-4 * 1075)
+#define BUCKET_MAX (4 * 1024)
+
+static int read_hist(reader *r, const json_t *v, kvf__hist *h, const char *ctx) {
+    if (!v || !json_is_object(v)) return bad(r, "%s is missing or not an object", ctx);
+    if (get_i64(r, v, "total", 0, &h->total, ctx) || get_i64(r, v, "zero", 0, &h->zero, ctx) ||
+        get_i64(r, v, "inf", 0, &h->inf, ctx) || get_i64(r, v, "nan", 0, &h->nan, ctx))
+        return -1;
+    const json_t *b = get_array(r, v, "buckets", ctx);
+    if (!b) return -1;
+    int64_t sum = h->zero + h->inf + h->nan;
+    for (size_t i = 0; i < json_array_size(b); i++) {
+        const json_t *p = json_array_get(b, i);
+        int64_t idx, cnt;
+        if (!json_is_array(p) || json_array_size(p) != 2 ||
+            kvf_json_to_i64(json_array_get(p, 0), &idx) ||
+            kvf_json_to_i64(json_array_get(p, 1), &cnt) || idx < BUCKET_MIN || idx >= BUCKET_MAX ||
+            cnt < 0)
+            return bad(r, "%s: buckets[%zu] is not a [bucket, count] pair in range", ctx, i);
+        int64_t *c = kvf__map_get(&h->buckets, idx, 1);
+        if (!c) return bad(r, "out of memory");
+        *c += cnt;
+        sum += cnt;
+    }
+    if (sum != h->total)
+        return bad(r, "%s: the counts add up to %lld, not the stated total %lld", ctx,
+                   (long long)sum, (long long)h->total);
+    return 0;
+}
+
+static int read_octave(const json_t *v, int32_t *out) {
+    int64_t i;
+    if (json_is_string(v) && strcmp(json_string_value(v), "zero") == 0) {
+        *out = KVF_OCT_ZERO;
+    } else if (json_is_string(v) && strcmp(json_string_value(v), "inf") == 0) {
+        *out = KVF_OCT_INF;
+    } else if (kvf_json_to_i64(v, &i) == 0 && i >= -1075 && i < 1024) {
+        *out = (int32_t)i;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+static int read_cells(reader *r, const json_t *arr, kvf__map *m, int slot, const char *ctx) {
+    size_t first = slot ? 2 : 1;
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        const json_t *p = json_array_get(arr, i);
+        int64_t key, key2 = 0, ints[6];
+        double dbl[2];
+        int ok = json_is_array(p) && json_array_size(p) == first + 8 &&
+                 kvf_json_to_i64(json_array_get(p, 0), &key) == 0 && key >= 0 &&
+                 (!slot || (kvf_json_to_i64(json_array_get(p, 1), &key2) == 0 && key >= 1 &&
+                            key < 65536 && key2 >= 0 && key2 < key));
+        for (size_t j = 0; ok && j < 6; j++)
+            ok = kvf_json_to_i64(json_array_get(p, first + j), &ints[j]) == 0 && ints[j] >= 0;
+        for (size_t j = 0; ok && j < 2; j++)
+            ok =
+                kvf_json_to_double(json_array_get(p, first + 6 + j), &dbl[j]) == 0 && !(dbl[j] < 0);
+        if (!ok || (key > INT32_MAX && !slot))
+            return bad(r, "%s[%zu] is not a well-formed class cell", ctx, i);
+        kvf__cell *c = kvf__map_get(m, slot ? KVF_SLOT_KEY(key, key2) : key, 1);
+        if (!c) return bad(r, "out of memory");
+        if (c->n) return bad(r, "%s[%zu] repeats a class already listed", ctx, i);
+        c->n = ints[0];
+        c->fails = ints[1];
+        c->nonfinite = ints[2];
+        c->bits_n = ints[3];
+        c->bits_sum = ints[4];
+        c->max_ulps = ints[5];
+        c->max_abs = dbl[0];
+        c->max_margin = dbl[1];
+        if (c->n == 0) return bad(r, "%s[%zu] is a class with no elements", ctx, i);
+    }
+    return 0;
+}
+
+static int read_worst(reader *r, const json_t *v, kvf__worst *w, kvf__case_info *const *cases,
+                      size_t ncases, kvf_output_kind output, const char *ctx) {
+    memset(w, 0, sizeof *w);
+    kvf_element_error *e = &w->e;
+    e->output = output;
+    if (!v || !json_is_object(v)) return bad(r, "%s is not an object", ctx);
+    const json_t *cv = json_object_get(v, "case");
+    int64_t id, b, h, d, len, S, abits, rbits, ulps = -1;
+    if (cv && !json_is_null(cv)) {
+        if (kvf_json_to_i64(cv, &id) || id < 0 || (size_t)id >= ncases)
+            return bad(r, "%s: \"case\" is not an index into the cases table", ctx);
+        w->ci = cases[id];
+    }
+    if (get_i64(r, v, "b", 0, &b, ctx) || get_i64(r, v, "h", 0, &h, ctx) ||
+        get_i64(r, v, "d", -1, &d, ctx) || get_i64(r, v, "seq_len", 0, &len, ctx) ||
+        get_i64(r, v, "page_size", 0, &S, ctx) || get_i64(r, v, "a_bits", 0, &abits, ctx) ||
+        get_i64(r, v, "r_bits", 0, &rbits, ctx) || get_num(r, v, "a", &e->kernel_value, ctx) ||
+        get_num(r, v, "r", &e->rounded_value, ctx) || get_num(r, v, "x", &e->exact_value, ctx) ||
+        get_num(r, v, "abs", &e->abs_error, ctx) || get_num(r, v, "rel", &e->rel_error, ctx) ||
+        get_num(r, v, "allowed", &e->allowed, ctx) || get_num(r, v, "margin", &e->margin, ctx) ||
+        get_num(r, v, "excess_margin", &e->excess_margin, ctx))
+        return -1;
+    const json_t *uv = json_object_get(v, "ulps");
+    if (!uv || (!json_is_null(uv) && (kvf_json_to_i64(uv, &ulps) || ulps < 0)))
+        return bad(r, "%s: \"ulps\" is missing or not an integer >= 0 or null", ctx);
+    const json_t *fv = json_object_get(v, "fails"), *ov = json_object_get(v, "out_of_model");
+    if (!fv || !json_is_boolean(fv)) return bad(r, "%s: \"fails\" is not a boolean", ctx);
+    if (!ov || !json_is_boolean(ov)) return bad(r, "%s: \"out_of_model\" is not a boolean", ctx);
+    e->out_of_model = json_is_true(ov);
+    if (b > INT32_MAX || h > INT32_MAX || d > INT32_MAX || S > INT32_MAX || abits > UINT32_MAX ||
+        rbits > UINT32_MAX)
+        return bad(r, "%s: a coordinate or bit pattern is out of range", ctx);
+    e->b = (int32_t)b;
+    e->h = (int32_t)h;
+    e->d = (int32_t)d;
+    e->kernel_bits = (uint32_t)abits;
+    e->rounded_bits = (uint32_t)rbits;
+    e->ulps = ulps;
+    e->fails = json_is_true(fv);
+    w->seq_len = len;
+    w->page_size = (int32_t)S;
+    if (w->ci) w->ci->refs++;
+    return 0;
+}
+
+static int read_outstats(reader *r, const json_t *v, kvf__outstats *o, int worst_n,
+                         kvf__case_info *const *cases, size_t ncases, kvf_output_kind output,
+                         const char *ctx) {
+    char sub[256];
+    if (!v || !json_is_object(v)) return bad(r, "%s is missing or not an object", ctx);
+    if (get_i64(r, v, "elements", 0, &o->elements, ctx) ||
+        get_i64(r, v, "violations", 0, &o->violations, ctx) ||
+        get_i64(r, v, "nonfinite", 0, &o->nonfinite, ctx) ||
+        get_num(r, v, "max_abs", &o->max_abs, ctx) || get_num(r, v, "max_rel", &o->max_rel, ctx) ||
+        get_i64(r, v, "max_ulps", 0, &o->max_ulps, ctx) ||
+        get_num(r, v, "max_margin", &o->max_margin, ctx) ||
+        get_num(r, v, "max_excess_margin", &o->max_excess, ctx))
+        return -1;
+    const json_t *hist = json_object_get(v, "hist");
+    kvf__hist *hs[4] = {&o->abs, &o->rel, &o->ulp, &o->margin};
+    static const char *const hn[4] = {"abs", "rel", "ulp", "margin"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(sub, sizeof sub, "%s.hist.%s", ctx, hn[i]);
+        if (read_hist(r, json_object_get(hist, hn[i]), hs[i], sub)) return -1;
+        if (hs[i]->total != o->elements)
+            return bad(r, "%s counts %lld elements, not %lld", sub, (long long)hs[i]->total,
+                       (long long)o->elements);
+    }
+    const json_t *dens = get_array(r, v, "abs_vs_exact", ctx);
+    if (!dens) return -1;
+    for (size_t i = 0; i < json_array_size(dens); i++) {
+        const json_t *p = json_array_get(dens, i);
+        int32_t ao, xo;
+        int64_t cnt;
+        if (!json_is_array(p) || json_array_size(p) != 3 ||
+            read_octave(json_array_get(p, 0), &ao) || read_octave(json_array_get(p, 1), &xo) ||
+            kvf_json_to_i64(json_array_get(p, 2), &cnt) || cnt < 0)
+            return bad(r,
+                       "%s.abs_vs_exact[%zu] is not an [abs octave, exact octave, count] "
+                       "triple",
+                       ctx, i);
+        int64_t *c = kvf__map_get(&o->dens, KVF_DENS_KEY(ao, xo), 1);
+        if (!c) return bad(r, "out of memory");
+        *c += cnt;
+    }
+    for (int k = 0; k < KVF_CLASS_COUNT; k++) {
+        snprintf(sub, sizeof sub, "%s.%s", ctx, kvf__class_name[k]);
+        const json_t *arr = get_array(r, v, kvf__class_name[k], ctx);
+        if (!arr || read_cells(r, arr, &o->by[k], k == KVF_CLASS_SLOT, sub)) return -1;
+    }
+    const json_t *worst = get_array(r, v, "worst", ctx);
+    if (!worst) return -1;
+    if (json_array_size(worst) > (size_t)worst_n)
+        return bad(r, "%s.worst lists %zu elements, more than worst_n = %d", ctx,
+                   json_array_size(worst), worst_n);
+    for (size_t i = 0; i < json_array_size(worst); i++) {
+        kvf__worst w;
+        snprintf(sub, sizeof sub, "%s.worst[%zu]", ctx, i);
+        if (read_worst(r, json_array_get(worst, i), &w, cases, ncases, output, sub)) return -1;
+        kvf__worst_insert(o, worst_n,
+                          w); /* re-sorts: a hand-edited file cannot break the ranking */
+    }
+    return 0;
+}
+
+static int read_hex_u64(const char *s, uint64_t *out) {
+    if (strlen(s) != 16) return -1;
+    uint64_t v = 0;
+    for (int i = 0; i < 16; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) return -1;
+        v = v << 4 | (uint64_t)d;
+    }
+    *out = v;
+    return 0;
+}
+
+static int read_stats(reader *r, const json_t *root, kvf_stats **result) {
+    char ctx[64];
+    kvf__case_info **cases = NULL;
+    size_t ncases = 0;
+    kvf_stats *s = NULL;
+    int rc = -1;
+    if (!json_is_object(root)) return bad(r, "the top level is not an object");
+    const json_t *fmt = json_object_get(root, "format");
+    if (!fmt || !json_is_string(fmt) || strcmp(json_string_value(fmt), KVF_STATS_FORMAT) != 0)
+        return bad(r, "\"format\" is not \"%s\"", KVF_STATS_FORMAT);
+    int64_t version, bpo, scale, worst_n;
+    if (get_i64(r, root, "version", 0, &version, "top level")) return -1;
+    if (version != KVF_STATS_VERSION)
+        return bad(r, "it has version %lld and this kvfuzz reads version %d", (long long)version,
+                   KVF_STATS_VERSION);
+    if (get_i64(r, root, "buckets_per_octave", 0, &bpo, "top level") ||
+        get_i64(r, root, "bits_scale", 0, &scale, "top level") ||
+        get_i64(r, root, "worst_n", 1, &worst_n, "top level"))
+        return -1;
+    if (bpo != KVF_STATS_BUCKETS_PER_OCTAVE || scale != KVF_BITS_SCALE)
+        return bad(r, "buckets_per_octave must be %d and bits_scale %d",
+                   KVF_STATS_BUCKETS_PER_OCTAVE, KVF_BITS_SCALE);
+    if (worst_n > KVF_STATS_WORST_MAX)
+        return bad(r, "worst_n %lld is above %d", (long long)worst_n, KVF_STATS_WORST_MAX);
+    if (!(s = kvf__stats_alloc((int)worst_n))) return bad(r, "out of memory");
+    const json_t *inc = json_object_get(root, "incomplete");
+    if (inc && !json_is_boolean(inc)) {
+        bad(r, "\"incomplete\" is not a boolean");
+        goto done;
+    }
+    s->incomplete = inc && json_is_true(inc);
+    const json_t *ro = json_object_get(root, "require_overflow");
+    if (!ro || !json_is_boolean(ro)) {
+        bad(r, "\"require_overflow\" is missing or not a boolean");
+        goto done;
+    }
+    s->require_overflow = json_is_true(ro);
+    if (get_opt_str(r, root, "label", &s->label, "top level") ||
+        get_opt_str(r, root, "findings_dir", &s->findings_dir, "top level"))
+        goto done;
+
+    const json_t *sources = json_object_get(root, "sources");
+    if (sources && !json_is_array(sources)) {
+        bad(r, "\"sources\" is not an array");
+        goto done;
+    }
+    if (sources && json_array_size(sources)) {
+        if (!(s->sources = calloc(json_array_size(sources), sizeof *s->sources))) {
+            bad(r, "out of memory");
+            goto done;
+        }
+        for (size_t i = 0; i < json_array_size(sources); i++) {
+            const json_t *src = json_array_get(sources, i);
+            kvf__source *d = &s->sources[s->nsources++];
+            snprintf(ctx, sizeof ctx, "sources[%zu]", i);
+            if (!json_is_object(src)) {
+                bad(r, "%s is not an object", ctx);
+                goto done;
+            }
+            const json_t *pid = json_object_get(src, "pid");
+            if (pid && !json_is_null(pid) && kvf_json_to_i64(pid, &d->pid)) {
+                bad(r, "%s: \"pid\" is not an integer", ctx);
+                goto done;
+            }
+            if (get_opt_str(r, src, "command", &d->command, ctx) ||
+                get_opt_str(r, src, "host", &d->host, ctx) ||
+                get_opt_str(r, src, "started", &d->started, ctx) ||
+                get_opt_str(r, src, "written", &d->written, ctx))
+                goto done;
+        }
+    }
+
+    const json_t *kernels = get_array(r, root, "kernels", "top level");
+    if (!kernels) goto done;
+    for (size_t i = 0; i < json_array_size(kernels); i++) {
+        const json_t *k = json_array_get(kernels, i);
+        const json_t *name = json_object_get(k, "kernel");
+        snprintf(ctx, sizeof ctx, "kernels[%zu]", i);
+        if (!name || !json_is_string(name)) {
+            bad(r, "%s: \"kernel\" is missing or not a string", ctx);
+            goto done;
+        }
+        for (size_t j = 0; j < s->nkernels; j++)
+            if (strcmp(s->kernels[j].kernel, json_string_value(name)) == 0) {
+                bad(r, "%s: kernel \"%s\" is listed twice", ctx, json_string_value(name));
+                goto done;
+            }
+        kvf__kernel_runs *kr = kvf__kernel_runs_get(s, json_string_value(name));
+        if (!kr) {
+            bad(r, "out of memory");
+            goto done;
+        }
+        if (get_i64(r, k, "ran", 0, &kr->ran, ctx) ||
+            get_i64(r, k, "unsupported", 0, &kr->unsupported, ctx))
+            goto done;
+        for (int j = 0; j < KVF__N_RUN_ERRORS; j++)
+            if (get_i64(r, k, kvf_finding_class_name((kvf_finding_class)kvf__run_error_classes[j]),
+                        0, &kr->errors[kvf__run_error_classes[j]], ctx))
+                goto done;
+    }
+
+    const json_t *ct = get_array(r, root, "cases", "top level");
+    if (!ct) goto done;
+    if (json_array_size(ct) && !(cases = calloc(json_array_size(ct), sizeof *cases))) {
+        bad(r, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < json_array_size(ct); i++) {
+        const json_t *cv = json_array_get(ct, i);
+        snprintf(ctx, sizeof ctx, "cases[%zu]", i);
+        const json_t *hv = json_object_get(cv, "hash");
+        uint64_t hash = 0;
+        int has_hash = hv && !json_is_null(hv);
+        if (!json_is_object(cv) ||
+            (has_hash && (!json_is_string(hv) || read_hex_u64(json_string_value(hv), &hash)))) {
+            bad(r, "%s: \"hash\" is not 16 lowercase hex digits or null", ctx);
+            goto done;
+        }
+        char *path, *hex;
+        if (get_opt_str(r, cv, "path", &path, ctx)) goto done;
+        if (get_opt_str(r, cv, "kvfz_hex", &hex, ctx)) {
+            free(path);
+            goto done;
+        }
+        size_t hl = hex ? strlen(hex) : 0;
+        int hex_ok = hl % 2 == 0 && hl <= 2 * KVF_STATS_EMBED_MAX;
+        for (size_t j = 0; hex_ok && j < hl; j++)
+            hex_ok = (hex[j] >= '0' && hex[j] <= '9') || (hex[j] >= 'a' && hex[j] <= 'f');
+        if (!hex_ok) {
+            free(path);
+            free(hex);
+            bad(r, "%s: \"kvfz_hex\" is not an even run of lowercase hex digits", ctx);
+            goto done;
+        }
+        cases[ncases] = kvf__case_info_new(has_hash, hash, path, NULL, 0, hex);
+        free(path);
+        free(hex);
+        if (!cases[ncases]) {
+            bad(r, "out of memory");
+            goto done;
+        }
+        ncases++;
+    }
+
+    const json_t *groups = get_array(r, root, "groups", "top level");
+    if (!groups) goto done;
+    for (size_t i = 0; i < json_array_size(groups); i++) {
+        const json_t *gv = json_array_get(groups, i);
+        const json_t *kn = json_object_get(gv, "kernel"), *rn = json_object_get(gv, "rule");
+        snprintf(ctx, sizeof ctx, "groups[%zu]", i);
+        if (!kn || !json_is_string(kn) || !rn || !json_is_string(rn)) {
+            bad(r, "%s: \"kernel\" or \"rule\" is missing or not a string", ctx);
+            goto done;
+        }
+        size_t before = s->ngroups;
+        kvf__group *g = kvf__group_get(s, json_string_value(kn), json_string_value(rn));
+        if (!g) {
+            bad(r, "out of memory");
+            goto done;
+        }
+        if (s->ngroups == before) {
+            bad(r, "%s: kernel \"%s\" with rule \"%s\" appears twice", ctx, json_string_value(kn),
+                json_string_value(rn));
+            goto done;
+        }
+        if (get_i64(r, gv, "cases", 0, &g->cases, ctx) ||
+            get_i64(r, gv, "passed", 0, &g->passed, ctx) ||
+            get_i64(r, gv, "out_of_model", 0, &g->out_of_model, ctx) ||
+            get_i64(r, gv, "rule_rejects_rounded", 0, &g->rejects_rounded, ctx))
+            goto done;
+        const json_t *fv = json_object_get(gv, "findings");
+        if (!fv || !json_is_object(fv)) {
+            bad(r, "%s: \"findings\" is missing or not an object", ctx);
+            goto done;
+        }
+        for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++) {
+            /* The buffer-violation classes came after the first stats files were written: a
+             * file without them recorded none. */
+            const char *name = kvf_finding_class_name((kvf_finding_class)c);
+            if (c >= KVF_FINDING_UNWRITTEN_OUTPUT && !json_object_get(fv, name)) continue;
+            if (get_i64(r, fv, name, 0, &g->findings[c], ctx)) goto done;
+        }
+        for (int out = 0; out < 2; out++) {
+            char sub[128];
+            snprintf(sub, sizeof sub, "%s.%s", ctx, kvf__output_name[out]);
+            if (read_outstats(r, json_object_get(gv, kvf__output_name[out]), &g->out[out],
+                              s->worst_n, cases, ncases, (kvf_output_kind)out, sub))
+                goto done;
+        }
+        const json_t *oomv = json_object_get(gv, "out_of_model_rows");
+        for (int out = 0; out < 2; out++) {
+            char sub[128];
+            snprintf(sub, sizeof sub, "%s.out_of_model_rows.%s", ctx, kvf__output_name[out]);
+            if (read_outstats(r, json_object_get(oomv, kvf__output_name[out]), &g->oom[out],
+                              s->worst_n, cases, ncases, (kvf_output_kind)out, sub))
+                goto done;
+        }
+        int64_t failed = 0;
+        for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++)
+            failed += g->findings[c];
+        if (g->passed + g->out_of_model + g->rejects_rounded + failed != g->cases) {
+            bad(r,
+                "%s: passed, out_of_model, rule_rejects_rounded and findings add up to %lld, "
+                "not the %lld cases",
+                ctx, (long long)(g->passed + g->out_of_model + g->rejects_rounded + failed),
+                (long long)g->cases);
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    for (size_t i = 0; i < ncases; i++)
+        kvf__case_info_unref(cases[i]); /* worst entries hold their own references */
+    free(cases);
+    if (rc) {
+        kvf_stats_free(s);
+        return -1;
+    }
+    *result = s;
+    return 0;
+}
+
+int kvf_stats_read(kvf_stats **out, const char *path, kvf_error *err) {
+    *out = NULL;
+    char *data;
+    size_t size;
+    if (kvf_read_file(path, &data, &size))
+        return kvf_error_set(err, errno == ENOMEM ? KVF_ENOMEM : KVF_EIO, "cannot read %s: %s",
+                             path, strerror(errno));
+    char msg[200];
+    json_t *root = kvf_json_parse_text(data, size, msg, sizeof msg);
+    free(data);
+    if (!root)
+        return kvf_error_set(err, KVF_EFORMAT, "malformed stats file %s: invalid JSON (%s)", path,
+                             msg);
+    reader r = {path, err, 0};
+    int rc = read_stats(&r, root, out);
+    json_decref(root);
+    return rc ? (err && err->code ? err->code : KVF_EFORMAT) : 0;
+}
