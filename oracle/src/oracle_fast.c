@@ -233,6 +233,15 @@ static int head_weights(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g
     double scale_up = asm_ > 1 ? asm_ : 1.0;
     if (abs_dot_max * scale_up * 1.4426950408889634 >= ldexp(1.0, 127))
         info->overflow |= KVF_ORACLE_OVERFLOW_LOGITS;
+    /* The pre-scaled q test of the MPFR path (oracle.c, row_compute; strict's model K2): a q
+     * element near the bf16 maximum times the folded scale overflows fp32 on its own. */
+    double q_abs_max = 0;
+    for (int32_t d = 0; d < D; d++) {
+        double qa = fabs((double)kvf_bf16_to_f32(c->q[row * D + d]));
+        if (qa > q_abs_max) q_abs_max = qa;
+    }
+    if (q_abs_max * scale_up * 1.4426950408889634 >= ldexp(1.0 - 0x1p-22, 128))
+        info->overflow |= KVF_ORACLE_OVERFLOW_LOGITS;
 
     /* logit_abs_max = RU(max_t |s_t|) exactly (F1). Any token whose |dot| might be the largest
      * is a candidate: |dot_hat_t| + 2 e_t >= max_t' (|dot_hat_t'| - 2 e_t'), where the factor 2
