@@ -4,6 +4,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "cli.h"
 #include "kvfuzz/judge.h"
 #include "kvfuzz/kernel.h"
@@ -17,39 +19,68 @@
 #define MAX_KERNELS 16
 
 static void replay_help(void) {
-    printf("usage: kvfuzz replay [--kernel K]... [--rule R]... [--jobs N] [--require-overflow]\n"
-           "                     [--deadline SEC] [--oracle fast|mpfr] [--stats FILE]\n"
-           "                     FILE|DIR...\n\n"
-           "Runs each kernel on each case (.kvfz files; directories are read one level deep),\n"
-           "computes the correctly rounded answer with the MPFR oracle and judges the kernel's\n"
-           "o and lse under each rule. Prints one line per case and kernel: the verdict per\n"
-           "rule, then max abs error, max rel error and max ulp distance of o (over in-model\n"
-           "rows and finite pairs) and the count of NaN/inf mismatches; then the verdict per\n"
-           "kernel and rule: \"passes N cases\" or \"FAILS: k findings in c classes\".\n"
-           "A verdict word \"overflow\" marks a case that fails only on rows out of the input\n"
-           "model (logits beyond f32 or non-finite inputs), \"benign\" one the rule fails\n"
-           "although the kernel returned the correctly rounded value (fib on an empty\n"
-           "sequence's -inf lse); neither is a kernel failure.\n\n"
-           "  --kernel K          kernel to run (repeatable): a built-in name (`kvfuzz\n"
-           "                      kernels`), PATH.so (every kernel of a plugin), PATH.so:NAME,\n"
-           "                      python:MODULE:FUNCTION or a FlashInfer-Bench solution .json.\n"
-           "                      Default: cuda when a GPU is usable, else cpu-splitkv. Each\n"
-           "                      kernel runs in a worker process: a crash or hang is reported\n"
-           "                      for its case and the others still run.\n"
-           "  --deadline SEC      per launch, after which the kernel counts as hung (default 60)\n"
-           "  --rule R            rule (repeatable; `kvfuzz rules`). Default: strict, fa.\n"
-           "  --jobs N            oracle threads (default: all cores).\n"
-           "  --oracle P          oracle path: fast (default: double arithmetic with a certified\n"
-           "                      bound, MPFR for what it cannot certify) or mpfr (MPFR for\n"
-           "                      every row); both give the same correctly rounded results.\n"
-           "  --require-overflow  count violations on rows whose logits exceed the f32 range\n"
-           "                      (class overflow) as failures; by default they are shown but\n"
-           "                      do not fail the run.\n"
-           "  --stats FILE        also keep error statistics of every element judged (per\n"
-           "                      kernel, rule and output) and write them to FILE atomically\n"
-           "                      every 60 s and at the end; `kvfuzz report FILE` draws them.\n\n"
-           "Exit status: 0 no kernel failure, 1 any kernel failure or kernel error, 2 bad input or\n"
-           "usage (an unreadable or malformed case file is reported and the others still run).\n");
+    printf(
+        "usage: kvfuzz replay [--kernel K]... [--rule R]... [--jobs N] [--require-overflow]\n"
+        "                     [--deadline SEC] [--oracle fast|mpfr] [--stats FILE]\n"
+        "                     FILE|DIR...\n\n"
+        "Runs each kernel on each case (.kvfz files; directories are read one level deep),\n"
+        "computes the correctly rounded answer with the MPFR oracle and judges the kernel's\n"
+        "o and lse under each rule. Prints one line per case and kernel: the verdict per\n"
+        "rule, then max abs error, max rel error and max ulp distance of o (over in-model\n"
+        "rows and finite pairs) and the count of NaN/inf mismatches; then the verdict per\n"
+        "kernel and rule: \"passes N cases\" or \"FAILS: k findings in c classes\".\n"
+        "A verdict word \"overflow\" marks a case that fails only on rows out of the input\n"
+        "model (logits beyond f32 or non-finite inputs), \"benign\" one the rule fails\n"
+        "although the kernel returned the correctly rounded value (fib on an empty\n"
+        "sequence's -inf lse); neither is a kernel failure.\n\n"
+        "  --kernel K          kernel to run (repeatable): a built-in name (`kvfuzz\n"
+        "                      kernels`), PATH.so (every kernel of a plugin), PATH.so:NAME,\n"
+        "                      python:MODULE:FUNCTION or a FlashInfer-Bench solution .json.\n"
+        "                      Default: the kernel the files' finding reports (.json beside\n"
+        "                      them) record, when all record the same; else cuda when a GPU\n"
+        "                      is usable, else cpu-splitkv. Each\n"
+        "                      kernel runs in a worker process: a crash or hang is reported\n"
+        "                      for its case and the others still run.\n"
+        "  --deadline SEC      per launch, after which the kernel counts as hung (default 60)\n"
+        "  --rule R            rule (repeatable; `kvfuzz rules`). Default: strict, fa, and\n"
+        "                      the failing rule the findings' reports record.\n"
+        "  --jobs N            oracle threads (default: all cores).\n"
+        "  --oracle P          oracle path: fast (default: double arithmetic with a certified\n"
+        "                      bound, MPFR for what it cannot certify) or mpfr (MPFR for\n"
+        "                      every row); both give the same correctly rounded results.\n"
+        "  --require-overflow  count violations on rows whose logits exceed the f32 range\n"
+        "                      (class overflow) as failures; by default they are shown but\n"
+        "                      do not fail the run.\n"
+        "  --stats FILE        also keep error statistics of every element judged (per\n"
+        "                      kernel, rule and output) and write them to FILE atomically\n"
+        "                      every 60 s and at the end; `kvfuzz report FILE` draws them.\n\n"
+        "Exit status: 0 no kernel failure, 1 any kernel failure or kernel error, 2 bad input or\n"
+        "usage (an unreadable or malformed case file is reported and the others still run).\n");
+}
+
+/* Whether every case file has a finding report (<name>.json) and all name the same kernel:
+ * 1 with it (and the failing rule of the first that has one) written out, else 0. */
+static int recorded_run(char **paths, size_t n, char *kernel, size_t ksize, char *rule,
+                        size_t rsize) {
+    kernel[0] = rule[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(paths[i]);
+        if (len < 5 || len > 4090) return 0;
+        char jpath[4096];
+        snprintf(jpath, sizeof jpath, "%.*s.json", (int)(len - 5), paths[i]);
+        /* As reals: a recipe seed past 2^63 is a valid JSON number jansson cannot hold as int. */
+        json_t *j = json_load_file(jpath, JSON_DECODE_INT_AS_REAL, NULL);
+        const char *k = j ? json_string_value(json_object_get(j, "kernel")) : NULL;
+        const char *r = j ? json_string_value(json_object_get(j, "rule")) : NULL;
+        int same = k && (kernel[0] == 0 || strcmp(kernel, k) == 0) && strlen(k) < ksize;
+        if (same) {
+            snprintf(kernel, ksize, "%s", k);
+            if (r && !rule[0] && strlen(r) < rsize) snprintf(rule, rsize, "%s", r);
+        }
+        json_decref(j);
+        if (!same) return 0;
+    }
+    return n > 0;
 }
 
 static int default_jobs(void) {
@@ -141,24 +172,50 @@ int kvf_cmd_replay(int argc, char **argv) {
         free(args);
         return cli_usage_error(cmd, "no case files given (see kvfuzz replay --help)");
     }
-    if (nrules == 0) nrules = kvf_rule_default_set(rules, MAX_RULES);
+    char **paths;
+    size_t npaths;
+    if (cli_collect_cases(cmd, args, nargs, &paths, &npaths)) {
+        free(args);
+        cli_free_kernels(kernels, nkernels);
+        return KVF_EXIT_USAGE;
+    }
+    free(args);
+    if (npaths == 0) {
+        cli_free_paths(paths, npaths);
+        cli_free_kernels(kernels, nkernels);
+        return cli_usage_error(cmd, "no .kvfz files found in the given paths");
+    }
+    /* Findings replay the way they were found: without --kernel (and --rule), the kernel (and
+     * the failing rule, beside the default set) their reports recorded, when every file has a
+     * report and all name the same kernel. */
+    char rec_kernel[4200] = "", rec_rule[128] = "";
+    int recorded =
+        (nkernels == 0 || nrules == 0) &&
+        recorded_run(paths, npaths, rec_kernel, sizeof rec_kernel, rec_rule, sizeof rec_rule);
+    if (recorded && nkernels == 0) {
+        if (cli_add_kernel(cmd, rec_kernel, kernels, MAX_KERNELS, &nkernels)) {
+            cli_free_paths(paths, npaths);
+            return KVF_EXIT_USAGE;
+        }
+        fprintf(stderr, "kvfuzz replay: kernel %s, as the findings' reports record\n", rec_kernel);
+    }
+    if (nrules == 0) {
+        nrules = kvf_rule_default_set(rules, MAX_RULES);
+        int have = !recorded || !rec_rule[0];
+        for (int r = 0; r < nrules && !have; r++)
+            have = strcmp(rules[r].name, rec_rule) == 0;
+        if (!have && nrules < MAX_RULES && kvf_rule_parse(&rules[nrules], rec_rule, NULL) == 0) {
+            nrules++;
+            fprintf(stderr, "kvfuzz replay: rule %s added, as the findings' reports record\n",
+                    rec_rule);
+        }
+    }
     if (nkernels == 0) {
         char why[256];
         /* Asked in a child: this process forks the kernel workers and must not touch CUDA. */
         const kvf_kernel *k =
             kvf_runner_probe_cuda(why, sizeof why) ? kvf_kernel_find("cuda") : NULL;
         kernels[nkernels++] = k ? k : kvf_kernel_find("cpu-splitkv");
-    }
-    char **paths;
-    size_t npaths;
-    if (cli_collect_cases(cmd, args, nargs, &paths, &npaths)) {
-        free(args);
-        return KVF_EXIT_USAGE;
-    }
-    free(args);
-    if (npaths == 0) {
-        cli_free_paths(paths, npaths);
-        return cli_usage_error(cmd, "no .kvfz files found in the given paths");
     }
 
     /* Statistics are written once before any work, so a path that cannot be written fails
@@ -278,9 +335,10 @@ int kvf_cmd_replay(int argc, char **argv) {
                                 NULL);
                 kvf_verdict_status st = kvf_verdict_status_of(&v, require_overflow);
                 kvf_verdict_counts_add(&counts[k][r], &v, require_overflow);
-                const char *word = st == KVF_VERDICT_PASS                   ? "pass"
-                                   : st == KVF_VERDICT_RULE_REJECTS_ROUNDED ? "benign"
-                                                                           : kvf_finding_class_name(v.finding);
+                const char *word = st == KVF_VERDICT_PASS ? "pass"
+                                   : st == KVF_VERDICT_RULE_REJECTS_ROUNDED
+                                       ? "benign"
+                                       : kvf_finding_class_name(v.finding);
                 if (st == KVF_VERDICT_FAIL) failed = 1;
                 printf(" %-12s", word);
                 max_abs = v.o.max_abs;

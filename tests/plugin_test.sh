@@ -66,6 +66,11 @@ finding hang hang
 finding nan nonfinite
 grep -q '"plan": "test-mode=4"' "$tmp"/f-nan/nonfinite-*.json \
   || fail "the nan finding's report does not carry the kernel's plan facts"
+# Without --kernel, a finding replays with the kernel its report records.
+"$kvfuzz" replay "$tmp"/f-nan/nonfinite-*.kvfz >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 1 ] || fail "replay of the nan finding without --kernel does not fail"
+grep -q "kernel $plugin:nan, as the findings' reports record" "$tmp/err" \
+  || fail "replay without --kernel does not take the recorded kernel: $(cat "$tmp/err")"
 finding unwritten unwritten-output
 finding oob out-of-bounds-write
 finding input-mod input-modified

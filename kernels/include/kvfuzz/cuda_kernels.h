@@ -59,7 +59,7 @@ typedef struct kvf_cuda_problem {
     const int32_t *kv_last_page_len; /* host [B] */
 } kvf_cuda_problem;
 
-/* Device pointers for one launch; layouts as in DESIGN.md section 1 (bf16 as raw bits). The
+/* Device pointers for one launch; layouts as in docs/design.md section 1 (bf16 as raw bits). The
  * page table on the device must match the host arrays given to prepare(). */
 typedef struct kvf_cuda_tensors {
     const kvf_bf16 *q;       /* [B][Hq][D] */
