@@ -28,6 +28,8 @@
 // of those macros.
 #include <cuda_runtime.h>
 
+#include "cuda_error.cuh"
+
 #include <atomic>
 #include <errno.h>
 #include <math.h>
@@ -285,18 +287,6 @@ using namespace kvf;
 // ---------------------------------------------------------------------------------------------
 // Errors
 
-static int cuda_fail(kvf_error *err, cudaError_t e, const char *what) {
-    if (e == cudaErrorMemoryAllocation)
-        return kvf_error_set(err, KVF_ENOMEM, "%s: the device is out of memory (%s).", what,
-                             cudaGetErrorString(e));
-    return kvf_error_set(err, KVF_EDEVICE, "%s failed: %s (%s).", what, cudaGetErrorName(e),
-                         cudaGetErrorString(e));
-}
-#define KVF_CUDA_TRY(call, what)                                                                   \
-    do {                                                                                           \
-        cudaError_t kvf_e_ = (call);                                                               \
-        if (kvf_e_ != cudaSuccess) return cuda_fail(err, kvf_e_, what);                            \
-    } while (0)
 
 // Grows a device buffer to at least `bytes` (contents not kept).
 static int dev_grow(void **buf, size_t *cap, size_t bytes, const char *what, kvf_error *err) {
@@ -394,7 +384,7 @@ KVF_CUDA_API int kvf_cuda_plan_create(kvf_cuda_plan **out, kvf_cuda_algo algo, k
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&p->sched_uploaded, cudaEventDisableTiming);
     if (e != cudaSuccess) {
         free(p);
-        return cuda_fail(err, e, "Initializing CUDA");
+        return kvf__cuda_fail(err, e, "Initializing CUDA");
     }
     *out = p;
     return 0;
@@ -858,7 +848,7 @@ static int launch_split(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_
                     : p->D == 128 ? launch_merge<128>(mp, grid, st)
                                   : launch_merge<256>(mp, grid, st);
 #endif
-    if (e != cudaSuccess) return cuda_fail(err, e, "Launching the split-KV merge kernel");
+    if (e != cudaSuccess) return kvf__cuda_fail(err, e, "Launching the split-KV merge kernel");
     KVF_CUDA_TRY(cudaGetLastError(), "Launching the split-KV merge kernel");
     return 0;
 }

@@ -27,6 +27,8 @@
 // likewise checks only what it wrote in pools past its own bound).
 #include <cuda_runtime.h>
 
+#include "cuda_error.cuh"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
@@ -273,18 +275,6 @@ int check_grid(int64_t items) {
 // ---------------------------------------------------------------------------------------------
 // Errors
 
-int cuda_fail(kvf_error *err, cudaError_t e, const char *what) {
-    if (e == cudaErrorMemoryAllocation)
-        return kvf_error_set(err, KVF_ENOMEM, "%s: the device is out of memory (%s)", what,
-                             cudaGetErrorName(e));
-    return kvf_error_set(err, KVF_EDEVICE, "%s failed: %s (%s)", what, cudaGetErrorName(e),
-                         cudaGetErrorString(e));
-}
-#define KVF_CUDA_TRY(call, what)                                                                   \
-    do {                                                                                           \
-        cudaError_t kvf_e_ = (call);                                                               \
-        if (kvf_e_ != cudaSuccess) return cuda_fail(err, kvf_e_, what);                            \
-    } while (0)
 
 int dev_grow(void **buf, size_t *cap, size_t bytes, const char *what, kvf_error *err) {
     if (bytes <= *cap) return 0;
@@ -452,7 +442,7 @@ int host_create(const kvf_plugin_kernel *const *descs, int n, Host **out, kvf_er
     }
     if (!rc) {
         const cudaError_t e = cudaStreamCreateWithFlags(&h->stream, cudaStreamNonBlocking);
-        if (e != cudaSuccess) rc = cuda_fail(err, e, "Creating a CUDA stream");
+        if (e != cudaSuccess) rc = kvf__cuda_fail(err, e, "Creating a CUDA stream");
     }
     for (int i = 0; i < n && !rc; ++i) {
         Slot *s = &h->slots[i];
@@ -470,7 +460,7 @@ int host_create(const kvf_plugin_kernel *const *descs, int n, Host **out, kvf_er
         h->n = i + 1;
         // A create() that failed inside CUDA without saying so leaves its error here.
         const cudaError_t e = cudaGetLastError();
-        if (e != cudaSuccess) rc = cuda_fail(err, e, "Creating the kernel's state");
+        if (e != cudaSuccess) rc = kvf__cuda_fail(err, e, "Creating the kernel's state");
     }
     if (rc) {
         kvf__cuda_host_destroy(h);
@@ -551,7 +541,7 @@ int pools_verify(Host *h, kvf_error *err) {
     free(mask);
     if (d_mask) cudaFree(d_mask);
     if (d_count) cudaFree(d_count);
-    if (e != cudaSuccess) return cuda_fail(err, e, "Checking the pool poison");
+    if (e != cudaSuccess) return kvf__cuda_fail(err, e, "Checking the pool poison");
     if (count[0] || count[1])
         return kvf_error_set(err, KVF_EDEVICE,
                              "the device pools hold %llu (K) and %llu (V) 16-byte vectors that "
@@ -634,7 +624,7 @@ int pools_upload(Host *h, const kvf_case *c, kvf_error *err) {
         const cudaError_t e = cudaMalloc(&ds, h->stage_bytes);
         if (e != cudaSuccess) {
             cudaFreeHost(hs);
-            return cuda_fail(err, e, "Allocating device staging");
+            return kvf__cuda_fail(err, e, "Allocating device staging");
         }
         h->h_stage = hs, h->d_stage = ds;
         h->stage_cap = h->stage_bytes;
@@ -846,7 +836,7 @@ int locate_in_change(Host *h, kvf_error *err) {
     const cudaError_t e = cudaMemcpy(now, h->d_io, n, cudaMemcpyDeviceToHost);
     if (e != cudaSuccess) {
         free(now);
-        return cuda_fail(err, e, "Reading back a changed input");
+        return kvf__cuda_fail(err, e, "Reading back a changed input");
     }
     const unsigned char *was = (const unsigned char *)h->h_up;
     int rc = 0;
@@ -1133,7 +1123,7 @@ extern "C" int kvf__cuda_host_load_generated(void *hv, const kvf_case *c, uint64
             e = cudaGetLastError();
         }
         if (e == cudaSuccess) e = cudaStreamSynchronize(h->stream);
-        if (!rc && e != cudaSuccess) rc = cuda_fail(err, e, "Poisoning generated pools");
+        if (!rc && e != cudaSuccess) rc = kvf__cuda_fail(err, e, "Poisoning generated pools");
     }
     free(used);
     free(ids);
