@@ -6,7 +6,9 @@
 
 #include <cuda_runtime.h>
 
-#include "kvfuzz/error.h"
+extern "C" {
+#include "kvfuzz/error.h" // a C header: its functions have C linkage
+}
 
 static inline int kvf__cuda_fail(kvf_error *err, cudaError_t e, const char *what) {
     if (e == cudaErrorMemoryAllocation)
