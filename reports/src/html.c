@@ -1155,7 +1155,7 @@ static void figures_table(FILE *f, const kvf__rmodel *m) {
           "distances are from the correctly rounded value; p99 is an upper bound read from its "
           "histogram bucket; bits = mean log2(ulps + 1); margin = error / allowance, above 1 "
           "fails; excess = the margin beyond the final rounding, the headroom a kernel actually "
-          "uses (0 for the correctly rounded value, whose margin at a bf16 tie is about 1). "
+          "uses (0 for the correctly rounded value, which always passes with margin 0). "
           "Failed counts kernel failures only; cases failing only on rows out of the input "
           "model are in their own column and panel, and every figure here is over in-model "
           "rows.</p>\n<table><tr><th>series</th><th>rule</th><th>cases</th><th>failed</th>"
