@@ -1158,11 +1158,17 @@ static void figures_table(FILE *f, const kvf__rmodel *m) {
           "uses (0 for the correctly rounded value, which always passes with margin 0). "
           "Failed counts kernel failures only; cases failing only on rows out of the input "
           "model are in their own column and panel, and every figure here is over in-model "
-          "rows.</p>\n<table><tr><th>series</th><th>rule</th><th>cases</th><th>failed</th>"
+          "rows. lse's ulp distance is huge where the exact lse is 0 or near it (a sum of "
+          "exponentials near 1): an error of 1e-7 there is hundreds of millions of f32 ulps. "
+          "The rules bound lse's error relative to its conditioning, so the margin, not the "
+          "ulp distance, says how close a kernel came to failing.</p>\n"
+          "<div class=\"tw\"><table><tr><th>series</th><th>rule</th><th>cases</th>"
+          "<th>failed</th>"
           "<th>out of model</th>"
           "<th>o elements</th><th>o violations</th><th>o max ulp</th><th>o p99 ulp</th>"
           "<th>o bits</th><th>o max abs</th><th>lse violations</th>"
-          "<th>lse max ulp</th><th>max margin</th><th>max excess</th><th>NaN/inf mismatches</th>"
+          "<th>lse max ulp</th><th>max margin</th><th>max excess</th>"
+          "<th>NaN/inf mismatches</th>"
           "<th>run errors</th></tr>\n",
           f);
     for (size_t i = 0; i < m->nseries; i++) {
@@ -1201,7 +1207,7 @@ static void figures_table(FILE *f, const kvf__rmodel *m) {
         }
         fprintf(f, "<td class=\"n\">%" PRId64 "</td></tr>\n", kvf__rseries_run_errors(s));
     }
-    fputs("</table>\n", f);
+    fputs("</table></div>\n", f);
     /* Verdicts under every rule. */
     fputs("<h3>Verdicts by rule</h3><table><tr><th>series</th>", f);
     for (size_t r = 0; r < m->nrules; r++) {
@@ -1273,16 +1279,19 @@ static void case_cell(FILE *f, const kvf__rmodel *m, const kvf__case_info *ci) {
     fputs("</td>", f);
 }
 
+/* Rows shown per series: in-model elements are the kernel's headroom and get more; out-of-model
+ * rows usually repeat one overflowing case, so a few show what they look like. */
 #define WORST_SHOWN 10
+#define WORST_SHOWN_OUT_OF_MODEL 3
 
 /* Rows of the worst elements of one series under one group, o and lse merged by rank; oom
  * picks the out-of-model statistics. */
 static void worst_rows(FILE *f, const kvf__rmodel *m, const kvf__rseries *s, const kvf__group *g,
                        int oom) {
     const kvf__outstats *o = oom ? &g->oom[0] : &g->out[0], *l = oom ? &g->oom[1] : &g->out[1];
+    const int limit = oom ? WORST_SHOWN_OUT_OF_MODEL : WORST_SHOWN;
     int io = 0, il = 0;
-    for (int shown = 0; shown < WORST_SHOWN && (io < o->worst_count || il < l->worst_count);
-         shown++) {
+    for (int shown = 0; shown < limit && (io < o->worst_count || il < l->worst_count); shown++) {
         const kvf__worst *w;
         int is_lse;
         if (il >= l->worst_count ||
@@ -1327,7 +1336,8 @@ static void worst_rows(FILE *f, const kvf__rmodel *m, const kvf__rseries *s, con
 }
 
 static const char WORST_HEAD[] =
-    "<table><tr><th>series</th><th>rule</th><th>case</th><th>out</th><th>b</th><th>h</th>"
+    "<div class=\"tw\"><table><tr><th>series</th><th>rule</th><th>case</th><th>out</th>"
+    "<th>b</th><th>h</th>"
     "<th>d</th><th>L</th><th>page size</th><th>kernel</th><th>rounded</th><th>exact</th>"
     "<th>abs</th><th>ulps</th><th>margin</th><th>excess</th><th></th></tr>\n";
 
@@ -1336,13 +1346,16 @@ static void worst_table(FILE *f, const kvf__rmodel *m) {
           "elements of in-model rows that use most of the rule's headroom (ranked by excess "
           "margin, then margin), per series under its primary rule, o and lse together "
           "(errors.csv has every kept element under every rule; rows out of the input model "
-          "have their own panel). Case links open the case file: replay it with "
-          "<code>kvfuzz replay --kernel K FILE</code>.</p>\n",
+          "have their own panel). An element many ulps from the correctly rounded value can pass: "
+          "where the terms of the weighted sum of v cancel, so that |o| is far below the mean "
+          "|v| under the softmax weights, fp32 accumulation legitimately loses that much and "
+          "the rules allow for it (docs/strict-rule.md). Case links open the case file: replay "
+          "it with <code>kvfuzz replay --kernel K FILE</code>.</p>\n",
           f);
     fputs(WORST_HEAD, f);
     for (size_t i = 0; i < m->nseries; i++)
         if (m->series[i].primary) worst_rows(f, m, &m->series[i], m->series[i].primary, 0);
-    fputs("</table></section>\n", f);
+    fputs("</table></div></section>\n", f);
 }
 
 /* Rows out of the input model (logits an fp32 kernel cannot hold, non-finite inputs): counted
@@ -1389,11 +1402,13 @@ static void out_of_model_panel(FILE *f, const kvf__rmodel *m) {
             fputs("</tr>\n", f);
         }
     }
-    fputs("</table>\n<h3>Their worst elements</h3>\n", f);
+    fputs("</table>\n<h3>Their worst elements</h3>\n<p class=\"note\">The first few per "
+          "series; errors.csv has all kept ones.</p>\n",
+          f);
     fputs(WORST_HEAD, f);
     for (size_t i = 0; i < m->nseries; i++)
         if (m->series[i].primary) worst_rows(f, m, &m->series[i], m->series[i].primary, 1);
-    fputs("</table></section>\n", f);
+    fputs("</table></div></section>\n", f);
 }
 
 /* The answer first: one banner for the whole report and one line per series and rule. */
@@ -1513,6 +1528,7 @@ static const char CSS[] =
     "solid #ddd}h3{font-size:15px;margin:18px 0 2px}\n"
     ".note{color:#555;margin:2px 0 8px;font-size:13px}.dim{color:#888;font-size:12px}\n"
     "table{border-collapse:collapse;font-size:12.5px;margin:6px 0}"
+    ".tw{overflow-x:auto;max-width:100%}.tw table{font-size:11.5px}"
     "td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}"
     "th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}"
     ".bad{color:#b00020;font-weight:600}\n"
