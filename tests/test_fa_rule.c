@@ -464,7 +464,57 @@ static void test_allowance_shape(void) {
     CHECK(m.usable && m.rho > 0.0);
 }
 
+/* Excess margin under fa, as under strict: at an exact bf16 tie both neighbours are correct
+ * roundings of the exact value, so the one the oracle did not pick uses none of the headroom
+ * beyond the final rounding (excess 0) though its margin counts the half ulp. The tie is
+ * built: equal logits make o the mean of v, and half the tokens holding 1 and half 1 + 2^-7
+ * put that mean at 1 + 2^-8, halfway between two bf16 values. */
+static void test_tie_excess_margin(void) {
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_preset(&s, "equal-logits", 1, &err), &err);
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_case c;
+    int rc = kvf_case_build(&c, &s, &lim, &err);
+    kvf_spec_free(&s);
+    CHECK_OK(rc, &err);
+    if (rc) return;
+    int64_t L = kvf_case_seq_len(&c, 0);
+    CHECK(L >= 2 && L % 2 == 0);
+    for (int64_t t = 0; t < L; t++)
+        c.v_cache[kvf_case_kv_offset(&c, 0, t, 0, 0)] =
+            kvf_f32_to_bf16_rne(t < L / 2 ? 1.0f : 1.0078125f);
+    kvf_oracle_opts oo;
+    kvf_oracle_opts_default(&oo);
+    kvf_oracle_result r;
+    CHECK_OK(kvf_oracle_run(&r, &c, &oo, &err), &err);
+    CHECK(r.o_exact[0] == 1.0 + 0x1p-8);
+    int64_t n = kvf_case_o_elems(&c), rows = kvf_case_lse_elems(&c);
+    kvf_bf16 *o = malloc((size_t)n * sizeof *o);
+    float *lse = malloc((size_t)rows * sizeof *lse);
+    memcpy(o, r.o_rounded, (size_t)n * sizeof *o);
+    memcpy(lse, r.lse_rounded, (size_t)rows * sizeof *lse);
+    o[0] ^= 1u; /* the tie's other neighbour */
+    CHECK(kvf_bf16_to_f32(o[0]) == 1.0f || kvf_bf16_to_f32(o[0]) == 1.0078125f);
+    static const char *const against_exact[] = {"strict", "fa"};
+    for (int i = 0; i < 2; i++) {
+        kvf_rule rule;
+        kvf_rule_parse(&rule, against_exact[i], NULL);
+        kvf_verdict vd;
+        CHECK_OK(kvf_judge(&vd, &rule, &c, &r, o, lse, &err), &err);
+        CHECK(vd.pass);
+        CHECK(vd.o.max_margin > 0.5);
+        CHECK_DBL_EQ(vd.o.max_excess_margin, 0.0);
+    }
+    free(o);
+    free(lse);
+    kvf_oracle_result_free(&r);
+    kvf_case_free(&c);
+}
+
 static const check_test tests[] = {
+    {"tie_excess_margin", test_tie_excess_margin},
     {"allowance_shape", test_allowance_shape},
     {"power_on_seed", test_power_on_seed},
     {"legitimate_implementations", test_legitimate_implementations},

@@ -753,7 +753,8 @@ static void metrics_add(kvf_output_metrics *m, const kvf_element_error *e, int m
  * same side of 1 as the margin, so either number tells pass from fail. */
 static void settle_excess(const kvf_rule *rule, const elem_in *in, kvf_element_error *e) {
     e->excess_margin = e->margin;
-    if (rule->kind == KVF_RULE_STRICT && isfinite(in->x) && isfinite(in->a) && isfinite(in->r)) {
+    int against_exact = rule->kind == KVF_RULE_STRICT || rule->kind == KVF_RULE_FA;
+    if (against_exact && isfinite(in->x) && isfinite(in->a) && isfinite(in->r)) {
         double base = fabs(in->r - in->x), err = fabs(in->a - in->x);
         double room = e->allowed - base;
         e->excess_margin = err <= base ? 0.0 : room > 0 ? (err - base) / room : INFINITY;

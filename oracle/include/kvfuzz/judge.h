@@ -88,7 +88,7 @@ typedef struct kvf_element_error {
     double margin;        /* rule-specific error / allowance: > 1 means the element fails */
     double excess_margin; /* the margin of the error beyond the final rounding, i.e. the
                              share of the headroom used: for rules measured against x
-                             (strict), (|a-x| - |r-x|) / (allowed - |r-x|), so the correctly
+                             (strict, fa), (|a-x| - |r-x|) / (allowed - |r-x|), so the correctly
                              rounded value scores 0 even at a bf16 tie, where its margin is
                              about 1; for rules measured against r it equals margin. > 1
                              exactly when the element fails. */
