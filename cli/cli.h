@@ -1,6 +1,8 @@
 /* Shared pieces of the kvfuzz command line: every subcommand is `int kvf_cmd_X(argc, argv)`
  * with argv[0] the subcommand name, returning the process exit code (0 success, 1 findings,
- * 2 bad input or usage). Usage errors print one sentence to stderr. */
+ * 2 bad input or usage, a kernel that cannot start included). Usage errors print one sentence
+ * to stderr. The rules every command follows (options, numbers, contradictions, environment
+ * variables, exit status, JSON) are in docs/cli.md. */
 #ifndef KVFUZZ_CLI_H
 #define KVFUZZ_CLI_H
 

@@ -140,6 +140,22 @@ static int run_kernel(const kvf_kernel *k, runner_or_state *rs, const kvf_case *
                          "%s", res.message);
 }
 
+/* Starts and stops k the way campaign() runs it: 0, or the reason in err. */
+static int can_start(const kvf_kernel *k, const kvf_limits *lim, kvf_error *err) {
+    if (k->release) {
+        kvf_runner *r = NULL;
+        kvf_runner_opts ro = {k, *lim, 60, 0, 0};
+        int rc = kvf_runner_create(&r, &ro, err);
+        if (!rc) rc = kvf_runner_start(r, err);
+        kvf_runner_destroy(r);
+        return rc;
+    }
+    void *state = NULL;
+    int rc = kvf_kernel_create(k, &state, err);
+    if (!rc) kvf_kernel_destroy(k, state);
+    return rc;
+}
+
 /* (a): generated cases until the first finding under any of the rules (overflow-class
  * violations do not count, as in replay without --require-overflow) or until the budget is
  * spent. */
@@ -560,6 +576,17 @@ int kvf_cmd_mutants(int argc, char **argv) {
         return KVF_EXIT_USAGE;
     }
     if (controls_budget < 0) controls_budget = budget;
+    /* A control that cannot start fails the run before any case runs, as replay does. */
+    for (size_t i = 0; i < nextra; i++) {
+        kvf_limits lim;
+        cli_limits(&lim);
+        kvf_error err = {0};
+        if (can_start(extra[i], &lim, &err)) {
+            int urc = cli_kernel_cannot_start(cmd, extra[i]->name, err.msg);
+            cli_free_kernels(extra, nextra);
+            return urc;
+        }
+    }
     kvf_device dev = strcmp(device, "cuda") == 0 ? KVF_DEVICE_CUDA : KVF_DEVICE_CPU;
     if (dev == KVF_DEVICE_CUDA) {
         char why[256];

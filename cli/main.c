@@ -214,8 +214,8 @@ static void print_option(FILE *f, const cli_option *o, int col) {
 }
 
 void cli_print_options(FILE *f, const cli_option *opts) {
-    int col = 0;
     char name[96];
+    int col = spelled(name, sizeof name, &help_option);
     for (const cli_option *o = opts; o->key; o++) {
         int n = spelled(name, sizeof name, o);
         if (n > col) col = n;
@@ -314,11 +314,14 @@ void cli_limits(kvf_limits *limits) {
 }
 
 int cli_kernel_cannot_start(const char *cmd, const char *kernel, const char *reason) {
+    /* The runner says "kernel K could not start: ", the buffer host "K could not start: ":
+     * the reason is what follows them. */
     char prefix[256];
-    snprintf(prefix, sizeof prefix, "kernel %s could not start", kernel);
-    if (strncmp(reason, prefix, strlen(prefix)) == 0) /* the runner's words already */
-        return cli_usage_error(cmd, "%s", reason);
-    return cli_usage_error(cmd, "%s: %s", prefix, reason);
+    for (int pass = 0; pass < 2; pass++) {
+        snprintf(prefix, sizeof prefix, "%s%s could not start: ", pass ? "" : "kernel ", kernel);
+        if (strncmp(reason, prefix, strlen(prefix)) == 0) reason += strlen(prefix);
+    }
+    return cli_usage_error(cmd, "kernel %s could not start: %s", kernel, reason);
 }
 
 int cli_add_kernel(const char *cmd, const char *spec, const kvf_kernel **kernels, size_t max,
