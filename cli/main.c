@@ -164,6 +164,16 @@ const char *cli_option_name(const cli_option *opts, int key) {
     return buf;
 }
 
+/* Whether "--abc[=v]" is a prefix of two or more long options (getopt_long then refuses it). */
+static int ambiguous(const cli_parser *p, const char *bad) {
+    if (strncmp(bad, "--", 2) != 0) return 0;
+    size_t n = strcspn(bad + 2, "=");
+    int matches = 0;
+    for (const struct option *o = p->longs; o->name; o++)
+        matches += strncmp(o->name, bad + 2, n) == 0;
+    return matches > 1;
+}
+
 int cli_next(cli_parser *p, const char **arg) {
     *arg = NULL;
     int c = getopt_long(p->argc, p->argv, p->shorts, p->longs, NULL);
@@ -180,6 +190,10 @@ int cli_next(cli_parser *p, const char **arg) {
         else if (optopt && strncmp(bad, "--", 2) != 0)
             cli_usage_error(p->cmd, "unknown option \"-%c\" (see kvfuzz %s --help)", optopt,
                             p->cmd);
+        else if (ambiguous(p, bad))
+            cli_usage_error(p->cmd,
+                            "\"%s\" is the start of more than one option (see kvfuzz %s --help)",
+                            bad, p->cmd);
         else
             cli_usage_error(p->cmd, "unknown option \"%s\" (see kvfuzz %s --help)", bad, p->cmd);
         return CLI_ERROR;

@@ -74,6 +74,7 @@ check_help bench --oracle
 expect 2 'unknown option "--frob"' -- "$kvfuzz" gen --frob
 expect 2 "--json takes no value" -- "$kvfuzz" oracle --json=1 "$seed"
 expect 2 "-o needs a value" -- "$kvfuzz" gen -o
+expect 2 '"--see" is the start of more than one option' -- "$kvfuzz" mutants --see 3
 
 # ---- strict decimal numbers -------------------------------------------------------------------
 "$kvfuzz" gen --seed 010 -o "$tmp/s010.kvfz" || fail "gen --seed 010 failed"
