@@ -243,6 +243,17 @@ int kvf_cmd_replay(int argc, char **argv) {
         kernels[nkernels++] = k ? k : kvf_kernel_find("cpu-splitkv");
     }
 
+    /* Installed before the statistics file or a worker is created, so a stop request is
+     * always answered with the summary; SA_RESTART, so the worker pipes are not interrupted
+     * and the case in flight completes before the loop stops. */
+    replay_stop = 0;
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sa.sa_flags = SA_RESTART | SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
     /* Statistics are written once before any work, so a path that cannot be written fails
      * the run at once instead of after hours. */
     kvf_stats *stats = NULL;
@@ -290,16 +301,6 @@ int kvf_cmd_replay(int argc, char **argv) {
      * judge runs no kernel and counts in not_judged alone. */
     size_t cases_ok = 0, bad_inputs = 0, not_judged = 0, runs = 0, failed_runs = 0, unsupported = 0,
            done = 0;
-    /* Installed before any case runs; SA_RESTART, so the worker pipes are not interrupted and
-     * the case in flight completes before the loop stops. */
-    replay_stop = 0;
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
-    sa.sa_flags = SA_RESTART | SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
     static kvf_verdict_counts counts[MAX_KERNELS][MAX_RULES];
     memset(counts, 0, sizeof counts);
     for (size_t k = 0; k < nkernels; k++)
