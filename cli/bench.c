@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "kvfuzz/json_io.h"
 #include "kvfuzz/kernel.h"
 
 #ifdef KVF_HAVE_CUDA
@@ -31,6 +32,49 @@
 #endif
 
 #define BENCH_MAX_KERNELS 16
+
+enum {
+    BENCH_ORACLE = 256,
+    BENCH_KERNEL,
+    BENCH_PRESET,
+    BENCH_BATCH,
+    BENCH_LEN,
+    BENCH_HEADS,
+    BENCH_HEAD_DIM,
+    BENCH_PAGE_SIZE,
+    BENCH_ITERS,
+    BENCH_WARMUP,
+    BENCH_SEED,
+    BENCH_JSON
+};
+
+static const cli_option bench_options[] = {
+    {"oracle", BENCH_ORACLE, NULL,
+     "oracle throughput instead (first; kvfuzz bench --oracle --help)"},
+    {"kernel", BENCH_KERNEL, "K",
+     "a CUDA kernel: cuda, cuda-naive, cuda/mut=..., PATH.so (every CUDA\n"
+     "kernel of a plugin) or PATH.so:NAME; repeat it or give a comma-\n"
+     "separated list (default: cuda and cuda-naive)"},
+    {"preset", BENCH_PRESET, "P",
+     "seed:  batch 1, 51 pages of 64, the last holding 2 (3202 tokens),\n"
+     "Hq 20, Hk 4, D 128 (the seed case file's workload)\n"
+     "sweep: batch {1,8,32,128} x length {512,4096,32768} (seed shape)\n"
+     "mixed: batch 64, lengths log-uniform in [1, 16384] plus two empty\n"
+     "sequences (seed shape)\n"
+     "(default: seed, unless --batch/--len are given)"},
+    {"batch", BENCH_BATCH, "B", "sequences (1..65535), with --len: a single custom workload"},
+    {"len", BENCH_LEN, "L", "tokens per sequence (0..1048576)"},
+    {"heads", BENCH_HEADS, "HQ:HK", "query and KV heads (default 20:4)"},
+    {"head-dim", BENCH_HEAD_DIM, "D", "64, 128 or 256 (default 128)"},
+    {"page-size", BENCH_PAGE_SIZE, "S", "1..256 (default 64)"},
+    {"iters", BENCH_ITERS, "N", "timed iterations, median and min reported (default 50)"},
+    {"warmup", BENCH_WARMUP, "N", "untimed iterations first (default 5)"},
+    {"seed", BENCH_SEED, "N", "input seed (default 1)"},
+    {"json", BENCH_JSON, NULL,
+     "one JSON object instead of the table: the device, the settings and\n"
+     "\"results\", one object per (workload, kernel)"},
+    {0},
+};
 
 static void bench_help(FILE *f) {
     fprintf(
@@ -43,30 +87,16 @@ static void bench_help(FILE *f) {
         "each with a streaming read of the same number of bytes measured in the same run (the\n"
         "read roofline). Every kernel runs through kvfuzz's buffer host (NaN-poisoned pools,\n"
         "guarded outputs); before timing each is checked by the host and against cuda-naive\n"
-        "(a disagreement beyond 1e-2 absolute and relative, or any host check, fails the run).\n\n"
-        "  --kernel K        a CUDA kernel: cuda, cuda-naive, cuda/mut=..., PATH.so (every CUDA\n"
-        "                    kernel of a plugin) or PATH.so:NAME; repeat it or give a comma-\n"
-        "                    separated list (default: cuda and cuda-naive)\n"
-        "  --preset P        seed:  batch 1, 51 pages of 64, the last holding 2 (3202 tokens),\n"
-        "                    Hq 20, Hk 4, D 128 (the seed case file's workload)\n"
-        "                    sweep: batch {1,8,32,128} x length {512,4096,32768} (seed shape)\n"
-        "                    mixed: batch 64, lengths log-uniform in [1, 16384] plus two empty\n"
-        "                    sequences (seed shape)\n"
-        "                    (default: seed, unless --batch/--len are given)\n"
-        "  --batch B         sequences (1..65535), with --len: a single custom workload\n"
-        "  --len L           tokens per sequence (0..1048576)\n"
-        "  --heads HQ:HK     query and KV heads (default 20:4)\n"
-        "  --head-dim D      64, 128 or 256 (default 128)\n"
-        "  --page-size S     1..256 (default 64)\n"
-        "  --iters N         timed iterations, median and min reported (default 50)\n"
-        "  --warmup N        untimed iterations first (default 5)\n"
-        "  --seed N          input seed (default 1)\n"
-        "  --json            one JSON array instead of the table\n\n"
-        "Columns: median and min microseconds per run() (split + merge for cuda), achieved\n"
-        "GB/s of the bytes above, the roofline's median for the same bytes,\n"
-        "fraction = roofline time / kernel time, the check, and the kernel's plan facts\n"
-        "(describe()). A kernel that does not support the shape gets a row saying so. Exit 0,\n"
-        "1 when a check fails or the device errs, 2 on bad usage.\n");
+        "(a disagreement beyond 1e-2 absolute and relative, or any host check, fails the "
+        "run).\n\n");
+    cli_print_options(f, bench_options);
+    fprintf(f,
+            "\nColumns: median and min microseconds per run() (split + merge for cuda), achieved\n"
+            "GB/s of the bytes above, the roofline's median for the same bytes,\n"
+            "fraction = roofline time / kernel time, the check, and the kernel's plan facts\n"
+            "(describe()). A kernel that does not support the shape gets a row saying so. Exit 0,\n"
+            "1 when a check fails or the device errs, 2 on bad usage or when the kernels cannot\n"
+            "start (no usable GPU, or a kvfuzz built without CUDA).\n");
 }
 
 typedef struct bench_workload {
@@ -158,6 +188,9 @@ typedef struct bench_run {
     void *flush;
     uint32_t *sink;
     cudaEvent_t *ev; /* [iters][timed + 1][2] */
+    json_t *results; /* --json: one object per row, written at the end */
+    int json_bad;    /* out of memory building them */
+    int first_row;   /* no row printed yet (it also seeds the first workload's page table) */
 } bench_run;
 
 typedef struct bench_result {
@@ -302,8 +335,8 @@ static void compare(const kvf_case *c, const kvf_bf16 *o, const float *lse, cons
     }
 }
 
-static void print_row(const bench_workload *w, const bench_opts *o, const kvf_case *c,
-                      const bench_result *r, double roof_us, int64_t bytes, int first_row) {
+static void print_row(bench_run *br, const bench_workload *w, const bench_opts *o,
+                      const kvf_case *c, const bench_result *r, double roof_us, int64_t bytes) {
     int32_t maxlen = 0;
     for (int32_t b = 0; b < w->batch; b++)
         if (w->lens[b] > maxlen) maxlen = w->lens[b];
@@ -313,27 +346,37 @@ static void print_row(const bench_workload *w, const bench_opts *o, const kvf_ca
                                                       : "MISMATCH";
     const int timed = r->status == 0;
     if (o->json) {
-        printf("%s  {\"workload\": ", first_row ? "" : ",\n");
-        cli_json_string(stdout, w->name);
-        printf(", \"kernel\": ");
-        cli_json_string(stdout, r->kernel);
-        printf(", \"batch\": %d, \"max_len\": %d, \"tokens\": %lld, \"num_qo_heads\": %d, "
-               "\"num_kv_heads\": %d, \"head_dim\": %d, \"page_size\": %d, \"bytes\": %lld, ",
-               w->batch, maxlen, (long long)kvf_case_total_tokens(c), o->hq, o->hk, o->d, o->s,
-               (long long)bytes);
-        if (timed)
-            printf("\"median_us\": %.3f, \"min_us\": %.3f, \"gb_per_s\": %.1f, "
-                   "\"fraction_of_roofline\": %.4f, ",
-                   r->med_us, r->min_us, r->gbps, r->fraction);
-        printf("\"roofline_median_us\": %.3f, \"roofline_gb_per_s\": %.1f, \"check\": \"%s\", "
-               "\"max_abs_diff_o\": %.3g, \"max_abs_diff_lse\": %.3g, \"plan\": ",
-               roof_us, bytes / (roof_us * 1e3), check, r->max_abs_o, r->max_abs_lse);
-        cli_json_string(stdout, r->plan);
-        if (r->status) {
-            printf(", \"error\": ");
-            cli_json_string(stdout, r->why);
+        /* Numbers only where they were measured: an untimed kernel has no time and no
+         * difference from the reference (no 0 standing for "none"). */
+        json_t *row = json_object();
+        int bad = !row || kvf_json_set(row, "workload", json_string(w->name)) ||
+                  kvf_json_set(row, "kernel", json_string(r->kernel)) ||
+                  kvf_json_set(row, "batch", json_integer(w->batch)) ||
+                  kvf_json_set(row, "max_len", json_integer(maxlen)) ||
+                  kvf_json_set(row, "tokens", json_integer(kvf_case_total_tokens(c))) ||
+                  kvf_json_set(row, "num_qo_heads", json_integer(o->hq)) ||
+                  kvf_json_set(row, "num_kv_heads", json_integer(o->hk)) ||
+                  kvf_json_set(row, "head_dim", json_integer(o->d)) ||
+                  kvf_json_set(row, "page_size", json_integer(o->s)) ||
+                  kvf_json_set(row, "bytes", json_integer(bytes));
+        if (!bad && timed)
+            bad = kvf_json_set(row, "median_us", kvf_json_number(r->med_us)) ||
+                  kvf_json_set(row, "min_us", kvf_json_number(r->min_us)) ||
+                  kvf_json_set(row, "gb_per_s", kvf_json_number(r->gbps)) ||
+                  kvf_json_set(row, "fraction_of_roofline", kvf_json_number(r->fraction));
+        bad = bad || kvf_json_set(row, "roofline_median_us", kvf_json_number(roof_us)) ||
+              kvf_json_set(row, "roofline_gb_per_s", kvf_json_number(bytes / (roof_us * 1e3))) ||
+              kvf_json_set(row, "check", json_string(check)) ||
+              kvf_json_set(row, "max_abs_diff_o",
+                           timed ? kvf_json_number(r->max_abs_o) : json_null()) ||
+              kvf_json_set(row, "max_abs_diff_lse",
+                           timed ? kvf_json_number(r->max_abs_lse) : json_null()) ||
+              kvf_json_set(row, "plan", json_string(r->plan));
+        if (!bad && r->status) bad = kvf_json_set(row, "error", json_string(r->why));
+        if (bad || kvf_json_push(br->results, row)) {
+            if (bad) json_decref(row);
+            br->json_bad = 1;
         }
-        printf("}");
     } else if (timed) {
         printf("%-14s %-14s %6d %7d %10.2f %10.2f %8.1f %10.2f %8.1f %6.3f  %-8s %s\n", w->name,
                r->kernel, w->batch, maxlen, r->med_us, r->min_us, r->gbps, roof_us,
@@ -346,7 +389,7 @@ static void print_row(const bench_workload *w, const bench_opts *o, const kvf_ca
 
 /* One workload: inputs, a checked run of every kernel and the reference, the timings. Returns
  * 0, 1 when a check failed, -1 on a device error. */
-static int bench_one(bench_run *br, const bench_workload *w, const bench_opts *o, int *first_row) {
+static int bench_one(bench_run *br, const bench_workload *w, const bench_opts *o) {
     kvf_case c;
     kvf_error err = {0};
     int rc = -1;
@@ -357,7 +400,7 @@ static int bench_one(bench_run *br, const bench_workload *w, const bench_opts *o
     int runnable[BENCH_MAX_KERNELS] = {0};
     double med[BENCH_MAX_KERNELS + 1], mn[BENCH_MAX_KERNELS + 1];
     memset(res, 0, sizeof res);
-    if (build_case(w, o, *first_row, &c)) goto out;
+    if (build_case(w, o, br->first_row, &c)) goto out;
     const int64_t tokens = kvf_case_total_tokens(&c);
     const size_t q_b = (size_t)kvf_case_q_elems(&c) * 2, lse_b = (size_t)kvf_case_lse_elems(&c) * 4;
     const int64_t bytes =
@@ -404,8 +447,8 @@ static int bench_one(bench_run *br, const bench_workload *w, const bench_opts *o
         }
         if (r->status != 0 && r->status != KVF_EUNSUPPORTED) rc = 1;
         if (r->status == 0 && !r->agree) rc = 1;
-        print_row(w, o, &c, r, med[0], bytes, *first_row);
-        *first_row = 0;
+        print_row(br, w, o, &c, r, med[0], bytes);
+        br->first_row = 0;
     }
     fflush(stdout);
 out:
@@ -424,12 +467,12 @@ out:
 
 static int run_bench(bench_workload *w, int nw, const bench_opts *o) {
     char why[256];
-    if (!kvf_cuda_runtime_available(why, sizeof why)) {
-        fprintf(stderr, "kvfuzz bench: %s\n", why);
-        return KVF_EXIT_FINDINGS;
-    }
+    if (!kvf_cuda_runtime_available(why, sizeof why))
+        return cli_usage_error("bench", "the CUDA kernels cannot start: %s", why);
     bench_run br;
     memset(&br, 0, sizeof br);
+    br.first_row = 1;
+    json_t *root = NULL;
     const kvf_kernel *naive = kvf_kernel_find("cuda-naive");
     for (size_t i = 0; i < o->nk; i++) {
         br.descs[br.n] = bench_desc(o->kernels[i]);
@@ -444,10 +487,8 @@ static int run_bench(bench_workload *w, int nw, const bench_opts *o) {
     }
     int rc = KVF_EXIT_FINDINGS, nev = 0;
     kvf_error err = {0};
-    if (kvf__cuda_host_create_many(br.descs, br.n, &br.host, &err)) {
-        fprintf(stderr, "kvfuzz bench: %s\n", err.msg);
-        return KVF_EXIT_FINDINGS;
-    }
+    if (kvf__cuda_host_create_many(br.descs, br.n, &br.host, &err))
+        return cli_usage_error("bench", "the kernels cannot start: %s", err.msg);
     br.stream = (cudaStream_t)kvf__cuda_host_stream(br.host);
     const int events = o->iters * (br.timed + 1) * 2;
     br.ev = calloc((size_t)events, sizeof *br.ev);
@@ -468,11 +509,16 @@ static int run_bench(bench_workload *w, int nw, const bench_opts *o) {
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", localtime(&now));
     if (o->json) {
-        printf("{\"date\": \"%s\", \"gpu\": ", date);
-        cli_json_string(stdout, prop.name);
-        printf(", \"sms\": %d, \"l2_bytes\": %d, \"iters\": %d, \"warmup\": %d, "
-               "\"flush_bytes\": %zu, \"results\": [\n",
-               prop.multiProcessorCount, prop.l2CacheSize, o->iters, o->warmup, FLUSH_BYTES);
+        root = json_object();
+        br.results = json_array();
+        br.json_bad = !root || !br.results || kvf_json_set(root, "date", json_string(date)) ||
+                      kvf_json_set(root, "gpu", json_string(prop.name)) ||
+                      kvf_json_set(root, "sms", json_integer(prop.multiProcessorCount)) ||
+                      kvf_json_set(root, "l2_bytes", json_integer(prop.l2CacheSize)) ||
+                      kvf_json_set(root, "iters", json_integer(o->iters)) ||
+                      kvf_json_set(root, "warmup", json_integer(o->warmup)) ||
+                      kvf_json_set(root, "flush_bytes", json_integer((json_int_t)FLUSH_BYTES)) ||
+                      json_object_set(root, "results", br.results);
     } else {
         printf("kvfuzz bench  %s  %s (%d SMs, %d MB L2)  Hq %d Hk %d D %d S %d  iters %d, warmup "
                "%d, round robin, L2 flushed (%zu MiB written) before each run\n",
@@ -483,17 +529,23 @@ static int run_bench(bench_workload *w, int nw, const bench_opts *o) {
                "check", "plan");
     }
     rc = 0;
-    int first_row = 1;
     for (int i = 0; i < nw; i++) {
-        int r = bench_one(&br, &w[i], o, &first_row);
+        int r = bench_one(&br, &w[i], o);
         if (r < 0) {
             rc = KVF_EXIT_FINDINGS;
             break;
         }
         if (r > 0) rc = KVF_EXIT_FINDINGS;
     }
-    if (o->json) printf("\n]}\n");
+    /* The rows measured, also after a device error ended the run early. */
+    if (o->json && (br.json_bad || kvf_json_dump(root, stdout, 1))) {
+        fprintf(stderr, "kvfuzz bench: %s\n",
+                br.json_bad ? "out of memory building the JSON" : "cannot write the JSON");
+        rc = KVF_EXIT_FINDINGS;
+    }
 out:
+    json_decref(br.results);
+    json_decref(root);
     for (int i = 0; i < nev; i++)
         cudaEventDestroy(br.ev[i]);
     free(br.ev);
@@ -532,78 +584,96 @@ int kvf_cmd_bench(int argc, char **argv) {
     o.hq = 20, o.hk = 4, o.d = 128, o.s = 64, o.iters = 50, o.warmup = 5, o.seed = 1;
     const char *preset = NULL;
     int64_t batch = -1, len = -1, v;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (cli_is_help(a)) {
+    cli_parser p;
+    cli_parser_init(&p, cmd, argc, argv, bench_options);
+    const char *val;
+    for (int key; (key = cli_next(&p, &val)) != CLI_END;) {
+        int rc = 0;
+        switch (key) {
+        case CLI_HELP:
             bench_help(stdout);
-            return KVF_EXIT_OK;
-        }
-        if (strcmp(a, "--json") == 0) {
+            break;
+        case CLI_ERROR:
+            rc = KVF_EXIT_USAGE;
+            break;
+        case BENCH_ORACLE:
+            rc = cli_usage_error(cmd, "--oracle selects the oracle benchmark and comes first "
+                                      "(see kvfuzz bench --oracle --help)");
+            break;
+        case BENCH_JSON:
             o.json = 1;
-            continue;
-        }
-        if (a[0] != '-' || a[1] != '-')
-            return cli_usage_error(cmd, "unexpected argument \"%s\" (see `kvfuzz bench --help`)",
-                                   a);
-        if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
-        const char *val = argv[++i];
-        if (strcmp(a, "--kernel") == 0) {
+            break;
+        case BENCH_KERNEL: {
             char buf[1024];
-            if (strlen(val) >= sizeof buf) return cli_usage_error(cmd, "--kernel is too long");
-            snprintf(buf, sizeof buf, "%s", val);
-            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-                int rc = add_kernels(cmd, &o, tok);
-                if (rc) return rc;
+            if (strlen(val) >= sizeof buf) {
+                rc = cli_usage_error(cmd, "--kernel is too long");
+                break;
             }
-        } else if (strcmp(a, "--preset") == 0) {
+            snprintf(buf, sizeof buf, "%s", val);
+            for (char *tok = strtok(buf, ","); tok && !rc; tok = strtok(NULL, ","))
+                rc = add_kernels(cmd, &o, tok);
+            break;
+        }
+        case BENCH_PRESET:
             if (strcmp(val, "seed") && strcmp(val, "sweep") && strcmp(val, "mixed"))
-                return cli_usage_error(cmd, "unknown preset \"%s\" (seed, sweep or mixed)", val);
+                rc = cli_usage_error(cmd, "unknown preset \"%s\" (seed, sweep or mixed)", val);
             preset = val;
-        } else if (strcmp(a, "--batch") == 0) {
-            if (cli_parse_i64(val, 1, 65535, &batch))
-                return cli_usage_error(cmd, "--batch must be an integer in [1, 65535], not \"%s\"",
-                                       val);
-        } else if (strcmp(a, "--len") == 0) {
-            if (cli_parse_i64(val, 0, 1 << 20, &len))
-                return cli_usage_error(cmd, "--len must be an integer in [0, 1048576], not \"%s\"",
-                                       val);
-        } else if (strcmp(a, "--heads") == 0) {
-            int hq, hk;
-            char tail;
-            if (sscanf(val, "%d:%d%c", &hq, &hk, &tail) != 2 || hq < 1 || hk < 1 || hq > 1024 ||
-                hq % hk != 0 || hq / hk > 16)
-                return cli_usage_error(cmd,
-                                       "--heads must be HQ:HK with HK dividing HQ and a group of "
-                                       "at most 16, not \"%s\"",
-                                       val);
-            o.hq = hq, o.hk = hk;
-        } else if (strcmp(a, "--head-dim") == 0) {
+            break;
+        case BENCH_BATCH:
+            rc = cli_opt_i64(cmd, "--batch", val, 1, 65535, &batch);
+            break;
+        case BENCH_LEN:
+            rc = cli_opt_i64(cmd, "--len", val, 0, 1 << 20, &len);
+            break;
+        case BENCH_HEADS: {
+            const char *colon = strchr(val, ':');
+            char hq_text[32];
+            int64_t hq = 0, hk = 0;
+            int ok = colon && (size_t)(colon - val) < sizeof hq_text;
+            if (ok) {
+                snprintf(hq_text, sizeof hq_text, "%.*s", (int)(colon - val), val);
+                ok = cli_parse_i64(hq_text, 1, 1024, &hq) == 0 &&
+                     cli_parse_i64(colon + 1, 1, 1024, &hk) == 0 && hq % hk == 0 && hq / hk <= 16;
+            }
+            if (!ok)
+                rc = cli_usage_error(cmd,
+                                     "--heads must be HQ:HK with HK dividing HQ and a group of "
+                                     "at most 16, not \"%s\"",
+                                     val);
+            o.hq = (int32_t)hq, o.hk = (int32_t)hk;
+            break;
+        }
+        case BENCH_HEAD_DIM:
             if (cli_parse_i64(val, 64, 256, &v) || (v != 64 && v != 128 && v != 256))
-                return cli_usage_error(cmd, "--head-dim must be 64, 128 or 256, not \"%s\"", val);
+                rc = cli_usage_error(cmd, "--head-dim must be 64, 128 or 256, not \"%s\"", val);
             o.d = (int32_t)v;
-        } else if (strcmp(a, "--page-size") == 0) {
-            if (cli_parse_i64(val, 1, 256, &v))
-                return cli_usage_error(
-                    cmd, "--page-size must be an integer in [1, 256], not \"%s\"", val);
+            break;
+        case BENCH_PAGE_SIZE:
+            rc = cli_opt_i64(cmd, "--page-size", val, 1, 256, &v);
             o.s = (int32_t)v;
-        } else if (strcmp(a, "--iters") == 0) {
-            if (cli_parse_i64(val, 1, 100000, &v))
-                return cli_usage_error(cmd, "--iters must be an integer in [1, 100000], not \"%s\"",
-                                       val);
+            break;
+        case BENCH_ITERS:
+            rc = cli_opt_i64(cmd, "--iters", val, 1, 100000, &v);
             o.iters = (int)v;
-        } else if (strcmp(a, "--warmup") == 0) {
-            if (cli_parse_i64(val, 0, 100000, &v))
-                return cli_usage_error(
-                    cmd, "--warmup must be an integer in [0, 100000], not \"%s\"", val);
+            break;
+        case BENCH_WARMUP:
+            rc = cli_opt_i64(cmd, "--warmup", val, 0, 100000, &v);
             o.warmup = (int)v;
-        } else if (strcmp(a, "--seed") == 0) {
-            if (cli_parse_u64(val, &o.seed))
-                return cli_usage_error(cmd, "--seed must be a non-negative integer, not \"%s\"",
-                                       val);
-        } else {
-            return cli_usage_error(cmd, "unknown option \"%s\" (see `kvfuzz bench --help`)", a);
+            break;
+        case BENCH_SEED:
+            rc = cli_opt_u64(cmd, "--seed", val, &o.seed);
+            break;
+        }
+        if (key == CLI_HELP || rc) {
+            for (size_t i = 0; i < o.nk; i++)
+                kvf_kernel_free(o.kernels[i]);
+            return key == CLI_HELP ? KVF_EXIT_OK : rc;
         }
     }
+    char **rest;
+    if (cli_operands(&p, &rest))
+        return cli_usage_error(cmd, "unexpected argument \"%s\" (see `kvfuzz bench --help`)",
+                               rest[0]);
     if ((batch >= 0) != (len >= 0)) return cli_usage_error(cmd, "--batch and --len go together");
     if (o.nk == 0) {
         const char *dflt[2] = {"cuda", "cuda-naive"};
@@ -651,9 +721,8 @@ int kvf_cmd_bench(int argc, char **argv) {
 #ifdef KVF_HAVE_CUDA
     int rc = run_bench(w, nw, &o);
 #else
-    fprintf(stderr, "kvfuzz bench: this kvfuzz was built without CUDA; bench times the CUDA "
-                    "kernels only.\n");
-    int rc = KVF_EXIT_FINDINGS;
+    int rc = cli_usage_error(cmd, "the CUDA kernels cannot start: this kvfuzz was built without "
+                                  "CUDA, and bench times the CUDA kernels only");
 #endif
     free_workloads(w, nw);
     for (size_t i = 0; i < o.nk; i++)

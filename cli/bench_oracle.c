@@ -22,17 +22,26 @@
 #include "kvfuzz/prng.h"
 #include "kvfuzz/spec.h"
 
+enum { BO_ORACLE = 256, BO_CASES, BO_SEED, BO_REPEAT };
+
+static const cli_option bench_oracle_options[] = {
+    {"oracle", BO_ORACLE, NULL, "the oracle benchmark (this one; it comes first)"},
+    {"cases", BO_CASES, "N", "generated cases (default 2000; not with FILE)"},
+    {"seed", BO_SEED, "N", "generator seed (default 1; not with FILE)"},
+    {"repeat", BO_REPEAT, "N", "repetitions, the best of each path reported (default 3)"},
+    {0},
+};
+
 static void bench_oracle_help(FILE *f) {
     fprintf(f,
             "usage: kvfuzz bench --oracle [--cases N] [--seed N] [--repeat N] [FILE...]\n\n"
             "Measures the oracle's throughput on one thread, fast path and MPFR path in the same\n"
             "run on the same cases, and checks that their rounded outputs are bit-identical.\n"
             "Without FILE the cases are the campaign's fresh cases: random specs under the\n"
-            "campaign's default size limits, fitted and repaired as `kvfuzz fuzz` does.\n\n"
-            "  --cases N    generated cases (default 2000; ignored with FILE)\n"
-            "  --seed N     generator seed (default 1)\n"
-            "  --repeat N   repetitions, the best of each path reported (default 3)\n\n"
-            "Prints tokens/s (KV tokens of every sequence, summed over the cases), rows/s and\n"
+            "campaign's default size limits, fitted and repaired as `kvfuzz fuzz` does.\n\n");
+    cli_print_options(f, bench_oracle_options);
+    fprintf(f,
+            "\nPrints tokens/s (KV tokens of every sequence, summed over the cases), rows/s and\n"
             "cases/s per core for each path, the speed-up, and the fast path's fallback rate\n"
             "(rows handed to MPFR); the line `build` times making the cases (generation).\n"
             "Exit 0, 1 when the paths disagree or the oracle fails, 2 on\n"
@@ -136,37 +145,50 @@ static int generate(bench_set *s, int64_t ncases, uint64_t seed) {
 
 int kvf_cmd_bench_oracle(int argc, char **argv) {
     const char *cmd = "bench";
-    int64_t ncases = 2000, seed = 1, repeat = 3;
+    int64_t ncases = 2000, repeat = 3;
     bench_set set = {0};
     int nfiles = 0;
     double build_s = 0; /* thread CPU time spent generating or loading the cases */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (cli_is_help(a)) {
+    uint64_t useed = 1;
+    int cases_given = 0, seed_given = 0;
+    cli_parser op;
+    /* argv[0] is "--oracle" (bench's dispatch); the parser starts after it. */
+    cli_parser_init(&op, cmd, argc, argv, bench_oracle_options);
+    const char *v;
+    for (int key; (key = cli_next(&op, &v)) != CLI_END;) {
+        int bad = 0;
+        switch (key) {
+        case CLI_HELP:
             bench_oracle_help(stdout);
-            set_free(&set);
             return KVF_EXIT_OK;
+        case CLI_ERROR:
+            return KVF_EXIT_USAGE;
+        case BO_ORACLE:
+            break; /* given twice: harmless */
+        case BO_CASES:
+            bad = cli_opt_i64(cmd, "--cases", v, 1, 10000000, &ncases);
+            cases_given = 1;
+            break;
+        case BO_SEED:
+            bad = cli_opt_u64(cmd, "--seed", v, &useed);
+            seed_given = 1;
+            break;
+        case BO_REPEAT:
+            bad = cli_opt_i64(cmd, "--repeat", v, 1, 10000000, &repeat);
+            break;
         }
-        if (a[0] == '-' && a[1] == '-') {
-            int64_t *dst = strcmp(a, "--cases") == 0    ? &ncases
-                           : strcmp(a, "--seed") == 0   ? &seed
-                           : strcmp(a, "--repeat") == 0 ? &repeat
-                                                        : NULL;
-            if (!dst) {
-                set_free(&set);
-                return cli_usage_error(
-                    cmd, "unknown option \"%s\" (see kvfuzz bench --oracle --help)", a);
-            }
-            if (i + 1 >= argc || cli_parse_i64(argv[i + 1], dst == &seed ? 0 : 1,
-                                               dst == &seed ? INT64_MAX : 10000000, dst)) {
-                set_free(&set);
-                return cli_usage_error(cmd, "%s needs a positive number", a);
-            }
-            i++;
-            continue;
-        }
+        if (bad) return KVF_EXIT_USAGE;
+    }
+    char **files;
+    int nfile_args = cli_operands(&op, &files);
+    /* The cases either come from the generator or from files, never both. */
+    if (nfile_args && (cases_given || seed_given))
+        return cli_usage_error(cmd, "%s sets the generated cases: not with FILE arguments",
+                               cases_given ? "--cases" : "--seed");
+    for (int i = 0; i < nfile_args; i++) {
+        const char *a = files[i];
         kvf_limits lim;
-        kvf_limits_default(&lim);
+        cli_limits(&lim);
         kvf_case c;
         kvf_error err;
         double t0 = thread_cpu_s();
@@ -186,7 +208,7 @@ int kvf_cmd_bench_oracle(int argc, char **argv) {
         }
     }
     double g0 = thread_cpu_s();
-    int grc = nfiles ? 0 : generate(&set, ncases, (uint64_t)seed);
+    int grc = nfiles ? 0 : generate(&set, ncases, useed);
     if (!nfiles) build_s = thread_cpu_s() - g0;
     if (grc) {
         fprintf(stderr, "kvfuzz bench: could not generate %" PRId64 " cases\n", ncases);

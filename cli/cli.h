@@ -1,9 +1,12 @@
 /* Shared pieces of the kvfuzz command line: every subcommand is `int kvf_cmd_X(argc, argv)`
  * with argv[0] the subcommand name, returning the process exit code (0 success, 1 findings,
- * 2 bad input or usage). Usage errors print one sentence to stderr. */
+ * 2 bad input or usage, a kernel that cannot start included). Usage errors print one sentence
+ * to stderr. The rules every command follows (options, numbers, contradictions, environment
+ * variables, exit status, JSON) are in docs/cli.md. */
 #ifndef KVFUZZ_CLI_H
 #define KVFUZZ_CLI_H
 
+#include <getopt.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,22 +38,66 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 #endif
     ;
 
-/* Strict number parsing: the whole string must be a number in range. 0 or -1. */
+/* Strict number parsing (kvfuzz/env.h: decimal, the whole string, in range; a leading 0 is
+ * not octal). 0 or -1. */
 int cli_parse_u64(const char *text, uint64_t *out);
 int cli_parse_i64(const char *text, int64_t lo, int64_t hi, int64_t *out);
 int cli_parse_double(const char *text, double *out);
 
+/* The same, printing "kvfuzz CMD: OPT must be ..., got \"TEXT\"" on failure: 0, or
+ * KVF_EXIT_USAGE. cli_opt_seconds takes a number of seconds in (0, hi]. */
+int cli_opt_u64(const char *cmd, const char *opt, const char *text, uint64_t *out);
+int cli_opt_i64(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
+                int64_t *out);
+int cli_opt_seconds(const char *cmd, const char *opt, const char *text, double hi, double *out);
+
 /* True when argv[i] is -h or --help. */
 int cli_is_help(const char *arg);
+
+/* ---- options -------------------------------------------------------------------------------
+ * Each command describes its options in one table; the parser (getopt_long) and the option
+ * list of its --help are both made from it, so the help lists exactly what the parser accepts.
+ * -h and --help are added to every table. */
+typedef struct cli_option {
+    const char *name; /* long name without the dashes, or NULL for a short option only */
+    int key;          /* what cli_next returns: a letter (also the short option) or >= 256;
+                         0 ends the table */
+    const char *arg;  /* the value's name in the help ("K", "SEC"), NULL for a flag */
+    const char *help; /* lines separated by '\n', printed beside and below the option */
+} cli_option;
+
+#define CLI_MAX_OPTIONS 40
+#define CLI_END (-1)   /* the options are done; cli_operands gives the rest */
+#define CLI_ERROR (-2) /* one sentence was printed: exit KVF_EXIT_USAGE */
+#define CLI_HELP (-3)  /* -h or --help */
+
+typedef struct cli_parser {
+    const char *cmd;
+    int argc;
+    char **argv;
+    const cli_option *opts;
+    struct option longs[CLI_MAX_OPTIONS + 2];
+    char shorts[3 * CLI_MAX_OPTIONS + 8];
+} cli_parser;
+
+/* argv[0] is the command's name; options and operands may come in any order ("--" ends the
+ * options). */
+void cli_parser_init(cli_parser *p, const char *cmd, int argc, char **argv, const cli_option *opts);
+/* The next option's key, with *arg its value (NULL for a flag), or CLI_END / CLI_ERROR /
+ * CLI_HELP. */
+int cli_next(cli_parser *p, const char **arg);
+/* After CLI_END: the operands (pointers into argv, in order) and their count. */
+int cli_operands(cli_parser *p, char ***operands);
+/* The table as the help's option list. */
+void cli_print_options(FILE *f, const cli_option *opts);
+/* The option's spelling for messages: "--kernel" or "-o". */
+const char *cli_option_name(const cli_option *opts, int key);
 
 /* Expands FILE|DIR arguments into a sorted list of .kvfz files (directories are walked one
  * level deep, sorted by name). The list and its strings are malloc'd; cli_free_paths frees.
  * Returns 0, or -1 after printing one sentence about the path that cannot be read. */
 int cli_collect_cases(const char *cmd, char **args, int nargs, char ***paths, size_t *count);
 void cli_free_paths(char **paths, size_t count);
-
-/* Writes a JSON string literal (with quotes) for s. */
-void cli_json_string(FILE *f, const char *s);
 
 /* Resolves one --kernel value (a built-in or test kernel name, PATH.so[:NAME],
  * python:MODULE:FUNCTION, a solution .json) into kernels[*count], at most max. On failure
@@ -62,7 +109,12 @@ void cli_free_kernels(const kvf_kernel **kernels, size_t count);
 /* The same for a command that runs one kernel: a plugin with several needs PATH.so:NAME. */
 int cli_one_kernel(const char *cmd, const char *spec, const kvf_kernel **kernel);
 
-/* Limits from defaults plus the environment (KVF_MAX_POOL_GIB). */
+/* Limits from defaults plus the environment (KVF_MAX_POOL_GIB, validated by main before any
+ * command runs: kvf_env_check). */
 void cli_limits(kvf_limits *limits);
+
+/* "kernel cannot start" is exit 2 in every command: prints "kvfuzz CMD: kernel NAME cannot
+ * start: REASON" and returns KVF_EXIT_USAGE. */
+int cli_kernel_cannot_start(const char *cmd, const char *kernel, const char *reason);
 
 #endif

@@ -8,15 +8,24 @@
 
 #define MAX_LISTED 64
 
+enum { KERNELS_KERNEL = 256 };
+
+static const cli_option kernels_options[] = {
+    {"kernel", KERNELS_KERNEL, "K",
+     "a plugin PATH.so, PATH.so:NAME, python:MODULE:FUNCTION, a\nsolution .json or a built-in name "
+     "(repeatable)"},
+    {0},
+};
+
 static void kernels_help(void) {
     printf("usage: kvfuzz kernels [--kernel K]...\n\n"
            "Without --kernel, lists the built-in kernels, one per line: name, device,\n"
            "description (and the bug class a mutant models).\n"
-           "With --kernel K (a plugin PATH.so, PATH.so:NAME, python:MODULE:FUNCTION, a solution\n"
-           ".json or a built-in name), lists each kernel K provides with its device and role,\n"
+           "With --kernel K, lists each kernel K provides with its device and role,\n"
            "and which group sizes, head dims and page sizes its supports() accepts around the\n"
            "seed shape (20 q heads, 4 kv heads, head dim 128, page size 64, 3,202 tokens).\n"
-           "A plugin is loaded in a separate process. Exit status 2 when K cannot be loaded.\n");
+           "A plugin is loaded in a separate process. Exit status 2 when K cannot be loaded.\n\n");
+    cli_print_options(stdout, kernels_options);
 }
 
 /* The seed shape with one dimension changed. */
@@ -78,24 +87,24 @@ int kvf_cmd_kernels(int argc, char **argv) {
     const char *cmd = "kernels";
     const kvf_kernel *ks[MAX_LISTED];
     size_t n = 0;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            kernels_help();
+    cli_parser p;
+    cli_parser_init(&p, cmd, argc, argv, kernels_options);
+    const char *v;
+    for (int key; (key = cli_next(&p, &v)) != CLI_END;) {
+        if (key == CLI_HELP || key == CLI_ERROR) {
+            if (key == CLI_HELP) kernels_help();
             cli_free_kernels(ks, n);
-            return KVF_EXIT_OK;
+            return key == CLI_HELP ? KVF_EXIT_OK : KVF_EXIT_USAGE;
         }
-        if (strcmp(argv[i], "--kernel") == 0 && i + 1 < argc) {
-            if (cli_add_kernel(cmd, argv[++i], ks, MAX_LISTED, &n)) {
-                cli_free_kernels(ks, n);
-                return KVF_EXIT_USAGE;
-            }
-            continue;
+        if (cli_add_kernel(cmd, v, ks, MAX_LISTED, &n)) {
+            cli_free_kernels(ks, n);
+            return KVF_EXIT_USAGE;
         }
+    }
+    char **rest;
+    if (cli_operands(&p, &rest)) {
         cli_free_kernels(ks, n);
-        return cli_usage_error(cmd, "%s \"%s\" (see kvfuzz kernels --help)",
-                               strcmp(argv[i], "--kernel") == 0 ? "--kernel needs a value, got"
-                                                                : "unknown argument",
-                               argv[i]);
+        return cli_usage_error(cmd, "unknown argument \"%s\" (see kvfuzz kernels --help)", rest[0]);
     }
     if (n) {
         for (size_t i = 0; i < n; i++)

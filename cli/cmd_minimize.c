@@ -4,11 +4,48 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "cli.h"
-#include "kvfuzz/file.h"
 #include "kvfuzz/minimize.h"
 #include "kvfuzz/runner.h"
 #include "kvfuzz/test_kernels.h"
+
+enum {
+    MIN_KERNEL = 256,
+    MIN_RULE,
+    MIN_CLASS,
+    MIN_JOBS,
+    MIN_DEADLINE,
+    MIN_MAX_TRIES,
+    MIN_TIME,
+    MIN_REQUIRE_OVERFLOW,
+    MIN_IN_PROCESS,
+    MIN_VERBOSE
+};
+
+static const cli_option minimize_options[] = {
+    {NULL, 'o', "OUT", "where the minimized case goes (written atomically)."},
+    {"kernel", MIN_KERNEL, "K",
+     "kernel: a built-in name (`kvfuzz kernels`), PATH.so:NAME,\npython:MODULE:FUNCTION or a "
+     "solution .json. Default: the\nkernel recorded in the finding's .json."},
+    {"rule", MIN_RULE, "R", "the rule that must keep failing (`kvfuzz rules`)."},
+    {"class", MIN_CLASS, "C",
+     "the class to keep: nonfinite, o-tolerance, lse-tolerance,\noverflow, kernel-error, crash, "
+     "hang, nondeterminism."},
+    {"jobs", MIN_JOBS, "N", "oracle threads (default: all cores)."},
+    {"deadline", MIN_DEADLINE, "SEC",
+     "per-launch deadline for hangs (default 10; not with\n--in-process)."},
+    {"max-tries", MIN_MAX_TRIES, "N", "candidate runs at most (default 2000)."},
+    {"time", MIN_TIME, "SEC", "stop shrinking after SEC seconds (keeping the best so far)."},
+    {"require-overflow", MIN_REQUIRE_OVERFLOW, NULL,
+     "the overflow class counts (needed to keep it)."},
+    {"in-process", MIN_IN_PROCESS, NULL,
+     "run the kernel in this process (no deadline, and a crash\nends the run: not for crash or "
+     "hang findings)."},
+    {"verbose", MIN_VERBOSE, NULL, "print each step kept."},
+    {0},
+};
 
 static void minimize_help(void) {
     printf("usage: kvfuzz minimize FILE -o OUT [--kernel K] [--rule R] [--class C] [--jobs N]\n"
@@ -21,35 +58,16 @@ static void minimize_help(void) {
            "The kernel runs in a worker process, so crashes and hangs minimize too.\n\n"
            "Kernel, rule and class default to those in the finding's report (FILE with .json\n"
            "for .kvfz) when it exists, else to cuda (when a GPU is usable) or cpu-splitkv,\n"
-           "strict, and whatever class the case fails with.\n\n"
-           "  -o OUT              where the minimized case goes (written atomically).\n"
-           "  --kernel K          kernel: a built-in name (`kvfuzz kernels`), PATH.so:NAME,\n"
-           "                      python:MODULE:FUNCTION or a solution .json. Default: the\n"
-           "                      kernel recorded in the finding's .json.\n"
-           "  --rule R            the rule that must keep failing (`kvfuzz rules`).\n"
-           "  --class C           the class to keep: nonfinite, o-tolerance, lse-tolerance,\n"
-           "                      overflow, kernel-error, crash, hang, nondeterminism.\n"
-           "  --jobs N            oracle threads (default: all cores).\n"
-           "  --deadline SEC      per-launch deadline for hangs (default 10).\n"
-           "  --max-tries N       candidate runs at most (default 2000).\n"
-           "  --time SEC          stop shrinking after SEC seconds (keeping the best so far).\n"
-           "  --require-overflow  the overflow class counts (needed to keep it).\n"
-           "  --in-process        run the kernel in this process.\n"
-           "  --verbose           print each step kept.\n\n"
-           "Exit status: 0 written, 2 bad usage, or a case that does not fail as asked.\n");
+           "strict, and whatever class the case fails with.\n\n");
+    cli_print_options(stdout, minimize_options);
+    printf("\nExit status: 0 written, 2 bad usage, or a case that does not fail as asked.\n");
 }
 
-/* The value of "key": "..." in a small JSON report; NULL when absent or null. */
-static char *json_field(const char *json, const char *key, char *out, size_t size) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": \"", key);
-    const char *p = strstr(json, pat);
-    if (!p) return NULL;
-    p += strlen(pat);
-    const char *end = strchr(p, '"');
-    if (!end || (size_t)(end - p) >= size) return NULL;
-    memcpy(out, p, (size_t)(end - p));
-    out[end - p] = 0;
+/* The string member `key` of a finding's report, copied into out; NULL when absent. */
+static const char *report_field(json_t *report, const char *key, char *out, size_t size) {
+    const char *v = json_string_value(json_object_get(report, key));
+    if (!v || strlen(v) >= size) return NULL;
+    snprintf(out, size, "%s", v);
     return out;
 }
 
@@ -68,75 +86,80 @@ int kvf_cmd_minimize(int argc, char **argv) {
     kvf_minimize_opts o;
     kvf_minimize_opts_default(&o);
     cli_limits(&o.case_limits);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (cli_is_help(a)) {
+    int deadline_given = 0;
+    cli_parser p;
+    cli_parser_init(&p, cmd, argc, argv, minimize_options);
+    const char *v;
+    for (int key; (key = cli_next(&p, &v)) != CLI_END;) {
+        int64_t n;
+        switch (key) {
+        case CLI_HELP:
             minimize_help();
             return KVF_EXIT_OK;
-        } else if (strcmp(a, "--require-overflow") == 0) {
+        case CLI_ERROR:
+            return KVF_EXIT_USAGE;
+        case MIN_REQUIRE_OVERFLOW:
             o.require_overflow = 1;
-        } else if (strcmp(a, "--in-process") == 0) {
+            break;
+        case MIN_IN_PROCESS:
             o.in_process = 1;
-        } else if (strcmp(a, "--verbose") == 0) {
+            break;
+        case MIN_VERBOSE:
             o.verbose = 1;
-        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--kernel") == 0 || strcmp(a, "--rule") == 0 ||
-                   strcmp(a, "--class") == 0 || strcmp(a, "--jobs") == 0 ||
-                   strcmp(a, "--deadline") == 0 || strcmp(a, "--max-tries") == 0 ||
-                   strcmp(a, "--time") == 0) {
-            if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
-            const char *v = argv[++i];
-            int64_t n;
-            if (strcmp(a, "-o") == 0) {
-                out = v;
-            } else if (strcmp(a, "--kernel") == 0) {
-                kernel = v;
-            } else if (strcmp(a, "--rule") == 0) {
-                rule = v;
-            } else if (strcmp(a, "--class") == 0) {
-                cls = v;
-            } else if (strcmp(a, "--jobs") == 0) {
-                if (cli_parse_i64(v, 1, 1024, &n))
-                    return cli_usage_error(cmd,
-                                           "--jobs must be an integer in [1, 1024], got \"%s\"", v);
-                o.jobs = (int)n;
-            } else if (strcmp(a, "--max-tries") == 0) {
-                if (cli_parse_i64(v, 1, INT64_MAX, &n))
-                    return cli_usage_error(cmd,
-                                           "--max-tries must be a positive integer, got \"%s\"", v);
-                o.max_tries = n;
-            } else {
-                double s;
-                if (cli_parse_double(v, &s) || !(s > 0) || s > 1e9)
-                    return cli_usage_error(
-                        cmd, "%s must be a positive number of seconds, got \"%s\"", a, v);
-                if (strcmp(a, "--deadline") == 0)
-                    o.deadline_s = s;
-                else
-                    o.time_limit_s = s;
-            }
-        } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error(cmd, "unknown option \"%s\" (see kvfuzz minimize --help)", a);
-        } else if (!in) {
-            in = a;
-        } else {
-            return cli_usage_error(cmd, "one case file at a time, got \"%s\" too", a);
+            break;
+        case 'o':
+            out = v;
+            break;
+        case MIN_KERNEL:
+            kernel = v;
+            break;
+        case MIN_RULE:
+            rule = v;
+            break;
+        case MIN_CLASS:
+            cls = v;
+            break;
+        case MIN_JOBS:
+            if (cli_opt_i64(cmd, "--jobs", v, 1, 1024, &n)) return KVF_EXIT_USAGE;
+            o.jobs = (int)n;
+            break;
+        case MIN_MAX_TRIES:
+            if (cli_opt_i64(cmd, "--max-tries", v, 1, INT64_MAX, &n)) return KVF_EXIT_USAGE;
+            o.max_tries = n;
+            break;
+        case MIN_DEADLINE:
+            if (cli_opt_seconds(cmd, "--deadline", v, 1e9, &o.deadline_s)) return KVF_EXIT_USAGE;
+            deadline_given = 1;
+            break;
+        case MIN_TIME:
+            if (cli_opt_seconds(cmd, "--time", v, 1e9, &o.time_limit_s)) return KVF_EXIT_USAGE;
+            break;
         }
     }
+    char **rest;
+    int nrest = cli_operands(&p, &rest);
+    if (nrest > 1) return cli_usage_error(cmd, "one case file at a time, got \"%s\" too", rest[1]);
+    if (nrest == 1) in = rest[0];
     if (!in) return cli_usage_error(cmd, "no case file given (see kvfuzz minimize --help)");
     if (!out) return cli_usage_error(cmd, "-o OUT is required");
+    /* In this process there is no deadline, and a crash ends the minimizer with the kernel. */
+    if (o.in_process && deadline_given)
+        return cli_usage_error(cmd, "--deadline needs a worker process: not with --in-process");
+    if (o.in_process && cls && (strcmp(cls, "crash") == 0 || strcmp(cls, "hang") == 0))
+        return cli_usage_error(cmd, "a %s finding cannot be minimized --in-process", cls);
 
     /* Defaults from the finding's report beside the case. */
     char jpath[4096], jkernel[4200], jrule[128], jclass[64];
     size_t len = strlen(in);
     if (len > 5 && strcmp(in + len - 5, ".kvfz") == 0 && len < sizeof jpath) {
         snprintf(jpath, sizeof jpath, "%.*s.json", (int)(len - 5), in);
-        char *json;
-        size_t json_size;
-        if (kvf_read_file(jpath, &json, &json_size) == 0) {
-            if (!kernel) kernel = json_field(json, "kernel", jkernel, sizeof jkernel);
-            if (!rule) rule = json_field(json, "rule", jrule, sizeof jrule);
-            if (!cls) cls = json_field(json, "class", jclass, sizeof jclass);
-            free(json);
+        /* As reals: a recipe seed past 2^63 is valid JSON that jansson cannot hold as int. */
+        json_t *report = json_load_file(jpath, JSON_DECODE_INT_AS_REAL, NULL);
+        if (report) {
+            if (!kernel) kernel = report_field(report, "kernel", jkernel, sizeof jkernel);
+            if (!rule) rule = report_field(report, "rule", jrule, sizeof jrule);
+            if (!cls) cls = report_field(report, "class", jclass, sizeof jclass);
+            json_decref(report);
         }
     }
     if (kernel) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "kvfuzz/json_io.h"
 #include "kvfuzz/judge.h"
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/oracle.h"
@@ -51,6 +52,8 @@ typedef struct detection {
     double seconds;
     long cases;
     char finding[32];
+    int start_failed; /* the kernel could not start: why is in start_error, nothing ran */
+    char start_error[KVF_ERROR_MSG_MAX];
 } detection;
 
 static double now_seconds(void) {
@@ -137,6 +140,22 @@ static int run_kernel(const kvf_kernel *k, runner_or_state *rs, const kvf_case *
                          "%s", res.message);
 }
 
+/* Starts and stops k the way campaign() runs it: 0, or the reason in err. */
+static int can_start(const kvf_kernel *k, const kvf_limits *lim, kvf_error *err) {
+    if (k->release) {
+        kvf_runner *r = NULL;
+        kvf_runner_opts ro = {k, *lim, 60, 0, 0};
+        int rc = kvf_runner_create(&r, &ro, err);
+        if (!rc) rc = kvf_runner_start(r, err);
+        kvf_runner_destroy(r);
+        return rc;
+    }
+    void *state = NULL;
+    int rc = kvf_kernel_create(k, &state, err);
+    if (!rc) kvf_kernel_destroy(k, state);
+    return rc;
+}
+
 /* (a): generated cases until the first finding under any of the rules (overflow-class
  * violations do not count, as in replay without --require-overflow) or until the budget is
  * spent. */
@@ -153,10 +172,10 @@ static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule
     } else {
         start_rc = kvf_kernel_create(k, &rs.state, &err);
     }
-    if (start_rc) {
+    if (start_rc) { /* not a finding: the benchmark cannot run (exit 2) */
         kvf_runner_destroy(rs.runner);
-        d.caught = 1;
-        snprintf(d.finding, sizeof d.finding, "kernel-error");
+        d.start_failed = 1;
+        snprintf(d.start_error, sizeof d.start_error, "%s", err.msg);
         return d;
     }
     double spent = 0;
@@ -283,16 +302,12 @@ static void seeds_free(seed_set *s) {
 
 /* Which seed cases kernel k fails under each rule: fails[r * count + i]. Overflow-class
  * verdicts do not count; a kernel error counts for every rule. */
-static void seeds_judge(const kvf_kernel *k, const seed_set *s, const kvf_rule *rules, int nrules,
-                        int *fails) {
+static int seeds_judge(const kvf_kernel *k, const seed_set *s, const kvf_rule *rules, int nrules,
+                       int *fails, kvf_error *start_err) {
     runner_or_state rs = {0};
     kvf_error err = {0};
     memset(fails, 0, (size_t)nrules * s->count * sizeof *fails);
-    if (kvf_kernel_create(k, &rs.state, &err)) {
-        for (size_t i = 0; i < (size_t)nrules * s->count; i++)
-            fails[i] = 1;
-        return;
-    }
+    if (kvf_kernel_create(k, &rs.state, start_err)) return -1;
     for (size_t i = 0; i < s->count; i++) {
         if (!s->ok[i]) continue;
         kvf_bf16 *o = NULL;
@@ -311,6 +326,7 @@ static void seeds_judge(const kvf_kernel *k, const seed_set *s, const kvf_rule *
         free(lse);
     }
     kvf_kernel_destroy(k, rs.state);
+    return 0;
 }
 
 /* "00,03,15": the two-character prefixes of the failing seed files, or "-". */
@@ -372,11 +388,12 @@ static const workload test_workloads[] = {
     {32, 4, 128, 8, 4, {2048, 2048, 2048, 2048, 2048, 2048, 2048, 2048}},
 };
 
+/* 1 caught, 0 missed, -1 the kernel could not start (start_err says why). */
 static int style_check(const kvf_kernel *k, const workload *ws, size_t nw, int trials,
-                       const kvf_rule *rule, const kvf_limits *lim) {
+                       const kvf_rule *rule, const kvf_limits *lim, kvf_error *start_err) {
     runner_or_state rs = {0};
     kvf_error err = {0};
-    if (kvf_kernel_create(k, &rs.state, &err)) return 1;
+    if (kvf_kernel_create(k, &rs.state, start_err)) return -1;
     int caught = 0;
     for (size_t w = 0; w < nw && !caught; w++)
         for (int t = 0; t < trials && !caught; t++) {
@@ -404,6 +421,35 @@ static int style_check(const kvf_kernel *k, const workload *ws, size_t nw, int t
     return caught;
 }
 
+enum {
+    MUT_CONTROL = 256,
+    MUT_DEVICE,
+    MUT_BUDGET,
+    MUT_CONTROLS_BUDGET,
+    MUT_SEED,
+    MUT_JOBS,
+    MUT_SEEDS,
+    MUT_JSON
+};
+
+static const cli_option mutants_options[] = {
+    {"control", MUT_CONTROL, "K",
+     "also run kernel K through (a) as a control (repeatable): a\n"
+     "plugin's kernels of role reference for PATH.so, or the one\n"
+     "named by PATH.so:NAME, python:MODULE:FUNCTION, a built-in"},
+    {"device", MUT_DEVICE, "D", "cpu (default) or cuda"},
+    {"budget", MUT_BUDGET, "S", "seconds of (a) per mutant (default 60)"},
+    {"controls-budget", MUT_CONTROLS_BUDGET, "S",
+     "seconds of (a) per control kernel (default: --budget)"},
+    {"seed", MUT_SEED, "N", "first generated case (default 1)"},
+    {"jobs", MUT_JOBS, "N", "oracle threads (default: all cores)"},
+    {"seeds", MUT_SEEDS, "DIR",
+     "seed cases for the per-rule table (default corpus/seeds when\n"
+     "that folder exists; none otherwise)"},
+    {"json", MUT_JSON, NULL, "one JSON object instead of the table (progress on stderr)"},
+    {0},
+};
+
 static void mutants_help(void) {
     printf("usage: kvfuzz mutants [--device cpu|cuda] [--budget S] [--controls-budget S]\n"
            "                      [--control K]... [--seed N] [--jobs N] [--seeds DIR]\n"
@@ -421,20 +467,30 @@ static void mutants_help(void) {
            "      allclose(1e-3, 1e-3) against cpu-ref.\n"
            "The production kernels of the device run through (a) under both rules at once as\n"
            "controls. A second table lists, per rule (strict, fa, fib), the seed cases on which\n"
-           "each mutant fails.\n\n"
-           "  --control K          also run kernel K through (a) as a control (repeatable): a\n"
-           "                       plugin's kernels of role reference for PATH.so, or the one\n"
-           "                       named by PATH.so:NAME, python:MODULE:FUNCTION, a built-in\n"
-           "  --device D           cpu (default) or cuda\n"
-           "  --budget S           seconds of (a) per mutant (default 60)\n"
-           "  --controls-budget S  seconds of (a) per control kernel (default: --budget)\n"
-           "  --seed N             first generated case (default 1)\n"
-           "  --jobs N             oracle threads (default: all cores)\n"
-           "  --seeds DIR          seed cases for the per-rule table (default corpus/seeds when\n"
-           "                       that folder exists; none otherwise)\n"
-           "  --json               one JSON object instead of the table\n\n"
-           "Exit status: 0 when kvfuzz catches every mutant and no control reports a finding,\n"
-           "1 otherwise, 2 on usage errors.\n");
+           "each mutant fails.\n\n");
+    cli_print_options(stdout, mutants_options);
+    printf("\nExit status: 0 when kvfuzz catches every mutant and no control reports a finding,\n"
+           "1 otherwise, 2 on usage errors or a kernel that cannot start.\n");
+}
+
+/* Building the JSON answer: any failure (out of memory) sets *bad and the value is dropped. */
+static json_t *jset(json_t *obj, const char *key, json_t *value, int *bad) {
+    if (!*bad && obj && kvf_json_set(obj, key, value) == 0) return value;
+    if (*bad || !obj) json_decref(value);
+    *bad = 1;
+    return NULL;
+}
+
+static json_t *jpush(json_t *arr, json_t *value, int *bad) {
+    if (!*bad && arr && kvf_json_push(arr, value) == 0) return value;
+    if (*bad || !arr) json_decref(value);
+    *bad = 1;
+    return NULL;
+}
+
+/* The finding's class, or null when nothing was caught (never an empty string). */
+static json_t *finding_json(const detection *d) {
+    return d->caught ? json_string(d->finding) : json_null();
 }
 
 int kvf_cmd_mutants(int argc, char **argv) {
@@ -446,19 +502,29 @@ int kvf_cmd_mutants(int argc, char **argv) {
     const kvf_kernel *extra[16];
     size_t nextra = 0;
     const char *seeds_dir = access("corpus/seeds", R_OK) == 0 ? "corpus/seeds" : NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (cli_is_help(a)) {
+    cli_parser p;
+    cli_parser_init(&p, cmd, argc, argv, mutants_options);
+    const char *v;
+    int bad = 0;
+    for (int key; !bad && (key = cli_next(&p, &v)) != CLI_END;) {
+        switch (key) {
+        case CLI_HELP:
             mutants_help();
+            cli_free_kernels(extra, nextra);
             return KVF_EXIT_OK;
-        } else if (strcmp(a, "--json") == 0) {
+        case CLI_ERROR:
+            bad = 1;
+            break;
+        case MUT_JSON:
             json = 1;
-        } else if (strcmp(a, "--control") == 0) {
-            if (i + 1 >= argc) return cli_usage_error(cmd, "--control needs a value");
-            const char *v = argv[++i];
+            break;
+        case MUT_CONTROL: {
             const kvf_kernel *got[16];
             size_t n = 0;
-            if (cli_add_kernel(cmd, v, got, 16, &n)) return KVF_EXIT_USAGE;
+            if (cli_add_kernel(cmd, v, got, 16, &n)) {
+                bad = 1;
+                break;
+            }
             /* A whole plugin contributes its reference kernels; a named kernel is taken as is. */
             size_t kept = 0;
             for (size_t j = 0; j < n; j++) {
@@ -472,45 +538,55 @@ int kvf_cmd_mutants(int argc, char **argv) {
                 }
             }
             if (!kept)
-                return cli_usage_error(cmd,
-                                       "%s lists no kernel of role reference; name one with "
-                                       "PATH.so:NAME",
-                                       v);
-        } else if (strcmp(a, "--seeds") == 0) {
-            if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
-            seeds_dir = argv[++i];
-        } else if (strcmp(a, "--device") == 0 || strcmp(a, "--budget") == 0 ||
-                   strcmp(a, "--controls-budget") == 0 || strcmp(a, "--seed") == 0 ||
-                   strcmp(a, "--jobs") == 0) {
-            if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
-            const char *v = argv[++i];
-            double x;
-            if (strcmp(a, "--device") == 0) {
-                if (strcmp(v, "cpu") && strcmp(v, "cuda"))
-                    return cli_usage_error(cmd, "--device must be cpu or cuda, got \"%s\"", v);
+                bad = cli_usage_error(cmd,
+                                      "%s lists no kernel of role reference; name one with "
+                                      "PATH.so:NAME",
+                                      v);
+            break;
+        }
+        case MUT_SEEDS:
+            seeds_dir = v;
+            break;
+        case MUT_DEVICE:
+            if (strcmp(v, "cpu") && strcmp(v, "cuda"))
+                bad = cli_usage_error(cmd, "--device must be cpu or cuda, got \"%s\"", v);
+            else
                 device = v;
-            } else if (strcmp(a, "--seed") == 0) {
-                if (cli_parse_u64(v, &seed))
-                    return cli_usage_error(cmd, "--seed must be a non-negative integer, got \"%s\"",
-                                           v);
-            } else if (strcmp(a, "--jobs") == 0) {
-                if (cli_parse_i64(v, 1, 1024, &jobs))
-                    return cli_usage_error(cmd,
-                                           "--jobs must be an integer in [1, 1024], got \"%s\"", v);
-            } else if (cli_parse_double(v, &x) || !(x > 0) || !isfinite(x)) {
-                return cli_usage_error(cmd, "%s must be a positive number of seconds, got \"%s\"",
-                                       a, v);
-            } else if (strcmp(a, "--budget") == 0) {
-                budget = x;
-            } else {
-                controls_budget = x;
-            }
-        } else {
-            return cli_usage_error(cmd, "unexpected argument \"%s\" (see kvfuzz mutants --help)",
-                                   a);
+            break;
+        case MUT_SEED:
+            bad = cli_opt_u64(cmd, "--seed", v, &seed);
+            break;
+        case MUT_JOBS:
+            bad = cli_opt_i64(cmd, "--jobs", v, 1, 1024, &jobs);
+            break;
+        case MUT_BUDGET:
+            bad = cli_opt_seconds(cmd, "--budget", v, 1e9, &budget);
+            break;
+        case MUT_CONTROLS_BUDGET:
+            bad = cli_opt_seconds(cmd, "--controls-budget", v, 1e9, &controls_budget);
+            break;
         }
     }
+    char **rest;
+    if (!bad && cli_operands(&p, &rest))
+        bad =
+            cli_usage_error(cmd, "unexpected argument \"%s\" (see kvfuzz mutants --help)", rest[0]);
+    if (bad) {
+        cli_free_kernels(extra, nextra);
+        return KVF_EXIT_USAGE;
+    }
     if (controls_budget < 0) controls_budget = budget;
+    /* A control that cannot start fails the run before any case runs, as replay does. */
+    for (size_t i = 0; i < nextra; i++) {
+        kvf_limits lim;
+        cli_limits(&lim);
+        kvf_error err = {0};
+        if (can_start(extra[i], &lim, &err)) {
+            int urc = cli_kernel_cannot_start(cmd, extra[i]->name, err.msg);
+            cli_free_kernels(extra, nextra);
+            return urc;
+        }
+    }
     kvf_device dev = strcmp(device, "cuda") == 0 ? KVF_DEVICE_CUDA : KVF_DEVICE_CPU;
     if (dev == KVF_DEVICE_CUDA) {
         char why[256];
@@ -552,60 +628,84 @@ int kvf_cmd_mutants(int argc, char **argv) {
     }
 
     int survivors = 0, noisy_controls = 0, mutants = 0, missed_b = 0, missed_c = 0;
-    if (json)
-        printf("{\"device\": \"%s\", \"budget_seconds\": %g, \"mutants\": [", device, budget);
-    else
+    int rc = KVF_EXIT_OK;
+    kvf_error start_err = {0};
+    const char *start_kernel = NULL; /* the kernel that could not start, which ends the run */
+    /* The JSON answer is built as the run goes and written once at the end (jansson,
+     * kvfuzz/json_io.h); progress then goes to stderr. */
+    int jbad = 0;
+    json_t *root = json ? json_object() : NULL, *jmutants = NULL, *jcontrols = NULL;
+    if (json) {
+        jbad = !root;
+        jset(root, "device", json_string(device), &jbad);
+        jset(root, "budget_seconds", kvf_json_number(budget), &jbad);
+        jmutants = jset(root, "mutants", json_array(), &jbad);
+    } else {
         printf("%-44s %-9s %-8s %9s %7s %-12s %-9s %-9s %-9s %-9s\n", "mutant", "class", "kvfuzz",
                "seconds", "cases", "finding", "strict", "fa", "fib-bench", "fi-tests");
-    for (size_t i = 0; i < kvf_kernel_count(); i++) {
+    }
+    for (size_t i = 0; i < kvf_kernel_count() && !start_kernel; i++) {
         const kvf_kernel *k = kvf_kernel_at(i);
         if (k->device != dev || !k->models) continue;
         /* One campaign per rule over the same cases; the default set's detection is the
          * earlier one (the first case either rule fails). */
         detection per[KVF_DEFAULT_RULES];
         detection a = {0};
-        for (int r = 0; r < nset; r++) {
+        for (int r = 0; r < nset && !start_kernel; r++) {
             per[r] = campaign(k, &cache, &set[r], 1, budget);
+            if (per[r].start_failed) {
+                start_kernel = k->name;
+                kvf_error_set(&start_err, KVF_EKERNEL, "%s", per[r].start_error);
+                break;
+            }
             rule_kills[r] += per[r].caught;
             if (per[r].caught && (!a.caught || per[r].cases < a.cases)) a = per[r];
         }
-        if (!a.caught) a = per[0];
-        if (seeds.count)
+        if (!start_kernel && seeds.count &&
             seeds_judge(k, &seeds, seed_rules, nseed_rules,
-                        seed_fails + (size_t)mutants * nseed_rules * seeds.count);
+                        seed_fails + (size_t)mutants * nseed_rules * seeds.count, &start_err))
+            start_kernel = k->name;
+        int b = start_kernel
+                    ? 0
+                    : style_check(k, fib_workloads, sizeof fib_workloads / sizeof fib_workloads[0],
+                                  3, &fib, &cache.limits, &start_err);
+        int c =
+            start_kernel || b < 0
+                ? 0
+                : style_check(k, test_workloads, sizeof test_workloads / sizeof test_workloads[0],
+                              1, &allclose, &cache.limits, &start_err);
+        if (b < 0 || c < 0) start_kernel = k->name;
+        if (start_kernel) break;
+        if (!a.caught) a = per[0];
         mut_names[mutants] = k->name;
-        int b = style_check(k, fib_workloads, sizeof fib_workloads / sizeof fib_workloads[0], 3,
-                            &fib, &cache.limits);
-        int c = style_check(k, test_workloads, sizeof test_workloads / sizeof test_workloads[0], 1,
-                            &allclose, &cache.limits);
         survivors += !a.caught;
         missed_b += !b;
         missed_c += !c;
         if (json) {
-            printf("%s\n {\"kernel\": ", mutants ? "," : "");
-            cli_json_string(stdout, k->name);
-            printf(", \"class\": ");
-            cli_json_string(stdout, k->models);
-            printf(", \"kvfuzz\": {\"caught\": %s, \"seconds\": %.3f, \"cases\": %ld, \"finding\": "
-                   "\"%s\"}",
-                   a.caught ? "true" : "false", a.seconds, a.cases, a.finding);
-            printf(", \"per_rule\": {");
+            json_t *m = jpush(jmutants, json_object(), &jbad);
+            jset(m, "kernel", json_string(k->name), &jbad);
+            jset(m, "class", json_string(k->models), &jbad);
+            json_t *kv = jset(m, "kvfuzz", json_object(), &jbad);
+            jset(kv, "caught", json_boolean(a.caught), &jbad);
+            jset(kv, "seconds", kvf_json_number(a.seconds), &jbad);
+            jset(kv, "cases", json_integer(a.cases), &jbad);
+            jset(kv, "finding", finding_json(&a), &jbad);
+            json_t *pr = jset(m, "per_rule", json_object(), &jbad);
             for (int r = 0; r < nseed_rules; r++) {
-                printf("%s\"%s\": {", r ? ", " : "", seed_rules[r].name);
-                if (r < nset)
-                    printf("\"caught\": %s, \"seconds\": %.3f, \"cases\": %ld, ",
-                           per[r].caught ? "true" : "false", per[r].seconds, per[r].cases);
-                printf("\"seed_cases_failed\": [");
+                json_t *ro = jset(pr, seed_rules[r].name, json_object(), &jbad);
+                if (r < nset) {
+                    jset(ro, "caught", json_boolean(per[r].caught), &jbad);
+                    jset(ro, "seconds", kvf_json_number(per[r].seconds), &jbad);
+                    jset(ro, "cases", json_integer(per[r].cases), &jbad);
+                }
+                json_t *failed = jset(ro, "seed_cases_failed", json_array(), &jbad);
                 const int *f = seed_fails + ((size_t)mutants * nseed_rules + r) * seeds.count;
-                for (size_t s = 0, n = 0; s < seeds.count; s++)
-                    if (f[s]) {
-                        printf("%s", n++ ? ", " : "");
-                        cli_json_string(stdout, seeds.names[s]);
-                    }
-                printf("]}");
+                for (size_t sc = 0; sc < seeds.count; sc++)
+                    if (f[sc]) jpush(failed, json_string(seeds.names[sc]), &jbad);
             }
-            printf("}, \"fib_bench\": %s, \"fi_tests\": %s}", b ? "true" : "false",
-                   c ? "true" : "false");
+            jset(m, "fib_bench", json_boolean(b), &jbad);
+            jset(m, "fi_tests", json_boolean(c), &jbad);
+            fprintf(stderr, "kvfuzz mutants: %s %s\n", k->name, a.caught ? "caught" : "SURVIVED");
         } else {
             char sr[2][16];
             for (int r = 0; r < 2; r++) {
@@ -622,29 +722,40 @@ int kvf_cmd_mutants(int argc, char **argv) {
         mutants++;
     }
     if (json)
-        printf("\n], \"controls\": [");
-    else
+        jcontrols = jset(root, "controls", json_array(), &jbad);
+    else if (!start_kernel)
         printf("\ncontrols (production kernels, %g s of generated cases each):\n", controls_budget);
-    int controls = 0;
-    for (size_t i = 0; i < kvf_kernel_count() + nextra; i++) {
+    for (size_t i = 0; i < kvf_kernel_count() + nextra && !start_kernel; i++) {
         const kvf_kernel *k =
             i < kvf_kernel_count() ? kvf_kernel_at(i) : extra[i - kvf_kernel_count()];
         if (i < kvf_kernel_count() &&
             (k->device != dev || k->models || strcmp(k->name, "cuda-naive") == 0))
             continue;
         detection a = campaign(k, &cache, set, nset, controls_budget);
+        if (a.start_failed) {
+            start_kernel = k->name;
+            kvf_error_set(&start_err, KVF_EKERNEL, "%s", a.start_error);
+            break;
+        }
         noisy_controls += a.caught;
         if (json) {
-            printf("%s\n {\"kernel\": ", controls ? "," : "");
-            cli_json_string(stdout, k->name);
-            printf(", \"findings\": %d, \"seconds\": %.3f, \"cases\": %ld}", a.caught, a.seconds,
-                   a.cases);
+            json_t *ct = jpush(jcontrols, json_object(), &jbad);
+            jset(ct, "kernel", json_string(k->name), &jbad);
+            jset(ct, "findings", json_integer(a.caught), &jbad);
+            jset(ct, "finding", finding_json(&a), &jbad);
+            jset(ct, "seconds", kvf_json_number(a.seconds), &jbad);
+            jset(ct, "cases", json_integer(a.cases), &jbad);
+            fprintf(stderr, "kvfuzz mutants: control %s: %s\n", k->name,
+                    a.caught ? a.finding : "no finding");
         } else {
             printf("  %-20s %s after %ld cases (%.1f s)\n", k->name,
                    a.caught ? a.finding : "no finding", a.cases, a.seconds);
         }
         fflush(stdout);
-        controls++;
+    }
+    if (start_kernel) {
+        rc = cli_kernel_cannot_start(cmd, start_kernel, start_err.msg);
+        goto out;
     }
     /* Per rule: mutants killed by the campaign, and on the seed cases (any, and the seed
      * workload itself, the first seed file). */
@@ -653,22 +764,29 @@ int kvf_cmd_mutants(int argc, char **argv) {
         for (int r = 0; r < nseed_rules; r++) {
             const int *f = seed_fails + ((size_t)m * nseed_rules + r) * seeds.count;
             int any = 0;
-            for (size_t s = 0; s < seeds.count; s++)
-                any |= f[s];
+            for (size_t sc = 0; sc < seeds.count; sc++)
+                any |= f[sc];
             seed_any[r] += any;
             seed_first[r] += seeds.count > 0 && f[0];
         }
     if (json) {
-        printf("\n], \"killed\": %d, \"total\": %d, \"missed_by_fib_bench\": %d, "
-               "\"missed_by_fi_tests\": %d, \"rules\": {",
-               mutants - survivors, mutants, missed_b, missed_c);
+        jset(root, "killed", json_integer(mutants - survivors), &jbad);
+        jset(root, "total", json_integer(mutants), &jbad);
+        jset(root, "missed_by_fib_bench", json_integer(missed_b), &jbad);
+        jset(root, "missed_by_fi_tests", json_integer(missed_c), &jbad);
+        json_t *rules = jset(root, "rules", json_object(), &jbad);
         for (int r = 0; r < nseed_rules; r++) {
-            printf("%s\"%s\": {", r ? ", " : "", seed_rules[r].name);
-            if (r < nset) printf("\"killed_by_campaign\": %d, ", rule_kills[r]);
-            printf("\"killed_on_seed_cases\": %d, \"killed_on_first_seed\": %d}", seed_any[r],
-                   seed_first[r]);
+            json_t *ro = jset(rules, seed_rules[r].name, json_object(), &jbad);
+            if (r < nset) jset(ro, "killed_by_campaign", json_integer(rule_kills[r]), &jbad);
+            jset(ro, "killed_on_seed_cases", json_integer(seed_any[r]), &jbad);
+            jset(ro, "killed_on_first_seed", json_integer(seed_first[r]), &jbad);
         }
-        printf("}}\n");
+        if (jbad || kvf_json_dump(root, stdout, 1)) {
+            fprintf(stderr, "kvfuzz mutants: %s\n",
+                    jbad ? "out of memory building the JSON" : "cannot write the JSON");
+            rc = KVF_EXIT_USAGE;
+            goto out;
+        }
     } else {
         if (seeds.count) {
             printf("\nseed cases failed, per rule (%s; file-name prefixes; - none):\n", seeds_dir);
@@ -699,10 +817,13 @@ int kvf_cmd_mutants(int argc, char **argv) {
                "FlashInfer-test-style testing missed %d; controls with findings: %d\n",
                mutants - survivors, mutants, missed_b, missed_c, noisy_controls);
     }
+    rc = (survivors || noisy_controls) ? KVF_EXIT_FINDINGS : KVF_EXIT_OK;
+out:
+    json_decref(root);
     free(seed_fails);
     free(mut_names);
     seeds_free(&seeds);
     cache_free(&cache);
     cli_free_kernels(extra, nextra);
-    return (survivors || noisy_controls) ? KVF_EXIT_FINDINGS : KVF_EXIT_OK;
+    return rc;
 }

@@ -1,4 +1,5 @@
 /* kvfuzz replay: kernel, oracle and judge for each case file; one line per (case, kernel). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,44 +19,77 @@
 #define MAX_RULES 16
 #define MAX_KERNELS 16
 
+enum {
+    REPLAY_KERNEL = 256,
+    REPLAY_DEADLINE,
+    REPLAY_RULE,
+    REPLAY_JOBS,
+    REPLAY_ORACLE,
+    REPLAY_REQUIRE_OVERFLOW,
+    REPLAY_STATS
+};
+
+static const cli_option replay_options[] = {
+    {"kernel", REPLAY_KERNEL, "K",
+     "kernel to run (repeatable): a built-in name (`kvfuzz\n"
+     "kernels`), PATH.so (every kernel of a plugin), PATH.so:NAME,\n"
+     "python:MODULE:FUNCTION or a FlashInfer-Bench solution .json.\n"
+     "Default: the kernel the files' finding reports (.json beside\n"
+     "them) record, when all record the same; else cuda when a GPU\n"
+     "is usable, else cpu-splitkv. Each\n"
+     "kernel runs in a worker process: a crash or hang is reported\n"
+     "for its case and the others still run."},
+    {"deadline", REPLAY_DEADLINE, "SEC",
+     "per launch, after which the kernel counts as hung (default 60)"},
+    {"rule", REPLAY_RULE, "R",
+     "rule (repeatable; `kvfuzz rules`). Default: strict, fa, and\n"
+     "the failing rule the findings' reports record."},
+    {"jobs", REPLAY_JOBS, "N", "oracle threads (default: all cores)."},
+    {"oracle", REPLAY_ORACLE, "P",
+     "oracle path: fast (default: double arithmetic with a certified\n"
+     "bound, MPFR for what it cannot certify) or mpfr (MPFR for\n"
+     "every row); both give the same correctly rounded results."},
+    {"require-overflow", REPLAY_REQUIRE_OVERFLOW, NULL,
+     "count violations on rows whose logits exceed the f32 range\n"
+     "(class overflow) as failures; by default they are shown but\n"
+     "do not fail the run."},
+    {"stats", REPLAY_STATS, "FILE",
+     "also keep error statistics of every element judged (per\n"
+     "kernel, rule and output) and write them to FILE atomically\n"
+     "every 60 s and at the end; `kvfuzz report FILE` draws them."},
+    {0},
+};
+
 static void replay_help(void) {
+    printf("usage: kvfuzz replay [--kernel K]... [--rule R]... [--jobs N] [--require-overflow]\n"
+           "                     [--deadline SEC] [--oracle fast|mpfr] [--stats FILE]\n"
+           "                     FILE|DIR...\n\n"
+           "Runs each kernel on each case (.kvfz files; directories are read one level deep),\n"
+           "computes the correctly rounded answer with the MPFR oracle and judges the kernel's\n"
+           "o and lse under each rule. Prints one line per case and kernel: the verdict per\n"
+           "rule, then max abs error, max rel error and max ulp distance of o (over in-model\n"
+           "rows and finite pairs) and the count of NaN/inf mismatches; then the verdict per\n"
+           "kernel and rule: \"passes N cases\" or \"FAILS: k findings in c classes\".\n"
+           "A verdict word \"overflow\" marks a case that fails only on rows out of the input\n"
+           "model (logits beyond f32 or non-finite inputs), \"benign\" one the rule fails\n"
+           "although the kernel returned the correctly rounded value (fib on an empty\n"
+           "sequence's -inf lse); neither is a kernel failure.\n\n");
+    cli_print_options(stdout, replay_options);
     printf(
-        "usage: kvfuzz replay [--kernel K]... [--rule R]... [--jobs N] [--require-overflow]\n"
-        "                     [--deadline SEC] [--oracle fast|mpfr] [--stats FILE]\n"
-        "                     FILE|DIR...\n\n"
-        "Runs each kernel on each case (.kvfz files; directories are read one level deep),\n"
-        "computes the correctly rounded answer with the MPFR oracle and judges the kernel's\n"
-        "o and lse under each rule. Prints one line per case and kernel: the verdict per\n"
-        "rule, then max abs error, max rel error and max ulp distance of o (over in-model\n"
-        "rows and finite pairs) and the count of NaN/inf mismatches; then the verdict per\n"
-        "kernel and rule: \"passes N cases\" or \"FAILS: k findings in c classes\".\n"
-        "A verdict word \"overflow\" marks a case that fails only on rows out of the input\n"
-        "model (logits beyond f32 or non-finite inputs), \"benign\" one the rule fails\n"
-        "although the kernel returned the correctly rounded value (fib on an empty\n"
-        "sequence's -inf lse); neither is a kernel failure.\n\n"
-        "  --kernel K          kernel to run (repeatable): a built-in name (`kvfuzz\n"
-        "                      kernels`), PATH.so (every kernel of a plugin), PATH.so:NAME,\n"
-        "                      python:MODULE:FUNCTION or a FlashInfer-Bench solution .json.\n"
-        "                      Default: the kernel the files' finding reports (.json beside\n"
-        "                      them) record, when all record the same; else cuda when a GPU\n"
-        "                      is usable, else cpu-splitkv. Each\n"
-        "                      kernel runs in a worker process: a crash or hang is reported\n"
-        "                      for its case and the others still run.\n"
-        "  --deadline SEC      per launch, after which the kernel counts as hung (default 60)\n"
-        "  --rule R            rule (repeatable; `kvfuzz rules`). Default: strict, fa, and\n"
-        "                      the failing rule the findings' reports record.\n"
-        "  --jobs N            oracle threads (default: all cores).\n"
-        "  --oracle P          oracle path: fast (default: double arithmetic with a certified\n"
-        "                      bound, MPFR for what it cannot certify) or mpfr (MPFR for\n"
-        "                      every row); both give the same correctly rounded results.\n"
-        "  --require-overflow  count violations on rows whose logits exceed the f32 range\n"
-        "                      (class overflow) as failures; by default they are shown but\n"
-        "                      do not fail the run.\n"
-        "  --stats FILE        also keep error statistics of every element judged (per\n"
-        "                      kernel, rule and output) and write them to FILE atomically\n"
-        "                      every 60 s and at the end; `kvfuzz report FILE` draws them.\n\n"
+        "\nSIGINT or SIGTERM stops after the case in progress: the summary and the verdicts of\n"
+        "the cases judged so far are printed and the statistics written (a second one kills).\n\n"
         "Exit status: 0 no kernel failure, 1 any kernel failure or kernel error, 2 bad input or\n"
-        "usage (an unreadable or malformed case file is reported and the others still run).\n");
+        "usage (an unreadable or malformed case file, or one the oracle cannot judge, is\n"
+        "reported and the others still run) or a kernel that cannot start; when stopped by a\n"
+        "signal, 1 if the cases judged hold a failure, else 128 + the signal's number.\n");
+}
+
+/* The stop request: set by SIGINT/SIGTERM, read between cases. The handler is reset by the
+ * first signal, so a second one ends the process. */
+static volatile sig_atomic_t replay_stop;
+
+static void on_stop(int sig) {
+    replay_stop = sig;
 }
 
 /* Whether every case file has a finding report (<name>.json) and all name the same kernel:
@@ -103,72 +137,63 @@ int kvf_cmd_replay(int argc, char **argv) {
     if (!args) return cli_usage_error(cmd, "out of memory");
     int oracle_path = kvf_oracle_default_path();
     int rc = KVF_EXIT_OK;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (cli_is_help(a)) {
+    cli_parser cp;
+    cli_parser_init(&cp, cmd, argc, argv, replay_options);
+    const char *optv;
+    for (int key; (key = cli_next(&cp, &optv)) != CLI_END;) {
+        const char *v = optv;
+        int bad = 0;
+        switch (key) {
+        case CLI_HELP:
             replay_help();
+            cli_free_kernels(kernels, nkernels);
             free(args);
             return KVF_EXIT_OK;
-        } else if (strcmp(a, "--kernel") == 0 || strcmp(a, "--rule") == 0 ||
-                   strcmp(a, "--jobs") == 0) {
-            if (i + 1 >= argc) {
-                free(args);
-                return cli_usage_error(cmd, "%s needs a value", a);
-            }
-            const char *v = argv[++i];
-            if (a[2] == 'k') {
-                if (cli_add_kernel(cmd, v, kernels, MAX_KERNELS, &nkernels)) {
-                    cli_free_kernels(kernels, nkernels);
-                    free(args);
-                    return KVF_EXIT_USAGE;
-                }
-            } else if (a[2] == 'r') {
-                kvf_error err = {0};
-                if (nrules == MAX_RULES) {
-                    free(args);
-                    return cli_usage_error(cmd, "at most %d rules per run", MAX_RULES);
-                }
-                if (kvf_rule_parse(&rules[nrules], v, &err)) {
-                    free(args);
-                    return cli_usage_error(cmd, "%s", err.msg);
-                }
+        case CLI_ERROR:
+            bad = 1;
+            break;
+        case REPLAY_KERNEL:
+            bad = cli_add_kernel(cmd, v, kernels, MAX_KERNELS, &nkernels);
+            break;
+        case REPLAY_RULE: {
+            kvf_error err = {0};
+            if (nrules == MAX_RULES)
+                bad = cli_usage_error(cmd, "at most %d rules per run", MAX_RULES);
+            else if (kvf_rule_parse(&rules[nrules], v, &err))
+                bad = cli_usage_error(cmd, "%s", err.msg);
+            else
                 nrules++;
-            } else if (cli_parse_i64(v, 1, 1024, &jobs)) {
-                free(args);
-                return cli_usage_error(cmd, "--jobs must be an integer in [1, 1024], got \"%s\"",
-                                       v);
-            }
-        } else if (strcmp(a, "--deadline") == 0) {
-            if (i + 1 >= argc || cli_parse_double(argv[i + 1], &deadline) || !(deadline > 0) ||
-                deadline > 86400) {
-                free(args);
-                cli_free_kernels(kernels, nkernels);
-                return cli_usage_error(cmd, "--deadline needs a number of seconds in (0, 86400]");
-            }
-            i++;
-        } else if (strcmp(a, "--oracle") == 0) {
-            if (i + 1 >= argc || kvf_oracle_path_parse(argv[i + 1], &oracle_path)) {
-                free(args);
-                cli_free_kernels(kernels, nkernels);
-                return cli_usage_error(cmd, "--oracle needs fast or mpfr");
-            }
-            i++;
-        } else if (strcmp(a, "--stats") == 0) {
-            if (i + 1 >= argc) {
-                free(args);
-                return cli_usage_error(cmd, "%s needs a value", a);
-            }
-            stats_path = argv[++i];
-        } else if (strcmp(a, "--require-overflow") == 0) {
+            break;
+        }
+        case REPLAY_JOBS:
+            bad = cli_opt_i64(cmd, "--jobs", v, 1, 1024, &jobs);
+            break;
+        case REPLAY_DEADLINE:
+            bad = cli_opt_seconds(cmd, "--deadline", v, 86400, &deadline);
+            break;
+        case REPLAY_ORACLE:
+            if (kvf_oracle_path_parse(v, &oracle_path))
+                bad = cli_usage_error(cmd, "--oracle needs fast or mpfr, got \"%s\"", v);
+            break;
+        case REPLAY_STATS:
+            stats_path = v;
+            break;
+        case REPLAY_REQUIRE_OVERFLOW:
             require_overflow = 1;
-        } else if (a[0] == '-' && a[1]) {
+            break;
+        }
+        if (bad) {
+            cli_free_kernels(kernels, nkernels);
             free(args);
-            return cli_usage_error(cmd, "unknown option \"%s\" (see kvfuzz replay --help)", a);
-        } else {
-            args[nargs++] = argv[i];
+            return KVF_EXIT_USAGE;
         }
     }
+    char **rest;
+    nargs = cli_operands(&cp, &rest);
+    for (int i = 0; i < nargs; i++)
+        args[i] = rest[i];
     if (nargs == 0) {
+        cli_free_kernels(kernels, nkernels);
         free(args);
         return cli_usage_error(cmd, "no case files given (see kvfuzz replay --help)");
     }
@@ -218,6 +243,17 @@ int kvf_cmd_replay(int argc, char **argv) {
         kernels[nkernels++] = k ? k : kvf_kernel_find("cpu-splitkv");
     }
 
+    /* Installed before the statistics file or a worker is created, so a stop request is
+     * always answered with the summary; SA_RESTART, so the worker pipes are not interrupted
+     * and the case in flight completes before the loop stops. */
+    replay_stop = 0;
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sa.sa_flags = SA_RESTART | SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
     /* Statistics are written once before any work, so a path that cannot be written fails
      * the run at once instead of after hours. */
     kvf_stats *stats = NULL;
@@ -242,14 +278,13 @@ int kvf_cmd_replay(int argc, char **argv) {
         kvf_error err = {0};
         kvf_runner_opts ro = {kernels[k], limits, deadline, 0, 0};
         if (kvf_runner_create(&runners[k], &ro, &err) || kvf_runner_start(runners[k], &err)) {
-            fprintf(stderr, "kvfuzz replay: kernel %s could not start: %s\n", kernels[k]->name,
-                    err.msg);
+            int urc = cli_kernel_cannot_start(cmd, kernels[k]->name, err.msg);
             for (size_t j = 0; j <= k; j++)
                 kvf_runner_destroy(runners[j]);
             cli_free_kernels(kernels, nkernels);
             cli_free_paths(paths, npaths);
             kvf_stats_free(stats);
-            return KVF_EXIT_USAGE;
+            return urc;
         }
     }
     kvf_oracle_opts oopts;
@@ -261,7 +296,11 @@ int kvf_cmd_replay(int argc, char **argv) {
     for (int r = 0; r < nrules; r++)
         printf(" %-12s", rules[r].name);
     printf(" %11s %11s %8s %7s\n", "max_abs", "max_rel", "max_ulp", "nan/inf");
-    size_t cases_ok = 0, bad_inputs = 0, runs = 0, failed_runs = 0, unsupported = 0;
+    /* Each kernel run adds to runs and to at most one of failed_runs and unsupported, so the
+     * runs without a failure (their difference) cannot go below 0; a case the oracle could not
+     * judge runs no kernel and counts in not_judged alone. */
+    size_t cases_ok = 0, bad_inputs = 0, not_judged = 0, runs = 0, failed_runs = 0, unsupported = 0,
+           done = 0;
     static kvf_verdict_counts counts[MAX_KERNELS][MAX_RULES];
     memset(counts, 0, sizeof counts);
     for (size_t k = 0; k < nkernels; k++)
@@ -271,7 +310,7 @@ int kvf_cmd_replay(int argc, char **argv) {
             counts[k][r].signatures = -1;
             counts[k][r].require_overflow = require_overflow;
         }
-    for (size_t p = 0; p < npaths; p++) {
+    for (size_t p = 0; p < npaths && !replay_stop; p++, done++) {
         const char *base = strrchr(paths[p], '/') ? strrchr(paths[p], '/') + 1 : paths[p];
         kvf_case c;
         kvf_spec spec;
@@ -292,9 +331,10 @@ int kvf_cmd_replay(int argc, char **argv) {
         kvf_oracle_result oracle;
         if (kvf_oracle_run(&oracle, &c, &oopts, &err)) {
             fprintf(stderr, "kvfuzz replay: %s: the oracle failed: %s\n", paths[p], err.msg);
+            printf("%-34s %-14s not judged: the oracle failed\n", base, "-");
             kvf_case_free(&c);
             free(kvfz);
-            failed_runs++;
+            not_judged++;
             continue;
         }
         kvf_bf16 *o = malloc((size_t)(kvf_case_o_elems(&c) ? kvf_case_o_elems(&c) : 1) * sizeof *o);
@@ -353,7 +393,7 @@ int kvf_cmd_replay(int argc, char **argv) {
         }
         if (!o || !lse) {
             fprintf(stderr, "kvfuzz replay: out of memory for %s\n", paths[p]);
-            failed_runs++;
+            not_judged++;
         }
         free(o);
         free(lse);
@@ -366,10 +406,17 @@ int kvf_cmd_replay(int argc, char **argv) {
     }
     for (size_t k = 0; k < nkernels; k++)
         kvf_runner_destroy(runners[k]);
+    const int stopped = replay_stop;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (stopped)
+        printf("\nstopped by %s after %zu of %zu case file(s)\n", strsignal(stopped), done, npaths);
     printf("\n%zu case(s), %zu kernel run(s): %zu without a kernel failure, %zu with one, %zu "
-           "unsupported, %zu bad input(s)\n",
+           "unsupported, %zu bad input(s)",
            cases_ok + bad_inputs, runs, runs - failed_runs - unsupported, failed_runs, unsupported,
            bad_inputs);
+    if (not_judged) printf(", %zu not judged (the oracle failed)", not_judged);
+    printf("\n");
     printf("verdict:\n");
     for (size_t k = 0; k < nkernels; k++)
         for (int r = 0; r < nrules; r++)
@@ -387,6 +434,8 @@ int kvf_cmd_replay(int argc, char **argv) {
         }
         kvf_stats_free(stats);
     }
-    if (bad_inputs) rc = KVF_EXIT_USAGE; /* a file we could not judge outranks a verdict */
+    /* A file we could not judge outranks a verdict. */
+    if (bad_inputs || not_judged) rc = KVF_EXIT_USAGE;
+    if (stopped && rc == KVF_EXIT_OK) rc = 128 + stopped;
     return rc;
 }

@@ -8,6 +8,22 @@
 #include "kvfuzz/report.h"
 #include "kvfuzz/stats.h"
 
+enum { REPORT_FINDINGS = 256, REPORT_MERGE, REPORT_TITLE, REPORT_QUIET };
+
+static const cli_option report_options[] = {
+    {NULL, 'o', "DIR",
+     "write the report into DIR (created if missing; files replaced\natomically)"},
+    {"findings", REPORT_FINDINGS, "DIR",
+     "list the findings in DIR (<class>-<hash>.kvfz and .json) with\nlinks; default: the findings "
+     "directories the stats recorded"},
+    {"merge", REPORT_MERGE, "FILE",
+     "merge every STATS into one stats file FILE (atomically); with -o\nthe report then draws the "
+     "merged statistics as one input"},
+    {"title", REPORT_TITLE, "TEXT", "the page's title (default \"kvfuzz error report\"; needs -o)"},
+    {"quiet", REPORT_QUIET, NULL, "no terminal summary (needs -o or --merge: something to write)"},
+    {0},
+};
+
 static void report_help(void) {
     printf("usage: kvfuzz report [-o DIR] [--findings DIR] [--merge FILE] [--title TEXT]\n"
            "                     [--quiet] [LABEL=]STATS...\n\n"
@@ -20,16 +36,9 @@ static void report_help(void) {
            "  DIR/cases/        those cases as .kvfz files, when the stats embedded them\n"
            "Every (stats file, kernel) pair is one series; all series are drawn side by side on\n"
            "shared axes. LABEL=STATS names a file's series (default: the label stored in the\n"
-           "file, else its name).\n\n"
-           "  -o DIR          write the report into DIR (created if missing; files replaced\n"
-           "                  atomically)\n"
-           "  --findings DIR  list the findings in DIR (<class>-<hash>.kvfz and .json) with\n"
-           "                  links; default: the findings directories the stats recorded\n"
-           "  --merge FILE    merge every STATS into one stats file FILE (atomically); with -o\n"
-           "                  the report then draws the merged statistics as one input\n"
-           "  --title TEXT    the page's title (default \"kvfuzz error report\")\n"
-           "  --quiet         no terminal summary\n\n"
-           "Exit status: 0 the report (or merge) was written, whatever it shows; 2 bad input or\n"
+           "file, else its name).\n\n");
+    cli_print_options(stdout, report_options);
+    printf("\nExit status: 0 the report (or merge) was written, whatever it shows; 2 bad input or\n"
            "usage (an unreadable or malformed stats file, an output that cannot be written).\n");
 }
 
@@ -46,45 +55,58 @@ int kvf_cmd_report(int argc, char **argv) {
         cli_usage_error(cmd, "out of memory");
         goto done;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (cli_is_help(a)) {
+    cli_parser p;
+    cli_parser_init(&p, cmd, argc, argv, report_options);
+    const char *v;
+    for (int key; (key = cli_next(&p, &v)) != CLI_END;) {
+        switch (key) {
+        case CLI_HELP:
             report_help();
             rc = KVF_EXIT_OK;
             goto done;
-        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--findings") == 0 ||
-                   strcmp(a, "--merge") == 0 || strcmp(a, "--title") == 0) {
-            if (i + 1 >= argc) {
-                cli_usage_error(cmd, "%s needs a value", a);
-                goto done;
-            }
-            const char *v = argv[++i];
-            if (a[1] == 'o')
-                out_dir = v;
-            else if (a[2] == 'f')
-                findings = v;
-            else if (a[2] == 'm')
-                merge_to = v;
-            else
-                title = v;
-        } else if (strcmp(a, "--quiet") == 0) {
-            quiet = 1;
-        } else if (a[0] == '-' && a[1]) {
-            cli_usage_error(cmd, "unknown option \"%s\" (see kvfuzz report --help)", a);
+        case CLI_ERROR:
             goto done;
-        } else {
-            /* LABEL=PATH, unless the whole argument names an existing file. */
-            struct stat st;
-            const char *eq = strchr(a, '=');
-            const char *path = a;
-            if (eq && eq != a && stat(a, &st) != 0) {
-                labels[n] = strndup(a, (size_t)(eq - a));
-                path = eq + 1;
-            }
-            inputs[n].path = path;
-            inputs[n].label = labels[n];
-            n++;
+        case 'o':
+            out_dir = v;
+            break;
+        case REPORT_FINDINGS:
+            findings = v;
+            break;
+        case REPORT_MERGE:
+            merge_to = v;
+            break;
+        case REPORT_TITLE:
+            title = v;
+            break;
+        case REPORT_QUIET:
+            quiet = 1;
+            break;
         }
+    }
+    char **rest;
+    int nrest = cli_operands(&p, &rest);
+    for (int i = 0; i < nrest; i++) {
+        /* LABEL=PATH, unless the whole argument names an existing file. */
+        const char *a = rest[i];
+        struct stat st;
+        const char *eq = strchr(a, '=');
+        const char *path = a;
+        if (eq && eq != a && stat(a, &st) != 0) {
+            labels[n] = strndup(a, (size_t)(eq - a));
+            path = eq + 1;
+        }
+        inputs[n].path = path;
+        inputs[n].label = labels[n];
+        n++;
+    }
+    /* --quiet with nothing to write would read the stats and show nothing. */
+    if (quiet && !out_dir && !merge_to) {
+        cli_usage_error(cmd, "--quiet leaves nothing to do without -o DIR or --merge FILE");
+        goto done;
+    }
+    if (title && !out_dir) { /* the terminal summary has no title */
+        cli_usage_error(cmd, "--title names the report page: give -o DIR too");
+        goto done;
     }
     if (n == 0) {
         cli_usage_error(cmd, "no stats files given (see kvfuzz report --help)");

@@ -1,5 +1,6 @@
 /* kvfuzz: the command-line front end. Dispatches subcommands and hosts the small helpers they
- * share (strict number parsing, collecting case files, JSON strings). */
+ * share (strict numbers, the option tables, collecting case files, kernels). */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -9,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "kvfuzz/env.h"
 #include "kvfuzz/test_kernels.h"
 
 typedef struct command {
@@ -53,7 +55,13 @@ int main(int argc, char **argv) {
         return KVF_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            /* Every variable kvfuzz reads is checked before any work: a bad value is refused,
+             * never silently ignored (kvfuzz/env.h). */
+            kvf_error err = {0};
+            if (kvf_env_check(&err)) return cli_usage_error(argv[1], "%s", err.msg);
+            return commands[i].run(argc - 1, argv + 1);
+        }
     fprintf(stderr, "kvfuzz: unknown command \"%s\" (run `kvfuzz --help` for the list)\n", argv[1]);
     return KVF_EXIT_USAGE;
 }
@@ -73,33 +81,163 @@ int cli_is_help(const char *arg) {
 }
 
 int cli_parse_u64(const char *text, uint64_t *out) {
-    if (!text || !*text || *text == '-' || *text == '+') return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 0);
-    if (errno || *end) return -1;
-    *out = v;
-    return 0;
+    return kvf_parse_u64(text, out);
 }
 
 int cli_parse_i64(const char *text, int64_t lo, int64_t hi, int64_t *out) {
-    if (!text || !*text) return -1;
-    char *end;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (errno || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
+    return kvf_parse_i64(text, lo, hi, out);
 }
 
 int cli_parse_double(const char *text, double *out) {
-    if (!text || !*text) return -1;
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno || *end) return -1;
+    return kvf_parse_double(text, out);
+}
+
+int cli_opt_u64(const char *cmd, const char *opt, const char *text, uint64_t *out) {
+    if (kvf_parse_u64(text, out))
+        return cli_usage_error(cmd, "%s must be a decimal integer in [0, 2^64-1], got \"%s\"", opt,
+                               text);
+    return KVF_EXIT_OK;
+}
+
+int cli_opt_i64(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
+                int64_t *out) {
+    if (kvf_parse_i64(text, lo, hi, out))
+        return cli_usage_error(cmd, "%s must be a decimal integer in [%lld, %lld], got \"%s\"", opt,
+                               (long long)lo, (long long)hi, text);
+    return KVF_EXIT_OK;
+}
+
+int cli_opt_seconds(const char *cmd, const char *opt, const char *text, double hi, double *out) {
+    double v;
+    if (kvf_parse_double(text, &v) || !(v > 0) || v > hi)
+        return cli_usage_error(
+            cmd, "%s must be a positive number of seconds (at most %g), got \"%s\"", opt, hi, text);
     *out = v;
-    return 0;
+    return KVF_EXIT_OK;
+}
+
+/* ---- options ---------------------------------------------------------------------------- */
+
+static const cli_option help_option = {"help", 'h', NULL, "this help"};
+
+void cli_parser_init(cli_parser *p, const char *cmd, int argc, char **argv,
+                     const cli_option *opts) {
+    memset(p, 0, sizeof *p);
+    p->cmd = cmd;
+    p->argc = argc;
+    p->argv = argv;
+    p->opts = opts;
+    /* ':' first: a missing value is reported as ':' rather than '?', and getopt prints
+     * nothing (opterr = 0); the messages are ours. */
+    size_t ns = 0, nl = 0;
+    p->shorts[ns++] = ':';
+    p->shorts[ns++] = 'h';
+    p->longs[nl++] = (struct option){"help", no_argument, NULL, 'h'};
+    for (const cli_option *o = opts; o->key && nl < CLI_MAX_OPTIONS + 1; o++) {
+        if (o->key < 256 && isalnum(o->key)) {
+            p->shorts[ns++] = (char)o->key;
+            if (o->arg) p->shorts[ns++] = ':';
+        }
+        if (o->name)
+            p->longs[nl++] =
+                (struct option){o->name, o->arg ? required_argument : no_argument, NULL, o->key};
+    }
+    p->shorts[ns] = 0;
+    optind = 0; /* glibc: start over, whatever a previous parse left */
+    opterr = 0;
+}
+
+static const cli_option *find_key(const cli_option *opts, int key) {
+    for (const cli_option *o = opts; o->key; o++)
+        if (o->key == key) return o;
+    return key == 'h' ? &help_option : NULL;
+}
+
+const char *cli_option_name(const cli_option *opts, int key) {
+    static char buf[64];
+    const cli_option *o = find_key(opts, key);
+    if (!o) return "?";
+    if (o->name)
+        snprintf(buf, sizeof buf, "--%s", o->name);
+    else
+        snprintf(buf, sizeof buf, "-%c", o->key);
+    return buf;
+}
+
+/* Whether "--abc[=v]" is a prefix of two or more long options (getopt_long then refuses it). */
+static int ambiguous(const cli_parser *p, const char *bad) {
+    if (strncmp(bad, "--", 2) != 0) return 0;
+    size_t n = strcspn(bad + 2, "=");
+    int matches = 0;
+    for (const struct option *o = p->longs; o->name; o++)
+        matches += strncmp(o->name, bad + 2, n) == 0;
+    return matches > 1;
+}
+
+int cli_next(cli_parser *p, const char **arg) {
+    *arg = NULL;
+    int c = getopt_long(p->argc, p->argv, p->shorts, p->longs, NULL);
+    if (c == -1) return CLI_END;
+    if (c == 'h') return CLI_HELP;
+    if (c == ':')
+        return cli_usage_error(p->cmd, "%s needs a value", cli_option_name(p->opts, optopt)),
+               CLI_ERROR;
+    if (c == '?') {
+        const char *bad = p->argv[optind - 1];
+        const cli_option *o = optopt ? find_key(p->opts, optopt) : NULL;
+        if (o && !o->arg && strncmp(bad, "--", 2) == 0 && strchr(bad, '='))
+            cli_usage_error(p->cmd, "--%s takes no value, got \"%s\"", o->name, bad);
+        else if (optopt && strncmp(bad, "--", 2) != 0)
+            cli_usage_error(p->cmd, "unknown option \"-%c\" (see kvfuzz %s --help)", optopt,
+                            p->cmd);
+        else if (ambiguous(p, bad))
+            cli_usage_error(p->cmd,
+                            "\"%s\" is the start of more than one option (see kvfuzz %s --help)",
+                            bad, p->cmd);
+        else
+            cli_usage_error(p->cmd, "unknown option \"%s\" (see kvfuzz %s --help)", bad, p->cmd);
+        return CLI_ERROR;
+    }
+    *arg = optarg;
+    return c;
+}
+
+int cli_operands(cli_parser *p, char ***operands) {
+    *operands = p->argv + optind;
+    return optind < p->argc ? p->argc - optind : 0;
+}
+
+static int spelled(char *buf, size_t size, const cli_option *o) {
+    if (o->name)
+        return snprintf(buf, size, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+    return snprintf(buf, size, "-%c%s%s", o->key, o->arg ? " " : "", o->arg ? o->arg : "");
+}
+
+static void print_option(FILE *f, const cli_option *o, int col) {
+    char name[96];
+    spelled(name, sizeof name, o);
+    fprintf(f, "  %-*s", col, name);
+    for (const char *h = o->help; *h;) {
+        const char *nl = strchr(h, '\n');
+        int n = nl ? (int)(nl - h) : (int)strlen(h);
+        fprintf(f, "%.*s\n", n, h);
+        if (!nl) break;
+        h = nl + 1;
+        fprintf(f, "  %-*s", col, "");
+    }
+}
+
+void cli_print_options(FILE *f, const cli_option *opts) {
+    char name[96];
+    int col = spelled(name, sizeof name, &help_option);
+    for (const cli_option *o = opts; o->key; o++) {
+        int n = spelled(name, sizeof name, o);
+        if (n > col) col = n;
+    }
+    col += 2;
+    for (const cli_option *o = opts; o->key; o++)
+        print_option(f, o, col);
+    print_option(f, &help_option, col);
 }
 
 static int has_suffix(const char *s, const char *suffix) {
@@ -181,25 +319,23 @@ void cli_free_paths(char **paths, size_t count) {
     free(paths);
 }
 
-void cli_json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 void cli_limits(kvf_limits *limits) {
     kvf_limits_default(limits);
-    const char *gib = getenv("KVF_MAX_POOL_GIB");
-    int64_t v;
-    if (gib && cli_parse_i64(gib, 1, 1 << 16, &v) == 0) limits->max_pool_bytes = v << 30;
+    int64_t gib;
+    /* main refused a bad value before the command ran, so this reads a valid one or none. */
+    if (kvf_env_int("KVF_MAX_POOL_GIB", 0, &gib, NULL) == 0 && gib > 0)
+        limits->max_pool_bytes = gib << 30;
+}
+
+int cli_kernel_cannot_start(const char *cmd, const char *kernel, const char *reason) {
+    /* The runner says "kernel K could not start: ", the buffer host "K could not start: ":
+     * the reason is what follows them. */
+    char prefix[256];
+    for (int pass = 0; pass < 2; pass++) {
+        snprintf(prefix, sizeof prefix, "%s%s could not start: ", pass ? "" : "kernel ", kernel);
+        if (strncmp(reason, prefix, strlen(prefix)) == 0) reason += strlen(prefix);
+    }
+    return cli_usage_error(cmd, "kernel %s could not start: %s", kernel, reason);
 }
 
 int cli_add_kernel(const char *cmd, const char *spec, const kvf_kernel **kernels, size_t max,

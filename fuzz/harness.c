@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvfuzz/env.h"
 #include "kvfuzz/judge.h"
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/oracle.h"
@@ -81,13 +82,17 @@ static int64_t parse_count(const char *text, const char *what) {
 }
 
 static int env_flag(const char *name) {
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
+    int on = 0;
+    kvf_error err = {0};
+    if (kvf_env_flag(name, &on, &err)) die_usage("%s", err.msg); /* kvfuzz/env.h */
+    return on;
 }
 
 void kvf_harness_init(int *argc, char ***argv, kvf_harness_device device, const char *target) {
     H.target = target;
     H.jobs = 1;
+    kvf_error env_err = {0};
+    if (kvf_env_check(&env_err)) die_usage("%s", env_err.msg); /* every KVF_* variable */
     kvf_limits_default(&H.limits);
     kvf_mutate_limits_default(&H.mlim);
     /* Reject what the mutator would never produce, with some slack for byte mutations. */

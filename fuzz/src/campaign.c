@@ -868,22 +868,32 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
                 ? (st->stop_signal == SIGTERM ? "stopped by SIGTERM" : "stopped by SIGINT")
                 : "done",
             st->elapsed_s);
-    fprintf(f, "  kernel %s, seed %" PRIu64 ", rules", o->kernel ? o->kernel->name : "?", o->seed);
-    int nr = o->nrules > 0 ? o->nrules : 1;
-    for (int r = 0; r < nr; r++)
-        fprintf(f, " %s", o->nrules > 0 ? o->rules[r].name : "strict");
+    const int nr = o->nrules > 0 ? o->nrules : 1;
+    if (o->oracle_only) { /* no kernel ran and no rule judged: name neither */
+        fprintf(f, "  oracle only (no kernel, nothing judged), seed %" PRIu64, o->seed);
+    } else {
+        fprintf(f, "  kernel %s, seed %" PRIu64 ", rules", o->kernel ? o->kernel->name : "?",
+                o->seed);
+        for (int r = 0; r < nr; r++)
+            fprintf(f, " %s", o->nrules > 0 ? o->rules[r].name : "strict");
+    }
     fprintf(f,
-            "\n  cases %" PRId64 " (%.1f/s), judged %" PRId64 ", tokens %" PRId64
+            "\n  cases %" PRId64 " (%.1f/s), %s %" PRId64 ", tokens %" PRId64
             " (%.0f/s), unsupported %" PRId64 ", rejected %" PRId64 "\n",
-            st->cases, st->elapsed_s > 0 ? (double)st->judged / st->elapsed_s : 0, st->judged,
-            st->tokens, st->elapsed_s > 0 ? (double)st->tokens / st->elapsed_s : 0, st->unsupported,
+            st->cases, st->elapsed_s > 0 ? (double)st->judged / st->elapsed_s : 0,
+            o->oracle_only ? "through the oracle" : "judged", st->judged, st->tokens,
+            st->elapsed_s > 0 ? (double)st->tokens / st->elapsed_s : 0, st->unsupported,
             st->rejected);
     double util = st->jobs > 0 && st->elapsed_s > 0 ? st->oracle_s / (st->jobs * st->elapsed_s) : 0;
-    fprintf(f,
-            "  busy: oracle %.1f s (%.0f%% of %d thread(s)), kernel %.1f s in %d worker(s); "
-            "determinism checks %" PRId64 ", worker starts %" PRId64 "\n",
-            st->oracle_s, 100 * util, st->jobs, st->kernel_s, st->workers, st->determinism_checks,
-            st->worker_starts);
+    if (o->oracle_only)
+        fprintf(f, "  busy: oracle %.1f s (%.0f%% of %d thread(s))\n", st->oracle_s, 100 * util,
+                st->jobs);
+    else
+        fprintf(f,
+                "  busy: oracle %.1f s (%.0f%% of %d thread(s)), kernel %.1f s in %d worker(s); "
+                "determinism checks %" PRId64 ", worker starts %" PRId64 "\n",
+                st->oracle_s, 100 * util, st->jobs, st->kernel_s, st->workers,
+                st->determinism_checks, st->worker_starts);
     fprintf(f,
             "  dispatcher waits: for generated cases %.1f s, for the kernel %.1f s, for room in "
             "the oracle queue %.1f s\n",
@@ -906,10 +916,14 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
         for (int i = 0; i < KVF_CAMPAIGN_REASONS && st->skip_reasons[i][0]; i++)
             fprintf(f, "    %" PRId64 " x %s\n", st->skip_counts[i], st->skip_reasons[i]);
     }
-    fprintf(f, "  worst margin:");
-    for (int r = 0; r < nr; r++)
-        fprintf(f, " %s %.3g", o->nrules > 0 ? o->rules[r].name : "strict", st->worst_margin[r]);
-    fprintf(f, "\n  findings: %" PRId64 " new signature(s)", st->findings_new);
+    if (!o->oracle_only) { /* nothing was judged: no margin to show */
+        fprintf(f, "  worst margin:");
+        for (int r = 0; r < nr; r++)
+            fprintf(f, " %s %.3g", o->nrules > 0 ? o->rules[r].name : "strict",
+                    st->worst_margin[r]);
+        fprintf(f, "\n");
+    }
+    fprintf(f, "  findings: %" PRId64 " new signature(s)", st->findings_new);
     if (st->findings_lost)
         fprintf(f, ", %" PRId64 " LOST (could not be written; see above)", st->findings_lost);
     fprintf(f, ", %" PRId64 " case(s) with a finding", st->finding_hits);
@@ -924,7 +938,7 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
 
 int kvf_campaign_run(const kvf_campaign_opts *o, kvf_campaign_stats *st, kvf_error *err) {
     memset(st, 0, sizeof *st);
-    if (!o->kernel) return kvf_error_set(err, KVF_EINVAL, "no kernel given");
+    if (!o->kernel && !o->oracle_only) return kvf_error_set(err, KVF_EINVAL, "no kernel given");
     campaign *cp = calloc(1, sizeof *cp);
     if (!cp) return kvf_error_set(err, KVF_ENOMEM, "out of memory");
     cp->opts = o;

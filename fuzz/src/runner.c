@@ -11,6 +11,7 @@
  * expanded again: copying a small case costs microseconds, generating it a fraction of a
  * millisecond, and the worker is on the critical path of every launch. */
 #include "kvfuzz/runner.h"
+#include "kvfuzz/env.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -361,8 +362,8 @@ static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
     size_t out_o_cap = 0, out_lse_cap = 0;
     kvf_bf16 *out_o = NULL;
     float *out_lse = NULL;
-    const char *timing = getenv("KVF_WORKER_TIMING");
-    const int report_timing = timing && *timing && strcmp(timing, "0") != 0;
+    int report_timing = 0; /* kvfuzz/env.h; the command validated it at its start */
+    kvf_env_flag("KVF_WORKER_TIMING", &report_timing, NULL);
     double wait_case_s = 0, run_s = 0, reply_s = 0, next_report = now_s() + 5;
     int64_t cases = 0;
     for (;;) {

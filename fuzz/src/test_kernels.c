@@ -125,6 +125,15 @@ static const kvf__case_kernel planted_impl = {planted_run}, crash_impl = {crash_
 #define HANG_DESC "test only: cpu-ref that never returns on cases with a one-token sequence"
 #define FLAKY_DESC "test only: cpu-ref killed the first time it sees a case (KVF_TEST_FLAKY_DIR)"
 #define POOL_CHECK_DESC "test only: cpu-ref that fails if a slot no sequence reads is not poisoned"
+#define NOSTART_DESC "test only: its create() fails, as a kernel whose device is missing does"
+
+/* The start failure of a kernel whose device or library is missing, for the commands' exit
+ * status when a kernel cannot start. */
+static int nostart_create(const kvf_plugin_kernel *self, void **state, char *msg, size_t n) {
+    (void)self, (void)state;
+    snprintf(msg, n, "test-nostart: create() fails on purpose");
+    return KVF_PLUGIN_ERROR;
+}
 
 static const kvf_plugin_kernel test_descs[] = {
     KVF_BUILTIN_CPU_DESC("test-planted", PLANTED_DESC, planted_impl),
@@ -132,6 +141,15 @@ static const kvf_plugin_kernel test_descs[] = {
     KVF_BUILTIN_CPU_DESC("test-hang", HANG_DESC, hang_impl),
     KVF_BUILTIN_CPU_DESC("test-pool-check", POOL_CHECK_DESC, pool_check_impl),
     KVF_BUILTIN_CPU_DESC("test-flaky", FLAKY_DESC, flaky_impl),
+    {.struct_size = sizeof(kvf_plugin_kernel),
+     .name = "test-nostart",
+     .description = NOSTART_DESC,
+     .device = KVF_PLUGIN_DEVICE_CPU,
+     .role = KVF_PLUGIN_ROLE_UNDER_TEST,
+     .user = (void *)&planted_impl,
+     .supports = kvf__builtin_supports_all,
+     .create = nostart_create,
+     .run = kvf__builtin_run},
 };
 
 static const kvf_kernel test_kernels[] = {
@@ -160,6 +178,11 @@ static const kvf_kernel test_kernels[] = {
      .device = KVF_DEVICE_CPU,
      .models = "",
      .desc = &test_descs[4]},
+    {.name = "test-nostart",
+     .description = NOSTART_DESC,
+     .device = KVF_DEVICE_CPU,
+     .models = "",
+     .desc = &test_descs[5]},
 };
 
 size_t kvf_test_kernel_count(void) {

@@ -1015,7 +1015,20 @@ extern "C" int kvf_cuda_runtime_available(char *why, size_t why_size) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
-        if (why && why_size)
+        // The runtime answers cudaErrorInsufficientDriver ("driver version is insufficient")
+        // both when the driver is too old and when there is none; the driver's version (0 when
+        // no driver is installed) tells them apart.
+        int drv = 0, rt = 0;
+        cudaDriverGetVersion(&drv);
+        cudaRuntimeGetVersion(&rt);
+        if (why && why_size && e != cudaSuccess && drv == 0)
+            snprintf(why, why_size, "No usable CUDA device: no CUDA driver is installed.");
+        else if (why && why_size && e == cudaErrorInsufficientDriver)
+            snprintf(why, why_size,
+                     "No usable CUDA device: the CUDA driver supports CUDA %d.%d, older than "
+                     "this build's runtime (%d.%d).",
+                     drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+        else if (why && why_size)
             snprintf(why, why_size, "No usable CUDA device: %s.",
                      e != cudaSuccess ? cudaGetErrorString(e) : "no device found");
         return 0;

@@ -9,7 +9,8 @@
  *                     killer, and correct when the case runs again;
  *   test-pool-check   cpu-ref after checking that every slot no sequence reads holds the
  *                     buffer host's input poison (a kernel error otherwise): what a kernel is
- *                     handed.
+ *                     handed;
+ *   test-nostart      a kernel whose create() fails, as one whose device is missing does.
  * Static objects; nothing is allocated. */
 #ifndef KVFUZZ_TEST_KERNELS_H
 #define KVFUZZ_TEST_KERNELS_H
