@@ -4,7 +4,8 @@
  *
  * Ownership: kvf_oracle_run() allocates every array in *out; kvf_oracle_result_free() releases
  * them. The case is only read. Errors: KVF_ENOMEM; KVF_EORACLE if the Ziv loop reaches
- * max_precision without certifying a rounding (never seen; reported, never guessed). */
+ * max_precision without certifying a rounding (never seen; reported, never guessed);
+ * KVF_EINTR after a stop request (kvf_oracle_run). */
 #ifndef KVFUZZ_ORACLE_H
 #define KVFUZZ_ORACLE_H
 
@@ -88,8 +89,19 @@ int kvf_oracle_default_path(void);
 const char *kvf_oracle_path_name(int path);
 int kvf_oracle_path_parse(const char *name, int *out);
 
+/* Computes the oracle's result for a valid case. Besides the errors above: KVF_EINTR after a
+ * stop request (every running kvf_oracle_run returns within a second of it); KVF_ENOMEM when
+ * GMP/MPFR memory would pass the memory budget (docs/case-format.md, "Budgets") or the system
+ * refuses it, never an abort; KVF_EINVAL when KVF_MAX_MEMORY_MIB or KVF_MAX_WORK is malformed.
+ * Runs fewer threads than asked when their working memory would pass the memory budget. */
 int kvf_oracle_run(kvf_oracle_result *out, const kvf_case *c, const kvf_oracle_opts *opts,
                    kvf_error *err);
+
+/* A stop request, process-wide: async-signal-safe, for a SIGINT/SIGTERM handler. It holds
+ * (every kvf_oracle_run returns KVF_EINTR at once) until kvf_oracle_clear_stop(). */
+void kvf_oracle_request_stop(void);
+void kvf_oracle_clear_stop(void);
+int kvf_oracle_stop_requested(void);
 
 void kvf_oracle_result_free(kvf_oracle_result *r);
 
