@@ -125,9 +125,10 @@ static inline kvf_bf16 to_bf16_finite(double x) {
  * equals RN(RN(S - 2^54) c) 2^(k-53) with S = ((U1 + U2) + U3) + U4 summed in double: the same
  * double, in fewer operations. */
 static inline kvf_bf16 normal_of(const uint64_t *x, double scale_2m53) {
-    double s = (double)(x[0] >> 11) + (double)(x[1] >> 11);
-    s = s + (double)(x[2] >> 11);
-    s = s + (double)(x[3] >> 11);
+    /* x >> 11 < 2^53: through int64_t the conversion is one exact signed instruction. */
+    double s = (double)(int64_t)(x[0] >> 11) + (double)(int64_t)(x[1] >> 11);
+    s = s + (double)(int64_t)(x[2] >> 11);
+    s = s + (double)(int64_t)(x[3] >> 11);
     return to_bf16_finite(((s - 0x1p54) * 1.7320508075688772) * scale_2m53);
 }
 
@@ -149,7 +150,8 @@ static void fill_uniform(kvf_bf16 *dst, int64_t n, double scale, kvf_prng *rng) 
         int m = n - i < BLOCK ? (int)(n - i) : BLOCK;
         draw_block(rng, x, m);
         for (int j = 0; j < m; j++)
-            dst[i + j] = to_bf16_finite((2.0 * ((double)(x[j] >> 11) * 0x1p-53) - 1.0) * scale);
+            dst[i + j] =
+                to_bf16_finite((2.0 * ((double)(int64_t)(x[j] >> 11) * 0x1p-53) - 1.0) * scale);
         i += m;
     }
 }
