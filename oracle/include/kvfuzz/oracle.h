@@ -24,27 +24,27 @@
 
 /* Per (sequence, q head) data. */
 typedef struct kvf_oracle_row {
-    int64_t length;         /* L, tokens in the sequence */
-    double logit_abs_max;   /* max_t |s_t|, s_t = sm_scale * q.k_t (natural units) */
-    double dot_abs_max;     /* max_t |sm_scale| * sum_d |q_d k_td|: logit conditioning */
-    double v_abs_max;       /* max over tokens and d of |v| (finite v only) */
-    int overflow;           /* KVF_ORACLE_OVERFLOW_* bits; nonzero: an fp32 kernel cannot hold
-                               this row's logits/partial sums */
-    int nonfinite_input;    /* a referenced q/k/v element is NaN or inf: NaN in q or k makes the
-                               whole row NaN (o and lse); in v only that column is NaN or +-inf */
+    int64_t length;       /* L, tokens in the sequence */
+    double logit_abs_max; /* max_t |s_t|, s_t = sm_scale * q.k_t (natural units) */
+    double dot_abs_max;   /* max_t |sm_scale| * sum_d |q_d k_td|: logit conditioning */
+    double v_abs_max;     /* max over tokens and d of |v| (finite v only) */
+    int overflow;         /* KVF_ORACLE_OVERFLOW_* bits; nonzero: an fp32 kernel cannot hold
+                             this row's logits/partial sums */
+    int nonfinite_input;  /* a referenced q/k/v element is NaN or inf: NaN in q or k makes the
+                             whole row NaN (o and lse); in v only that column is NaN or +-inf */
 } kvf_oracle_row;
 
 typedef struct kvf_oracle_result {
     int32_t batch_size, num_qo_heads, head_dim;
-    kvf_bf16 *o_rounded;    /* [B][Hq][D] correctly rounded o (+0 for empty sequences) */
-    double *o_exact;        /* [B][Hq][D] exact o to about double precision: the working
-                               value, within 2^-p (5 o_cond + 2|o|) of o at the precision p that
-                               certified it, rounded to double; exact for exact ties */
-    double *o_cond;         /* [B][Hq][D] sum_t p_t |v_td| / sum_t p_t  (0 for empty) */
-    float *lse_rounded;     /* [B][Hq] correctly rounded base-2 lse (-inf for empty; +-inf if
-                               the exact lse is past the f32 range, as IEEE overflow rounds) */
-    double *lse_exact;      /* [B][Hq] exact lse rounded to double (-inf for empty) */
-    kvf_oracle_row *rows;   /* [B][Hq] */
+    kvf_bf16 *o_rounded;  /* [B][Hq][D] correctly rounded o (+0 for empty sequences) */
+    double *o_exact;      /* [B][Hq][D] exact o to about double precision: the working
+                             value, within 2^-p (5 o_cond + 2|o|) of o at the precision p that
+                             certified it, rounded to double; exact for exact ties */
+    double *o_cond;       /* [B][Hq][D] sum_t p_t |v_td| / sum_t p_t  (0 for empty) */
+    float *lse_rounded;   /* [B][Hq] correctly rounded base-2 lse (-inf for empty; +-inf if
+                             the exact lse is past the f32 range, as IEEE overflow rounds) */
+    double *lse_exact;    /* [B][Hq] exact lse rounded to double (-inf for empty) */
+    kvf_oracle_row *rows; /* [B][Hq] */
     /* Work done, for reports: highest working precision used, Ziv retries, exact ties (all
      * three count the MPFR path only: 0 when the fast path certified every row). */
     long max_precision_used;
