@@ -523,6 +523,18 @@ static void test_explicit_tensors_round_trip(void) {
     kvf_spec d;
     CHECK_OK(kvf_spec_decode(&d, bytes, n, &lim, &err), &err);
     CHECK(kvf_spec_equal(&s, &d));
+    /* The explicit pool counts against the memory budget (twice: spec and case). */
+    kvf_case_cost cost;
+    kvf_recipe_cost(&s.recipe, &cost);
+    int64_t pool_bytes = (int64_t)gen.pool_bytes * 2 * 2;
+    kvf_limits tight = lim;
+    tight.max_memory_bytes = cost.memory_bytes + pool_bytes - 1;
+    kvf_spec t;
+    CHECK_INT_EQ(kvf_spec_decode(&t, bytes, n, &tight, &err), KVF_ELIMIT);
+    CHECK_STR_CONTAINS(err.msg, "explicit pool");
+    tight.max_memory_bytes = cost.memory_bytes + pool_bytes;
+    CHECK_OK(kvf_spec_decode(&t, bytes, n, &tight, &err), &err);
+    kvf_spec_free(&t);
     kvf_case imp;
     CHECK_OK(kvf_case_build(&imp, &d, &lim, &err), &err);
     CHECK(memcmp(imp.q, gen.q, (size_t)kvf_case_q_elems(&gen) * 2) == 0);

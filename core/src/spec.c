@@ -467,6 +467,20 @@ int kvf_spec_decode(kvf_spec *out, const uint8_t *data, size_t size, const kvf_l
                                "the explicit pool of %u pages exceeds the size limits", pool);
             goto fail;
         }
+        /* The explicit pool is held twice (the spec and the case) on top of the recipe's
+         * estimate, which counts only referenced pages. */
+        int64_t max_memory = 0, max_work = 0;
+        if ((rc = kvf_limits_budgets(lim, &max_memory, &max_work, err))) goto fail;
+        kvf_case_cost cost;
+        kvf_recipe_cost(rp, &cost);
+        int64_t explicit_bytes = (int64_t)pool * page_elems * 2 * 2 * 2;
+        if (cost.memory_bytes + explicit_bytes > max_memory) {
+            rc = kvf_error_set(err, KVF_ELIMIT,
+                               "the case with its explicit pool of %u pages needs about %.2f GiB, "
+                               "past the memory budget of %.2f GiB (KVF_MAX_MEMORY_MIB raises it)",
+                               pool, gib(cost.memory_bytes + explicit_bytes), gib(max_memory));
+            goto fail;
+        }
         ex->num_pages = pool;
         size_t want = (size_t)entries * 4 + (size_t)q_elems * 2 + (size_t)pool * page_elems * 4;
         if ((rc = need(&r, want, "the explicit tensors"))) goto fail;
