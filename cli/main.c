@@ -43,6 +43,11 @@ static void print_usage(FILE *f) {
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\n`kvfuzz COMMAND --help` describes each command. Exit codes: 0 success, 1 a\n"
                "violation or finding, 2 bad input or usage.\n");
+    fputs("\nEvery command refuses (exit 2) a case whose cost, estimated from its shape before\n"
+          "anything is allocated, passes the budgets: 2048 MiB of memory (tensors, oracle,\n"
+          "kernel buffers) and 2^33 units of oracle work; KVF_MAX_MEMORY_MIB and KVF_MAX_WORK\n"
+          "(positive integers) change them (docs/case-format.md, \"Budgets\").\n",
+          f);
 }
 
 int main(int argc, char **argv) {

@@ -523,6 +523,18 @@ static void test_explicit_tensors_round_trip(void) {
     kvf_spec d;
     CHECK_OK(kvf_spec_decode(&d, bytes, n, &lim, &err), &err);
     CHECK(kvf_spec_equal(&s, &d));
+    /* The explicit pool counts against the memory budget (twice: spec and case). */
+    kvf_case_cost cost;
+    kvf_recipe_cost(&s.recipe, &cost);
+    int64_t pool_bytes = (int64_t)gen.pool_bytes * 2 * 2;
+    kvf_limits tight = lim;
+    tight.max_memory_bytes = cost.memory_bytes + pool_bytes - 1;
+    kvf_spec t;
+    CHECK_INT_EQ(kvf_spec_decode(&t, bytes, n, &tight, &err), KVF_ELIMIT);
+    CHECK_STR_CONTAINS(err.msg, "explicit pool");
+    tight.max_memory_bytes = cost.memory_bytes + pool_bytes;
+    CHECK_OK(kvf_spec_decode(&t, bytes, n, &tight, &err), &err);
+    kvf_spec_free(&t);
     kvf_case imp;
     CHECK_OK(kvf_case_build(&imp, &d, &lim, &err), &err);
     CHECK(memcmp(imp.q, gen.q, (size_t)kvf_case_q_elems(&gen) * 2) == 0);
@@ -674,7 +686,110 @@ static void test_ascending_logits(void) {
     CHECK(found == 3);
 }
 
+/* The budgets (docs/case-format.md, "Budgets"): a 56-byte file of one 2^24-token sequence and
+ * a 16 KiB file of 4,096 empty sequences at Hq 128, D 1024 are inside every size limit but
+ * would cost about 10 GiB to judge; both are refused at decode, before any allocation, with
+ * one sentence. A budget given by the limits or the environment lets them through; a bad
+ * environment value is refused by name. */
+static uint8_t *budget_case(int hq, int hk, int d, int s, int batch, uint16_t pages, uint16_t last,
+                            size_t *size) {
+    kvf_spec sp;
+    memset(&sp, 0, sizeof sp);
+    kvf_recipe *rp = &sp.recipe;
+    rp->num_qo_heads = (uint8_t)hq;
+    rp->num_kv_heads = (uint8_t)hk;
+    rp->head_dim = (uint16_t)d;
+    rp->page_size = (uint16_t)s;
+    rp->sm_scale = 1.0f;
+    rp->seed = 1;
+    kvf_spec_set_batch(&sp, (uint16_t)batch, NULL);
+    for (int b = 0; b < batch; b++) {
+        rp->num_pages[b] = pages;
+        rp->last_page_len[b] = last;
+    }
+    uint8_t *data = NULL;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_encode(&sp, &data, size, &err), &err);
+    kvf_spec_free(&sp);
+    return data;
+}
+
+static void test_budgets_refuse_costly_cases(void) {
+    kvf_limits lim = limits();
+    size_t n_long = 0, n_empty = 0;
+    uint8_t *longest = budget_case(1, 1, 1, 1024, 1, 16384, 1024, &n_long);
+    uint8_t *empty = budget_case(128, 1, 1024, 1, 4096, 0, 0, &n_empty);
+    CHECK_INT_EQ(n_long, 56);
+    CHECK_INT_EQ(n_empty, 52 + 4 * 4096);
+    unsetenv("KVF_MAX_MEMORY_MIB");
+    unsetenv("KVF_MAX_WORK");
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_INT_EQ(kvf_spec_decode(&s, longest, n_long, &lim, &err), KVF_ELIMIT);
+    CHECK_STR_CONTAINS(err.msg, "past the memory budget of 2.00 GiB");
+    CHECK(strchr(err.msg, '\n') == NULL);
+    CHECK_INT_EQ(kvf_spec_decode(&s, empty, n_empty, &lim, &err), KVF_ELIMIT);
+    CHECK_STR_CONTAINS(err.msg, "memory budget");
+    kvf_case_cost cost;
+    CHECK_OK(kvf_spec_decode(&s, longest, n_long,
+                             &(kvf_limits){.max_batch = 1,
+                                           .max_qo_heads = 1,
+                                           .max_head_dim = 1,
+                                           .max_page_size = 1024,
+                                           .max_pool_pages = 1 << 20,
+                                           .max_table_entries = 1 << 20,
+                                           .max_tokens = 1 << 24,
+                                           .max_pool_bytes = 1 << 30,
+                                           .max_resident_bytes = 1 << 30,
+                                           .max_memory_bytes = (int64_t)64 << 30},
+                             &err),
+             &err);
+    kvf_recipe_cost(&s.recipe, &cost);
+    CHECK(cost.oracle_bytes > ((int64_t)8 << 30)); /* the MPFR workspace of 2^24 tokens */
+    CHECK_INT_EQ(cost.memory_bytes, cost.tensor_bytes + cost.oracle_bytes + cost.kernel_bytes);
+    CHECK_INT_EQ(cost.work, ((int64_t)1 << 24) * (1 + 64) + 1); /* + B x D */
+    kvf_spec_free(&s);
+
+    /* The environment: a larger budget admits, a smaller work budget refuses, junk is named. */
+    setenv("KVF_MAX_MEMORY_MIB", "65536", 1);
+    CHECK_OK(kvf_spec_decode(&s, longest, n_long, &lim, &err), &err);
+    kvf_spec_free(&s);
+    setenv("KVF_MAX_WORK", "1000000", 1);
+    CHECK_INT_EQ(kvf_spec_decode(&s, longest, n_long, &lim, &err), KVF_ELIMIT);
+    CHECK_STR_CONTAINS(err.msg, "past the work budget of 1000000");
+    static const char *const bad[] = {"abc", "0", "-5", "12x", "", "99999999999999999999", "0x10"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("KVF_MAX_WORK", bad[i], 1);
+        CHECK_INT_EQ(kvf_spec_decode(&s, longest, n_long, &lim, &err), KVF_EINVAL);
+        CHECK_STR_CONTAINS(err.msg, "KVF_MAX_WORK must be a positive decimal integer");
+    }
+    unsetenv("KVF_MAX_WORK");
+    setenv("KVF_MAX_MEMORY_MIB", "lots", 1);
+    CHECK_INT_EQ(kvf_spec_decode(&s, longest, n_long, &lim, &err), KVF_EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "KVF_MAX_MEMORY_MIB");
+    unsetenv("KVF_MAX_MEMORY_MIB");
+    /* A budget in the limits wins over the environment. */
+    setenv("KVF_MAX_WORK", "1", 1);
+    kvf_limits big = lim;
+    big.max_work = (int64_t)1 << 40;
+    big.max_memory_bytes = (int64_t)64 << 30;
+    CHECK_OK(kvf_spec_decode(&s, longest, n_long, &big, &err), &err);
+    kvf_spec_free(&s);
+    unsetenv("KVF_MAX_WORK");
+    /* Every shipped preset is inside the default budgets. */
+    for (size_t i = 0; i < kvf_preset_count(); i++) {
+        CHECK_OK(kvf_spec_preset(&s, kvf_preset_name(i), 1, &err), &err);
+        kvf_recipe_cost(&s.recipe, &cost);
+        CHECK(cost.memory_bytes <= KVF_DEFAULT_MAX_MEMORY_BYTES);
+        CHECK(cost.work <= KVF_DEFAULT_MAX_WORK);
+        kvf_spec_free(&s);
+    }
+    free(longest);
+    free(empty);
+}
+
 static const check_test tests[] = {
+    {"budgets_refuse_costly_cases", test_budgets_refuse_costly_cases},
     {"preset_round_trip", test_preset_round_trip},
     {"ascending_logits", test_ascending_logits},
     {"random_round_trip_and_coverage", test_random_round_trip_and_coverage},

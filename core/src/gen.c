@@ -7,6 +7,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "kvfuzz/prng.h"
 #include "kvfuzz/spec.h"
@@ -37,8 +39,14 @@ const char *kvf_logits_name(int k) {
     return k >= 0 && k < KVF_LOGITS_COUNT ? logit_names[k] : "?";
 }
 
-static kvf_bf16 to_bf16(double x) {
-    return kvf_f32_to_bf16_rne((float)x);
+/* kvf_f32_to_bf16_rne((float)x), inlined: the generator converts one value per element. The
+ * same operations on the same bits (tests/test_gen_hash.c pins the result). */
+static inline kvf_bf16 to_bf16(double x) {
+    uint32_t u = kvf_f32_bits((float)x);
+    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu))
+        return (kvf_bf16)((u >> 16) | 0x0040u);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (kvf_bf16)(u >> 16);
 }
 
 /* One value of a distribution. `slot` counts elements within a row (for one-hot spikes). */
@@ -87,13 +95,109 @@ static kvf_bf16 draw(kvf_prng *rng, const kvf_dist *d, double scale, int32_t ind
     }
 }
 
+/* ---- draws in blocks ---------------------------------------------------------------------
+ * One stream's outputs are a serial chain, but turning them into values is not: the hot loops
+ * first draw a block of raw outputs in a tight loop (the state in registers), then convert the
+ * block element by element. Every element still gets exactly the draws, in the order, and
+ * the value that the one-at-a-time code (draw(), fill_filler) gives it. */
+#define BLOCK 256
+
+static void draw_block(kvf_prng *rng, uint64_t *out, int n) {
+    kvf_prng st = *rng;
+    for (int i = 0; i < n; i++)
+        out[i] = kvf_prng_next(&st);
+    *rng = st;
+}
+
+/* bf16 of a finite double: to_bf16 without the NaN test ((float) of a finite double is finite
+ * or an infinity, whose mantissa bits are 0). */
+static inline kvf_bf16 to_bf16_finite(double x) {
+    uint32_t u = kvf_f32_bits((float)x);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (kvf_bf16)(u >> 16);
+}
+
+/* kvf_prng_normal(rng) * scale for scale = 2^k from four raw draws, with the powers of two
+ * taken out: the uniforms are U_i 2^-53 with integers U_i < 2^53, and scaling by a power of
+ * two commutes with every rounding here (no result comes near double's underflow or overflow:
+ * the smallest nonzero |E c| 2^(k-53) is above 2^-180), so
+ *   RN(RN(RN(RN(s - 2) c) 2^k)) with s = ((u1 + u2) + u3) + u4
+ * equals RN(RN(S - 2^54) c) 2^(k-53) with S = ((U1 + U2) + U3) + U4 summed in double: the same
+ * double, in fewer operations. */
+static inline kvf_bf16 normal_of(const uint64_t *x, double scale_2m53) {
+    /* x >> 11 < 2^53: through int64_t the conversion is one exact signed instruction. */
+    double s = (double)(int64_t)(x[0] >> 11) + (double)(int64_t)(x[1] >> 11);
+    s = s + (double)(int64_t)(x[2] >> 11);
+    s = s + (double)(int64_t)(x[3] >> 11);
+    return to_bf16_finite(((s - 0x1p54) * 1.7320508075688772) * scale_2m53);
+}
+
+static void fill_normal(kvf_bf16 *dst, int64_t n, double scale, kvf_prng *rng) {
+    uint64_t x[4 * (BLOCK / 4)];
+    const double scale_2m53 = scale * 0x1p-53; /* exact: scale is 2^k, k >= -126 */
+    for (int64_t i = 0; i < n;) {
+        int m = n - i < BLOCK / 4 ? (int)(n - i) : BLOCK / 4;
+        draw_block(rng, x, 4 * m);
+        for (int j = 0; j < m; j++)
+            dst[i + j] = normal_of(x + 4 * j, scale_2m53);
+        i += m;
+    }
+}
+
+static void fill_uniform(kvf_bf16 *dst, int64_t n, double scale, kvf_prng *rng) {
+    uint64_t x[BLOCK];
+    for (int64_t i = 0; i < n;) {
+        int m = n - i < BLOCK ? (int)(n - i) : BLOCK;
+        draw_block(rng, x, m);
+        for (int j = 0; j < m; j++)
+            dst[i + j] =
+                to_bf16_finite((2.0 * ((double)(int64_t)(x[j] >> 11) * 0x1p-53) - 1.0) * scale);
+        i += m;
+    }
+}
+
+/* The spike position of a row: kvf_prng_below(rng, n) with its rejection limit computed once
+ * per call of fill_rows instead of once per row (the same draws and the same result). */
+static inline uint64_t below_limit(uint64_t n) {
+    return UINT64_MAX - UINT64_MAX % n;
+}
+static inline uint64_t below_with(kvf_prng *rng, uint64_t n, uint64_t limit) {
+    uint64_t x;
+    do {
+        x = kvf_prng_next(rng);
+    } while (x >= limit);
+    return x % n;
+}
+
+/* Rows of a distribution: each row draws its spike position, then its elements in order, as
+ * draw() defines them. The common kinds have their own loops (the kind tested once per call,
+ * not per element); they make the same draws in the same order and the same arithmetic, so the
+ * bits are draw()'s. */
 static void fill_rows(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,
                       kvf_prng *rng) {
     const double scale = ldexp(1.0, d->log2_scale);
+    const uint64_t n = (uint64_t)row_len, limit = below_limit(n);
     for (int64_t r = 0; r < rows; r++) {
-        int32_t spike = (int32_t)kvf_prng_below(rng, (uint64_t)row_len);
-        for (int32_t i = 0; i < row_len; i++)
-            dst[r * row_len + i] = draw(rng, d, scale, i, spike);
+        int32_t spike = (int32_t)below_with(rng, n, limit);
+        kvf_bf16 *row = dst + r * row_len;
+        switch (d->kind) {
+        case KVF_DIST_NORMAL:
+            fill_normal(row, row_len, scale, rng);
+            break;
+        case KVF_DIST_UNIFORM:
+            fill_uniform(row, row_len, scale, rng);
+            break;
+        case KVF_DIST_CONSTANT: {
+            const kvf_bf16 c = to_bf16(scale);
+            for (int32_t i = 0; i < row_len; i++)
+                row[i] = c;
+            break;
+        }
+        default:
+            for (int32_t i = 0; i < row_len; i++)
+                row[i] = draw(rng, d, scale, i, spike);
+            break;
+        }
     }
 }
 
@@ -102,6 +206,18 @@ static void fill_rows(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_di
  * these regions can be most of a pool. */
 static void fill_filler(kvf_bf16 *dst, int64_t n, kvf_prng *rng) {
     int64_t i = 0;
+    uint64_t x[BLOCK];
+    for (; n - i >= 4 * BLOCK; i += 4 * BLOCK) {
+        draw_block(rng, x, BLOCK);
+        for (int j = 0; j < BLOCK; j++) {
+            uint64_t r = x[j];
+            kvf_bf16 *d = dst + i + 4 * j;
+            d[0] = (kvf_bf16)((r & 0x807Fu) | 0x3F00u);
+            d[1] = (kvf_bf16)(((r >> 16) & 0x807Fu) | 0x3F00u);
+            d[2] = (kvf_bf16)(((r >> 32) & 0x807Fu) | 0x3F00u);
+            d[3] = (kvf_bf16)(((r >> 48) & 0x807Fu) | 0x3F00u);
+        }
+    }
     for (; i + 4 <= n; i += 4) {
         uint64_t r = kvf_prng_next(rng);
         dst[i] = (kvf_bf16)((r & 0x807Fu) | 0x3F00u);
@@ -116,7 +232,7 @@ static void fill_filler(kvf_bf16 *dst, int64_t n, kvf_prng *rng) {
     }
 }
 
-static kvf_bf16 poison_value(kvf_prng *rng, int nan, int inf) {
+static inline kvf_bf16 poison_value(kvf_prng *rng, int nan, int inf) {
     if (nan) {
         /* Varied NaN payloads and signs: a kernel must not depend on one NaN pattern. */
         kvf_bf16 payload = (kvf_bf16)(1 + kvf_prng_below(rng, 0x7F));
@@ -124,6 +240,22 @@ static kvf_bf16 poison_value(kvf_prng *rng, int nan, int inf) {
     }
     if (inf) return (kvf_prng_next(rng) & 1) ? KVF_BF16_NEG_INF : KVF_BF16_POS_INF;
     return 0;
+}
+
+/* Poison for n slots of both caches, k then v per element from one stream, as poison_value
+ * draws them; the kind is tested once (NaN wins over inf). */
+static void poison_pair(kvf_bf16 *kp, kvf_bf16 *vp, int64_t n, kvf_prng *rng, int nan, int inf) {
+    if (nan) {
+        for (int64_t e = 0; e < n; e++) {
+            kp[e] = poison_value(rng, 1, 0);
+            vp[e] = poison_value(rng, 1, 0);
+        }
+    } else if (inf) {
+        for (int64_t e = 0; e < n; e++) {
+            kp[e] = poison_value(rng, 0, 1);
+            vp[e] = poison_value(rng, 0, 1);
+        }
+    }
 }
 
 /* Builds the page table and pool size; returns the ids in c->kv_indices. */
@@ -197,8 +329,11 @@ static int lay_out_table(const kvf_recipe *rp, int64_t entries, int64_t *pool_ou
 
 /* Scales every used k row (or q) by 2^e, saturating nothing: only exact power-of-two steps. */
 static void scale_bf16(kvf_bf16 *x, int64_t n, int e) {
+    /* A bf16 times 2^e with |e| <= 127 stays far inside double's range, so the product by the
+     * exact power of two is exact: the value ldexp gives, without a call per element. */
+    const double p2 = ldexp(1.0, e);
     for (int64_t i = 0; i < n; i++)
-        if (kvf_bf16_is_finite(x[i])) x[i] = to_bf16(ldexp((double)kvf_bf16_to_f32(x[i]), e));
+        if (kvf_bf16_is_finite(x[i])) x[i] = to_bf16((double)kvf_bf16_to_f32(x[i]) * p2);
 }
 
 static int64_t page_slot_offset(const kvf_case *c, int64_t page, int32_t slot) {
@@ -363,6 +498,34 @@ static int apply_overrides(kvf_case *c, const kvf_spec *s, int64_t **extra, int6
     return 0;
 }
 
+/* The caches are lazily mapped (case.c): every OS page the generator writes would fault on its
+ * first store. Populating the ascending runs of pages about to be written first costs one call
+ * per run instead of one fault per OS page. Only a hint: a kernel without MADV_POPULATE_WRITE
+ * (or a refusal) leaves the faults to happen as before. */
+static void prefault(const kvf_case *c, const int64_t *pages, int64_t n) {
+#ifdef MADV_POPULATE_WRITE
+    const size_t os_page = (size_t)sysconf(_SC_PAGESIZE);
+    const int64_t page_bytes = kvf_case_page_elems(c) * 2;
+    if (page_bytes <= 0 || os_page == 0) return;
+    for (int64_t i = 0; i < n;) {
+        int64_t j = i + 1;
+        while (j < n && pages[j] == pages[j - 1] + 1)
+            j++;
+        for (int k = 0; k < 2; k++) {
+            uintptr_t lo = (uintptr_t)((k ? c->v_cache : c->k_cache) + pages[i] * (page_bytes / 2));
+            uintptr_t hi = lo + (uintptr_t)((j - i) * page_bytes);
+            lo &= ~(uintptr_t)(os_page - 1);
+            if (hi - lo >= 2 * os_page) madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+        }
+        i = j;
+    }
+#else
+    (void)c;
+    (void)pages;
+    (void)n;
+#endif
+}
+
 /* Writes values into referenced pages (used slots get data; unused slots of last pages get
  * poison or data) and chooses + writes the unreferenced pages that are kept resident. */
 static int fill_pool(kvf_case *c, const kvf_recipe *rp, int64_t **extra, int64_t *num_extra,
@@ -402,6 +565,7 @@ static int fill_pool(kvf_case *c, const kvf_recipe *rp, int64_t **extra, int64_t
     kvf_prng_seed_stream(&rv, rp->seed, STREAM_V);
     kvf_prng_seed_stream(&rpois, rp->seed, STREAM_POISON);
     int tail_nan = rp->poison & KVF_POISON_TAIL_NAN, tail_inf = rp->poison & KVF_POISON_TAIL_INF;
+    prefault(c, c->resident_pages, nref);
     for (int64_t i = 0; i < nref; i++) {
         int64_t page = c->resident_pages[i];
         kvf_bf16 *kp = c->k_cache + page * page_elems, *vp = c->v_cache + page * page_elems;
@@ -409,10 +573,8 @@ static int fill_pool(kvf_case *c, const kvf_recipe *rp, int64_t **extra, int64_t
         fill_rows(kp, used[i] * c->num_kv_heads, c->head_dim, &rp->k, &rk);
         fill_rows(vp, used[i] * c->num_kv_heads, c->head_dim, &rp->v, &rv);
         if (tail_nan || tail_inf) {
-            for (int64_t e = used_elems; e < page_elems; e++) {
-                kp[e] = poison_value(&rpois, tail_nan, tail_inf);
-                vp[e] = poison_value(&rpois, tail_nan, tail_inf);
-            }
+            poison_pair(kp + used_elems, vp + used_elems, page_elems - used_elems, &rpois, tail_nan,
+                        tail_inf);
         } else {
             fill_filler(kp + used_elems, page_elems - used_elems, &rpois);
             fill_filler(vp + used_elems, page_elems - used_elems, &rpois);
@@ -448,13 +610,11 @@ static int fill_pool(kvf_case *c, const kvf_recipe *rp, int64_t **extra, int64_t
                 if (!taken) pages[n++] = p;
             }
     }
+    prefault(c, pages, n);
     for (int64_t i = 0; i < n; i++) {
         kvf_bf16 *kp = c->k_cache + pages[i] * page_elems, *vp = c->v_cache + pages[i] * page_elems;
         if (unref_nan || unref_inf) {
-            for (int64_t e = 0; e < page_elems; e++) {
-                kp[e] = poison_value(&rpois, unref_nan, unref_inf);
-                vp[e] = poison_value(&rpois, unref_nan, unref_inf);
-            }
+            poison_pair(kp, vp, page_elems, &rpois, unref_nan, unref_inf);
         } else {
             fill_filler(kp, page_elems, &rpois);
             fill_filler(vp, page_elems, &rpois);

@@ -140,6 +140,95 @@ static void put_bf16_array(writer *w, const kvf_bf16 *src, int64_t n) {
         put_u16(w, src[i]);
 }
 
+/* ---- budgets (docs/case-format.md, "Budgets") ------------------------------------------- */
+
+void kvf_recipe_cost(const kvf_recipe *rp, kvf_case_cost *out) {
+    /* Every factor is bounded by the recipe's field widths (B < 2^16, Hq, Hk < 2^8, D, S < 2^16,
+     * pages per sequence < 2^16), so no product below leaves int64. */
+    const int64_t hq = rp->num_qo_heads, hk = rp->num_kv_heads ? rp->num_kv_heads : 1;
+    const int64_t d = rp->head_dim, s = rp->page_size, b = rp->batch_size;
+    const int64_t g = hq / hk > 0 ? hq / hk : 1;
+    int64_t tokens = 0, longest = 0, entries = 0;
+    for (uint32_t i = 0; i < rp->batch_size; i++) {
+        int64_t n = rp->num_pages[i];
+        int64_t len = n ? (n - 1) * s + rp->last_page_len[i] : 0;
+        tokens += len;
+        entries += n;
+        if (len > longest) longest = len;
+    }
+    const int64_t rows = b * hq, elems = rows * d, page_bytes = s * hk * d * 2;
+    /* Referenced pages (at most one per table entry), their spares and the poisoned
+     * neighbours of a sparse pool (at most 64), in both caches. */
+    int64_t pages = entries + rp->spare_pages + 64;
+    int64_t tensors = elems * 2 + (entries + 3 * b + 1) * 4 + pages * page_bytes * 2;
+    out->tensor_bytes = 2 * tensors;
+    out->oracle_bytes = elems * KVF_ORACLE_ELEM_BYTES + rows * KVF_ORACLE_ROW_BYTES +
+                        longest * KVF_ORACLE_TOKEN_BYTES(g) + d * 256;
+    out->kernel_bytes = 2 * (elems * 2 + rows * 4) + elems * 8 + longest * 16;
+    out->memory_bytes = out->tensor_bytes + out->oracle_bytes + out->kernel_bytes;
+    out->work = hq * (tokens * (d + 64) + b * d);
+}
+
+/* A positive decimal integer from the environment (no sign, no other base, no trailing text),
+ * at most `max`; 0 (and *v untouched) when unset. */
+static int budget_env(const char *name, int64_t max, int64_t *v, kvf_error *err) {
+    const char *text = getenv(name);
+    if (!text) return 0;
+    int64_t x = 0;
+    const char *p = text;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (x > (max - (*p - '0')) / 10) {
+            x = -1;
+            break;
+        }
+        x = x * 10 + (*p - '0');
+    }
+    if (x <= 0 || *p || p == text)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "%s must be a positive decimal integer of at most %lld, got \"%s\"",
+                             name, (long long)max, text);
+    *v = x;
+    return 0;
+}
+
+int kvf_limits_budgets(const kvf_limits *lim, int64_t *max_memory, int64_t *max_work,
+                       kvf_error *err) {
+    int64_t mib = KVF_DEFAULT_MAX_MEMORY_BYTES >> 20, work = KVF_DEFAULT_MAX_WORK;
+    int rc = 0;
+    if (lim->max_memory_bytes <= 0)
+        rc = budget_env("KVF_MAX_MEMORY_MIB", (int64_t)1 << 30, &mib, err);
+    if (!rc && lim->max_work <= 0) rc = budget_env("KVF_MAX_WORK", (int64_t)1 << 62, &work, err);
+    if (rc) return rc;
+    *max_memory = lim->max_memory_bytes > 0 ? lim->max_memory_bytes : mib << 20;
+    *max_work = lim->max_work > 0 ? lim->max_work : work;
+    return 0;
+}
+
+static double gib(int64_t bytes) {
+    return (double)bytes / (double)((int64_t)1 << 30);
+}
+
+static int check_budgets(const kvf_recipe *rp, const kvf_limits *lim, kvf_error *err) {
+    int64_t max_memory, max_work;
+    int rc = kvf_limits_budgets(lim, &max_memory, &max_work, err);
+    if (rc) return rc;
+    kvf_case_cost c;
+    kvf_recipe_cost(rp, &c);
+    if (c.memory_bytes > max_memory)
+        return kvf_error_set(err, KVF_ELIMIT,
+                             "the case needs about %.2f GiB (tensors %.2f, oracle %.2f, kernel "
+                             "buffers %.2f), past the memory budget of %.2f GiB "
+                             "(KVF_MAX_MEMORY_MIB raises it)",
+                             gib(c.memory_bytes), gib(c.tensor_bytes), gib(c.oracle_bytes),
+                             gib(c.kernel_bytes), gib(max_memory));
+    if (c.work > max_work)
+        return kvf_error_set(err, KVF_ELIMIT,
+                             "the case needs %lld units of oracle work, past the work budget of "
+                             "%lld (KVF_MAX_WORK raises it)",
+                             (long long)c.work, (long long)max_work);
+    return 0;
+}
+
 /* Shared by the decoder and kvf_case_build (for hand-made specs): the recipe's own domain. */
 int kvf_recipe_check(const kvf_recipe *rc_, const kvf_limits *lim, kvf_error *err);
 int kvf_recipe_check(const kvf_recipe *rp, const kvf_limits *lim, kvf_error *err) {
@@ -212,7 +301,7 @@ int kvf_recipe_check(const kvf_recipe *rp, const kvf_limits *lim, kvf_error *err
     if (tokens > lim->max_tokens)
         return kvf_error_set(err, KVF_ELIMIT, "the case has %lld tokens, past the limit of %lld",
                              (long long)tokens, (long long)lim->max_tokens);
-    return 0;
+    return check_budgets(rp, lim, err);
 }
 
 static int64_t recipe_table_entries(const kvf_recipe *rp) {
@@ -376,6 +465,20 @@ int kvf_spec_decode(kvf_spec *out, const uint8_t *data, size_t size, const kvf_l
             ((int64_t)pool * page_elems * 2) * 2 + q_elems * 2 > lim->max_resident_bytes) {
             rc = kvf_error_set(err, KVF_ELIMIT,
                                "the explicit pool of %u pages exceeds the size limits", pool);
+            goto fail;
+        }
+        /* The explicit pool is held twice (the spec and the case) on top of the recipe's
+         * estimate, which counts only referenced pages. */
+        int64_t max_memory = 0, max_work = 0;
+        if ((rc = kvf_limits_budgets(lim, &max_memory, &max_work, err))) goto fail;
+        kvf_case_cost cost;
+        kvf_recipe_cost(rp, &cost);
+        int64_t explicit_bytes = (int64_t)pool * page_elems * 2 * 2 * 2;
+        if (cost.memory_bytes + explicit_bytes > max_memory) {
+            rc = kvf_error_set(err, KVF_ELIMIT,
+                               "the case with its explicit pool of %u pages needs about %.2f GiB, "
+                               "past the memory budget of %.2f GiB (KVF_MAX_MEMORY_MIB raises it)",
+                               pool, gib(cost.memory_bytes + explicit_bytes), gib(max_memory));
             goto fail;
         }
         ex->num_pages = pool;

@@ -133,6 +133,7 @@ static volatile sig_atomic_t g_signal;
 
 static void on_signal(int sig) {
     g_signal = sig;
+    kvf_oracle_request_stop(); /* an oracle run in progress returns within a second */
     /* A second Ctrl-C should not wait for the orderly stop. */
     signal(sig, SIG_DFL);
 }
@@ -500,6 +501,7 @@ static void judge_job(campaign *cp, job *j, int thread) {
     kvf_error err = {0};
     double t0 = now_s();
     if (kvf_oracle_run(&oracle, &j->c, &oo, &err)) {
+        if (err.code == KVF_EINTR) return; /* stopping: the case is not judged */
         pthread_mutex_lock(&cp->mu);
         fprintf(logf_(cp), "kvfuzz fuzz: the oracle failed on case %" PRIu64 ": %s\n", j->index,
                 err.msg);
@@ -993,6 +995,7 @@ int kvf_campaign_run(const kvf_campaign_opts *o, kvf_campaign_stats *st, kvf_err
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     g_signal = 0;
+    kvf_oracle_clear_stop();
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     sigset_t block, old_mask;

@@ -70,6 +70,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvfuzz/spec.h"
+#include "mp_memory.h"
 #include "oracle_fast.h"
 
 #define DOT_SHIFT 266      /* every bf16*bf16 product is a multiple of 2^-266 */
@@ -94,6 +96,27 @@ void kvf_oracle_set_default_path(int path) {
 
 int kvf_oracle_default_path(void) {
     return atomic_load(&default_path);
+}
+
+void kvf_oracle_request_stop(void) {
+    kvf__oracle_stop = 1;
+}
+
+void kvf_oracle_clear_stop(void) {
+    kvf__oracle_stop = 0;
+}
+
+int kvf_oracle_stop_requested(void) {
+    return kvf__oracle_stop;
+}
+
+/* Why kvf__oracle_halted() said stop, as the oracle's error. */
+static int halt_error(kvf_error *err) {
+    if (kvf__oracle_stop) return kvf_error_set(err, KVF_EINTR, "oracle: stopped by request");
+    return kvf_error_set(err, KVF_ENOMEM,
+                         "oracle: the MPFR working memory passed the memory budget of %lld MiB "
+                         "or the system refused it",
+                         (long long)(kvf__mp_cap() >> 20));
 }
 
 const char *kvf_oracle_path_name(int path) {
@@ -421,13 +444,17 @@ static int ws_reserve_tokens(ws *s, int64_t n) {
     GROW(s->gexp, c, &fail);
     GROW(s->gstamp, c, &fail);
     if (fail) return KVF_ENOMEM; /* arrays may have grown; cap still counts the initialised */
+    /* s->cap counts the initialised slots as they come, so a stop or a failed GMP allocation
+     * part way leaves a workspace that ws_free releases exactly. */
     for (int64_t i = s->cap; i < cap; i++) {
+        if (kvf__oracle_halted()) return KVF_EINTR;
         mpfr_init2(s->delta[i], LOGIT_PREC);
         mpfr_init2(s->w[i], MIN_WORK_PREC);
         mpfr_init2(s->gsum[i], GROUP_SUM_PREC);
         mpfr_init2(s->gterm[i], GROUP_SUM_PREC);
         mpfr_init2(s->gexp[i], MIN_WORK_PREC);
         s->gstamp[i] = 0;
+        s->cap = i + 1;
     }
     s->cap = cap;
     return 0;
@@ -459,7 +486,8 @@ typedef struct job {
     const kvf_case *c;
     kvf_oracle_result *out;
     long p0, pmax;
-    int fast; /* try the fast path first (oracle_fast.c) */
+    int64_t mp_cap; /* GMP bytes per thread: the memory budget */
+    int fast;       /* try the fast path first (oracle_fast.c) */
     atomic_long next_row;
     atomic_int stop;
     pthread_mutex_t lock;
@@ -576,6 +604,7 @@ static int boundary_side(int *side, ws *s, const row *r, int32_t d, mpfr_srcptr 
     ensure_groups(s, r);
     int64_t j0 = -1;
     for (int64_t j = 0; j < s->ngroups; j++) {
+        if (kvf__oracle_halted()) return halt_error(err);
         mpfr_ptr sj = s->gsum[j];
         mpfr_set_ui(sj, 0, MPFR_RNDN);
         /* Exact: partial sums are multiples of 2^-134 of magnitude < 2^28 * 2^129, i.e. fewer
@@ -623,6 +652,7 @@ static int boundary_side(int *side, ws *s, const row *r, int32_t d, mpfr_srcptr 
         mpfr_set_ui(s->absum, 0, MPFR_RNDN);
         mpfr_set_ui(s->neglsum, 0, MPFR_RNDN);
         for (int64_t j = j0; j < s->ngroups; j++) {
+            if (kvf__oracle_halted()) return halt_error(err);
             mpfr_ptr sj = s->gsum[j];
             if (mpfr_zero_p(sj)) continue;
             if (s->gstamp[j] != s->gepoch && s->gstamp[j] != -s->gepoch) {
@@ -679,6 +709,7 @@ static int compute_weights(ws *s, const row *r, long p) {
     if (RESERVE(s->chunks, s->chunks_cap, (size_t)r->L * nc, &fail)) return KVF_ENOMEM;
     size_t k = 1;
     for (int64_t t = 0; t < r->L; t++) {
+        if (kvf__oracle_halted()) return KVF_EINTR;
         if (s->negl[t]) {
             s->wup[t] = 0;
             continue;
@@ -766,6 +797,7 @@ static int column_accumulate(ws *s, const row *r, int32_t nlist, long p, size_t 
     }
     uint32_t *x = s->digbuf; /* the product's digits */
     for (int64_t t = 0; t < r->L; t++) {
+        if (!(t & 255) && kvf__oracle_halted()) return KVF_EINTR; /* the caller says why */
         if (s->negl[t]) continue;
         long wx = s->wexp[t];
         const uint32_t *ch = s->chunks + (size_t)t * nc;
@@ -991,9 +1023,11 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
                              "oracle: sequence %d has %lld tokens, more than the oracle's limit "
                              "of %lld",
                              (int)r->b, (long long)r->L, (long long)MAX_ROW_TOKENS);
-    if (ws_reserve_tokens(s, r->L) || ws_reserve_cols(s, D))
+    if (ws_reserve_tokens(s, r->L) || ws_reserve_cols(s, D) || kvf__oracle_halted()) {
+        if (kvf__oracle_halted()) return halt_error(err);
         return kvf_error_set(err, KVF_ENOMEM, "oracle: out of memory for a row of %lld tokens",
                              (long long)r->L);
+    }
     s->groups_ready = 0;
 
     /* q, decoded once per row. */
@@ -1008,6 +1042,9 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
     /* Exact dots, and the magnitudes the row flags need. */
     double abs_dot_max = 0;
     for (int64_t t = 0; t < r->L; t++) {
+        /* Polled every 256 tokens in the loops without MPFR calls (a stop must take effect
+         * within a second however long the row is), every token in the others. */
+        if (!(t & 255) && kvf__oracle_halted()) return halt_error(err);
         s->kvoff[t] = kvf_case_kv_offset(c, r->b, t, r->g, 0);
         double asum;
         bad_qk |=
@@ -1109,6 +1146,7 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
     r->n_neg = 0;
     const uint32_t *dref = s->dots + (size_t)r->ref * DOT_DIGITS;
     for (int64_t t = 0; t < r->L; t++) {
+        if (kvf__oracle_halted()) return halt_error(err);
         digits_sub(tmp, s->dots + (size_t)t * DOT_DIGITS, dref, DOT_DIGITS);
         if (r->sm_sign == 0 || digits_is_zero(tmp, DOT_DIGITS)) {
             mpfr_set_ui(s->delta[t], 0, MPFR_RNDN);
@@ -1155,16 +1193,19 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
     for (long p = p0;; p = 2 * p > pmax ? pmax : 2 * p) {
         if (p > cnt->maxp) cnt->maxp = p;
         int rc = compute_weights(s, r, p);
+        if (kvf__oracle_halted()) return halt_error(err);
         if (rc) return kvf_error_set(err, rc, "oracle: out of memory for the weights");
         if (!lse_done) lse_done = lse_certify(s, r, p);
         if (nlist) {
             column_abs_sums(s, r, nlist);
             size_t slots = 0;
             rc = column_accumulate(s, r, nlist, p, &slots);
+            if (kvf__oracle_halted()) return halt_error(err);
             if (rc == KVF_ENOMEM) return kvf_error_set(err, rc, "oracle: out of memory");
             if (rc) return kvf_error_set(err, rc, "oracle: internal accumulator window exceeded");
             int32_t keep = 0;
             for (int32_t i = 0; i < nlist; i++) {
+                if (kvf__oracle_halted()) return halt_error(err);
                 rc = column_certify(s, r, i, slots, p, pmax, cnt, err);
                 if (rc == KVF_ENOMEM) return kvf_error_set(err, rc, "oracle: out of memory");
                 if (rc < 0) return rc; /* err already says why */
@@ -1195,6 +1236,8 @@ static void *worker_main(void *arg) {
     mpfr_exp_t old_emin = mpfr_get_emin(), old_emax = mpfr_get_emax();
     mpfr_set_emin(mpfr_get_emin_min());
     mpfr_set_emax(mpfr_get_emax_max());
+    /* GMP memory of this thread is capped at the memory budget (mp_memory.c). */
+    kvf__mp_begin(j->mp_cap);
     ws s;
     ws_init(&s);
     kvf__fast_ws *fs = j->fast ? kvf__fast_ws_new() : NULL;
@@ -1212,13 +1255,17 @@ static void *worker_main(void *arg) {
         long it = atomic_fetch_add(&j->next_row, 1);
         if (it >= nitems) break;
         const unsigned char *done = NULL;
+        int rc = 0;
+        if (kvf__oracle_halted()) {
+            rc = halt_error(&err);
+            goto failed;
+        }
         if (fs) {
             /* Ziv's first pass in double (oracle_fast.c); a row it cannot certify is computed
              * again below from scratch. */
             done = kvf__fast_group(fs, c, (int32_t)(it / c->num_kv_heads),
                                    (int32_t)(it % c->num_kv_heads), out);
         }
-        int rc = 0;
         for (long ri = it * per; ri < (it + 1) * per && rc == 0; ri++) {
             if (done && done[ri - it * per]) {
                 wk->cnt.fast_rows++;
@@ -1240,6 +1287,7 @@ static void *worker_main(void *arg) {
             r.info = out->rows + ri;
             rc = row_compute(&s, &r, j->p0, j->pmax, &wk->cnt, &err);
         }
+    failed:
         if (rc) {
             pthread_mutex_lock(&j->lock);
             if (!j->rc) {
@@ -1253,6 +1301,7 @@ static void *worker_main(void *arg) {
     }
     ws_free(&s);
     kvf__fast_ws_free(fs);
+    kvf__mp_end();
     mpfr_set_emin(old_emin);
     mpfr_set_emax(old_emax);
     if (wk->is_thread) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
@@ -1320,6 +1369,11 @@ int kvf_oracle_run(kvf_oracle_result *out, const kvf_case *c, const kvf_oracle_o
     memset(out, 0, sizeof *out);
     int rc = check_case(c, err);
     if (rc) return rc;
+    kvf__mp_install();
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    int64_t max_memory = 0, max_work = 0;
+    if ((rc = kvf_limits_budgets(&lim, &max_memory, &max_work, err))) return rc;
     kvf_oracle_opts def;
     if (!opts) {
         kvf_oracle_opts_default(&def);
@@ -1354,6 +1408,7 @@ int kvf_oracle_run(kvf_oracle_result *out, const kvf_case *c, const kvf_oracle_o
     j.out = out;
     j.p0 = p0;
     j.pmax = pmax;
+    j.mp_cap = max_memory;
     j.fast = opts->path != KVF_ORACLE_MPFR;
     atomic_init(&j.next_row, 0);
     atomic_init(&j.stop, 0);
@@ -1363,6 +1418,12 @@ int kvf_oracle_run(kvf_oracle_result *out, const kvf_case *c, const kvf_oracle_o
     if (!mpfr_buildopt_tls_p()) nthreads = 1; /* exponent range and caches are process-wide */
     if ((size_t)nthreads > nrows) nthreads = nrows ? (int)nrows : 1;
     if (nthreads > 256) nthreads = 256;
+    /* Each thread holds the working memory of the longest row it meets: no more threads than
+     * the memory budget has room for (docs/case-format.md, "Budgets"). */
+    int64_t row_bytes =
+        kvf_case_max_seq_len(c) * KVF_ORACLE_TOKEN_BYTES(c->num_qo_heads / c->num_kv_heads);
+    if (row_bytes > 0 && nthreads > 1 && (int64_t)nthreads * row_bytes > max_memory)
+        nthreads = max_memory / row_bytes > 1 ? (int)(max_memory / row_bytes) : 1;
 
     worker wk[256];
     pthread_t tid[256];

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "fastmath.h"
+#include "mp_memory.h"
 
 #define FAST_MAX_TOKENS ((int64_t)1 << 28) /* as the MPFR path's limit; keeps L u <= 2^-25 */
 #define NEGL_X (-700.0)                    /* x < -700: w < e^-699.99 < ETA (F4) */
@@ -672,6 +673,8 @@ KVF__HOT const unsigned char *kvf__fast_group(kvf__fast_ws *s, const kvf_case *c
     const double gdot = UP((double)(D + 1) * KVF__U);
     double *restrict kd = s->xd, *restrict ka = s->xa;
     for (int64_t t = 0; t < L; t++) {
+        /* A stop request: no row certified, and the caller sees the request (oracle.c). */
+        if (!(t & 4095) && kvf__oracle_stop) return s->done;
         int64_t off = kvf_case_kv_offset(c, b, t, g, 0);
         s->kvoff[t] = off;
         uint16_t kmag;
@@ -727,6 +730,11 @@ KVF__HOT const unsigned char *kvf__fast_group(kvf__fast_ws *s, const kvf_case *c
     uint16_t magmax = 0;
     double *restrict vd = s->xd, *restrict va = s->xa;
     for (int64_t t = 0; t < L; t++) {
+        if (!(t & 4095) && kvf__oracle_stop) {
+            for (int32_t hh = 0; hh < G; hh++)
+                s->done[hh] = 0;
+            return s->done;
+        }
         const kvf_bf16 *vr = c->v_cache + s->kvoff[t];
         for (int32_t d = 0; d < D; d++)
             s->colmag[d] |= vr[d] & 0x7FFFu;

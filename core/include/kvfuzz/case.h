@@ -24,6 +24,11 @@ typedef struct kvf_limits {
     int64_t max_tokens;         /* sum of sequence lengths */
     int64_t max_pool_bytes;     /* bytes of one of k_cache / v_cache (address space reserved) */
     int64_t max_resident_bytes; /* bytes actually written: referenced + poisoned pages, q */
+    /* Budgets on what a case costs to judge, estimated from its shape before anything is
+     * allocated (kvf_case_cost in spec.h; docs/case-format.md, "Budgets"). 0 means the
+     * default: KVF_MAX_MEMORY_MIB / KVF_MAX_WORK when set, else the built-in values. */
+    int64_t max_memory_bytes; /* tensors, oracle and kernel buffers of one case */
+    int64_t max_work;         /* oracle work units of one case */
 } kvf_limits;
 
 /* Defaults: up to 8 GiB of address space per cache (page ids past 65536 for the seed shape,

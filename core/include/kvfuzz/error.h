@@ -23,7 +23,8 @@
     X(EKERNEL, -10, "the kernel reported an error")                                                \
     X(EUNWRITTEN, -11, "the kernel left output elements unwritten")                                \
     X(EOOBWRITE, -12, "the kernel wrote outside its buffers")                                      \
-    X(EINPUTMOD, -13, "the kernel modified its input")
+    X(EINPUTMOD, -13, "the kernel modified its input")                                             \
+    X(EINTR, -14, "stopped by request")
 
 typedef enum kvf_errno {
     KVF_OK = 0,

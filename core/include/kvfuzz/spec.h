@@ -182,6 +182,40 @@ const char *kvf_table_name(int kind);
 const char *kvf_dist_name(int kind);
 const char *kvf_logits_name(int kind);
 
+/* What judging a case costs, estimated from its recipe alone, before anything is allocated
+ * (docs/case-format.md, "Budgets"). Upper estimates, not measurements: tensors count q, the
+ * table and every referenced page twice (the case, and its copy in the kernel's worker); the
+ * oracle its outputs and the working memory of its longest row on one thread; kernel buffers
+ * the kernel's outputs twice (the determinism re-run) and the judge's per-token scratch. */
+typedef struct kvf_case_cost {
+    int64_t tensor_bytes;
+    int64_t oracle_bytes;
+    int64_t kernel_bytes;
+    int64_t memory_bytes; /* the sum of the three */
+    int64_t work;         /* Hq x (sum over sequences of L x (D + 64) + B x D): the oracle's time */
+} kvf_case_cost;
+
+/* Working memory of the oracle per token of its longest row, one thread, both paths (the
+ * MPFR path's workspace at the first precision, oracle.c, and the fast path's for a kv group
+ * of G q heads, oracle_fast.c). The oracle runs fewer threads when more would pass the
+ * memory budget. */
+#define KVF_ORACLE_TOKEN_BYTES(G) (640 + 48 + 24 * (int64_t)(G))
+/* Bytes of the oracle's outputs per output element (o) and per row (lse, row data). */
+#define KVF_ORACLE_ELEM_BYTES 18
+#define KVF_ORACLE_ROW_BYTES 64
+
+/* Defaults of the budgets (KVF_MAX_MEMORY_MIB and KVF_MAX_WORK override them). */
+#define KVF_DEFAULT_MAX_MEMORY_BYTES ((int64_t)2 << 30)
+#define KVF_DEFAULT_MAX_WORK ((int64_t)1 << 33)
+
+void kvf_recipe_cost(const kvf_recipe *rp, kvf_case_cost *out);
+
+/* The budgets in force for `limits`: its fields when positive, else KVF_MAX_MEMORY_MIB (MiB)
+ * and KVF_MAX_WORK when set, else the defaults. KVF_EINVAL, with a sentence naming the
+ * variable, when one is set but is not a positive decimal integer in range. */
+int kvf_limits_budgets(const kvf_limits *limits, int64_t *max_memory_bytes, int64_t *max_work,
+                       kvf_error *err);
+
 /* Reads a file and decodes + builds it. spec_out may be NULL. KVF_EIO if unreadable. */
 int kvf_case_load(const char *path, kvf_spec *spec_out, kvf_case *case_out,
                   const kvf_limits *limits, kvf_error *err);

@@ -4,7 +4,8 @@
  *
  * Ownership: kvf_oracle_run() allocates every array in *out; kvf_oracle_result_free() releases
  * them. The case is only read. Errors: KVF_ENOMEM; KVF_EORACLE if the Ziv loop reaches
- * max_precision without certifying a rounding (never seen; reported, never guessed). */
+ * max_precision without certifying a rounding (never seen; reported, never guessed);
+ * KVF_EINTR after a stop request (kvf_oracle_run). */
 #ifndef KVFUZZ_ORACLE_H
 #define KVFUZZ_ORACLE_H
 
@@ -23,27 +24,27 @@
 
 /* Per (sequence, q head) data. */
 typedef struct kvf_oracle_row {
-    int64_t length;         /* L, tokens in the sequence */
-    double logit_abs_max;   /* max_t |s_t|, s_t = sm_scale * q.k_t (natural units) */
-    double dot_abs_max;     /* max_t |sm_scale| * sum_d |q_d k_td|: logit conditioning */
-    double v_abs_max;       /* max over tokens and d of |v| (finite v only) */
-    int overflow;           /* KVF_ORACLE_OVERFLOW_* bits; nonzero: an fp32 kernel cannot hold
-                               this row's logits/partial sums */
-    int nonfinite_input;    /* a referenced q/k/v element is NaN or inf: NaN in q or k makes the
-                               whole row NaN (o and lse); in v only that column is NaN or +-inf */
+    int64_t length;       /* L, tokens in the sequence */
+    double logit_abs_max; /* max_t |s_t|, s_t = sm_scale * q.k_t (natural units) */
+    double dot_abs_max;   /* max_t |sm_scale| * sum_d |q_d k_td|: logit conditioning */
+    double v_abs_max;     /* max over tokens and d of |v| (finite v only) */
+    int overflow;         /* KVF_ORACLE_OVERFLOW_* bits; nonzero: an fp32 kernel cannot hold
+                             this row's logits/partial sums */
+    int nonfinite_input;  /* a referenced q/k/v element is NaN or inf: NaN in q or k makes the
+                             whole row NaN (o and lse); in v only that column is NaN or +-inf */
 } kvf_oracle_row;
 
 typedef struct kvf_oracle_result {
     int32_t batch_size, num_qo_heads, head_dim;
-    kvf_bf16 *o_rounded;    /* [B][Hq][D] correctly rounded o (+0 for empty sequences) */
-    double *o_exact;        /* [B][Hq][D] exact o to about double precision: the working
-                               value, within 2^-p (5 o_cond + 2|o|) of o at the precision p that
-                               certified it, rounded to double; exact for exact ties */
-    double *o_cond;         /* [B][Hq][D] sum_t p_t |v_td| / sum_t p_t  (0 for empty) */
-    float *lse_rounded;     /* [B][Hq] correctly rounded base-2 lse (-inf for empty; +-inf if
-                               the exact lse is past the f32 range, as IEEE overflow rounds) */
-    double *lse_exact;      /* [B][Hq] exact lse rounded to double (-inf for empty) */
-    kvf_oracle_row *rows;   /* [B][Hq] */
+    kvf_bf16 *o_rounded;  /* [B][Hq][D] correctly rounded o (+0 for empty sequences) */
+    double *o_exact;      /* [B][Hq][D] exact o to about double precision: the working
+                             value, within 2^-p (5 o_cond + 2|o|) of o at the precision p that
+                             certified it, rounded to double; exact for exact ties */
+    double *o_cond;       /* [B][Hq][D] sum_t p_t |v_td| / sum_t p_t  (0 for empty) */
+    float *lse_rounded;   /* [B][Hq] correctly rounded base-2 lse (-inf for empty; +-inf if
+                             the exact lse is past the f32 range, as IEEE overflow rounds) */
+    double *lse_exact;    /* [B][Hq] exact lse rounded to double (-inf for empty) */
+    kvf_oracle_row *rows; /* [B][Hq] */
     /* Work done, for reports: highest working precision used, Ziv retries, exact ties (all
      * three count the MPFR path only: 0 when the fast path certified every row). */
     long max_precision_used;
@@ -88,8 +89,19 @@ int kvf_oracle_default_path(void);
 const char *kvf_oracle_path_name(int path);
 int kvf_oracle_path_parse(const char *name, int *out);
 
+/* Computes the oracle's result for a valid case. Besides the errors above: KVF_EINTR after a
+ * stop request (every running kvf_oracle_run returns within a second of it); KVF_ENOMEM when
+ * GMP/MPFR memory would pass the memory budget (docs/case-format.md, "Budgets") or the system
+ * refuses it, never an abort; KVF_EINVAL when KVF_MAX_MEMORY_MIB or KVF_MAX_WORK is malformed.
+ * Runs fewer threads than asked when their working memory would pass the memory budget. */
 int kvf_oracle_run(kvf_oracle_result *out, const kvf_case *c, const kvf_oracle_opts *opts,
                    kvf_error *err);
+
+/* A stop request, process-wide: async-signal-safe, for a SIGINT/SIGTERM handler. It holds
+ * (every kvf_oracle_run returns KVF_EINTR at once) until kvf_oracle_clear_stop(). */
+void kvf_oracle_request_stop(void);
+void kvf_oracle_clear_stop(void);
+int kvf_oracle_stop_requested(void);
 
 void kvf_oracle_result_free(kvf_oracle_result *r);
 

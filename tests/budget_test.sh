@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Budgets on the command line (docs/case-format.md, "Budgets"):
+# - a 56-byte case of one 2^24-token sequence, and a 16 KiB case of 4,096 empty sequences at
+#   Hq 128, D 1024, are refused by every command that reads a case with exit 2 and one line,
+#   within seconds and a few MiB;
+# - a malformed KVF_MAX_MEMORY_MIB / KVF_MAX_WORK is refused by name;
+# - with the budget raised, an address-space limit (ulimit -v) makes the MPFR path fail with
+#   an error, not a GMP abort (SIGABRT, status 134).
+set -u
+kvfuzz=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# The .kvfz v1 header (docs/case-format.md) and one (pages, last) pair per sequence.
+le16() { printf "\\x$(printf %02x $(($1 & 255)))\\x$(printf %02x $(($1 >> 8)))"; }
+kvfz() { # hq hk d s batch pages last
+  {
+    printf 'KVFZ\x01\x00\x00\x00'
+    printf "\\x$(printf %02x "$1")\\x$(printf %02x "$2")"
+    le16 "$3"; le16 "$4"; le16 "$5"
+    printf '\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'
+    printf '\x00\x00\x80\x3f'                         # sm_scale 1.0
+    printf '\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00' # q, k, v, reserved
+    printf '\x01\x00\x00\x00\x00\x00\x00\x00'         # seed 1
+    for ((b = 0; b < $5; b++)); do le16 "$6"; le16 "$7"; done
+  }
+}
+kvfz 1 1 1 1024 1 16384 1024 >"$tmp/long.kvfz"
+kvfz 128 1 1024 1 4096 0 0 >"$tmp/empty.kvfz"
+kvfz 1 1 1 1024 1 4096 1024 >"$tmp/long22.kvfz"
+[ "$(stat -c %s "$tmp/long.kvfz")" -eq 56 ] || fail "the long case is not 56 bytes"
+[ "$(stat -c %s "$tmp/empty.kvfz")" -eq $((52 + 4 * 4096)) ] || fail "the empty case has the wrong size"
+
+refused() { # what, expected text, command...
+  local what=$1 text=$2
+  shift 2
+  local t0 t1 rc
+  t0=$(date +%s.%N)
+  timeout 60 /usr/bin/env "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  t1=$(date +%s.%N)
+  [ "$rc" -eq 2 ] || fail "$what: exit status $rc, not 2: $(head -3 "$tmp/err")"
+  grep -q "$text" "$tmp/err" || fail "$what: stderr lacks \"$text\": $(head -3 "$tmp/err")"
+  [ "$(grep -c . "$tmp/err")" -eq 1 ] || fail "$what: not one line on stderr: $(head -5 "$tmp/err")"
+  awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 10) }' || fail "$what: took $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }') s"
+}
+
+for f in long empty; do
+  refused "show $f" "memory budget" "$kvfuzz" show "$tmp/$f.kvfz"
+  refused "oracle $f" "memory budget" "$kvfuzz" oracle "$tmp/$f.kvfz"
+  refused "replay $f" "memory budget" "$kvfuzz" replay --kernel cpu-splitkv --rule strict "$tmp/$f.kvfz"
+done
+refused "bad KVF_MAX_MEMORY_MIB" "KVF_MAX_MEMORY_MIB must be a positive decimal integer" \
+  KVF_MAX_MEMORY_MIB=abc "$kvfuzz" show "$tmp/long.kvfz"
+refused "bad KVF_MAX_WORK" "KVF_MAX_WORK must be a positive decimal integer" \
+  KVF_MAX_WORK=010x "$kvfuzz" show "$tmp/long.kvfz"
+refused "small KVF_MAX_WORK" "work budget" KVF_MAX_MEMORY_MIB=65536 KVF_MAX_WORK=1000 "$kvfuzz" show "$tmp/long22.kvfz"
+
+# 2^22 tokens through the MPFR path need about 2.7 GB; 1.5 GB of address space is not enough.
+(
+  ulimit -v 1500000
+  KVF_MAX_MEMORY_MIB=65536 timeout 120 "$kvfuzz" oracle --oracle mpfr --jobs 1 "$tmp/long22.kvfz" \
+    >/dev/null 2>"$tmp/err"
+  echo $? >"$tmp/rc"
+)
+rc=$(cat "$tmp/rc")
+[ "$rc" -ne 134 ] || fail "GMP aborted under ulimit -v: $(head -3 "$tmp/err")"
+[ "$rc" -eq 1 ] || fail "ulimit -v: exit status $rc, not 1: $(head -3 "$tmp/err")"
+grep -q "MPFR working memory" "$tmp/err" || fail "ulimit -v: no memory sentence: $(head -3 "$tmp/err")"
+
+[ "$failures" -eq 0 ] && echo "budget: all checks passed"
+exit $((failures > 0))

@@ -1,0 +1,249 @@
+/* The generator's output, pinned bit for bit: hashes of the expanded tensors of every preset
+ * and of sets of random recipes, compared with values recorded from the generator before any
+ * change to its speed. Stored corpus files and seeds mean their bits only as long as these hold
+ * (docs/case-format.md, "Expansion"). The hash is computed here (FNV-1a over every field the
+ * generator writes, resident pages by id), independent of the library's own helpers.
+ *
+ * KVF_GEN_HASH_PRINT=1 prints the table of current values instead of checking it. */
+#include <dirent.h>
+#include <stdint.h>
+
+#include "check.h"
+#include "kvfuzz/spec.h"
+
+typedef struct fnv {
+    uint64_t h;
+} fnv;
+
+static void fnv_bytes(fnv *f, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        f->h ^= p[i];
+        f->h *= 0x100000001B3ull;
+    }
+}
+
+static void fnv_i64(fnv *f, int64_t v) {
+    fnv_bytes(f, &v, sizeof v);
+}
+
+static uint64_t case_hash(const kvf_case *c) {
+    fnv f = {0xCBF29CE484222325ull};
+    fnv_i64(&f, c->num_qo_heads);
+    fnv_i64(&f, c->num_kv_heads);
+    fnv_i64(&f, c->head_dim);
+    fnv_i64(&f, c->page_size);
+    fnv_i64(&f, c->batch_size);
+    fnv_i64(&f, c->num_pages);
+    fnv_i64(&f, kvf_f32_bits(c->sm_scale));
+    fnv_bytes(&f, c->kv_indptr, ((size_t)c->batch_size + 1) * 4);
+    fnv_bytes(&f, c->kv_last_page_len, (size_t)c->batch_size * 4);
+    fnv_bytes(&f, c->kv_indices, (size_t)c->kv_indptr[c->batch_size] * 4);
+    fnv_bytes(&f, c->q, (size_t)kvf_case_q_elems(c) * 2);
+    fnv_i64(&f, c->num_resident_pages);
+    int64_t pe = kvf_case_page_elems(c);
+    for (int64_t i = 0; i < c->num_resident_pages; i++) {
+        int64_t p = c->resident_pages[i];
+        fnv_i64(&f, p);
+        fnv_bytes(&f, c->k_cache + p * pe, (size_t)pe * 2);
+        fnv_bytes(&f, c->v_cache + p * pe, (size_t)pe * 2);
+    }
+    return f.h;
+}
+
+static int print_mode(void) {
+    const char *e = getenv("KVF_GEN_HASH_PRINT");
+    return e && strcmp(e, "1") == 0;
+}
+
+/* Hash of one built spec; 0 with a failed check if it does not build. */
+static uint64_t build_hash(const kvf_spec *s, const char *what) {
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_case c;
+    kvf_error err = {0};
+    if (kvf_case_build(&c, s, &lim, &err)) {
+        CHECK_FAIL_AT("%s does not build: %s", what, err.msg);
+        return 0;
+    }
+    uint64_t h = case_hash(&c);
+    kvf_case_free(&c);
+    return h;
+}
+
+/* Recorded with the generator as it was before its speed-up (commit "test_gen_hash: pin the
+ * generator's output"). Presets at seeds 1 and 77. */
+static const struct {
+    const char *name;
+    uint64_t seed, hash;
+} preset_hashes[] = {
+#include "gen_hashes_presets.inc"
+};
+
+/* Digests (FNV-1a of the per-case hashes in order) of random recipe sets. */
+typedef struct random_set {
+    const char *name;
+    int32_t max_batch, max_pages, max_tokens;
+    int64_t max_work;
+    int count;
+    uint64_t first_seed;
+    uint64_t digest;
+} random_set;
+
+static const random_set random_sets[] = {
+#include "gen_hashes_random.inc"
+};
+
+static void test_presets_expand_to_recorded_bits(void) {
+    static const uint64_t seeds[] = {1, 77};
+    size_t k = 0;
+    for (size_t i = 0; i < kvf_preset_count(); i++)
+        for (size_t j = 0; j < sizeof seeds / sizeof seeds[0]; j++, k++) {
+            kvf_spec s;
+            kvf_error err = {0};
+            CHECK_OK(kvf_spec_preset(&s, kvf_preset_name(i), seeds[j], &err), &err);
+            uint64_t h = build_hash(&s, kvf_preset_name(i));
+            kvf_spec_free(&s);
+            if (print_mode()) {
+                printf("    {\"%s\", %llu, 0x%016llxull},\n", kvf_preset_name(i),
+                       (unsigned long long)seeds[j], (unsigned long long)h);
+                continue;
+            }
+            if (k >= sizeof preset_hashes / sizeof preset_hashes[0]) {
+                CHECK_FAIL_AT("preset %s has no recorded hash", kvf_preset_name(i));
+                continue;
+            }
+            CHECK(strcmp(preset_hashes[k].name, kvf_preset_name(i)) == 0);
+            CHECK_INT_EQ(preset_hashes[k].seed, seeds[j]);
+            if (h != preset_hashes[k].hash)
+                CHECK_FAIL_AT("preset %s seed %llu expands to 0x%016llx, recorded 0x%016llx",
+                              kvf_preset_name(i), (unsigned long long)seeds[j],
+                              (unsigned long long)h, (unsigned long long)preset_hashes[k].hash);
+        }
+}
+
+/* Every table kind, distribution, logit pattern and poison bit comes out of these sets
+ * (test_spec checks the coverage of kvf_spec_random); the large set reaches long sequences
+ * and wide batches. */
+static const random_set random_shapes[] = {
+    {"campaign-small", 4, 8, 2048, (int64_t)1 << 17, 400, 1, 0},
+    {"default", 4, 8, 2048, (int64_t)1 << 21, 200, 100001, 0},
+    {"large", 64, 64, 1 << 16, (int64_t)1 << 24, 10, 200001, 0},
+};
+
+static void test_random_recipes_expand_to_recorded_bits(void) {
+    for (size_t i = 0; i < sizeof random_shapes / sizeof random_shapes[0]; i++) {
+        const random_set *rs = &random_shapes[i];
+        kvf_random_opts o;
+        kvf_random_opts_default(&o);
+        o.max_batch = rs->max_batch;
+        o.max_pages = rs->max_pages;
+        o.max_tokens = rs->max_tokens;
+        o.max_work = rs->max_work;
+        fnv digest = {0xCBF29CE484222325ull};
+        for (int n = 0; n < rs->count; n++) {
+            kvf_spec s;
+            kvf_error err = {0};
+            CHECK_OK(kvf_spec_random(&s, rs->first_seed + (uint64_t)n, &o, &err), &err);
+            uint8_t *bytes = NULL;
+            size_t size = 0;
+            CHECK_OK(kvf_spec_encode(&s, &bytes, &size, &err), &err);
+            fnv_bytes(&digest, bytes, size); /* the recipe drawn */
+            free(bytes);
+            uint64_t h = build_hash(&s, rs->name);
+            fnv_bytes(&digest, &h, sizeof h);
+            kvf_spec_free(&s);
+        }
+        if (print_mode()) {
+            printf("    {\"%s\", %d, %d, %d, %lld, %d, %llu, 0x%016llxull},\n", rs->name,
+                   rs->max_batch, rs->max_pages, rs->max_tokens, (long long)rs->max_work, rs->count,
+                   (unsigned long long)rs->first_seed, (unsigned long long)digest.h);
+            continue;
+        }
+        CHECK(i < sizeof random_sets / sizeof random_sets[0]);
+        if (i >= sizeof random_sets / sizeof random_sets[0]) continue;
+        CHECK(strcmp(random_sets[i].name, rs->name) == 0);
+        if (digest.h != random_sets[i].digest)
+            CHECK_FAIL_AT("random set %s digests to 0x%016llx, recorded 0x%016llx", rs->name,
+                          (unsigned long long)digest.h, (unsigned long long)random_sets[i].digest);
+    }
+}
+
+/* Digests of the expanded cases of every shipped corpus file, by folder (file names sorted). */
+static const struct {
+    const char *dir;
+    int files;
+    uint64_t digest;
+} corpus_digests[] = {
+#include "gen_hashes_corpus.inc"
+};
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void test_corpus_files_expand_to_recorded_bits(void) {
+    const char *src = getenv("KVF_SOURCE_DIR");
+    if (!src) CHECK_SKIP("KVF_SOURCE_DIR is not set");
+    static const char *const dirs[] = {"corpus/seeds", "corpus/fuzz_case", "corpus/fuzz_decode_cpu",
+                                       "corpus/fuzz_decode_cuda"};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", src, dirs[i]);
+        DIR *dir = opendir(path);
+        CHECK(dir != NULL);
+        if (!dir) continue;
+        char *names[1024];
+        int n = 0;
+        struct dirent *de;
+        while ((de = readdir(dir)) && n < 1024) {
+            size_t len = strlen(de->d_name);
+            if (len > 5 && strcmp(de->d_name + len - 5, ".kvfz") == 0)
+                names[n++] = strdup(de->d_name);
+        }
+        closedir(dir);
+        qsort(names, (size_t)n, sizeof names[0], cmp_names);
+        fnv digest = {0xCBF29CE484222325ull};
+        kvf_limits lim;
+        kvf_limits_default(&lim);
+        for (int k = 0; k < n; k++) {
+            char file[8192];
+            snprintf(file, sizeof file, "%s/%s", path, names[k]);
+            kvf_case c;
+            kvf_error err = {0};
+            uint64_t h = 0;
+            /* A corpus file the limits reject (fuzz_case holds a few on purpose) adds its
+             * error code instead. */
+            int rc = kvf_case_load(file, NULL, &c, &lim, &err);
+            if (rc == 0) {
+                h = case_hash(&c);
+                kvf_case_free(&c);
+            } else {
+                h = (uint64_t)rc;
+            }
+            fnv_bytes(&digest, names[k], strlen(names[k]));
+            fnv_bytes(&digest, &h, sizeof h);
+            free(names[k]);
+        }
+        if (print_mode()) {
+            printf("    {\"%s\", %d, 0x%016llxull},\n", dirs[i], n, (unsigned long long)digest.h);
+            continue;
+        }
+        CHECK(i < sizeof corpus_digests / sizeof corpus_digests[0]);
+        if (i >= sizeof corpus_digests / sizeof corpus_digests[0]) continue;
+        CHECK_INT_EQ(corpus_digests[i].files, n);
+        if (digest.h != corpus_digests[i].digest)
+            CHECK_FAIL_AT("%s digests to 0x%016llx, recorded 0x%016llx", dirs[i],
+                          (unsigned long long)digest.h,
+                          (unsigned long long)corpus_digests[i].digest);
+    }
+}
+
+static const check_test tests[] = {
+    {"corpus_files_expand_to_recorded_bits", test_corpus_files_expand_to_recorded_bits},
+    {"presets_expand_to_recorded_bits", test_presets_expand_to_recorded_bits},
+    {"random_recipes_expand_to_recorded_bits", test_random_recipes_expand_to_recorded_bits},
+    {NULL, NULL},
+};
+
+CHECK_MAIN(tests)
