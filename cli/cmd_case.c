@@ -187,6 +187,21 @@ int kvf_cmd_show(int argc, char **argv) {
         fprintf(f, "%s{\"target\": %u, \"index\": %" PRIu64 ", \"value\": %u}", i ? ", " : "",
                 spec.overrides[i].target, spec.overrides[i].index, spec.overrides[i].value);
     fprintf(f, "],\n  \"explicit_tensors\": %s,\n", spec.has_explicit ? "true" : "false");
+    if (spec.has_origin) {
+        const kvf_origin *o = &spec.origin;
+        fprintf(f,
+                "  \"origin\": {\"definition\": \"%s\", \"workload_uuid\": \"%s\", "
+                "\"random_inputs\": [%s%s%s], \"random_seed\": %" PRIu64 "},\n",
+                o->definition, o->workload_uuid,
+                (o->random_inputs & KVF_ORIGIN_RANDOM_Q) ? "\"q\"" : "",
+                (o->random_inputs & KVF_ORIGIN_RANDOM_K)
+                    ? ((o->random_inputs & KVF_ORIGIN_RANDOM_Q) ? ", \"k_cache\"" : "\"k_cache\"")
+                    : "",
+                (o->random_inputs & KVF_ORIGIN_RANDOM_V)
+                    ? ((o->random_inputs & 3) ? ", \"v_cache\"" : "\"v_cache\"")
+                    : "",
+                o->random_seed);
+    }
     value_summary sq = {0}, sk = {0}, sv = {0};
     for (int64_t i = 0; i < kvf_case_q_elems(&c); i++)
         summarize_add(&sq, c.q[i]);

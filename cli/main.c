@@ -30,6 +30,8 @@ static const command commands[] = {
     {"fuzz", kvf_cmd_fuzz, "run a fuzzing campaign: generate, run, judge, save findings"},
     {"minimize", kvf_cmd_minimize, "shrink a failing case while it fails the same way"},
     {"report", kvf_cmd_report, "draw error-distribution reports from stats files"},
+    {"import-fib", kvf_cmd_import_fib, "FlashInfer-Bench workloads into case files"},
+    {"export-fib", kvf_cmd_export_fib, "findings into a FlashInfer-Bench dataset FIB replays"},
 };
 
 static void print_usage(FILE *f) {
