@@ -365,12 +365,13 @@ static int export_one(export_state *st, const char *path) {
                                                     : kvf_finding_class_name(out.finding);
     int fib_fails = res.status != KVF_RUN_OK || !out.verdicts[2].pass;
     int strict_fails = res.status != KVF_RUN_OK || !out.verdicts[0].pass;
-    printf("%-40s %-14s %-14s %-14s %s\n", base, ks->kernel->name, strict_word, fib_word,
+    printf("%s (kernel %s): strict %s, fib %s: %s\n", base, ks->kernel->name, strict_word, fib_word,
            fib_fails      ? "FIB reproduces it"
            : strict_fails ? "FIB will not see it (fib passes)"
                           : "nothing to reproduce (both pass)");
-    printf("%-40s   -> %s/blob/workloads/" KVF_FIB_OP_TYPE "/%s/%s_%s.safetensors\n", "",
-           st->out_dir, dl->name, dl->name, uuid);
+    printf("  workload %s -> %s/"
+           "blob/workloads/" KVF_FIB_OP_TYPE "/%s/%s_%s.safetensors\n",
+           uuid, st->out_dir, dl->name, dl->name, uuid);
 done:
     free(line);
     free(tline);
@@ -448,7 +449,6 @@ int kvf_cmd_export_fib(int argc, char **argv) {
     kvf_rule_parse(&st.rules[0], "strict", NULL);
     kvf_rule_parse(&st.rules[1], "fa", NULL);
     kvf_rule_parse(&st.rules[2], "fib", NULL);
-    printf("%-40s %-14s %-14s %-14s %s\n", "finding", "kernel", "strict", "fib", "in FIB");
     int rc = KVF_EXIT_OK;
     for (size_t i = 0; i < npaths && rc == KVF_EXIT_OK; i++) {
         rc = export_one(&st, paths[i]);

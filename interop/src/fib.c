@@ -477,13 +477,14 @@ int kvf_fib_import(kvf_spec *out, const kvf_fib_definition *def, const char *lin
             continue;
         }
         if (strcmp(type, "random") == 0 && i >= IN_INDPTR && i <= IN_LAST)
-            rc = kvf_error_set(err, KVF_EINVAL,
-                               "workload %s leaves %s random: FIB would draw randint(-1024, 1024), "
-                               "which is no page table%s; kvfuzz needs it stored",
-                               uuid, wi->name,
-                               i == IN_LAST ? " (FIB's decode tracing saves only kv_indptr, "
-                                              "kv_indices and sm_scale)"
-                                            : "");
+            rc = kvf_error_set(
+                err, KVF_EINVAL,
+                "workload %s leaves %s random: FIB would fill it with randint(-1024, 1024), "
+                "which is no valid page table%s; kvfuzz needs it stored in a blob",
+                uuid, wi->name,
+                i == IN_LAST ? " (FIB's decode tracing saves only kv_indptr, "
+                               "kv_indices and sm_scale)"
+                             : "");
         else
             rc = kvf_error_set(err, KVF_EINVAL,
                                "workload %s's %s is %s, which kvfuzz cannot take for it (%s)", uuid,
