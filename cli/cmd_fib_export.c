@@ -184,11 +184,12 @@ static def_lines *def_for(export_state *st, const kvf_case *c) {
     return d;
 }
 
-/* A uuid not used yet in this export: the origin's, else the finding's name. */
-static void pick_uuid(export_state *st, const kvf_spec *spec, const char *base, char *out,
-                      size_t n) {
+/* A uuid not used yet in this export: the finding's name for a finding (a fuzzed case is a
+ * workload of its own, whatever it was mutated from), the origin's for a case as imported. */
+static void pick_uuid(export_state *st, const kvf_spec *spec, const char *base, int is_finding,
+                      char *out, size_t n) {
     char want[KVF_ORIGIN_NAME_MAX + 1];
-    if (spec->has_origin) {
+    if (spec->has_origin && !is_finding) {
         snprintf(want, sizeof want, "%s", spec->origin.workload_uuid);
     } else {
         snprintf(want, sizeof want, "%.*s", (int)(strlen(base) > 5 ? strlen(base) - 5 : 0), base);
@@ -244,12 +245,7 @@ static int export_one(export_state *st, const char *path) {
         goto done;
     }
     char uuid[KVF_ORIGIN_NAME_MAX + 1];
-    pick_uuid(st, &spec, base, uuid, sizeof uuid);
-    if (kvf_fib_export(st->out_dir, dl->name, uuid, &spec, &c, &line, &err)) {
-        rc = cli_usage_error(cmd, "%s: %s", path, err.msg);
-        goto done;
-    }
-
+    pick_uuid(st, &spec, base, report != NULL, uuid, sizeof uuid);
     /* The run and the verdicts. */
     o = malloc((size_t)(kvf_case_o_elems(&c) ? kvf_case_o_elems(&c) : 1) * sizeof *o);
     lse = malloc((size_t)(kvf_case_lse_elems(&c) ? kvf_case_lse_elems(&c) : 1) * sizeof *lse);
@@ -276,6 +272,11 @@ static int export_one(export_state *st, const char *path) {
     } else {
         kvf_outcome_from_run(&out, res.status, res.message);
     }
+    if (kvf_fib_export(st->out_dir, dl->name, uuid, &spec, &c, &line, &err)) {
+        rc = cli_usage_error(cmd, "%s: %s", path, err.msg);
+        goto done;
+    }
+
     char sig[512];
     uint64_t hash = kvf_outcome_signature(&out, ks->kernel->name, sig, sizeof sig);
     char hash_text[32];
@@ -286,6 +287,10 @@ static int export_one(export_state *st, const char *path) {
     json_t *extra = json_pack("{s:s, s:s, s:s, s:s, s:s}", "finding", base, "kernel",
                               ks->kernel->name, "class", kvf_finding_class_name(out.finding),
                               "signature", sig, "signature_hash", hash_text);
+    if (spec.has_origin)
+        json_object_set_new(extra, "origin",
+                            json_pack("{s:s, s:s}", "definition", spec.origin.definition,
+                                      "workload_uuid", spec.origin.workload_uuid));
     const char *status;
     json_t *correctness = json_null();
     if (res.status == KVF_RUN_OK) {
@@ -363,12 +368,15 @@ static int export_one(export_state *st, const char *path) {
                                                        : kvf_finding_class_name(out.finding);
     const char *fib_word = res.status == KVF_RUN_OK ? verdict_word(&out.verdicts[2])
                                                     : kvf_finding_class_name(out.finding);
+    const char *fa_word = res.status == KVF_RUN_OK ? verdict_word(&out.verdicts[1])
+                                                   : kvf_finding_class_name(out.finding);
     int fib_fails = res.status != KVF_RUN_OK || !out.verdicts[2].pass;
-    int strict_fails = res.status != KVF_RUN_OK || !out.verdicts[0].pass;
-    printf("%s (kernel %s): strict %s, fib %s: %s\n", base, ks->kernel->name, strict_word, fib_word,
-           fib_fails      ? "FIB reproduces it"
-           : strict_fails ? "FIB will not see it (fib passes)"
-                          : "nothing to reproduce (both pass)");
+    int kvf_fails = res.status != KVF_RUN_OK || !out.verdicts[0].pass || !out.verdicts[1].pass;
+    printf("%s (kernel %s): strict %s, fa %s, fib %s: %s\n", base, ks->kernel->name, strict_word,
+           fa_word, fib_word,
+           fib_fails   ? "FIB reproduces it"
+           : kvf_fails ? "FIB will not see it (fib passes)"
+                       : "nothing to reproduce (every rule passes)");
     printf("  workload %s -> %s/"
            "blob/workloads/" KVF_FIB_OP_TYPE "/%s/%s_%s.safetensors\n",
            uuid, st->out_dir, dl->name, dl->name, uuid);
@@ -449,14 +457,20 @@ int kvf_cmd_export_fib(int argc, char **argv) {
     kvf_rule_parse(&st.rules[0], "strict", NULL);
     kvf_rule_parse(&st.rules[1], "fa", NULL);
     kvf_rule_parse(&st.rules[2], "fib", NULL);
+    /* A finding that cannot be exported is reported and the others still go out, as replay
+     * does with a file it cannot judge; the exit status then says so. */
     int rc = KVF_EXIT_OK;
-    for (size_t i = 0; i < npaths && rc == KVF_EXIT_OK; i++) {
-        rc = export_one(&st, paths[i]);
+    size_t refused = 0;
+    for (size_t i = 0; i < npaths; i++) {
+        if (export_one(&st, paths[i])) refused++;
         fflush(stdout);
     }
     kvf_error err = {0};
+    size_t ndefs = 0;
     for (size_t i = 0; i < st.ndefs && rc == KVF_EXIT_OK; i++) {
         def_lines *d = &st.defs[i];
+        if (!d->wlen) continue; /* its findings were refused */
+        ndefs++;
         char *def = kvf_fib_definition_json(d->hq, d->hk, d->d, d->s);
         if (!def) {
             rc = cli_usage_error(cmd, "out of memory writing definition %s", d->name);
@@ -480,9 +494,9 @@ int kvf_cmd_export_fib(int argc, char **argv) {
         kvf_kernel_free(st.kernels[i].kernel);
     }
     cli_free_paths(paths, npaths);
-    if (rc == KVF_EXIT_OK)
+    if (rc == KVF_EXIT_OK && npaths > refused)
         printf("\n%zu finding(s) written to %s (%zu definition(s)); replay in FIB with "
                "`flashinfer-bench run --local %s`\n",
-               npaths, st.out_dir, st.ndefs, st.out_dir);
-    return rc;
+               npaths - refused, st.out_dir, ndefs, st.out_dir);
+    return refused ? KVF_EXIT_USAGE : rc;
 }

@@ -59,7 +59,7 @@ for f in "$work"/F/*.kvfz; do cmp -s "$f" "$work/A/$(basename "$f")" || fail "fi
 "$kvfuzz" export-fib --kernel cpu-ref -o "$work/D2" "$work/A" >"$work/export.out" 2>&1 \
   || fail "export: $(cat "$work/export.out")"
 $golden check-export "$work/D2" w-all-stored w-random-q w-random-qkv seed-w1 || fail "the export differs from the golden data"
-grep -q "^${D}_w-random-qkv.kvfz (kernel cpu-ref): strict pass, fib pass" "$work/export.out" \
+grep -q "^${D}_w-random-qkv.kvfz (kernel cpu-ref): strict pass, fa pass, fib pass" "$work/export.out" \
   || fail "export does not print strict and fib verdicts: $(cat "$work/export.out")"
 "$kvfuzz" import-fib -o "$work/B" "$work/D2" >/dev/null 2>"$work/b.err" || fail "re-import of the export: $(cat "$work/b.err")"
 for f in "$work"/A/*.kvfz; do
@@ -69,14 +69,31 @@ done
 # The fib verdict beside strict's: a truncating store fails strict but passes FIB's check; an
 # lse in the wrong base fails both.
 "$kvfuzz" export-fib --kernel cpu-splitkv/mut=trunc-store -o "$work/M1" "$work/A/${D}_w-random-qkv.kvfz" >"$work/m1.out" 2>&1
-grep -q "strict o-tolerance, fib pass: FIB will not see it" "$work/m1.out" || fail "trunc-store export: $(cat "$work/m1.out")"
+grep -q "strict o-tolerance, fa o-tolerance, fib pass: FIB will not see it" "$work/m1.out" || fail "trunc-store export: $(cat "$work/m1.out")"
 python3 -c "import json,sys; t=json.loads(open(sys.argv[1]).readline()); e=t['evaluation']; assert e['status']=='PASSED' and e['correctness']['extra']['kvfuzz']['verdicts'][0]['pass'] is False" \
   "$work/M1/traces/gqa_paged/$D.jsonl" || fail "the trunc-store trace does not record strict's failure under a FIB PASSED status"
 "$kvfuzz" export-fib --kernel cpu-splitkv/mut=natural-log-lse -o "$work/M2" "$work/A/${D}_w-random-qkv.kvfz" >"$work/m2.out" 2>&1
-grep -q "strict lse-tolerance, fib lse-tolerance: FIB reproduces it" "$work/m2.out" || fail "natural-log-lse export: $(cat "$work/m2.out")"
+grep -q "strict lse-tolerance, fa [a-z-]*, fib lse-tolerance: FIB reproduces it" "$work/m2.out" || fail "natural-log-lse export: $(cat "$work/m2.out")"
 grep -q '"status":"INCORRECT_NUMERICAL"' "$work/M2/traces/gqa_paged/$D.jsonl" || fail "the natural-log-lse trace is not INCORRECT_NUMERICAL"
 # The shipped seed definition is the one the export writes for that shape.
 cmp -s "$seed_def" "$work/D2/definitions/gqa_paged/$S.json" || fail "the export's $S.json differs from $seed_def"
+
+# A finding (a report beside it) goes out under its own name, with the kernel its report names
+# and the workload it came from in the trace; one that cannot be exported (a pool of 2^31 page
+# ids, past what a blob holds) is refused in one sentence while the others still go out.
+mkdir -p "$work/fnd"
+cp "$work/A/${D}_w-random-q.kvfz" "$work/fnd/o-tolerance-0123456789ab.kvfz"
+echo '{"kernel": "cpu-splitkv"}' >"$work/fnd/o-tolerance-0123456789ab.json"
+"$kvfuzz" gen --preset high-page-ids --seed 1 -o "$work/fnd/high.kvfz" >/dev/null
+echo '{"kernel": "cpu-splitkv"}' >"$work/fnd/high.json"
+"$kvfuzz" export-fib -o "$work/D3" "$work/fnd" >"$work/d3.out" 2>"$work/d3.err"
+rc=$?
+[ $rc -eq 2 ] || fail "export with an unexportable finding: exit $rc, not 2"
+[ "$(wc -l <"$work/d3.err")" -eq 1 ] && grep -q "high.kvfz: the case's page pool is .* a FIB blob holds every page" "$work/d3.err" \
+  || fail "the unexportable finding's sentence: $(cat "$work/d3.err")"
+grep -q "o-tolerance-0123456789ab.kvfz (kernel cpu-splitkv): strict pass" "$work/d3.out" || fail "the finding's kernel: $(cat "$work/d3.out")"
+python3 -c "import json,sys; t=json.loads(open(sys.argv[1]).readline()); x=t['evaluation']['correctness']['extra']['kvfuzz']; assert t['workload']['uuid']=='o-tolerance-0123456789ab' and x['origin']=={'definition': sys.argv[2], 'workload_uuid': 'w-random-q'}" \
+  "$work/D3/traces/gqa_paged/$D.jsonl" $D || fail "the finding's trace does not carry its name and origin"
 
 # ---- malformed inputs: exit 2 and one sentence each ------------------------------------------
 refuse() { # what, expected text, args...
