@@ -156,6 +156,7 @@ static void test_origin_section_round_trip(void) {
         {0, 0, "the origin's definition name"}, /* length 0 */
         {0, 200, "outside [1, 128]"},           /* length past the limit */
         {1, '/', "outside [A-Za-z0-9_.-]"},     /* a path separator */
+        {5, 0, "outside [A-Za-z0-9_.-]"}, /* a NUL inside: a shorter name would not re-encode */
         {35, 0x08, "random-input flags 0x08"},  /* an undefined bit */
         {36, 1, "the origin's reserved bytes"}, /* reserved */
     };

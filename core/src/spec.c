@@ -276,14 +276,15 @@ static int decode_dist(reader *r, kvf_dist *d, const char *field) {
     return rc;
 }
 
+static int name_char_ok(char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '_' || ch == '.' || ch == '-';
+}
+
 int kvf_origin_name_ok(const char *s) {
     size_t n = 0;
-    for (; s[n]; n++) {
-        char ch = s[n];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '_' || ch == '.' || ch == '-'))
-            return 0;
-    }
+    for (; s[n]; n++)
+        if (!name_char_ok(s[n])) return 0;
     return n >= 1 && n <= KVF_ORIGIN_NAME_MAX;
 }
 
@@ -296,12 +297,15 @@ static int decode_name(reader *r, char *dst, const char *field) {
         return kvf_error_set(r->err, KVF_EFORMAT, "%s at byte %zu has length %u, outside [1, %d]",
                              field, r->offset - 1, n, KVF_ORIGIN_NAME_MAX);
     if ((rc = need(r, n, field))) return rc;
+    /* Every one of the n bytes, a NUL included, must be a name character: a shorter string
+     * would encode to other bytes. */
+    for (uint8_t i = 0; i < n; i++)
+        if (!name_char_ok((char)r->p[i]))
+            return kvf_error_set(r->err, KVF_EFORMAT,
+                                 "%s at byte %zu holds a character outside [A-Za-z0-9_.-]", field,
+                                 r->offset + i);
     memcpy(dst, r->p, n);
     dst[n] = 0;
-    if (!kvf_origin_name_ok(dst))
-        return kvf_error_set(r->err, KVF_EFORMAT,
-                             "%s at byte %zu holds a character outside [A-Za-z0-9_.-]", field,
-                             r->offset);
     advance(r, n);
     return 0;
 }
