@@ -40,7 +40,7 @@ static void print_usage(FILE *f) {
                "kernel and an MPFR oracle on generated cases and judges the output by tolerance\n"
                "rules.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\n`kvfuzz COMMAND --help` describes each command. Exit codes: 0 success, 1 a\n"
                "violation or finding, 2 bad input or usage.\n");
 }
