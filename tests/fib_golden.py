@@ -170,6 +170,10 @@ def blob_bytes(tensors, order=None):
     return safetensors([(n, tensors[n][0], tensors[n][1], tensors[n][2]) for n in names])
 
 
+PS1_DEF = "gqa_paged_decode_h4_kv2_d8_ps1"
+PS1_W = dict(indptr=[0, 3, 5], indices=[5, 0, 2, 1, 4], last=[1, 1], pool=6,
+             stored=("q", "k_cache", "v_cache"), scale=("scalar", 0.25))
+
 SEED_W = dict(indptr=[0, 51], indices=[(7 * i + 3) % 52 for i in range(51)], last=[2], pool=52,
               stored=(), scale=("scalar", 0.08838834764831845))
 
@@ -198,6 +202,15 @@ def make_good(out, seed_def_path):
     write(out + "/" + blob_rel(SEED_DEF, "seed-w1"), blob_bytes(t))
     write(out + "/workloads/gqa_paged/%s.jsonl" % SEED_DEF,
           json.dumps(workload_line(SEED_DEF, "seed-w1", SEED_W, t)) + "\n")
+    # Page size 1: FIB's definitions have no kv_last_page_len (every last page is full).
+    w = PS1_W
+    t = tensors_of("w-ps1", w, s=1)
+    del t["kv_last_page_len"]
+    write(out + "/definitions/gqa_paged/%s.json" % PS1_DEF, json.dumps(definition(PS1_DEF, HQ, HK, D, 1, with_last=False)))
+    write(out + "/" + blob_rel(PS1_DEF, "w-ps1"), blob_bytes(t))
+    line = workload_line(PS1_DEF, "w-ps1", w, t)
+    del line["workload"]["inputs"]["kv_last_page_len"]
+    write(out + "/workloads/gqa_paged/%s.jsonl" % PS1_DEF, json.dumps(line) + "\n")
     # A trace as FIB writes a failed evaluation: non-finite errors as strings.
     trace = workload_line(DEF, "w-all-stored", WORKLOADS["w-all-stored"], tensors_of("w-all-stored", WORKLOADS["w-all-stored"]))
     trace["solution"] = "some_solution"
@@ -325,6 +338,10 @@ def decode_kvfz(path):
 
 
 def expected(uuid):
+    if uuid == "w-ps1":
+        t = tensors_of("w-ps1", PS1_W, s=1)
+        del t["kv_last_page_len"]
+        return PS1_DEF, PS1_W, t
     if uuid == "seed-w1":
         return SEED_DEF, SEED_W, tensors_of("seed", SEED_W, 20, 4, 128, 64)
     return DEF, WORKLOADS[uuid], tensors_of(uuid, WORKLOADS[uuid])
@@ -370,10 +387,13 @@ def check_export(root, uuids):
         if defname not in defs:
             defs[defname] = json.load(open(dpath))
             d = defs[defname]
-            if list(d["inputs"]) != ["q", "k_cache", "v_cache", "kv_indptr", "kv_indices", "kv_last_page_len", "sm_scale"]:
+            want = ["q", "k_cache", "v_cache", "kv_indptr", "kv_indices", "kv_last_page_len", "sm_scale"]
+            if d["axes"]["page_size"]["value"] == 1:
+                want.remove("kv_last_page_len")
+            if list(d["inputs"]) != want:
                 fail("%s: inputs %r" % (dpath, list(d["inputs"])))
         blob, meta = read_safetensors(root + "/" + blob_rel(defname, uuid))
-        if set(blob) != {"q", "k_cache", "v_cache", "kv_indptr", "kv_indices", "kv_last_page_len"}:
+        if set(blob) != {"q", "k_cache", "v_cache", "kv_indptr", "kv_indices"} | ({"kv_last_page_len"} if "kv_last_page_len" in t else set()):
             fail("blob of %s holds %r" % (uuid, sorted(blob)))
         for name, (dtype, shape, raw, _) in t.items():
             if name == "sm_scale":

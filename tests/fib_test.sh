@@ -23,13 +23,14 @@ S=gqa_paged_decode_h20_kv4_d128_ps64
 # ---- import ------------------------------------------------------------------------------------
 "$kvfuzz" import-fib -o "$work/A" "$good" >"$work/import.out" 2>"$work/import.err" \
   || fail "import of the golden dataset: $(cat "$work/import.err")"
-grep -q "4 case(s) written" "$work/import.out" || fail "import wrote: $(cat "$work/import.out")"
+grep -q "5 case(s) written" "$work/import.out" || fail "import wrote: $(cat "$work/import.out")"
 grep -q "skipped 1 definitions that are not gqa_paged_decode" "$work/import.err" \
   || fail "the gemm definition was not reported as skipped: $(cat "$work/import.err")"
 for u in w-all-stored w-random-q w-random-qkv; do
   $golden check-kvfz "$work/A/${D}_$u.kvfz" $u || fail "imported $u differs from the golden data"
 done
 $golden check-kvfz "$work/A/${S}_seed-w1.kvfz" seed-w1 || fail "imported seed-w1 differs from the golden data"
+$golden check-kvfz "$work/A/gqa_paged_decode_h4_kv2_d8_ps1_w-ps1.kvfz" w-ps1 || fail "imported w-ps1 differs from the golden data"
 "$kvfuzz" show "$work/A/${D}_w-random-q.kvfz" >"$work/show.json" 2>&1 || fail "show: $(cat "$work/show.json")"
 grep -q '"origin": {"definition": "gqa_paged_decode_h4_kv2_d8_ps4", "workload_uuid": "w-random-q", "random_inputs": \["q"\], "random_seed": 0}' \
   "$work/show.json" || fail "show does not print the origin: $(grep origin "$work/show.json")"
@@ -58,7 +59,7 @@ for f in "$work"/F/*.kvfz; do cmp -s "$f" "$work/A/$(basename "$f")" || fail "fi
 # ---- export and the round trip ---------------------------------------------------------------
 "$kvfuzz" export-fib --kernel cpu-ref -o "$work/D2" "$work/A" >"$work/export.out" 2>&1 \
   || fail "export: $(cat "$work/export.out")"
-$golden check-export "$work/D2" w-all-stored w-random-q w-random-qkv seed-w1 || fail "the export differs from the golden data"
+$golden check-export "$work/D2" w-all-stored w-random-q w-random-qkv seed-w1 w-ps1 || fail "the export differs from the golden data"
 grep -q "^${D}_w-random-qkv.kvfz (kernel cpu-ref): strict pass, fa pass, fib pass" "$work/export.out" \
   || fail "export does not print strict and fib verdicts: $(cat "$work/export.out")"
 "$kvfuzz" import-fib -o "$work/B" "$work/D2" >/dev/null 2>"$work/b.err" || fail "re-import of the export: $(cat "$work/b.err")"

@@ -206,38 +206,45 @@ void kvf_fib_definition_name(char *out, size_t size, int32_t hq, int32_t hk, int
 
 /* FIB's semantics in a torch reference of kvfuzz's own writing (docs/fib.md): fp32 logits and
  * softmax, lse in base 2, an empty sequence gives o = 0 and lse = -inf, and the last page's
- * length is clamped into [0, page_size] the way a slice clamps it. */
-static const char reference_py[] =
-    "import math\n"
-    "\n"
-    "import torch\n"
-    "\n"
-    "\n"
-    "@torch.no_grad()\n"
-    "def run(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale):\n"
-    "    batch_size, num_qo_heads, head_dim = q.shape\n"
-    "    _, page_size, num_kv_heads, _ = k_cache.shape\n"
-    "    group = num_qo_heads // num_kv_heads\n"
-    "    output = torch.zeros((batch_size, num_qo_heads, head_dim), dtype=torch.bfloat16, "
-    "device=q.device)\n"
-    "    lse = torch.full((batch_size, num_qo_heads), -math.inf, dtype=torch.float32, "
-    "device=q.device)\n"
-    "    for b in range(batch_size):\n"
-    "        start, end = int(kv_indptr[b]), int(kv_indptr[b + 1])\n"
-    "        if start >= end:\n"
-    "            continue  # no tokens: output 0, lse -inf\n"
-    "        pages = kv_indices[start:end].to(torch.long)\n"
-    "        last = min(max(int(kv_last_page_len[b]), 0), page_size)\n"
-    "        tokens = (end - start - 1) * page_size + last\n"
-    "        k = k_cache[pages].reshape(-1, num_kv_heads, head_dim)[:tokens].to(torch.float32)\n"
-    "        v = v_cache[pages].reshape(-1, num_kv_heads, head_dim)[:tokens].to(torch.float32)\n"
-    "        qb = q[b].to(torch.float32).reshape(num_kv_heads, group, head_dim)\n"
-    "        logits = torch.einsum(\"hgd,thd->hgt\", qb, k) * sm_scale\n"
-    "        lse[b] = (torch.logsumexp(logits, dim=-1) / math.log(2.0)).reshape(num_qo_heads)\n"
-    "        weights = torch.softmax(logits, dim=-1)\n"
-    "        o = torch.einsum(\"hgt,thd->hgd\", weights, v)\n"
-    "        output[b] = o.reshape(num_qo_heads, head_dim).to(torch.bfloat16)\n"
-    "    return output, lse\n";
+ * length is clamped into [0, page_size] the way a slice clamps it. Page size 1 has no
+ * kv_last_page_len (FIB's ps1 definitions take six inputs): REF_SIGNATURE and REF_LAST differ. */
+#define REF_SIGNATURE_7 "kv_indices, kv_last_page_len, sm_scale):\n"
+#define REF_SIGNATURE_6 "kv_indices, sm_scale):\n"
+#define REF_LAST_7 "        last = min(max(int(kv_last_page_len[b]), 0), page_size)\n"
+#define REF_LAST_6 "        last = page_size  # one-token pages are always full\n"
+#define REFERENCE(SIGNATURE, LAST)                                                                 \
+    "import math\n"                                                                                \
+    "\n"                                                                                           \
+    "import torch\n"                                                                               \
+    "\n"                                                                                           \
+    "\n"                                                                                           \
+    "@torch.no_grad()\n"                                                                           \
+    "def run(q, k_cache, v_cache, kv_indptr, " SIGNATURE                                           \
+    "    batch_size, num_qo_heads, head_dim = q.shape\n"                                           \
+    "    _, page_size, num_kv_heads, _ = k_cache.shape\n"                                          \
+    "    group = num_qo_heads // num_kv_heads\n"                                                   \
+    "    output = torch.zeros((batch_size, num_qo_heads, head_dim), dtype=torch.bfloat16, "        \
+    "device=q.device)\n"                                                                           \
+    "    lse = torch.full((batch_size, num_qo_heads), -math.inf, dtype=torch.float32, "            \
+    "device=q.device)\n"                                                                           \
+    "    for b in range(batch_size):\n"                                                            \
+    "        start, end = int(kv_indptr[b]), int(kv_indptr[b + 1])\n"                              \
+    "        if start >= end:\n"                                                                   \
+    "            continue  # no tokens: output 0, lse -inf\n"                                      \
+    "        pages = kv_indices[start:end].to(torch.long)\n" LAST                                  \
+    "        tokens = (end - start - 1) * page_size + last\n"                                      \
+    "        k = k_cache[pages].reshape(-1, num_kv_heads, head_dim)[:tokens].to(torch.float32)\n"  \
+    "        v = v_cache[pages].reshape(-1, num_kv_heads, head_dim)[:tokens].to(torch.float32)\n"  \
+    "        qb = q[b].to(torch.float32).reshape(num_kv_heads, group, head_dim)\n"                 \
+    "        logits = torch.einsum(\"hgd,thd->hgt\", qb, k) * sm_scale\n"                          \
+    "        lse[b] = (torch.logsumexp(logits, dim=-1) / math.log(2.0)).reshape(num_qo_heads)\n"   \
+    "        weights = torch.softmax(logits, dim=-1)\n"                                            \
+    "        o = torch.einsum(\"hgt,thd->hgd\", weights, v)\n"                                     \
+    "        output[b] = o.reshape(num_qo_heads, head_dim).to(torch.bfloat16)\n"                   \
+    "    return output, lse\n"
+
+static const char reference_7[] = REFERENCE(REF_SIGNATURE_7, REF_LAST_7);
+static const char reference_6[] = REFERENCE(REF_SIGNATURE_6, REF_LAST_6);
 
 static json_t *tensor_spec(const kvf__fib_tensor *w, const char *description) {
     json_t *shape;
@@ -274,8 +281,9 @@ char *kvf_fib_definition_json(int32_t hq, int32_t hk, int32_t d, int32_t s) {
         "softmax scale"};
     json_t *inputs = json_object();
     for (int i = 0; i < IN_COUNT; i++)
-        json_object_set_new(inputs, kvf__fib_inputs[i].name,
-                            tensor_spec(&kvf__fib_inputs[i], in_desc[i]));
+        if (i != IN_LAST || s != 1)
+            json_object_set_new(inputs, kvf__fib_inputs[i].name,
+                                tensor_spec(&kvf__fib_inputs[i], in_desc[i]));
     json_t *outputs = json_object();
     json_object_set_new(outputs, "output", tensor_spec(&kvf__fib_outputs[0], "attention output"));
     json_object_set_new(
@@ -291,7 +299,7 @@ char *kvf_fib_definition_json(int32_t hq, int32_t hk, int32_t d, int32_t s) {
                   "op_type", KVF_FIB_OP_TYPE, "description", desc, "tags", "stage:decode",
                   "status:verified", "axes", axes, "constraints", "len_indptr == batch_size + 1",
                   "num_kv_indices == kv_indptr[-1].item()", "inputs", inputs, "outputs", outputs,
-                  "reference", reference_py);
+                  "reference", s == 1 ? reference_6 : reference_7);
     if (!def) return NULL;
     char *text = json_dumps(def, JSON_INDENT(2));
     json_decref(def);

@@ -81,10 +81,13 @@ int kvf_fib_export(const char *root, const char *def_name, const char *uuid, con
                  (o->random_inputs & KVF_ORIGIN_RANDOM_V) ? "v_cache" : "");
         snprintf(seed, sizeof seed, "%" PRIu64, o->random_seed);
     }
-    rc = kvf_st_write(path, t, IN_COUNT - 1, mk, mv, spec->has_origin ? 2 : 0, err);
+    /* One-token pages are always full: FIB's page-size-1 definitions have no kv_last_page_len
+     * (it is the last input before sm_scale, so leaving it out is dropping the last tensor). */
+    int ntensors = c->page_size == 1 ? IN_COUNT - 2 : IN_COUNT - 1;
+    rc = kvf_st_write(path, t, (size_t)ntensors, mk, mv, spec->has_origin ? 2 : 0, err);
     if (rc) return rc;
     json_t *in = json_object();
-    for (int i = 0; i < IN_COUNT - 1; i++) {
+    for (int i = 0; i < ntensors; i++) {
         json_object_set_new(in, kvf__fib_inputs[i].name,
                             json_pack("{s:s, s:s, s:s}", "type", "safetensors", "path", rel,
                                       "tensor_key", kvf__fib_inputs[i].name));
