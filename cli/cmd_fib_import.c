@@ -207,9 +207,14 @@ static void guess_root(const char *workloads, char *root, size_t n) {
         *s = 0;
         parts[i] = s + 1;
     }
-    /* buf is now three levels up when parts[2] == "workloads". */
+    /* buf is now three levels up when parts[2] == "workloads"; a relative path may start at
+     * workloads/ itself. */
     if (parts[2] && strcmp(parts[2], "workloads") == 0) {
         snprintf(root, n, "%s", buf[0] ? buf : "/");
+        return;
+    }
+    if (parts[1] && !parts[2] && strcmp(buf, "workloads") == 0) {
+        snprintf(root, n, ".");
         return;
     }
     snprintf(buf, sizeof buf, "%s", workloads);

@@ -55,6 +55,8 @@ $golden check-kvfz "$work/A5/${D}_w-random-q.kvfz" w-random-q >/dev/null || fail
 "$kvfuzz" import-fib -o "$work/F" "$good/definitions/gqa_paged/$D.json" "$good/workloads/gqa_paged/$D.jsonl" \
   >/dev/null 2>"$work/f.err" || fail "import of one definition and workloads file: $(cat "$work/f.err")"
 for f in "$work"/F/*.kvfz; do cmp -s "$f" "$work/A/$(basename "$f")" || fail "file-mode import of $(basename "$f") differs"; done
+(cd "$good" && "$kvfuzz" import-fib -o "$work/F2" definitions/gqa_paged/$D.json workloads/gqa_paged/$D.jsonl) \
+  >/dev/null 2>"$work/f2.err" || fail "import with relative paths from the dataset root: $(cat "$work/f2.err")"
 
 # ---- export and the round trip ---------------------------------------------------------------
 "$kvfuzz" export-fib --kernel cpu-ref -o "$work/D2" "$work/A" >"$work/export.out" 2>&1 \

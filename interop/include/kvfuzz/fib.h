@@ -10,8 +10,8 @@
  * dataset root.
  *
  * Ownership: kvf_fib_definition is a plain struct (no heap). kvf_fib_import fills a
- * caller-owned kvf_spec (kvf_spec_free releases it). kvf_fib_definition_json and
- * kvf_fib_workload_json return malloc'd text the caller frees. Errors, one sentence each:
+ * caller-owned kvf_spec (kvf_spec_free releases it). kvf_fib_definition_json returns malloc'd text
+ * and kvf_fib_export a malloc'd line, which the caller frees. Errors, one sentence each:
  * KVF_EINVAL (JSON that is not what FIB writes, a definition that is not paged decode, a
  * dtype FIB does not know or kvfuzz does not run, a shape or dtype that disagrees with the
  * definition, a random page table, a kv_indptr or kv_last_page_len kvfuzz cannot take),
