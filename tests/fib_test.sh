@@ -6,9 +6,10 @@
 # reads, puts the fib verdict beside strict's, and import -> export -> import is identical;
 # every malformed input is refused with exit 2 and one sentence.
 set -u
-kvfuzz=$1
+kvfuzz=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") # absolute: one check runs from elsewhere
 src=$2
-work=$3
+mkdir -p "$3"
+work=$(cd "$3" && pwd)
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 rm -rf "$work"
