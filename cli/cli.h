@@ -30,6 +30,8 @@ int kvf_cmd_fuzz(int argc, char **argv);
 int kvf_cmd_minimize(int argc, char **argv);
 int kvf_cmd_report(int argc, char **argv);
 int kvf_cmd_mutants(int argc, char **argv);
+int kvf_cmd_import_fib(int argc, char **argv); /* cmd_fib_import.c */
+int kvf_cmd_export_fib(int argc, char **argv); /* cmd_fib_export.c */
 
 /* Prints "kvfuzz CMD: <message>" to stderr and returns KVF_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)

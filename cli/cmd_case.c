@@ -233,6 +233,24 @@ static json_t *show_json(const char *path, const kvf_spec *spec, const kvf_case 
               kvf_json_set(ov, "value", json_integer(spec->overrides[i].value));
     }
     bad = bad || kvf_json_set(root, "explicit_tensors", json_boolean(spec->has_explicit));
+    if (!bad && spec->has_origin) { /* where an imported case came from (import-fib) */
+        const kvf_origin *og = &spec->origin;
+        json_t *origin = json_object(), *rnd = json_array();
+        static const struct {
+            unsigned bit;
+            const char *name;
+        } inputs[] = {{KVF_ORIGIN_RANDOM_Q, "q"},
+                      {KVF_ORIGIN_RANDOM_K, "k_cache"},
+                      {KVF_ORIGIN_RANDOM_V, "v_cache"}};
+        bad = kvf_json_set(root, "origin", origin) ||
+              kvf_json_set(origin, "definition", json_string(og->definition)) ||
+              kvf_json_set(origin, "workload_uuid", json_string(og->workload_uuid)) ||
+              kvf_json_set(origin, "random_inputs", rnd) ||
+              kvf_json_set(origin, "random_seed", json_integer((json_int_t)og->random_seed));
+        for (size_t i = 0; !bad && i < sizeof inputs / sizeof inputs[0]; i++)
+            if (og->random_inputs & inputs[i].bit)
+                bad = kvf_json_push(rnd, json_string(inputs[i].name));
+    }
     value_summary sq = {0}, sk = {0}, sv = {0};
     for (int64_t i = 0; i < kvf_case_q_elems(c); i++)
         summarize_add(&sq, c->q[i]);

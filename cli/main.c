@@ -32,6 +32,8 @@ static const command commands[] = {
     {"fuzz", kvf_cmd_fuzz, "run a fuzzing campaign: generate, run, judge, save findings"},
     {"minimize", kvf_cmd_minimize, "shrink a failing case while it fails the same way"},
     {"report", kvf_cmd_report, "draw error-distribution reports from stats files"},
+    {"import-fib", kvf_cmd_import_fib, "FlashInfer-Bench workloads into case files"},
+    {"export-fib", kvf_cmd_export_fib, "findings into a FlashInfer-Bench dataset FIB replays"},
 };
 
 static void print_usage(FILE *f) {
@@ -40,7 +42,7 @@ static void print_usage(FILE *f) {
                "kernel and an MPFR oracle on generated cases and judges the output by tolerance\n"
                "rules.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\n`kvfuzz COMMAND --help` describes each command. Exit codes: 0 success, 1 a\n"
                "violation or finding, 2 bad input or usage.\n");
     fputs("\nEvery command refuses (exit 2) a case whose cost, estimated from its shape before\n"

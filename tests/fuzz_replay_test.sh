@@ -19,6 +19,11 @@ for dir in "$src"/corpus/*/; do
   "$decode_replay" --max-work=0 "$dir" 2>"${TMPDIR:-/tmp}/kvf-replay.$$" || fail "fuzz_decode_cpu_replay $dir: $(grep -v '^replaying' "${TMPDIR:-/tmp}/kvf-replay.$$" | tail -40)"
   tail -1 "${TMPDIR:-/tmp}/kvf-replay.$$"
 done
+# The safetensors reader's own corpus (docs/fib.md) through its target's replay driver.
+st_replay=$(dirname "$case_replay")/fuzz_safetensors_replay
+"$st_replay" "$src/corpus/fuzz_safetensors" 2>"${TMPDIR:-/tmp}/kvf-replay.$$" \
+  || fail "fuzz_safetensors_replay: $(tail -20 "${TMPDIR:-/tmp}/kvf-replay.$$")"
+tail -1 "${TMPDIR:-/tmp}/kvf-replay.$$"
 rm -f "${TMPDIR:-/tmp}/kvf-replay.$$"
 [ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "corpus replay: all files pass"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The ASan + UBSan build of the replay drivers, in a build of its own, replaying every committed
 # corpus file; and, where clang's libFuzzer is available, the libFuzzer targets themselves:
-# fuzz_case runs clean for 60 s, fuzz_decode_cpu runs clean on the production CPU kernels for 60 s,
+# fuzz_case runs clean for 60 s, fuzz_safetensors for 20 s, fuzz_decode_cpu runs clean on the
+# production CPU kernels for 60 s,
 # and against the planted bug it aborts from an accuracy call site (nonfinite: the slot it reads
 # holds the buffer host's NaN poison; or o-tolerance) starting from a case where
 # the bug does not show, with an artifact that replays and minimizes.
@@ -30,10 +31,11 @@ fi
 
 if [ $libfuzzer = 1 ]; then
   config=(-DCMAKE_C_COMPILER=clang -DKVF_FUZZERS=ON)
-  targets=(fuzz_case fuzz_decode_cpu fuzz_case_replay fuzz_decode_cpu_replay)
+  targets=(fuzz_case fuzz_decode_cpu fuzz_safetensors fuzz_case_replay fuzz_decode_cpu_replay
+    fuzz_safetensors_replay)
 else
   config=(-DKVF_SANITIZE=ON)
-  targets=(fuzz_case_replay fuzz_decode_cpu_replay)
+  targets=(fuzz_case_replay fuzz_decode_cpu_replay fuzz_safetensors_replay)
 fi
 echo "sanitized build in $build: ${config[*]}"
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVF_CUDA=OFF "${config[@]}" >"$tmp/configure.log" 2>&1 \
@@ -52,6 +54,10 @@ for dir in "$src"/corpus/*/; do
   tail -1 "$tmp/r.err"
 done
 
+"$bin/fuzz_safetensors_replay" "$src/corpus/fuzz_safetensors" 2>"$tmp/r.err" \
+  || fail "sanitized fuzz_safetensors_replay: $(grep -v '^replaying' "$tmp/r.err" | tail -30)"
+tail -1 "$tmp/r.err"
+
 if [ $libfuzzer = 0 ]; then
   echo "SKIP: libFuzzer part: $why"
 else
@@ -65,6 +71,10 @@ else
   "$bin/fuzz_decode_cpu" -seed=1 -max_total_time=60 -max_len=2048 -artifact_prefix="$tmp/art/" "$tmp/cpu" \
     >"$tmp/lf.log" 2>&1 || fail "fuzz_decode_cpu failed on the production CPU kernels: $(tail -60 "$tmp/lf.log")"
   grep -E "DONE" "$tmp/lf.log"
+  mkdir -p "$tmp/st"
+  cp "$src"/corpus/fuzz_safetensors/* "$tmp/st/"
+  "$bin/fuzz_safetensors" -seed=1 -max_total_time=20 -max_len=4096 -artifact_prefix="$tmp/art/" \
+    "$tmp/st" >"$tmp/lf.log" 2>&1 || fail "fuzz_safetensors found a problem: $(tail -40 "$tmp/lf.log")"
 
   # The planted bug, from a case where it does not show (every last page full).
   cp "$src/corpus/fuzz_decode_cpu/59-full-last-pages.kvfz" "$tmp/planted/"

@@ -18,6 +18,7 @@
 #define HEADER_MAGIC "KVFZ"
 #define SECTION_OVERRIDES 0x01u
 #define SECTION_EXPLICIT 0x02u
+#define SECTION_ORIGIN 0x04u
 #define OVERRIDE_RECORD_BYTES 13u
 
 typedef struct reader {
@@ -230,7 +231,6 @@ static int check_budgets(const kvf_recipe *rp, const kvf_limits *lim, kvf_error 
 }
 
 /* Shared by the decoder and kvf_case_build (for hand-made specs): the recipe's own domain. */
-int kvf_recipe_check(const kvf_recipe *rc_, const kvf_limits *lim, kvf_error *err);
 int kvf_recipe_check(const kvf_recipe *rp, const kvf_limits *lim, kvf_error *err) {
     if (rp->num_qo_heads < 1 || rp->num_kv_heads < 1)
         return kvf_error_set(err, KVF_EINVAL,
@@ -365,6 +365,56 @@ static int decode_dist(reader *r, kvf_dist *d, const char *field) {
     return rc;
 }
 
+static int name_char_ok(char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '_' || ch == '.' || ch == '-';
+}
+
+int kvf_origin_name_ok(const char *s) {
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (!name_char_ok(s[n])) return 0;
+    return n >= 1 && n <= KVF_ORIGIN_NAME_MAX;
+}
+
+/* A length byte (1..KVF_ORIGIN_NAME_MAX) and that many name characters. */
+static int decode_name(reader *r, char *dst, const char *field) {
+    uint8_t n;
+    int rc = read_u8(r, &n, field);
+    if (rc) return rc;
+    if (n < 1 || n > KVF_ORIGIN_NAME_MAX)
+        return kvf_error_set(r->err, KVF_EFORMAT, "%s at byte %zu has length %u, outside [1, %d]",
+                             field, r->offset - 1, n, KVF_ORIGIN_NAME_MAX);
+    if ((rc = need(r, n, field))) return rc;
+    /* Every one of the n bytes, a NUL included, must be a name character: a shorter string
+     * would encode to other bytes. */
+    for (uint8_t i = 0; i < n; i++)
+        if (!name_char_ok((char)r->p[i]))
+            return kvf_error_set(r->err, KVF_EFORMAT,
+                                 "%s at byte %zu holds a character outside [A-Za-z0-9_.-]", field,
+                                 r->offset + i);
+    memcpy(dst, r->p, n);
+    dst[n] = 0;
+    advance(r, n);
+    return 0;
+}
+
+static int decode_origin(reader *r, kvf_origin *o) {
+    int rc;
+    if ((rc = decode_name(r, o->definition, "the origin's definition name")) ||
+        (rc = decode_name(r, o->workload_uuid, "the origin's workload uuid")) ||
+        (rc = read_u8(r, &o->random_inputs, "the origin's random-input flags")))
+        return rc;
+    if (o->random_inputs & ~KVF_ORIGIN_RANDOM_ALL)
+        return kvf_error_set(r->err, KVF_EFORMAT,
+                             "the origin's random-input flags 0x%02x use undefined bits",
+                             o->random_inputs);
+    if ((rc = read_zero(r, 3, "the origin's reserved bytes")) ||
+        (rc = read_u64(r, &o->random_seed, "the origin's random seed")))
+        return rc;
+    return 0;
+}
+
 int kvf_spec_decode(kvf_spec *out, const uint8_t *data, size_t size, const kvf_limits *lim,
                     kvf_error *err) {
     memset(out, 0, sizeof *out);
@@ -382,7 +432,7 @@ int kvf_spec_decode(kvf_spec *out, const uint8_t *data, size_t size, const kvf_l
                              "format version %u is not supported (this is version %d)", version,
                              KVF_FORMAT_VERSION);
     if ((rc = read_u8(&r, &sections, "the section flags"))) return rc;
-    if (sections & ~(SECTION_OVERRIDES | SECTION_EXPLICIT))
+    if (sections & ~(SECTION_OVERRIDES | SECTION_EXPLICIT | SECTION_ORIGIN))
         return kvf_error_set(err, KVF_EFORMAT, "section flags 0x%02x use undefined bits", sections);
     uint32_t scale_bits;
     uint16_t batch;
@@ -503,6 +553,8 @@ int kvf_spec_decode(kvf_spec *out, const uint8_t *data, size_t size, const kvf_l
         read_bf16_array(&r, ex->v_cache, pool * page_elems, "explicit v_cache");
         out->has_explicit = 1;
     }
+    if ((sections & SECTION_ORIGIN) && (rc = decode_origin(&r, &out->origin))) goto fail;
+    out->has_origin = (sections & SECTION_ORIGIN) != 0;
     if (r.left) {
         rc = kvf_error_set(err, KVF_EFORMAT, "%zu unexpected bytes follow the case at byte %zu",
                            r.left, r.offset);
@@ -526,7 +578,8 @@ int kvf_spec_encode(const kvf_spec *s, uint8_t **out_data, size_t *out_size, kvf
     put(&w, HEADER_MAGIC, 4);
     put_u8(&w, KVF_FORMAT_VERSION);
     put_u8(&w, (uint8_t)((s->num_overrides ? SECTION_OVERRIDES : 0) |
-                         (s->has_explicit ? SECTION_EXPLICIT : 0)));
+                         (s->has_explicit ? SECTION_EXPLICIT : 0) |
+                         (s->has_origin ? SECTION_ORIGIN : 0)));
     put_u16(&w, 0);
     put_u8(&w, rp->num_qo_heads);
     put_u8(&w, rp->num_kv_heads);
@@ -569,6 +622,25 @@ int kvf_spec_encode(const kvf_spec *s, uint8_t **out_data, size_t *out_size, kvf
         put_bf16_array(&w, ex->q, (int64_t)rp->batch_size * rp->num_qo_heads * rp->head_dim);
         put_bf16_array(&w, ex->k_cache, ex->num_pages * page_elems);
         put_bf16_array(&w, ex->v_cache, ex->num_pages * page_elems);
+    }
+    if (s->has_origin) {
+        const kvf_origin *o = &s->origin;
+        if (!kvf_origin_name_ok(o->definition) || !kvf_origin_name_ok(o->workload_uuid) ||
+            (o->random_inputs & ~KVF_ORIGIN_RANDOM_ALL)) {
+            free(w.p);
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "the case's origin has a name outside [A-Za-z0-9_.-]{1,%d} or "
+                                 "undefined random-input flags",
+                                 KVF_ORIGIN_NAME_MAX);
+        }
+        put_u8(&w, (uint8_t)strlen(o->definition));
+        put(&w, o->definition, strlen(o->definition));
+        put_u8(&w, (uint8_t)strlen(o->workload_uuid));
+        put(&w, o->workload_uuid, strlen(o->workload_uuid));
+        put_u8(&w, o->random_inputs);
+        put_u8(&w, 0);
+        put_u16(&w, 0);
+        put_u64(&w, o->random_seed);
     }
     if (w.failed) {
         free(w.p);

@@ -1,6 +1,6 @@
-/* The case file's content (docs/design.md §6): a compact recipe, optional explicit overrides
- * and optional explicit tensors; its .kvfz v1 codec; and the deterministic generator that
- * expands a spec into a kvf_case.
+/* The case file's content (docs/design.md §6): a compact recipe, optional explicit overrides,
+ * optional explicit tensors and an optional origin (an imported workload's names); its .kvfz v1
+ * codec; and the deterministic generator that expands a spec into a kvf_case.
  *
  * Ownership: a kvf_spec owns its arrays (per-sequence lists, overrides, explicit tensors);
  * kvf_spec_free() releases them. kvf_spec_encode() returns a malloc'd buffer the caller frees.
@@ -114,12 +114,35 @@ typedef struct kvf_explicit {
     kvf_bf16 *v_cache;   /* [P][S][Hk][D] */
 } kvf_explicit;
 
+/* Where an imported case came from (docs/case-format.md, "Origin"; docs/fib.md): the
+ * FlashInfer-Bench definition and workload, and which of q, k_cache and v_cache the workload
+ * left `random`, drawn by kvfuzz from random_seed. Names hold 1..KVF_ORIGIN_NAME_MAX
+ * characters of [A-Za-z0-9_.-], so they can name files. */
+#define KVF_ORIGIN_NAME_MAX 128
+enum {
+    KVF_ORIGIN_RANDOM_Q = 1u << 0,
+    KVF_ORIGIN_RANDOM_K = 1u << 1,
+    KVF_ORIGIN_RANDOM_V = 1u << 2,
+    KVF_ORIGIN_RANDOM_ALL = 0x7u
+};
+typedef struct kvf_origin {
+    char definition[KVF_ORIGIN_NAME_MAX + 1];
+    char workload_uuid[KVF_ORIGIN_NAME_MAX + 1];
+    uint8_t random_inputs; /* KVF_ORIGIN_RANDOM_* bits */
+    uint64_t random_seed;  /* the seed of the random inputs' values */
+} kvf_origin;
+
+/* Whether s is a valid origin name (see kvf_origin). */
+int kvf_origin_name_ok(const char *s);
+
 typedef struct kvf_spec {
     kvf_recipe recipe;
     kvf_override *overrides;
     uint32_t num_overrides;
     int has_explicit;
     kvf_explicit explicit_tensors;
+    int has_origin;
+    kvf_origin origin;
 } kvf_spec;
 
 /* Decodes a .kvfz v1 byte string. Any byte string either decodes (return 0) or is rejected
@@ -127,6 +150,9 @@ typedef struct kvf_spec {
  * is valid (e.g. an override's page id) is kvf_case_build()'s job. */
 int kvf_spec_decode(kvf_spec *out, const uint8_t *data, size_t size, const kvf_limits *limits,
                     kvf_error *err);
+
+/* Checks a recipe's own domain (what the decoder checks of it) and the limits. */
+int kvf_recipe_check(const kvf_recipe *recipe, const kvf_limits *limits, kvf_error *err);
 
 /* Encodes canonically: decode(encode(s)) == s, and encode(decode(b)) == b for accepted b. */
 int kvf_spec_encode(const kvf_spec *spec, uint8_t **out_data, size_t *out_size, kvf_error *err);

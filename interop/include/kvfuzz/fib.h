@@ -1,0 +1,76 @@
+/* FlashInfer-Bench (FIB) datasets (docs/fib.md): reading gqa_paged_decode definitions and
+ * workloads into kvfuzz case specs, and writing a case back as a FIB definition, workload and
+ * safetensors blob.
+ *
+ * A dataset is definitions/<op_type>/<def>.json, workloads/<op_type>/<def>.jsonl (one trace
+ * object {definition, workload: {uuid, axes, inputs}, solution: null, evaluation: null} per
+ * line; a bare workload object is accepted too), blob/workloads/<op_type>/<def>/
+ * <def>_<uuid>.safetensors and traces/<op_type>/<def>.jsonl. An input is {type: random},
+ * {type: scalar, value} or {type: safetensors, path, tensor_key}, the path relative to the
+ * dataset root.
+ *
+ * Ownership: kvf_fib_definition is a plain struct (no heap). kvf_fib_import fills a
+ * caller-owned kvf_spec (kvf_spec_free releases it). kvf_fib_definition_json returns malloc'd text
+ * and kvf_fib_export a malloc'd line, which the caller frees. Errors, one sentence each:
+ * KVF_EINVAL (JSON that is not what FIB writes, a definition that is not paged decode, a
+ * dtype FIB does not know or kvfuzz does not run, a shape or dtype that disagrees with the
+ * definition, a random page table, a kv_indptr or kv_last_page_len kvfuzz cannot take),
+ * KVF_EFORMAT (a blob that is not safetensors, or a Git LFS pointer), KVF_ELIMIT (sizes
+ * past kvf_limits, a safetensors header over 100 MB), KVF_EIO, KVF_ENOMEM. */
+#ifndef KVFUZZ_FIB_H
+#define KVFUZZ_FIB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvfuzz/spec.h"
+
+#define KVF_FIB_OP_TYPE "gqa_paged"
+#define KVF_FIB_FAMILY "gqa_paged_decode"
+
+typedef struct kvf_fib_definition {
+    char name[KVF_ORIGIN_NAME_MAX + 1];
+    char op_type[KVF_ORIGIN_NAME_MAX + 1];
+    int32_t num_qo_heads, num_kv_heads, head_dim, page_size; /* its const axes */
+    int has_last_page_len; /* 0: no kv_last_page_len input, every last page full (S = 1) */
+} kvf_fib_definition;
+
+/* Reads a definition and checks that it is gqa_paged_decode as kvfuzz runs it: inputs q,
+ * k_cache, v_cache, kv_indptr, kv_indices[, kv_last_page_len], sm_scale with FIB's shapes and
+ * bfloat16 / int32 / float32 dtypes, outputs output and lse, the four head and page axes
+ * const. `what` names the text in messages. */
+int kvf_fib_definition_parse(kvf_fib_definition *out, const char *text, size_t size,
+                             const char *what, kvf_error *err);
+int kvf_fib_definition_load(kvf_fib_definition *out, const char *path, kvf_error *err);
+
+typedef struct kvf_fib_import_opts {
+    const char *root;  /* the dataset root that relative safetensors paths start from */
+    uint64_t seed;     /* of the values of random q, k_cache and v_cache */
+    kvf_limits limits; /* of the case; blobs are read up to the size such a case can have */
+} kvf_fib_import_opts;
+
+/* One workload (a JSONL line) of definition `def` into a spec with explicit tensors and an
+ * origin. Random q / k_cache / v_cache are drawn from opts->seed (normal, variance 1, rounded
+ * to bf16; one stream per input), unless the blob's metadata records the random inputs and
+ * seed of an earlier import (kvf_fib_export writes it), which the origin then keeps. */
+int kvf_fib_import(kvf_spec *out, const kvf_fib_definition *def, const char *line, size_t size,
+                   const char *what, const kvf_fib_import_opts *opts, kvf_error *err);
+
+/* The definition name FIB gives the shape: gqa_paged_decode_h20_kv4_d128_ps64. */
+void kvf_fib_definition_name(char *out, size_t size, int32_t num_qo_heads, int32_t num_kv_heads,
+                             int32_t head_dim, int32_t page_size);
+
+/* The definition JSON for a shape (pretty-printed, newline-terminated): axes, inputs,
+ * outputs, constraints and a torch reference with FIB's semantics (docs/fib.md). */
+char *kvf_fib_definition_json(int32_t num_qo_heads, int32_t num_kv_heads, int32_t head_dim,
+                              int32_t page_size);
+
+/* Writes case c (built from spec) as a FIB workload into the dataset at root: its blob
+ * blob/workloads/gqa_paged/<def>/<def>_<uuid>.safetensors with every input tensor (the
+ * origin's random inputs and seed in its metadata), and returns in *line the workload JSON
+ * (one line, no newline: {"uuid", "axes", "inputs"}) that names it. def_name and uuid must be
+ * origin names. */
+int kvf_fib_export(const char *root, const char *def_name, const char *uuid, const kvf_spec *spec,
+                   const kvf_case *c, char **line, kvf_error *err);
+
+#endif

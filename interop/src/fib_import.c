@@ -1,0 +1,400 @@
+/* FIB workloads into case specs (fib.h, docs/fib.md "Import"). */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fib_internal.h"
+#include "kvfuzz/prng.h"
+#include "kvfuzz/safetensors.h"
+
+#define MAX_BLOBS 16
+
+typedef struct import_ctx {
+    const kvf_fib_definition *def;
+    const kvf_fib_import_opts *opts;
+    const char *uuid;
+    char paths[MAX_BLOBS][PATH_MAX];
+    kvf_st_file blobs[MAX_BLOBS];
+    int nblobs;
+    kvf_error *err;
+} import_ctx;
+
+static void ctx_free(import_ctx *x) {
+    for (int i = 0; i < x->nblobs; i++)
+        kvf_st_free(&x->blobs[i]);
+}
+
+static int load_blob(import_ctx *x, const char *rel, const kvf_st_file **out) {
+    char path[PATH_MAX];
+    const char *root = x->opts->root && *x->opts->root ? x->opts->root : ".";
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", rel[0] == '/' ? "" : root, rel) >= sizeof path)
+        return kvf_error_set(x->err, KVF_EINVAL, "workload %s's blob path %.80s is too long",
+                             x->uuid, rel);
+    const char *p = rel[0] == '/' ? rel : path;
+    for (int i = 0; i < x->nblobs; i++)
+        if (strcmp(x->paths[i], p) == 0) {
+            *out = &x->blobs[i];
+            return 0;
+        }
+    if (x->nblobs == MAX_BLOBS)
+        return kvf_error_set(x->err, KVF_ELIMIT, "workload %s reads more than %d blob files",
+                             x->uuid, MAX_BLOBS);
+    /* A blob holds at most what a case may hold (its tensors within the resident limit). */
+    size_t max = (size_t)x->opts->limits.max_resident_bytes * 2 + ((size_t)64 << 20);
+    int rc = kvf_st_load(&x->blobs[x->nblobs], p, max, x->err);
+    if (rc) return rc;
+    snprintf(x->paths[x->nblobs], PATH_MAX, "%s", p);
+    *out = &x->blobs[x->nblobs++];
+    return 0;
+}
+
+static void shape_text(char *buf, size_t n, int rank, const int64_t *shape) {
+    size_t at = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < rank && at < n; i++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%" PRId64, i ? ", " : "", shape[i]);
+    if (at < n) snprintf(buf + at, n - at, "]");
+}
+
+/* The stored tensor of input `in`, checked against the definition's dtype and the shape the
+ * workload's axes give it. */
+static int get_tensor(import_ctx *x, json_t *desc, int in, int rank, const int64_t *shape,
+                      const kvf_st_tensor **out) {
+    const kvf__fib_tensor *w = &kvf__fib_inputs[in];
+    const char *path = kvf__fib_get_str(desc, "path"), *key = kvf__fib_get_str(desc, "tensor_key");
+    if (!path || !*path || !key || !*key)
+        return kvf_error_set(x->err, KVF_EINVAL,
+                             "workload %s's input %s is safetensors without a path and tensor_key",
+                             x->uuid, w->name);
+    const kvf_st_file *f = NULL;
+    int rc = load_blob(x, path, &f);
+    if (rc) return rc;
+    const kvf_st_tensor *t = kvf_st_find(f, key);
+    if (!t)
+        return kvf_error_set(x->err, KVF_EINVAL,
+                             "workload %s's blob %.120s has no tensor \"%.40s\"", x->uuid, path,
+                             key);
+    int same = t->dtype == w->st_dtype && t->rank == rank;
+    for (int i = 0; same && i < rank; i++)
+        same = t->shape[i] == shape[i];
+    /* A scalar may also be stored with shape [1]. */
+    if (rank == 0 && t->dtype == w->st_dtype && t->rank == 1 && t->shape[0] == 1) same = 1;
+    if (!same) {
+        char have[160], want[160];
+        shape_text(have, sizeof have, t->rank, t->shape);
+        shape_text(want, sizeof want, rank, shape);
+        return kvf_error_set(x->err, KVF_EINVAL,
+                             "workload %s's %s is %s %s in %.100s, but the definition says %s %s",
+                             x->uuid, w->name, kvf_st_dtype_name(t->dtype), have, path, w->dtype,
+                             want);
+    }
+    *out = t;
+    return 0;
+}
+
+static int32_t le_i32(const uint8_t *p) {
+    return (int32_t)((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+                     ((uint32_t)p[3] << 24));
+}
+
+static void fill_random(kvf_bf16 *dst, int64_t n, uint64_t seed, uint64_t stream) {
+    kvf_prng rng;
+    kvf_prng_seed_stream(&rng, seed, stream);
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = kvf_f32_to_bf16_rne((float)kvf_prng_normal(&rng));
+}
+
+static int parse_random_meta(import_ctx *x, const kvf_st_file *f, kvf_origin *o) {
+    const char *inputs = kvf_st_meta(f, "kvfuzz.random_inputs");
+    const char *seed = kvf_st_meta(f, "kvfuzz.random_seed");
+    if (!inputs && !seed) return 0;
+    uint8_t bits = 0;
+    char *end = NULL;
+    int bad = !inputs || !seed || !*seed || *seed == '-';
+    if (!bad) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s", inputs);
+        for (char *tok = strtok(buf, ","); tok && !bad; tok = strtok(NULL, ",")) {
+            if (strcmp(tok, "q") == 0)
+                bits |= KVF_ORIGIN_RANDOM_Q;
+            else if (strcmp(tok, "k_cache") == 0)
+                bits |= KVF_ORIGIN_RANDOM_K;
+            else if (strcmp(tok, "v_cache") == 0)
+                bits |= KVF_ORIGIN_RANDOM_V;
+            else
+                bad = 1;
+        }
+        errno = 0;
+        unsigned long long v = strtoull(seed, &end, 10);
+        bad |= errno != 0 || *end != 0 || strlen(inputs) >= sizeof buf;
+        o->random_seed = v;
+    }
+    if (bad)
+        return kvf_error_set(x->err, KVF_EINVAL,
+                             "workload %s's blob metadata kvfuzz.random_inputs / "
+                             "kvfuzz.random_seed is not a list of q, k_cache, v_cache and a seed",
+                             x->uuid);
+    o->random_inputs = bits;
+    return 0;
+}
+
+static int axis_value(import_ctx *x, json_t *axes, const char *name, int64_t *v) {
+    json_t *a = json_object_get(axes, name);
+    if (!json_is_integer(a) || json_integer_value(a) < 0)
+        return kvf_error_set(x->err, KVF_EINVAL,
+                             "workload %s has no non-negative integer value for the axis %s",
+                             x->uuid, name);
+    *v = json_integer_value(a);
+    return 0;
+}
+
+int kvf_fib_import(kvf_spec *out, const kvf_fib_definition *def, const char *line, size_t size,
+                   const char *what, const kvf_fib_import_opts *opts, kvf_error *err) {
+    memset(out, 0, sizeof *out);
+    json_error_t jerr;
+    json_t *root = json_loadb(line, size, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return kvf_error_set(err, KVF_EINVAL, "%s is not JSON: %s (column %d)", what, jerr.text,
+                             jerr.column);
+    import_ctx x = {.def = def, .opts = opts, .uuid = "?", .err = err};
+    int rc = 0;
+    json_t *w = json_object_get(root, "workload");
+    if (!json_is_object(root)) {
+        rc = kvf_error_set(err, KVF_EINVAL, "%s is not a JSON object", what);
+        goto done;
+    }
+    if (w) {
+        const char *dn = kvf__fib_get_str(root, "definition");
+        if (!dn || strcmp(dn, def->name) != 0) {
+            rc = kvf_error_set(err, KVF_EINVAL, "%s is a workload of %.80s, not of %s", what,
+                               dn ? dn : "no definition", def->name);
+            goto done;
+        }
+    } else {
+        w = root;
+    }
+    const char *uuid = kvf__fib_get_str(w, "uuid");
+    json_t *axes = json_object_get(w, "axes"), *inputs = json_object_get(w, "inputs");
+    if (!json_is_object(w) || !uuid || !kvf_origin_name_ok(uuid)) {
+        rc = kvf_error_set(err, KVF_EINVAL,
+                           "%s has no workload uuid of 1 to %d characters [A-Za-z0-9_.-]", what,
+                           KVF_ORIGIN_NAME_MAX);
+        goto done;
+    }
+    x.uuid = uuid;
+    if (!json_is_object(axes) || !json_is_object(inputs)) {
+        rc = kvf_error_set(err, KVF_EINVAL, "workload %s has no axes and inputs objects", uuid);
+        goto done;
+    }
+    int64_t batch, pool, len_indptr, entries;
+    if ((rc = axis_value(&x, axes, "batch_size", &batch)) ||
+        (rc = axis_value(&x, axes, "num_pages", &pool)) ||
+        (rc = axis_value(&x, axes, "len_indptr", &len_indptr)) ||
+        (rc = axis_value(&x, axes, "num_kv_indices", &entries)))
+        goto done;
+    if (len_indptr != batch + 1) {
+        rc = kvf_error_set(err, KVF_EINVAL,
+                           "workload %s has len_indptr %" PRId64 " but batch_size %" PRId64
+                           " (FIB's constraint is len_indptr == batch_size + 1)",
+                           uuid, len_indptr, batch);
+        goto done;
+    }
+    const kvf_limits *lim = &opts->limits;
+    int64_t hq = def->num_qo_heads, hk = def->num_kv_heads, d = def->head_dim, s = def->page_size;
+    if (hq > 255 || hk > 255 || hq > lim->max_qo_heads || d > lim->max_head_dim ||
+        s > lim->max_page_size || batch > 65535 || batch > lim->max_batch ||
+        pool > lim->max_pool_pages || pool > INT32_MAX || entries > lim->max_table_entries) {
+        rc = kvf_error_set(err, KVF_ELIMIT,
+                           "workload %s (batch %" PRId64 ", %" PRId64 " pages of %" PRId64
+                           ", %" PRId64 " table entries, %" PRId64 " q heads) exceeds kvfuzz's "
+                           "case limits",
+                           uuid, batch, pool, s, entries, hq);
+        goto done;
+    }
+    int64_t page_elems = s * hk * d, q_elems = batch * hq * d;
+    if (pool * page_elems * 2 > lim->max_pool_bytes ||
+        pool * page_elems * 4 + q_elems * 2 > lim->max_resident_bytes) {
+        rc = kvf_error_set(err, KVF_ELIMIT,
+                           "workload %s's page pool of %" PRId64 " pages (%" PRId64
+                           " bytes per cache) exceeds kvfuzz's size limits",
+                           uuid, pool, pool * page_elems * 2);
+        goto done;
+    }
+    /* Every input the workload describes must be one the definition has. */
+    const char *key;
+    json_t *desc;
+    json_object_foreach(inputs, key, desc) {
+        int known = 0;
+        for (int i = 0; i < IN_COUNT; i++)
+            known |= strcmp(key, kvf__fib_inputs[i].name) == 0 &&
+                     (i != IN_LAST || def->has_last_page_len);
+        const char *type = kvf__fib_get_str(desc, "type");
+        if (!known) {
+            rc = kvf_error_set(err, KVF_EINVAL, "workload %s has an input %.40s that %s does not",
+                               uuid, key, def->name);
+            goto done;
+        }
+        if (!type ||
+            (strcmp(type, "random") && strcmp(type, "scalar") && strcmp(type, "safetensors"))) {
+            rc = kvf_error_set(err, KVF_EINVAL,
+                               "workload %s's input %s has type %.32s, not random, scalar or "
+                               "safetensors",
+                               uuid, key, type ? type : "(none)");
+            goto done;
+        }
+    }
+    int64_t shapes[IN_COUNT][4] = {
+        {batch, hq, d}, {pool, s, hk, d}, {pool, s, hk, d}, {batch + 1}, {entries}, {batch}, {0}};
+    const kvf_st_tensor *t[IN_COUNT] = {0};
+    uint8_t random_bits = 0;
+    for (int i = 0; i < IN_COUNT; i++) {
+        if (i == IN_LAST && !def->has_last_page_len) continue;
+        const kvf__fib_tensor *wi = &kvf__fib_inputs[i];
+        desc = json_object_get(inputs, wi->name);
+        const char *type =
+            desc ? kvf__fib_get_str(desc, "type") : "random"; /* absent: FIB draws it */
+        if (strcmp(type, "safetensors") == 0) {
+            if ((rc = get_tensor(&x, desc, i, wi->rank < 0 ? 0 : wi->rank, shapes[i], &t[i])))
+                goto done;
+            continue;
+        }
+        if (i == IN_SCALE && strcmp(type, "scalar") == 0) continue;
+        if (i <= IN_V && strcmp(type, "random") == 0) {
+            random_bits |= (uint8_t)(1u << i);
+            continue;
+        }
+        if (strcmp(type, "random") == 0 && i >= IN_INDPTR && i <= IN_LAST)
+            rc = kvf_error_set(
+                err, KVF_EINVAL,
+                "workload %s leaves %s random: FIB would fill it with randint(-1024, 1024), "
+                "which is no valid page table%s; kvfuzz needs it stored in a blob",
+                uuid, wi->name,
+                i == IN_LAST ? " (FIB's decode tracing saves only kv_indptr, "
+                               "kv_indices and sm_scale)"
+                             : "");
+        else
+            rc = kvf_error_set(err, KVF_EINVAL,
+                               "workload %s's %s is %s, which kvfuzz cannot take for it (%s)", uuid,
+                               wi->name, type,
+                               i == IN_SCALE ? "give a scalar value or a float32 tensor"
+                                             : "give a tensor or leave it random");
+        goto done;
+    }
+    /* The page table. */
+    const uint8_t *ip = t[IN_INDPTR]->data, *ix = t[IN_INDICES]->data;
+    if (le_i32(ip) != 0) {
+        rc = kvf_error_set(err, KVF_EINVAL, "workload %s's kv_indptr[0] is %d, not 0", uuid,
+                           le_i32(ip));
+        goto done;
+    }
+    if (le_i32(ip + 4 * batch) != entries) {
+        rc =
+            kvf_error_set(err, KVF_EINVAL,
+                          "workload %s's kv_indptr ends at %d but there are %" PRId64 " kv_indices",
+                          uuid, le_i32(ip + 4 * batch), entries);
+        goto done;
+    }
+    kvf_recipe *rp = &out->recipe;
+    rp->num_qo_heads = (uint8_t)hq;
+    rp->num_kv_heads = (uint8_t)hk;
+    rp->head_dim = (uint16_t)d;
+    rp->page_size = (uint16_t)s;
+    rp->table = KVF_TABLE_CONTIGUOUS;
+    rp->seed = opts->seed;
+    if ((rc = kvf_spec_set_batch(out, (uint16_t)batch, err))) goto done;
+    for (int64_t b = 0; b < batch; b++) {
+        int32_t lo = le_i32(ip + 4 * b), hi = le_i32(ip + 4 * (b + 1));
+        if (hi < lo || hi - lo > 65535) {
+            rc = kvf_error_set(err, KVF_EINVAL,
+                               "workload %s's kv_indptr gives sequence %" PRId64 " %d pages "
+                               "(%d to %d), outside [0, 65535]",
+                               uuid, b, hi - lo, lo, hi);
+            goto done;
+        }
+        int32_t last = def->has_last_page_len ? le_i32(t[IN_LAST]->data + 4 * b) : 1;
+        if (hi > lo && (last < 1 || last > s)) {
+            rc = kvf_error_set(err, KVF_EINVAL,
+                               "workload %s's kv_last_page_len[%" PRId64
+                               "] is %d, outside 1..%" PRId64
+                               " (the page size); FIB's reference would have clamped it "
+                               "silently",
+                               uuid, b, last, s);
+            goto done;
+        }
+        rp->num_pages[b] = (uint16_t)(hi - lo);
+        /* An empty sequence reads no page: FIB's reference gives o = 0, lse = -inf whatever its
+         * kv_last_page_len, and kvfuzz's case model writes that as 0. */
+        rp->last_page_len[b] = (uint16_t)(hi > lo ? last : 0);
+    }
+    float scale;
+    if (t[IN_SCALE]) {
+        scale = kvf_f32_from_bits((uint32_t)le_i32(t[IN_SCALE]->data));
+    } else {
+        json_t *v = json_object_get(json_object_get(inputs, "sm_scale"), "value");
+        if (!json_is_number(v)) {
+            rc = kvf_error_set(err, KVF_EINVAL, "workload %s's sm_scale scalar has no number value",
+                               uuid);
+            goto done;
+        }
+        scale = (float)json_number_value(v);
+    }
+    if (!isfinite(scale)) {
+        rc = kvf_error_set(err, KVF_EINVAL, "workload %s's sm_scale %g is not a finite float32",
+                           uuid, (double)scale);
+        goto done;
+    }
+    rp->sm_scale = scale;
+    if ((rc = kvf_recipe_check(rp, lim, err))) goto done;
+
+    kvf_explicit *ex = &out->explicit_tensors;
+    int64_t pool_elems = pool * page_elems;
+    ex->num_pages = pool;
+    ex->kv_indices = malloc((size_t)(entries ? entries : 1) * 4);
+    ex->q = malloc((size_t)(q_elems ? q_elems : 1) * 2);
+    ex->k_cache = malloc((size_t)(pool_elems ? pool_elems : 1) * 2);
+    ex->v_cache = malloc((size_t)(pool_elems ? pool_elems : 1) * 2);
+    if (!ex->kv_indices || !ex->q || !ex->k_cache || !ex->v_cache) {
+        rc = kvf_error_set(err, KVF_ENOMEM, "out of memory importing workload %s", uuid);
+        goto done;
+    }
+    out->has_explicit = 1;
+    for (int64_t i = 0; i < entries; i++) {
+        int32_t id = le_i32(ix + 4 * i);
+        if (id < 0 || id >= pool) {
+            rc = kvf_error_set(err, KVF_EINVAL,
+                               "workload %s's kv_indices[%" PRId64 "] = %d is outside the page "
+                               "pool [0, %" PRId64 ")",
+                               uuid, i, id, pool);
+            goto done;
+        }
+        ex->kv_indices[i] = id;
+    }
+    kvf_bf16 *dst[3] = {ex->q, ex->k_cache, ex->v_cache};
+    int64_t counts[3] = {q_elems, pool_elems, pool_elems};
+    for (int i = 0; i < 3; i++) {
+        if (t[i])
+            memcpy(dst[i], t[i]->data, (size_t)counts[i] * 2);
+        else
+            fill_random(dst[i], counts[i], opts->seed, (uint64_t)i + 1);
+    }
+    out->has_origin = 1;
+    kvf_origin *o = &out->origin;
+    snprintf(o->definition, sizeof o->definition, "%s", def->name);
+    snprintf(o->workload_uuid, sizeof o->workload_uuid, "%s", uuid);
+    o->random_inputs = random_bits;
+    o->random_seed = opts->seed;
+    /* A blob kvfuzz exported remembers which inputs an earlier import drew, and from what. */
+    for (int i = 0; !random_bits && i < x.nblobs; i++)
+        if (kvf_st_find(&x.blobs[i],
+                        kvf__fib_get_str(json_object_get(inputs, "q"), "tensor_key")) == t[IN_Q] &&
+            (rc = parse_random_meta(&x, &x.blobs[i], o)))
+            goto done;
+done:
+    ctx_free(&x);
+    json_decref(root);
+    if (rc) kvf_spec_free(out);
+    return rc;
+}

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# FlashInfer-Bench interop (docs/fib.md) against golden data that tests/fib_golden.py writes with
+# json and struct only: the import keeps every stored tensor bit for bit, the definition name,
+# the workload uuid and the random inputs' seed; a workload of the seed definition gives the
+# seed preset's case shape; the export writes the definition, workloads, blobs and traces FIB
+# reads, puts the fib verdict beside strict's, and import -> export -> import is identical;
+# every malformed input is refused with exit 2 and one sentence.
+set -u
+kvfuzz=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") # absolute: one check runs from elsewhere
+src=$2
+mkdir -p "$3"
+work=$(cd "$3" && pwd)
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+rm -rf "$work"
+mkdir -p "$work"
+golden="python3 $src/tests/fib_golden.py"
+seed_def=$src/fib/definitions/gqa_paged/gqa_paged_decode_h20_kv4_d128_ps64.json
+$golden make "$work/g" "$seed_def" || { echo "FAIL: cannot write the golden data"; exit 1; }
+good=$work/g/good
+D=gqa_paged_decode_h4_kv2_d8_ps4
+S=gqa_paged_decode_h20_kv4_d128_ps64
+
+# ---- import ------------------------------------------------------------------------------------
+"$kvfuzz" import-fib -o "$work/A" "$good" >"$work/import.out" 2>"$work/import.err" \
+  || fail "import of the golden dataset: $(cat "$work/import.err")"
+grep -q "5 case(s) written" "$work/import.out" || fail "import wrote: $(cat "$work/import.out")"
+grep -q "skipped 1 definitions that are not gqa_paged_decode" "$work/import.err" \
+  || fail "the gemm definition was not reported as skipped: $(cat "$work/import.err")"
+for u in w-all-stored w-random-q w-random-qkv; do
+  $golden check-kvfz "$work/A/${D}_$u.kvfz" $u || fail "imported $u differs from the golden data"
+done
+$golden check-kvfz "$work/A/${S}_seed-w1.kvfz" seed-w1 || fail "imported seed-w1 differs from the golden data"
+$golden check-kvfz "$work/A/gqa_paged_decode_h4_kv2_d8_ps1_w-ps1.kvfz" w-ps1 || fail "imported w-ps1 differs from the golden data"
+"$kvfuzz" show "$work/A/${D}_w-random-q.kvfz" >"$work/show.json" 2>&1 || fail "show: $(cat "$work/show.json")"
+grep -q '"origin": {"definition": "gqa_paged_decode_h4_kv2_d8_ps4", "workload_uuid": "w-random-q", "random_inputs": \["q"\], "random_seed": 0}' \
+  "$work/show.json" || fail "show does not print the origin: $(grep origin "$work/show.json")"
+
+# The seed definition's workload has the seed preset's shape.
+"$kvfuzz" gen --preset seed-h20kv4 --seed 1 -o "$work/preset.kvfz" >/dev/null || fail "gen --preset seed-h20kv4"
+"$kvfuzz" show "$work/preset.kvfz" | grep -E '"(shape|batch_size|num_pages|total_tokens)"' >"$work/preset.shape"
+"$kvfuzz" show "$work/A/${S}_seed-w1.kvfz" | grep -E '"(shape|batch_size|num_pages|total_tokens)"' >"$work/seed.shape"
+[ "$(wc -l <"$work/seed.shape")" -eq 4 ] && cmp -s "$work/preset.shape" "$work/seed.shape" \
+  || fail "the imported seed workload's shape differs from the preset's: $(diff "$work/preset.shape" "$work/seed.shape")"
+
+# The same seed gives the same bytes; another seed other random values, recorded.
+"$kvfuzz" import-fib -o "$work/A2" "$good" >/dev/null 2>&1
+for f in "$work"/A/*.kvfz; do cmp -s "$f" "$work/A2/$(basename "$f")" || fail "a second import of $(basename "$f") differs"; done
+"$kvfuzz" import-fib --seed 5 --definition $D -o "$work/A5" "$good" >/dev/null 2>&1 || fail "import --seed 5 --definition"
+[ "$(ls "$work/A5" | wc -l)" -eq 3 ] || fail "--definition $D imported $(ls "$work/A5" | wc -l) cases, not 3"
+cmp -s "$work/A/${D}_w-random-q.kvfz" "$work/A5/${D}_w-random-q.kvfz" && fail "--seed 5 drew the same random q as seed 0"
+"$kvfuzz" show "$work/A5/${D}_w-random-q.kvfz" | grep -q '"random_seed": 5}' || fail "the seed 5 is not recorded"
+$golden check-kvfz "$work/A5/${D}_w-random-q.kvfz" w-random-q >/dev/null || fail "--seed changed stored tensors"
+
+# A definition and a workloads file, the dataset root found from FIB's layout.
+"$kvfuzz" import-fib -o "$work/F" "$good/definitions/gqa_paged/$D.json" "$good/workloads/gqa_paged/$D.jsonl" \
+  >/dev/null 2>"$work/f.err" || fail "import of one definition and workloads file: $(cat "$work/f.err")"
+for f in "$work"/F/*.kvfz; do cmp -s "$f" "$work/A/$(basename "$f")" || fail "file-mode import of $(basename "$f") differs"; done
+(cd "$good" && "$kvfuzz" import-fib -o "$work/F2" definitions/gqa_paged/$D.json workloads/gqa_paged/$D.jsonl) \
+  >/dev/null 2>"$work/f2.err" || fail "import with relative paths from the dataset root: $(cat "$work/f2.err")"
+
+# ---- export and the round trip ---------------------------------------------------------------
+"$kvfuzz" export-fib --kernel cpu-ref -o "$work/D2" "$work/A" >"$work/export.out" 2>&1 \
+  || fail "export: $(cat "$work/export.out")"
+$golden check-export "$work/D2" w-all-stored w-random-q w-random-qkv seed-w1 w-ps1 || fail "the export differs from the golden data"
+grep -q "^${D}_w-random-qkv.kvfz (kernel cpu-ref): strict pass, fa pass, fib pass" "$work/export.out" \
+  || fail "export does not print strict and fib verdicts: $(cat "$work/export.out")"
+"$kvfuzz" import-fib -o "$work/B" "$work/D2" >/dev/null 2>"$work/b.err" || fail "re-import of the export: $(cat "$work/b.err")"
+for f in "$work"/A/*.kvfz; do
+  cmp -s "$f" "$work/B/$(basename "$f")" || fail "import -> export -> import changed $(basename "$f")"
+done
+
+# The fib verdict beside strict's: a truncating store fails strict but passes FIB's check; an
+# lse in the wrong base fails both.
+"$kvfuzz" export-fib --kernel cpu-splitkv/mut=trunc-store -o "$work/M1" "$work/A/${D}_w-random-qkv.kvfz" >"$work/m1.out" 2>&1
+grep -q "strict o-tolerance, fa o-tolerance, fib pass: FIB will not see it" "$work/m1.out" || fail "trunc-store export: $(cat "$work/m1.out")"
+python3 -c "import json,sys; t=json.loads(open(sys.argv[1]).readline()); e=t['evaluation']; assert e['status']=='PASSED' and e['correctness']['extra']['kvfuzz']['verdicts'][0]['pass'] is False" \
+  "$work/M1/traces/gqa_paged/$D.jsonl" || fail "the trunc-store trace does not record strict's failure under a FIB PASSED status"
+"$kvfuzz" export-fib --kernel cpu-splitkv/mut=natural-log-lse -o "$work/M2" "$work/A/${D}_w-random-qkv.kvfz" >"$work/m2.out" 2>&1
+grep -q "strict lse-tolerance, fa [a-z-]*, fib lse-tolerance: FIB reproduces it" "$work/m2.out" || fail "natural-log-lse export: $(cat "$work/m2.out")"
+grep -q '"status":"INCORRECT_NUMERICAL"' "$work/M2/traces/gqa_paged/$D.jsonl" || fail "the natural-log-lse trace is not INCORRECT_NUMERICAL"
+# The shipped seed definition is the one the export writes for that shape.
+cmp -s "$seed_def" "$work/D2/definitions/gqa_paged/$S.json" || fail "the export's $S.json differs from $seed_def"
+
+# A finding (a report beside it) goes out under its own name, with the kernel its report names
+# and the workload it came from in the trace; one that cannot be exported (a pool of 2^31 page
+# ids, past what a blob holds) is refused in one sentence while the others still go out.
+mkdir -p "$work/fnd"
+cp "$work/A/${D}_w-random-q.kvfz" "$work/fnd/o-tolerance-0123456789ab.kvfz"
+echo '{"kernel": "cpu-splitkv"}' >"$work/fnd/o-tolerance-0123456789ab.json"
+"$kvfuzz" gen --preset high-page-ids --seed 1 -o "$work/fnd/high.kvfz" >/dev/null
+echo '{"kernel": "cpu-splitkv"}' >"$work/fnd/high.json"
+"$kvfuzz" export-fib -o "$work/D3" "$work/fnd" >"$work/d3.out" 2>"$work/d3.err"
+rc=$?
+[ $rc -eq 2 ] || fail "export with an unexportable finding: exit $rc, not 2"
+[ "$(wc -l <"$work/d3.err")" -eq 1 ] && grep -q "high.kvfz: the case's page pool is .* a FIB blob holds every page" "$work/d3.err" \
+  || fail "the unexportable finding's sentence: $(cat "$work/d3.err")"
+grep -q "o-tolerance-0123456789ab.kvfz (kernel cpu-splitkv): strict pass" "$work/d3.out" || fail "the finding's kernel: $(cat "$work/d3.out")"
+python3 -c "import json,sys; t=json.loads(open(sys.argv[1]).readline()); x=t['evaluation']['correctness']['extra']['kvfuzz']; assert t['workload']['uuid']=='o-tolerance-0123456789ab' and x['origin']=={'definition': sys.argv[2], 'workload_uuid': 'w-random-q'}" \
+  "$work/D3/traces/gqa_paged/$D.jsonl" $D || fail "the finding's trace does not carry its name and origin"
+
+# ---- malformed inputs: exit 2 and one sentence each ------------------------------------------
+refuse() { # what, expected text, args...
+  local what=$1 want=$2
+  shift 2
+  "$kvfuzz" "$@" >/dev/null 2>"$work/err"
+  local rc=$?
+  [ $rc -eq 2 ] || fail "$what: exit $rc, not 2: $(head -3 "$work/err")"
+  [ "$(wc -l <"$work/err")" -eq 1 ] || fail "$what: not one line: $(head -3 "$work/err")"
+  grep -q -- "$want" "$work/err" || fail "$what: \"$want\" not in: $(cat "$work/err")"
+}
+bad() { refuse "$1" "$2" import-fib -o "$work/bad-out" "$work/g/bad/$1/definition.json" "$work/g/bad/$1/workloads.jsonl"; }
+bad lfs-pointer "is a Git LFS pointer, not the tensor data"
+bad shape-mismatch "q is BF16 \[3, 4, 9\] in blob.safetensors, but the definition says bfloat16 \[3, 4, 8\]"
+bad dtype-mismatch "kv_indices is I64 \[3\] in blob.safetensors, but the definition says int32"
+bad random-kv-indptr "leaves kv_indptr random"
+bad random-kv-indices "leaves kv_indices random"
+bad random-kv-last-page-len "leaves kv_last_page_len random"
+bad indptr-end "kv_indptr ends at 2 but there are 3 kv_indices"
+bad last-len-zero "kv_last_page_len\[2\] is 0, outside 1..4 (the page size); FIB's reference would have clamped it"
+bad last-len-past-page "kv_last_page_len\[2\] is 5, outside 1..4 (the page size); FIB's reference would have clamped it"
+bad not-decode "is not paged decode"
+bad unknown-dtype-definition "has the unknown dtype \"bfloat17\""
+bad unknown-dtype-blob "tensor \"q\" has the unknown dtype \"BF17\""
+bad offsets-overlap "overlap the tensor before it"
+bad offsets-gap "leaving a gap after byte"
+bad offsets-past-end "run past the"
+bad header-over-100MB "over the limit of 100 MB"
+refuse "no -o" "-o DIR is required" import-fib "$good"
+refuse "unknown option" "unknown option \"--frobnicate\"" import-fib --frobnicate -o "$work/x" "$good"
+refuse "bad seed" "--seed needs an unsigned integer" import-fib --seed -3 -o "$work/x" "$good"
+refuse "definition file alone" "is not a dataset folder" import-fib -o "$work/x" "$seed_def"
+refuse "unknown definition" "has no definition nope" import-fib --definition nope -o "$work/x" "$good"
+cp "$work/A/${D}_w-random-q.kvfz" "$work/lonely.kvfz"
+refuse "finding without a report" "has no report beside it naming its kernel" export-fib -o "$work/x" "$work/lonely.kvfz"
+refuse "export without -o" "-o DIR is required" export-fib "$work/lonely.kvfz"
+
+[ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "FlashInfer-Bench interop: golden import and export bit for bit, round trip identical, every malformed input refused"

@@ -1,0 +1,229 @@
+/* The interop module (interop/, docs/fib.md): the safetensors writer's layout and the reader's
+ * checks, the case file's origin section, and FIB definition parsing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "kvfuzz/fib.h"
+#include "kvfuzz/safetensors.h"
+#include "kvfuzz/spec.h"
+
+/* A file from a header text and data bytes, the size prefix computed here. */
+static size_t make_file(uint8_t *buf, const char *header, const void *data, size_t n) {
+    uint64_t h = strlen(header);
+    for (int i = 0; i < 8; i++)
+        buf[i] = (uint8_t)(h >> (8 * i));
+    memcpy(buf + 8, header, h);
+    if (n) memcpy(buf + 8 + h, data, n);
+    return 8 + h + n;
+}
+
+static void test_writer_layout_and_round_trip(void) {
+    uint16_t q[6] = {0x3f80, 0xbf80, 0x8000, 0x0001, 0x7f7f, 0x0000};
+    int32_t ids[3] = {5, -1, 7};
+    float scale = 0.125f;
+    kvf_st_out t[3] = {{"q", KVF_ST_BF16, 3, {1, 2, 3}, q},
+                       {"kv_indices", KVF_ST_I32, 1, {3}, ids},
+                       {"sm_scale", KVF_ST_F32, 0, {0}, &scale}};
+    const char *mk[1] = {"kvfuzz.random_seed"}, *mv[1] = {"42"};
+    uint8_t *buf;
+    size_t n;
+    kvf_error err = {0};
+    CHECK_OK(kvf_st_encode(t, 3, mk, mv, 1, &buf, &n, &err), &err);
+    uint64_t h = 0;
+    for (int i = 7; i >= 0; i--)
+        h = (h << 8) | buf[i];
+    CHECK_INT_EQ(h % 8, 0);                 /* the data section starts aligned */
+    CHECK_INT_EQ(n, 8 + h + 12 + 12 + 4);   /* nothing but the header and the tensors */
+    CHECK(memcmp(buf + 8 + h, q, 12) == 0); /* tensors in the order given, back to back */
+    CHECK(memcmp(buf + 8 + h + 12, ids, 12) == 0);
+    kvf_st_file f;
+    CHECK_OK(kvf_st_parse(&f, buf, n, "test", &err), &err);
+    CHECK_INT_EQ(f.count, 3);
+    const kvf_st_tensor *tq = kvf_st_find(&f, "q"), *ts = kvf_st_find(&f, "sm_scale");
+    CHECK(tq && tq->dtype == KVF_ST_BF16 && tq->rank == 3 && tq->shape[2] == 3 && tq->elems == 6);
+    CHECK(ts && ts->rank == 0 && ts->elems == 1 && memcmp(ts->data, &scale, 4) == 0);
+    CHECK(kvf_st_meta(&f, "kvfuzz.random_seed") &&
+          strcmp(kvf_st_meta(&f, "kvfuzz.random_seed"), "42") == 0);
+    CHECK(kvf_st_find(&f, "__metadata__") == NULL);
+    kvf_st_free(&f);
+    free(buf);
+    /* A name the header reserves cannot be a tensor. */
+    kvf_st_out meta = {"__metadata__", KVF_ST_U8, 1, {1}, q};
+    CHECK(kvf_st_encode(&meta, 1, NULL, NULL, 0, &buf, &n, &err) == KVF_EFORMAT);
+}
+
+static void test_reader_refuses(void) {
+    static const struct {
+        const char *header;
+        size_t data;
+        const char *want;
+    } bad[] = {
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}", 3,
+         "1 data bytes follow"},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]},"
+         "\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}",
+         2, "not JSON"},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2],\"x\":1}}", 2,
+         "has members besides"},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1,
+         "has rank 9"},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[-1],\"data_offsets\":[0,0]}}", 0,
+         "is not a non-negative integer"},
+        {"{\"a\":{\"dtype\":\"I32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8,
+         "is I32 of shape with 3 elements but its data_offsets hold 8 bytes"},
+        {"{\"a\":{\"dtype\":\"I64\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}}", 8,
+         "with over "},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[2,0]}}", 2,
+         "end before they begin"},
+        {"[1, 2]", 0, "does not start with a JSON object"},
+        {"{\"__metadata__\":{\"k\":1}}", 0, "metadata value of \"k\" is not a string"},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+         "\"b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+         1, "overlap"},
+    };
+    uint8_t buf[512], zeros[16] = {0};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t n = make_file(buf, bad[i].header, zeros, bad[i].data);
+        kvf_st_file f;
+        kvf_error err = {0};
+        int rc = kvf_st_parse(&f, buf, n, "test", &err);
+        CHECK(rc != 0);
+        CHECK_STR_CONTAINS(err.msg, bad[i].want);
+        CHECK(strchr(err.msg, '\n') == NULL);
+    }
+    /* The size prefix itself: short, past the file, over 100 MB. */
+    kvf_st_file f;
+    kvf_error err = {0};
+    CHECK(kvf_st_parse(&f, buf, 5, "test", &err) == KVF_EFORMAT);
+    size_t n = make_file(buf, "{}", NULL, 0);
+    buf[0] = 200;
+    CHECK(kvf_st_parse(&f, buf, n, "test", &err) == KVF_EFORMAT);
+    CHECK_STR_CONTAINS(err.msg, "claims 200 bytes");
+    memset(buf, 0, 8);
+    buf[0] = 0x01, buf[1] = 0xe1, buf[2] = 0xf5, buf[3] = 0x05; /* 100000001 */
+    CHECK(kvf_st_parse(&f, buf, n, "test", &err) == KVF_ELIMIT);
+    CHECK_STR_CONTAINS(err.msg, "over the limit of 100 MB");
+    /* A header padded with spaces, as writers do, and an empty file are fine. */
+    n = make_file(buf, "{}      ", NULL, 0);
+    CHECK_OK(kvf_st_parse(&f, buf, n, "test", &err), &err);
+    CHECK_INT_EQ(f.count, 0);
+    kvf_st_free(&f);
+}
+
+static void small_spec(kvf_spec *s) {
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_preset(s, "seed-h20kv4", 1, &err), &err);
+}
+
+static void test_origin_section_round_trip(void) {
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_spec s, d;
+    kvf_error err = {0};
+    small_spec(&s);
+    uint8_t *plain, *with;
+    size_t np, nw;
+    CHECK_OK(kvf_spec_encode(&s, &plain, &np, &err), &err);
+    s.has_origin = 1;
+    snprintf(s.origin.definition, sizeof s.origin.definition, "gqa_paged_decode_h20_kv4_d128_ps64");
+    snprintf(s.origin.workload_uuid, sizeof s.origin.workload_uuid, "6120f144-b973-4bd9");
+    s.origin.random_inputs = KVF_ORIGIN_RANDOM_Q | KVF_ORIGIN_RANDOM_V;
+    s.origin.random_seed = 0x0123456789abcdefull;
+    CHECK_OK(kvf_spec_encode(&s, &with, &nw, &err), &err);
+    /* The origin is a section after the rest: the bytes before it are the plain file's. */
+    CHECK_INT_EQ(nw, np + 1 + 34 + 1 + 18 + 1 + 3 + 8);
+    CHECK_HEX_EQ(with[5], 0x04);
+    CHECK(memcmp(with + 6, plain + 6, np - 6) == 0);
+    CHECK_OK(kvf_spec_decode(&d, with, nw, &lim, &err), &err);
+    CHECK(d.has_origin && strcmp(d.origin.definition, s.origin.definition) == 0 &&
+          strcmp(d.origin.workload_uuid, s.origin.workload_uuid) == 0 &&
+          d.origin.random_inputs == s.origin.random_inputs &&
+          d.origin.random_seed == s.origin.random_seed);
+    CHECK(kvf_spec_equal(&s, &d));
+    kvf_spec c;
+    CHECK_OK(kvf_spec_copy(&c, &d, &err), &err);
+    CHECK(kvf_spec_equal(&c, &d));
+    kvf_spec_free(&c);
+    kvf_spec_free(&d);
+    /* Malformed origins: each refused by name. */
+    static const struct {
+        size_t at;
+        uint8_t value;
+        const char *want;
+    } bad[] = {
+        {0, 0, "the origin's definition name"}, /* length 0 */
+        {0, 200, "outside [1, 128]"},           /* length past the limit */
+        {1, '/', "outside [A-Za-z0-9_.-]"},     /* a path separator */
+        {5, 0, "outside [A-Za-z0-9_.-]"}, /* a NUL inside: a shorter name would not re-encode */
+        {35, 0x08, "random-input flags 0x08"},  /* an undefined bit */
+        {36, 1, "the origin's reserved bytes"}, /* reserved */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint8_t *b = malloc(nw);
+        memcpy(b, with, nw);
+        size_t at = np + bad[i].at;
+        if (bad[i].at >= 35) at += 19; /* past the uuid */
+        b[at] = bad[i].value;
+        CHECK(kvf_spec_decode(&d, b, nw, &lim, &err) == KVF_EFORMAT);
+        CHECK_STR_CONTAINS(err.msg, bad[i].want);
+        free(b);
+    }
+    CHECK(kvf_spec_decode(&d, with, nw - 1, &lim, &err) == KVF_EFORMAT); /* truncated */
+    /* The encoder refuses what the decoder would. */
+    snprintf(s.origin.workload_uuid, sizeof s.origin.workload_uuid, "a b");
+    uint8_t *x;
+    size_t nx;
+    CHECK(kvf_spec_encode(&s, &x, &nx, &err) == KVF_EINVAL);
+    free(plain);
+    free(with);
+    kvf_spec_free(&s);
+}
+
+static void test_definition_parse(void) {
+    char *text = kvf_fib_definition_json(20, 4, 128, 64);
+    CHECK(text != NULL);
+    if (!text) return;
+    kvf_fib_definition d;
+    kvf_error err = {0};
+    CHECK_OK(kvf_fib_definition_parse(&d, text, strlen(text), "generated", &err), &err);
+    CHECK(strcmp(d.name, "gqa_paged_decode_h20_kv4_d128_ps64") == 0);
+    CHECK(strcmp(d.op_type, "gqa_paged") == 0);
+    CHECK(d.num_qo_heads == 20 && d.num_kv_heads == 4 && d.head_dim == 128 && d.page_size == 64);
+    CHECK(d.has_last_page_len);
+    /* The shipped seed definition is the generated one. */
+    const char *srcdir = getenv("KVF_SOURCE_DIR");
+    if (srcdir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/fib/definitions/gqa_paged/%s.json", srcdir, d.name);
+        FILE *f = fopen(path, "rb");
+        CHECK(f != NULL);
+        if (f) {
+            static char shipped[65536];
+            size_t n = fread(shipped, 1, sizeof shipped - 1, f);
+            fclose(f);
+            shipped[n] = 0;
+            CHECK(strcmp(shipped, text) == 0);
+        }
+    }
+    /* A dtype kvfuzz does not run, with its name. */
+    char *p = strstr(text, "\"dtype\": \"bfloat16\"");
+    CHECK(p != NULL);
+    if (p) {
+        memcpy(p + 10, "float16\", ", 10);
+        CHECK(kvf_fib_definition_parse(&d, text, strlen(text), "edited", &err) == KVF_EINVAL);
+        CHECK_STR_CONTAINS(err.msg, "q is float16; kvfuzz runs gqa_paged_decode with bfloat16 q");
+    }
+    free(text);
+}
+
+static const check_test tests[] = {
+    {"writer_layout_and_round_trip", test_writer_layout_and_round_trip},
+    {"reader_refuses", test_reader_refuses},
+    {"origin_section_round_trip", test_origin_section_round_trip},
+    {"definition_parse", test_definition_parse},
+    {NULL, NULL},
+};
+
+CHECK_MAIN(tests)
