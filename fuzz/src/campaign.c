@@ -21,6 +21,13 @@ void kvf_campaign_opts_default(kvf_campaign_opts *o) {
     o->progress_s = 5;
     o->reload_s = 10;
     kvf_mutate_limits_default(&o->mutate);
+    /* Large cases: docs/fuzzing.md, "Reach". */
+    kvf_mutate_limits_default(&o->large);
+    o->large.max_batch = 256;
+    o->large.max_pages = 65535;
+    o->large.max_work = (int64_t)1 << 24;
+    o->large.max_pool_elems = (int64_t)1 << 24;
+    o->large_share = 0.25;
     kvf_limits_default(&o->case_limits);
 }
 
@@ -158,6 +165,21 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
             st->cases, st->elapsed_s > 0 ? (double)st->judged / st->elapsed_s : 0, st->judged,
             st->tokens, st->elapsed_s > 0 ? (double)st->tokens / st->elapsed_s : 0, st->unsupported,
             st->rejected);
+    double work = st->work_large + st->work_small;
+    fprintf(f,
+            "  reach: %" PRId64
+            " large case(s), %.0f%% of the oracle work; longest sequence %" PRId64
+            " tokens, largest batch %" PRId64 "\n",
+            st->large_cases, work > 0 ? 100 * st->work_large / work : 0.0, st->longest_seq,
+            st->largest_batch);
+    if (st->crashes || st->hangs || st->kernel_errors)
+        fprintf(f,
+                "  launches without output: %" PRId64 " crash(es), %" PRId64 " hang(s), %" PRId64
+                " kernel error(s)\n",
+                st->crashes, st->hangs, st->kernel_errors);
+    if (st->corpus_reloaded)
+        fprintf(f, "  corpus: %" PRId64 " entr%s taken in from other campaigns\n",
+                st->corpus_reloaded, st->corpus_reloaded == 1 ? "y" : "ies");
     double util = st->jobs > 0 && st->elapsed_s > 0 ? st->oracle_s / (st->jobs * st->elapsed_s) : 0;
     fprintf(f,
             "  busy: oracle %.1f s (%.0f%% of %d thread(s)), kernel %.1f s in %d worker(s); "

@@ -28,6 +28,7 @@
 typedef struct kvf__job {
     uint64_t index;
     int from_corpus; /* an initial corpus entry run as it is */
+    int large;       /* made as a large case (large_share) */
     kvf_spec spec;
     uint8_t *bytes;
     size_t size;
@@ -48,6 +49,7 @@ enum { KVF__RUN = 0, KVF__FINISH = 1, KVF__DROP = 2 };
 typedef struct kvf__generator {
     struct kvf_campaign *cp;
     kvf_prng rng; /* each generator draws from its own stream of the campaign seed */
+    double work_small, work_large; /* kvf_spec_work of the cases made, for large_share */
 } kvf__generator;
 
 typedef struct kvf__dispatcher {

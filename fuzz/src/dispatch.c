@@ -52,21 +52,32 @@ static void timed_judge_push(struct kvf_campaign *cp, kvf__job *j, double *wait_
     *wait_s += kvf__now_s() - t0;
 }
 
-/* Tells the statistics how a launch without output ended (crash, hang, kernel error). */
-static void observe_run(struct kvf_campaign *cp, const kvf_run_result *res) {
+/* Counts a launch that produced no output, tells the statistics, and files its finding
+ * (the first run's, for a confirmed crash). */
+static void run_failed(struct kvf_campaign *cp, const kvf_run_result *res, const kvf__job *j) {
+    kvf_outcome out;
+    kvf_outcome_from_run(&out, res->status, res->message);
+    pthread_mutex_lock(&cp->mu);
+    if (out.finding == KVF_FINDING_CRASH) cp->stats->crashes++;
+    if (out.finding == KVF_FINDING_HANG) cp->stats->hangs++;
+    if (out.finding == KVF_FINDING_KERNEL_ERROR) cp->stats->kernel_errors++;
+    pthread_mutex_unlock(&cp->mu);
     const kvf_campaign_opts *o = cp->opts;
-    if (o->run_observer) o->run_observer(o->observer_ctx, res->status);
+    if (o->run_observer && out.finding != KVF_FINDING_NONE)
+        o->run_observer(o->observer_ctx, (int)out.finding);
+    kvf__record_run_finding(cp, res, j);
+}
+
+static void run_unsupported(struct kvf_campaign *cp) {
+    const kvf_campaign_opts *o = cp->opts;
+    if (o->run_observer) o->run_observer(o->observer_ctx, -1);
 }
 
 /* The re-run of a case that crashed: a second crash files the finding (with the first run's
  * signal); anything else means the first was not the kernel's doing, and is only reported. */
 static void crash_confirmed(struct kvf_campaign *cp, kvf__job *j, const kvf_run_result *res) {
     if (res->status == KVF_RUN_CRASH) {
-        pthread_mutex_lock(&cp->mu);
-        cp->stats->crashes++;
-        pthread_mutex_unlock(&cp->mu);
-        observe_run(cp, &j->first_crash);
-        kvf__record_run_finding(cp, &j->first_crash, j);
+        run_failed(cp, &j->first_crash, j);
         return;
     }
     pthread_mutex_lock(&cp->mu);
@@ -76,17 +87,6 @@ static void crash_confirmed(struct kvf_campaign *cp, kvf__job *j, const kvf_run_
             "filed (a worker killed from outside, or a flaky crash)\n",
             j->index, j->first_crash.message);
     pthread_mutex_unlock(&cp->mu);
-}
-
-/* Counts a launch that produced no output and files its finding. */
-static void run_failed(struct kvf_campaign *cp, const kvf_run_result *res, kvf__job *j) {
-    pthread_mutex_lock(&cp->mu);
-    if (res->status == KVF_RUN_CRASH) cp->stats->crashes++;
-    if (res->status == KVF_RUN_HANG) cp->stats->hangs++;
-    if (res->status == KVF_RUN_KERNEL_ERROR) cp->stats->kernel_errors++;
-    pthread_mutex_unlock(&cp->mu);
-    observe_run(cp, res);
-    kvf__record_run_finding(cp, res, j);
 }
 
 /* A determinism re-run came back: compare its bits with the first run's. */
@@ -207,7 +207,7 @@ void *kvf__dispatcher_main(void *arg) {
                 timed_judge_push(cp, j, &wait_oracle);
         } else if (!confirming) {
             if (res.status == KVF_RUN_UNSUPPORTED)
-                observe_run(cp, &res);
+                run_unsupported(cp);
             else
                 run_failed(cp, &res, j);
             kvf__job_free(j);

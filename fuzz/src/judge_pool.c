@@ -91,6 +91,21 @@ void kvf__record_run_finding(struct kvf_campaign *cp, const kvf_run_result *res,
     pthread_mutex_unlock(&cp->mu);
 }
 
+static void count_reach(kvf_campaign_stats *st, const kvf__job *j) {
+    double work = (double)kvf_spec_work(&j->spec);
+    if (j->large) {
+        st->large_cases++;
+        st->work_large += work;
+    } else {
+        st->work_small += work;
+    }
+    for (int32_t b = 0; b < (int32_t)j->c.batch_size; b++) {
+        int64_t len = kvf_case_seq_len(&j->c, b);
+        if (len > st->longest_seq) st->longest_seq = len;
+    }
+    if (j->c.batch_size > st->largest_batch) st->largest_batch = j->c.batch_size;
+}
+
 static void judge_job(struct kvf_campaign *cp, kvf__job *j, int thread) {
     const kvf_campaign_opts *o = cp->opts;
     kvf_oracle_opts oo;
@@ -112,6 +127,7 @@ static void judge_job(struct kvf_campaign *cp, kvf__job *j, int thread) {
         cp->stats->judged++;
         cp->stats->tokens += kvf_case_total_tokens(&j->c);
         cp->stats->oracle_s += oracle_s;
+        count_reach(cp->stats, j);
         pthread_mutex_unlock(&cp->mu);
         kvf_oracle_result_free(&oracle);
         return;
@@ -135,6 +151,7 @@ static void judge_job(struct kvf_campaign *cp, kvf__job *j, int thread) {
     st->judged++;
     st->tokens += kvf_case_total_tokens(&j->c);
     st->oracle_s += oracle_s;
+    count_reach(st, j);
     for (int r = 0; r < cp->nrules; r++) {
         const kvf_verdict *v = &out.verdicts[r];
         if (!v->pass && v->finding == KVF_FINDING_OVERFLOW && !o->require_overflow) continue;

@@ -2,6 +2,7 @@
  * reports (outcome.h). */
 #include "kvfuzz/outcome.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kvfuzz/file.h"
@@ -235,8 +237,8 @@ int kvf_outcome_features(const kvf_outcome *out, int *f) {
     /* ulp distances do not depend on the rule. A NaN/inf mismatch has no distance; it keeps
      * a bucket of its own (the one past every distance), so the search still tells it apart. */
     const kvf_output_metrics *mo = &out->verdicts[0].o, *ml = &out->verdicts[0].lse;
-    f[n++] = ulp_base + (mo->nonfinite_mismatch ? kvf_ulp_bucket(INT64_MAX)
-                                                : kvf_ulp_bucket(mo->max_ulps));
+    f[n++] = ulp_base +
+             (mo->nonfinite_mismatch ? kvf_ulp_bucket(INT64_MAX) : kvf_ulp_bucket(mo->max_ulps));
     f[n++] = ulp_base + KVF_ULP_BUCKETS +
              (ml->nonfinite_mismatch ? kvf_ulp_bucket(INT64_MAX) : kvf_ulp_bucket(ml->max_ulps));
     return n;
@@ -711,6 +713,37 @@ int kvf_finding_save(const char *dir, const kvf_outcome *out, const char *kernel
     }
     unlink(tmp_case);
     return 0;
+}
+
+/* Whether name ends in ".XXXXXX" after `stem` (mkstemp's six characters). */
+static int is_temp_name(const char *name) {
+    size_t n = strlen(name);
+    if (name[0] != '.' || n < 8 || name[n - 7] != '.') return 0;
+    for (size_t i = n - 6; i < n; i++)
+        if (!(name[i] >= '0' && name[i] <= '9') && !(name[i] >= 'a' && name[i] <= 'z') &&
+            !(name[i] >= 'A' && name[i] <= 'Z'))
+            return 0;
+    if (strncmp(name, ".kvfuzz-write-check.", 20) == 0 && n == 26) return 1;
+    return n > 12 && strncmp(name + n - 11, ".tmp.", 5) == 0;
+}
+
+int kvf_fuzz_remove_stale_temps(const char *dir, double min_age_s) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!is_temp_name(e->d_name)) continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (difftime(now, st.st_mtime) < min_age_s) continue;
+        if (unlink(path) == 0) removed++;
+    }
+    closedir(d);
+    return removed;
 }
 
 int kvf_fuzz_check_writable(const char *dir, kvf_error *err) {

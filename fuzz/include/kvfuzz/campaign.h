@@ -75,16 +75,22 @@ typedef struct kvf_campaign_opts {
     int in_process;           /* run the kernel in this process (no crash survival) */
     int oracle_only;          /* no kernel, no judging: measures the oracle-bound rate that a
                                  kernel campaign is compared with */
-    kvf_mutate_limits mutate; /* size of generated cases */
+    kvf_mutate_limits mutate; /* size of generated (small) cases */
+    /* Large cases (docs/fuzzing.md, "Reach"): a share of the oracle work, counted with
+     * kvf_spec_work, goes to cases of long sequences (4,096 to 131,072 tokens) or wide batches
+     * (64 to 256 sequences of mixed lengths), kept within large.max_work each. */
+    kvf_mutate_limits large;
+    double large_share; /* 0 .. 0.9; 0: small cases only */
     kvf_limits case_limits;
     FILE *log;   /* progress, findings, summary; NULL: stderr */
     int verbose; /* print the full report of every new finding */
     kvf_campaign_observer observer;
     void *observer_ctx;
-    /* Optional, with observer_ctx: a launch that gave no output (crash, hang, kernel error,
-     * unsupported), from the dispatcher thread that collected it; a crash is reported once
-     * confirmed by a re-run. Calls from different dispatchers may overlap. */
-    void (*run_observer)(void *ctx, kvf_run_status status);
+    /* Optional, with observer_ctx: a launch that gave no output, by the finding class it was
+     * filed as (KVF_FINDING_CRASH, _HANG, _KERNEL_ERROR, ...), or -1 when the kernel declined
+     * the case (unsupported). From the dispatcher thread that collected it; a crash is reported
+     * once a re-run confirmed it. Calls from different dispatchers may overlap. */
+    void (*run_observer)(void *ctx, int finding_class);
     /* Optional, with the observer's threading: the judge hooks of one case for oracle thread
      * `thread` (a statistics module fills *hooks so that the judge feeds it every element; the
      * case is judged once). Returns 0 to use them, nonzero to judge without hooks. */
@@ -116,13 +122,18 @@ typedef struct kvf_campaign_stats {
     char skip_reasons[KVF_CAMPAIGN_REASONS][KVF_CAMPAIGN_REASON_MAX];
     int64_t skip_counts[KVF_CAMPAIGN_REASONS];
     int64_t tokens;        /* total tokens of judged cases */
+    /* Reach, over judged cases: how many were large (large_share), the oracle work
+     * (kvf_spec_work) of large and of small ones, the longest sequence and the largest batch. */
+    int64_t large_cases;
+    double work_large, work_small;
+    int64_t longest_seq, largest_batch;
     int64_t finding_hits;  /* cases with a counted finding, duplicates included */
     int64_t findings_new;  /* distinct signatures saved by this run */
     int64_t findings_lost; /* distinct signatures whose save failed and never succeeded */
     int64_t by_class[KVF_FINDING_CLASS_COUNT];
     int64_t determinism_checks;
     int64_t crashes_unconfirmed; /* crashes that did not happen again on a re-run: not filed */
-    int64_t crashes, hangs, kernel_errors; /* launches that ended so (crashes confirmed) */
+    int64_t crashes, hangs, kernel_errors; /* launches filed so (crashes once confirmed) */
     int64_t worker_starts;
     int workers;
     int64_t corpus_size, corpus_added;

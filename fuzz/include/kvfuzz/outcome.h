@@ -18,13 +18,13 @@
 #define KVF_MAX_RULES 8
 
 typedef enum kvf_run_status {
-    KVF_RUN_OK = 0,       /* the kernel wrote o and lse */
-    KVF_RUN_UNSUPPORTED,  /* KVF_EUNSUPPORTED: not a finding */
-    KVF_RUN_KERNEL_ERROR, /* any other error code from run() (launch or API error) */
-    KVF_RUN_CRASH,        /* the worker process died (signal or unexpected exit) */
-    KVF_RUN_HANG,         /* the launch passed its deadline and the worker was killed */
-    KVF_RUN_UNWRITTEN,    /* the buffer host found output elements the kernel did not write */
-    KVF_RUN_OOB_WRITE,    /* ... a changed guard byte around an output or the workspace */
+    KVF_RUN_OK = 0,         /* the kernel wrote o and lse */
+    KVF_RUN_UNSUPPORTED,    /* KVF_EUNSUPPORTED: not a finding */
+    KVF_RUN_KERNEL_ERROR,   /* any other error code from run() (launch or API error) */
+    KVF_RUN_CRASH,          /* the worker process died (signal or unexpected exit) */
+    KVF_RUN_HANG,           /* the launch passed its deadline and the worker was killed */
+    KVF_RUN_UNWRITTEN,      /* the buffer host found output elements the kernel did not write */
+    KVF_RUN_OOB_WRITE,      /* ... a changed guard byte around an output or the workspace */
     KVF_RUN_INPUT_MODIFIED, /* ... a changed input byte */
 } kvf_run_status;
 
@@ -52,7 +52,7 @@ typedef struct kvf_outcome {
     int nrules;
     kvf_verdict verdicts[KVF_MAX_RULES]; /* valid when status == KVF_RUN_OK */
     kvf_finding_class finding;           /* the class that counts; NONE when nothing does */
-    int rule; /* index of the rule behind a tolerance class; -1 otherwise */
+    int rule;       /* index of the rule behind a tolerance class; -1 otherwise */
     char plan[160]; /* the kernel's plan facts (its describe()) for the run judged, or "" */
 } kvf_outcome;
 
@@ -147,6 +147,12 @@ int kvf_fuzz_write_atomic(const char *path, const void *data, size_t size, kvf_e
 /* Whether a file can be created in dir (a temporary one is made and removed), so a campaign
  * fails at its start rather than at its first finding. 0 or KVF_EIO with one sentence. */
 int kvf_fuzz_check_writable(const char *dir, kvf_error *err);
+
+/* Removes the temporary files an interrupted atomic write (kill -9, a power cut) left in dir:
+ * ".NAME.tmp.XXXXXX" and ".kvfuzz-write-check.XXXXXX", when older than min_age_s seconds (a
+ * younger one may be another campaign's write in progress). Returns how many were removed;
+ * a folder that cannot be read removes none. */
+int kvf_fuzz_remove_stale_temps(const char *dir, double min_age_s);
 
 /* Creates dir (and missing parents) when absent. 0 or KVF_EIO. */
 int kvf_fuzz_mkdirs(const char *dir, kvf_error *err);
