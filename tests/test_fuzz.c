@@ -3,6 +3,7 @@
  * signatures and atomic de-duplicated findings; the worker survives crashing and hanging
  * kernels; the campaign finds the planted bug; the minimizer shrinks it and keeps its class. */
 #include <dirent.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <time.h>
@@ -250,17 +251,43 @@ static void signatures_and_saving(void) {
     kvf_spec s = small_spec(1), s2 = small_spec(2);
     int is_new = -1;
     char path[4300];
+    json_t *extra = json_pack("{s:i}", "x", 1);
+    hang.deadline = INFINITY; /* a number JSON cannot spell */
     kvf_error err = {0};
-    CHECK_OK(
-        kvf_finding_save(dir, &crash, "k", &s, NULL, "\"x\": 1", &is_new, path, sizeof path, &err),
-        &err);
+    CHECK_OK(kvf_finding_save(dir, &crash, "k", &s, NULL, extra, &is_new, path, sizeof path, &err),
+             &err);
+    json_decref(extra);
     CHECK_INT_EQ(is_new, 1);
     CHECK_STR_CONTAINS(path, "/crash-");
+    {
+        /* The report is JSON (jansson reads it back) with the extra members. */
+        char jpath[4300];
+        snprintf(jpath, sizeof jpath, "%.*s.json", (int)(strlen(path) - 5), path);
+        json_error_t je;
+        json_t *rep = json_load_file(jpath, 0, &je);
+        CHECK(rep != NULL);
+        CHECK_INT_EQ(json_integer_value(json_object_get(rep, "x")), 1);
+        CHECK(json_is_null(json_object_get(rep, "fib_catches"))); /* a crash: not judged */
+        CHECK_INT_EQ(json_integer_value(json_object_get(rep, "signal")), 11);
+        json_decref(rep);
+    }
     /* Same signature, different case: kept out, the first case and its report stay. */
     CHECK_OK(kvf_finding_save(dir, &crash, "k", &s2, NULL, NULL, &is_new, NULL, 0, &err), &err);
     CHECK_INT_EQ(is_new, 0);
-    CHECK_OK(kvf_finding_save(dir, &hang, "k", &s2, NULL, NULL, &is_new, NULL, 0, &err), &err);
+    char hang_path[4300];
+    CHECK_OK(kvf_finding_save(dir, &hang, "k", &s2, NULL, NULL, &is_new, hang_path,
+                              sizeof hang_path, &err),
+             &err);
     CHECK_INT_EQ(is_new, 1);
+    {
+        char jpath[4300];
+        snprintf(jpath, sizeof jpath, "%.*s.json", (int)(strlen(hang_path) - 5), hang_path);
+        json_error_t je;
+        json_t *rep = json_load_file(jpath, 0, &je);
+        CHECK(rep != NULL);
+        CHECK_STR_CONTAINS(json_string_value(json_object_get(rep, "deadline_s")), "Infinity");
+        json_decref(rep);
+    }
     int hidden;
     CHECK_INT_EQ(count_files(dir, "crash-", &hidden), 2);
     CHECK_INT_EQ(count_files(dir, "hang-", NULL), 2);
@@ -476,6 +503,17 @@ static void campaign_finds_and_minimizes_planted_bug(void) {
         }
     if (d) closedir(d);
     CHECK(path[0] != 0);
+    if (path[0]) {
+        /* An accuracy finding says whether FlashInfer-Bench's rule (fib) catches it. */
+        char jpath[1100];
+        snprintf(jpath, sizeof jpath, "%.*s.json", (int)(strlen(path) - 5), path);
+        json_error_t je;
+        json_t *rep = json_load_file(jpath, 0, &je);
+        CHECK(rep != NULL);
+        CHECK(json_is_boolean(json_object_get(rep, "fib_catches")));
+        CHECK(json_is_object(json_object_get(rep, "campaign")));
+        json_decref(rep);
+    }
     if (path[0]) {
         kvf_limits cl = case_limits();
         kvf_spec s;
@@ -813,8 +851,9 @@ static void stale_temps_removed(void) {
                            ".stats-x.json.tmp.ZZZ999",
                            "keep.kvfz",
                            ".hidden",
-                           "a.tmp.123456"};
-    for (int i = 0; i < 6; i++) {
+                           "a.tmp.123456",
+                           ".crash-0123456789ab.tmp.4242.7"};
+    for (int i = 0; i < 7; i++) {
         char path[700];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         FILE *f = fopen(path, "w");
@@ -825,7 +864,7 @@ static void stale_temps_removed(void) {
             utimensat(AT_FDCWD, path, times, 0);
         }
     }
-    CHECK_INT_EQ(kvf_fuzz_remove_stale_temps(dir, 60), 2);
+    CHECK_INT_EQ(kvf_fuzz_remove_stale_temps(dir, 60), 3);
     int hidden = 0;
     CHECK_INT_EQ(count_files(dir, NULL, &hidden), 2); /* keep.kvfz, a.tmp.123456 */
     CHECK_INT_EQ(hidden, 2);                          /* the young temp, .hidden */

@@ -43,14 +43,19 @@ void kvf__record_finding(struct kvf_campaign *cp, const kvf_outcome *out, const 
     char path[4300] = "";
     int is_new = 1;
     if (o->findings_dir) {
-        char extra[256];
-        snprintf(extra, sizeof extra,
-                 "\"campaign\": {\"seed\": %" PRIu64 ", \"case_index\": %" PRIu64
-                 ", \"elapsed_s\": %.3f}",
-                 o->seed, j->index, kvf__now_s() - cp->start);
+        /* Where the campaign found it: enough to find the case again from the seed. */
+        char seed_text[32];
+        snprintf(seed_text, sizeof seed_text, "%" PRIu64, o->seed);
+        json_t *extra = json_pack("{s:{s:o,s:I,s:o}}", "campaign", "seed",
+                                  o->seed <= (uint64_t)INT64_MAX ? json_integer((json_int_t)o->seed)
+                                                                 : json_string(seed_text),
+                                  "case_index", (json_int_t)j->index, "elapsed_s",
+                                  kvf_json_number(kvf__now_s() - cp->start));
         kvf_error err = {0};
-        if (kvf_finding_save(o->findings_dir, out, o->kernel->name, &j->spec, &j->c, extra, &is_new,
-                             path, sizeof path, &err)) {
+        int failed = kvf_finding_save(o->findings_dir, out, o->kernel->name, &j->spec, &j->c, extra,
+                                      &is_new, path, sizeof path, &err);
+        json_decref(extra);
+        if (failed) {
             if (!set_has(cp->lost, cp->nlost, h)) { /* said once per signature */
                 set_add(&cp->lost, &cp->nlost, h);
                 fprintf(kvf__log(cp),
@@ -73,8 +78,11 @@ void kvf__record_finding(struct kvf_campaign *cp, const kvf_outcome *out, const 
     if (!is_new) return; /* already in the findings folder from an earlier run */
     st->findings_new++;
     FILE *lf = kvf__log(cp);
-    fprintf(lf, "kvfuzz fuzz: new finding %s [%s]%s%s\n", kvf_finding_class_name(out->finding), sig,
-            path[0] ? " -> " : "", path);
+    fprintf(lf, "kvfuzz fuzz: new finding %s [%s]%s%s%s\n", kvf_finding_class_name(out->finding),
+            sig, path[0] ? " -> " : "", path,
+            out->fib < 0 ? ""
+            : out->fib   ? "; fib catches it"
+                         : "; fib misses it");
     if (o->verbose) kvf_outcome_print(lf, out, o->kernel->name, &j->spec, &j->c);
     fflush(lf);
 }
@@ -89,6 +97,16 @@ void kvf__record_run_finding(struct kvf_campaign *cp, const kvf_run_result *res,
     pthread_mutex_lock(&cp->mu);
     if (out.finding != KVF_FINDING_NONE) kvf__record_finding(cp, &out, j);
     pthread_mutex_unlock(&cp->mu);
+}
+
+/* Whether the outcome's signature is already saved (a peek: it may be saved meanwhile, which
+ * only costs a judging that was not needed). */
+static int signature_saved(struct kvf_campaign *cp, const kvf_outcome *out) {
+    uint64_t h = kvf_outcome_signature(out, cp->opts->kernel->name, NULL, 0);
+    pthread_mutex_lock(&cp->mu);
+    int saved = set_has(cp->signatures, cp->nsignatures, h);
+    pthread_mutex_unlock(&cp->mu);
+    return saved;
 }
 
 static void count_reach(kvf_campaign_stats *st, const kvf__job *j) {
@@ -139,6 +157,13 @@ static void judge_job(struct kvf_campaign *cp, kvf__job *j, int thread) {
     int rc = kvf_outcome_judge_hooked(&out, cp->rules, cp->nrules, o->require_overflow, &j->c,
                                       &oracle, j->o, j->lse, hooked ? &hooks : NULL, &err);
     snprintf(out.plan, sizeof out.plan, "%s", j->plan);
+    /* A finding to be saved says whether FlashInfer-Bench's rule would have caught it: judged
+     * here, outside the lock, and only for a signature not saved yet (recurrences are many). */
+    if (rc == 0 && out.finding != KVF_FINDING_NONE && !signature_saved(cp, &out)) {
+        kvf_error ferr = {0};
+        if (kvf_outcome_judge_fib(&out, o->require_overflow, &j->c, &oracle, j->o, j->lse, &ferr))
+            out.fib = -1; /* said as not judged */
+    }
     pthread_mutex_lock(&cp->mu);
     kvf_campaign_stats *st = cp->stats;
     if (rc) {
