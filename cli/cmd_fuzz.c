@@ -516,7 +516,6 @@ int kvf_cmd_fuzz(int argc, char **argv) {
 
     kvf_campaign_stats st;
     int rc = kvf_campaign_run(&o, &st, &err);
-    kvf_campaign_release_signals();
     if (!st.interrupted && kvf_campaign_stop_signal()) {
         /* Caught before the campaign started (it then never ran): still a stop by signal. */
         st.interrupted = 1;
@@ -531,6 +530,7 @@ int kvf_cmd_fuzz(int argc, char **argv) {
         fprintf(stderr, "kvfuzz fuzz: %s\n", err.msg);
         if (st.cases == 0) {
             kvf_stats_sink_free(fs.sink);
+            kvf_campaign_release_signals();
             return KVF_EXIT_USAGE;
         }
     }
@@ -538,6 +538,9 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     print_verdicts(stdout, kvf_stats_sink_stats(fs.sink), &st);
     kvf_stats_sink_free(fs.sink);
     fflush(stdout);
+    /* Held until here: a signal during the last statistics write or the summary is the
+     * orderly stop's, already under way (a second one still kills). */
+    kvf_campaign_release_signals();
     if (st.finding_hits > 0) return KVF_EXIT_FINDINGS;
     return rc ? KVF_EXIT_USAGE : KVF_EXIT_OK;
 }
