@@ -57,6 +57,7 @@ static int64_t log_uniform(kvf_prng *rng, int64_t max) {
 /* Cuts Hq, Hk and D (the group kept while it can be) until the work fits. */
 static void fit_heads(kvf_spec *s, int64_t max_work) {
     kvf_recipe *rp = &s->recipe;
+    const float usual = (float)(1.0 / sqrt((double)rp->head_dim));
     while (kvf_spec_work(s) > max_work) {
         if (rp->num_kv_heads > 1 && rp->num_kv_heads % 2 == 0) {
             rp->num_kv_heads /= 2;
@@ -72,8 +73,8 @@ static void fit_heads(kvf_spec *s, int64_t max_work) {
             break; /* kvf_spec_fit shortens the sequences instead */
         }
     }
-    float inv = (float)(1.0 / sqrt((double)rp->head_dim));
-    if (rp->sm_scale > 0) rp->sm_scale = inv; /* the usual scale follows D; others are kept */
+    /* The usual scale, 1/sqrt(D), follows the new D; any other the recipe drew is kept. */
+    if (rp->sm_scale == usual) rp->sm_scale = (float)(1.0 / sqrt((double)rp->head_dim));
 }
 
 /* A large case into *s (empty on entry). 0, or nonzero when the recipe could not be made. */
