@@ -1,4 +1,6 @@
 /* kvfuzz fuzz: the campaign runner's command line (fuzz/include/kvfuzz/campaign.h). */
+#include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,12 +20,13 @@
 static void fuzz_help(void) {
     printf(
         "usage: kvfuzz fuzz [--kernel K] [--rule R]... [--time SEC | --runs N] [--jobs N]\n"
-        "                   [--seed N] [--corpus DIR] [--findings DIR] [--stats FILE]\n"
-        "                   [--stats-interval SEC] [--deadline SEC]\n"
+        "                   [--seed N] [--corpus DIR] [--reload SEC] [--findings DIR]\n"
+        "                   [--stats FILE] [--stats-interval SEC] [--deadline SEC]\n"
         "                   [--determinism N] [--max-batch N] [--max-pages N]\n"
-        "                   [--max-page-size N] [--max-work N] [--require-overflow]\n"
-        "                   [--workers N] [--generators N] [--in-process] [--oracle-only]\n"
-        "                   [--oracle fast|mpfr] [--verbose]\n\n"
+        "                   [--max-page-size N] [--max-work N] [--large-share PCT]\n"
+        "                   [--large-work N] [--require-overflow] [--stop-on-finding]\n"
+        "                   [--max-findings N] [--workers N] [--generators N]\n"
+        "                   [--in-process] [--oracle-only] [--oracle fast|mpfr] [--verbose]\n\n"
         "Generates cases (random recipes over every strategy, and structure-aware mutations\n"
         "of a corpus that grows with cases reaching new error buckets), runs the kernel in a\n"
         "worker process, computes the MPFR oracle on a pool of threads and judges each case\n"
@@ -46,22 +49,36 @@ static void fuzz_help(void) {
         "  --oracle P          oracle path: fast (default: double arithmetic with a certified\n"
         "                      bound, MPFR for what it cannot certify) or mpfr (MPFR for\n"
         "                      every row); both give the same correctly rounded results.\n"
-        "  --seed N            campaign seed (default: from the clock; printed at the start).\n"
+        "  --seed N            campaign seed, a decimal integer (default: from the clock;\n"
+        "                      printed at the start).\n"
         "  --corpus DIR        cases to start from; new cases reaching new error buckets are\n"
-        "                      added to it (created if missing).\n"
+        "                      added to it (created if missing). Copy a committed corpus\n"
+        "                      first rather than fuzzing into it.\n"
+        "  --reload SEC        re-read the corpus folder this often for entries other\n"
+        "                      campaigns wrote there (default 10; 0: never).\n"
         "  --findings DIR      where findings go (default: findings).\n"
         "  --stats FILE        streaming error statistics, rewritten atomically during the run\n"
-        "                      and at exit, for `kvfuzz report` (default: DIR/stats.json).\n"
+        "                      and at exit, for `kvfuzz report` (default: one file per\n"
+        "                      campaign, DIR/stats-HOST-PID-START.json; `kvfuzz report DIR`\n"
+        "                      merges every stats*.json of a folder).\n"
         "  --stats-interval SEC  rewrite the statistics at most this often (default 60).\n"
         "  --deadline SEC      per-launch deadline before a hang is declared (default 10).\n"
         "  --determinism N     re-run every Nth case after another one and compare the bits\n"
         "                      (default 16; 0 turns the check off).\n"
-        "  --max-batch N       largest batch generated (default 4).\n"
-        "  --max-pages N       most pages per sequence (default 8).\n"
+        "  --max-batch N       largest batch of a small case (default 4).\n"
+        "  --max-pages N       most pages per sequence of a small case (default 8).\n"
         "  --max-page-size N   largest page size (default 256).\n"
-        "  --max-work N        cap on the oracle's cost per case, (tokens + 32 x batch) x\n"
-        "                      Hq x D (default 131072); the generator's budget, elements\n"
-        "                      written per cache, is a quarter of it (at least 32768).\n"
+        "  --max-work N        cap on the oracle's cost per small case, (tokens + 32 x batch)\n"
+        "                      x Hq x D (default 131072, at least 33: one token); the\n"
+        "                      generator's budget, elements written per cache, is a quarter\n"
+        "                      of it (at least 32768).\n"
+        "  --large-share PCT   percent of the oracle's work (the cost above) spent on large\n"
+        "                      cases, 0 to 90 (default 25; the other 75%% goes to small\n"
+        "                      cases). Large cases: 3 in 4 hold 1-4 sequences, the longest of\n"
+        "                      4,096 to 32,768 tokens (32,768 in half of them, 131,072 in 1\n"
+        "                      in 8); 1 in 4 is a batch of 64 to 256 sequences of mixed\n"
+        "                      lengths (0 to 4,096). Heads and D shrink to fit the cap.\n"
+        "  --large-work N      cap on the oracle's cost per large case (default 16777216).\n"
         "  --require-overflow  count violations on rows whose logits exceed the f32 range\n"
         "                      (class overflow) as findings.\n"
         "  --workers N         kernel worker processes, each launching one case at a time\n"
@@ -74,23 +91,81 @@ static void fuzz_help(void) {
         "  --oracle-only       no kernel and no judging: generate cases and run the oracle,\n"
         "                      to measure the oracle-bound rate a kernel campaign is\n"
         "                      compared with (docs/performance.md).\n"
+        "  --stop-on-finding   stop at the first finding (as --max-findings 1).\n"
+        "  --max-findings N    stop once N distinct signatures are found (the cases in\n"
+        "                      flight are finished); the summary gives the time.\n"
         "  --verbose           print the full report of every new finding.\n\n"
         "Exit status: 0 nothing found, 1 at least one finding, 2 bad usage or a kernel that\n"
         "cannot start.\n");
 }
 
-static int parse_pos(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t hi,
+/* Strict numbers: decimal digits only (no sign, no space, no base prefix: `--seed 010` is
+ * ten), within [lo, hi]. */
+static int parse_int(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t hi,
                      int64_t *out) {
-    if (cli_parse_i64(v, lo, hi, out))
+    const char *p = v;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long x = p != v && *p == 0 ? strtoull(v, &end, 10) : 0;
+    if (p == v || *p != 0 || errno || x > (unsigned long long)hi || (int64_t)x < lo)
         return cli_usage_error(cmd, "%s must be an integer in [%lld, %lld], got \"%s\"", opt,
                                (long long)lo, (long long)hi, v);
+    *out = (int64_t)x;
+    return 0;
+}
+
+static int parse_seed(const char *cmd, const char *v, uint64_t *out) {
+    const char *p = v;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    errno = 0;
+    unsigned long long x = p != v && *p == 0 ? strtoull(v, NULL, 10) : 0;
+    if (p == v || *p != 0 || errno)
+        return cli_usage_error(cmd,
+                               "--seed must be a decimal integer in [0, 18446744073709551615], "
+                               "got \"%s\"",
+                               v);
+    *out = (uint64_t)x;
+    return 0;
+}
+
+/* A number of seconds: a plain decimal (digits, at most one point, an optional exponent; no
+ * sign, no space, no hex, inf or nan) in (0, 1e9], or [0, 1e9] when zero is allowed. */
+static int parse_seconds_in(const char *cmd, const char *opt, const char *v, int zero_ok,
+                            double *out) {
+    int plain = (v[0] >= '0' && v[0] <= '9') || (v[0] == '.' && v[1] >= '0' && v[1] <= '9');
+    for (const char *p = v; plain && *p; p++)
+        plain = (*p >= '0' && *p <= '9') || *p == '.' || *p == 'e' || *p == 'E' ||
+                ((*p == '-' || *p == '+') && p > v && (p[-1] == 'e' || p[-1] == 'E'));
+    double x = 0;
+    if (!plain || cli_parse_double(v, &x) || !(zero_ok ? x >= 0 : x > 0) || x > 1e9)
+        return cli_usage_error(cmd, "%s must be a %s number of seconds, got \"%s\"", opt,
+                               zero_ok ? "non-negative" : "positive", v);
+    *out = x;
     return 0;
 }
 
 static int parse_seconds(const char *cmd, const char *opt, const char *v, double *out) {
-    if (cli_parse_double(v, out) || !(*out > 0) || *out > 1e9)
-        return cli_usage_error(cmd, "%s must be a positive number of seconds, got \"%s\"", opt, v);
-    return 0;
+    return parse_seconds_in(cmd, opt, v, 0, out);
+}
+
+/* The default statistics file: one per campaign, so campaigns sharing a findings folder keep
+ * their own (`kvfuzz report DIR` merges them): stats-HOST-PID-START.json. */
+static void default_stats_path(char *out, size_t n, const char *dir) {
+    char host[256] = "host";
+    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "host");
+    host[sizeof host - 1] = 0;
+    for (char *p = host; *p; p++) /* a file name: keep it to letters, digits, '-', '.' */
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '-' || *p == '.'))
+            *p = '_';
+    char when[32] = "0";
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm)) strftime(when, sizeof when, "%Y%m%dT%H%M%SZ", &tm);
+    snprintf(out, n, "%s/stats-%s-%ld-%s.json", dir, host, (long)getpid(), when);
 }
 
 /* Streaming error statistics (reports/, kvfuzz/stats_sink.h): the campaign hands each case's
@@ -152,6 +227,83 @@ static void print_verdicts(FILE *f, const kvf_stats *stats, const kvf_campaign_s
     if (n == 0) fprintf(f, "  nothing judged\n");
 }
 
+/* The run's statistics also count launches that gave no output (crashes, hangs, kernel errors,
+ * unsupported cases): those are never judged, so the judge hooks do not see them. */
+static void stats_run(void *ctx, int finding_class) {
+    fuzz_stats *fs = ctx;
+    kvf_stats_sink_count_run(fs->sink, fs->o->kernel->name,
+                             finding_class < 0 ? KVF_STATS_UNSUPPORTED : finding_class);
+}
+
+enum {
+    OPT_KERNEL = 256,
+    OPT_RULE,
+    OPT_TIME,
+    OPT_RUNS,
+    OPT_JOBS,
+    OPT_SEED,
+    OPT_CORPUS,
+    OPT_FINDINGS,
+    OPT_STATS,
+    OPT_STATS_INTERVAL,
+    OPT_DEADLINE,
+    OPT_DETERMINISM,
+    OPT_MAX_BATCH,
+    OPT_MAX_PAGES,
+    OPT_MAX_PAGE_SIZE,
+    OPT_MAX_WORK,
+    OPT_REQUIRE_OVERFLOW,
+    OPT_WORKERS,
+    OPT_GENERATORS,
+    OPT_IN_PROCESS,
+    OPT_ORACLE_ONLY,
+    OPT_ORACLE,
+    OPT_VERBOSE,
+    OPT_MAX_FINDINGS,
+    OPT_STOP_ON_FINDING,
+    OPT_RELOAD,
+    OPT_LARGE_SHARE,
+    OPT_LARGE_WORK
+};
+
+static const struct option fuzz_options[] = {
+    {"help", no_argument, NULL, 'h'},
+    {"kernel", required_argument, NULL, OPT_KERNEL},
+    {"rule", required_argument, NULL, OPT_RULE},
+    {"time", required_argument, NULL, OPT_TIME},
+    {"runs", required_argument, NULL, OPT_RUNS},
+    {"jobs", required_argument, NULL, OPT_JOBS},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"corpus", required_argument, NULL, OPT_CORPUS},
+    {"findings", required_argument, NULL, OPT_FINDINGS},
+    {"stats", required_argument, NULL, OPT_STATS},
+    {"stats-interval", required_argument, NULL, OPT_STATS_INTERVAL},
+    {"deadline", required_argument, NULL, OPT_DEADLINE},
+    {"determinism", required_argument, NULL, OPT_DETERMINISM},
+    {"max-batch", required_argument, NULL, OPT_MAX_BATCH},
+    {"max-pages", required_argument, NULL, OPT_MAX_PAGES},
+    {"max-page-size", required_argument, NULL, OPT_MAX_PAGE_SIZE},
+    {"max-work", required_argument, NULL, OPT_MAX_WORK},
+    {"require-overflow", no_argument, NULL, OPT_REQUIRE_OVERFLOW},
+    {"workers", required_argument, NULL, OPT_WORKERS},
+    {"generators", required_argument, NULL, OPT_GENERATORS},
+    {"in-process", no_argument, NULL, OPT_IN_PROCESS},
+    {"oracle-only", no_argument, NULL, OPT_ORACLE_ONLY},
+    {"oracle", required_argument, NULL, OPT_ORACLE},
+    {"verbose", no_argument, NULL, OPT_VERBOSE},
+    {"max-findings", required_argument, NULL, OPT_MAX_FINDINGS},
+    {"stop-on-finding", no_argument, NULL, OPT_STOP_ON_FINDING},
+    {"reload", required_argument, NULL, OPT_RELOAD},
+    {"large-share", required_argument, NULL, OPT_LARGE_SHARE},
+    {"large-work", required_argument, NULL, OPT_LARGE_WORK},
+    {NULL, 0, NULL, 0},
+};
+
+/* The option as the user wrote it, for messages. */
+static const char *option_text(char **argv, int index) {
+    return index > 0 && argv[index] ? argv[index] : "?";
+}
+
 int kvf_cmd_fuzz(int argc, char **argv) {
     const char *cmd = "fuzz";
     kvf_campaign_opts o;
@@ -161,105 +313,143 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     int seed_given = 0;
     const char *kernel_name = NULL, *stats_path = NULL;
     double stats_interval = 60;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (cli_is_help(a)) {
-            fuzz_help();
-            return KVF_EXIT_OK;
-        }
-        if (strcmp(a, "--require-overflow") == 0) {
-            o.require_overflow = 1;
-            continue;
-        }
-        if (strcmp(a, "--in-process") == 0) {
-            o.in_process = 1;
-            continue;
-        }
-        if (strcmp(a, "--oracle-only") == 0) {
-            o.oracle_only = 1;
-            continue;
-        }
-        if (strcmp(a, "--verbose") == 0) {
-            o.verbose = 1;
-            continue;
-        }
-        static const char *const valued[] = {"--kernel",        "--rule",      "--time",
-                                             "--runs",          "--jobs",      "--seed",
-                                             "--corpus",        "--findings",  "--deadline",
-                                             "--determinism",   "--max-batch", "--max-pages",
-                                             "--max-page-size", "--max-work",  "--generators",
-                                             "--workers",       "--stats",     "--stats-interval",
-                                             "--oracle",        NULL};
-        int known = 0;
-        for (int k = 0; valued[k]; k++)
-            if (strcmp(a, valued[k]) == 0) known = 1;
-        if (!known) {
-            if (a[0] == '-')
-                return cli_usage_error(cmd, "unknown option \"%s\" (see kvfuzz fuzz --help)", a);
-            return cli_usage_error(cmd, "unexpected argument \"%s\" (see kvfuzz fuzz --help)", a);
-        }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
-        const char *v = argv[++i];
+    /* "-": non-options come back as 1 (refused below) instead of being moved to the end;
+     * ":": a missing value comes back as ':' so the message is ours. */
+    optind = 0;
+    opterr = 0;
+    for (;;) {
+        int prev = optind ? optind : 1;
+        int ch = getopt_long(argc, argv, "-:h", fuzz_options, NULL);
+        if (ch == -1) break;
+        const char *a = option_text(argv, prev);
+        const char *v = optarg;
         int64_t n;
         int rc = 0;
-        if (strcmp(a, "--kernel") == 0) {
+        switch (ch) {
+        case 'h':
+            fuzz_help();
+            return KVF_EXIT_OK;
+        case 1:
+            return cli_usage_error(cmd, "unexpected argument \"%s\" (see kvfuzz fuzz --help)", v);
+        case ':':
+            return cli_usage_error(cmd, "%s needs a value", a);
+        case '?':
+            return cli_usage_error(cmd, "unknown option \"%s\" (see kvfuzz fuzz --help)", a);
+        case OPT_REQUIRE_OVERFLOW:
+            o.require_overflow = 1;
+            break;
+        case OPT_IN_PROCESS:
+            o.in_process = 1;
+            break;
+        case OPT_ORACLE_ONLY:
+            o.oracle_only = 1;
+            break;
+        case OPT_VERBOSE:
+            o.verbose = 1;
+            break;
+        case OPT_STOP_ON_FINDING:
+            o.max_findings = 1;
+            break;
+        case OPT_KERNEL:
             kernel_name = v;
-        } else if (strcmp(a, "--rule") == 0) {
+            break;
+        case OPT_RULE: {
             kvf_error err = {0};
             if (o.nrules == KVF_MAX_RULES)
                 return cli_usage_error(cmd, "at most %d rules per run", KVF_MAX_RULES);
             if (kvf_rule_parse(&o.rules[o.nrules], v, &err))
                 return cli_usage_error(cmd, "%s", err.msg);
             o.nrules++;
-        } else if (strcmp(a, "--time") == 0) {
-            rc = parse_seconds(cmd, a, v, &o.time_limit_s);
-        } else if (strcmp(a, "--runs") == 0) {
-            rc = parse_pos(cmd, a, v, 1, INT64_MAX, &o.max_runs);
-        } else if (strcmp(a, "--jobs") == 0) {
-            rc = parse_pos(cmd, a, v, 1, 256, &n);
+            break;
+        }
+        case OPT_TIME:
+            rc = parse_seconds(cmd, "--time", v, &o.time_limit_s);
+            break;
+        case OPT_RUNS:
+            rc = parse_int(cmd, "--runs", v, 1, INT64_MAX, &o.max_runs);
+            break;
+        case OPT_JOBS:
+            rc = parse_int(cmd, "--jobs", v, 1, KVF_CAMPAIGN_MAX_JOBS, &n);
             o.jobs = (int)n;
-        } else if (strcmp(a, "--oracle") == 0) {
+            break;
+        case OPT_ORACLE: {
             int path;
             if (kvf_oracle_path_parse(v, &path))
                 return cli_usage_error(cmd, "--oracle must be fast or mpfr, got \"%s\"", v);
             kvf_oracle_set_default_path(path); /* the campaign's oracle threads take defaults */
-        } else if (strcmp(a, "--workers") == 0) {
-            rc = parse_pos(cmd, a, v, 1, 64, &n);
+            break;
+        }
+        case OPT_WORKERS:
+            rc = parse_int(cmd, "--workers", v, 1, 64, &n);
             o.workers = (int)n;
-        } else if (strcmp(a, "--generators") == 0) {
-            rc = parse_pos(cmd, a, v, 1, 64, &n);
+            break;
+        case OPT_GENERATORS:
+            rc = parse_int(cmd, "--generators", v, 1, 64, &n);
             o.generators = (int)n;
-        } else if (strcmp(a, "--seed") == 0) {
-            if (cli_parse_u64(v, &o.seed))
-                return cli_usage_error(cmd, "--seed must be a non-negative integer, got \"%s\"", v);
+            break;
+        case OPT_SEED:
+            rc = parse_seed(cmd, v, &o.seed);
             seed_given = 1;
-        } else if (strcmp(a, "--corpus") == 0) {
+            break;
+        case OPT_CORPUS:
             o.corpus_dir = v;
-        } else if (strcmp(a, "--findings") == 0) {
+            break;
+        case OPT_FINDINGS:
             o.findings_dir = v;
-        } else if (strcmp(a, "--stats") == 0) {
+            break;
+        case OPT_STATS:
             stats_path = v;
-        } else if (strcmp(a, "--stats-interval") == 0) {
-            rc = parse_seconds(cmd, a, v, &stats_interval);
-        } else if (strcmp(a, "--deadline") == 0) {
-            rc = parse_seconds(cmd, a, v, &o.deadline_s);
-        } else if (strcmp(a, "--determinism") == 0) {
-            rc = parse_pos(cmd, a, v, 0, INT32_MAX, &n);
+            break;
+        case OPT_STATS_INTERVAL:
+            rc = parse_seconds(cmd, "--stats-interval", v, &stats_interval);
+            break;
+        case OPT_DEADLINE:
+            rc = parse_seconds(cmd, "--deadline", v, &o.deadline_s);
+            break;
+        case OPT_DETERMINISM:
+            rc = parse_int(cmd, "--determinism", v, 0, INT32_MAX, &n);
             o.determinism_every = (int)n;
-        } else if (strcmp(a, "--max-batch") == 0) {
-            rc = parse_pos(cmd, a, v, 1, 4096, &n);
+            break;
+        case OPT_MAX_BATCH:
+            rc = parse_int(cmd, "--max-batch", v, 1, 4096, &n);
             o.mutate.max_batch = (int32_t)n;
-        } else if (strcmp(a, "--max-pages") == 0) {
-            rc = parse_pos(cmd, a, v, 1, 65535, &n);
+            break;
+        case OPT_MAX_PAGES:
+            rc = parse_int(cmd, "--max-pages", v, 1, 65535, &n);
             o.mutate.max_pages = (int32_t)n;
-        } else if (strcmp(a, "--max-page-size") == 0) {
-            rc = parse_pos(cmd, a, v, 1, 1024, &n);
+            break;
+        case OPT_MAX_PAGE_SIZE:
+            rc = parse_int(cmd, "--max-page-size", v, 1, 1024, &n);
             o.mutate.max_page_size = (int32_t)n;
-        } else if (strcmp(a, "--max-work") == 0) {
-            rc = parse_pos(cmd, a, v, 1, INT64_MAX / 4, &n);
+            break;
+        case OPT_MAX_WORK:
+            rc = parse_int(cmd, "--max-work", v, 1, INT64_MAX / 4, &n);
+            if (!rc && n < KVF_MUTATE_MIN_WORK)
+                return cli_usage_error(cmd,
+                                       "--max-work %lld leaves every case empty: one token of "
+                                       "one head of one dimension costs %d",
+                                       (long long)n, KVF_MUTATE_MIN_WORK);
             o.mutate.max_work = n;
             /* The pool budget follows the work budget so larger cases get larger pools. */
             if (n / 4 > o.mutate.max_pool_elems) o.mutate.max_pool_elems = n / 4;
+            break;
+        case OPT_MAX_FINDINGS:
+            rc = parse_int(cmd, "--max-findings", v, 1, INT64_MAX, &o.max_findings);
+            break;
+        case OPT_RELOAD:
+            rc = parse_seconds_in(cmd, "--reload", v, 1, &o.reload_s);
+            break;
+        case OPT_LARGE_SHARE:
+            rc = parse_int(cmd, "--large-share", v, 0, 90, &n);
+            o.large_share = (double)n / 100;
+            break;
+        case OPT_LARGE_WORK:
+            rc = parse_int(cmd, "--large-work", v, KVF_MUTATE_MIN_WORK, INT64_MAX / 4, &n);
+            o.large.max_work = n;
+            o.large.max_pool_elems = n;
+            break;
+        default:
+            return cli_usage_error(cmd, "unknown option \"%s\" (see kvfuzz fuzz --help)", a);
         }
         if (rc) return rc;
     }
@@ -276,24 +466,34 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     if (!seed_given) o.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     if (o.nrules == 0) o.nrules = kvf_rule_default_set(o.rules, KVF_MAX_RULES);
 
+    /* From here on files are made: a signal now must end in an orderly stop (the campaign
+     * sees it at once), never in a half-written statistics file. */
+    kvf_campaign_catch_signals();
     {
         kvf_error werr = {0};
         if (kvf_fuzz_mkdirs(o.findings_dir, &werr) ||
-            kvf_fuzz_check_writable(o.findings_dir, &werr))
+            kvf_fuzz_check_writable(o.findings_dir, &werr)) {
+            kvf_campaign_release_signals();
             return cli_usage_error(cmd, "%s", werr.msg);
+        }
     }
+    /* Temporary files an earlier campaign left when it was killed mid-write (kill -9). */
+    int stale = kvf_fuzz_remove_stale_temps(o.findings_dir, 60);
+    if (o.corpus_dir) stale += kvf_fuzz_remove_stale_temps(o.corpus_dir, 60);
     fprintf(stderr, "kvfuzz fuzz: kernel %s, seed %" PRIu64 ", rules", o.kernel->name, o.seed);
     for (int r = 0; r < o.nrules; r++)
         fprintf(stderr, " %s", o.rules[r].name);
     fprintf(stderr, ", findings in %s%s%s\n", o.findings_dir, o.corpus_dir ? ", corpus " : "",
             o.corpus_dir ? o.corpus_dir : "");
+    if (stale)
+        fprintf(stderr, "kvfuzz fuzz: removed %d temporary file(s) left by an interrupted write\n",
+                stale);
 
     kvf_error err = {0};
     char default_stats[4096];
     if (!stats_path) {
-        snprintf(default_stats, sizeof default_stats, "%s/stats.json", o.findings_dir);
+        default_stats_path(default_stats, sizeof default_stats, o.findings_dir);
         stats_path = default_stats;
-        if (kvf_fuzz_mkdirs(o.findings_dir, &err)) return cli_usage_error(cmd, "%s", err.msg);
     }
     static fuzz_stats fs; /* 256 slots: too large for the stack */
     memset(&fs, 0, sizeof fs);
@@ -304,15 +504,23 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     so.flush_interval_s = stats_interval;
     so.require_overflow = o.require_overflow;
     fs.o = &o;
-    if (kvf_stats_sink_create(&fs.sink, &so, stats_path, KVF_CAMPAIGN_MAX_JOBS, &err))
+    if (kvf_stats_sink_create(&fs.sink, &so, stats_path, KVF_CAMPAIGN_MAX_JOBS, &err)) {
+        kvf_campaign_release_signals();
         return cli_usage_error(cmd, "%s", err.msg);
+    }
     if (!o.oracle_only) {
         o.judge_hooks = stats_hooks;
+        o.run_observer = stats_run;
         o.observer_ctx = &fs;
     }
 
     kvf_campaign_stats st;
     int rc = kvf_campaign_run(&o, &st, &err);
+    if (!st.interrupted && kvf_campaign_stop_signal()) {
+        /* Caught before the campaign started (it then never ran): still a stop by signal. */
+        st.interrupted = 1;
+        st.stop_signal = kvf_campaign_stop_signal();
+    }
     kvf_error serr = {0};
     if (kvf_stats_sink_finish(fs.sink, &serr)) /* the oracle threads have all ended */
         fprintf(stderr, "kvfuzz fuzz: %s\n", serr.msg);
@@ -322,6 +530,7 @@ int kvf_cmd_fuzz(int argc, char **argv) {
         fprintf(stderr, "kvfuzz fuzz: %s\n", err.msg);
         if (st.cases == 0) {
             kvf_stats_sink_free(fs.sink);
+            kvf_campaign_release_signals();
             return KVF_EXIT_USAGE;
         }
     }
@@ -329,6 +538,9 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     print_verdicts(stdout, kvf_stats_sink_stats(fs.sink), &st);
     kvf_stats_sink_free(fs.sink);
     fflush(stdout);
+    /* Held until here: a signal during the last statistics write or the summary is the
+     * orderly stop's, already under way (a second one still kills). */
+    kvf_campaign_release_signals();
     if (st.finding_hits > 0) return KVF_EXIT_FINDINGS;
     return rc ? KVF_EXIT_USAGE : KVF_EXIT_OK;
 }

@@ -4,7 +4,8 @@
  * logit pattern, value distribution and poison bit, the lengths 0, 1, S-1, S, S+1 and the
  * 32-token tile edges, GQA groups 1 to 16 with 5 and 7, page sizes 1 to 256, odd sm_scale values,
  * single-entry and single-value overrides, explicit tensors; the decoder corpus adds malformed
- * files. Regenerate with `kvfuzz_corpus_gen decode|cuda|case DIR` (deterministic).
+ * files. Regenerate with `kvfuzz_corpus_gen decode|cuda|case DIR` (deterministic); `seeds DIR`
+ * writes the two large cases of corpus/seeds.
  *
  * Usage errors exit 2; a case that does not build exits 1 (the generator and this list
  * disagree). */
@@ -344,10 +345,48 @@ static void case_corpus(void) {
     free(good);
 }
 
+/* The large seeds of corpus/seeds (docs/fuzzing.md, "Reach"), beside the presets there: one
+ * sequence of 32,768 tokens, and a batch of 64 sequences of mixed lengths (1 to 1,000 tokens
+ * around the page and 32-token tile edges, 12,564 in all; none empty, so each judges as a
+ * plain in-model case under every rule). Few heads (Hq 4, Hk 1, D 128) keep the oracle's work
+ * near that of a few seed workloads. Written under their corpus/seeds names; beyond the fuzzers'
+ * budget on purpose (a campaign fits what it mutates). */
+static void write_named(const char *name, kvf_spec *sp) {
+    kvf_case c;
+    kvf_error err = {0};
+    if (kvf_case_build(&c, sp, &limits, &err)) {
+        fprintf(stderr, "kvfuzz_corpus_gen: %s does not build: %s\n", name, err.msg);
+        exit(1);
+    }
+    kvf_case_free(&c);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.kvfz", out_dir, name);
+    if (kvf_spec_save(sp, path, &err)) {
+        fprintf(stderr, "kvfuzz_corpus_gen: %s\n", err.msg);
+        exit(1);
+    }
+    kvf_spec_free(sp);
+    written++;
+}
+
+static void seeds_corpus(void) {
+    kvf_spec sp = base(4, 1, 128, 64, L1(32768));
+    sp.recipe.seed = 32768;
+    write_named("18-long-32k", &sp);
+    static const int pattern[16] = {1,   31,  32,  33,  63,  64,  65,  127,
+                                    128, 129, 200, 255, 256, 257, 500, 1000};
+    kvf_spec wide = base(4, 1, 128, 16, L1(1));
+    wide.recipe.seed = 64;
+    if (kvf_spec_set_batch(&wide, 64, NULL)) exit(1);
+    for (int b = 0; b < 64; b++) /* the pattern in four rotations, so neighbours differ */
+        set_len(&wide.recipe, b, pattern[(b + b / 16) % 16]);
+    write_named("19-batch64-mixed", &wide);
+}
+
 int main(int argc, char **argv) {
-    if (argc != 3 ||
-        (strcmp(argv[1], "decode") && strcmp(argv[1], "cuda") && strcmp(argv[1], "case"))) {
-        fprintf(stderr, "usage: kvfuzz_corpus_gen decode|cuda|case DIR\n");
+    if (argc != 3 || (strcmp(argv[1], "decode") && strcmp(argv[1], "cuda") &&
+                      strcmp(argv[1], "case") && strcmp(argv[1], "seeds"))) {
+        fprintf(stderr, "usage: kvfuzz_corpus_gen decode|cuda|case|seeds DIR\n");
         return 2;
     }
     out_dir = argv[2];
@@ -356,6 +395,8 @@ int main(int argc, char **argv) {
     want_cuda = strcmp(argv[1], "cuda") == 0;
     if (strcmp(argv[1], "case") == 0)
         case_corpus();
+    else if (strcmp(argv[1], "seeds") == 0)
+        seeds_corpus();
     else
         decode_corpus();
     printf("kvfuzz_corpus_gen: wrote %d case(s) to %s\n", written, out_dir);

@@ -35,7 +35,7 @@ check_pairs() {
   done
   for j in "$dir"/*.json; do
     [ -e "$j" ] || continue
-    [ "$(basename "$j")" = stats.json ] && continue # the campaign's error statistics
+    case "$(basename "$j")" in stats-*.json) continue ;; esac # each campaign's error statistics
     [ -s "${j%.json}.kvfz" ] || fail "$j has no case beside it"
   done
   check_no_temp "$dir"
@@ -117,33 +117,93 @@ check_pairs "$tmp/fh"
 
 # ---- a production kernel -----------------------------------------------------------------
 run 0 -- "$kvfuzz" fuzz --kernel cpu-splitkv --runs 150 --seed 1 --jobs 2 --findings "$tmp/fp"
-[ -z "$(ls -A "$tmp/fp" | grep -v '^stats.json$')" ] || fail "cpu-splitkv produced findings: $(ls "$tmp/fp")"
-[ -s "$tmp/fp/stats.json" ] || fail "the campaign wrote no statistics beside its findings"
+[ -z "$(ls -A "$tmp/fp" | grep -v '^stats-.*\.json$')" ] || fail "cpu-splitkv produced findings: $(ls "$tmp/fp")"
+# One statistics file per campaign, named after its host, process and start.
+[ "$(ls "$tmp/fp"/stats-*-*-*.json 2>/dev/null | wc -l)" = 1 ] || fail "the campaign did not write one stats-HOST-PID-START.json: $(ls "$tmp/fp")"
+sf=$(ls "$tmp/fp"/stats-*.json | head -1)
+[ -s "$sf" ] || fail "the campaign wrote no statistics beside its findings"
 # Every judged case reaches the statistics (the oracle threads count into shards that are
 # merged at exit), under the run's one provenance record.
 judged=$(sed -n 's/.*judged \([0-9]*\).*/\1/p' "$tmp/out" | head -1)
-ran=$(grep -o '"ran": [0-9]*' "$tmp/fp/stats.json" | head -1 | grep -o '[0-9]*$')
-[ -n "$judged" ] && [ "$ran" = "$judged" ] || fail "stats.json counts $ran runs, the campaign judged $judged"
-[ "$(grep -c '"command": ' "$tmp/fp/stats.json")" = 1 ] || fail "stats.json has more than one provenance record"
+ran=$(grep -o '"ran": [0-9]*' "$sf" | head -1 | grep -o '[0-9]*$')
+[ -n "$judged" ] && [ "$ran" = "$judged" ] || fail "$sf counts $ran runs, the campaign judged $judged"
+[ "$(grep -c '"command": ' "$sf")" = 1 ] || fail "$sf has more than one provenance record"
 grep -q "dispatcher waits: for generated cases" "$tmp/out" || fail "the summary does not say where the dispatcher waited"
 run 2 -- "$kvfuzz" fuzz --stats-interval 0 --runs 1
 grep -q "stats-interval must be a positive number" "$tmp/err" || fail "--stats-interval 0: $(cat "$tmp/err")"
-# With a short interval the shards are drained into stats.json while the campaign runs.
+# With a short interval the shards are drained into the stats file while the campaign runs.
 "$kvfuzz" fuzz --kernel cpu-splitkv --time 6 --stats-interval 0.5 --seed 2 --jobs 2 \
   --findings "$tmp/fi" >"$tmp/si.out" 2>"$tmp/si.err" &
 pid=$!
 mid=""
 for _ in $(seq 1 50); do
   sleep 0.1
-  mid=$(grep -o '"ran": [0-9]*' "$tmp/fi/stats.json" 2>/dev/null | head -1 | grep -o '[0-9]*$')
+  mid=$(cat "$tmp/fi"/stats-*.json 2>/dev/null | grep -o '"ran": [0-9]*' | head -1 | grep -o '[0-9]*$')
   [ -n "$mid" ] && [ "$mid" -gt 0 ] && break
 done
 kill -0 $pid 2>/dev/null || fail "the short-interval campaign ended before its statistics were checked"
-[ -n "$mid" ] && [ "$mid" -gt 0 ] || fail "stats.json was not rewritten during the run"
+[ -n "$mid" ] && [ "$mid" -gt 0 ] || fail "the stats file was not rewritten during the run"
 wait $pid
 judged=$(sed -n 's/.*judged \([0-9]*\).*/\1/p' "$tmp/si.out" | head -1)
-ran=$(grep -o '"ran": [0-9]*' "$tmp/fi/stats.json" | head -1 | grep -o '[0-9]*$')
-[ -n "$judged" ] && [ "$ran" = "$judged" ] || fail "after mid-run rewrites stats.json counts $ran runs, the campaign judged $judged"
+ran=$(cat "$tmp/fi"/stats-*.json | grep -o '"ran": [0-9]*' | head -1 | grep -o '[0-9]*$')
+[ -n "$judged" ] && [ "$ran" = "$judged" ] || fail "after mid-run rewrites the stats file counts $ran runs, the campaign judged $judged"
+
+# ---- statistics of several campaigns ---------------------------------------------------------
+# Crashes and hangs are counted in the statistics (as the launches that gave no output).
+count_of() { # FILE KEY: the first count under KEY in a stats file
+  grep -o "\"$2\": [0-9]*" "$1" | head -1 | grep -o '[0-9]*$'
+}
+n=$(count_of "$(ls "$tmp/fc"/stats-*.json | head -1)" crash)
+[ -n "$n" ] && [ "$n" -gt 0 ] || fail "the crash campaign's statistics count $n crashes"
+n=$(count_of "$(ls "$tmp/fh"/stats-*.json | head -1)" hang)
+[ -n "$n" ] && [ "$n" -gt 0 ] || fail "the hang campaign's statistics count $n hangs"
+# Two campaigns on one findings folder keep a stats file each; `report` reads the folder as
+# their merge.
+"$kvfuzz" fuzz --kernel cpu-ref --runs 40 --seed 1 --jobs 1 --findings "$tmp/fm" >"$tmp/m1.out" 2>/dev/null &
+p1=$!
+"$kvfuzz" fuzz --kernel cpu-ref --runs 30 --seed 2 --jobs 1 --findings "$tmp/fm" >"$tmp/m2.out" 2>/dev/null
+wait $p1
+[ "$(ls "$tmp/fm"/stats-*.json | wc -l)" = 2 ] || fail "two campaigns on one folder: $(ls "$tmp/fm")"
+run 0 -- "$kvfuzz" report --merge "$tmp/merged.json" "$tmp/fm"
+[ "$(count_of "$tmp/merged.json" ran)" = 70 ] || fail "the merged statistics count $(count_of "$tmp/merged.json" ran) runs, not 40 + 30"
+[ "$(grep -o '"command": ' "$tmp/merged.json" | wc -l)" = 2 ] || fail "the merge does not keep both campaigns' provenance"
+# Temporary files a killed write left behind are removed at the start (when old enough).
+mkdir -p "$tmp/fk"
+touch -d '2 hours ago' "$tmp/fk/.stats-old.json.tmp.Ab12Cd"
+run 0 -- "$kvfuzz" fuzz --kernel cpu-ref --runs 5 --seed 1 --jobs 1 --findings "$tmp/fk"
+[ -e "$tmp/fk/.stats-old.json.tmp.Ab12Cd" ] && fail "a stale temporary file was not removed"
+grep -q "removed 1 temporary file" "$tmp/err" || fail "the removal of a stale temporary file is not said: $(cat "$tmp/err")"
+
+# ---- options ---------------------------------------------------------------------------------
+run 2 -- "$kvfuzz" fuzz --kernel cpu-ref --runs 1 --seed 0x10
+grep -q "decimal" "$tmp/err" || fail "--seed 0x10: $(cat "$tmp/err")"
+run 2 -- "$kvfuzz" fuzz --kernel cpu-ref --runs 1 --seed " 5"
+run 2 -- "$kvfuzz" fuzz --kernel cpu-ref --runs +5
+run 2 -- "$kvfuzz" fuzz --kernel cpu-ref --time inf
+run 2 -- "$kvfuzz" fuzz --kernel cpu-ref --runs 1 --max-work 32
+grep -q "leaves every case empty" "$tmp/err" || fail "--max-work 32: $(cat "$tmp/err")"
+run 2 -- "$kvfuzz" fuzz --kernel cpu-ref --runs 1 --large-share 95
+run 2 -- "$kvfuzz" fuzz --kernel cpu-ref --runs
+grep -q -- "--runs needs a value" "$tmp/err" || fail "--runs without a value: $(cat "$tmp/err")"
+# --stop-on-finding: the planted bug's first signature ends the run, long before its time.
+run 1 -- "$kvfuzz" fuzz --kernel test-planted --time 120 --stop-on-finding --seed 3 --jobs 2 --findings "$tmp/ff"
+grep -q "findings: [1-9][0-9]* new" "$tmp/out" || fail "--stop-on-finding: $(tail -3 "$tmp/out")"
+grep -q "stopped by\|done after [0-9.]* s" "$tmp/out" || fail "--stop-on-finding summary: $(head -1 "$tmp/out")"
+t=$(sed -n 's/.*done after \([0-9]*\).*/\1/p' "$tmp/out" | head -1)
+[ -n "$t" ] && [ "$t" -lt 60 ] || fail "--stop-on-finding ran $t s"
+
+# ---- cooperating campaigns -------------------------------------------------------------------
+# Two campaigns on one corpus folder take in each other's new entries (--reload).
+mkdir -p "$tmp/cc"
+"$kvfuzz" fuzz --kernel cpu-ref --time 6 --reload 0.5 --seed 21 --jobs 1 --findings "$tmp/fc1" \
+  --corpus "$tmp/cc" >"$tmp/c1.out" 2>/dev/null &
+p1=$!
+"$kvfuzz" fuzz --kernel cpu-ref --time 6 --reload 0.5 --seed 22 --jobs 1 --findings "$tmp/fc2" \
+  --corpus "$tmp/cc" >"$tmp/c2.out" 2>/dev/null
+wait $p1
+for o in "$tmp/c1.out" "$tmp/c2.out"; do
+  grep -q "entr[a-z]* taken in from other campaigns" "$o" || fail "a campaign took in nothing from the other: $(grep corpus "$o")"
+done
 
 # ---- signals -----------------------------------------------------------------------------
 "$kvfuzz" fuzz --kernel test-planted --time 120 --seed 9 --jobs 2 --findings "$tmp/fs" \
@@ -175,6 +235,22 @@ grep -q "stopped by SIGTERM" "$tmp/sig.out" || fail "no summary after SIGTERM: $
 grep -Eq "kvfuzz fuzz: +[0-9]+s  cases [0-9]+ \([0-9.]+/s\)  tokens .*/s\)  findings .* worst margin strict" "$tmp/sig.err" \
   || fail "no progress line within 6 s: $(cat "$tmp/sig.err")"
 check_no_temp "$tmp/ct"
+
+# A signal while the campaign is still starting (here: reading a corpus folder of 30,000
+# files, which takes a few tenths of a second) ends in the same orderly stop, with a summary,
+# and leaves no temporary file.
+mkdir -p "$tmp/cbig"
+seq 1 30000 | sed 's/$/.kvfz/' | (cd "$tmp/cbig" && xargs touch)
+"$kvfuzz" fuzz --kernel cpu-ref --time 60 --seed 4 --jobs 1 --findings "$tmp/fe" \
+  --corpus "$tmp/cbig" >"$tmp/sig.out" 2>"$tmp/sig.err" &
+pid=$!
+sleep 0.1
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc -eq 0 ] || fail "fuzz after an early SIGTERM exited $rc, expected 0"
+grep -q "stopped by SIGTERM" "$tmp/sig.out" || fail "no summary after an early SIGTERM: $(cat "$tmp/sig.out") $(cat "$tmp/sig.err")"
+check_no_temp "$tmp/fe"
 
 [ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "fuzz command line: all checks passed"

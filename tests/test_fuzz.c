@@ -3,7 +3,12 @@
  * signatures and atomic de-duplicated findings; the worker survives crashing and hanging
  * kernels; the campaign finds the planted bug; the minimizer shrinks it and keeps its class. */
 #include <dirent.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
 #include <stdint.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +19,7 @@
 #include "kvfuzz/outcome.h"
 #include "kvfuzz/runner.h"
 #include "kvfuzz/test_kernels.h"
+#include "../fuzz/src/queue.h" /* the campaign's internal queue, tested directly */
 
 static kvf_limits case_limits(void) {
     kvf_limits l;
@@ -245,17 +251,43 @@ static void signatures_and_saving(void) {
     kvf_spec s = small_spec(1), s2 = small_spec(2);
     int is_new = -1;
     char path[4300];
+    json_t *extra = json_pack("{s:i}", "x", 1);
+    hang.deadline = INFINITY; /* a number JSON cannot spell */
     kvf_error err = {0};
-    CHECK_OK(
-        kvf_finding_save(dir, &crash, "k", &s, NULL, "\"x\": 1", &is_new, path, sizeof path, &err),
-        &err);
+    CHECK_OK(kvf_finding_save(dir, &crash, "k", &s, NULL, extra, &is_new, path, sizeof path, &err),
+             &err);
+    json_decref(extra);
     CHECK_INT_EQ(is_new, 1);
     CHECK_STR_CONTAINS(path, "/crash-");
+    {
+        /* The report is JSON (jansson reads it back) with the extra members. */
+        char jpath[4300];
+        snprintf(jpath, sizeof jpath, "%.*s.json", (int)(strlen(path) - 5), path);
+        json_error_t je;
+        json_t *rep = json_load_file(jpath, 0, &je);
+        CHECK(rep != NULL);
+        CHECK_INT_EQ(json_integer_value(json_object_get(rep, "x")), 1);
+        CHECK(json_is_null(json_object_get(rep, "fib_catches"))); /* a crash: not judged */
+        CHECK_INT_EQ(json_integer_value(json_object_get(rep, "signal")), 11);
+        json_decref(rep);
+    }
     /* Same signature, different case: kept out, the first case and its report stay. */
     CHECK_OK(kvf_finding_save(dir, &crash, "k", &s2, NULL, NULL, &is_new, NULL, 0, &err), &err);
     CHECK_INT_EQ(is_new, 0);
-    CHECK_OK(kvf_finding_save(dir, &hang, "k", &s2, NULL, NULL, &is_new, NULL, 0, &err), &err);
+    char hang_path[4300];
+    CHECK_OK(kvf_finding_save(dir, &hang, "k", &s2, NULL, NULL, &is_new, hang_path,
+                              sizeof hang_path, &err),
+             &err);
     CHECK_INT_EQ(is_new, 1);
+    {
+        char jpath[4300];
+        snprintf(jpath, sizeof jpath, "%.*s.json", (int)(strlen(hang_path) - 5), hang_path);
+        json_error_t je;
+        json_t *rep = json_load_file(jpath, 0, &je);
+        CHECK(rep != NULL);
+        CHECK_STR_CONTAINS(json_string_value(json_object_get(rep, "deadline_s")), "Infinity");
+        json_decref(rep);
+    }
     int hidden;
     CHECK_INT_EQ(count_files(dir, "crash-", &hidden), 2);
     CHECK_INT_EQ(count_files(dir, "hang-", NULL), 2);
@@ -472,6 +504,17 @@ static void campaign_finds_and_minimizes_planted_bug(void) {
     if (d) closedir(d);
     CHECK(path[0] != 0);
     if (path[0]) {
+        /* An accuracy finding says whether FlashInfer-Bench's rule (fib) catches it. */
+        char jpath[1100];
+        snprintf(jpath, sizeof jpath, "%.*s.json", (int)(strlen(path) - 5), path);
+        json_error_t je;
+        json_t *rep = json_load_file(jpath, 0, &je);
+        CHECK(rep != NULL);
+        CHECK(json_is_boolean(json_object_get(rep, "fib_catches")));
+        CHECK(json_is_object(json_object_get(rep, "campaign")));
+        json_decref(rep);
+    }
+    if (path[0]) {
         kvf_limits cl = case_limits();
         kvf_spec s;
         CHECK_OK(kvf_case_load(path, &s, NULL, &cl, &err), &err);
@@ -528,6 +571,7 @@ static void campaign_confirms_crashes(void) {
     CHECK_OK(kvf_campaign_run(&o, &st, &err), &err);
     CHECK_INT_EQ(st.by_class[KVF_FINDING_CRASH], 0);
     CHECK(st.crashes_unconfirmed >= 5);
+    CHECK_INT_EQ(st.crashes, 0); /* unconfirmed crashes are not counted as crashes */
     CHECK_INT_EQ(st.findings_new, 0);
     unsetenv("KVF_TEST_FLAKY_DIR");
     rm_tree(seen);
@@ -537,6 +581,8 @@ static void campaign_confirms_crashes(void) {
     CHECK_OK(kvf_campaign_run(&o, &st, &err), &err);
     CHECK(st.by_class[KVF_FINDING_CRASH] > 0);
     CHECK_INT_EQ(st.crashes_unconfirmed, 0);
+    CHECK_INT_EQ(st.crashes, st.by_class[KVF_FINDING_CRASH]); /* each confirmed crash counted */
+    CHECK_INT_EQ(st.hangs, 0);
     fclose(log);
     rm_tree(dir);
 }
@@ -598,6 +644,233 @@ static void overflow_needs_asking(void) {
     kvf_spec_free(&s);
 }
 
+/* ---- the bounded queue ------------------------------------------------------------------- */
+
+typedef struct queue_producer {
+    kvf__queue *q;
+    int base, n, refused;
+} queue_producer;
+
+static void *queue_produce(void *arg) {
+    queue_producer *p = arg;
+    for (int i = 0; i < p->n; i++)
+        if (kvf__queue_push(p->q, (void *)(intptr_t)(p->base + i + 1))) p->refused++;
+    return NULL;
+}
+
+static int freed_items;
+static void count_free(void *item) {
+    (void)item;
+    freed_items++;
+}
+
+/* Many producers through a queue of 3: every item comes out once, each producer's in order;
+ * close drains, abort refuses, free releases what is left. */
+static void queue_bounded_mpmc(void) {
+    kvf__queue q;
+    CHECK(kvf__queue_init(&q, 3) == 0);
+    enum { P = 4, N = 2000 };
+    queue_producer prod[P];
+    pthread_t tid[P];
+    for (int i = 0; i < P; i++) {
+        prod[i] = (queue_producer){&q, i * N, N, 0};
+        pthread_create(&tid[i], NULL, queue_produce, &prod[i]);
+    }
+    static int seen[P * N];
+    memset(seen, 0, sizeof seen);
+    int last[P];
+    for (int i = 0; i < P; i++)
+        last[i] = -1;
+    int in_order = 1;
+    for (int k = 0; k < P * N; k++) {
+        int v = (int)(intptr_t)kvf__queue_pop(&q) - 1;
+        CHECK(v >= 0 && v < P * N);
+        if (v < 0 || v >= P * N) break;
+        seen[v]++;
+        if (v % N <= last[v / N]) in_order = 0;
+        last[v / N] = v % N;
+        CHECK(q.count <= 3);
+    }
+    for (int i = 0; i < P; i++)
+        pthread_join(tid[i], NULL);
+    int once = 1;
+    for (int k = 0; k < P * N; k++)
+        once &= seen[k] == 1;
+    CHECK(once);
+    CHECK(in_order);
+    /* Closed: what is inside still comes out, then NULL; pushes are refused. */
+    CHECK(kvf__queue_push(&q, (void *)1) == 0);
+    kvf__queue_close(&q);
+    CHECK(kvf__queue_push(&q, (void *)2) != 0);
+    CHECK(kvf__queue_pop(&q) == (void *)1);
+    CHECK(kvf__queue_pop(&q) == NULL);
+    kvf__queue_free(&q, count_free);
+    /* Aborted: pops return at once, the items stay for free. */
+    CHECK(kvf__queue_init(&q, 2) == 0);
+    CHECK(kvf__queue_push(&q, (void *)1) == 0);
+    kvf__queue_abort(&q);
+    CHECK(kvf__queue_pop(&q) == NULL);
+    freed_items = 0;
+    kvf__queue_free(&q, count_free);
+    CHECK_INT_EQ(freed_items, 1);
+}
+
+/* init / start / wait / free as separate steps; free without wait stops the threads. */
+static void campaign_lifecycle(void) {
+    FILE *log = fopen("/dev/null", "w");
+    kvf_campaign_opts o;
+    kvf_campaign_opts_default(&o);
+    o.kernel = kvf_fuzz_kernel_find("cpu-ref");
+    o.max_runs = 30;
+    o.jobs = 1;
+    o.log = log;
+    kvf_campaign_stats st;
+    kvf_error err = {0};
+    kvf_campaign *cp = NULL;
+    CHECK_OK(kvf_campaign_init(&cp, &o, &st, &err), &err);
+    CHECK_OK(kvf_campaign_start(cp, &err), &err);
+    CHECK_OK(kvf_campaign_wait(cp, &err), &err);
+    kvf_campaign_free(cp);
+    CHECK_INT_EQ(st.cases, 30);
+    CHECK_INT_EQ(st.judged, 30);
+    /* Started, never waited for: free stops it. */
+    o.max_runs = 0;
+    CHECK_OK(kvf_campaign_init(&cp, &o, &st, &err), &err);
+    CHECK_OK(kvf_campaign_start(cp, &err), &err);
+    kvf_campaign_free(cp);
+    /* A failed init still leaves something to free. */
+    o.kernel = NULL;
+    CHECK(kvf_campaign_init(&cp, &o, &st, &err) == KVF_EINVAL);
+    kvf_campaign_free(cp);
+    fclose(log);
+}
+
+/* --max-findings: the campaign stops once that many signatures are found. */
+static void campaign_stops_on_finding(void) {
+    char dir[512], findings[600];
+    make_tmp(dir, sizeof dir);
+    snprintf(findings, sizeof findings, "%s/findings", dir);
+    FILE *log = fopen("/dev/null", "w");
+    kvf_campaign_opts o;
+    kvf_campaign_opts_default(&o);
+    o.kernel = kvf_fuzz_kernel_find("test-planted");
+    o.max_runs = 20000;
+    o.max_findings = 1;
+    o.jobs = 2;
+    o.seed = 7;
+    o.findings_dir = findings;
+    o.log = log;
+    kvf_campaign_stats st;
+    kvf_error err = {0};
+    CHECK_OK(kvf_campaign_run(&o, &st, &err), &err);
+    CHECK(st.findings_new >= 1);
+    /* What was in flight when it stopped may add a few signatures, not hundreds of cases. */
+    CHECK(st.cases < 2000);
+    fclose(log);
+    rm_tree(dir);
+}
+
+/* Reach: the share of the oracle work asked for goes to large cases, which reach 32,768-token
+ * sequences and batches of 64 and more; with large_share 0 nothing is past the small budget. */
+static void campaign_reaches_long_and_wide(void) {
+    FILE *log = fopen("/dev/null", "w");
+    kvf_campaign_opts o;
+    kvf_campaign_opts_default(&o);
+    o.kernel = kvf_fuzz_kernel_find("cpu-splitkv");
+    o.oracle_only = 1;   /* what is generated is the point, not the kernel */
+    o.large_share = 0.9; /* many large cases in a short run, */
+    o.large.max_work = o.large.max_pool_elems = (int64_t)1 << 21; /* cheaper ones */
+    o.max_runs = 60;
+    o.jobs = 2;
+    o.generators = 1;
+    o.seed = 11;
+    o.log = log;
+    kvf_campaign_stats st;
+    kvf_error err = {0};
+    CHECK_OK(kvf_campaign_run(&o, &st, &err), &err);
+    CHECK(st.large_cases > 0);
+    CHECK(st.longest_seq >= 32768);
+    CHECK(st.largest_batch >= 64);
+    double share = st.work_large / (st.work_large + st.work_small);
+    CHECK(share > 0.8 && share < 0.97); /* the share asked for, give or take one large case */
+    o.large_share = 0;
+    o.max_runs = 300;
+    CHECK_OK(kvf_campaign_run(&o, &st, &err), &err);
+    CHECK_INT_EQ(st.large_cases, 0);
+    CHECK(st.longest_seq <= 8 * 256);
+    CHECK(st.largest_batch <= 4);
+    fclose(log);
+}
+
+/* A running campaign takes in corpus files that appear in its folder (another campaign's),
+ * and only those: its own new entries are not read back. */
+static void campaign_reloads_corpus(void) {
+    char dir[512], corpus[600];
+    make_tmp(dir, sizeof dir);
+    snprintf(corpus, sizeof corpus, "%s/corpus", dir);
+    CHECK(mkdir(corpus, 0700) == 0);
+    FILE *log = fopen("/dev/null", "w");
+    kvf_campaign_opts o;
+    kvf_campaign_opts_default(&o);
+    o.kernel = kvf_fuzz_kernel_find("cpu-ref");
+    o.time_limit_s = 2;
+    o.reload_s = 0.2;
+    o.jobs = 1;
+    o.seed = 5;
+    o.corpus_dir = corpus;
+    o.log = log;
+    kvf_campaign_stats st;
+    kvf_error err = {0};
+    kvf_campaign *cp = NULL;
+    CHECK_OK(kvf_campaign_init(&cp, &o, &st, &err), &err);
+    CHECK_OK(kvf_campaign_start(cp, &err), &err);
+    struct timespec ts = {0, 500000000};
+    nanosleep(&ts, NULL);
+    /* Another campaign's entries: three small valid cases under names of their own. */
+    for (int i = 0; i < 3; i++) {
+        kvf_spec s = small_spec(100 + (uint64_t)i);
+        char path[700];
+        snprintf(path, sizeof path, "%s/other-%d.kvfz", corpus, i);
+        CHECK_OK(kvf_spec_save(&s, path, &err), &err);
+        kvf_spec_free(&s);
+    }
+    CHECK_OK(kvf_campaign_wait(cp, &err), &err);
+    kvf_campaign_free(cp);
+    CHECK_INT_EQ(st.corpus_reloaded, 3);
+    CHECK(st.corpus_added > 0);
+    fclose(log);
+    rm_tree(dir);
+}
+
+/* Temporary files of an interrupted write are removed once old enough, and nothing else. */
+static void stale_temps_removed(void) {
+    char dir[512];
+    make_tmp(dir, sizeof dir);
+    const char *names[] = {".stats-x.json.tmp.AbC123",
+                           ".kvfuzz-write-check.q1W2e3",
+                           ".stats-x.json.tmp.ZZZ999",
+                           "keep.kvfz",
+                           ".hidden",
+                           "a.tmp.123456",
+                           ".crash-0123456789ab.tmp.4242.7"};
+    for (int i = 0; i < 7; i++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = fopen(path, "w");
+        CHECK(f != NULL);
+        if (f) fclose(f);
+        if (i != 2) { /* all but one are two hours old */
+            struct timespec times[2] = {{time(NULL) - 7200, 0}, {time(NULL) - 7200, 0}};
+            utimensat(AT_FDCWD, path, times, 0);
+        }
+    }
+    CHECK_INT_EQ(kvf_fuzz_remove_stale_temps(dir, 60), 3);
+    int hidden = 0;
+    CHECK_INT_EQ(count_files(dir, NULL, &hidden), 2); /* keep.kvfz, a.tmp.123456 */
+    CHECK_INT_EQ(hidden, 2);                          /* the young temp, .hidden */
+    rm_tree(dir);
+}
+
 static const check_test tests[] = {
     {"mutations_stay_valid", mutations_stay_valid},
     {"lengths_jump_to_edges", lengths_jump_to_edges},
@@ -611,6 +884,12 @@ static const check_test tests[] = {
     {"overflow_needs_asking", overflow_needs_asking},
     {"default_jobs", default_jobs},
     {"campaign_confirms_crashes", campaign_confirms_crashes},
+    {"queue_bounded_mpmc", queue_bounded_mpmc},
+    {"campaign_lifecycle", campaign_lifecycle},
+    {"campaign_stops_on_finding", campaign_stops_on_finding},
+    {"campaign_reaches_long_and_wide", campaign_reaches_long_and_wide},
+    {"campaign_reloads_corpus", campaign_reloads_corpus},
+    {"stale_temps_removed", stale_temps_removed},
     {NULL, NULL},
 };
 

@@ -2,6 +2,7 @@
  * reports (outcome.h). */
 #include "kvfuzz/outcome.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -11,9 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kvfuzz/file.h"
+#include "kvfuzz/json_io.h"
 #include "kvfuzz/prng.h"
 
 const char *kvf_run_status_name(kvf_run_status s) {
@@ -77,6 +80,7 @@ void kvf_outcome_from_run(kvf_outcome *out, kvf_run_status status, const char *m
     memset(out, 0, sizeof *out);
     out->status = status;
     out->rule = -1;
+    out->fib = -1;
     if (message) snprintf(out->message, sizeof out->message, "%s", message);
     switch (status) {
     case KVF_RUN_KERNEL_ERROR:
@@ -149,6 +153,28 @@ int kvf_outcome_judge_hooked(kvf_outcome *out, const kvf_rule *rules, int nrules
         }
     }
     return 0;
+}
+
+int kvf_outcome_judge_fib(kvf_outcome *out, int require_overflow, const kvf_case *c,
+                          const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
+                          kvf_error *err) {
+    if (out->status != KVF_RUN_OK) return 0;
+    for (int r = 0; r < out->nrules; r++)
+        if (strcmp(out->verdicts[r].rule.name, "fib") == 0) {
+            out->fib =
+                kvf_verdict_status_of(&out->verdicts[r], require_overflow) == KVF_VERDICT_FAIL;
+            return 0;
+        }
+    kvf_rule fib;
+    int rc = kvf_rule_parse(&fib, "fib", err);
+    if (rc) return rc;
+    /* A verdict is large (its worst elements); this runs once per new finding. */
+    kvf_verdict *v = malloc(sizeof *v);
+    if (!v) return kvf_error_set(err, KVF_ENOMEM, "out of memory judging under fib");
+    rc = kvf_judge(v, &fib, c, oracle, o, lse, err);
+    if (!rc) out->fib = kvf_verdict_status_of(v, require_overflow) == KVF_VERDICT_FAIL;
+    free(v);
+    return rc;
 }
 
 int kvf_outcome_compare(kvf_outcome *out, const kvf_case *c, const kvf_bf16 *o1, const float *lse1,
@@ -235,8 +261,8 @@ int kvf_outcome_features(const kvf_outcome *out, int *f) {
     /* ulp distances do not depend on the rule. A NaN/inf mismatch has no distance; it keeps
      * a bucket of its own (the one past every distance), so the search still tells it apart. */
     const kvf_output_metrics *mo = &out->verdicts[0].o, *ml = &out->verdicts[0].lse;
-    f[n++] = ulp_base + (mo->nonfinite_mismatch ? kvf_ulp_bucket(INT64_MAX)
-                                                : kvf_ulp_bucket(mo->max_ulps));
+    f[n++] = ulp_base +
+             (mo->nonfinite_mismatch ? kvf_ulp_bucket(INT64_MAX) : kvf_ulp_bucket(mo->max_ulps));
     f[n++] = ulp_base + KVF_ULP_BUCKETS +
              (ml->nonfinite_mismatch ? kvf_ulp_bucket(INT64_MAX) : kvf_ulp_bucket(ml->max_ulps));
     return n;
@@ -426,175 +452,205 @@ void kvf_outcome_line(FILE *f, const kvf_outcome *out) {
 
 /* ---- JSON ----------------------------------------------------------------------------------- */
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
+/* Built with jansson through kvfuzz/json_io.h: one escaper, one number writer, and the strings
+ * "NaN", "Infinity" and "-Infinity" for what JSON cannot spell (docs/design.md §8). Every
+ * builder returns NULL when memory ran out (kvf_json_set and kvf_json_push then fail too). */
+
+static json_t *hex_bits(unsigned bits, int digits) {
+    char text[16];
+    snprintf(text, sizeof text, "0x%0*x", digits, bits);
+    return json_string(text);
 }
 
-/* JSON has no NaN or infinity: those are written as the strings "nan", "inf", "-inf". */
-/* JSON cannot spell non-finite numbers; every kvfuzz file uses these strings (docs/design.md
- * §8). */
-static void json_num(FILE *f, double x) {
-    if (isnan(x))
-        fprintf(f, "\"NaN\"");
-    else if (isinf(x))
-        fprintf(f, x > 0 ? "\"Infinity\"" : "\"-Infinity\"");
-    else
-        fprintf(f, "%.17g", x);
+static json_t *dist_json(const kvf_dist *d) {
+    json_t *j = json_object();
+    if (!j) return NULL;
+    int bad = kvf_json_set(j, "dist", json_string(kvf_dist_name(d->kind))) |
+              kvf_json_set(j, "log2_scale", json_integer(d->log2_scale)) |
+              kvf_json_set(j, "param", json_integer(d->param));
+    if (bad) json_decref(j);
+    return bad ? NULL : j;
 }
 
-static void json_dist(FILE *f, const kvf_dist *d) {
-    fprintf(f, "{\"dist\": \"%s\", \"log2_scale\": %d, \"param\": %u}", kvf_dist_name(d->kind),
-            d->log2_scale, d->param);
-}
-
-static void json_element(FILE *f, const kvf_element_error *e) {
+static json_t *element_json(const kvf_element_error *e) {
     int is_o = e->output == KVF_OUTPUT_O;
-    fprintf(f, "{\"output\": \"%s\", \"b\": %d, \"h\": %d, \"d\": %d, \"kernel\": ",
-            is_o ? "o" : "lse", e->b, e->h, e->d);
-    json_num(f, e->kernel_value);
-    fprintf(f, ", \"kernel_bits\": \"0x%0*x\", \"oracle\": ", is_o ? 4 : 8, e->kernel_bits);
-    json_num(f, e->rounded_value);
-    fprintf(f, ", \"oracle_bits\": \"0x%0*x\", \"exact\": ", is_o ? 4 : 8, e->rounded_bits);
-    json_num(f, e->exact_value);
-    fprintf(f, ", \"exact_hex\": \"%a\", \"abs_error\": ", e->exact_value);
-    json_num(f, e->abs_error);
-    fprintf(f, ", \"rel_error\": ");
-    json_num(f, e->rel_error);
-    if (e->ulps < 0)
-        fprintf(f, ", \"ulps\": null, \"allowed\": "); /* a NaN/inf mismatch: no distance */
-    else
-        fprintf(f, ", \"ulps\": %" PRId64 ", \"allowed\": ", e->ulps);
-    json_num(f, e->allowed);
-    fprintf(f, ", \"margin\": ");
-    json_num(f, e->margin);
-    fprintf(f, ", \"excess_margin\": ");
-    json_num(f, e->excess_margin);
-    fprintf(f, ", \"fails\": %s, \"out_of_model\": %s}", e->fails ? "true" : "false",
-            e->out_of_model ? "true" : "false");
+    json_t *j = json_object();
+    if (!j) return NULL;
+    char exact_hex[64];
+    snprintf(exact_hex, sizeof exact_hex, "%a", e->exact_value);
+    int bad = kvf_json_set(j, "output", json_string(is_o ? "o" : "lse")) |
+              kvf_json_set(j, "b", json_integer(e->b)) | kvf_json_set(j, "h", json_integer(e->h)) |
+              kvf_json_set(j, "d", json_integer(e->d)) |
+              kvf_json_set(j, "kernel", kvf_json_number(e->kernel_value)) |
+              kvf_json_set(j, "kernel_bits", hex_bits(e->kernel_bits, is_o ? 4 : 8)) |
+              kvf_json_set(j, "oracle", kvf_json_number(e->rounded_value)) |
+              kvf_json_set(j, "oracle_bits", hex_bits(e->rounded_bits, is_o ? 4 : 8)) |
+              kvf_json_set(j, "exact", kvf_json_number(e->exact_value)) |
+              kvf_json_set(j, "exact_hex", json_string(exact_hex)) |
+              kvf_json_set(j, "abs_error", kvf_json_number(e->abs_error)) |
+              kvf_json_set(j, "rel_error", kvf_json_number(e->rel_error)) |
+              /* a NaN/inf mismatch has no distance */
+              kvf_json_set(j, "ulps", e->ulps < 0 ? json_null() : json_integer(e->ulps)) |
+              kvf_json_set(j, "allowed", kvf_json_number(e->allowed)) |
+              kvf_json_set(j, "margin", kvf_json_number(e->margin)) |
+              kvf_json_set(j, "excess_margin", kvf_json_number(e->excess_margin)) |
+              kvf_json_set(j, "fails", json_boolean(e->fails)) |
+              kvf_json_set(j, "out_of_model", json_boolean(e->out_of_model));
+    if (bad) json_decref(j);
+    return bad ? NULL : j;
 }
 
-static void json_metrics(FILE *f, const kvf_output_metrics *m) {
-    fprintf(f,
-            "{\"elements\": %" PRId64 ", \"violations\": %" PRId64 ", \"max_abs\": ", m->elements,
-            m->violations);
-    json_num(f, m->max_abs);
-    fprintf(f, ", \"max_rel_fib\": ");
-    json_num(f, m->max_rel_fib);
-    fprintf(f, ", \"max_rel_sol\": ");
-    json_num(f, m->max_rel_sol);
-    fprintf(f, ", \"max_ulps\": %" PRId64 ", \"bits_of_error\": ", m->max_ulps);
-    json_num(f, m->bits_of_error);
-    fprintf(f, ", \"max_margin\": ");
-    json_num(f, m->max_margin);
-    fprintf(f, ", \"max_excess_margin\": ");
-    json_num(f, m->max_excess_margin);
-    fprintf(f,
-            ", \"nonfinite_mismatch\": %d, \"out_of_model\": %" PRId64
-            ", \"violations_out_of_model\": %" PRId64 ", \"violations_rounded\": %" PRId64
-            ", \"worst\": [",
-            m->nonfinite_mismatch, m->out_of_model, m->violations_out_of_model,
-            m->violations_rounded);
-    for (int i = 0; i < m->worst_count; i++) {
-        fprintf(f, "%s\n        ", i ? "," : "");
-        json_element(f, &m->worst[i]);
+static json_t *metrics_json(const kvf_output_metrics *m) {
+    json_t *j = json_object(), *worst = json_array();
+    if (!j || !worst) {
+        json_decref(j);
+        json_decref(worst);
+        return NULL;
     }
-    fprintf(f, "]}");
+    int bad = 0;
+    for (int i = 0; i < m->worst_count; i++)
+        bad |= kvf_json_push(worst, element_json(&m->worst[i]));
+    bad |= kvf_json_set(j, "elements", json_integer(m->elements)) |
+           kvf_json_set(j, "violations", json_integer(m->violations)) |
+           kvf_json_set(j, "max_abs", kvf_json_number(m->max_abs)) |
+           kvf_json_set(j, "max_rel_fib", kvf_json_number(m->max_rel_fib)) |
+           kvf_json_set(j, "max_rel_sol", kvf_json_number(m->max_rel_sol)) |
+           kvf_json_set(j, "max_ulps", json_integer(m->max_ulps)) |
+           kvf_json_set(j, "bits_of_error", kvf_json_number(m->bits_of_error)) |
+           kvf_json_set(j, "max_margin", kvf_json_number(m->max_margin)) |
+           kvf_json_set(j, "max_excess_margin", kvf_json_number(m->max_excess_margin)) |
+           kvf_json_set(j, "nonfinite_mismatch", json_integer(m->nonfinite_mismatch)) |
+           kvf_json_set(j, "out_of_model", json_integer(m->out_of_model)) |
+           kvf_json_set(j, "violations_out_of_model", json_integer(m->violations_out_of_model)) |
+           kvf_json_set(j, "violations_rounded", json_integer(m->violations_rounded)) |
+           kvf_json_set(j, "worst", worst);
+    if (bad) json_decref(j);
+    return bad ? NULL : j;
 }
 
-void kvf_outcome_json(FILE *f, const kvf_outcome *out, const char *kernel, const kvf_spec *s,
-                      const kvf_case *c, const char *extra) {
-    char sig[512];
+/* A 64-bit seed: a JSON integer, or past INT64_MAX (jansson's integers are signed) its decimal
+ * digits as a string, so it stays exact. */
+static json_t *seed_json(uint64_t seed) {
+    if (seed <= (uint64_t)INT64_MAX) return json_integer((json_int_t)seed);
+    char text[32];
+    snprintf(text, sizeof text, "%" PRIu64, seed);
+    return json_string(text);
+}
+
+static json_t *case_json(const kvf_spec *s, const kvf_case *c) {
+    const kvf_recipe *rp = &s->recipe;
+    json_t *j = json_object(), *lens = json_array(), *pages = json_array(), *last = json_array();
+    if (!j || !lens || !pages || !last) {
+        json_decref(j);
+        json_decref(lens);
+        json_decref(pages);
+        json_decref(last);
+        return NULL;
+    }
+    int bad = 0;
+    for (uint32_t b = 0; b < rp->batch_size; b++) {
+        bad |= kvf_json_push(lens, json_integer(kvf_recipe_seq_len(rp, b)));
+        bad |= kvf_json_push(pages, json_integer(rp->num_pages[b]));
+        bad |= kvf_json_push(last, json_integer(rp->last_page_len[b]));
+    }
+    char bits[16];
+    snprintf(bits, sizeof bits, "0x%08x", kvf_f32_bits(rp->sm_scale));
+    bad |= kvf_json_set(j, "num_qo_heads", json_integer(rp->num_qo_heads)) |
+           kvf_json_set(j, "num_kv_heads", json_integer(rp->num_kv_heads)) |
+           kvf_json_set(j, "head_dim", json_integer(rp->head_dim)) |
+           kvf_json_set(j, "page_size", json_integer(rp->page_size)) |
+           kvf_json_set(j, "batch_size", json_integer(rp->batch_size)) |
+           kvf_json_set(j, "seq_lens", lens) | kvf_json_set(j, "num_pages", pages) |
+           kvf_json_set(j, "last_page_len", last) |
+           kvf_json_set(j, "table", json_string(kvf_table_name(rp->table))) |
+           kvf_json_set(j, "page_id_base", json_integer(rp->page_id_base)) |
+           kvf_json_set(j, "spare_pages", json_integer(rp->spare_pages)) |
+           kvf_json_set(j, "logits", json_string(kvf_logits_name(rp->logits))) |
+           kvf_json_set(j, "poison", json_integer(rp->poison)) |
+           kvf_json_set(j, "seed", seed_json(rp->seed)) |
+           kvf_json_set(j, "sm_scale", kvf_json_number(rp->sm_scale)) |
+           kvf_json_set(j, "sm_scale_bits", json_string(bits)) |
+           kvf_json_set(j, "q", dist_json(&rp->q)) | kvf_json_set(j, "k", dist_json(&rp->k)) |
+           kvf_json_set(j, "v", dist_json(&rp->v)) |
+           kvf_json_set(j, "overrides", json_integer(s->num_overrides)) |
+           kvf_json_set(j, "explicit_tensors", json_boolean(s->has_explicit));
+    if (c)
+        bad |= kvf_json_set(j, "pool_pages", json_integer(c->num_pages)) |
+               kvf_json_set(j, "total_tokens", json_integer(kvf_case_total_tokens(c)));
+    if (bad) json_decref(j);
+    return bad ? NULL : j;
+}
+
+json_t *kvf_outcome_to_json(const kvf_outcome *out, const char *kernel, const kvf_spec *s,
+                            const kvf_case *c, const json_t *extra) {
+    char sig[512], hash[32];
     uint64_t h = kvf_outcome_signature(out, kernel, sig, sizeof sig);
-    fprintf(f, "{\n  \"class\": \"%s\",\n  \"kernel\": ", kvf_finding_class_name(out->finding));
-    json_str(f, kernel);
-    if (out->plan[0]) {
-        fprintf(f, ",\n  \"plan\": ");
-        json_str(f, out->plan);
-    }
-    fprintf(f, ",\n  \"rule\": ");
-    if (out->rule >= 0)
-        json_str(f, out->verdicts[out->rule].rule.name);
-    else
-        fprintf(f, "null");
-    fprintf(f, ",\n  \"signature\": ");
-    json_str(f, sig);
-    fprintf(f,
-            ",\n  \"signature_hash\": \"%016" PRIx64 "\",\n  \"status\": \"%s\",\n  \"message\": ",
-            h, kvf_run_status_name(out->status));
-    json_str(f, out->message);
-    fprintf(f, ",\n  \"signal\": %d,\n  \"exit_code\": %d,\n  \"deadline_s\": ", out->signal,
-            out->exit_code);
-    json_num(f, out->deadline);
-    if (s) {
-        const kvf_recipe *rp = &s->recipe;
-        fprintf(f,
-                ",\n  \"case\": {\"num_qo_heads\": %u, \"num_kv_heads\": %u, \"head_dim\": %u, "
-                "\"page_size\": %u, \"batch_size\": %u,\n    \"seq_lens\": [",
-                rp->num_qo_heads, rp->num_kv_heads, rp->head_dim, rp->page_size, rp->batch_size);
-        for (uint32_t b = 0; b < rp->batch_size; b++)
-            fprintf(f, "%s%" PRId64, b ? ", " : "",
-                    rp->num_pages[b]
-                        ? (int64_t)(rp->num_pages[b] - 1) * rp->page_size + rp->last_page_len[b]
-                        : (int64_t)0);
-        fprintf(f, "], \"num_pages\": [");
-        for (uint32_t b = 0; b < rp->batch_size; b++)
-            fprintf(f, "%s%u", b ? ", " : "", rp->num_pages[b]);
-        fprintf(f, "], \"last_page_len\": [");
-        for (uint32_t b = 0; b < rp->batch_size; b++)
-            fprintf(f, "%s%u", b ? ", " : "", rp->last_page_len[b]);
-        fprintf(f,
-                "],\n    \"table\": \"%s\", \"page_id_base\": %u, \"spare_pages\": %u, "
-                "\"logits\": \"%s\", \"poison\": %u, \"seed\": %" PRIu64 ",\n    \"sm_scale\": ",
-                kvf_table_name(rp->table), rp->page_id_base, rp->spare_pages,
-                kvf_logits_name(rp->logits), rp->poison, rp->seed);
-        json_num(f, rp->sm_scale);
-        fprintf(f, ", \"sm_scale_bits\": \"0x%08x\",\n    \"q\": ", kvf_f32_bits(rp->sm_scale));
-        json_dist(f, &rp->q);
-        fprintf(f, ", \"k\": ");
-        json_dist(f, &rp->k);
-        fprintf(f, ", \"v\": ");
-        json_dist(f, &rp->v);
-        fprintf(f, ",\n    \"overrides\": %u, \"explicit_tensors\": %s", s->num_overrides,
-                s->has_explicit ? "true" : "false");
-        if (c)
-            fprintf(f, ", \"pool_pages\": %" PRId64 ", \"total_tokens\": %" PRId64, c->num_pages,
-                    kvf_case_total_tokens(c));
-        fprintf(f, "}");
-    }
+    snprintf(hash, sizeof hash, "%016" PRIx64, h);
+    json_t *j = json_object();
+    if (!j) return NULL;
+    int bad = kvf_json_set(j, "class", json_string(kvf_finding_class_name(out->finding))) |
+              kvf_json_set(j, "kernel", json_string(kernel));
+    if (out->plan[0]) bad |= kvf_json_set(j, "plan", json_string(out->plan));
+    bad |= kvf_json_set(j, "rule",
+                        out->rule >= 0 ? json_string(out->verdicts[out->rule].rule.name)
+                                       : json_null()) |
+           /* Whether FlashInfer-Bench's rule would have caught it (null: not judged, the run
+            * gave no output) */
+           kvf_json_set(j, "fib_catches", out->fib < 0 ? json_null() : json_boolean(out->fib)) |
+           kvf_json_set(j, "signature", json_string(sig)) |
+           kvf_json_set(j, "signature_hash", json_string(hash)) |
+           kvf_json_set(j, "status", json_string(kvf_run_status_name(out->status))) |
+           kvf_json_set(j, "message", json_string(out->message)) |
+           kvf_json_set(j, "signal", json_integer(out->signal)) |
+           kvf_json_set(j, "exit_code", json_integer(out->exit_code)) |
+           kvf_json_set(j, "deadline_s", kvf_json_number(out->deadline));
+    if (s) bad |= kvf_json_set(j, "case", case_json(s, c));
     if (out->nondeterministic) {
         const kvf_difference *d = &out->difference;
-        fprintf(f,
-                ",\n  \"difference\": {\"output\": \"%s\", \"b\": %d, \"h\": %d, \"d\": %d, "
-                "\"first_bits\": \"0x%x\", \"second_bits\": \"0x%x\", \"count\": %" PRId64 "}",
-                d->output == KVF_OUTPUT_O ? "o" : "lse", d->b, d->h, d->d, d->first_bits,
-                d->second_bits, d->count);
+        json_t *dj = json_object();
+        if (!dj) bad = 1;
+        if (dj) {
+            int dbad =
+                kvf_json_set(dj, "output", json_string(d->output == KVF_OUTPUT_O ? "o" : "lse")) |
+                kvf_json_set(dj, "b", json_integer(d->b)) |
+                kvf_json_set(dj, "h", json_integer(d->h)) |
+                kvf_json_set(dj, "d", json_integer(d->d)) |
+                kvf_json_set(dj, "first_bits", hex_bits(d->first_bits, 1)) |
+                kvf_json_set(dj, "second_bits", hex_bits(d->second_bits, 1)) |
+                kvf_json_set(dj, "count", json_integer(d->count));
+            bad |= dbad | kvf_json_set(j, "difference", dj);
+        }
     }
-    fprintf(f, ",\n  \"verdicts\": [");
-    for (int r = 0; r < out->nrules && out->status == KVF_RUN_OK; r++) {
+    json_t *verdicts = json_array();
+    for (int r = 0; verdicts && r < out->nrules && out->status == KVF_RUN_OK; r++) {
         const kvf_verdict *v = &out->verdicts[r];
-        fprintf(f, "%s\n    {\"rule\": ", r ? "," : "");
-        json_str(f, v->rule.name);
-        fprintf(f,
-                ", \"pass\": %s, \"finding\": \"%s\",\n      \"o\": ", v->pass ? "true" : "false",
-                kvf_finding_class_name(v->finding));
-        json_metrics(f, &v->o);
-        fprintf(f, ",\n      \"lse\": ");
-        json_metrics(f, &v->lse);
-        fprintf(f, "}");
+        json_t *vj = json_object();
+        if (!vj) {
+            bad = 1;
+            break;
+        }
+        bad |= kvf_json_set(vj, "rule", json_string(v->rule.name)) |
+               kvf_json_set(vj, "pass", json_boolean(v->pass)) |
+               kvf_json_set(vj, "finding", json_string(kvf_finding_class_name(v->finding))) |
+               kvf_json_set(vj, "o", metrics_json(&v->o)) |
+               kvf_json_set(vj, "lse", metrics_json(&v->lse)) | kvf_json_push(verdicts, vj);
     }
-    fprintf(f, "]");
-    if (extra && *extra) fprintf(f, ",\n  %s", extra);
-    fprintf(f, "\n}\n");
+    bad |= kvf_json_set(j, "verdicts", verdicts);
+    if (extra && json_is_object(extra)) bad |= json_object_update(j, (json_t *)extra) != 0;
+    if (bad) json_decref(j);
+    return bad ? NULL : j;
+}
+
+int kvf_outcome_json(FILE *f, const kvf_outcome *out, const char *kernel, const kvf_spec *s,
+                     const kvf_case *c, const json_t *extra) {
+    json_t *j = kvf_outcome_to_json(out, kernel, s, c, extra);
+    if (!j) {
+        errno = ENOMEM;
+        return -1;
+    }
+    int rc = kvf_json_dump(j, f, 2);
+    json_decref(j);
+    return rc;
 }
 
 /* ---- files ---------------------------------------------------------------------------------- */
@@ -654,7 +710,7 @@ int kvf_fuzz_write_atomic(const char *path, const void *data, size_t size, kvf_e
 }
 
 int kvf_finding_save(const char *dir, const kvf_outcome *out, const char *kernel,
-                     const kvf_spec *spec, const kvf_case *c, const char *extra, int *is_new,
+                     const kvf_spec *spec, const kvf_case *c, const json_t *extra, int *is_new,
                      char *path_out, size_t path_size, kvf_error *err) {
     *is_new = 0;
     int rc = kvf_fuzz_mkdirs(dir, err);
@@ -678,8 +734,12 @@ int kvf_finding_save(const char *dir, const kvf_outcome *out, const char *kernel
         free(bytes);
         return kvf_error_set(err, KVF_ENOMEM, "out of memory writing a finding report");
     }
-    kvf_outcome_json(mem, out, kernel, spec, c, extra);
-    fclose(mem);
+    int jrc = kvf_outcome_json(mem, out, kernel, spec, c, extra);
+    if (fclose(mem) != 0 || jrc) {
+        free(bytes);
+        free(json);
+        return kvf_error_set(err, KVF_ENOMEM, "out of memory writing a finding report");
+    }
 
     temp_name(tmp_case, sizeof tmp_case, dir, name);
     temp_name(tmp_json, sizeof tmp_json, dir, name);
@@ -711,6 +771,50 @@ int kvf_finding_save(const char *dir, const kvf_outcome *out, const char *kernel
     }
     unlink(tmp_case);
     return 0;
+}
+
+/* Whether name is one of the temporary names kvfuzz's writers use: ".NAME.tmp.XXXXXX"
+ * (mkstemp's six characters: the atomic-write helper in core), ".NAME.tmp.PID.N" (findings,
+ * temp_name above) or ".kvfuzz-write-check.XXXXXX" (kvf_fuzz_check_writable). */
+static int is_temp_name(const char *name) {
+    size_t n = strlen(name);
+    if (name[0] != '.' || n < 8) return 0;
+    if (strncmp(name, ".kvfuzz-write-check.", 20) == 0) return n == 26;
+    const char *t = NULL;
+    for (const char *p = strstr(name, ".tmp."); p; p = strstr(p + 1, ".tmp."))
+        t = p; /* the last ".tmp." */
+    if (!t || t == name) return 0;
+    const char *tail = t + 5;
+    size_t tn = strlen(tail), alnum = 0, digits = 0, dots = 0;
+    for (const char *p = tail; *p; p++) {
+        if (*p >= '0' && *p <= '9')
+            digits++;
+        else if (*p == '.')
+            dots++;
+        if ((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))
+            alnum++;
+    }
+    if (tn == 6 && alnum == 6) return 1;                                           /* mkstemp */
+    return dots == 1 && digits == tn - 1 && tail[0] != '.' && tail[tn - 1] != '.'; /* PID.N */
+}
+
+int kvf_fuzz_remove_stale_temps(const char *dir, double min_age_s) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!is_temp_name(e->d_name)) continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (difftime(now, st.st_mtime) < min_age_s) continue;
+        if (unlink(path) == 0) removed++;
+    }
+    closedir(d);
+    return removed;
 }
 
 int kvf_fuzz_check_writable(const char *dir, kvf_error *err) {

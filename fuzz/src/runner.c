@@ -1,65 +1,23 @@
-/* The kernel worker process (runner.h).
- *
- * Protocol over one AF_UNIX stream socket, host byte order (both ends are the same binary):
- *   worker -> parent, once: ready  {magic, rc, msglen} msg
- *   parent -> worker:       case   {magic, seq, shape...} indptr, indices, last_page_len, q,
- *                                  resident page ids, then each resident page's k and v
- *   worker -> parent:       result {magic, rc, seq, n_o, n_lse, kernel_s, msglen, exiting}
- *                                  msg, o (n_o bf16), lse (n_lse f32); msg is the error for a
- *                                  failed run and the kernel's plan facts for one that worked
- * The case travels as tensors (only the pages that hold data) rather than as .kvfz bytes to be
- * expanded again: copying a small case costs microseconds, generating it a fraction of a
- * millisecond, and the worker is on the critical path of every launch. */
+/* The kernel runner's parent side (runner.h): the launches in flight, the worker's start and
+ * restart, deadlines. The worker process is worker.c; what travels between them, wire.c. */
 #include "kvfuzz/runner.h"
-#include "kvfuzz/env.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 
-#define MAGIC_READY 0x4B565244u  /* "KVRD" */
-#define MAGIC_CASE 0x4B565243u   /* "KVRC" */
-#define MAGIC_RESULT 0x4B565252u /* "KVRR" */
-
-typedef struct ready_msg {
-    uint32_t magic;
-    int32_t rc;
-    uint32_t msglen;
-} ready_msg;
-
-typedef struct case_msg {
-    uint32_t magic;
-    int32_t num_qo_heads, num_kv_heads, head_dim, page_size, batch_size;
-    float sm_scale;
-    uint32_t pad;
-    uint64_t seq;
-    int64_t num_pages, entries, num_resident;
-} case_msg;
-
-typedef struct result_msg {
-    uint32_t magic;
-    int32_t rc;
-    uint64_t seq;
-    uint64_t n_o, n_lse;
-    double kernel_s;
-    uint32_t msglen;
-    uint32_t exiting;
-} result_msg;
+#include "wire.h"
+#include "worker.h"
 
 #define MAX_INFLIGHT KVF_RUNNER_MAX_INFLIGHT
 
@@ -70,7 +28,7 @@ typedef struct launch {
     size_t req_size, req_sent, req_cap;
     int64_t n_o, n_lse;
     double start; /* when the worker began it; 0 while it waits behind another */
-    result_msg hdr;
+    kvf__result_msg hdr;
     size_t hdr_got;
     uint8_t *payload; /* msg, o, lse */
     size_t payload_size, payload_got, payload_cap;
@@ -91,357 +49,6 @@ struct kvf_runner {
     void *state;
     int created;
 };
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int send_all(int fd, const void *data, size_t size) {
-    const uint8_t *p = data;
-    while (size) {
-        ssize_t w = send(fd, p, size, MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        size -= (size_t)w;
-    }
-    return 0;
-}
-
-/* 0 done, -1 end of stream or error, -2 deadline passed. deadline < 0: wait forever. */
-static int recv_all(int fd, void *data, size_t size, double deadline) {
-    uint8_t *p = data;
-    while (size) {
-        if (deadline >= 0) {
-            /* Past the deadline, data already waiting still counts: the caller may simply
-             * have come back late. */
-            double left = deadline - now_s();
-            struct pollfd pfd = {fd, POLLIN, 0};
-            int pr = poll(&pfd, 1, left > 0 ? (int)(left * 1000) + 1 : 0);
-            if (pr < 0 && errno == EINTR) continue;
-            if (pr < 0) return -1;
-            if (pr == 0) return -2;
-        }
-        ssize_t got = recv(fd, p, size, 0);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) return -1;
-        p += got;
-        size -= (size_t)got;
-    }
-    return 0;
-}
-
-static int grow(void **buf, size_t *cap, size_t need) {
-    if (need <= *cap) return 0;
-    void *nb = realloc(*buf, need);
-    if (!nb) return -1;
-    *buf = nb;
-    *cap = need;
-    return 0;
-}
-
-/* Sends (sending != 0) or receives exactly the bytes the iovecs describe, blocking, at most
- * IOV_MAX iovecs per call; short transfers resume where they stopped. 0 done, -1 end of stream
- * or error. The iovecs are consumed. */
-static int transfer_iov(int fd, struct iovec *iov, int n, int sending) {
-    const long most = sysconf(_SC_IOV_MAX) > 0 ? sysconf(_SC_IOV_MAX) : 16;
-    while (n > 0) {
-        if (iov->iov_len == 0) {
-            iov++, n--;
-            continue;
-        }
-        struct msghdr mh;
-        memset(&mh, 0, sizeof mh);
-        mh.msg_iov = iov;
-        mh.msg_iovlen = (size_t)(n < most ? n : most);
-        ssize_t done = sending ? sendmsg(fd, &mh, MSG_NOSIGNAL) : recvmsg(fd, &mh, MSG_WAITALL);
-        if (done < 0 && errno == EINTR) continue;
-        if (done < 0 || (done == 0 && !sending)) return -1;
-        while (done > 0) {
-            size_t take = (size_t)done < iov->iov_len ? (size_t)done : iov->iov_len;
-            iov->iov_base = (uint8_t *)iov->iov_base + take;
-            iov->iov_len -= take;
-            done -= (ssize_t)take;
-            if (iov->iov_len == 0) iov++, n--;
-        }
-    }
-    return 0;
-}
-
-/* ---- the worker ----------------------------------------------------------------------------- */
-
-static void worker_reply(int fd, int32_t rc, uint64_t seq, const kvf_error *err, const char *plan,
-                         int64_t n_o, int64_t n_lse, const kvf_bf16 *o, const float *lse,
-                         double kernel_s, int exiting) {
-    result_msg m = {MAGIC_RESULT, rc, seq, 0, 0, kernel_s, 0, (uint32_t)exiting};
-    const char *text = rc == 0 ? (plan ? plan : "") : err->msg;
-    m.msglen = (uint32_t)strlen(text);
-    if (rc == 0) {
-        m.n_o = (uint64_t)n_o;
-        m.n_lse = (uint64_t)n_lse;
-    }
-    /* One sendmsg for the four parts. */
-    struct iovec iov[4] = {{&m, sizeof m},
-                           {(void *)text, m.msglen},
-                           {(void *)o, m.n_o * sizeof *o},
-                           {(void *)lse, m.n_lse * sizeof *lse}};
-    if (transfer_iov(fd, iov, 4, 1)) _exit(3);
-}
-
-/* The worker runs two threads. A reader receives the next case (allocates its pools, takes its
- * pages off the socket) while the kernel thread runs the current one: receiving a case costs
- * about as much host time as a small launch, and done one after the other they left the device
- * idle for half of every case. The parent keeps the next case in the socket, so the reader
- * always has work; the kernel thread still runs and answers cases strictly in order, so the
- * parent's bookkeeping (the head launch is the running one) is unchanged. */
-
-enum { CASE_NONE, CASE_READY, CASE_END, CASE_UNHOLDABLE };
-
-/* ThreadSanitizer cannot follow a thread started in the child of a multi-threaded process (the
- * campaign forks its workers from a dispatcher thread): under it the worker receives each case
- * itself, between launches. */
-#if defined(__SANITIZE_THREAD__)
-#define WORKER_READER_THREAD 0
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define WORKER_READER_THREAD 0
-#endif
-#endif
-#ifndef WORKER_READER_THREAD
-#define WORKER_READER_THREAD 1
-#endif
-
-typedef struct received_case {
-    int kind; /* CASE_*: a case to run, the end of the stream, or a case that could not be held */
-    uint64_t seq;
-    kvf_case c;
-    kvf_error err;                   /* CASE_UNHOLDABLE: why */
-    double wait_parent_s, receive_s; /* KVF_WORKER_TIMING: blocked on the socket, then taking
-                                        the case in */
-} received_case;
-
-typedef struct worker_pipe {
-    int fd;
-    const kvf_runner_opts *opts;
-    pthread_mutex_t mu;
-    pthread_cond_t changed;
-    received_case next; /* handed from the reader to the kernel thread; kind CASE_NONE: empty */
-    kvf_case finished;  /* a case the kernel thread is done with, for the reader to free */
-    int have_finished;
-    /* KVF_WORKER_TIMING: where the reader's time went, added under mu as each case is posted. */
-    double reader_wait_parent_s, reader_receive_s, reader_wait_slot_s;
-} worker_pipe;
-
-/* Receives one case into rc (kind CASE_READY), or sets kind CASE_END (stream closed or not a
- * case) or CASE_UNHOLDABLE. Exits the process on a message that contradicts itself. */
-static void receive_case(worker_pipe *wp, received_case *rc) {
-    const int fd = wp->fd;
-    case_msg m;
-    memset(rc, 0, sizeof *rc);
-    rc->kind = CASE_END;
-    const double t0 = now_s();
-    const int got = recv_all(fd, &m, sizeof m, -1);
-    const double t1 = now_s();
-    rc->wait_parent_s = t1 - t0;
-    if (got || m.magic != MAGIC_CASE) return;
-    rc->seq = m.seq;
-    kvf_case *c = &rc->c;
-    /* Fresh pools for every case (mapped lazily, zero until written), so nothing a kernel
-     * does to its input can reach the next case. */
-    if (kvf_case_alloc(c, m.num_qo_heads, m.num_kv_heads, m.head_dim, m.page_size, m.batch_size,
-                       m.entries, m.num_pages, &wp->opts->limits, &rc->err)) {
-        rc->kind = CASE_UNHOLDABLE;
-        return;
-    }
-    c->sm_scale = m.sm_scale;
-    const int64_t pe = kvf_case_page_elems(c);
-    /* The rest of the message in two vectored reads straight into place: the tables, q and the
-     * resident page ids, then every page (a recv per array and per page was a large part of
-     * the worker's time per case). */
-    const size_t page_bytes = (size_t)pe * sizeof(kvf_bf16);
-    int64_t *resident = malloc((size_t)(m.num_resident + 1) * sizeof *resident);
-    struct iovec *iov = malloc((size_t)(2 * m.num_resident + 5) * sizeof *iov);
-    if (!resident || !iov) _exit(4);
-    struct iovec head[5] = {
-        {c->kv_indptr, ((size_t)m.batch_size + 1) * sizeof *c->kv_indptr},
-        {c->kv_indices, (size_t)m.entries * sizeof *c->kv_indices},
-        {c->kv_last_page_len, (size_t)m.batch_size * sizeof *c->kv_last_page_len},
-        {c->q, (size_t)kvf_case_q_elems(c) * sizeof *c->q},
-        {resident, (size_t)m.num_resident * sizeof *resident}};
-    memcpy(iov, head, sizeof head);
-    int bad = transfer_iov(fd, iov, 5, 0);
-    for (int64_t i = 0; !bad && i < m.num_resident; i++) {
-        if (resident[i] < 0 || resident[i] >= c->num_pages) _exit(5);
-        iov[2 * i] = (struct iovec){c->k_cache + resident[i] * pe, page_bytes};
-        iov[2 * i + 1] = (struct iovec){c->v_cache + resident[i] * pe, page_bytes};
-    }
-    if (!bad) bad = transfer_iov(fd, iov, (int)(2 * m.num_resident), 0);
-    free(iov);
-    if (!bad && kvf_case_set_resident(c, resident, m.num_resident, NULL)) _exit(4);
-    free(resident);
-    rc->receive_s = now_s() - t1;
-    if (bad) {
-        kvf_case_free(c);
-        return;
-    }
-    rc->kind = CASE_READY;
-}
-
-static void *reader_main(void *arg) {
-    worker_pipe *wp = arg;
-    for (;;) {
-        received_case rc;
-        receive_case(wp, &rc);
-        const double t0 = now_s();
-        pthread_mutex_lock(&wp->mu);
-        while (wp->next.kind != CASE_NONE) {
-            if (wp->have_finished) { /* free the kernel thread's last case while we wait */
-                kvf_case done = wp->finished;
-                wp->have_finished = 0;
-                pthread_mutex_unlock(&wp->mu);
-                kvf_case_free(&done);
-                pthread_mutex_lock(&wp->mu);
-                continue;
-            }
-            pthread_cond_wait(&wp->changed, &wp->mu);
-        }
-        wp->next = rc;
-        wp->reader_wait_parent_s += rc.wait_parent_s;
-        wp->reader_receive_s += rc.receive_s;
-        wp->reader_wait_slot_s += now_s() - t0;
-        pthread_cond_broadcast(&wp->changed);
-        /* Posted first, freed after: the kernel thread may be waiting for this case. */
-        kvf_case done;
-        const int have_done = wp->have_finished;
-        if (have_done) done = wp->finished, wp->have_finished = 0;
-        pthread_mutex_unlock(&wp->mu);
-        if (have_done) kvf_case_free(&done);
-        if (rc.kind != CASE_READY) return NULL;
-    }
-}
-
-static void worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
-    /* Ctrl-C reaches the whole process group; the parent decides when the worker stops. */
-    signal(SIGINT, SIG_IGN);
-    signal(SIGTERM, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-#ifdef __linux__
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-#endif
-    if (getppid() != parent) _exit(0);
-
-    const kvf_kernel *k = opts->kernel;
-    void *state = NULL;
-    kvf_error err = {0};
-    int rc = kvf_kernel_create(k, &state, &err);
-    ready_msg ready = {MAGIC_READY, rc, rc ? (uint32_t)strlen(err.msg) : 0};
-    if (send_all(fd, &ready, sizeof ready) || (ready.msglen && send_all(fd, err.msg, ready.msglen)))
-        _exit(3);
-    if (rc) _exit(0);
-
-    worker_pipe wp;
-    memset(&wp, 0, sizeof wp);
-    wp.fd = fd;
-    wp.opts = opts;
-    pthread_mutex_init(&wp.mu, NULL);
-    pthread_cond_init(&wp.changed, NULL);
-    if (WORKER_READER_THREAD) {
-        pthread_t reader;
-        if (pthread_create(&reader, NULL, reader_main, &wp) != 0) _exit(4);
-        pthread_detach(reader); /* the process ends with _exit, wherever the reader is */
-    }
-
-    /* Buffers reused from case to case: allocations past malloc's mmap threshold would map
-     * and unmap memory for every launch. */
-    size_t out_o_cap = 0, out_lse_cap = 0;
-    kvf_bf16 *out_o = NULL;
-    float *out_lse = NULL;
-    int report_timing = 0; /* kvfuzz/env.h; the command validated it at its start */
-    kvf_env_flag("KVF_WORKER_TIMING", &report_timing, NULL);
-    double wait_case_s = 0, run_s = 0, reply_s = 0, next_report = now_s() + 5;
-    int64_t cases = 0;
-    for (;;) {
-        received_case cur;
-        const double t_wait = now_s();
-        if (WORKER_READER_THREAD) {
-            pthread_mutex_lock(&wp.mu);
-            while (wp.next.kind == CASE_NONE)
-                pthread_cond_wait(&wp.changed, &wp.mu);
-            cur = wp.next;
-            wp.next.kind = CASE_NONE;
-            pthread_cond_broadcast(&wp.changed);
-            pthread_mutex_unlock(&wp.mu);
-        } else {
-            receive_case(&wp, &cur);
-            wp.reader_wait_parent_s += cur.wait_parent_s;
-            wp.reader_receive_s += cur.receive_s;
-        }
-        wait_case_s += now_s() - t_wait;
-        if (cur.kind == CASE_END) break;
-        if (cur.kind == CASE_UNHOLDABLE) {
-            /* The parent built this very case; failing here means the worker is unwell. */
-            kvf_error e2;
-            kvf_error_set(&e2, KVF_EIO, "the worker could not hold the case: %s", cur.err.msg);
-            worker_reply(fd, KVF_EIO, cur.seq, &e2, NULL, 0, 0, NULL, NULL, 0, 1);
-            break;
-        }
-        kvf_case *c = &cur.c;
-        int64_t n_o = kvf_case_o_elems(c), n_lse = kvf_case_lse_elems(c);
-        if (grow((void **)&out_o, &out_o_cap, (size_t)(n_o + 1) * sizeof *out_o) ||
-            grow((void **)&out_lse, &out_lse_cap, (size_t)(n_lse + 1) * sizeof *out_lse))
-            _exit(4);
-        kvf_error_clear(&err);
-        double t0 = now_s();
-        rc = kvf_kernel_run(k, state, c, out_o, out_lse, &err);
-        double t1 = now_s();
-        /* After an error other than "unsupported" the kernel's state (a CUDA context with a
-         * sticky error) is not trusted: answer, then let a fresh worker take over. */
-        int exiting = rc != 0 && rc != KVF_EUNSUPPORTED;
-        char plan[KVF_RUN_PLAN_MAX] = "";
-        if (rc == 0) kvf_kernel_describe(k, state, plan, sizeof plan);
-        worker_reply(fd, rc, cur.seq, &err, plan, n_o, n_lse, out_o, out_lse, t1 - t0, exiting);
-        run_s += t1 - t0;
-        reply_s += now_s() - t1;
-        cases++;
-        if (report_timing && t1 >= next_report) {
-            /* Every 5 s, totals so far: the worker may be killed at any moment, so there is
-             * no report at exit. */
-            next_report = t1 + 5;
-            pthread_mutex_lock(&wp.mu);
-            const double parent_s = wp.reader_wait_parent_s, receive_s = wp.reader_receive_s,
-                         slot_s = wp.reader_wait_slot_s;
-            pthread_mutex_unlock(&wp.mu);
-            fprintf(stderr,
-                    "kvfuzz worker %d: %lld cases; kernel thread: waiting for a case %.2f s, run "
-                    "%.2f s, replying %.2f s; reader: waiting for the parent %.2f s, receiving "
-                    "%.2f s, waiting for the kernel thread %.2f s\n",
-                    (int)getpid(), (long long)cases, wait_case_s, run_s, reply_s, parent_s,
-                    receive_s, slot_s);
-        }
-        if (exiting) _exit(0);
-        /* Unmapping the pools is the reader's job, off the path between two launches; if it
-         * has not taken the last one yet, this one is freed here. */
-        pthread_mutex_lock(&wp.mu);
-        int handed = WORKER_READER_THREAD && !wp.have_finished;
-        if (handed) {
-            wp.finished = *c;
-            wp.have_finished = 1;
-            pthread_cond_broadcast(&wp.changed);
-        }
-        pthread_mutex_unlock(&wp.mu);
-        if (!handed) kvf_case_free(c);
-    }
-    kvf_kernel_destroy(k, state);
-    free(out_o);
-    free(out_lse);
-    _exit(0);
-}
 
 /* ---- the parent side ------------------------------------------------------------------------
  *
@@ -485,9 +92,9 @@ static void reap(kvf_runner *r, int *signal_out, int *exit_out) {
     int status = 0;
     /* The worker closed its socket or was killed: it is exiting. Give it two seconds, then
      * make sure. */
-    double until = now_s() + 2.0;
+    double until = kvf__wire_now_s() + 2.0;
     pid_t got;
-    while ((got = waitpid(r->pid, &status, WNOHANG)) == 0 && now_s() < until) {
+    while ((got = waitpid(r->pid, &status, WNOHANG)) == 0 && kvf__wire_now_s() < until) {
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
     }
@@ -522,7 +129,7 @@ static int start_worker(kvf_runner *r, kvf_error *err) {
     }
     if (pid == 0) {
         close(sv[0]);
-        worker_main(sv[1], &r->opts, parent);
+        kvf__worker_main(sv[1], &r->opts, parent);
         _exit(0);
     }
     close(sv[1]);
@@ -530,11 +137,11 @@ static int start_worker(kvf_runner *r, kvf_error *err) {
     atomic_store(&r->live_pid, (int)pid);
     r->fd = sv[0];
     r->starts++;
-    ready_msg ready;
-    double deadline = now_s() + r->opts.start_deadline_s;
-    int rc = recv_all(r->fd, &ready, sizeof ready, deadline);
+    kvf__ready_msg ready;
+    double deadline = kvf__wire_now_s() + r->opts.start_deadline_s;
+    int rc = kvf__wire_recv_all(r->fd, &ready, sizeof ready, deadline);
     if (rc == -2) kill(r->pid, SIGKILL);
-    if (rc || ready.magic != MAGIC_READY) {
+    if (rc || ready.magic != KVF__MAGIC_READY) {
         int sig = 0, code = 0;
         reap(r, &sig, &code);
         if (rc == -2)
@@ -547,7 +154,7 @@ static int start_worker(kvf_runner *r, kvf_error *err) {
     if (ready.rc) {
         char msg[KVF_ERROR_MSG_MAX] = {0};
         uint32_t n = ready.msglen < sizeof msg - 1 ? ready.msglen : (uint32_t)sizeof msg - 1;
-        recv_all(r->fd, msg, n, deadline);
+        kvf__wire_recv_all(r->fd, msg, n, deadline);
         reap(r, NULL, NULL);
         return kvf_error_set(err, KVF_EDEVICE, "kernel %s could not start: %s",
                              r->opts.kernel->name, msg);
@@ -614,42 +221,8 @@ int64_t kvf_runner_starts(const kvf_runner *r) {
     return r->starts;
 }
 
-/* The case as one message: header, table, q, resident page ids, then the k and v of each
- * resident page. Only pages that hold data travel; the rest reads as zero on both sides. */
 static int serialize_case(launch *l, const kvf_case *c, uint64_t seq) {
-    int64_t entries = c->kv_indptr[c->batch_size], pe = kvf_case_page_elems(c);
-    size_t parts[6] = {sizeof(case_msg),
-                       ((size_t)c->batch_size + 1) * sizeof *c->kv_indptr,
-                       (size_t)entries * sizeof *c->kv_indices,
-                       (size_t)c->batch_size * sizeof *c->kv_last_page_len,
-                       (size_t)kvf_case_q_elems(c) * sizeof *c->q,
-                       (size_t)c->num_resident_pages * sizeof(int64_t)};
-    size_t page_bytes = (size_t)pe * sizeof(kvf_bf16);
-    size_t total = 2 * page_bytes * (size_t)c->num_resident_pages;
-    for (int i = 0; i < 6; i++)
-        total += parts[i];
-    /* Grown, never shrunk: a realloc per launch of a buffer past malloc's mmap threshold maps
-     * and unmaps memory each time, and unmapping in this many-threaded process interrupts
-     * every core that runs one of its threads. */
-    if (total > l->req_cap && grow((void **)&l->req, &l->req_cap, total + total / 2 + 1)) return -1;
-    uint8_t *buf = l->req;
-    case_msg m = {MAGIC_CASE,   c->num_qo_heads, c->num_kv_heads, c->head_dim,
-                  c->page_size, c->batch_size,   c->sm_scale,     0,
-                  seq,          c->num_pages,    entries,         c->num_resident_pages};
-    const void *src[6] = {&m,   c->kv_indptr,     c->kv_indices, c->kv_last_page_len,
-                          c->q, c->resident_pages};
-    size_t off = 0;
-    for (int i = 0; i < 6; i++) {
-        memcpy(buf + off, src[i], parts[i]);
-        off += parts[i];
-    }
-    for (int64_t i = 0; i < c->num_resident_pages; i++) {
-        int64_t p = c->resident_pages[i];
-        memcpy(buf + off, c->k_cache + p * pe, page_bytes);
-        memcpy(buf + off + page_bytes, c->v_cache + p * pe, page_bytes);
-        off += 2 * page_bytes;
-    }
-    l->req_size = total;
+    if (kvf__wire_serialize_case(&l->req, &l->req_cap, &l->req_size, c, seq)) return -1;
     l->req_sent = 0;
     return 0;
 }
@@ -666,14 +239,15 @@ static int read_progress(kvf_runner *r) {
             want = sizeof l->hdr - l->hdr_got;
         } else {
             if (l->payload_size == 0) {
-                if (l->hdr.magic != MAGIC_RESULT) return -1;
+                if (l->hdr.magic != KVF__MAGIC_RESULT) return -1;
                 if (l->hdr.rc == 0 &&
                     (l->hdr.n_o != (uint64_t)l->n_o || l->hdr.n_lse != (uint64_t)l->n_lse))
                     return -1;
                 l->payload_size =
                     l->hdr.msglen + l->hdr.n_o * sizeof(kvf_bf16) + l->hdr.n_lse * sizeof(float);
                 if (l->payload_size == 0) return 1;
-                if (grow((void **)&l->payload, &l->payload_cap, l->payload_size)) return -1;
+                if (kvf__wire_grow((void **)&l->payload, &l->payload_cap, l->payload_size))
+                    return -1;
             }
             if (l->payload_got == l->payload_size) return 1;
             dst = l->payload + l->payload_got;
@@ -692,7 +266,7 @@ static int read_progress(kvf_runner *r) {
 
 static int head_complete(kvf_runner *r) {
     const launch *l = head(r);
-    return l->hdr_got == sizeof l->hdr && l->hdr.magic == MAGIC_RESULT &&
+    return l->hdr_got == sizeof l->hdr && l->hdr.magic == KVF__MAGIC_RESULT &&
            l->payload_got ==
                l->hdr.msglen + l->hdr.n_o * sizeof(kvf_bf16) + l->hdr.n_lse * sizeof(float);
 }
@@ -715,8 +289,8 @@ static int send_launch(kvf_runner *r, launch *l, int stop_on_head) {
         if (stop_on_head && h != l && !behind) return 1;
         /* With the head's result in, the worker has moved on to the launch behind it. */
         launch *running = h == l || behind ? h : at(r, 1);
-        if (running->start <= 0) running->start = now_s();
-        double left = running->start + r->opts.deadline_s - now_s();
+        if (running->start <= 0) running->start = kvf__wire_now_s();
+        double left = running->start + r->opts.deadline_s - kvf__wire_now_s();
         struct pollfd pfd = {r->fd, (short)(POLLOUT | (behind ? POLLIN : 0)), 0};
         int pr = poll(&pfd, 1, left > 0 ? (int)(left * 1000) + 1 : 0);
         if (pr < 0 && errno == EINTR) continue;
@@ -726,7 +300,7 @@ static int send_launch(kvf_runner *r, launch *l, int stop_on_head) {
         if (behind && (pfd.revents & POLLIN)) {
             int p = read_progress(r);
             if (p < 0) return -1;
-            if (p == 1) at(r, 1)->start = now_s(); /* the worker moves on */
+            if (p == 1) at(r, 1)->start = kvf__wire_now_s(); /* the worker moves on */
         }
     }
     return 0;
@@ -754,7 +328,7 @@ static int restart_and_resend(kvf_runner *r, kvf_error *err) {
         launch *l = at(r, i);
         launch_reset_result(l);
         l->req_sent = 0;
-        l->start = i == 0 ? now_s() : 0;
+        l->start = i == 0 ? kvf__wire_now_s() : 0;
     }
     if (send_launch(r, head(r), 0) != 0) return -1;
     (void)send_pending(r); /* a failure behind the head is the head's, found at its collect */
@@ -780,13 +354,13 @@ int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
             r->created = 1;
         }
         size_t need = (size_t)(l->n_o + 1) * sizeof(kvf_bf16) + (size_t)(l->n_lse + 1) * 4;
-        if (grow((void **)&l->payload, &l->payload_cap, need))
+        if (kvf__wire_grow((void **)&l->payload, &l->payload_cap, need))
             return kvf_error_set(err, KVF_ENOMEM, "out of memory for kernel outputs");
         kvf_bf16 *o = (kvf_bf16 *)l->payload;
         float *lse = (float *)(l->payload + (size_t)(l->n_o + 1) * sizeof(kvf_bf16));
-        double t0 = now_s();
+        double t0 = kvf__wire_now_s();
         int rc = kvf_kernel_run(r->opts.kernel, r->state, c, o, lse, &e);
-        res->kernel_s = now_s() - t0;
+        res->kernel_s = kvf__wire_now_s() - t0;
         res->status = kvf_run_status_from_code(rc);
         if (rc) snprintf(res->message, sizeof res->message, "%s", e.msg);
         if (!rc) kvf_kernel_describe(r->opts.kernel, r->state, res->plan, sizeof res->plan);
@@ -801,7 +375,7 @@ int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
     }
     r->count++;
     if (r->count == 1) {
-        l->start = now_s();
+        l->start = kvf__wire_now_s();
         if (send_launch(r, l, 0) == -1) {
             /* The worker went away between launches (it exits after a kernel error): again
              * with a fresh one. */
@@ -880,7 +454,7 @@ void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *
             if (sr < 0) state = sr;
             continue;
         }
-        double left = l->start + r->opts.deadline_s - now_s();
+        double left = l->start + r->opts.deadline_s - kvf__wire_now_s();
         struct pollfd pfd = {r->fd, POLLIN, 0};
         /* Past the deadline, data already waiting still counts: the caller may simply have
          * come back late. */
@@ -914,8 +488,8 @@ void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *
         return;
     }
     /* The worker moves on to the launch behind this one now. */
-    if (r->count > 0 && head(r)->start == 0) head(r)->start = now_s();
-    const result_msg *m = &l->hdr;
+    if (r->count > 0 && head(r)->start == 0) head(r)->start = kvf__wire_now_s();
+    const kvf__result_msg *m = &l->hdr;
     res->kernel_s = m->kernel_s;
     if (m->rc == 0) {
         res->status = KVF_RUN_OK;

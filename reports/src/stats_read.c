@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kvfuzz/json_io.h"
 #include "stats_internal.h"
@@ -485,6 +486,8 @@ done:
 
 int kvf_stats_read(kvf_stats **out, const char *path, kvf_error *err) {
     *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return kvf_stats_read_dir(out, path, err);
     char *data;
     size_t size;
     if (kvf_read_file(path, &data, &size))

@@ -192,6 +192,14 @@ void kvf_stats_sink_rule_end(kvf_stats_sink *s, int thread, kvf_stats_scope *sco
     pthread_mutex_unlock(&sh->mu);
 }
 
+void kvf_stats_sink_count_run(kvf_stats_sink *s, const char *kernel, int outcome) {
+    if (!s || !kernel) return;
+    pthread_mutex_lock(&s->write_mu); /* keeps s->stats away from a drain */
+    if (kvf_stats_count_run(s->stats, kernel, outcome, NULL) == KVF_ENOMEM)
+        kvf_stats_mark_incomplete(s->stats);
+    pthread_mutex_unlock(&s->write_mu);
+}
+
 int kvf_stats_sink_finish(kvf_stats_sink *s, kvf_error *err) {
     if (!s) return 0;
     pthread_mutex_lock(&s->write_mu);

@@ -8,10 +8,16 @@
  * core busy); the main thread prints progress and watches the clock and signals. So neither the
  * device nor the cores wait on each other as long as the oracle pool has work.
  *
- * Ownership: kvf_campaign_run reads opts and fills *stats; it allocates nothing that outlives
- * it. Errors: KVF_EINVAL for inconsistent options; KVF_EDEVICE when the kernel cannot start;
- * KVF_EIO when the corpus or findings folder cannot be used. A campaign that runs and finds
- * bugs returns 0: findings are results, reported in stats. */
+ * Lifecycle: kvf_campaign_init (reads the corpus, checks the findings folder, makes the
+ * runners), kvf_campaign_start (threads), kvf_campaign_wait (until a limit, a signal or the
+ * end of the cases), kvf_campaign_free; kvf_campaign_run does all four.
+ *
+ * Ownership: the campaign borrows opts (and what it points to) and *stats until
+ * kvf_campaign_free, and fills *stats; free releases everything it made, even after a failed
+ * init or without a wait (it then stops the threads first). Errors: KVF_EINVAL for inconsistent
+ * options; KVF_EDEVICE when the kernel cannot start; KVF_EIO when the corpus or findings folder
+ * cannot be used. A campaign that runs and finds bugs returns 0: findings are results, reported in
+ * stats. */
 #ifndef KVFUZZ_CAMPAIGN_H
 #define KVFUZZ_CAMPAIGN_H
 
@@ -58,6 +64,10 @@ typedef struct kvf_campaign_opts {
                              per GPU (docs/fuzzing.md) */
     uint64_t seed;
     const char *corpus_dir;   /* read at start, extended with cases reaching new buckets */
+    double reload_s;          /* re-read corpus_dir this often for other campaigns' files; 0:
+                                 never (default 10 s) */
+    int64_t max_findings;     /* stop (finishing what is in flight) once this many distinct
+                                 signatures are found; 0: no limit */
     const char *findings_dir; /* NULL: findings are reported but not saved */
     double deadline_s;        /* per launch; 0: 10 s */
     int determinism_every;    /* re-run every Nth case after another; 0: never */
@@ -65,12 +75,22 @@ typedef struct kvf_campaign_opts {
     int in_process;           /* run the kernel in this process (no crash survival) */
     int oracle_only;          /* no kernel, no judging: measures the oracle-bound rate that a
                                  kernel campaign is compared with */
-    kvf_mutate_limits mutate; /* size of generated cases */
+    kvf_mutate_limits mutate; /* size of generated (small) cases */
+    /* Large cases (docs/fuzzing.md, "Reach"): a share of the oracle work, counted with
+     * kvf_spec_work, goes to cases of long sequences (4,096 to 131,072 tokens) or wide batches
+     * (64 to 256 sequences of mixed lengths), kept within large.max_work each. */
+    kvf_mutate_limits large;
+    double large_share; /* 0 .. 0.9; 0: small cases only */
     kvf_limits case_limits;
     FILE *log;   /* progress, findings, summary; NULL: stderr */
     int verbose; /* print the full report of every new finding */
     kvf_campaign_observer observer;
     void *observer_ctx;
+    /* Optional, with observer_ctx: a launch that gave no output, by the finding class it was
+     * filed as (KVF_FINDING_CRASH, _HANG, _KERNEL_ERROR, ...), or -1 when the kernel declined
+     * the case (unsupported). From the dispatcher thread that collected it; a crash is reported
+     * once a re-run confirmed it. Calls from different dispatchers may overlap. */
+    void (*run_observer)(void *ctx, int finding_class);
     /* Optional, with the observer's threading: the judge hooks of one case for oracle thread
      * `thread` (a statistics module fills *hooks so that the judge feeds it every element; the
      * case is judged once). Returns 0 to use them, nonzero to judge without hooks. */
@@ -92,26 +112,33 @@ int kvf_campaign_default_jobs(const kvf_campaign_opts *opts, long cores);
 #define KVF_CAMPAIGN_REASON_MAX 160
 
 typedef struct kvf_campaign_stats {
-    int64_t cases;  /* cases the kernel ran on */
-    int64_t judged; /* cases the oracle judged */
-    int64_t unsupported;  /* cases the kernel ran on and refused (KVF_EUNSUPPORTED) */
-    int64_t rejected;     /* generated cases that did not build (skipped) */
+    int64_t cases;       /* cases the kernel ran on */
+    int64_t judged;      /* cases the oracle judged */
+    int64_t unsupported; /* cases the kernel ran on and refused (KVF_EUNSUPPORTED) */
+    int64_t rejected;    /* generated cases that did not build (skipped) */
     /* Generated cases replaced before they ran because the kernel's supports() refused their
      * shape, and the reasons it gave. */
     int64_t skipped_unsupported;
     char skip_reasons[KVF_CAMPAIGN_REASONS][KVF_CAMPAIGN_REASON_MAX];
     int64_t skip_counts[KVF_CAMPAIGN_REASONS];
-    int64_t tokens;       /* total tokens of judged cases */
-    int64_t finding_hits; /* cases with a counted finding, duplicates included */
+    int64_t tokens;        /* total tokens of judged cases */
+    /* Reach, over judged cases: how many were large (large_share), the oracle work
+     * (kvf_spec_work) of large and of small ones, the longest sequence and the largest batch. */
+    int64_t large_cases;
+    double work_large, work_small;
+    int64_t longest_seq, largest_batch;
+    int64_t finding_hits;  /* cases with a counted finding, duplicates included */
     int64_t findings_new;  /* distinct signatures saved by this run */
     int64_t findings_lost; /* distinct signatures whose save failed and never succeeded */
     int64_t by_class[KVF_FINDING_CLASS_COUNT];
     int64_t determinism_checks;
     int64_t crashes_unconfirmed; /* crashes that did not happen again on a re-run: not filed */
+    int64_t crashes, hangs, kernel_errors; /* launches filed so (crashes once confirmed) */
     int64_t worker_starts;
     int workers;
     int64_t corpus_size, corpus_added;
-    int64_t corpus_unsaved; /* new corpus entries that could not be written to corpus_dir */
+    int64_t corpus_reloaded; /* entries other campaigns wrote to corpus_dir, taken in */
+    int64_t corpus_unsaved;  /* new corpus entries that could not be written to corpus_dir */
     double worst_margin[KVF_MAX_RULES]; /* largest margin seen per rule (overflow rows only
                                            when require_overflow) */
     double elapsed_s;
@@ -125,7 +152,26 @@ typedef struct kvf_campaign_stats {
     int stop_signal;
 } kvf_campaign_stats;
 
+typedef struct kvf_campaign kvf_campaign;
+
+/* Errors: those listed at the top; *out is set (to be freed) whenever it is not NULL. */
+int kvf_campaign_init(kvf_campaign **out, const kvf_campaign_opts *opts, kvf_campaign_stats *stats,
+                      kvf_error *err);
+int kvf_campaign_start(kvf_campaign *cp, kvf_error *err);
+/* Waits for the end; returns the first fatal error of the run (a kernel that cannot start). */
+int kvf_campaign_wait(kvf_campaign *cp, kvf_error *err);
+void kvf_campaign_free(kvf_campaign *cp); /* NULL is fine */
+
 int kvf_campaign_run(const kvf_campaign_opts *opts, kvf_campaign_stats *stats, kvf_error *err);
+
+/* Installs the SIGINT/SIGTERM handlers now (kvf_campaign_start does when nobody did), so that
+ * a signal that comes before the campaign starts, while its files are being made, still ends
+ * in an orderly stop with a summary. The first signal is remembered and the handler reset (a
+ * second one kills). kvf_campaign_release_signals restores the earlier handlers. */
+void kvf_campaign_catch_signals(void);
+void kvf_campaign_release_signals(void);
+/* The signal caught, or 0. */
+int kvf_campaign_stop_signal(void);
 
 /* Prints the summary kvfuzz fuzz ends with. */
 void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *opts,

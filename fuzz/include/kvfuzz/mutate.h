@@ -35,6 +35,10 @@ typedef struct kvf_mutate_limits {
                             domain, docs/design.md §4); unused slots take them regardless */
 } kvf_mutate_limits;
 
+/* The smallest max_work under which a case is not empty: one token of one head of one
+ * dimension, plus its output (kvf_spec_work). */
+#define KVF_MUTATE_MIN_WORK 33
+
 /* Defaults: batch <= 4, <= 8 pages of <= 256 slots, D <= 256, group <= 16, work <= 2^17,
  * pool <= 2^15 elements per cache, 16 overrides, overflow and high ids allowed, NaN/inf only where
  * they are never read. */

@@ -12,19 +12,20 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "kvfuzz/json_io.h"
 #include "kvfuzz/judge.h"
 #include "kvfuzz/spec.h"
 
 #define KVF_MAX_RULES 8
 
 typedef enum kvf_run_status {
-    KVF_RUN_OK = 0,       /* the kernel wrote o and lse */
-    KVF_RUN_UNSUPPORTED,  /* KVF_EUNSUPPORTED: not a finding */
-    KVF_RUN_KERNEL_ERROR, /* any other error code from run() (launch or API error) */
-    KVF_RUN_CRASH,        /* the worker process died (signal or unexpected exit) */
-    KVF_RUN_HANG,         /* the launch passed its deadline and the worker was killed */
-    KVF_RUN_UNWRITTEN,    /* the buffer host found output elements the kernel did not write */
-    KVF_RUN_OOB_WRITE,    /* ... a changed guard byte around an output or the workspace */
+    KVF_RUN_OK = 0,         /* the kernel wrote o and lse */
+    KVF_RUN_UNSUPPORTED,    /* KVF_EUNSUPPORTED: not a finding */
+    KVF_RUN_KERNEL_ERROR,   /* any other error code from run() (launch or API error) */
+    KVF_RUN_CRASH,          /* the worker process died (signal or unexpected exit) */
+    KVF_RUN_HANG,           /* the launch passed its deadline and the worker was killed */
+    KVF_RUN_UNWRITTEN,      /* the buffer host found output elements the kernel did not write */
+    KVF_RUN_OOB_WRITE,      /* ... a changed guard byte around an output or the workspace */
     KVF_RUN_INPUT_MODIFIED, /* ... a changed input byte */
 } kvf_run_status;
 
@@ -52,8 +53,10 @@ typedef struct kvf_outcome {
     int nrules;
     kvf_verdict verdicts[KVF_MAX_RULES]; /* valid when status == KVF_RUN_OK */
     kvf_finding_class finding;           /* the class that counts; NONE when nothing does */
-    int rule; /* index of the rule behind a tolerance class; -1 otherwise */
+    int rule;       /* index of the rule behind a tolerance class; -1 otherwise */
     char plan[160]; /* the kernel's plan facts (its describe()) for the run judged, or "" */
+    int fib;        /* whether FlashInfer-Bench's rule catches it: 1 yes, 0 no, -1 not judged
+                       (kvf_outcome_judge_fib) */
 } kvf_outcome;
 
 /* An outcome for a run that produced no output (status != KVF_RUN_OK): its finding is
@@ -127,10 +130,22 @@ void kvf_outcome_print(FILE *f, const kvf_outcome *out, const char *kernel, cons
  * replay must reproduce. */
 void kvf_outcome_line(FILE *f, const kvf_outcome *out);
 
-/* JSON report (an object, newline-terminated). `extra` (may be NULL) is written verbatim as
- * additional members, e.g. "\"campaign_seed\": 7". */
-void kvf_outcome_json(FILE *f, const kvf_outcome *out, const char *kernel, const kvf_spec *spec,
-                      const kvf_case *c, const char *extra);
+/* The JSON report as a jansson object (the caller owns it; NULL when memory ran out). `extra`
+ * (may be NULL) is an object whose members are added, e.g. {"campaign": {...}}. */
+json_t *kvf_outcome_to_json(const kvf_outcome *out, const char *kernel, const kvf_spec *spec,
+                            const kvf_case *c, const json_t *extra);
+
+/* Writes it to f, indented, newline-terminated (kvfuzz/json_io.h). 0, or -1 with errno. */
+int kvf_outcome_json(FILE *f, const kvf_outcome *out, const char *kernel, const kvf_spec *spec,
+                     const kvf_case *c, const json_t *extra);
+
+/* Sets out->fib: whether FlashInfer-Bench's rule (fib) would have caught this outcome, i.e.
+ * fails the case as a kernel failure (kvf_verdict_status_of), judged from out's own verdicts
+ * when fib is among them, else by judging the case under fib now. Only for runs that gave
+ * output (status KVF_RUN_OK); others keep -1. Errors: those of kvf_judge. */
+int kvf_outcome_judge_fib(kvf_outcome *out, int require_overflow, const kvf_case *c,
+                          const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
+                          kvf_error *err);
 
 /* Saves a finding into dir as <class>-<12 hex digits of the signature>.kvfz and .json, each
  * written to a temporary name, flushed and then linked into place, so a reader (or a SIGINT)
@@ -138,7 +153,7 @@ void kvf_outcome_json(FILE *f, const kvf_outcome *out, const char *kernel, const
  * and sets *is_new to 1 when this call created it, 0 when that signature was already there.
  * path_out (may be NULL) receives the .kvfz path. c may be NULL (crash before the build). */
 int kvf_finding_save(const char *dir, const kvf_outcome *out, const char *kernel,
-                     const kvf_spec *spec, const kvf_case *c, const char *extra, int *is_new,
+                     const kvf_spec *spec, const kvf_case *c, const json_t *extra, int *is_new,
                      char *path_out, size_t path_size, kvf_error *err);
 
 /* Writes bytes to path atomically (temporary file in the same folder, fsync, rename). */
@@ -147,6 +162,12 @@ int kvf_fuzz_write_atomic(const char *path, const void *data, size_t size, kvf_e
 /* Whether a file can be created in dir (a temporary one is made and removed), so a campaign
  * fails at its start rather than at its first finding. 0 or KVF_EIO with one sentence. */
 int kvf_fuzz_check_writable(const char *dir, kvf_error *err);
+
+/* Removes the temporary files an interrupted atomic write (kill -9, a power cut) left in dir:
+ * ".NAME.tmp.XXXXXX" and ".kvfuzz-write-check.XXXXXX", when older than min_age_s seconds (a
+ * younger one may be another campaign's write in progress). Returns how many were removed;
+ * a folder that cannot be read removes none. */
+int kvf_fuzz_remove_stale_temps(const char *dir, double min_age_s);
 
 /* Creates dir (and missing parents) when absent. 0 or KVF_EIO. */
 int kvf_fuzz_mkdirs(const char *dir, kvf_error *err);

@@ -141,8 +141,13 @@ int kvf_stats_write(kvf_stats *s, const char *path, kvf_error *err);
 int kvf_stats_tick(kvf_stats *s, const char *path, kvf_error *err);
 
 /* Reads a stats file. KVF_EIO if it cannot be read, KVF_EFORMAT if it is not a v1 stats file
- * (the sentence names the path and the first problem). */
+ * (the sentence names the path and the first problem). A folder (a campaign's findings folder)
+ * reads as the merge (kvf_stats_merge) of every stats*.json in it, in name order: each
+ * campaign writes its own file there; KVF_ENOTFOUND when it holds none. */
 int kvf_stats_read(kvf_stats **out, const char *path, kvf_error *err);
+
+/* The folder case of kvf_stats_read. */
+int kvf_stats_read_dir(kvf_stats **out, const char *dir, kvf_error *err);
 
 /* Adds src's statistics into dst (src unchanged). merge(a, b) holds exactly what one stats
  * object that had seen both runs' elements would hold, when both keep the same worst_n (with

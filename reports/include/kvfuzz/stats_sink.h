@@ -46,6 +46,11 @@ kvf_stats_scope *kvf_stats_sink_rule_begin(kvf_stats_sink *s, int thread, int ru
 void kvf_stats_sink_rule_end(kvf_stats_sink *s, int thread, kvf_stats_scope *scope,
                              const kvf_verdict *v);
 
+/* Counts a kernel run that was not judged (KVF_STATS_UNSUPPORTED, or a run-level finding
+ * class such as a crash or a hang; kvf_stats_count_run lists them). Any thread may call: these
+ * are rare, and go straight into the run's statistics under the sink's write lock. */
+void kvf_stats_sink_count_run(kvf_stats_sink *s, const char *kernel, int outcome);
+
 /* Drains every shard and writes the file; call when no thread counts any more. Returns the
  * error of the write (KVF_EIO), or KVF_ENOMEM when the statistics are incomplete. */
 int kvf_stats_sink_finish(kvf_stats_sink *s, kvf_error *err);

@@ -1,4 +1,6 @@
-/* JSON, read and written with jansson, and the one spelling every kvfuzz JSON file uses for the
+/* JSON, read and written with jansson, for every module (the case model, findings, statistics,
+ * reports): one escaper (jansson's), one number writer (kvf_json_number, dumped at 17
+ * significant digits), and the one spelling every kvfuzz JSON file uses for the
  * numbers JSON cannot express: the strings "NaN", "Infinity" and "-Infinity" (FlashInfer-Bench's
  * spelling; docs/design.md §8, docs/reports.md).
  *

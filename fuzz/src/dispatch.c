@@ -1,0 +1,230 @@
+/* Dispatcher threads (campaign_internal.h): one per kernel worker process. Each keeps its
+ * worker's launches in flight, collects them in order, re-runs sampled cases (determinism) and
+ * crashed ones (confirmation), and hands outputs to the oracle pool. Where it waits (for the
+ * generators, the kernel, or room in the oracle queue) names the stage that sets the pace. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "campaign_internal.h"
+
+enum { RECHECK_NONE, RECHECK_DETERMINISM, RECHECK_CRASH };
+
+static void set_fatal(struct kvf_campaign *cp, const kvf_error *err) {
+    pthread_mutex_lock(&cp->mu);
+    if (!cp->fatal) {
+        cp->fatal = err->code ? err->code : KVF_EIO;
+        cp->fatal_err = *err;
+    }
+    pthread_mutex_unlock(&cp->mu);
+    kvf__campaign_stop(cp, KVF__DROP);
+}
+
+static int submit(kvf__dispatcher *d, kvf__job *j, double *wait_kernel) {
+    struct kvf_campaign *cp = d->cp;
+    kvf_error err = {0};
+    /* Counted as waiting for the kernel: a case larger than the socket buffer goes out only
+     * as fast as the worker takes it in. */
+    double t0 = kvf__now_s();
+    int rc = kvf_runner_submit(d->runner, &j->c, &err);
+    *wait_kernel += kvf__now_s() - t0;
+    pthread_mutex_lock(&cp->mu);
+    cp->worker_starts[d->id] = kvf_runner_starts(d->runner);
+    cp->stats->worker_starts = 0;
+    for (int i = 0; i < cp->nworkers; i++)
+        cp->stats->worker_starts += cp->worker_starts[i];
+    pthread_mutex_unlock(&cp->mu);
+    if (rc) set_fatal(cp, &err);
+    return rc;
+}
+
+/* The dispatcher's blocking calls, timed: where it waits names what limits the campaign. */
+static kvf__job *timed_ready_pop(struct kvf_campaign *cp, double *wait_s) {
+    double t0 = kvf__now_s();
+    kvf__job *j = kvf__queue_pop(&cp->ready);
+    *wait_s += kvf__now_s() - t0;
+    return j;
+}
+
+static void timed_judge_push(struct kvf_campaign *cp, kvf__job *j, double *wait_s) {
+    double t0 = kvf__now_s();
+    if (kvf__queue_push(&cp->judged, j)) kvf__job_free(j); /* stopping: nobody will judge it */
+    *wait_s += kvf__now_s() - t0;
+}
+
+/* Counts a launch that produced no output, tells the statistics, and files its finding
+ * (the first run's, for a confirmed crash). */
+static void run_failed(struct kvf_campaign *cp, const kvf_run_result *res, const kvf__job *j) {
+    kvf_outcome out;
+    kvf_outcome_from_run(&out, res->status, res->message);
+    pthread_mutex_lock(&cp->mu);
+    if (out.finding == KVF_FINDING_CRASH) cp->stats->crashes++;
+    if (out.finding == KVF_FINDING_HANG) cp->stats->hangs++;
+    if (out.finding == KVF_FINDING_KERNEL_ERROR) cp->stats->kernel_errors++;
+    pthread_mutex_unlock(&cp->mu);
+    const kvf_campaign_opts *o = cp->opts;
+    if (o->run_observer && out.finding != KVF_FINDING_NONE)
+        o->run_observer(o->observer_ctx, (int)out.finding);
+    kvf__record_run_finding(cp, res, j);
+}
+
+static void run_unsupported(struct kvf_campaign *cp) {
+    const kvf_campaign_opts *o = cp->opts;
+    if (o->run_observer) o->run_observer(o->observer_ctx, -1);
+}
+
+/* The re-run of a case that crashed: a second crash files the finding (with the first run's
+ * signal); anything else means the first was not the kernel's doing, and is only reported. */
+static void crash_confirmed(struct kvf_campaign *cp, kvf__job *j, const kvf_run_result *res) {
+    if (res->status == KVF_RUN_CRASH) {
+        run_failed(cp, &j->first_crash, j);
+        return;
+    }
+    pthread_mutex_lock(&cp->mu);
+    cp->stats->crashes_unconfirmed++;
+    fprintf(kvf__log(cp),
+            "kvfuzz fuzz: case %" PRIu64 " crashed the worker (%s) but ran cleanly again: not "
+            "filed (a worker killed from outside, or a flaky crash)\n",
+            j->index, j->first_crash.message);
+    pthread_mutex_unlock(&cp->mu);
+}
+
+/* A determinism re-run came back: compare its bits with the first run's. */
+static void recheck_done(struct kvf_campaign *cp, kvf__job *j, const kvf_run_result *res) {
+    pthread_mutex_lock(&cp->mu);
+    cp->stats->determinism_checks++;
+    pthread_mutex_unlock(&cp->mu);
+    if (res->status == KVF_RUN_OK) {
+        kvf_outcome out;
+        kvf_outcome_from_run(&out, KVF_RUN_OK, NULL);
+        if (kvf_outcome_compare(&out, &j->c, j->o, j->lse, j->o2, j->lse2)) {
+            pthread_mutex_lock(&cp->mu);
+            kvf__record_finding(cp, &out, j);
+            pthread_mutex_unlock(&cp->mu);
+        }
+    } else if (res->status != KVF_RUN_UNSUPPORTED) {
+        run_failed(cp, res, j);
+    }
+}
+
+typedef struct slot {
+    kvf__job *j;
+    int recheck; /* RECHECK_DETERMINISM: the second run of a sampled case; RECHECK_CRASH: the
+                    re-run that confirms a crash */
+} slot;
+
+/* Keeps the runner's launches in flight (one running, the next on its way), collects them in
+ * order, and hands outputs to the oracle pool. Every determinism_every-th case goes through
+ * the worker a second time, with another case run in between (stale scratch and races show up
+ * there), before it is judged. */
+void *kvf__dispatcher_main(void *arg) {
+    kvf__dispatcher *d = arg;
+    struct kvf_campaign *cp = d->cp;
+    const kvf_campaign_opts *o = cp->opts;
+    double wait_cases = 0, wait_kernel = 0, wait_oracle = 0;
+    if (o->oracle_only) { /* no kernel: straight from the generators to the oracle pool */
+        kvf__job *j;
+        while ((j = timed_ready_pop(cp, &wait_cases))) {
+            pthread_mutex_lock(&cp->mu);
+            cp->stats->cases++;
+            pthread_mutex_unlock(&cp->mu);
+            timed_judge_push(cp, j, &wait_oracle);
+        }
+        goto done;
+    }
+    /* Launches in the runner, oldest first: kept full so the worker never waits for us. */
+    slot fifo[KVF_RUNNER_MAX_INFLIGHT];
+    int n = 0;
+    while (n < KVF_RUNNER_MAX_INFLIGHT && atomic_load(&cp->stop) == KVF__RUN) {
+        kvf__job *j = timed_ready_pop(cp, &wait_cases);
+        if (!j) break;
+        if (submit(d, j, &wait_kernel)) {
+            kvf__job_free(j);
+            break;
+        }
+        fifo[n++] = (slot){j, 0};
+    }
+    while (n > 0) {
+        slot s0 = fifo[0];
+        n--;
+        memmove(fifo, fifo + 1, (size_t)n * sizeof *fifo);
+        kvf__job *j = s0.j;
+        kvf_run_result res;
+        double t0 = kvf__now_s();
+        const int second = s0.recheck == RECHECK_DETERMINISM;
+        kvf_runner_collect(d->runner, second ? j->o2 : j->o, second ? j->lse2 : j->lse, &res);
+        wait_kernel += kvf__now_s() - t0;
+        if (atomic_load(&cp->stop) >= KVF__DROP) { /* interrupted: the result may be our kill */
+            kvf__job_free(j);
+            for (int i = 0; i < n; i++)
+                if (fifo[i].j != j) kvf__job_free(fifo[i].j);
+            n = 0;
+            break;
+        }
+        int sampled =
+            !s0.recheck && res.status == KVF_RUN_OK && o->determinism_every > 0 &&
+            j->index % (uint64_t)o->determinism_every == (uint64_t)o->determinism_every - 1;
+        if (sampled) {
+            j->o2 = malloc((size_t)(kvf_case_o_elems(&j->c) + 1) * sizeof *j->o2);
+            j->lse2 = malloc((size_t)(kvf_case_lse_elems(&j->c) + 1) * sizeof *j->lse2);
+            sampled = j->o2 && j->lse2 && submit(d, j, &wait_kernel) == 0;
+            if (sampled) fifo[n++] = (slot){j, RECHECK_DETERMINISM};
+        }
+        /* A crash is filed only once the same case crashes again: a worker killed from outside
+         * (the OOM killer, kill -9) must not become a finding that never replays. */
+        int confirming = !s0.recheck && res.status == KVF_RUN_CRASH &&
+                         atomic_load(&cp->stop) == KVF__RUN && submit(d, j, &wait_kernel) == 0;
+        if (confirming) {
+            j->first_crash = res;
+            fifo[n++] = (slot){j, RECHECK_CRASH};
+        }
+        if (!sampled && !confirming && atomic_load(&cp->stop) == KVF__RUN) { /* keep it full */
+            kvf__job *next = timed_ready_pop(cp, &wait_cases);
+            if (next && submit(d, next, &wait_kernel))
+                kvf__job_free(next);
+            else if (next)
+                fifo[n++] = (slot){next, 0};
+        }
+        if (s0.recheck == RECHECK_DETERMINISM) {
+            recheck_done(cp, j, &res);
+            timed_judge_push(cp, j, &wait_oracle);
+            continue;
+        }
+        if (s0.recheck == RECHECK_CRASH) {
+            crash_confirmed(cp, j, &res);
+            kvf__job_free(j);
+            continue;
+        }
+        pthread_mutex_lock(&cp->mu);
+        cp->stats->cases++;
+        cp->stats->kernel_s += res.kernel_s;
+        if (res.status == KVF_RUN_UNSUPPORTED) cp->stats->unsupported++;
+        pthread_mutex_unlock(&cp->mu);
+        j->kernel_s = res.kernel_s;
+        if (res.status == KVF_RUN_OK) snprintf(j->plan, sizeof j->plan, "%s", res.plan);
+        if (res.status == KVF_RUN_OK) {
+            if (!sampled) /* a sampled case is judged after its re-run */
+                timed_judge_push(cp, j, &wait_oracle);
+        } else if (!confirming) {
+            if (res.status == KVF_RUN_UNSUPPORTED)
+                run_unsupported(cp);
+            else
+                run_failed(cp, &res, j);
+            kvf__job_free(j);
+        }
+    }
+done:
+    pthread_mutex_lock(&cp->mu);
+    cp->stats->wait_cases_s += wait_cases;
+    cp->stats->wait_kernel_s += wait_kernel;
+    cp->stats->wait_oracle_s += wait_oracle;
+    pthread_mutex_unlock(&cp->mu);
+    if (atomic_fetch_sub(&cp->live_dispatchers, 1) == 1) {
+        /* The last dispatcher out: whatever the generators still hold is dropped, and the
+         * oracle pool finishes what it has. */
+        kvf__campaign_stop(cp, KVF__FINISH);
+        kvf__queue_close(&cp->judged);
+        atomic_store(&cp->dispatcher_done, 1);
+    }
+    return NULL;
+}

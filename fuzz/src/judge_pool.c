@@ -1,0 +1,233 @@
+/* Oracle threads (campaign_internal.h): each takes one case at a time from the dispatchers,
+ * computes its oracle, judges it under every rule, grows the corpus with cases reaching new
+ * error buckets, and files findings. One case per thread, so small cases keep every core
+ * busy. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "campaign_internal.h"
+
+static int set_has(const uint64_t *set, size_t n, uint64_t h) {
+    for (size_t i = 0; i < n; i++)
+        if (set[i] == h) return 1;
+    return 0;
+}
+
+static void set_add(uint64_t **set, size_t *n, uint64_t h) {
+    uint64_t *grown = realloc(*set, (*n + 1) * sizeof *grown);
+    if (!grown) return; /* then the signature is simply tried again when it recurs */
+    *set = grown;
+    (*set)[(*n)++] = h;
+}
+
+static void set_remove(uint64_t *set, size_t *n, uint64_t h) {
+    for (size_t i = 0; i < *n; i++)
+        if (set[i] == h) {
+            set[i] = set[--*n];
+            return;
+        }
+}
+
+void kvf__record_finding(struct kvf_campaign *cp, const kvf_outcome *out, const kvf__job *j) {
+    const kvf_campaign_opts *o = cp->opts;
+    kvf_campaign_stats *st = cp->stats;
+    st->finding_hits++;
+    st->by_class[out->finding]++;
+    char sig[512];
+    uint64_t h = kvf_outcome_signature(out, o->kernel->name, sig, sizeof sig);
+    /* A signature counts as saved only once its files are on disk: one whose save failed
+     * (a full disk, a folder made unwritable) is tried again each time it recurs. */
+    if (set_has(cp->signatures, cp->nsignatures, h)) return;
+    char path[4300] = "";
+    int is_new = 1;
+    if (o->findings_dir) {
+        /* Where the campaign found it: enough to find the case again from the seed. */
+        char seed_text[32];
+        snprintf(seed_text, sizeof seed_text, "%" PRIu64, o->seed);
+        json_t *extra = json_pack("{s:{s:o,s:I,s:o}}", "campaign", "seed",
+                                  o->seed <= (uint64_t)INT64_MAX ? json_integer((json_int_t)o->seed)
+                                                                 : json_string(seed_text),
+                                  "case_index", (json_int_t)j->index, "elapsed_s",
+                                  kvf_json_number(kvf__now_s() - cp->start));
+        kvf_error err = {0};
+        int failed = kvf_finding_save(o->findings_dir, out, o->kernel->name, &j->spec, &j->c, extra,
+                                      &is_new, path, sizeof path, &err);
+        json_decref(extra);
+        if (failed) {
+            if (!set_has(cp->lost, cp->nlost, h)) { /* said once per signature */
+                set_add(&cp->lost, &cp->nlost, h);
+                fprintf(kvf__log(cp),
+                        "kvfuzz fuzz: could not save finding %s [%s]: %s (tried again if it "
+                        "recurs)\n",
+                        kvf_finding_class_name(out->finding), sig, err.msg);
+            }
+            st->findings_lost = (int64_t)cp->nlost;
+            return;
+        }
+    }
+    set_add(&cp->signatures, &cp->nsignatures, h);
+    if (o->max_findings > 0 && (int64_t)cp->nsignatures >= o->max_findings)
+        kvf__campaign_stop(cp, KVF__FINISH); /* --max-findings: finish what is in flight */
+    if (set_has(cp->lost, cp->nlost, h)) {
+        set_remove(cp->lost, &cp->nlost, h);
+        st->findings_lost = (int64_t)cp->nlost;
+        fprintf(kvf__log(cp), "kvfuzz fuzz: finding [%s] saved on a later try\n", sig);
+    }
+    if (!is_new) return; /* already in the findings folder from an earlier run */
+    st->findings_new++;
+    FILE *lf = kvf__log(cp);
+    fprintf(lf, "kvfuzz fuzz: new finding %s [%s]%s%s%s\n", kvf_finding_class_name(out->finding),
+            sig, path[0] ? " -> " : "", path,
+            out->fib < 0 ? ""
+            : out->fib   ? "; fib catches it"
+                         : "; fib misses it");
+    if (o->verbose) kvf_outcome_print(lf, out, o->kernel->name, &j->spec, &j->c);
+    fflush(lf);
+}
+
+void kvf__record_run_finding(struct kvf_campaign *cp, const kvf_run_result *res,
+                             const kvf__job *j) {
+    kvf_outcome out;
+    kvf_outcome_from_run(&out, res->status, res->message);
+    out.signal = res->signal;
+    out.exit_code = res->exit_code;
+    if (res->status == KVF_RUN_HANG) out.deadline = cp->opts->deadline_s;
+    pthread_mutex_lock(&cp->mu);
+    if (out.finding != KVF_FINDING_NONE) kvf__record_finding(cp, &out, j);
+    pthread_mutex_unlock(&cp->mu);
+}
+
+/* Whether the outcome's signature is already saved (a peek: it may be saved meanwhile, which
+ * only costs a judging that was not needed). */
+static int signature_saved(struct kvf_campaign *cp, const kvf_outcome *out) {
+    uint64_t h = kvf_outcome_signature(out, cp->opts->kernel->name, NULL, 0);
+    pthread_mutex_lock(&cp->mu);
+    int saved = set_has(cp->signatures, cp->nsignatures, h);
+    pthread_mutex_unlock(&cp->mu);
+    return saved;
+}
+
+static void count_reach(kvf_campaign_stats *st, const kvf__job *j) {
+    double work = (double)kvf_spec_work(&j->spec);
+    if (j->large) {
+        st->large_cases++;
+        st->work_large += work;
+    } else {
+        st->work_small += work;
+    }
+    for (int32_t b = 0; b < (int32_t)j->c.batch_size; b++) {
+        int64_t len = kvf_case_seq_len(&j->c, b);
+        if (len > st->longest_seq) st->longest_seq = len;
+    }
+    if (j->c.batch_size > st->largest_batch) st->largest_batch = j->c.batch_size;
+}
+
+static void judge_job(struct kvf_campaign *cp, kvf__job *j, int thread) {
+    const kvf_campaign_opts *o = cp->opts;
+    kvf_oracle_opts oo;
+    kvf_oracle_opts_default(&oo);
+    oo.threads = 1; /* one case per thread: small cases parallelise across cases */
+    kvf_oracle_result oracle;
+    kvf_error err = {0};
+    double t0 = kvf__now_s();
+    if (kvf_oracle_run(&oracle, &j->c, &oo, &err)) {
+        if (err.code == KVF_EINTR) return; /* stopping: the case is not judged */
+        pthread_mutex_lock(&cp->mu);
+        fprintf(kvf__log(cp), "kvfuzz fuzz: the oracle failed on case %" PRIu64 ": %s\n", j->index,
+                err.msg);
+        pthread_mutex_unlock(&cp->mu);
+        return;
+    }
+    double oracle_s = kvf__now_s() - t0;
+    if (o->oracle_only) { /* measuring the oracle-bound rate: nothing to judge */
+        pthread_mutex_lock(&cp->mu);
+        cp->stats->judged++;
+        cp->stats->tokens += kvf_case_total_tokens(&j->c);
+        cp->stats->oracle_s += oracle_s;
+        count_reach(cp->stats, j);
+        pthread_mutex_unlock(&cp->mu);
+        kvf_oracle_result_free(&oracle);
+        return;
+    }
+    kvf_outcome out;
+    kvf_judge_hooks hooks;
+    int hooked =
+        o->judge_hooks && o->judge_hooks(o->observer_ctx, thread, &j->spec, &j->c, &hooks) == 0;
+    int rc = kvf_outcome_judge_hooked(&out, cp->rules, cp->nrules, o->require_overflow, &j->c,
+                                      &oracle, j->o, j->lse, hooked ? &hooks : NULL, &err);
+    snprintf(out.plan, sizeof out.plan, "%s", j->plan);
+    /* A finding to be saved says whether FlashInfer-Bench's rule would have caught it: judged
+     * here, outside the lock, and only for a signature not saved yet (recurrences are many). */
+    if (rc == 0 && out.finding != KVF_FINDING_NONE && !signature_saved(cp, &out)) {
+        kvf_error ferr = {0};
+        if (kvf_outcome_judge_fib(&out, o->require_overflow, &j->c, &oracle, j->o, j->lse, &ferr))
+            out.fib = -1; /* said as not judged */
+    }
+    pthread_mutex_lock(&cp->mu);
+    kvf_campaign_stats *st = cp->stats;
+    if (rc) {
+        fprintf(kvf__log(cp), "kvfuzz fuzz: could not judge case %" PRIu64 ": %s\n", j->index,
+                err.msg);
+        pthread_mutex_unlock(&cp->mu);
+        kvf_oracle_result_free(&oracle);
+        return;
+    }
+    st->judged++;
+    st->tokens += kvf_case_total_tokens(&j->c);
+    st->oracle_s += oracle_s;
+    count_reach(st, j);
+    for (int r = 0; r < cp->nrules; r++) {
+        const kvf_verdict *v = &out.verdicts[r];
+        if (!v->pass && v->finding == KVF_FINDING_OVERFLOW && !o->require_overflow) continue;
+        double m = fmax(v->o.max_margin, v->lse.max_margin);
+        if (m > st->worst_margin[r] || isnan(m)) st->worst_margin[r] = m;
+    }
+    /* New error buckets grow the corpus: the cases that reached them are the ones to mutate
+     * toward larger errors. */
+    int feats[64];
+    int nf = kvf_outcome_features(&out, feats);
+    int fresh = 0;
+    for (int i = 0; i < nf; i++)
+        if (feats[i] >= 0 && feats[i] < cp->nfeatures && !cp->seen[feats[i]]) {
+            cp->seen[feats[i]] = 1;
+            fresh = 1;
+        }
+    if (fresh && !j->from_corpus) {
+        kvf_error e2 = {0};
+        st->corpus_added++;
+        if (kvf__corpus_add(&cp->corpus, j->bytes, j->size, &e2)) {
+            /* Said once: the same cause (a full disk, an unwritable folder) would repeat for
+             * every new corpus entry. The entry stays in this run's memory corpus. */
+            if (st->corpus_unsaved++ == 0)
+                fprintf(kvf__log(cp),
+                        "kvfuzz fuzz: %s (corpus entries stay in memory; the count of "
+                        "unsaved ones is in the summary)\n",
+                        e2.msg);
+        }
+    }
+    if (out.finding != KVF_FINDING_NONE) kvf__record_finding(cp, &out, j);
+    pthread_mutex_unlock(&cp->mu);
+    /* Outside the lock: statistics cost about as much as judging, and serialising them
+     * across the oracle threads (and the dispatcher behind them) capped the campaign's rate. */
+    if (o->observer) {
+        kvf_campaign_event ev = {j->index, thread, &j->spec, &j->c,       &oracle,
+                                 j->o,     j->lse, &out,     j->kernel_s, oracle_s};
+        o->observer(o->observer_ctx, &ev);
+    }
+    kvf_oracle_result_free(&oracle);
+}
+
+void *kvf__oracle_main(void *arg) {
+    const kvf__oracle_thread *self = arg;
+    struct kvf_campaign *cp = self->cp;
+    kvf__job *j;
+    while ((j = kvf__queue_pop(&cp->judged))) {
+        if (atomic_load(&cp->stop) < KVF__DROP) judge_job(cp, j, self->index);
+        kvf__job_free(j);
+    }
+    kvf_oracle_thread_done();
+    atomic_fetch_sub(&cp->live_oracles, 1);
+    return NULL;
+}
