@@ -144,7 +144,8 @@ static void progress(kvf_campaign *cp) {
             t, st.cases, t > 0 ? (double)st.cases / t : 0, tok, tps, st.findings_new,
             st.finding_hits);
     for (int r = 0; r < cp->nrules; r++)
-        fprintf(f, " %s %.3g", cp->rules[r].name, st.worst_margin[r]);
+        fprintf(f, " %s %.3g (excess %.2g)", cp->rules[r].name, st.worst_margin[r],
+                st.worst_excess[r]);
     fprintf(f, "  corpus %zu\n", corpus);
     fflush(f);
 }
@@ -242,7 +243,8 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
     }
     fprintf(f, "  worst margin:");
     for (int r = 0; r < nr; r++)
-        fprintf(f, " %s %.3g", o->nrules > 0 ? o->rules[r].name : "strict", st->worst_margin[r]);
+        fprintf(f, " %s %.3g (excess %.2g)", o->nrules > 0 ? o->rules[r].name : "strict",
+                st->worst_margin[r], st->worst_excess[r]);
     fprintf(f, "\n  findings: %" PRId64 " new signature(s)", st->findings_new);
     if (st->findings_lost)
         fprintf(f, ", %" PRId64 " LOST (could not be written; see above)", st->findings_lost);
@@ -271,7 +273,7 @@ int kvf_campaign_init(kvf_campaign **out, const kvf_campaign_opts *o, kvf_campai
     else
         kvf_rule_parse(&cp->rules[0], "strict", NULL);
     for (int r = 0; r < cp->nrules; r++)
-        st->worst_margin[r] = 0;
+        st->worst_margin[r] = st->worst_excess[r] = 0;
     cp->jobs = o->jobs > 0 ? o->jobs : kvf_campaign_default_jobs(o, sysconf(_SC_NPROCESSORS_ONLN));
     if (cp->jobs > KVF_CAMPAIGN_MAX_JOBS) cp->jobs = KVF_CAMPAIGN_MAX_JOBS;
     st->jobs = cp->jobs;

@@ -157,6 +157,9 @@ typedef struct kvf_campaign_stats {
     int64_t corpus_size, corpus_added;
     int64_t corpus_reloaded; /* entries other campaigns wrote to corpus_dir, taken in */
     int64_t corpus_unsaved;  /* new corpus entries that could not be written to corpus_dir */
+    /* Largest excess margin per rule: the headroom used beyond the final rounding, which a
+     * correct kernel keeps well below 1 even where its margin is near 1 at a bf16 tie. */
+    double worst_excess[KVF_MAX_RULES];
     double worst_margin[KVF_MAX_RULES]; /* largest margin seen per rule (overflow rows only
                                            when require_overflow) */
     double elapsed_s;
