@@ -25,7 +25,8 @@ static void fuzz_help(void) {
         "                   [--determinism N] [--max-batch N] [--max-pages N]\n"
         "                   [--max-page-size N] [--max-work N] [--large-share PCT]\n"
         "                   [--large-work N] [--require-overflow] [--stop-on-finding]\n"
-        "                   [--max-findings N] [--workers N] [--generators N]\n"
+        "                   [--max-findings N] [--workers N] [--devices all|LIST]\n"
+        "                   [--generators N]\n"
         "                   [--in-process] [--oracle-only] [--oracle fast|mpfr] [--verbose]\n\n"
         "Generates cases (random recipes over every strategy, and structure-aware mutations\n"
         "of a corpus that grows with cases reaching new error buckets), runs the kernel in a\n"
@@ -82,8 +83,14 @@ static void fuzz_help(void) {
         "  --require-overflow  count violations on rows whose logits exceed the f32 range\n"
         "                      (class overflow) as findings.\n"
         "  --workers N         kernel worker processes, each launching one case at a time\n"
-        "                      (default 1; for CPU kernels more can help, for one GPU\n"
-        "                      they time-slice and were slower).\n"
+        "                      (default 1; per device with --devices; for CPU kernels more\n"
+        "                      can help, for one GPU they time-slice and were slower).\n"
+        "  --devices all|LIST  spread the campaign over GPUs: --workers workers per device\n"
+        "                      (all, or ordinals such as 0,1,3 as this process sees them),\n"
+        "                      each pinned by CUDA_VISIBLE_DEVICES, sharing one oracle pool,\n"
+        "                      corpus and findings folder. A device whose worker cannot start\n"
+        "                      is retired and the rest go on; the summary and the statistics\n"
+        "                      give each device's rate (docs/scaling.md).\n"
         "  --generators N      threads generating cases (default: one per four oracle\n"
         "                      threads).\n"
         "  --in-process        run the kernel in this process (for a debugger; a crash or a\n"
@@ -254,6 +261,7 @@ enum {
     OPT_MAX_WORK,
     OPT_REQUIRE_OVERFLOW,
     OPT_WORKERS,
+    OPT_DEVICES,
     OPT_GENERATORS,
     OPT_IN_PROCESS,
     OPT_ORACLE_ONLY,
@@ -286,6 +294,7 @@ static const struct option fuzz_options[] = {
     {"max-work", required_argument, NULL, OPT_MAX_WORK},
     {"require-overflow", no_argument, NULL, OPT_REQUIRE_OVERFLOW},
     {"workers", required_argument, NULL, OPT_WORKERS},
+    {"devices", required_argument, NULL, OPT_DEVICES},
     {"generators", required_argument, NULL, OPT_GENERATORS},
     {"in-process", no_argument, NULL, OPT_IN_PROCESS},
     {"oracle-only", no_argument, NULL, OPT_ORACLE_ONLY},
@@ -311,6 +320,8 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     cli_limits(&o.case_limits);
     o.findings_dir = "findings";
     int seed_given = 0;
+    static kvf_device_set devices; /* o.devices points here */
+    kvf_error derr = {0};
     const char *kernel_name = NULL, *stats_path = NULL;
     double stats_interval = 60;
     /* "-": non-options come back as 1 (refused below) instead of being moved to the end;
@@ -382,6 +393,10 @@ int kvf_cmd_fuzz(int argc, char **argv) {
         case OPT_WORKERS:
             rc = parse_int(cmd, "--workers", v, 1, 64, &n);
             o.workers = (int)n;
+            break;
+        case OPT_DEVICES:
+            if (kvf_devices_parse(&devices, v, &derr)) return cli_usage_error(cmd, "%s", derr.msg);
+            o.devices = &devices;
             break;
         case OPT_GENERATORS:
             rc = parse_int(cmd, "--generators", v, 1, 64, &n);
@@ -455,6 +470,9 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     }
     if (o.time_limit_s > 0 && o.max_runs > 0)
         return cli_usage_error(cmd, "give --time or --runs, not both");
+    if (o.devices && (o.in_process || o.oracle_only))
+        return cli_usage_error(cmd, "--devices runs worker processes: it cannot go with %s",
+                               o.in_process ? "--in-process" : "--oracle-only");
     if (kernel_name) {
         if (cli_one_kernel(cmd, kernel_name, &o.kernel)) return KVF_EXIT_USAGE;
     } else {
@@ -522,6 +540,18 @@ int kvf_cmd_fuzz(int argc, char **argv) {
         st.stop_signal = kvf_campaign_stop_signal();
     }
     kvf_error serr = {0};
+    if (st.ndevices) {
+        kvf_stats_device devs[KVF_MAX_DEVICES];
+        memset(devs, 0, sizeof devs);
+        for (int k = 0; k < st.ndevices; k++) {
+            const kvf_campaign_device *d = &st.device[k];
+            devs[k] = (kvf_stats_device){d->ordinal, d->cases,         d->active_s, d->crashes,
+                                         d->hangs,   d->kernel_errors, d->retired,  ""};
+            snprintf(devs[k].why, sizeof devs[k].why, "%s", d->why);
+        }
+        if (kvf_stats_sink_set_devices(fs.sink, devs, (size_t)st.ndevices, &serr))
+            fprintf(stderr, "kvfuzz fuzz: %s\n", serr.msg);
+    }
     if (kvf_stats_sink_finish(fs.sink, &serr)) /* the oracle threads have all ended */
         fprintf(stderr, "kvfuzz fuzz: %s\n", serr.msg);
     else

@@ -149,9 +149,41 @@ static void progress(kvf_campaign *cp) {
             t, st.cases, t > 0 ? (double)st.cases / t : 0, tok, tps, st.findings_new,
             st.finding_hits);
     for (int r = 0; r < cp->nrules; r++)
-        fprintf(f, " %s %.3g", cp->rules[r].name, st.worst_margin[r]);
+        fprintf(f, " %s %.3g (excess %.2g)", cp->rules[r].name, st.worst_margin[r],
+                st.worst_excess[r]);
     fprintf(f, "  corpus %zu\n", corpus);
     fflush(f);
+}
+
+/* The rate per device, and whether the oracle can feed them all (docs/scaling.md). */
+static void print_devices(FILE *f, const kvf_campaign_stats *st) {
+    if (st->ndevices == 0) return;
+    int active = 0;
+    fprintf(f, "  devices: %d, %d worker(s) each\n", st->ndevices, st->workers / st->ndevices);
+    for (int k = 0; k < st->ndevices; k++) {
+        const kvf_campaign_device *d = &st->device[k];
+        active += !d->retired;
+        fprintf(f,
+                "    device %d: %" PRId64 " cases (%.1f/s), kernel busy %.1f s, %" PRId64
+                " crash(es), %" PRId64 " hang(s), %" PRId64
+                " kernel error(s), worker starts %" PRId64 "\n",
+                d->ordinal, d->cases, d->active_s > 0 ? (double)d->cases / d->active_s : 0.0,
+                d->kernel_s, d->crashes, d->hangs, d->kernel_errors, d->worker_starts);
+        if (d->retired) fprintf(f, "      retired after %.1f s: %s\n", d->active_s, d->why);
+    }
+    if (st->judged == 0 || st->elapsed_s <= 0 || active == 0) return;
+    /* Cores of oracle work each serving GPU used: what a host needs per GPU at this rate. */
+    double cores_per_gpu = st->oracle_s / st->elapsed_s / active;
+    int oracle_bound =
+        st->wait_oracle_s > st->wait_kernel_s && st->wait_oracle_s > st->wait_cases_s;
+    fprintf(f,
+            "  placement: %.2f oracle core(s) per GPU at %.0f cases/s per GPU (%.3g core-ms a "
+            "case); %s\n",
+            cores_per_gpu, (double)st->judged / st->elapsed_s / active,
+            1e3 * st->oracle_s / (double)st->judged,
+            oracle_bound ? "the oracle set the pace (the dispatchers waited most for room in its "
+                           "queue): this host has more GPUs than its oracle threads can feed"
+                         : "the oracle kept up");
 }
 
 void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_campaign_stats *st) {
@@ -205,6 +237,7 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
             "  dispatcher waits: for generated cases %.1f s, for the kernel %.1f s, for room in "
             "the oracle queue %.1f s\n",
             st->wait_cases_s, st->wait_kernel_s, st->wait_oracle_s);
+    print_devices(f, st);
     if (st->crashes_unconfirmed)
         fprintf(f,
                 "  %" PRId64 " crash(es) did not happen again on a re-run and were not filed (a "
@@ -226,8 +259,8 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
     if (!o->oracle_only) { /* nothing was judged: no margin to show */
         fprintf(f, "  worst margin:");
         for (int r = 0; r < nr; r++)
-            fprintf(f, " %s %.3g", o->nrules > 0 ? o->rules[r].name : "strict",
-                    st->worst_margin[r]);
+            fprintf(f, " %s %.3g (excess %.2g)", o->nrules > 0 ? o->rules[r].name : "strict",
+                    st->worst_margin[r], st->worst_excess[r]);
         fprintf(f, "\n");
     }
     fprintf(f, "  findings: %" PRId64 " new signature(s)", st->findings_new);
@@ -258,7 +291,7 @@ int kvf_campaign_init(kvf_campaign **out, const kvf_campaign_opts *o, kvf_campai
     else
         kvf_rule_parse(&cp->rules[0], "strict", NULL);
     for (int r = 0; r < cp->nrules; r++)
-        st->worst_margin[r] = 0;
+        st->worst_margin[r] = st->worst_excess[r] = 0;
     cp->jobs = o->jobs > 0 ? o->jobs : kvf_campaign_default_jobs(o, sysconf(_SC_NPROCESSORS_ONLN));
     if (cp->jobs > KVF_CAMPAIGN_MAX_JOBS) cp->jobs = KVF_CAMPAIGN_MAX_JOBS;
     st->jobs = cp->jobs;
@@ -281,10 +314,23 @@ int kvf_campaign_init(kvf_campaign **out, const kvf_campaign_opts *o, kvf_campai
     kvf_runner_opts ro = {o->kernel, o->case_limits, o->deadline_s > 0 ? o->deadline_s : 10, 0,
                           o->in_process};
     /* In-process kernels share this process's state: one at a time. */
-    cp->nworkers = o->oracle_only || o->in_process ? 1 : o->workers > 0 ? o->workers : 1;
+    const int per_device = o->workers > 0 ? o->workers : 1;
+    const int ndev = o->devices && !o->oracle_only && !o->in_process ? o->devices->n : 0;
+    if (ndev > KVF_MAX_DEVICES || (ndev && per_device > KVF__MAX_WORKERS / ndev))
+        return kvf_error_set(err, KVF_EINVAL,
+                             "%d device(s) x %d worker(s) each is more than the %d workers a "
+                             "campaign runs",
+                             ndev, per_device, KVF__MAX_WORKERS);
+    cp->nworkers = o->oracle_only || o->in_process ? 1 : ndev ? ndev * per_device : per_device;
     if (cp->nworkers > KVF__MAX_WORKERS) cp->nworkers = KVF__MAX_WORKERS;
-    for (int i = 0; i < cp->nworkers && !o->oracle_only; i++)
+    st->ndevices = ndev;
+    for (int k = 0; k < ndev; k++)
+        st->device[k].ordinal = o->devices->ordinal[k];
+    for (int i = 0; i < cp->nworkers && !o->oracle_only; i++) {
+        cp->worker_device[i] = ndev ? i / per_device : -1;
         if ((rc = kvf_runner_create(&cp->runners[i], &ro, err))) return rc;
+        if (ndev) kvf_runner_set_device(cp->runners[i], o->devices->visible[i / per_device]);
+    }
     st->workers = cp->nworkers;
     return 0;
 }
@@ -321,8 +367,9 @@ int kvf_campaign_start(kvf_campaign *cp, kvf_error *err) {
     if (missing > 0 && atomic_fetch_sub(&cp->live_generators, missing) == missing)
         kvf__queue_close(&cp->ready);
     atomic_store(&cp->live_dispatchers, cp->nworkers);
+    atomic_store(&cp->serving, cp->nworkers);
     for (int i = 0; i < cp->nworkers && cp->gens_started > 0; i++) {
-        cp->disps[i] = (kvf__dispatcher){cp, i, cp->runners[i]};
+        cp->disps[i] = (kvf__dispatcher){cp, i, cp->runners[i], cp->worker_device[i], 0};
         if (pthread_create(&cp->disp_tid[i], NULL, kvf__dispatcher_main, &cp->disps[i]) != 0) break;
         cp->disps_started++;
     }
@@ -385,6 +432,11 @@ int kvf_campaign_wait(kvf_campaign *cp, kvf_error *err) {
     cp->waited = 1;
     if (cp->own_signals) kvf_campaign_release_signals();
     st->elapsed_s = kvf__now_s() - cp->start;
+    for (int k = 0; k < st->ndevices; k++)
+        if (!st->device[k].retired) st->device[k].active_s = st->elapsed_s;
+    for (int i = 0; i < cp->nworkers; i++)
+        if (cp->worker_device[i] >= 0)
+            st->device[cp->worker_device[i]].worker_starts += cp->worker_starts[i];
     st->corpus_size = (int64_t)kvf__corpus_size(&cp->corpus);
     if (cp->fatal) {
         if (err) *err = cp->fatal_err;

@@ -56,6 +56,8 @@ typedef struct kvf__dispatcher {
     struct kvf_campaign *cp;
     int id;
     kvf_runner *runner;
+    int device;  /* index into stats->device, or -1 without opts->devices */
+    int retired; /* its worker cannot start: it takes no more cases */
 } kvf__dispatcher;
 
 typedef struct kvf__oracle_thread {
@@ -93,6 +95,8 @@ struct kvf_campaign {
     kvf_error fatal_err;
 
     int nworkers;
+    int worker_device[KVF__MAX_WORKERS]; /* index into stats->device, or -1 */
+    atomic_int serving; /* dispatchers not retired: the last one's start failure is fatal */
     kvf_runner *runners[KVF__MAX_WORKERS];
     int64_t worker_starts[KVF__MAX_WORKERS];
 

@@ -20,9 +20,39 @@ static void set_fatal(struct kvf_campaign *cp, const kvf_error *err) {
     kvf__campaign_stop(cp, KVF__DROP);
 }
 
+/* A worker that cannot start while others still serve: with several devices, that device
+ * (or its driver) failed, and the campaign goes on without it. The last one's failure is the
+ * campaign's (set_fatal). Returns whether the dispatcher was retired. */
+static int retire(kvf__dispatcher *d, const kvf_error *err) {
+    struct kvf_campaign *cp = d->cp;
+    if (d->device < 0) return 0;
+    int left = atomic_load(&cp->serving);
+    while (left > 1 && !atomic_compare_exchange_weak(&cp->serving, &left, left - 1)) {
+    }
+    if (left <= 1) return 0;
+    pthread_mutex_lock(&cp->mu); /* the dispatchers' retired flags are read under it */
+    d->retired = 1;
+    kvf_campaign_device *dev = &cp->stats->device[d->device];
+    int device_left = 0;
+    for (int i = 0; i < cp->nworkers; i++)
+        if (cp->worker_device[i] == d->device && !cp->disps[i].retired) device_left = 1;
+    if (!device_left) {
+        dev->retired = 1;
+        dev->active_s = kvf__now_s() - cp->start;
+    }
+    snprintf(dev->why, sizeof dev->why, "%s", err->msg);
+    fprintf(kvf__log(cp),
+            "kvfuzz fuzz: device %d: %s; its worker stops, the campaign goes on with %d "
+            "worker(s)\n",
+            dev->ordinal, err->msg, left - 1);
+    pthread_mutex_unlock(&cp->mu);
+    return 1;
+}
+
 static int submit(kvf__dispatcher *d, kvf__job *j, double *wait_kernel) {
     struct kvf_campaign *cp = d->cp;
     kvf_error err = {0};
+    if (d->retired) return KVF_EDEVICE;
     /* Counted as waiting for the kernel: a case larger than the socket buffer goes out only
      * as fast as the worker takes it in. */
     double t0 = kvf__now_s();
@@ -34,7 +64,15 @@ static int submit(kvf__dispatcher *d, kvf__job *j, double *wait_kernel) {
     for (int i = 0; i < cp->nworkers; i++)
         cp->stats->worker_starts += cp->worker_starts[i];
     pthread_mutex_unlock(&cp->mu);
-    if (rc) set_fatal(cp, &err);
+    if (rc && !retire(d, &err)) set_fatal(cp, &err);
+    return rc;
+}
+
+/* Submits a case taken from the generators. When that retires this dispatcher (its device is
+ * gone), the case goes back to the queue for the other workers instead of being lost. */
+static int submit_new(kvf__dispatcher *d, kvf__job *j, double *wait_kernel) {
+    int rc = submit(d, j, wait_kernel);
+    if (rc && (!d->retired || kvf__queue_push(&d->cp->ready, j))) kvf__job_free(j);
     return rc;
 }
 
@@ -54,13 +92,15 @@ static void timed_judge_push(struct kvf_campaign *cp, kvf__job *j, double *wait_
 
 /* Counts a launch that produced no output, tells the statistics, and files its finding
  * (the first run's, for a confirmed crash). */
-static void run_failed(struct kvf_campaign *cp, const kvf_run_result *res, const kvf__job *j) {
+static void run_failed(kvf__dispatcher *d, const kvf_run_result *res, const kvf__job *j) {
+    struct kvf_campaign *cp = d->cp;
     kvf_outcome out;
     kvf_outcome_from_run(&out, res->status, res->message);
     pthread_mutex_lock(&cp->mu);
-    if (out.finding == KVF_FINDING_CRASH) cp->stats->crashes++;
-    if (out.finding == KVF_FINDING_HANG) cp->stats->hangs++;
-    if (out.finding == KVF_FINDING_KERNEL_ERROR) cp->stats->kernel_errors++;
+    kvf_campaign_device none = {0}, *dev = d->device >= 0 ? &cp->stats->device[d->device] : &none;
+    if (out.finding == KVF_FINDING_CRASH) cp->stats->crashes++, dev->crashes++;
+    if (out.finding == KVF_FINDING_HANG) cp->stats->hangs++, dev->hangs++;
+    if (out.finding == KVF_FINDING_KERNEL_ERROR) cp->stats->kernel_errors++, dev->kernel_errors++;
     pthread_mutex_unlock(&cp->mu);
     const kvf_campaign_opts *o = cp->opts;
     if (o->run_observer && out.finding != KVF_FINDING_NONE)
@@ -75,9 +115,10 @@ static void run_unsupported(struct kvf_campaign *cp) {
 
 /* The re-run of a case that crashed: a second crash files the finding (with the first run's
  * signal); anything else means the first was not the kernel's doing, and is only reported. */
-static void crash_confirmed(struct kvf_campaign *cp, kvf__job *j, const kvf_run_result *res) {
+static void crash_confirmed(kvf__dispatcher *d, kvf__job *j, const kvf_run_result *res) {
+    struct kvf_campaign *cp = d->cp;
     if (res->status == KVF_RUN_CRASH) {
-        run_failed(cp, &j->first_crash, j);
+        run_failed(d, &j->first_crash, j);
         return;
     }
     pthread_mutex_lock(&cp->mu);
@@ -90,7 +131,8 @@ static void crash_confirmed(struct kvf_campaign *cp, kvf__job *j, const kvf_run_
 }
 
 /* A determinism re-run came back: compare its bits with the first run's. */
-static void recheck_done(struct kvf_campaign *cp, kvf__job *j, const kvf_run_result *res) {
+static void recheck_done(kvf__dispatcher *d, kvf__job *j, const kvf_run_result *res) {
+    struct kvf_campaign *cp = d->cp;
     pthread_mutex_lock(&cp->mu);
     cp->stats->determinism_checks++;
     pthread_mutex_unlock(&cp->mu);
@@ -103,7 +145,7 @@ static void recheck_done(struct kvf_campaign *cp, kvf__job *j, const kvf_run_res
             pthread_mutex_unlock(&cp->mu);
         }
     } else if (res->status != KVF_RUN_UNSUPPORTED) {
-        run_failed(cp, res, j);
+        run_failed(d, res, j);
     }
 }
 
@@ -138,10 +180,7 @@ void *kvf__dispatcher_main(void *arg) {
     while (n < KVF_RUNNER_MAX_INFLIGHT && atomic_load(&cp->stop) == KVF__RUN) {
         kvf__job *j = timed_ready_pop(cp, &wait_cases);
         if (!j) break;
-        if (submit(d, j, &wait_kernel)) {
-            kvf__job_free(j);
-            break;
-        }
+        if (submit_new(d, j, &wait_kernel)) break;
         fifo[n++] = (slot){j, 0};
     }
     while (n > 0) {
@@ -178,26 +217,28 @@ void *kvf__dispatcher_main(void *arg) {
             j->first_crash = res;
             fifo[n++] = (slot){j, RECHECK_CRASH};
         }
-        if (!sampled && !confirming && atomic_load(&cp->stop) == KVF__RUN) { /* keep it full */
+        if (!sampled && !confirming && !d->retired &&
+            atomic_load(&cp->stop) == KVF__RUN) { /* keep it full */
             kvf__job *next = timed_ready_pop(cp, &wait_cases);
-            if (next && submit(d, next, &wait_kernel))
-                kvf__job_free(next);
-            else if (next)
-                fifo[n++] = (slot){next, 0};
+            if (next && submit_new(d, next, &wait_kernel) == 0) fifo[n++] = (slot){next, 0};
         }
         if (s0.recheck == RECHECK_DETERMINISM) {
-            recheck_done(cp, j, &res);
+            recheck_done(d, j, &res);
             timed_judge_push(cp, j, &wait_oracle);
             continue;
         }
         if (s0.recheck == RECHECK_CRASH) {
-            crash_confirmed(cp, j, &res);
+            crash_confirmed(d, j, &res);
             kvf__job_free(j);
             continue;
         }
         pthread_mutex_lock(&cp->mu);
         cp->stats->cases++;
         cp->stats->kernel_s += res.kernel_s;
+        if (d->device >= 0) {
+            cp->stats->device[d->device].cases++;
+            cp->stats->device[d->device].kernel_s += res.kernel_s;
+        }
         if (res.status == KVF_RUN_UNSUPPORTED) cp->stats->unsupported++;
         pthread_mutex_unlock(&cp->mu);
         j->kernel_s = res.kernel_s;
@@ -209,7 +250,7 @@ void *kvf__dispatcher_main(void *arg) {
             if (res.status == KVF_RUN_UNSUPPORTED)
                 run_unsupported(cp);
             else
-                run_failed(cp, &res, j);
+                run_failed(d, &res, j);
             kvf__job_free(j);
         }
     }

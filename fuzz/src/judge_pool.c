@@ -183,6 +183,8 @@ static void judge_job(struct kvf_campaign *cp, kvf__job *j, int thread) {
         if (!v->pass && v->finding == KVF_FINDING_OVERFLOW && !o->require_overflow) continue;
         double m = fmax(v->o.max_margin, v->lse.max_margin);
         if (m > st->worst_margin[r] || isnan(m)) st->worst_margin[r] = m;
+        double x = fmax(v->o.max_excess_margin, v->lse.max_excess_margin);
+        if (x > st->worst_excess[r] || isnan(x)) st->worst_excess[r] = x;
     }
     /* New error buckets grow the corpus: the cases that reached them are the ones to mutate
      * toward larger errors. */

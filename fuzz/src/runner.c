@@ -42,6 +42,7 @@ struct kvf_runner {
     int fd;
     int64_t starts;
     uint64_t seq;
+    char cuda_visible_devices[64]; /* for the worker's environment; "" inherits */
     launch q[MAX_INFLIGHT]; /* FIFO: q[head] runs, the ones behind wait in the worker's reader
                                and in the socket */
     int head, count;
@@ -129,6 +130,10 @@ static int start_worker(kvf_runner *r, kvf_error *err) {
     }
     if (pid == 0) {
         close(sv[0]);
+        /* Before anything in the worker can initialise CUDA, which reads it once. */
+        if (r->cuda_visible_devices[0] &&
+            setenv("CUDA_VISIBLE_DEVICES", r->cuda_visible_devices, 1) != 0)
+            _exit(127);
         kvf__worker_main(sv[1], &r->opts, parent);
         _exit(0);
     }
@@ -172,6 +177,10 @@ int kvf_runner_create(kvf_runner **out, const kvf_runner_opts *opts, kvf_error *
     r->fd = -1;
     *out = r;
     return 0;
+}
+
+void kvf_runner_set_device(kvf_runner *r, const char *visible) {
+    snprintf(r->cuda_visible_devices, sizeof r->cuda_visible_devices, "%s", visible ? visible : "");
 }
 
 void kvf_runner_interrupt(kvf_runner *r) {

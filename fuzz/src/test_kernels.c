@@ -135,6 +135,27 @@ static int nostart_create(const kvf_plugin_kernel *self, void **state, char *msg
     return KVF_PLUGIN_ERROR;
 }
 
+#define DEVICE1_DESC                                                                               \
+    "test only: cpu-ref whose create() fails in a worker pinned to device 1 "                      \
+    "(CUDA_VISIBLE_DEVICES=1), as on a GPU that is gone"
+
+static int reference_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
+    (void)state;
+    return run_reference(c, o, lse, err);
+}
+static const kvf__case_kernel reference_impl = {reference_run};
+
+/* A broken GPU of a multi-device campaign, without a GPU: the worker the campaign pins to
+ * device 1 cannot start its kernel; the others run cpu-ref. */
+static int device1_create(const kvf_plugin_kernel *self, void **state, char *msg, size_t n) {
+    const char *dev = getenv("CUDA_VISIBLE_DEVICES");
+    if (dev && strcmp(dev, "1") == 0) {
+        snprintf(msg, n, "test-device1-broken: device 1 does not answer");
+        return KVF_PLUGIN_ERROR;
+    }
+    return kvf__builtin_create(self, state, msg, n);
+}
+
 static const kvf_plugin_kernel test_descs[] = {
     KVF_BUILTIN_CPU_DESC("test-planted", PLANTED_DESC, planted_impl),
     KVF_BUILTIN_CPU_DESC("test-crash", CRASH_DESC, crash_impl),
@@ -149,6 +170,15 @@ static const kvf_plugin_kernel test_descs[] = {
      .user = (void *)&planted_impl,
      .supports = kvf__builtin_supports_all,
      .create = nostart_create,
+     .run = kvf__builtin_run},
+    {.struct_size = sizeof(kvf_plugin_kernel),
+     .name = "test-device1-broken",
+     .description = DEVICE1_DESC,
+     .device = KVF_PLUGIN_DEVICE_CPU,
+     .role = KVF_PLUGIN_ROLE_UNDER_TEST,
+     .user = (void *)&reference_impl,
+     .supports = kvf__builtin_supports_all,
+     .create = device1_create,
      .run = kvf__builtin_run},
 };
 
@@ -183,6 +213,11 @@ static const kvf_kernel test_kernels[] = {
      .device = KVF_DEVICE_CPU,
      .models = "",
      .desc = &test_descs[5]},
+    {.name = "test-device1-broken",
+     .description = DEVICE1_DESC,
+     .device = KVF_DEVICE_CPU,
+     .models = "",
+     .desc = &test_descs[6]},
 };
 
 size_t kvf_test_kernel_count(void) {

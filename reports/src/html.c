@@ -1411,6 +1411,26 @@ static void out_of_model_panel(FILE *f, const kvf__rmodel *m) {
     fputs("</table></div></section>\n", f);
 }
 
+/* A run spread over several GPUs: the rate of each, and why one retired. */
+static void source_devices(FILE *f, const kvf__source *src) {
+    for (size_t k = 0; k < src->ndevices; k++) {
+        const kvf_stats_device *d = &src->devices[k];
+        fprintf(f, "%s device %d: %" PRId64 " cases (%.1f/s)", k ? ";" : " (", d->ordinal, d->cases,
+                d->seconds > 0 ? (double)d->cases / d->seconds : 0.0);
+        if (d->crashes || d->hangs || d->kernel_errors)
+            fprintf(f, ", %" PRId64 " crash(es), %" PRId64 " hang(s), %" PRId64 " kernel error(s)",
+                    d->crashes, d->hangs, d->kernel_errors);
+        if (d->retired) {
+            fprintf(f, ", <span class=\"bad\">retired after %.1f s</span>", d->seconds);
+            if (d->why[0]) {
+                fputs(": ", f);
+                html_escape(f, d->why);
+            }
+        }
+        if (k + 1 == src->ndevices) fputs(")", f);
+    }
+}
+
 /* The answer first: one banner for the whole report and one line per series and rule. */
 static void verdict_banner(FILE *f, const kvf__rmodel *m) {
     int fails = 0;
@@ -1631,6 +1651,7 @@ int kvf__report_write_html(FILE *f, const kvf__rmodel *m) {
             html_escape(f, st->sources[s].host ? st->sources[s].host : "?");
             fputs(", last written ", f);
             html_escape(f, st->sources[s].written ? st->sources[s].written : "?");
+            source_devices(f, &st->sources[s]);
         }
         if (st->nsources > 3) fputs("; ...", f);
         if (st->incomplete) fputs(" <span class=\"bad\">incomplete: memory ran out</span>", f);

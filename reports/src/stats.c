@@ -319,6 +319,7 @@ kvf__kernel_runs *kvf__kernel_runs_get(kvf_stats *s, const char *kernel) {
 }
 
 static void source_free(kvf__source *src) {
+    free(src->devices);
     free(src->command);
     free(src->host);
     free(src->started);
@@ -479,4 +480,16 @@ int64_t kvf__outstats_ulp_quantile(const kvf__outstats *o, double q) {
     }
     free(keys);
     return result;
+}
+
+int kvf_stats_set_devices(kvf_stats *s, const kvf_stats_device *d, size_t n, kvf_error *err) {
+    if (s->nsources != 1 || s->own_source != 0)
+        return kvf_error_set(err, KVF_EINVAL, "per-device figures belong to one run's statistics");
+    kvf_stats_device *copy = n ? malloc(n * sizeof *copy) : NULL;
+    if (n && !copy) return kvf_error_set(err, KVF_ENOMEM, "out of memory for device figures");
+    if (n) memcpy(copy, d, n * sizeof *copy);
+    free(s->sources[0].devices);
+    s->sources[0].devices = copy;
+    s->sources[0].ndevices = n;
+    return 0;
 }

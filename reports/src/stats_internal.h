@@ -140,6 +140,8 @@ typedef struct kvf__kernel_runs {
 typedef struct kvf__source {
     char *command, *host, *started, *written; /* UTC ISO 8601 times */
     int64_t pid;
+    kvf_stats_device *devices; /* the run's GPUs (--devices), or NULL */
+    size_t ndevices;
 } kvf__source;
 
 struct kvf_stats {

@@ -118,6 +118,17 @@ static int merge_into(kvf_stats *dst, const kvf_stats *src, int with_sources, kv
             d->started = dup_or_null(sv->started, &b);
             d->written = dup_or_null(sv->written, &b);
             d->pid = sv->pid;
+            d->devices = NULL;
+            d->ndevices = 0;
+            if (sv->ndevices) {
+                d->devices = malloc(sv->ndevices * sizeof *d->devices);
+                if (d->devices) {
+                    memcpy(d->devices, sv->devices, sv->ndevices * sizeof *d->devices);
+                    d->ndevices = sv->ndevices;
+                } else {
+                    b = 1;
+                }
+            }
             if (b) goto oom;
         }
     }

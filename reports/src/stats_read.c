@@ -66,6 +66,40 @@ static const json_t *get_array(reader *r, const json_t *obj, const char *key, co
     return v;
 }
 
+/* A run's per-device figures (optional: runs without --devices have none). */
+static int read_devices(reader *r, const json_t *v, kvf__source *src, const char *ctx) {
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_array(v)) return bad(r, "%s: \"devices\" is not an array", ctx);
+    size_t n = json_array_size(v);
+    if (n > 4096) return bad(r, "%s: \"devices\" lists %zu devices", ctx, n);
+    if (n == 0) return 0;
+    if (!(src->devices = calloc(n, sizeof *src->devices))) return bad(r, "out of memory");
+    src->ndevices = n;
+    for (size_t k = 0; k < n; k++) {
+        const json_t *dj = json_array_get(v, k);
+        kvf_stats_device *d = &src->devices[k];
+        int64_t ord;
+        if (!json_is_object(dj)) return bad(r, "%s: devices[%zu] is not an object", ctx, k);
+        if (get_i64(r, dj, "device", 0, &ord, ctx) || get_i64(r, dj, "cases", 0, &d->cases, ctx) ||
+            get_num(r, dj, "seconds", &d->seconds, ctx) ||
+            get_i64(r, dj, "crashes", 0, &d->crashes, ctx) ||
+            get_i64(r, dj, "hangs", 0, &d->hangs, ctx) ||
+            get_i64(r, dj, "kernel_errors", 0, &d->kernel_errors, ctx))
+            return -1;
+        if (ord > 1000000) return bad(r, "%s: devices[%zu]: device %lld", ctx, k, (long long)ord);
+        d->ordinal = (int)ord;
+        const json_t *ret = json_object_get(dj, "retired"), *why = json_object_get(dj, "why");
+        if (!json_is_boolean(ret))
+            return bad(r, "%s: devices[%zu]: \"retired\" is missing or not a boolean", ctx, k);
+        d->retired = json_is_true(ret);
+        if (why && json_is_string(why))
+            snprintf(d->why, sizeof d->why, "%s", json_string_value(why));
+        else if (why && !json_is_null(why))
+            return bad(r, "%s: devices[%zu]: \"why\" is not a string", ctx, k);
+    }
+    return 0;
+}
+
 /* Bucket indices span the positive doubles: 4 * [-1075, 1024). */
 #define BUCKET_MIN (-4 * 1075)
 #define BUCKET_MAX (4 * 1024)
@@ -329,7 +363,8 @@ static int read_stats(reader *r, const json_t *root, kvf_stats **result) {
             if (get_opt_str(r, src, "command", &d->command, ctx) ||
                 get_opt_str(r, src, "host", &d->host, ctx) ||
                 get_opt_str(r, src, "started", &d->started, ctx) ||
-                get_opt_str(r, src, "written", &d->written, ctx))
+                get_opt_str(r, src, "written", &d->written, ctx) ||
+                read_devices(r, json_object_get(src, "devices"), d, ctx))
                 goto done;
         }
     }

@@ -208,6 +208,14 @@ int kvf_stats_sink_finish(kvf_stats_sink *s, kvf_error *err) {
     return rc;
 }
 
+int kvf_stats_sink_set_devices(kvf_stats_sink *s, const kvf_stats_device *d, size_t n,
+                               kvf_error *err) {
+    pthread_mutex_lock(&s->write_mu);
+    int rc = kvf_stats_set_devices(s->stats, d, n, err);
+    pthread_mutex_unlock(&s->write_mu);
+    return rc;
+}
+
 const kvf_stats *kvf_stats_sink_stats(const kvf_stats_sink *s) {
     return s ? s->stats : NULL;
 }

@@ -250,6 +250,20 @@ static json_t *stats_json(const kvf_stats *s, int provenance) {
                   kvf_json_set(o, "pid", i64(src->pid)) ||
                   kvf_json_set(o, "started", kvf_json_string_or_null(src->started)) ||
                   kvf_json_set(o, "written", kvf_json_string_or_null(src->written));
+            json_t *devs = src->ndevices && !bad ? json_array() : NULL;
+            if (devs) bad = kvf_json_set(o, "devices", devs);
+            for (size_t k = 0; devs && !bad && k < src->ndevices; k++) {
+                const kvf_stats_device *d = &src->devices[k];
+                json_t *dj = json_object();
+                bad = kvf_json_push(devs, dj) || kvf_json_set(dj, "device", i64(d->ordinal)) ||
+                      kvf_json_set(dj, "cases", i64(d->cases)) ||
+                      kvf_json_set(dj, "seconds", kvf_json_number(d->seconds)) ||
+                      kvf_json_set(dj, "crashes", i64(d->crashes)) ||
+                      kvf_json_set(dj, "hangs", i64(d->hangs)) ||
+                      kvf_json_set(dj, "kernel_errors", i64(d->kernel_errors)) ||
+                      kvf_json_set(dj, "retired", json_boolean(d->retired)) ||
+                      kvf_json_set(dj, "why", d->why[0] ? json_string(d->why) : json_null());
+            }
         }
     }
     json_t *karr = bad ? NULL : json_array();

@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "kvfuzz/devices.h"
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/mutate.h"
 #include "kvfuzz/oracle.h"
@@ -59,9 +60,13 @@ typedef struct kvf_campaign_opts {
     int64_t max_runs;     /* stop after this many cases; 0: no limit */
     int jobs;             /* oracle threads; 0: kvf_campaign_default_jobs() */
     int generators;       /* case-generating threads; 0: one per four oracle threads */
-    int workers;          /* kernel worker processes; 0: 1. More than one per GPU was slower on
-                             an H200 (contexts time-slice); for several GPUs run one campaign
-                             per GPU (docs/fuzzing.md) */
+    int workers;          /* kernel worker processes (per device with `devices`); 0: 1. More
+                             than one per GPU was slower on an H200 (contexts time-slice) */
+    /* NULL: workers inherit this process's GPUs. Else one group of `workers` workers per
+     * device, each pinned to it (kvfuzz/devices.h). A device whose worker cannot start is
+     * retired and the campaign goes on with the others; only when every device is retired
+     * does the campaign fail (KVF_EDEVICE). */
+    const kvf_device_set *devices;
     uint64_t seed;
     const char *corpus_dir;   /* read at start, extended with cases reaching new buckets */
     double reload_s;          /* re-read corpus_dir this often for other campaigns' files; 0:
@@ -108,6 +113,17 @@ void kvf_campaign_opts_default(kvf_campaign_opts *opts);
  * (docs/performance.md). At least 1. */
 int kvf_campaign_default_jobs(const kvf_campaign_opts *opts, long cores);
 
+/* One device's share of a campaign with opts->devices. */
+typedef struct kvf_campaign_device {
+    int ordinal;   /* as listed in --devices */
+    int64_t cases; /* launches collected from its workers, re-runs excluded */
+    int64_t crashes, hangs, kernel_errors, worker_starts;
+    double kernel_s;             /* summed time in the kernel's run() */
+    double active_s;             /* from the start until its last worker retired, or the end */
+    int retired;                 /* every worker of the device stopped for good */
+    char why[KVF_ERROR_MSG_MAX]; /* the retiring worker's error */
+} kvf_campaign_device;
+
 #define KVF_CAMPAIGN_REASONS 8
 #define KVF_CAMPAIGN_REASON_MAX 160
 
@@ -121,7 +137,7 @@ typedef struct kvf_campaign_stats {
     int64_t skipped_unsupported;
     char skip_reasons[KVF_CAMPAIGN_REASONS][KVF_CAMPAIGN_REASON_MAX];
     int64_t skip_counts[KVF_CAMPAIGN_REASONS];
-    int64_t tokens;        /* total tokens of judged cases */
+    int64_t tokens; /* total tokens of judged cases */
     /* Reach, over judged cases: how many were large (large_share), the oracle work
      * (kvf_spec_work) of large and of small ones, the longest sequence and the largest batch. */
     int64_t large_cases;
@@ -136,9 +152,14 @@ typedef struct kvf_campaign_stats {
     int64_t crashes, hangs, kernel_errors; /* launches filed so (crashes once confirmed) */
     int64_t worker_starts;
     int workers;
+    int ndevices; /* opts->devices->n, or 0 */
+    kvf_campaign_device device[KVF_MAX_DEVICES];
     int64_t corpus_size, corpus_added;
     int64_t corpus_reloaded; /* entries other campaigns wrote to corpus_dir, taken in */
     int64_t corpus_unsaved;  /* new corpus entries that could not be written to corpus_dir */
+    /* Largest excess margin per rule: the headroom used beyond the final rounding, which a
+     * correct kernel keeps well below 1 even where its margin is near 1 at a bf16 tie. */
+    double worst_excess[KVF_MAX_RULES];
     double worst_margin[KVF_MAX_RULES]; /* largest margin seen per rule (overflow rows only
                                            when require_overflow) */
     double elapsed_s;

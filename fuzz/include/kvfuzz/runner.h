@@ -46,6 +46,11 @@ typedef struct kvf_run_result {
 int kvf_runner_create(kvf_runner **out, const kvf_runner_opts *opts, kvf_error *err);
 void kvf_runner_destroy(kvf_runner *r);
 
+/* Pins the runner's workers to one GPU: CUDA_VISIBLE_DEVICES is set to `visible` in each
+ * worker process before its kernel starts (kvfuzz/devices.h), from the next start on. NULL or
+ * "" keeps the environment the worker inherits. Ignored in-process. */
+void kvf_runner_set_device(kvf_runner *r, const char *visible);
+
 /* Starts the worker now, when none is running (the first submit would otherwise), so that a
  * kernel that cannot start is known before any case: its error as kvf_runner_submit gives it.
  * In-process: creates the kernel. */

@@ -10,7 +10,9 @@
  *   test-pool-check   cpu-ref after checking that every slot no sequence reads holds the
  *                     buffer host's input poison (a kernel error otherwise): what a kernel is
  *                     handed;
- *   test-nostart      a kernel whose create() fails, as one whose device is missing does.
+ *   test-nostart      a kernel whose create() fails, as one whose device is missing does;
+ *   test-device1-broken  cpu-ref whose create() fails in a worker pinned to device 1
+ *                     (CUDA_VISIBLE_DEVICES=1): a dead GPU of a multi-device campaign.
  * Static objects; nothing is allocated. */
 #ifndef KVFUZZ_TEST_KERNELS_H
 #define KVFUZZ_TEST_KERNELS_H

@@ -72,6 +72,22 @@ typedef struct kvf_stats_opts {
 
 void kvf_stats_opts_default(kvf_stats_opts *opts);
 
+/* One GPU's share of a campaign spread over several (`kvfuzz fuzz --devices`), recorded with
+ * the run that made the file and kept per run when files merge. */
+#define KVF_STATS_DEVICE_WHY_MAX 256
+typedef struct kvf_stats_device {
+    int ordinal;    /* as listed in --devices */
+    int64_t cases;  /* launches collected from its workers */
+    double seconds; /* from the start until it retired, or the end */
+    int64_t crashes, hangs, kernel_errors;
+    int retired;                        /* its workers stopped for good */
+    char why[KVF_STATS_DEVICE_WHY_MAX]; /* why it retired, or "" */
+} kvf_stats_device;
+
+/* Replaces the per-device figures of this run (the file's own source; copied). Errors:
+ * KVF_ENOMEM; KVF_EINVAL when s holds no source of its own (a merged object). */
+int kvf_stats_set_devices(kvf_stats *s, const kvf_stats_device *d, size_t n, kvf_error *err);
+
 /* An empty stats object. The findings directory is stored as an absolute path when it exists. */
 int kvf_stats_create(kvf_stats **out, const kvf_stats_opts *opts, kvf_error *err);
 

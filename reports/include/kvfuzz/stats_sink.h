@@ -55,6 +55,10 @@ void kvf_stats_sink_count_run(kvf_stats_sink *s, const char *kernel, int outcome
  * error of the write (KVF_EIO), or KVF_ENOMEM when the statistics are incomplete. */
 int kvf_stats_sink_finish(kvf_stats_sink *s, kvf_error *err);
 
+/* The run's per-device figures (kvf_stats_set_devices), written with the next flush. */
+int kvf_stats_sink_set_devices(kvf_stats_sink *s, const kvf_stats_device *d, size_t n,
+                               kvf_error *err);
+
 /* The run's statistics (complete after kvf_stats_sink_finish). */
 const kvf_stats *kvf_stats_sink_stats(const kvf_stats_sink *s);
 
