@@ -20,5 +20,7 @@ enum kvf__mut_id {
 };
 
 #define KVF_MUT(X) ((int)(KVF_MUT_ACTIVE) == (int)KVF__MUT_##X)
+/* Some mutant is compiled in (a mutant object, not a production one). */
+#define KVF_MUT_ANY ((int)(KVF_MUT_ACTIVE) != (int)KVF__MUT_NONE)
 
 #endif
