@@ -34,6 +34,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <type_traits>
 
 #include "../mutants.h"
 
@@ -44,6 +45,10 @@ namespace kvf {
 template <int Id> struct Bug { static constexpr int id = Id; };
 using NoBug = Bug<KVF__MUT_NONE>;
 #define KVF_BUG(B, X) ((B::id) == (int)KVF__MUT_##X)
+
+// The parameters of the kernels of policy B: P for production (NoBug), M for a mutant.
+template <class B, class P, class M>
+using ParamsFor = typename std::conditional<B::id == (int)KVF__MUT_NONE, P, M>::type;
 
 constexpr int kThreads = 256; // 8 warps: enough loads in flight with 2 CTAs per SM
 constexpr int kStages = 3;    // shared-memory ring depth: tiles i+1 and i+2 load during tile i
@@ -69,7 +74,10 @@ struct SplitParams {
     int32_t chunk_tokens;
     float scale_log2; // sm_scale * log2(e): logits in base-2 units
     int32_t use_pdl;  // the merge kernel was launched as a programmatic dependent
-    // Read by two mutants only, last so that the fields above keep their offsets:
+};
+// A mutant's split kernel takes two fields more, which two mutants read. They live in a struct
+// of their own so that the production kernels' parameter block is the one they always had.
+struct SplitParamsMut : SplitParams {
     int64_t pool_elems; // P * S * Hk * D: B10's wrapped offset is folded back into the pool
     int32_t n_entries;  // kv_indptr[B]: B15's extra page's table entry is clamped to the table
 };
@@ -223,7 +231,7 @@ template <class B> __device__ __forceinline__ int mut_kv_head(int h, int Hq, int
 
 template <int D, int G, class B>
 __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
-    splitkv_kernel(const SplitParams p) {
+    splitkv_kernel(const ParamsFor<B, SplitParams, SplitParamsMut> p) {
     using C = SplitCfg<D, G>;
     constexpr int T = C::T;
     extern __shared__ __align__(16) unsigned char smem[];

@@ -14,7 +14,10 @@ struct MergeParams {
     uint16_t *o;
     float *lse;
     int32_t num_qo_heads;
-    int32_t max_splits; // B17 only: every row merges this many splits, written for it or not
+};
+// A mutant's merge kernel takes one field more (as SplitParamsMut, decode.cuh).
+struct MergeParamsMut : MergeParams {
+    int32_t max_splits; // B17: every row merges this many splits, written for it or not
 };
 
 constexpr int kMergeThreads = 256;
@@ -24,7 +27,8 @@ constexpr int kMergeThreads = 256;
 // partials sit in L2): every load of a round (up to 64 splits) is issued before M is known,
 // warps take splits round-robin, and the warps' sums are added in a fixed order.
 template <int D, class B>
-__global__ void __launch_bounds__(kMergeThreads) merge_kernel(const MergeParams p) {
+__global__ void __launch_bounds__(kMergeThreads)
+    merge_kernel(const ParamsFor<B, MergeParams, MergeParamsMut> p) {
     constexpr int NW = kMergeThreads / 32, PER = D / 32, K = 8; // K splits per warp per round
     __shared__ float s_o[NW][D];
     __shared__ float s_lw[NW];
@@ -33,8 +37,12 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const MergeParams 
     // B17: the merge reads max_splits partial states for every row: those of the following
     // sequences, or workspace rows no split of this launch wrote (the plan sizes the workspace
     // for them, so the reads stay in bounds and return what the buffer host left there).
-    const int first = p.seq_first[b],
-              n = KVF_BUG(B, STALE_SCRATCH) ? p.max_splits : p.seq_first[b + 1] - first;
+    const int first = p.seq_first[b], n = [&]() -> int {
+        if constexpr (KVF_BUG(B, STALE_SCRATCH))
+            return p.max_splits;
+        else
+            return p.seq_first[b + 1] - first;
+    }();
     if (n <= 1) return; // the split kernel wrote this sequence itself
     // Programmatic dependent launch: the partial states are complete and visible after this.
     asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -42,7 +50,6 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const MergeParams 
     const float2 *ml = p.ws_ml + (int64_t)first * Hq + h;
     const float *acc = p.ws_acc + ((int64_t)first * Hq + h) * D + lane * PER;
     float o[PER], L = 0.f, M = -INFINITY;
-    float lse_big = -INFINITY; // B06: the largest split's own lse, m_i + log2(l_i)
 #pragma unroll
     for (int k = 0; k < PER; ++k)
         o[k] = 0.f;
@@ -72,13 +79,6 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const MergeParams 
             for (int i = lane; i < n; i += 32)
                 M = fmaxf(M, ml[(int64_t)i * Hq].x);
             M = warp_max(M);
-            if constexpr (KVF_BUG(B, SPLIT_LSE)) {
-                for (int i = lane; i < n; i += 32) {
-                    const float2 mi = ml[(int64_t)i * Hq];
-                    lse_big = fmaxf(lse_big, mi.x + log2f(mi.y));
-                }
-                lse_big = warp_max(lse_big);
-            }
         }
 #pragma unroll
         for (int k = 0; k < K; ++k) {
@@ -122,10 +122,19 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const MergeParams 
         else
             p.o[orow * D + d] = __bfloat16_as_ushort(__float2bfloat16_rn(Lt > 0.f ? od / Lt : 0.f));
     }
-    if (tid == 0) {
-        if constexpr (KVF_BUG(B, SPLIT_LSE))
-            p.lse[orow] = Lt > 0.f ? lse_big : -INFINITY;
-        else if constexpr (KVF_BUG(B, MERGE_EMPTY_NAN))
+    if constexpr (KVF_BUG(B, SPLIT_LSE)) {
+        // B06: the lse of the largest split, m_i + log2(l_i), instead of the merged one.
+        if (warp == 0) {
+            float lse_big = -INFINITY;
+            for (int i = lane; i < n; i += 32) {
+                const float2 mi = ml[(int64_t)i * Hq];
+                lse_big = fmaxf(lse_big, mi.x + log2f(mi.y));
+            }
+            lse_big = warp_max(lse_big);
+            if (lane == 0) p.lse[orow] = Lt > 0.f ? lse_big : -INFINITY;
+        }
+    } else if (tid == 0) {
+        if constexpr (KVF_BUG(B, MERGE_EMPTY_NAN))
             p.lse[orow] = M + log2f(Lt);
         else
             p.lse[orow] = row_lse<B>(M, Lt);

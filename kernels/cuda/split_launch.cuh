@@ -90,8 +90,22 @@ static int split_prepare(kvf_cuda_plan *p, const kvf_cuda_problem *pr, kvf_error
     return 0;
 }
 
-template <int D>
-static cudaError_t launch_merge(const kvf::MergeParams &mp, dim3 grid, cudaStream_t st) {
+using SplitArgs = kvf::ParamsFor<SplitBug, kvf::SplitParams, kvf::SplitParamsMut>;
+using MergeArgs = kvf::ParamsFor<SplitBug, kvf::MergeParams, kvf::MergeParamsMut>;
+
+// The fields only a mutant's kernels take (decode.cuh: SplitParamsMut, MergeParamsMut).
+static inline void set_mutant_fields(kvf::SplitParams &, const kvf_cuda_plan *) {}
+static inline void set_mutant_fields(kvf::SplitParamsMut &sp, const kvf_cuda_plan *p) {
+    // B10's pool bound; 1 when no page is read, which keeps its modulo defined.
+    sp.pool_elems = p->num_pages * sp.page_elems > 0 ? p->num_pages * sp.page_elems : 1;
+    sp.n_entries = p->n_entries; // B15's table bound
+}
+static inline void set_mutant_fields(kvf::MergeParams &, const kvf_cuda_plan *) {}
+static inline void set_mutant_fields(kvf::MergeParamsMut &mp, const kvf_cuda_plan *p) {
+    mp.max_splits = p->info.max_splits; // B17
+}
+
+template <int D> static cudaError_t launch_merge(const MergeArgs &mp, dim3 grid, cudaStream_t st) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = dim3(kvf::kMergeThreads);
@@ -108,7 +122,7 @@ static cudaError_t launch_merge(const kvf::MergeParams &mp, dim3 grid, cudaStrea
 }
 
 template <bool kAllDims>
-static cudaError_t launch_merge_for(int D, const kvf::MergeParams &mp, dim3 grid, cudaStream_t st) {
+static cudaError_t launch_merge_for(int D, const MergeArgs &mp, dim3 grid, cudaStream_t st) {
     if constexpr (kAllDims)
         return D == 64    ? launch_merge<64>(mp, grid, st)
                : D == 128 ? launch_merge<128>(mp, grid, st)
@@ -124,7 +138,7 @@ static int split_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_
                         kvf_error *err) {
     const int rc = kvf__cuda_sched_ready_on(&p->sched, st, err);
     if (rc) return rc;
-    kvf::SplitParams sp;
+    SplitArgs sp;
     sp.q = t->q, sp.k = t->k_cache, sp.v = t->v_cache;
     sp.kv_indptr = t->kv_indptr, sp.kv_indices = t->kv_indices;
     sp.kv_last_len = t->kv_last_page_len;
@@ -143,9 +157,7 @@ static int split_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_
     sp.chunk_tokens = p->info.chunk_tokens;
     sp.scale_log2 = p->scale_log2;
     sp.use_pdl = p->info.merge;
-    // Read by B10 only; 1 when no page is read, which keeps its modulo defined.
-    sp.pool_elems = p->num_pages * sp.page_elems > 0 ? p->num_pages * sp.page_elems : 1;
-    sp.n_entries = p->n_entries; // read by B15 only
+    set_mutant_fields(sp, p);
     void *args[] = {&sp};
     // One CTA row per kv head, or per q head for the mutants that map heads their own way.
     const unsigned grid_y = kvf::head_per_cta<SplitBug>() ? (unsigned)p->Hq : (unsigned)p->Hk;
@@ -154,10 +166,10 @@ static int split_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_
                  "Launching the split-KV kernel");
     KVF_CUDA_TRY(cudaGetLastError(), "Launching the split-KV kernel");
     if (!p->info.merge) return 0;
-    kvf::MergeParams mp;
+    MergeArgs mp;
     mp.ws_acc = sp.ws_acc, mp.ws_ml = sp.ws_ml, mp.seq_first = sp.seq_first;
     mp.o = t->o, mp.lse = t->lse, mp.num_qo_heads = p->Hq;
-    mp.max_splits = p->info.max_splits; // read by B17 only
+    set_mutant_fields(mp, p);
     const dim3 grid((unsigned)p->Hq, (unsigned)p->B);
     const cudaError_t e = launch_merge_for<!KVF_MUT_ANY>(p->D, mp, grid, st);
     if (e != cudaSuccess) return kvf__cuda_fail(err, e, "Launching the split-KV merge kernel");
