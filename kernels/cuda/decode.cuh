@@ -1,5 +1,5 @@
 // Shared device code of the CUDA decode kernels: parameters, bf16 helpers, cp.async wrappers and
-// the split-KV main kernel template. decode.cu holds the launchers, the plan and the vtables;
+// the split-KV main kernel template. split_launch.cuh launches it, split_plan.h plans it;
 // decode_split_d{64,128,256}.cu instantiate the template, one head dim each, so the 48
 // (head dim, group) instances compile in parallel.
 //
@@ -639,7 +639,7 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
     }
 }
 
-// One instance of the split kernel, as decode.cu sees it.
+// One instance of the split kernel, as the launch (split_launch.cuh) sees it.
 struct SplitEntry {
     const void *fn; // the __global__ function
     int smem_bytes;

@@ -21,8 +21,8 @@ int plugin_status(int rc, const kvf_error *e, char *msg, size_t msg_size) {
                                   : KVF_PLUGIN_ERROR;
 }
 
-// A pure function of the shape (plugin.h): the limits check_shape() enforces, plus the sequence
-// length, which prepare() would refuse.
+// A pure function of the shape (plugin.h): the limits kvf__cuda_check_shape() enforces, plus the
+// sequence length, which prepare() would refuse.
 int desc_supports(const kvf_plugin_kernel *self, const kvf_plugin_shape *shape, char *why,
                   size_t why_size) {
     (void)self;
