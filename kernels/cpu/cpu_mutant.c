@@ -1,5 +1,6 @@
-/* One CPU mutant: compiled once per entry of kernels/mutants.def with KVF_MUTANT_<ID>,
- * KVF_MUTANT_ID, KVF_MUTANT_NAME, KVF_MUTANT_CLASS and KVF_MUTANT_DESC defined by the build. */
+/* One CPU mutant: compiled once per entry of kernels/mutants.def with KVF_MUT_ACTIVE
+ * (KVF__MUT_<ID>, kernels/mutants.h), KVF_MUTANT_ID, KVF_MUTANT_NAME, KVF_MUTANT_CLASS and
+ * KVF_MUTANT_DESC defined by the build. */
 #define KVF_SPLITKV_FN cpu_mutant_run
 #include "splitkv_algo.h"
 

@@ -1,5 +1,6 @@
 /* cpu-splitkv: the production split-KV algorithm (splitkv_algo.h) with no mutation. */
 #define KVF_SPLITKV_FN cpu_splitkv_run
+#define KVF_MUT_ACTIVE KVF__MUT_NONE
 #include "splitkv_algo.h"
 
 #include "kvfuzz/builtin_kernel.h"

@@ -1,9 +1,10 @@
 /* The split-KV (flash-decoding) algorithm in fp32 C, the CPU mirror of kernels/cuda.
  *
- * Included by cpu_splitkv.c for the production kernel. cpu_mutants.c includes it again once
- * per mutant with one KVF_MUTANT_* macro defined and KVF_SPLITKV_FN renamed, compiling one
- * deliberate bug in (kernels/mutants.def lists them); the production object has none defined,
- * so it carries no trace of them.
+ * Included by cpu_splitkv.c for the production kernel (KVF_MUT_ACTIVE = KVF__MUT_NONE).
+ * cpu_mutant.c includes it again once per mutant with KVF_MUT_ACTIVE = KVF__MUT_<ID>
+ * (kernels/mutants.def lists them; kernels/mutants.h defines KVF_MUT). Each bug is a constant
+ * test `if (KVF_MUT(X))`: every branch compiles in every build, and the production object folds
+ * them all away, so it carries no trace of them.
  *
  * Plan: each sequence is cut into chunks of `chunk` tokens (a multiple of the 32-token tile),
  * enough chunks that batch x kv-heads x chunks would fill 132 SMs twice. Within a chunk, tiles
@@ -16,37 +17,40 @@
 
 #include "kvfuzz/kernel.h"
 
+#include "../mutants.h"
+
 #ifndef KVF_SPLITKV_FN
 #error "define KVF_SPLITKV_FN before including splitkv_algo.h"
+#endif
+#ifndef KVF_MUT_ACTIVE
+#error "define KVF_MUT_ACTIVE (a kvf__mut_id) before including splitkv_algo.h"
 #endif
 
 #define SPLITKV_TILE 32
 #define SPLITKV_VIRTUAL_SMS 132
 #define LOG2E_F 1.44269504088896340736f
 
-#if defined(KVF_MUTANT_BF16_ACC) || defined(KVF_MUTANT_BF16_PROBS) ||                              \
-    defined(KVF_MUTANT_BF16_PARTIALS) || defined(KVF_MUTANT_BF16_QK)
-static float round_bf16(float x) {
+/* Mutants B12 / precision: a value kept in a bf16 register (round to nearest even). */
+static inline float round_bf16(float x) {
     return kvf_bf16_to_f32(kvf_f32_to_bf16_rne(x));
 }
-#endif
 
 static int64_t splitkv_chunk_tokens(const kvf_case *c) {
     int64_t max_len = kvf_case_max_seq_len(c);
-#ifdef KVF_MUTANT_PLANNER_FIRST_SEQ
-    max_len = c->batch_size ? kvf_case_seq_len(c, 0) : 0; /* B05: planner sees only request 0 */
-    if (max_len == 0) max_len = 1;
-#endif
+    if (KVF_MUT(PLANNER_FIRST_SEQ)) {
+        max_len = c->batch_size ? kvf_case_seq_len(c, 0) : 0; /* B05: planner sees request 0 */
+        if (max_len == 0) max_len = 1;
+    }
     int64_t work_items = (int64_t)c->batch_size * c->num_kv_heads;
     int64_t splits = (2 * SPLITKV_VIRTUAL_SMS + work_items - 1) / (work_items ? work_items : 1);
     if (splits < 1) splits = 1;
     int64_t chunk = (max_len + splits - 1) / splits;
-#ifndef KVF_MUTANT_CHUNK_NOT_TILE_MULTIPLE
-    chunk = (chunk + SPLITKV_TILE - 1) / SPLITKV_TILE * SPLITKV_TILE;
-    if (chunk < SPLITKV_TILE) chunk = SPLITKV_TILE;
-#else
-    if (chunk < 1) chunk = 1; /* B09: chunk not a multiple of the tile */
-#endif
+    if (KVF_MUT(CHUNK_NOT_TILE_MULTIPLE)) {
+        if (chunk < 1) chunk = 1; /* B09: chunk not a multiple of the tile */
+    } else {
+        chunk = (chunk + SPLITKV_TILE - 1) / SPLITKV_TILE * SPLITKV_TILE;
+        if (chunk < SPLITKV_TILE) chunk = SPLITKV_TILE;
+    }
     return chunk;
 }
 
@@ -54,15 +58,12 @@ static int64_t splitkv_chunk_tokens(const kvf_case *c) {
 static int64_t splitkv_seq_len(const kvf_case *c, int32_t b) {
     int64_t n = c->kv_indptr[b + 1] - c->kv_indptr[b];
     if (n == 0) return 0;
-#if defined(KVF_MUTANT_TAIL_SLOTS_READ)
-    return n * c->page_size; /* B03: bounds per page, not per token */
-#elif defined(KVF_MUTANT_LAST_LEN_MODULO)
-    return (n - 1) * c->page_size + c->kv_last_page_len[b] % c->page_size; /* B11 */
-#elif defined(KVF_MUTANT_EXTRA_PAGE)
-    return n * c->page_size + c->kv_last_page_len[b]; /* B15: one page too many */
-#else
+    if (KVF_MUT(TAIL_SLOTS_READ)) return n * c->page_size; /* B03: bounds per page, not token */
+    if (KVF_MUT(LAST_LEN_MODULO))
+        return (n - 1) * c->page_size + c->kv_last_page_len[b] % c->page_size; /* B11 */
+    if (KVF_MUT(EXTRA_PAGE))
+        return n * c->page_size + c->kv_last_page_len[b]; /* B15: one page too many */
     return (n - 1) * c->page_size + c->kv_last_page_len[b];
-#endif
 }
 
 /* Address of (token t of sequence b, kv head g, dim 0) in a cache. */
@@ -70,37 +71,32 @@ static const kvf_bf16 *splitkv_row(const kvf_case *c, const kvf_bf16 *cache, int
                                    int32_t g) {
     int64_t entry = c->kv_indptr[b] + t / c->page_size;
     int64_t slot = t % c->page_size;
-#ifdef KVF_MUTANT_EXTRA_PAGE
-    if (entry >= c->kv_indptr[c->batch_size]) entry = 0; /* past the table: whatever is there */
-#endif
-#ifdef KVF_MUTANT_PAGE_SIZE_128
-    if (c->page_size > 128) slot = t % 128; /* B18: slot arithmetic sized for S <= 128 */
-#endif
+    if (KVF_MUT(EXTRA_PAGE) && entry >= c->kv_indptr[c->batch_size])
+        entry = 0; /* past the table: whatever is there */
+    if (KVF_MUT(PAGE_SIZE_128) && c->page_size > 128)
+        slot = t % 128; /* B18: slot arithmetic sized for S <= 128 */
     int64_t page = c->kv_indices[entry];
     int64_t off = ((page * c->page_size + slot) * c->num_kv_heads + g) * c->head_dim;
-#ifdef KVF_MUTANT_INT32_OFFSET
-    /* B10: the element offset computed in 32 bits wraps; stay inside the mapping the way a
-     * GPU would stay inside its allocation (reading some other page). */
-    int64_t pool = c->num_pages * kvf_case_page_elems(c);
-    off = (((int64_t)(int32_t)(uint32_t)off) % pool + pool) % pool;
-#endif
+    if (KVF_MUT(INT32_OFFSET)) {
+        /* B10: the element offset computed in 32 bits wraps; stay inside the mapping the way a
+         * GPU would stay inside its allocation (reading some other page). */
+        int64_t pool = c->num_pages * kvf_case_page_elems(c);
+        off = (((int64_t)(int32_t)(uint32_t)off) % pool + pool) % pool;
+    }
     return cache + off;
 }
 
 static int32_t splitkv_kv_head(const kvf_case *c, int32_t h) {
     int32_t group = c->num_qo_heads / c->num_kv_heads;
-#if defined(KVF_MUTANT_HEAD_MODULO)
-    (void)group;
-    return h % c->num_kv_heads; /* h % Hk instead of h / G */
-#elif defined(KVF_MUTANT_GROUP_POW2)
-    int32_t p2 = 1;
-    while (p2 < group)
-        p2 *= 2; /* B08: a head tile sized for power-of-two groups */
-    int32_t g = h / p2;
-    return g < c->num_kv_heads ? g : c->num_kv_heads - 1;
-#else
+    if (KVF_MUT(HEAD_MODULO)) return h % c->num_kv_heads; /* h % Hk instead of h / G */
+    if (KVF_MUT(GROUP_POW2)) {
+        int32_t p2 = 1;
+        while (p2 < group)
+            p2 *= 2; /* B08: a head tile sized for power-of-two groups */
+        int32_t g = h / p2;
+        return g < c->num_kv_heads ? g : c->num_kv_heads - 1;
+    }
     return h / group;
-#endif
 }
 
 /* One chunk [t0, t1) of sequence b for q head h: fp32 state out (o_part[d], lse_part). An
@@ -108,85 +104,59 @@ static int32_t splitkv_kv_head(const kvf_case *c, int32_t h) {
 static void splitkv_chunk(const kvf_case *c, int32_t b, int32_t h, int64_t t0, int64_t t1,
                           int64_t len, float *o_part, float *lse_part, float *tile_s) {
     const int32_t d = c->head_dim, g = splitkv_kv_head(c, h);
-#ifdef KVF_MUTANT_BATCH_INDEX
-    const kvf_bf16 *qh = c->q + (int64_t)h * d; /* B14: every request reads request 0's q */
-    (void)b;
-#else
-    const kvf_bf16 *qh = c->q + ((int64_t)b * c->num_qo_heads + h) * d;
-#endif
-#if defined(KVF_MUTANT_SCALE_TWICE)
-    const float scale_log2 = c->sm_scale * c->sm_scale * LOG2E_F;
-#else
-    const float scale_log2 = c->sm_scale * LOG2E_F;
-#endif
-#ifdef KVF_MUTANT_FINITE_MASK_SENTINEL
-    float m = -5e4f; /* B01: a finite "-inf" */
-#else
-    float m = -INFINITY;
-#endif
+    /* B14: every request reads request 0's q. */
+    const kvf_bf16 *qh = KVF_MUT(BATCH_INDEX) ? c->q + (int64_t)h * d
+                                              : c->q + ((int64_t)b * c->num_qo_heads + h) * d;
+    const float scale_log2 =
+        KVF_MUT(SCALE_TWICE) ? c->sm_scale * c->sm_scale * LOG2E_F : c->sm_scale * LOG2E_F;
+    float m = KVF_MUT(FINITE_MASK_SENTINEL) ? -5e4f : -INFINITY; /* B01: a finite "-inf" */
     float l = 0.0f;
-    (void)len;
     for (int32_t i = 0; i < d; i++)
         o_part[i] = 0.0f;
     for (int64_t tile = t0; tile < t1; tile += SPLITKV_TILE) {
         int64_t n = t1 - tile < SPLITKV_TILE ? t1 - tile : SPLITKV_TILE;
-#ifdef KVF_MUTANT_CHUNK_NOT_TILE_MULTIPLE
-        n = len - tile < SPLITKV_TILE ? len - tile : SPLITKV_TILE; /* tile runs past the chunk */
-#endif
+        if (KVF_MUT(CHUNK_NOT_TILE_MULTIPLE))
+            n = len - tile < SPLITKV_TILE ? len - tile : SPLITKV_TILE; /* tile runs past chunk */
         float tile_max = -INFINITY;
         for (int64_t j = 0; j < n; j++) {
             const kvf_bf16 *k = splitkv_row(c, c->k_cache, b, tile + j, g);
             float dot = 0.0f;
             for (int32_t i = 0; i < d; i++) {
                 dot += kvf_bf16_to_f32(qh[i]) * kvf_bf16_to_f32(k[i]);
-#ifdef KVF_MUTANT_BF16_QK
-                dot = round_bf16(dot); /* q.k accumulated in bf16 */
-#endif
+                if (KVF_MUT(BF16_QK)) dot = round_bf16(dot); /* q.k accumulated in bf16 */
             }
             tile_s[j] = dot * scale_log2;
             if (tile_s[j] > tile_max) tile_max = tile_s[j];
         }
         float m_new = tile_max > m ? tile_max : m;
-#ifdef KVF_MUTANT_NO_MAX_SUBTRACTION
-        m_new = 0.0f; /* softmax without subtracting the running max */
-#endif
+        if (KVF_MUT(NO_MAX_SUBTRACTION)) m_new = 0.0f; /* softmax without the running max */
         float alpha = exp2f(m - m_new); /* m = -inf on the first tile: alpha = 0, state is 0 */
         l *= alpha;
         for (int32_t i = 0; i < d; i++)
             o_part[i] *= alpha;
         for (int64_t j = 0; j < n; j++) {
             float p = exp2f(tile_s[j] - m_new);
-#ifdef KVF_MUTANT_BF16_PROBS
-            p = round_bf16(p); /* B12: attention weights rounded to bf16 before P.V */
-#endif
+            if (KVF_MUT(BF16_PROBS)) p = round_bf16(p); /* B12: weights rounded before P.V */
             const kvf_bf16 *v = splitkv_row(c, c->v_cache, b, tile + j, g);
             l += p;
             for (int32_t i = 0; i < d; i++) {
                 o_part[i] += p * kvf_bf16_to_f32(v[i]);
-#ifdef KVF_MUTANT_BF16_ACC
-                o_part[i] = round_bf16(o_part[i]); /* P.V accumulated in bf16 */
-#endif
+                if (KVF_MUT(BF16_ACC)) o_part[i] = round_bf16(o_part[i]); /* P.V in bf16 */
             }
         }
-#ifdef KVF_MUTANT_TAIL_IN_DENOMINATOR
-        l += (float)(SPLITKV_TILE - n) * exp2f(0.0f - m_new); /* B13: zero-padded lanes */
-#endif
+        if (KVF_MUT(TAIL_IN_DENOMINATOR))
+            l += (float)(SPLITKV_TILE - n) * exp2f(0.0f - m_new); /* B13: zero-padded lanes */
         m = m_new;
     }
     if (l > 0.0f) {
         for (int32_t i = 0; i < d; i++) {
             o_part[i] /= l;
-#ifdef KVF_MUTANT_BF16_PARTIALS
-            o_part[i] = round_bf16(o_part[i]); /* B12: partial outputs stored as bf16 */
-#endif
+            if (KVF_MUT(BF16_PARTIALS)) o_part[i] = round_bf16(o_part[i]); /* B12: as bf16 */
         }
         *lse_part = m + log2f(l);
     } else {
-#ifdef KVF_MUTANT_EMPTY_CHUNK_ZERO_LSE
-        *lse_part = 0.0f; /* B16: an empty split reports lse 0 (weight 1) */
-#else
-        *lse_part = -INFINITY;
-#endif
+        /* B16: an empty split reports lse 0 (weight 1). */
+        *lse_part = KVF_MUT(EMPTY_CHUNK_ZERO_LSE) ? 0.0f : -INFINITY;
     }
 }
 
@@ -212,76 +182,61 @@ static int KVF_SPLITKV_FN(void *state, const kvf_case *c, kvf_bf16 *o, float *ls
     for (int32_t b = 0; b < c->batch_size; b++) {
         int64_t len = splitkv_seq_len(c, b);
         int64_t nchunks = (len + chunk - 1) / chunk;
-#ifdef KVF_MUTANT_PLANNER_FIRST_SEQ
-        int64_t first = splitkv_seq_len(c, 0);
-        nchunks = (first + chunk - 1) / chunk; /* launch sized by the planner's view */
-        if (nchunks > max_chunks) nchunks = max_chunks;
-#endif
-#ifdef KVF_MUTANT_EMPTY_CHUNK_ZERO_LSE
-        if (len > 0 && len % chunk == 0) nchunks++; /* the heuristic adds a split past the end */
-#endif
+        if (KVF_MUT(PLANNER_FIRST_SEQ)) {
+            int64_t first = splitkv_seq_len(c, 0);
+            nchunks = (first + chunk - 1) / chunk; /* launch sized by the planner's view */
+            if (nchunks > max_chunks) nchunks = max_chunks;
+        }
+        if (KVF_MUT(EMPTY_CHUNK_ZERO_LSE) && len > 0 && len % chunk == 0)
+            nchunks++; /* the heuristic adds a split past the end */
         int64_t merged_chunks = nchunks;
-#ifdef KVF_MUTANT_STALE_SCRATCH
-        merged_chunks = (max_len + chunk - 1) / chunk; /* B17: merges splits never written */
-#endif
+        if (KVF_MUT(STALE_SCRATCH))
+            merged_chunks = (max_len + chunk - 1) / chunk; /* B17: merges splits never written */
         for (int32_t h = 0; h < hq; h++) {
             for (int64_t k = 0; k < nchunks; k++) {
                 int64_t t0 = k * chunk, t1 = t0 + chunk < len ? t0 + chunk : len;
                 if (t1 < t0) t1 = t0;
                 splitkv_chunk(c, b, h, t0, t1, len, o_parts + k * d, lse_parts + k, tile_s);
             }
-#ifdef KVF_MUTANT_MERGE_RACE
-            int64_t weighted = merged_chunks > 1 ? merged_chunks - 1 : merged_chunks;
-#else
-            int64_t weighted = merged_chunks;
-#endif
+            /* B07: the last split's weight is missing from the normaliser. */
+            int64_t weighted =
+                KVF_MUT(MERGE_RACE) && merged_chunks > 1 ? merged_chunks - 1 : merged_chunks;
             /* Merge: the largest lse first, so every weight is exp2 of a value <= 0. */
             float big = -INFINITY;
             for (int64_t k = 0; k < merged_chunks; k++)
                 if (lse_parts[k] > big) big = lse_parts[k];
             kvf_bf16 *oh = o + ((int64_t)b * hq + h) * d;
-#ifndef KVF_MUTANT_MERGE_EMPTY_NAN
-            if (big == -INFINITY) {
+            /* B02 has no guard for a row with no state: it goes on to -inf - -inf. */
+            if (!KVF_MUT(MERGE_EMPTY_NAN) && big == -INFINITY) {
                 for (int32_t i = 0; i < d; i++)
                     oh[i] = 0;
-#ifdef KVF_MUTANT_FINITE_MASK_SENTINEL
-                lse[(int64_t)b * hq + h] = -5e4f;
-#elif defined(KVF_MUTANT_EMPTY_SEQ_LSE_ZERO)
-                lse[(int64_t)b * hq + h] = 0.0f; /* B04: empty request gets lse 0 */
-#else
-                lse[(int64_t)b * hq + h] = -INFINITY;
-#endif
+                lse[(int64_t)b * hq + h] = KVF_MUT(FINITE_MASK_SENTINEL) ? -5e4f
+                                           : KVF_MUT(EMPTY_SEQ_LSE_ZERO)
+                                               ? 0.0f /* B04: empty request gets lse 0 */
+                                               : -INFINITY;
                 continue;
             }
-#endif
             float wsum = 0.0f;
             for (int64_t k = 0; k < weighted; k++)
-#ifdef KVF_MUTANT_MERGE_EMPTY_NAN
-                wsum += exp2f(lse_parts[k] - big); /* B02: -inf - -inf = NaN for empty rows */
-#else
-                if (lse_parts[k] != -INFINITY) wsum += exp2f(lse_parts[k] - big);
-#endif
+                /* B02: -inf - -inf = NaN for empty rows */
+                if (KVF_MUT(MERGE_EMPTY_NAN) || lse_parts[k] != -INFINITY)
+                    wsum += exp2f(lse_parts[k] - big);
             for (int32_t i = 0; i < d; i++) {
                 float acc = 0.0f;
                 for (int64_t k = 0; k < merged_chunks; k++)
                     if (lse_parts[k] != -INFINITY)
                         acc += exp2f(lse_parts[k] - big) * o_parts[k * d + i];
-#ifdef KVF_MUTANT_MERGE_EMPTY_NAN
-                if (merged_chunks == 0) acc = 0.0f / wsum;
-#endif
-#ifdef KVF_MUTANT_TRUNC_STORE
-                oh[i] = kvf_f32_to_bf16_trunc(acc / wsum); /* truncation instead of RNE */
-#else
-                oh[i] = kvf_f32_to_bf16_rne(acc / wsum);
-#endif
+                if (KVF_MUT(MERGE_EMPTY_NAN) && merged_chunks == 0) acc = 0.0f / wsum;
+                /* truncation instead of RNE */
+                oh[i] = KVF_MUT(TRUNC_STORE) ? kvf_f32_to_bf16_trunc(acc / wsum)
+                                             : kvf_f32_to_bf16_rne(acc / wsum);
             }
-#if defined(KVF_MUTANT_SPLIT_LSE)
-            lse[(int64_t)b * hq + h] = big; /* B06: lse of the largest split only */
-#elif defined(KVF_MUTANT_NATURAL_LOG_LSE)
-            lse[(int64_t)b * hq + h] = (big + log2f(wsum)) * 0.69314718055994530942f;
-#else
-            lse[(int64_t)b * hq + h] = big + log2f(wsum);
-#endif
+            if (KVF_MUT(SPLIT_LSE))
+                lse[(int64_t)b * hq + h] = big; /* B06: lse of the largest split only */
+            else if (KVF_MUT(NATURAL_LOG_LSE))
+                lse[(int64_t)b * hq + h] = (big + log2f(wsum)) * 0.69314718055994530942f;
+            else
+                lse[(int64_t)b * hq + h] = big + log2f(wsum);
         }
     }
     free(o_parts);

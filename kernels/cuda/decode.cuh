@@ -1,5 +1,5 @@
 // Shared device code of the CUDA decode kernels: parameters, bf16 helpers, cp.async wrappers and
-// the split-KV main kernel template. decode.cu holds the launchers, the plan and the vtables;
+// the split-KV main kernel template. split_launch.cuh launches it, split_plan.h plans it;
 // decode_split_d{64,128,256}.cu instantiate the template, one head dim each, so the 48
 // (head dim, group) instances compile in parallel.
 //
@@ -21,18 +21,34 @@
 // result is either written out (one split) or stored unnormalized with (m, l) in fp32 for the
 // merge kernel. Measured on an H200 in docs/performance.md.
 //
-// Mutants (kernels/mutants.def): each `#if defined(KVF_MUTANT_<ID>)` block below compiles one
-// deliberate bug into this kernel. Only kernels/cuda/mutants/decode_mutant.cu defines such a
-// macro (one object per mutant, everything in a namespace of its own); the production
-// decode_split_d*.cu and decode.cu never do, so their objects carry no trace of the mutants.
+// Mutants (kernels/mutants.def): the kernels take a bug policy, Bug<KVF__MUT_<ID>> (below), as
+// a template parameter and test it with `if constexpr (KVF_BUG(B, <ID>))`, the way FlashInfer's
+// AttentionVariant selects code at compile time. Every mutant branch compiles in every build;
+// the production instances (decode_split_d*.cu, merge.cuh via decode.cu) take NoBug, which
+// discards every one of them, so their code is that of a kernel that never had the hooks.
+// kernels/cuda/mutants/decode_mutant.cu instantiates the same templates with one mutant's
+// policy (distinct template arguments: no instance can stand in for a production one).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <type_traits>
+
+#include "../mutants.h"
 
 namespace kvf {
+
+// A bug policy: the id (kernels/mutants.h) of the deliberate bug compiled in, KVF__MUT_NONE for
+// none. Each mutant is the one-line policy Bug<KVF__MUT_<ID>>.
+template <int Id> struct Bug { static constexpr int id = Id; };
+using NoBug = Bug<KVF__MUT_NONE>;
+#define KVF_BUG(B, X) ((B::id) == (int)KVF__MUT_##X)
+
+// The parameters of the kernels of policy B: P for production (NoBug), M for a mutant.
+template <class B, class P, class M>
+using ParamsFor = typename std::conditional<B::id == (int)KVF__MUT_NONE, P, M>::type;
 
 constexpr int kThreads = 256; // 8 warps: enough loads in flight with 2 CTAs per SM
 constexpr int kStages = 3;    // shared-memory ring depth: tiles i+1 and i+2 load during tile i
@@ -58,12 +74,12 @@ struct SplitParams {
     int32_t chunk_tokens;
     float scale_log2; // sm_scale * log2(e): logits in base-2 units
     int32_t use_pdl;  // the merge kernel was launched as a programmatic dependent
-#ifdef KVF_MUTANT_INT32_OFFSET
-    int64_t pool_elems; // P * S * Hk * D: a wrapped offset is folded back into the pool
-#endif
-#ifdef KVF_MUTANT_EXTRA_PAGE
-    int32_t n_entries; // kv_indptr[B]: the extra page's table entry is clamped to the table
-#endif
+};
+// A mutant's split kernel takes two fields more, which two mutants read. They live in a struct
+// of their own so that the production kernels' parameter block is the one they always had.
+struct SplitParamsMut : SplitParams {
+    int64_t pool_elems; // P * S * Hk * D: B10's wrapped offset is folded back into the pool
+    int32_t n_entries;  // kv_indptr[B]: B15's extra page's table entry is clamped to the table
 };
 
 // Compile-time geometry of one (D, G) instance.
@@ -110,36 +126,27 @@ __device__ __forceinline__ uint32_t pack_bf16x2_rn(float lo, float hi) {
     return *reinterpret_cast<uint32_t *>(&h);
 }
 
-#if defined(KVF_MUTANT_BF16_ACC) || defined(KVF_MUTANT_BF16_PROBS) ||                              \
-    defined(KVF_MUTANT_BF16_PARTIALS) || defined(KVF_MUTANT_BF16_QK)
 // Mutants B12 / precision: a value kept in a bf16 register (round to nearest even).
 __device__ __forceinline__ float mut_bf16_round(float x) {
     return __bfloat162float(__float2bfloat16_rn(x));
 }
-#endif
-#ifdef KVF_MUTANT_TRUNC_STORE
 // Mutant "rounding": the bf16 store drops the low half instead of rounding (NaN stays NaN).
 __device__ __forceinline__ uint32_t mut_bf16_trunc(float x) {
     const uint32_t u = __float_as_uint(x);
     return (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : u >> 16;
 }
-#endif
-#if defined(KVF_MUTANT_FINITE_MASK_SENTINEL) || defined(KVF_MUTANT_EMPTY_SEQ_LSE_ZERO) ||        \
-    defined(KVF_MUTANT_NATURAL_LOG_LSE)
-#define KVF_MUTANT_ROW_LSE 1
-// The lse a finished row reports from its maximum m and denominator l (both base 2), as the
-// mutant gets it wrong; the split kernel's direct write and the merge kernel both use it.
-__device__ __forceinline__ float mut_row_lse(float m, float l) {
-#if defined(KVF_MUTANT_FINITE_MASK_SENTINEL)
-    return l > 0.f ? m + log2f(l) : -5e4f; // B01: an empty row reports the finite sentinel
-#elif defined(KVF_MUTANT_EMPTY_SEQ_LSE_ZERO)
-    return l > 0.f ? m + log2f(l) : 0.f; // B04: an empty request gets lse 0, not -inf
-#else
-    return l > 0.f ? (m + log2f(l)) * 0.69314718055994530942f : -INFINITY; // natural log
-#endif
+// The lse a finished row reports from its maximum m and denominator l (both base 2): the
+// split kernel's direct write and the merge kernel both use it. Three mutants get it wrong.
+template <class B> __device__ __forceinline__ float row_lse(float m, float l) {
+    if constexpr (KVF_BUG(B, FINITE_MASK_SENTINEL))
+        return l > 0.f ? m + log2f(l) : -5e4f; // B01: an empty row reports the finite sentinel
+    else if constexpr (KVF_BUG(B, EMPTY_SEQ_LSE_ZERO))
+        return l > 0.f ? m + log2f(l) : 0.f; // B04: an empty request gets lse 0, not -inf
+    else if constexpr (KVF_BUG(B, NATURAL_LOG_LSE))
+        return l > 0.f ? (m + log2f(l)) * 0.69314718055994530942f : -INFINITY; // natural log
+    else
+        return l > 0.f ? m + log2f(l) : -INFINITY;
 }
-#endif
-#ifdef KVF_MUTANT_INT32_OFFSET
 // Mutant B10: the element offset page * (S * Hk * D) + ... computed in int32 wraps past 2^31.
 // The wrapped value is folded into [0, pool) the way the CPU mutant folds it, so the mutant
 // reads some other page of the pool instead of faulting: a numerical finding that leaves the
@@ -148,7 +155,6 @@ __device__ __forceinline__ int64_t mut_int32_offset(int64_t off, int64_t pool_el
     const int64_t o32 = (int32_t)(uint32_t)(uint64_t)off;
     return (o32 % pool_elems + pool_elems) % pool_elems;
 }
-#endif
 
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
     unsigned s = (unsigned)__cvta_generic_to_shared(smem);
@@ -185,6 +191,7 @@ __device__ __forceinline__ float warp_sum(float x) {
 }
 
 // Token t of a sequence -> (page index in the sequence's table, slot).
+template <class B>
 __device__ __forceinline__ void token_page(int t, int page_size, int page_shift, int *pi,
                                            int *slot) {
     if (page_shift >= 0) {
@@ -194,39 +201,37 @@ __device__ __forceinline__ void token_page(int t, int page_size, int page_shift,
         *pi = t / page_size;
         *slot = t - *pi * page_size;
     }
-#ifdef KVF_MUTANT_PAGE_SIZE_128
-    if (page_size > 128) *slot = t % 128; // B18: slot arithmetic sized for S <= 128
-#endif
+    if constexpr (KVF_BUG(B, PAGE_SIZE_128))
+        if (page_size > 128) *slot = t % 128; // B18: slot arithmetic sized for S <= 128
 }
 
-#ifdef KVF_MUTANT_EXTRA_PAGE
 // B15: the page table entry of page `pi` of a sequence, read one page too far; past the end of
 // the whole table it reads entry 0 (whatever a real kernel would find there, but in bounds).
 __device__ __forceinline__ int mut_page_entry(int entry, int n_entries) {
     return entry < n_entries ? entry : 0;
 }
-#endif
 
-#if defined(KVF_MUTANT_GROUP_POW2) || defined(KVF_MUTANT_HEAD_MODULO)
-// The kv head that q head h reads under the mutant's mapping (the G = 1 instance runs one CTA
-// per q head so that every head can read a different kv head, as the CPU mutant does).
-__device__ __forceinline__ int mut_kv_head(int h, int Hq, int Hk) {
-#ifdef KVF_MUTANT_HEAD_MODULO
-    (void)Hq;
-    return h % Hk; // h % Hk instead of h / G
-#else
-    const int group = Hq / Hk;
-    int p2 = 1;
-    while (p2 < group)
-        p2 *= 2; // B08: a head tile sized for power-of-two groups
-    return min(h / p2, Hk - 1);
-#endif
+// The mutants that map q heads to kv heads their own way run the G = 1 instance with one CTA
+// per q head, so that every head can read a different kv head, as the CPU mutant does.
+template <class B> constexpr bool head_per_cta() {
+    return KVF_BUG(B, GROUP_POW2) || KVF_BUG(B, HEAD_MODULO);
 }
-#endif
+// The kv head that q head h reads under such a mutant's mapping.
+template <class B> __device__ __forceinline__ int mut_kv_head(int h, int Hq, int Hk) {
+    if constexpr (KVF_BUG(B, HEAD_MODULO)) {
+        return h % Hk; // h % Hk instead of h / G
+    } else {
+        const int group = Hq / Hk;
+        int p2 = 1;
+        while (p2 < group)
+            p2 *= 2; // B08: a head tile sized for power-of-two groups
+        return min(h / p2, Hk - 1);
+    }
+}
 
-template <int D, int G>
+template <int D, int G, class B>
 __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
-    splitkv_kernel(const SplitParams p) {
+    splitkv_kernel(const ParamsFor<B, SplitParams, SplitParamsMut> p) {
     using C = SplitCfg<D, G>;
     constexpr int T = C::T;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -239,32 +244,24 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
     float *s_alpha = s_l + 16;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-#if defined(KVF_MUTANT_GROUP_POW2) || defined(KVF_MUTANT_HEAD_MODULO)
-    const int item = blockIdx.x, hq0 = blockIdx.y; // G = 1: one q head per CTA
+    // blockIdx.y: the kv head, or (head_per_cta, G = 1) the q head.
+    const int item = blockIdx.x,
+              hk = head_per_cta<B>() ? mut_kv_head<B>(blockIdx.y, p.num_qo_heads, p.num_kv_heads)
+                                     : blockIdx.y;
     const int Hq = p.num_qo_heads, S = p.page_size;
-    const int hk = mut_kv_head(hq0, Hq, p.num_kv_heads);
-#else
-    const int item = blockIdx.x, hk = blockIdx.y;
-    const int Hq = p.num_qo_heads, S = p.page_size;
-#endif
     const int4 it = p.items[item];
     // Token indices fit in int: the host rejects sequences longer than KVF_CUDA_MAX_SEQ_LEN.
-#ifdef KVF_MUTANT_CHUNK_NOT_TILE_MULTIPLE
-    // B09: the tiles cover the chunk [tok_beg, chunk_end), but tokens are masked against the
-    // sequence's end, so the last tile of a chunk runs on into the next chunk's tokens.
     const int b = it.x, pbeg = it.y, tok_beg = it.z, chunk_end = it.w & 0x7fffffff;
     const bool single = it.w < 0;
     const int ntiles = chunk_end > tok_beg ? (chunk_end - tok_beg + T - 1) / T : 0;
-    const int npages_b = p.kv_indptr[b + 1] - pbeg;
-    const int tok_end = npages_b == 0 ? 0 : (npages_b - 1) * S + p.kv_last_len[b];
-#else
-    const int b = it.x, pbeg = it.y, tok_beg = it.z, tok_end = it.w & 0x7fffffff;
-    const bool single = it.w < 0;
-    const int ntiles = tok_end > tok_beg ? (tok_end - tok_beg + T - 1) / T : 0;
-#endif
-#if !defined(KVF_MUTANT_GROUP_POW2) && !defined(KVF_MUTANT_HEAD_MODULO)
-    const int hq0 = hk * G;
-#endif
+    int tok_end = chunk_end;
+    if constexpr (KVF_BUG(B, CHUNK_NOT_TILE_MULTIPLE)) {
+        // B09: the tiles cover the chunk [tok_beg, chunk_end), but tokens are masked against
+        // the sequence's end, so the last tile of a chunk runs on into the next chunk's tokens.
+        const int npages_b = p.kv_indptr[b + 1] - pbeg;
+        tok_end = npages_b == 0 ? 0 : (npages_b - 1) * S + p.kv_last_len[b];
+    }
+    const int hq0 = head_per_cta<B>() ? (int)blockIdx.y : hk * G;
 
     // The merge kernel may be scheduled now; it waits for this grid's completion before
     // reading the workspace (griddepcontrol.wait), so triggering early only hides its launch.
@@ -272,11 +269,9 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
 
     // q of the G heads -> f32 in shared memory (read as warp-wide broadcasts).
     {
-#ifdef KVF_MUTANT_BATCH_INDEX
-        const uint4 *qg = reinterpret_cast<const uint4 *>(p.q + (int64_t)hq0 * D); // B14: b = 0
-#else
-        const uint4 *qg = reinterpret_cast<const uint4 *>(p.q + ((int64_t)b * Hq + hq0) * D);
-#endif
+        // B14: every request reads request 0's q.
+        const int64_t qrow = KVF_BUG(B, BATCH_INDEX) ? (int64_t)hq0 : (int64_t)b * Hq + hq0;
+        const uint4 *qg = reinterpret_cast<const uint4 *>(p.q + qrow * D);
         for (int i = tid; i < G * D / 8; i += kThreads) {
             uint4 w = qg[i];
             float *dst = s_q + i * 8;
@@ -299,12 +294,11 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
             pg[0] = -1;
             if (tile < ntiles) {
                 int pi;
-                token_page(t0, S, p.page_shift, &pi, &sl[0]);
-#ifdef KVF_MUTANT_EXTRA_PAGE
-                pg[0] = __ldg(p.kv_indices + mut_page_entry(pbeg + pi, p.n_entries));
-#else
-                pg[0] = __ldg(p.kv_indices + pbeg + pi);
-#endif
+                token_page<B>(t0, S, p.page_shift, &pi, &sl[0]);
+                const int32_t *ent = p.kv_indices + pbeg + pi;
+                if constexpr (KVF_BUG(B, EXTRA_PAGE))
+                    ent = p.kv_indices + mut_page_entry(pbeg + pi, p.n_entries);
+                pg[0] = __ldg(ent);
             }
             return;
         }
@@ -314,12 +308,11 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
             pg[j] = -1;
             if (tile < ntiles && t < tok_end) {
                 int pi;
-                token_page(t, S, p.page_shift, &pi, &sl[j]);
-#ifdef KVF_MUTANT_EXTRA_PAGE
-                pg[j] = __ldg(p.kv_indices + mut_page_entry(pbeg + pi, p.n_entries));
-#else
-                pg[j] = __ldg(p.kv_indices + pbeg + pi);
-#endif
+                token_page<B>(t, S, p.page_shift, &pi, &sl[j]);
+                const int32_t *ent = p.kv_indices + pbeg + pi;
+                if constexpr (KVF_BUG(B, EXTRA_PAGE))
+                    ent = p.kv_indices + mut_page_entry(pbeg + pi, p.n_entries);
+                pg[j] = __ldg(ent);
             }
         }
     };
@@ -339,18 +332,11 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
                 uint16_t *dv = dk + C::KV_TILE;
                 const bool valid = p.tile_in_page ? t0 + row0 + C::RSTEP * j < tok_end : pg[j] >= 0;
                 if (valid) {
-#ifdef KVF_MUTANT_INT32_OFFSET
-                    const int64_t off = mut_int32_offset(
-                        p.tile_in_page ? base + (int64_t)(C::RSTEP * j) * p.row_elems
-                                       : (int64_t)pg[j] * p.page_elems +
-                                             (int64_t)sl[j] * p.row_elems + head_off,
-                        p.pool_elems);
-#else
-                    const int64_t off = p.tile_in_page
-                                            ? base + (int64_t)(C::RSTEP * j) * p.row_elems
-                                            : (int64_t)pg[j] * p.page_elems +
-                                                  (int64_t)sl[j] * p.row_elems + head_off;
-#endif
+                    int64_t off = p.tile_in_page ? base + (int64_t)(C::RSTEP * j) * p.row_elems
+                                                 : (int64_t)pg[j] * p.page_elems +
+                                                       (int64_t)sl[j] * p.row_elems + head_off;
+                    if constexpr (KVF_BUG(B, INT32_OFFSET))
+                        off = mut_int32_offset(off, p.pool_elems);
                     cp_async16(dk, p.k + off);
                     cp_async16(dv, p.v + off);
                 } else {
@@ -386,12 +372,8 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
     constexpr int HPW = (G + C::NW - 1) / C::NW;
     float run_m[HPW], run_l[HPW];
 #pragma unroll
-    for (int k2 = 0; k2 < HPW; ++k2)
-#ifdef KVF_MUTANT_FINITE_MASK_SENTINEL
-        run_m[k2] = -5e4f, run_l[k2] = 0.f; // B01: a finite "-inf"
-#else
-        run_m[k2] = -INFINITY, run_l[k2] = 0.f;
-#endif
+    for (int k2 = 0; k2 < HPW; ++k2) // B01: a finite "-inf"
+        run_m[k2] = KVF_BUG(B, FINITE_MASK_SENTINEL) ? -5e4f : -INFINITY, run_l[k2] = 0.f;
 
     int stage = 0; // tile % kStages, kept incrementally
     for (int tile = 0; tile < ntiles; ++tile) {
@@ -425,18 +407,18 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
                     const float4 q0 = *reinterpret_cast<const float4 *>(qs + g * D + d8);
                     const float4 q1 = *reinterpret_cast<const float4 *>(qs + g * D + d8 + 4);
                     float a = dot[g];
-#ifdef KVF_MUTANT_BF16_QK
-                    // q.k accumulated in bf16: the accumulator is rounded after every term.
-                    const float qv[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+                    if constexpr (KVF_BUG(B, BF16_QK)) {
+                        // q.k accumulated in bf16: the accumulator is rounded after every term.
+                        const float qv[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
 #pragma unroll
-                    for (int e = 0; e < 8; ++e)
-                        a = mut_bf16_round(fmaf(qv[e], kf[e], a));
-#else
-                    a = fmaf(q0.x, kf[0], a), a = fmaf(q0.y, kf[1], a);
-                    a = fmaf(q0.z, kf[2], a), a = fmaf(q0.w, kf[3], a);
-                    a = fmaf(q1.x, kf[4], a), a = fmaf(q1.y, kf[5], a);
-                    a = fmaf(q1.z, kf[6], a), a = fmaf(q1.w, kf[7], a);
-#endif
+                        for (int e = 0; e < 8; ++e)
+                            a = mut_bf16_round(fmaf(qv[e], kf[e], a));
+                    } else {
+                        a = fmaf(q0.x, kf[0], a), a = fmaf(q0.y, kf[1], a);
+                        a = fmaf(q0.z, kf[2], a), a = fmaf(q0.w, kf[3], a);
+                        a = fmaf(q1.x, kf[4], a), a = fmaf(q1.y, kf[5], a);
+                        a = fmaf(q1.z, kf[6], a), a = fmaf(q1.w, kf[7], a);
+                    }
                     dot[g] = a;
                 }
             }
@@ -458,12 +440,12 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
                 const int t = lane + 32 * k;
                 float x = s_s[g * T + t];
 #pragma unroll
-                for (int ds = 1; ds < C::DS; ++ds)
-#ifdef KVF_MUTANT_BF16_QK
-                    x = mut_bf16_round(x + s_s[(ds * G + g) * T + t]);
-#else
-                    x += s_s[(ds * G + g) * T + t];
-#endif
+                for (int ds = 1; ds < C::DS; ++ds) {
+                    if constexpr (KVF_BUG(B, BF16_QK))
+                        x = mut_bf16_round(x + s_s[(ds * G + g) * T + t]);
+                    else
+                        x += s_s[(ds * G + g) * T + t];
+                }
                 x *= p.scale_log2;
                 // Mask by token index: tokens past the chunk never count (B13).
                 s[k] = tile_beg + t < tok_end ? x : -INFINITY;
@@ -471,30 +453,25 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
             }
             tmax = warp_max(tmax);
             const float m_old = run_m[k2];
-#ifdef KVF_MUTANT_NO_MAX_SUBTRACTION
-            const float m_new = 0.f; // softmax without subtracting the running max
-            (void)tmax;
-#else
-            const float m_new = fmaxf(m_old, tmax);
-#endif
+            // no-max-subtraction: softmax without subtracting the running max.
+            const float m_new = KVF_BUG(B, NO_MAX_SUBTRACTION) ? 0.f : fmaxf(m_old, tmax);
             // -inf - -inf would be NaN (B02): an empty running state scales by 0.
             const float alpha = m_old == -INFINITY ? 0.f : ex2_approx(m_old - m_new);
             float l = run_l[k2] * alpha; // the same factor as the numerators (exact when 1)
 #pragma unroll
             for (int k = 0; k < C::TB; ++k) {
-#ifdef KVF_MUTANT_BF16_PROBS
-                // B12: the attention weights rounded to bf16 before P.V (and in the sum).
-                const float pk = s[k] == -INFINITY ? 0.f : mut_bf16_round(ex2_approx(s[k] - m_new));
-#else
-                const float pk = s[k] == -INFINITY ? 0.f : ex2_approx(s[k] - m_new);
-#endif
+                float pk;
+                if constexpr (KVF_BUG(B, BF16_PROBS)) // B12: weights rounded to bf16 (and sum)
+                    pk = s[k] == -INFINITY ? 0.f : mut_bf16_round(ex2_approx(s[k] - m_new));
+                else
+                    pk = s[k] == -INFINITY ? 0.f : ex2_approx(s[k] - m_new);
                 s_p[g * T + lane + 32 * k] = pk;
                 l += pk;
-#ifdef KVF_MUTANT_TAIL_IN_DENOMINATOR
-                // B13: a zero-padded lane past the end (its K row is zeros: score 0) enters
-                // the denominator; it still gets weight 0 in P.V.
-                if (tile_beg + lane + 32 * k >= tok_end) l += ex2_approx(0.f - m_new);
-#endif
+                if constexpr (KVF_BUG(B, TAIL_IN_DENOMINATOR)) {
+                    // B13: a zero-padded lane past the end (its K row is zeros: score 0) enters
+                    // the denominator; it still gets weight 0 in P.V.
+                    if (tile_beg + lane + 32 * k >= tok_end) l += ex2_approx(0.f - m_new);
+                }
             }
             run_l[k2] = l;
             run_m[k2] = m_new;
@@ -548,12 +525,12 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
 #pragma unroll
             for (int g = 0; g < G; ++g)
 #pragma unroll
-                for (int v = 0; v < C::VEC; ++v)
-#ifdef KVF_MUTANT_BF16_ACC
-                    acc[g][v] = mut_bf16_round(fmaf(pw[g][j], vf[v], acc[g][v])); // bf16 P.V
-#else
-                    acc[g][v] = fmaf(pw[g][j], vf[v], acc[g][v]);
-#endif
+                for (int v = 0; v < C::VEC; ++v) {
+                    if constexpr (KVF_BUG(B, BF16_ACC)) // P.V accumulated in bf16
+                        acc[g][v] = mut_bf16_round(fmaf(pw[g][j], vf[v], acc[g][v]));
+                    else
+                        acc[g][v] = fmaf(pw[g][j], vf[v], acc[g][v]);
+                }
         }
     }
 
@@ -587,13 +564,13 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
 #pragma unroll
             for (int g = 0; g < G; ++g)
 #pragma unroll
-                for (int v = 0; v < C::VEC; ++v)
-#ifdef KVF_MUTANT_BF16_ACC
-                    acc[g][v] = mut_bf16_round(acc[g][v] +
-                                               red[(g * C::VEC + v) * (kThreads / 2) + slot]);
-#else
-                    acc[g][v] += red[(g * C::VEC + v) * (kThreads / 2) + slot];
-#endif
+                for (int v = 0; v < C::VEC; ++v) {
+                    if constexpr (KVF_BUG(B, BF16_ACC))
+                        acc[g][v] = mut_bf16_round(acc[g][v] +
+                                                   red[(g * C::VEC + v) * (kThreads / 2) + slot]);
+                    else
+                        acc[g][v] += red[(g * C::VEC + v) * (kThreads / 2) + slot];
+                }
         }
         __syncthreads();
     }
@@ -606,25 +583,23 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
         for (int g = 0; g < G; ++g) {
             const float m = s_m[g], l = s_l[g];
             const int64_t row = (int64_t)b * Hq + hq0 + g;
-#ifdef KVF_MUTANT_MERGE_EMPTY_NAN
             // B02: the single state is weighed like a merge input, 2^(m - M) with M = m, and
             // nothing guards the empty state: -inf - -inf = NaN. (2^0 = 1 exactly otherwise.)
-            const float w = exp2f(m - m), lw = l * w;
-#endif
+            const float w = KVF_BUG(B, MERGE_EMPTY_NAN) ? exp2f(m - m) : 1.f, lw = l * w;
             uint32_t packed[C::VEC / 2];
 #pragma unroll
             for (int v = 0; v < C::VEC; v += 2) {
-#ifdef KVF_MUTANT_MERGE_EMPTY_NAN
-                const float o0 = acc[g][v] * w / lw, o1 = acc[g][v + 1] * w / lw;
-#else
-                const float o0 = l > 0.f ? acc[g][v] / l : 0.f;
-                const float o1 = l > 0.f ? acc[g][v + 1] / l : 0.f;
-#endif
-#ifdef KVF_MUTANT_TRUNC_STORE
-                packed[v / 2] = mut_bf16_trunc(o0) | mut_bf16_trunc(o1) << 16;
-#else
-                packed[v / 2] = pack_bf16x2_rn(o0, o1);
-#endif
+                float o0, o1;
+                if constexpr (KVF_BUG(B, MERGE_EMPTY_NAN)) {
+                    o0 = acc[g][v] * w / lw, o1 = acc[g][v + 1] * w / lw;
+                } else {
+                    o0 = l > 0.f ? acc[g][v] / l : 0.f;
+                    o1 = l > 0.f ? acc[g][v + 1] / l : 0.f;
+                }
+                if constexpr (KVF_BUG(B, TRUNC_STORE))
+                    packed[v / 2] = mut_bf16_trunc(o0) | mut_bf16_trunc(o1) << 16;
+                else
+                    packed[v / 2] = pack_bf16x2_rn(o0, o1);
             }
             uint16_t *dst = p.o + row * D + cpv * C::VEC;
             if constexpr (C::VEC == 8)
@@ -632,13 +607,8 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
                     make_uint4(packed[0], packed[1], packed[2], packed[3]);
             else
                 *reinterpret_cast<uint2 *>(dst) = make_uint2(packed[0], packed[1]);
-#if defined(KVF_MUTANT_MERGE_EMPTY_NAN)
-            if (cpv == 0) p.lse[row] = m + log2f(lw);
-#elif defined(KVF_MUTANT_ROW_LSE)
-            if (cpv == 0) p.lse[row] = mut_row_lse(m, l);
-#else
-            if (cpv == 0) p.lse[row] = l > 0.f ? m + log2f(l) : -INFINITY;
-#endif
+            if (cpv == 0)
+                p.lse[row] = KVF_BUG(B, MERGE_EMPTY_NAN) ? m + log2f(lw) : row_lse<B>(m, l);
         }
     } else {
         // Partial state, unnormalized, in fp32 (B12: never bf16 before the merge).
@@ -647,28 +617,29 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
             const int64_t row = (int64_t)item * Hq + hq0 + g;
             float4 *dst = reinterpret_cast<float4 *>(p.ws_acc + row * D + cpv * C::VEC);
 #pragma unroll
-            for (int v = 0; v < C::VEC; v += 4)
-#ifdef KVF_MUTANT_BF16_PARTIALS
-                // B12: the partial outputs stored as bf16 values before the merge.
-                dst[v / 4] = make_float4(mut_bf16_round(acc[g][v]), mut_bf16_round(acc[g][v + 1]),
-                                         mut_bf16_round(acc[g][v + 2]),
-                                         mut_bf16_round(acc[g][v + 3]));
-#else
-                dst[v / 4] = make_float4(acc[g][v], acc[g][v + 1], acc[g][v + 2], acc[g][v + 3]);
-#endif
-#ifdef KVF_MUTANT_EMPTY_CHUNK_ZERO_LSE
-            // B16: an empty split reports lse 0 (m = 0, l = 1, o = 0) instead of -inf, so the
-            // merge gives it weight 2^(0 - M).
-            if (cpv == 0)
-                p.ws_ml[row] = s_l[g] > 0.f ? make_float2(s_m[g], s_l[g]) : make_float2(0.f, 1.f);
-#else
-            if (cpv == 0) p.ws_ml[row] = make_float2(s_m[g], s_l[g]);
-#endif
+            for (int v = 0; v < C::VEC; v += 4) {
+                if constexpr (KVF_BUG(B, BF16_PARTIALS)) // B12: stored as bf16 before the merge
+                    dst[v / 4] =
+                        make_float4(mut_bf16_round(acc[g][v]), mut_bf16_round(acc[g][v + 1]),
+                                    mut_bf16_round(acc[g][v + 2]), mut_bf16_round(acc[g][v + 3]));
+                else
+                    dst[v / 4] =
+                        make_float4(acc[g][v], acc[g][v + 1], acc[g][v + 2], acc[g][v + 3]);
+            }
+            if constexpr (KVF_BUG(B, EMPTY_CHUNK_ZERO_LSE)) {
+                // B16: an empty split reports lse 0 (m = 0, l = 1, o = 0) instead of -inf, so
+                // the merge gives it weight 2^(0 - M).
+                if (cpv == 0)
+                    p.ws_ml[row] =
+                        s_l[g] > 0.f ? make_float2(s_m[g], s_l[g]) : make_float2(0.f, 1.f);
+            } else {
+                if (cpv == 0) p.ws_ml[row] = make_float2(s_m[g], s_l[g]);
+            }
         }
     }
 }
 
-// One instance of the split kernel, as decode.cu sees it.
+// One instance of the split kernel, as the launch (split_launch.cuh) sees it.
 struct SplitEntry {
     const void *fn; // the __global__ function
     int smem_bytes;
@@ -677,21 +648,24 @@ struct SplitEntry {
 
 } // namespace kvf
 
-// Instance tables, 16 entries (G = 1..16) each, defined in decode_split_d*.cu. A mutant object
-// defines its own d128 table only (kernels/cuda/mutants/decode_mutant.cu).
-#ifndef KVF_CUDA_MUTANT_TU
+// The production instance tables (NoBug), 16 entries (G = 1..16) each, defined in
+// decode_split_d*.cu. A mutant object defines a d128 table of its own policy in its own
+// namespace (kernels/cuda/mutants/decode_mutant.cu).
 extern const kvf::SplitEntry kvf_split_d64[16];
-extern const kvf::SplitEntry kvf_split_d256[16];
-#endif
 extern const kvf::SplitEntry kvf_split_d128[16];
+extern const kvf::SplitEntry kvf_split_d256[16];
 
-#define KVF_SPLIT_TABLE(D)                                                                         \
+// Defines the table kvf_split_d<D> of the instances <D, 1..16, BUG>.
+#define KVF_SPLIT_TABLE(D, BUG)                                                                    \
     const kvf::SplitEntry kvf_split_d##D[16] = {                                                   \
-        KVF_SPLIT_ENTRY(D, 1),  KVF_SPLIT_ENTRY(D, 2),  KVF_SPLIT_ENTRY(D, 3),                     \
-        KVF_SPLIT_ENTRY(D, 4),  KVF_SPLIT_ENTRY(D, 5),  KVF_SPLIT_ENTRY(D, 6),                     \
-        KVF_SPLIT_ENTRY(D, 7),  KVF_SPLIT_ENTRY(D, 8),  KVF_SPLIT_ENTRY(D, 9),                     \
-        KVF_SPLIT_ENTRY(D, 10), KVF_SPLIT_ENTRY(D, 11), KVF_SPLIT_ENTRY(D, 12),                    \
-        KVF_SPLIT_ENTRY(D, 13), KVF_SPLIT_ENTRY(D, 14), KVF_SPLIT_ENTRY(D, 15),                    \
-        KVF_SPLIT_ENTRY(D, 16)}
-#define KVF_SPLIT_ENTRY(D, G)                                                                      \
-    { (const void *)&kvf::splitkv_kernel<D, G>, kvf::SplitCfg<D, G>::SMEM, kvf::SplitCfg<D, G>::T }
+        KVF_SPLIT_ENTRY(D, 1, BUG),  KVF_SPLIT_ENTRY(D, 2, BUG),  KVF_SPLIT_ENTRY(D, 3, BUG),      \
+        KVF_SPLIT_ENTRY(D, 4, BUG),  KVF_SPLIT_ENTRY(D, 5, BUG),  KVF_SPLIT_ENTRY(D, 6, BUG),      \
+        KVF_SPLIT_ENTRY(D, 7, BUG),  KVF_SPLIT_ENTRY(D, 8, BUG),  KVF_SPLIT_ENTRY(D, 9, BUG),      \
+        KVF_SPLIT_ENTRY(D, 10, BUG), KVF_SPLIT_ENTRY(D, 11, BUG), KVF_SPLIT_ENTRY(D, 12, BUG),     \
+        KVF_SPLIT_ENTRY(D, 13, BUG), KVF_SPLIT_ENTRY(D, 14, BUG), KVF_SPLIT_ENTRY(D, 15, BUG),     \
+        KVF_SPLIT_ENTRY(D, 16, BUG)}
+#define KVF_SPLIT_ENTRY(D, G, BUG)                                                                 \
+    {                                                                                              \
+        (const void *)&kvf::splitkv_kernel<D, G, BUG>, kvf::SplitCfg<D, G>::SMEM,                  \
+            kvf::SplitCfg<D, G>::T                                                                 \
+    }

@@ -28,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_error.cuh"
+#include "device_buffer.cuh"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -270,30 +271,6 @@ int grid_for(int64_t vecs) {
 int check_grid(int64_t items) {
     const int64_t b = (items + 2047) / 2048;
     return (int)(b < 1 ? 1 : b < 512 ? b : 512);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Errors
-
-
-int dev_grow(void **buf, size_t *cap, size_t bytes, const char *what, kvf_error *err) {
-    if (bytes <= *cap) return 0;
-    if (*buf) cudaFree(*buf);
-    *buf = NULL;
-    *cap = 0;
-    KVF_CUDA_TRY(cudaMalloc(buf, bytes), what);
-    *cap = bytes;
-    return 0;
-}
-
-int pinned_grow(void **buf, size_t *cap, size_t bytes, const char *what, kvf_error *err) {
-    if (bytes <= *cap) return 0;
-    if (*buf) cudaFreeHost(*buf);
-    *buf = NULL;
-    *cap = 0;
-    KVF_CUDA_TRY(cudaMallocHost(buf, 2 * bytes), what);
-    *cap = 2 * bytes;
-    return 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -634,8 +611,8 @@ int pools_upload(Host *h, const kvf_case *c, kvf_error *err) {
                              "a page of %zu bytes and its V page exceed the %zu-byte staging "
                              "buffer",
                              page_bytes, h->stage_cap);
-    rc = dev_grow(&h->d_ids, &h->ids_cap, (size_t)n_pages * sizeof(int64_t),
-                  "Allocating the page list", err);
+    rc = kvf__cuda_dev_grow(&h->d_ids, &h->ids_cap, (size_t)n_pages * sizeof(int64_t),
+                            "Allocating the page list", err);
     if (rc) return rc;
     // The ids go up from pinned memory behind h_up's images (laid out by the caller), which
     // stays untouched until the run synchronizes.
@@ -708,11 +685,14 @@ int layout(Host *h, const kvf_case *c, size_t ids, kvf_error *err) {
             L.ws_bytes = h->slots[i].ws_bytes;
     L.ws_region = piece_bytes(L.ws_bytes);
     L.total = L.ws_at + L.ws_region;
-    int rc = dev_grow(&h->d_io, &h->io_cap, L.total, "Allocating device inputs and outputs", err);
-    if (!rc) rc = pinned_grow(&h->h_up, &h->up_cap, L.up_b + ids, "Allocating pinned inputs", err);
+    int rc = kvf__cuda_dev_grow(&h->d_io, &h->io_cap, L.total,
+                                "Allocating device inputs and outputs", err);
     if (!rc)
-        rc = pinned_grow(&h->h_down, &h->down_cap, kResBytes + L.out_b, "Allocating pinned outputs",
-                         err);
+        rc = kvf__cuda_pinned_grow(&h->h_up, &h->up_cap, L.up_b + ids, "Allocating pinned inputs",
+                                   err);
+    if (!rc)
+        rc = kvf__cuda_pinned_grow(&h->h_down, &h->down_cap, kResBytes + L.out_b,
+                                   "Allocating pinned outputs", err);
     return rc;
 }
 
@@ -1132,8 +1112,8 @@ extern "C" int kvf__cuda_host_load_generated(void *hv, const kvf_case *c, uint64
     if (rc) return rc;
     // The pool checksum of a large pool covers the pages the case reads.
     if (h->num_read_pages) {
-        rc = dev_grow(&h->d_written, &h->written_cap, (size_t)h->num_read_pages * 8,
-                      "Allocating the page list", err);
+        rc = kvf__cuda_dev_grow(&h->d_written, &h->written_cap, (size_t)h->num_read_pages * 8,
+                                "Allocating the page list", err);
         if (rc) return rc;
         KVF_CUDA_TRY(cudaMemcpy(h->d_written, h->pages, (size_t)h->num_read_pages * 8,
                                 cudaMemcpyHostToDevice),

@@ -1,0 +1,26 @@
+/* Mutant ids, one per entry of kernels/mutants.def (the one list), for the compile-time bug
+ * tests of the split-KV algorithm: kernels/cpu/splitkv_algo.h, kernels/cuda/decode.cuh and
+ * the CUDA plan and launch (kernels/cuda/split_*.h, split_host.cuh).
+ *
+ * A translation unit defines KVF_MUT_ACTIVE to the id of the mutant it compiles in before it
+ * uses KVF_MUT: KVF__MUT_NONE in the production sources, KVF__MUT_<ID> (set by
+ * kernels/CMakeLists.txt) in a mutant's object. KVF_MUT(X) is then an integer constant
+ * expression, "mutant X is compiled in": every mutant branch is compiled (and type-checked) in
+ * every build, and a production object folds all of them away, so it carries no trace of them
+ * (docs/mutants.md). C and C++ (CUDA) share this header. */
+#ifndef KVFUZZ_KERNELS_MUTANTS_H
+#define KVFUZZ_KERNELS_MUTANTS_H
+
+enum kvf__mut_id {
+    KVF__MUT_NONE = 0,
+#define KVF_MUTANT(ID, name, cls, desc) KVF__MUT_##ID,
+#include "mutants.def"
+#undef KVF_MUTANT
+    KVF__MUT_COUNT
+};
+
+#define KVF_MUT(X) ((int)(KVF_MUT_ACTIVE) == (int)KVF__MUT_##X)
+/* Some mutant is compiled in (a mutant object, not a production one). */
+#define KVF_MUT_ANY ((int)(KVF_MUT_ACTIVE) != (int)KVF__MUT_NONE)
+
+#endif

@@ -1,0 +1,273 @@
+/* The CUDA kernels' split plan (kernels/cuda/split_plan.h), a pure host function: schedules that
+ * cover every token exactly once in whole tiles, the heuristic's wave arithmetic, the forced
+ * chunk size, empty batches and sequences, the workspace size, and the refusals. Plain C: runs
+ * in every build, with or without CUDA. */
+#include "check.h"
+
+#include <stdint.h>
+
+#include "split_plan.h"
+
+typedef struct problem {
+    int32_t indptr[65];
+    int32_t last[64];
+    kvf_cuda_problem pr;
+} problem;
+
+/* A problem of B sequences with the given token counts (0: empty). */
+static void make_problem(problem *p, int32_t hq, int32_t hk, int32_t d, int32_t s, int32_t b,
+                         const int64_t *tokens) {
+    memset(p, 0, sizeof *p);
+    p->indptr[0] = 0;
+    for (int32_t i = 0; i < b; i++) {
+        const int64_t pages = (tokens[i] + s - 1) / s;
+        p->indptr[i + 1] = p->indptr[i] + (int32_t)pages;
+        p->last[i] = tokens[i] == 0 ? 0 : (int32_t)(tokens[i] - (pages - 1) * s);
+    }
+    p->pr.num_qo_heads = hq, p->pr.num_kv_heads = hk, p->pr.head_dim = d;
+    p->pr.page_size = s, p->pr.batch_size = b;
+    p->pr.num_pages = p->indptr[b];
+    p->pr.sm_scale = 0.088388f;
+    p->pr.kv_indptr = p->indptr, p->pr.kv_last_page_len = p->last;
+}
+
+static kvf__cuda_split_device h200(int32_t tile) {
+    kvf__cuda_split_device d = {132, 2, tile, 0};
+    return d;
+}
+
+/* Every invariant of a schedule against the problem it was built for. */
+static void check_schedule(const problem *p, const kvf__cuda_split_device *dev,
+                           const kvf__cuda_split_plan *sp, const int64_t *tokens) {
+    const int32_t B = p->pr.batch_size, T = dev->tile_tokens;
+    const int64_t chunk = sp->info.chunk_tokens;
+    CHECK_INT_EQ(sp->info.tile_tokens, T);
+    CHECK(chunk >= T && chunk % T == 0);
+    CHECK_INT_EQ(sp->items_at % 4, 0);
+    CHECK(sp->items_at >= (size_t)B + 1 && sp->items_at < (size_t)B + 5);
+    CHECK_INT_EQ(sp->sched_len, sp->items_at + 4 * (size_t)sp->n_items);
+    const int32_t *first = sp->sched, *items = sp->sched + sp->items_at;
+    for (size_t i = (size_t)B + 1; i < sp->items_at; i++)
+        CHECK_INT_EQ(first[i], 0);
+    CHECK_INT_EQ(first[0], 0);
+    CHECK_INT_EQ(first[B], sp->n_items);
+    int32_t max_splits = 1;
+    for (int32_t b = 0; b < B; b++) {
+        const int32_t n = first[b + 1] - first[b];
+        CHECK(n >= 1); /* an empty sequence is written too */
+        if (n > max_splits) max_splits = n;
+        int64_t next = 0;
+        for (int32_t k = first[b]; k < first[b + 1]; k++) {
+            const int32_t *it = items + 4 * (int64_t)k;
+            const int64_t end = it[3] & 0x7fffffff;
+            CHECK_INT_EQ(it[0], b);
+            CHECK_INT_EQ(it[1], p->indptr[b]);
+            CHECK_INT_EQ(it[2], next); /* contiguous, from token 0 */
+            CHECK_INT_EQ(it[2] % chunk, 0);
+            CHECK(end - it[2] <= chunk);
+            CHECK_INT_EQ(it[3] < 0, n == 1); /* the "only item" bit */
+            next = end;
+        }
+        CHECK_INT_EQ(next, tokens[b]); /* every token, once */
+        if (tokens[b] > 0) CHECK_INT_EQ(n, (tokens[b] + chunk - 1) / chunk);
+    }
+    CHECK_INT_EQ(sp->info.max_splits, max_splits);
+    CHECK_INT_EQ(sp->info.merge, max_splits > 1);
+    CHECK_INT_EQ(sp->info.ctas, (int64_t)sp->n_items * p->pr.num_kv_heads);
+    CHECK_INT_EQ(sp->info.num_sms, dev->num_sms);
+    CHECK_INT_EQ(sp->info.ctas_per_sm, dev->ctas_per_sm);
+    if (sp->info.merge) {
+        const size_t rows = (size_t)sp->n_items * (size_t)p->pr.num_qo_heads;
+        CHECK_INT_EQ(sp->ws_acc_bytes, rows * (size_t)p->pr.head_dim * 4);
+        CHECK_INT_EQ(sp->ws_ml_at % 256, 0);
+        CHECK(sp->ws_ml_at >= sp->ws_acc_bytes && sp->ws_ml_at < sp->ws_acc_bytes + 256);
+        CHECK_INT_EQ(sp->ws_bytes, sp->ws_ml_at + rows * 8);
+    } else {
+        CHECK_INT_EQ(sp->ws_bytes, 0);
+        CHECK_INT_EQ(sp->ws_acc_bytes, 0);
+    }
+}
+
+static void test_schedules_cover_every_token(void) {
+    uint64_t x = 12345;
+    for (int iter = 0; iter < 400; iter++) {
+        int64_t tokens[64];
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const int32_t B = 1 + (int32_t)((x >> 33) % 64);
+        const int32_t sizes[] = {1, 3, 16, 64, 100, 256};
+        const int32_t S = sizes[(x >> 20) % 6];
+        const int32_t hk = 1 + (int32_t)((x >> 12) % 8), g = 1 + (int32_t)((x >> 8) % 16);
+        const int32_t dims[] = {64, 128, 256};
+        const int32_t D = dims[(x >> 4) % 3];
+        for (int32_t b = 0; b < B; b++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            const uint64_t r = x >> 33;
+            tokens[b] = r % 7 == 0 ? 0 : (int64_t)(r % (iter % 3 == 0 ? 70000 : 3000));
+        }
+        problem p;
+        make_problem(&p, hk * g, hk, D, S, B, tokens);
+        kvf__cuda_split_device dev = h200(D == 256 ? 32 : 64);
+        if (iter % 5 == 0) dev.force_chunk_tiles = 1 + iter % 7;
+        kvf__cuda_split_plan sp;
+        kvf_error err = {0, {0}};
+        CHECK_OK(kvf__cuda_split_build(&p.pr, &dev, &sp, &err), &err);
+        check_schedule(&p, &dev, &sp, tokens);
+        kvf__cuda_split_free(&sp);
+    }
+}
+
+/* The heuristic by hand: one wave is 132 SMs x 2 CTAs = 264 slots. */
+static void test_heuristic_fills_one_wave(void) {
+    kvf_error err = {0, {0}};
+    kvf__cuda_split_device dev = h200(64);
+    kvf__cuda_split_plan sp;
+    problem p;
+    /* B 1, Hk 8, 4096 tokens: 64 tiles x 8 heads over 264 slots -> 2 tiles per split. */
+    int64_t one[1] = {4096};
+    make_problem(&p, 32, 8, 128, 16, 1, one);
+    CHECK_OK(kvf__cuda_split_build(&p.pr, &dev, &sp, &err), &err);
+    CHECK_INT_EQ(sp.info.chunk_tokens, 128);
+    CHECK_INT_EQ(sp.info.max_splits, 32);
+    CHECK_INT_EQ(sp.n_items, 32);
+    CHECK_INT_EQ(sp.info.ctas, 256);
+    CHECK_INT_EQ(sp.info.merge, 1);
+    check_schedule(&p, &dev, &sp, one);
+    kvf__cuda_split_free(&sp);
+    /* B 33 x Hk 8 = 264 (sequence, kv head) pairs fill the wave already: no split. */
+    int64_t many[33];
+    for (int b = 0; b < 33; b++)
+        many[b] = 100 + 50 * b;
+    make_problem(&p, 32, 8, 128, 16, 33, many);
+    CHECK_OK(kvf__cuda_split_build(&p.pr, &dev, &sp, &err), &err);
+    CHECK_INT_EQ(sp.info.max_splits, 1);
+    CHECK_INT_EQ(sp.info.merge, 0);
+    CHECK_INT_EQ(sp.n_items, 33);
+    CHECK_INT_EQ(sp.info.chunk_tokens, (100 + 50 * 32 + 63) / 64 * 64);
+    check_schedule(&p, &dev, &sp, many);
+    kvf__cuda_split_free(&sp);
+    /* A smaller device (fewer slots) gets longer chunks for the same problem. */
+    dev.num_sms = 33;
+    make_problem(&p, 32, 8, 128, 16, 1, one);
+    CHECK_OK(kvf__cuda_split_build(&p.pr, &dev, &sp, &err), &err);
+    CHECK_INT_EQ(sp.info.chunk_tokens, 8 * 64); /* 64 x 8 / 66 -> 8 tiles */
+    kvf__cuda_split_free(&sp);
+}
+
+static void test_forced_chunk_is_clamped_to_the_longest(void) {
+    kvf_error err = {0, {0}};
+    kvf__cuda_split_device dev = h200(64);
+    kvf__cuda_split_plan sp;
+    problem p;
+    int64_t t[2] = {1000, 300};
+    make_problem(&p, 4, 4, 64, 64, 2, t);
+    dev.force_chunk_tiles = 3;
+    CHECK_OK(kvf__cuda_split_build(&p.pr, &dev, &sp, &err), &err);
+    CHECK_INT_EQ(sp.info.chunk_tokens, 192);
+    CHECK_INT_EQ(sp.n_items, 6 + 2);
+    check_schedule(&p, &dev, &sp, t);
+    kvf__cuda_split_free(&sp);
+    dev.force_chunk_tiles = 1000; /* more than the 16 tiles of the longest sequence */
+    CHECK_OK(kvf__cuda_split_build(&p.pr, &dev, &sp, &err), &err);
+    CHECK_INT_EQ(sp.info.chunk_tokens, 16 * 64);
+    CHECK_INT_EQ(sp.info.max_splits, 1);
+    kvf__cuda_split_free(&sp);
+}
+
+static void test_empty_batch_and_empty_sequences(void) {
+    kvf_error err = {0, {0}};
+    kvf__cuda_split_device dev = h200(64);
+    kvf__cuda_split_plan sp;
+    problem p;
+    make_problem(&p, 8, 1, 128, 16, 0, NULL);
+    CHECK_OK(kvf__cuda_split_build(&p.pr, &dev, &sp, &err), &err);
+    CHECK_INT_EQ(sp.n_items, 0);
+    CHECK_INT_EQ(sp.sched_len, 4);
+    CHECK_INT_EQ(sp.info.merge, 0);
+    CHECK_INT_EQ(sp.ws_bytes, 0);
+    kvf__cuda_split_free(&sp);
+    int64_t t[3] = {0, 0, 0};
+    make_problem(&p, 8, 2, 128, 16, 3, t);
+    CHECK_OK(kvf__cuda_split_build(&p.pr, &dev, &sp, &err), &err);
+    CHECK_INT_EQ(sp.n_items, 3);
+    CHECK_INT_EQ(sp.info.chunk_tokens, 64);
+    check_schedule(&p, &dev, &sp, t);
+    kvf__cuda_split_free(&sp);
+    kvf__cuda_split_free(&sp); /* twice is fine */
+}
+
+/* Expects the build (and the problem check) to refuse with `code` and a sentence holding `msg`. */
+static void expect_refusal(const problem *p, const kvf__cuda_split_device *dev, int code,
+                           const char *msg) {
+    kvf__cuda_split_plan sp;
+    kvf_error err = {0, {0}};
+    CHECK_INT_EQ(kvf__cuda_split_build(&p->pr, dev, &sp, &err), code);
+    CHECK_STR_CONTAINS(err.msg, msg);
+    CHECK(sp.sched == NULL);
+}
+
+static void test_refuses_what_the_kernels_do_not_take(void) {
+    kvf__cuda_split_device dev = h200(64);
+    problem p;
+    int64_t t[2] = {100, 20};
+    make_problem(&p, 34, 2, 128, 16, 2, t);
+    expect_refusal(&p, &dev, KVF_EUNSUPPORTED, "GQA group 17");
+    make_problem(&p, 6, 4, 128, 16, 2, t);
+    expect_refusal(&p, &dev, KVF_EINVAL, "not a multiple");
+    make_problem(&p, 8, 8, 96, 16, 2, t);
+    expect_refusal(&p, &dev, KVF_EUNSUPPORTED, "head_dim 96");
+    make_problem(&p, 8, 8, 128, 16, 2, t);
+    p.pr.page_size = 0;
+    expect_refusal(&p, &dev, KVF_EINVAL, "page_size 0");
+    p.pr.page_size = 257;
+    expect_refusal(&p, &dev, KVF_EUNSUPPORTED, "page_size 257");
+    make_problem(&p, 8, 8, 128, 16, 2, t);
+    p.pr.sm_scale = NAN;
+    expect_refusal(&p, &dev, KVF_EINVAL, "sm_scale");
+    make_problem(&p, 8, 8, 128, 16, 2, t);
+    p.indptr[0] = 1;
+    expect_refusal(&p, &dev, KVF_EINVAL, "kv_indptr[0] is 1");
+    make_problem(&p, 8, 8, 128, 16, 2, t);
+    p.indptr[2] = p.indptr[1] - 1;
+    expect_refusal(&p, &dev, KVF_EINVAL, "kv_indptr decreases at index 2");
+    make_problem(&p, 8, 8, 128, 16, 2, t);
+    p.last[0] = 17;
+    expect_refusal(&p, &dev, KVF_EINVAL, "kv_last_page_len[0] is 17");
+    make_problem(&p, 8, 8, 128, 16, 2, t);
+    p.pr.kv_indptr = NULL;
+    expect_refusal(&p, &dev, KVF_EINVAL, "must be given");
+    int64_t huge[1] = {((int64_t)1 << 30) + 1};
+    make_problem(&p, 8, 8, 128, 256, 1, huge);
+    expect_refusal(&p, &dev, KVF_EUNSUPPORTED, "above the CUDA kernels' maximum of 2^30");
+    make_problem(&p, 8, 8, 128, 16, 2, t);
+    dev.num_sms = 0;
+    expect_refusal(&p, &dev, KVF_EINVAL, "at least one SM");
+    /* The problem check alone agrees with the build on the same input. */
+    kvf_error err = {0, {0}};
+    make_problem(&p, 8, 8, 128, 16, 2, t);
+    CHECK_OK(kvf__cuda_check_problem(&p.pr, &err), &err);
+    p.last[1] = 0;
+    CHECK_INT_EQ(kvf__cuda_check_problem(&p.pr, &err), KVF_EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "kv_last_page_len[1] is 0");
+}
+
+static void test_scale_and_group(void) {
+    const float scales[] = {0.088388f, 1.0f, 0.125f, 3.0e-3f};
+    for (int i = 0; i < 4; i++)
+        CHECK_DBL_EQ(kvf__cuda_scale_log2(scales[i]),
+                     (float)((double)scales[i] * 1.4426950408889634));
+    problem p;
+    make_problem(&p, 48, 4, 128, 16, 0, NULL);
+    CHECK_INT_EQ(kvf__cuda_split_group(&p.pr), 12);
+}
+
+static const check_test tests[] = {
+    {"schedules_cover_every_token", test_schedules_cover_every_token},
+    {"heuristic_fills_one_wave", test_heuristic_fills_one_wave},
+    {"forced_chunk_is_clamped_to_the_longest", test_forced_chunk_is_clamped_to_the_longest},
+    {"empty_batch_and_empty_sequences", test_empty_batch_and_empty_sequences},
+    {"refuses_what_the_kernels_do_not_take", test_refuses_what_the_kernels_do_not_take},
+    {"scale_and_group", test_scale_and_group},
+    {NULL, NULL},
+};
+
+CHECK_MAIN(tests)
