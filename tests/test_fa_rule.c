@@ -513,7 +513,46 @@ static void test_tie_excess_margin(void) {
     kvf_case_free(&c);
 }
 
+/* A row whose model terms are unbounded (a heavily cancelling case from an H200 campaign: the
+ * exact o is 0 and fp32 kernels are 10^9 off) once gave fa a NaN allowance, which passed every
+ * error with margin 1. Every o element must be judged against a number: strict's where fa's
+ * own allowance is unbounded. */
+static void test_unbounded_allowance(void) {
+    const char *src = getenv("KVF_SOURCE_DIR");
+    if (!src) CHECK_SKIP("KVF_SOURCE_DIR is not set");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/cases/fa-unbounded-allowance.kvfz", src);
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_case c;
+    kvf_error err = {0};
+    CHECK_OK(kvf_case_load(path, NULL, &c, &lim, &err), &err);
+    kvf_oracle_opts oo;
+    kvf_oracle_opts_default(&oo);
+    kvf_oracle_result r;
+    CHECK_OK(kvf_oracle_run(&r, &c, &oo, &err), &err);
+    kvf_bf16 *o = malloc((size_t)kvf_case_o_elems(&c) * sizeof *o);
+    float *lse = malloc((size_t)kvf_case_lse_elems(&c) * sizeof *lse);
+    CHECK_OK(kvf_kernel_run_once(kvf_kernel_find("cpu-ref"), &c, o, lse, &err), &err);
+    kvf_rule fa;
+    kvf_rule_parse(&fa, "fa", NULL);
+    kvf_verdict v;
+    CHECK_OK(kvf_judge(&v, &fa, &c, &r, o, lse, &err), &err);
+    CHECK(v.o.worst_count > 0);
+    for (int i = 0; i < v.o.worst_count; i++) {
+        if (isnan(v.o.worst[i].allowed))
+            CHECK_FAIL_AT("o[%d,%d,%d]: fa's allowance is NaN (error %g)", v.o.worst[i].b,
+                          v.o.worst[i].h, v.o.worst[i].d, v.o.worst[i].abs_error);
+        CHECK(v.o.worst[i].margin < 1);
+    }
+    free(o);
+    free(lse);
+    kvf_oracle_result_free(&r);
+    kvf_case_free(&c);
+}
+
 static const check_test tests[] = {
+    {"unbounded_allowance", test_unbounded_allowance},
     {"tie_excess_margin", test_tie_excess_margin},
     {"allowance_shape", test_allowance_shape},
     {"power_on_seed", test_power_on_seed},
