@@ -64,7 +64,9 @@ static int submit(kvf__dispatcher *d, kvf__job *j, double *wait_kernel) {
     for (int i = 0; i < cp->nworkers; i++)
         cp->stats->worker_starts += cp->worker_starts[i];
     pthread_mutex_unlock(&cp->mu);
-    if (rc && !retire(d, &err)) set_fatal(cp, &err);
+    /* Stopping on a signal kills the worker, also one still starting: that is not the
+     * kernel's failure to start. */
+    if (rc && atomic_load(&cp->stop) < KVF__DROP && !retire(d, &err)) set_fatal(cp, &err);
     return rc;
 }
 
