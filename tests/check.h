@@ -57,14 +57,14 @@ extern int check_skipped;
 #define CHECK_OK(expr, errp)                                                                       \
     do {                                                                                           \
         int check_rc_ = (expr);                                                                    \
-        if (check_rc_ != 0) CHECK_FAIL_AT("%s returned %d: %s", #expr, check_rc_, (errp)->msg);   \
+        if (check_rc_ != 0) CHECK_FAIL_AT("%s returned %d: %s", #expr, check_rc_, (errp)->msg);    \
     } while (0)
 
 #define CHECK_STR_CONTAINS(hay, needle)                                                            \
     do {                                                                                           \
         const char *check_h_ = (hay), *check_n_ = (needle);                                        \
         if (!check_h_ || !strstr(check_h_, check_n_))                                              \
-            CHECK_FAIL_AT("\"%s\" does not contain \"%s\"", check_h_ ? check_h_ : "(null)",      \
+            CHECK_FAIL_AT("\"%s\" does not contain \"%s\"", check_h_ ? check_h_ : "(null)",        \
                           check_n_);                                                               \
     } while (0)
 

@@ -92,12 +92,12 @@ void kvf_cuda_plan_destroy(kvf_cuda_plan *plan); /* NULL is fine */
 
 /* Checks the shape and host page-table metadata (indptr monotone from 0, last-page lengths in
  * [1, S] for non-empty sequences), chooses the split count from the SM count and the workload,
- * sizes the workspace (kvf_cuda_plan_workspace_bytes) and stages the schedule: the next launch enqueues its upload
- * on the launch's stream ahead of the kernels (nothing to upload when the schedule did not
- * change), so prepare() itself never waits for the device. Page ids are not seen here: callers of
- * the device API own them. KVF_CUDA_CHUNK_TILES=N in the environment forces N tiles per split
- * (tests of split boundaries and tuning experiments; the default heuristic is meant for everything
- * else). */
+ * sizes the workspace (kvf_cuda_plan_workspace_bytes) and stages the schedule: the next launch
+ * enqueues its upload on the launch's stream ahead of the kernels (nothing to upload when the
+ * schedule did not change), so prepare() itself never waits for the device. Page ids are not seen
+ * here: callers of the device API own them. KVF_CUDA_CHUNK_TILES=N in the environment forces N
+ * tiles per split (tests of split boundaries and tuning experiments; the default heuristic is meant
+ * for everything else). */
 int kvf_cuda_plan_prepare(kvf_cuda_plan *plan, const kvf_cuda_problem *problem, kvf_error *err);
 
 /* Enqueues the kernels of the last prepared problem on `stream` (a cudaStream_t; NULL for the
