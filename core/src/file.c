@@ -166,3 +166,22 @@ int kvf_write_atomic_bytes(const char *path, const void *data, size_t size, kvf_
     bytes_ctx b = {data, size};
     return kvf_write_atomic(path, fill_bytes, &b, err);
 }
+
+int kvf_mkdirs(const char *dir, kvf_error *err) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+        return kvf_error_set(err, KVF_EIO, "the path %.80s... is too long", dir);
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(path, 0777) != 0 && errno != EEXIST)
+            return kvf_error_set(err, KVF_EIO, "cannot create %s: %s", path, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+        return kvf_error_set(err, KVF_EIO, "cannot create %s: %s", path, strerror(errno));
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return kvf_error_set(err, KVF_EIO, "%s is not a directory", path);
+    return 0;
+}

@@ -453,22 +453,7 @@ void kvf_outcome_line(FILE *f, const kvf_outcome *out) {
 /* ---- files ---------------------------------------------------------------------------------- */
 
 int kvf_fuzz_mkdirs(const char *dir, kvf_error *err) {
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
-        return kvf_error_set(err, KVF_EIO, "the path %s is too long", dir);
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(path, 0777) != 0 && errno != EEXIST)
-            return kvf_error_set(err, KVF_EIO, "cannot create %s: %s", path, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(path, 0777) != 0 && errno != EEXIST)
-        return kvf_error_set(err, KVF_EIO, "cannot create %s: %s", path, strerror(errno));
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-        return kvf_error_set(err, KVF_EIO, "%s is not a directory", path);
-    return 0;
+    return kvf_mkdirs(dir, err);
 }
 
 /* Temporary names start with a dot (case-file listings skip them) and carry the pid and a

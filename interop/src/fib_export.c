@@ -8,27 +8,12 @@
 #include <sys/stat.h>
 
 #include "fib_internal.h"
+#include "kvfuzz/file.h"
 #include "kvfuzz/safetensors.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the safetensors blobs are written straight from memory: little-endian hosts only"
 #endif
-
-static int mkdirs(const char *dir, kvf_error *err) {
-    char path[PATH_MAX];
-    if ((size_t)snprintf(path, sizeof path, "%s", dir) >= sizeof path)
-        return kvf_error_set(err, KVF_EIO, "the path %.80s is too long", dir);
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(path, 0777) != 0 && errno != EEXIST)
-            return kvf_error_set(err, KVF_EIO, "cannot create %s: %s", path, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(path, 0777) != 0 && errno != EEXIST)
-        return kvf_error_set(err, KVF_EIO, "cannot create %s: %s", path, strerror(errno));
-    return 0;
-}
 
 int kvf_fib_export(const char *root, const char *def_name, const char *uuid, const kvf_spec *spec,
                    const kvf_case *c, char **line, kvf_error *err) {
@@ -49,7 +34,7 @@ int kvf_fib_export(const char *root, const char *def_name, const char *uuid, con
     if ((size_t)snprintf(dir, sizeof dir, "%s/%s", root, rel_dir) >= sizeof dir ||
         (size_t)snprintf(path, sizeof path, "%s/%s", root, rel) >= sizeof path)
         return kvf_error_set(err, KVF_EIO, "the dataset path %.80s is too long", root);
-    int rc = mkdirs(dir, err);
+    int rc = kvf_mkdirs(dir, err);
     if (rc) return rc;
     int64_t B = c->batch_size, entries = c->kv_indptr[B];
     kvf_st_out t[IN_COUNT - 1] = {

@@ -34,4 +34,8 @@ int kvf_write_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ct
 /* The same for bytes already in memory. */
 int kvf_write_atomic_bytes(const char *path, const void *data, size_t size, kvf_error *err);
 
+/* Creates dir and every missing folder above it (mkdir -p). Errors: KVF_EIO with one sentence
+ * naming the path that could not be made, or saying it exists and is not a folder. */
+int kvf_mkdirs(const char *dir, kvf_error *err);
+
 #endif
