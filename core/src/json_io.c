@@ -75,3 +75,20 @@ json_t *kvf_json_parse_text(const char *text, size_t size, char *msg, size_t msg
         snprintf(msg, msg_size, "%s at line %d, column %d", e.text, e.line, e.column);
     return root;
 }
+
+void kvf_json_key_list(const json_t *obj, char *buf, size_t n) {
+    const char *key;
+    json_t *v;
+    size_t at = 0;
+    if (n == 0) return;
+    buf[0] = 0;
+    json_object_foreach((json_t *)obj, key, v) {
+        if (at + 1 >= n) break;
+        int w = snprintf(buf + at, n - at, "%s%.40s", at ? ", " : "", key);
+        if (w < 0 || (size_t)w >= n - at) {
+            buf[at] = 0; /* the key did not fit: keep the list whole up to the one before */
+            break;
+        }
+        at += (size_t)w;
+    }
+}

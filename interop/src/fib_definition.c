@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvfuzz/json_io.h"
 #include "fib_internal.h"
 #include "kvfuzz/file.h"
 #include "kvfuzz/safetensors.h"
@@ -40,17 +41,6 @@ static int known_fib_dtype(const char *s) {
     for (size_t i = 0; i < sizeof fib_dtypes / sizeof fib_dtypes[0]; i++)
         if (strcmp(s, fib_dtypes[i]) == 0) return 1;
     return 0;
-}
-
-static void key_list(json_t *obj, char *buf, size_t n) {
-    const char *key;
-    json_t *v;
-    size_t at = 0;
-    buf[0] = 0;
-    json_object_foreach(obj, key, v) {
-        if (at + 1 >= n) break;
-        at += (size_t)snprintf(buf + at, n - at, "%s%.40s", at ? ", " : "", key);
-    }
 }
 
 /* One tensor spec of the definition against what kvfuzz runs. */
@@ -125,7 +115,7 @@ int kvf_fib_definition_parse(kvf_fib_definition *out, const char *text, size_t s
         goto done;
     }
     char have[512];
-    key_list(inputs, have, sizeof have);
+    kvf_json_key_list(inputs, have, sizeof have);
     static const char *const want7 =
         "q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale";
     static const char *const want6 = "q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale";
@@ -144,7 +134,7 @@ int kvf_fib_definition_parse(kvf_fib_definition *out, const char *text, size_t s
                              &kvf__fib_inputs[i], err)))
             goto done;
     }
-    key_list(outputs, have, sizeof have);
+    kvf_json_key_list(outputs, have, sizeof have);
     if (strcmp(have, "output, lse") != 0) {
         rc = kvf_error_set(err, KVF_EINVAL,
                            "definition %s writes (%s); gqa_paged_decode writes (output, lse)", name,

@@ -1,6 +1,7 @@
 /* FlashInfer-Bench Solution JSON files (solution.h). */
 #define _GNU_SOURCE /* nftw's FTW_DEPTH and FTW_PHYS */
 
+#include "kvfuzz/json_io.h"
 #include "solution.h"
 
 #include <errno.h>
@@ -121,18 +122,6 @@ static char *find_definition(const char *solution_path, const char *def) {
     }
 }
 
-/* The keys of an object, in order, as "a, b, c". */
-static void key_list(json_t *obj, char *buf, size_t n) {
-    const char *key;
-    json_t *v;
-    size_t at = 0;
-    buf[0] = 0;
-    json_object_foreach(obj, key, v) {
-        if (at + 1 >= n) break;
-        at += (size_t)snprintf(buf + at, n - at, "%s%s", at ? ", " : "", key);
-    }
-}
-
 /* Checks a definition's signature against kvfuzz's call and takes its const axes. */
 static int check_definition(kvf__solution *s, const char *path, kvf_error *err) {
     static const char *const want9 =
@@ -158,7 +147,7 @@ static int check_definition(kvf__solution *s, const char *path, kvf_error *err) 
             kvf_error_set(err, KVF_EINVAL, "definition %s has no inputs and outputs objects", path);
         goto done;
     }
-    key_list(inputs, have, sizeof have);
+    kvf_json_key_list(inputs, have, sizeof have);
     if (strcmp(have, want9) == 0) {
         s->num_args = 9;
     } else if (strcmp(have, want8) == 0) {
@@ -169,7 +158,7 @@ static int check_definition(kvf__solution *s, const char *path, kvf_error *err) 
                            s->definition, have, want9);
         goto done;
     }
-    key_list(outputs, have, sizeof have);
+    kvf_json_key_list(outputs, have, sizeof have);
     if (strcmp(have, "output, lse") != 0) {
         rc =
             kvf_error_set(err, KVF_EINVAL, "definition %s writes (%s); kvfuzz passes (output, lse)",

@@ -42,4 +42,9 @@ int kvf_json_dump(const json_t *root, FILE *f, int indent);
 /* Parses a whole buffer. NULL on failure, with "<what> at line L, column C" in msg. */
 json_t *kvf_json_parse_text(const char *text, size_t size, char *msg, size_t msg_size);
 
+/* The keys of an object, in order, as "a, b, c" (each cut at 40 characters), into buf (always
+ * NUL-terminated; a list too long for it stops at the last key that fits), for messages that
+ * say what an object holds. */
+void kvf_json_key_list(const json_t *obj, char *buf, size_t n);
+
 #endif
