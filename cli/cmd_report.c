@@ -36,7 +36,9 @@ static void report_help(void) {
            "  DIR/cases/        those cases as .kvfz files, when the stats embedded them\n"
            "Every (stats file, kernel) pair is one series; all series are drawn side by side on\n"
            "shared axes. LABEL=STATS names a file's series (default: the label stored in the\n"
-           "file, else its name).\n\n");
+           "file, else its name). A STATS that is a folder (a campaign's findings folder) reads\n"
+           "every stats*.json in it merged into one input: the campaigns that shared it, on\n"
+           "one host or several, with each run's provenance and per-device rates.\n\n");
     cli_print_options(stdout, report_options);
     printf("\nExit status: 0 the report (or merge) was written, whatever it shows; 2 bad input or\n"
            "usage (an unreadable or malformed stats file, an output that cannot be written).\n");
