@@ -27,6 +27,18 @@ static const char *const cmd = "export-fib";
 #define MAX_KERNELS 8
 #define MAX_DEFS 64
 
+enum { EXPORT_KERNEL = 256, EXPORT_DEADLINE, EXPORT_JOBS };
+
+static const cli_option export_options[] = {
+    {"output", 'o', "DIR",
+     "the dataset folder (created when absent; files of the same\ndefinitions are replaced)"},
+    {"kernel", EXPORT_KERNEL, "K",
+     "the kernel to run (default: the one each finding's report names)"},
+    {"deadline", EXPORT_DEADLINE, "SEC", "per launch (default 60)"},
+    {"jobs", EXPORT_JOBS, "N", "oracle threads (default: all cores)"},
+    {0},
+};
+
 static void export_help(void) {
     printf(
         "usage: kvfuzz export-fib [--kernel K] [--deadline SEC] [--jobs N] -o DIR FINDING...\n\n"
@@ -46,13 +58,9 @@ static void export_help(void) {
         "Each finding is run again on its kernel and judged under strict, fa and fib; the line\n"
         "printed for it puts the fib verdict beside strict's, so you know whether FIB's check\n"
         "(fail iff abs > 1e-2 and rel > 1e-2) will see the failure when it replays the dataset\n"
-        "(`flashinfer-bench run --local DIR`, with your solution under DIR/solutions/).\n\n"
-        "  -o, --output DIR   the dataset folder (created when absent; files of the same\n"
-        "                     definitions are replaced)\n"
-        "  --kernel K         the kernel to run (default: the one each finding's report names)\n"
-        "  --deadline SEC     per launch (default 60)\n"
-        "  --jobs N           oracle threads (default: all cores)\n\n"
-        "Exit status: 0 the dataset was written, 2 bad input or usage.\n");
+        "(`flashinfer-bench run --local DIR`, with your solution under DIR/solutions/).\n\n");
+    cli_print_options(stdout, export_options);
+    printf("\nExit status: 0 the dataset was written, 2 bad input or usage.\n");
 }
 
 typedef struct def_lines {
@@ -396,53 +404,43 @@ done:
 }
 
 int kvf_cmd_export_fib(int argc, char **argv) {
-    static const struct option longopts[] = {
-        {"help", no_argument, NULL, 'h'},         {"output", required_argument, NULL, 'o'},
-        {"kernel", required_argument, NULL, 'k'}, {"deadline", required_argument, NULL, 'd'},
-        {"jobs", required_argument, NULL, 'j'},   {NULL, 0, NULL, 0}};
     static export_state st;
     memset(&st, 0, sizeof st);
     st.deadline = 60;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int64_t jobs = ncpu > 0 ? ncpu : 1;
-    optind = 1;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
-        switch (ch) {
-        case 'h':
+    cli_parser p;
+    cli_parser_init(&p, cmd, argc, argv, export_options);
+    const char *v;
+    for (int key; (key = cli_next(&p, &v)) != CLI_END;) {
+        switch (key) {
+        case CLI_HELP:
             export_help();
             return KVF_EXIT_OK;
+        case CLI_ERROR:
+            return KVF_EXIT_USAGE;
         case 'o':
-            st.out_dir = optarg;
+            st.out_dir = v;
             break;
-        case 'k':
-            st.kernel_override = optarg;
+        case EXPORT_KERNEL:
+            st.kernel_override = v;
             break;
-        case 'd':
-            if (cli_parse_double(optarg, &st.deadline) || !(st.deadline > 0) || st.deadline > 86400)
-                return cli_usage_error(cmd, "--deadline needs a number of seconds in (0, 86400]");
+        case EXPORT_DEADLINE:
+            if (cli_opt_seconds(cmd, "--deadline", v, 86400, &st.deadline)) return KVF_EXIT_USAGE;
             break;
-        case 'j':
-            if (cli_parse_i64(optarg, 1, 1024, &jobs))
-                return cli_usage_error(cmd, "--jobs must be an integer in [1, 1024], got \"%s\"",
-                                       optarg);
+        case EXPORT_JOBS:
+            if (cli_opt_i64(cmd, "--jobs", v, 1, 1024, &jobs)) return KVF_EXIT_USAGE;
             break;
-        case ':':
-            return cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
-        default:
-            return cli_usage_error(cmd, "unknown option \"%s\" (see kvfuzz export-fib --help)",
-                                   argv[optind - 1]);
         }
     }
+    char **rest;
+    int nrest = cli_operands(&p, &rest);
     if (!st.out_dir)
         return cli_usage_error(cmd, "-o DIR is required (see kvfuzz export-fib --help)");
-    if (optind >= argc)
-        return cli_usage_error(cmd, "no findings given (see kvfuzz export-fib --help)");
+    if (nrest == 0) return cli_usage_error(cmd, "no findings given (see kvfuzz export-fib --help)");
     char **paths;
     size_t npaths;
-    if (cli_collect_cases(cmd, argv + optind, argc - optind, &paths, &npaths))
-        return KVF_EXIT_USAGE;
+    if (cli_collect_cases(cmd, rest, nrest, &paths, &npaths)) return KVF_EXIT_USAGE;
     if (npaths == 0) {
         cli_free_paths(paths, npaths);
         return cli_usage_error(cmd, "no .kvfz files found in the given paths");

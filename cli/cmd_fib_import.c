@@ -15,6 +15,18 @@
 
 static const char *const cmd = "import-fib";
 
+enum { IMPORT_SEED = 256, IMPORT_DEFINITION, IMPORT_ROOT };
+
+static const cli_option import_options[] = {
+    {"output", 'o', "DIR", "folder for the cases (created when absent)"},
+    {"seed", IMPORT_SEED, "N", "seed of the random inputs' values (default 0)"},
+    {"definition", IMPORT_DEFINITION, "NAME", "import only this definition of the dataset"},
+    {"root", IMPORT_ROOT, "DIR",
+     "the dataset root that blob paths start from (default: the folder\nholding workloads/, else "
+     "the workload file's folder)"},
+    {0},
+};
+
 static void import_help(void) {
     printf(
         "usage: kvfuzz import-fib [--seed N] [--definition NAME] -o DIR DATASET\n"
@@ -28,13 +40,10 @@ static void import_help(void) {
         "`random` are drawn by kvfuzz's generator from the seed (normal, variance 1, rounded to\n"
         "bf16), and the case records the definition name, the workload uuid, which inputs were\n"
         "drawn and the seed (`kvfuzz show` prints them). The head counts, head dim and page size\n"
-        "come from the definition's const axes.\n\n"
-        "  -o, --output DIR     folder for the cases (created when absent)\n"
-        "  --seed N             seed of the random inputs' values (default 0)\n"
-        "  --definition NAME    import only this definition of the dataset\n"
-        "  --root DIR           the dataset root that blob paths start from (default: the folder\n"
-        "                       holding workloads/, else the workload file's folder)\n\n"
-        "A workload kvfuzz cannot replay faithfully is refused with one sentence and exit 2: a\n"
+        "come from the definition's const axes.\n\n");
+    cli_print_options(stdout, import_options);
+    printf(
+        "\nA workload kvfuzz cannot replay faithfully is refused with one sentence and exit 2: a\n"
         "Git LFS pointer where a blob should be, a tensor whose shape or dtype disagrees with the\n"
         "definition, a random kv_indptr, kv_indices or kv_last_page_len, a kv_indptr whose last\n"
         "entry is not the number of kv_indices, a kv_last_page_len outside 1..page_size (FIB\n"
@@ -226,57 +235,48 @@ static void guess_root(const char *workloads, char *root, size_t n) {
 }
 
 int kvf_cmd_import_fib(int argc, char **argv) {
-    static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
-                                             {"output", required_argument, NULL, 'o'},
-                                             {"seed", required_argument, NULL, 's'},
-                                             {"root", required_argument, NULL, 'r'},
-                                             {"definition", required_argument, NULL, 'd'},
-                                             {NULL, 0, NULL, 0}};
     import_run r = {0};
     cli_limits(&r.opts.limits);
     const char *root = NULL, *only = NULL;
-    optind = 1;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
-        switch (ch) {
-        case 'h':
+    cli_parser p;
+    cli_parser_init(&p, cmd, argc, argv, import_options);
+    const char *v;
+    for (int key; (key = cli_next(&p, &v)) != CLI_END;) {
+        switch (key) {
+        case CLI_HELP:
             import_help();
             return KVF_EXIT_OK;
+        case CLI_ERROR:
+            return KVF_EXIT_USAGE;
         case 'o':
-            r.out_dir = optarg;
+            r.out_dir = v;
             break;
-        case 's':
-            if (cli_parse_u64(optarg, &r.opts.seed))
-                return cli_usage_error(cmd, "--seed needs an unsigned integer, got \"%s\"", optarg);
+        case IMPORT_SEED:
+            if (cli_opt_u64(cmd, "--seed", v, &r.opts.seed)) return KVF_EXIT_USAGE;
             break;
-        case 'r':
-            root = optarg;
+        case IMPORT_ROOT:
+            root = v;
             break;
-        case 'd':
-            only = optarg;
+        case IMPORT_DEFINITION:
+            only = v;
             break;
-        case ':':
-            return cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
-        default:
-            return cli_usage_error(cmd, "unknown option \"%s\" (see kvfuzz import-fib --help)",
-                                   argv[optind - 1]);
         }
     }
-    int npos = argc - optind;
+    char **args;
+    int npos = cli_operands(&p, &args);
     if (!r.out_dir)
         return cli_usage_error(cmd, "-o DIR is required (see kvfuzz import-fib --help)");
     if (npos < 1 || npos > 2)
         return cli_usage_error(cmd, "give a dataset folder, or a definition and a workloads file "
                                     "(see kvfuzz import-fib --help)");
     struct stat st;
-    for (int i = optind; i < argc; i++)
-        if (stat(argv[i], &st) != 0) return cli_usage_error(cmd, "cannot read %s", argv[i]);
+    for (int i = 0; i < npos; i++)
+        if (stat(args[i], &st) != 0) return cli_usage_error(cmd, "cannot read %s", args[i]);
     if (npos == 1 && !S_ISDIR(st.st_mode))
         return cli_usage_error(cmd,
                                "%s is not a dataset folder; a definition file needs its "
                                "workloads file after it",
-                               argv[optind]);
+                               args[0]);
     if (npos == 2 && only)
         return cli_usage_error(cmd, "--definition picks from a dataset folder; with files, the "
                                     "definition file says which");
@@ -286,15 +286,15 @@ int kvf_cmd_import_fib(int argc, char **argv) {
     int rc;
     char guessed[PATH_MAX];
     if (npos == 1) {
-        r.opts.root = root ? root : argv[optind];
-        rc = import_dataset(&r, argv[optind], only);
+        r.opts.root = root ? root : args[0];
+        rc = import_dataset(&r, args[0], only);
     } else {
         kvf_fib_definition def;
-        if (kvf_fib_definition_load(&def, argv[optind], &err))
+        if (kvf_fib_definition_load(&def, args[0], &err))
             return cli_usage_error(cmd, "%s", err.msg);
-        if (!root) guess_root(argv[optind + 1], guessed, sizeof guessed);
+        if (!root) guess_root(args[1], guessed, sizeof guessed);
         r.opts.root = root ? root : guessed;
-        rc = import_file(&r, &def, argv[optind + 1]);
+        rc = import_file(&r, &def, args[1]);
     }
     for (size_t i = 0; i < r.nnames; i++)
         free(r.names[i]);

@@ -215,6 +215,10 @@ int cli_operands(cli_parser *p, char ***operands) {
 }
 
 static int spelled(char *buf, size_t size, const cli_option *o) {
+    const int letter = o->key < 256 && isalnum(o->key); /* also a short option */
+    if (o->name && letter)
+        return snprintf(buf, size, "-%c, --%s%s%s", o->key, o->name, o->arg ? " " : "",
+                        o->arg ? o->arg : "");
     if (o->name)
         return snprintf(buf, size, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
     return snprintf(buf, size, "-%c%s%s", o->key, o->arg ? " " : "", o->arg ? o->arg : "");

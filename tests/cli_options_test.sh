@@ -41,9 +41,12 @@ import re, sys
 text = open(sys.argv[1]).read().split("\n")
 listed = {}
 for line in text:
-    m = re.match(r"^  (-[A-Za-z0-9]|--[a-z0-9-]+)(?: (\S+))?(?:\s{2,}|$)", line)
+    # "-o, --output DIR": an option with both spellings lists both
+    m = re.match(r"^  (?:(-[A-Za-z0-9]), )?(-[A-Za-z0-9]|--[a-z0-9-]+)(?: (\S+))?(?:\s{2,}|$)", line)
     if m:
-        listed[m.group(1)] = m.group(2) is not None
+        for spelling in (m.group(1), m.group(2)):
+            if spelling:
+                listed[spelling] = m.group(3) is not None
 usage = []
 for line in text:
     if not line.strip():
@@ -67,7 +70,7 @@ PY
     fi
   done <"$tmp/opts"
 }
-for sub in replay gen show oracle kernels rules bench mutants report fuzz minimize; do
+for sub in replay gen show oracle kernels rules bench mutants report fuzz minimize import-fib export-fib; do
   check_help "$sub"
 done
 check_help bench --oracle
