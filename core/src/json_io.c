@@ -71,8 +71,13 @@ json_t *kvf_json_parse_text(const char *text, size_t size, char *msg, size_t msg
     json_error_t e;
     /* Duplicate keys are refused: a stats file that names a count twice is ambiguous. */
     json_t *root = json_loadb(text, size, JSON_REJECT_DUPLICATES, &e);
-    if (!root && msg && msg_size)
+    if (!root && msg && msg_size) {
         snprintf(msg, msg_size, "%s at line %d, column %d", e.text, e.line, e.column);
+        /* jansson quotes the input near the error: a newline or other control byte from the
+         * file must not split the one-sentence message. */
+        for (char *p = msg; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    }
     return root;
 }
 

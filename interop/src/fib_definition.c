@@ -85,11 +85,9 @@ static int check_spec(const char *def, const char *kind, json_t *spec, const kvf
 int kvf_fib_definition_parse(kvf_fib_definition *out, const char *text, size_t size,
                              const char *what, kvf_error *err) {
     memset(out, 0, sizeof *out);
-    json_error_t jerr;
-    json_t *d = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr);
-    if (!d)
-        return kvf_error_set(err, KVF_EINVAL, "definition %s is not JSON: %s (line %d)", what,
-                             jerr.text, jerr.line);
+    char jmsg[256];
+    json_t *d = kvf_json_parse_text(text, size, jmsg, sizeof jmsg);
+    if (!d) return kvf_error_set(err, KVF_EINVAL, "definition %s is not JSON: %s", what, jmsg);
     int rc = 0;
     const char *name = json_is_object(d) ? kvf__fib_get_str(d, "name") : NULL;
     const char *op_type = json_is_object(d) ? kvf__fib_get_str(d, "op_type") : NULL;

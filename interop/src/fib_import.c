@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvfuzz/json_io.h"
 #include "fib_internal.h"
 #include "kvfuzz/prng.h"
 #include "kvfuzz/safetensors.h"
@@ -154,11 +155,9 @@ static int axis_value(import_ctx *x, json_t *axes, const char *name, int64_t *v)
 int kvf_fib_import(kvf_spec *out, const kvf_fib_definition *def, const char *line, size_t size,
                    const char *what, const kvf_fib_import_opts *opts, kvf_error *err) {
     memset(out, 0, sizeof *out);
-    json_error_t jerr;
-    json_t *root = json_loadb(line, size, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root)
-        return kvf_error_set(err, KVF_EINVAL, "%s is not JSON: %s (column %d)", what, jerr.text,
-                             jerr.column);
+    char jmsg[256];
+    json_t *root = kvf_json_parse_text(line, size, jmsg, sizeof jmsg);
+    if (!root) return kvf_error_set(err, KVF_EINVAL, "%s is not JSON: %s", what, jmsg);
     import_ctx x = {.def = def, .opts = opts, .uuid = "?", .err = err};
     int rc = 0;
     json_t *w = json_object_get(root, "workload");

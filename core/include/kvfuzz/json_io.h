@@ -39,7 +39,8 @@ int kvf_json_push(json_t *arr, json_t *value);
  * -1 with errno set. */
 int kvf_json_dump(const json_t *root, FILE *f, int indent);
 
-/* Parses a whole buffer. NULL on failure, with "<what> at line L, column C" in msg. */
+/* Parses a whole buffer, refusing duplicate keys. NULL on failure, with "<what> at line L,
+ * column C" in msg, on one line (control bytes quoted from the input become '?'). */
 json_t *kvf_json_parse_text(const char *text, size_t size, char *msg, size_t msg_size);
 
 /* The keys of an object, in order, as "a, b, c" (each cut at 40 characters), into buf (always
