@@ -12,6 +12,8 @@
 
 #include "kvfuzz/oracle.h"
 #include "kvfuzz/spec.h"
+#include "../oracle/src/mp_memory.h"
+#include "../oracle/src/row_store.h"
 
 /* ---- building cases by hand ------------------------------------------------------------- */
 
@@ -773,8 +775,8 @@ static void test_seed_timing(void) {
 }
 
 /* A stop request interrupts a long oracle run within a second, on either path, and holds until
- * cleared; a cleared oracle runs normally again. The case is one sequence of 2^20 tokens
- * (several seconds of MPFR work). */
+ * cleared; a cleared oracle runs normally again. The case is one sequence of 2^19 tokens read
+ * by 128 q heads of one kv group (seconds of work on the fast path, far more on MPFR's). */
 typedef struct stop_run {
     const kvf_case *c;
     int path, rc;
@@ -815,16 +817,16 @@ static void test_stop_request_interrupts_within_a_second(void) {
     kvf_spec s;
     memset(&s, 0, sizeof s);
     kvf_recipe *rp = &s.recipe;
-    rp->num_qo_heads = 1;
+    rp->num_qo_heads = 128;
     rp->num_kv_heads = 1;
-    rp->head_dim = 8;
+    rp->head_dim = 32;
     rp->page_size = 1024;
     rp->sm_scale = 0.35f;
     rp->seed = 5;
     rp->logits = KVF_LOGITS_NEAR_TIE;
     kvf_error err = {0};
     CHECK_OK(kvf_spec_set_batch(&s, 1, &err), &err);
-    rp->num_pages[0] = 1024;
+    rp->num_pages[0] = 512;
     rp->last_page_len[0] = 1024;
     kvf_case c;
     CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
@@ -868,6 +870,59 @@ static void test_stop_request_interrupts_within_a_second(void) {
     kvf_case_free(&c);
 }
 
+/* GMP memory past a thread's cap is a flag, never an abort (oracle/src/mp_memory.h): the
+ * allocation is served from the arena (the number works), the thread is marked failed, and the
+ * next kvf__mp_begin clears the mark. What the oracle does with the mark (KVF_ENOMEM, one
+ * sentence) is the same as for memory the system refuses. */
+static void test_gmp_cap_is_a_flag(void) {
+    kvf__mp_install();
+    kvf__mp_begin((int64_t)16 << 10);
+    CHECK(!kvf__mp_failed());
+    mpfr_t x;
+    mpfr_init2(x, (mpfr_prec_t)1 << 19); /* 64 KiB of limbs, past the 16 KiB cap */
+    CHECK(kvf__mp_failed());
+    mpfr_set_ui(x, 3, MPFR_RNDN);
+    mpfr_mul_ui(x, x, 7, MPFR_RNDN);
+    CHECK(mpfr_cmp_ui(x, 21) == 0);
+    mpfr_clear(x);
+    kvf__mp_end();
+    kvf__mp_begin(0);
+    CHECK(!kvf__mp_failed());
+    kvf__mp_end();
+}
+
+/* Every hand case above again with the store limit at 0 (docs/oracle.md, "Memory"): each row
+ * streams one token per block through both paths, and must give the same verdicts: the
+ * streamed code (exact weight sums across blocks, groups of equal logits from the table of
+ * distinct dots) on ties, far groups, extreme logits, non-finite inputs and stop requests. */
+static void test_streamed_rows(void) {
+    void (*const fns[])(void) = {
+        test_stop_request_interrupts_within_a_second,
+        test_one_token,
+        test_equal_logits,
+        test_tie_to_even_down,
+        test_tie_to_even_up,
+        test_tie_exact_zero,
+        test_tie_groups,
+        test_tie_broken_by_two_far_groups,
+        test_signed_zero_from_far_group,
+        test_extreme_negative,
+        test_beyond_f32,
+        test_accumulator_overflow_flag,
+        test_empty_sequence,
+        test_precisions_agree,
+        test_gqa_grouping,
+        test_shuffled_pages,
+        test_long_double_reference,
+        test_nonfinite_inputs,
+        test_threads_agree,
+    };
+    kvf__row_store_bytes = 0;
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
+        fns[i]();
+    kvf__row_store_bytes = KVF_ORACLE_ROW_STORE_BYTES;
+}
+
 static const check_test tests[] = {
     {"stop_request_interrupts_within_a_second", test_stop_request_interrupts_within_a_second},
     {"one_token", test_one_token},
@@ -891,6 +946,8 @@ static const check_test tests[] = {
     {"invalid_case", test_invalid_case},
     {"round_bf16_double", test_round_bf16_double},
     {"seed_timing", test_seed_timing},
+    {"streamed_rows", test_streamed_rows},
+    {"gmp_cap_is_a_flag", test_gmp_cap_is_a_flag},
     {NULL, NULL},
 };
 

@@ -9,6 +9,7 @@
 #include <mpfr.h>
 
 #include "../oracle/src/fastmath.h"
+#include "../oracle/src/row_store.h"
 #include "kvfuzz/mutate.h"
 #include "kvfuzz/oracle.h"
 #include "kvfuzz/spec.h"
@@ -259,53 +260,59 @@ static void test_seed_cases(void) {
 
 /* Exact ties built on purpose: equal logits (every key equal) with v values whose mean is a
  * bf16 midpoint, an exact zero (v and -v), and near misses one value away; and two logit
- * groups whose means are both the midpoint. The fast path must hand every tie to MPFR. */
-static void test_exact_ties(void) {
-    tally t = {0};
+ * groups whose means are both the midpoint. Case k of a fixed sequence (the test's PRNG). */
+static int build_tie_case(kvf_case *c, int k) {
     kvf_limits lim;
     kvf_limits_default(&lim);
+    int64_t L = 2 + (int64_t)(rng_next() % 7);
+    kvf_error err;
+    int32_t D = 8;
+    int rc = kvf_case_alloc(c, 2, 1, D, 4, 1, (L + 3) / 4, (L + 3) / 4, &lim, &err);
+    CHECK_OK(rc, &err);
+    if (rc) return rc;
+    for (int32_t i = 0; i < (int32_t)((L + 3) / 4); i++)
+        c->kv_indices[i] = i;
+    c->kv_indptr[0] = 0;
+    c->kv_indptr[1] = (int32_t)((L + 3) / 4);
+    c->kv_last_page_len[0] = (int32_t)(L - ((L + 3) / 4 - 1) * 4);
+    c->sm_scale = 0.25f;
+    for (int32_t d = 0; d < D; d++) {
+        c->q[d] = kvf_f32_to_bf16_rne((float)(rng_unit() - 0.5));
+        c->q[D + d] = kvf_f32_to_bf16_rne((float)(rng_unit() - 0.5));
+    }
+    int two_groups = k % 4 == 3;
+    for (int64_t tk = 0; tk < L; tk++)
+        for (int32_t d = 0; d < D; d++)
+            c->k_cache[kvf_case_kv_offset(c, 0, tk, 0, d)] =
+                two_groups && tk >= 2 ? c->q[d] : (kvf_bf16)0x3F80u; /* 1.0 */
+    for (int32_t d = 0; d < D; d++) {
+        /* Column d: adjacent bf16 values a, a+ulp in pairs (mean: the midpoint), or v, -v
+         * (mean 0), or a triple that misses the midpoint. */
+        kvf_bf16 a = (kvf_bf16)(0x3C00u + (rng_next() % 0x800u));
+        if (rng_next() & 1) a |= 0x8000u;
+        kvf_bf16 a2 = (kvf_bf16)(a + 1);
+        int mode = (int)(rng_next() % 3);
+        for (int64_t tk = 0; tk < L; tk++) {
+            kvf_bf16 v;
+            if (mode == 0)
+                v = (tk & 1) ? a2 : a;
+            else if (mode == 1)
+                v = (tk & 1) ? (kvf_bf16)(a ^ 0x8000u) : a;
+            else
+                v = tk == 0 ? a2 : a;
+            if ((L & 1) && tk == L - 1 && mode != 2) v = tk & 1 ? a2 : a;
+            c->v_cache[kvf_case_kv_offset(c, 0, tk, 0, d)] = v;
+        }
+    }
+    return 0;
+}
+
+/* The fast path must hand every tie to MPFR or decide it exactly (F8). */
+static void test_exact_ties(void) {
+    tally t = {0};
     for (int k = 0; k < 400; k++) {
-        int64_t L = 2 + (int64_t)(rng_next() % 7);
         kvf_case c;
-        kvf_error err;
-        int32_t D = 8;
-        int rc = kvf_case_alloc(&c, 2, 1, D, 4, 1, (L + 3) / 4, (L + 3) / 4, &lim, &err);
-        CHECK_OK(rc, &err);
-        if (rc) return;
-        for (int32_t i = 0; i < (int32_t)((L + 3) / 4); i++)
-            c.kv_indices[i] = i;
-        c.kv_indptr[0] = 0;
-        c.kv_indptr[1] = (int32_t)((L + 3) / 4);
-        c.kv_last_page_len[0] = (int32_t)(L - ((L + 3) / 4 - 1) * 4);
-        c.sm_scale = 0.25f;
-        for (int32_t d = 0; d < D; d++) {
-            c.q[d] = kvf_f32_to_bf16_rne((float)(rng_unit() - 0.5));
-            c.q[D + d] = kvf_f32_to_bf16_rne((float)(rng_unit() - 0.5));
-        }
-        int two_groups = k % 4 == 3;
-        for (int64_t tk = 0; tk < L; tk++)
-            for (int32_t d = 0; d < D; d++)
-                c.k_cache[kvf_case_kv_offset(&c, 0, tk, 0, d)] =
-                    two_groups && tk >= 2 ? c.q[d] : (kvf_bf16)0x3F80u; /* 1.0 */
-        for (int32_t d = 0; d < D; d++) {
-            /* Column d: adjacent bf16 values a, a+ulp in pairs (mean: the midpoint), or v, -v
-             * (mean 0), or a triple that misses the midpoint. */
-            kvf_bf16 a = (kvf_bf16)(0x3C00u + (rng_next() % 0x800u));
-            if (rng_next() & 1) a |= 0x8000u;
-            kvf_bf16 a2 = (kvf_bf16)(a + 1);
-            int mode = (int)(rng_next() % 3);
-            for (int64_t tk = 0; tk < L; tk++) {
-                kvf_bf16 v;
-                if (mode == 0)
-                    v = (tk & 1) ? a2 : a;
-                else if (mode == 1)
-                    v = (tk & 1) ? (kvf_bf16)(a ^ 0x8000u) : a;
-                else
-                    v = tk == 0 ? a2 : a;
-                if ((L & 1) && tk == L - 1 && mode != 2) v = tk & 1 ? a2 : a;
-                c.v_cache[kvf_case_kv_offset(&c, 0, tk, 0, d)] = v;
-            }
-        }
+        if (build_tie_case(&c, k)) return;
         compare(&c, "tie case", &t);
         kvf_case_free(&c);
     }
@@ -314,11 +321,11 @@ static void test_exact_ties(void) {
     CHECK(t.fast_rows > 100); /* decided exactly without MPFR (F8) */
 }
 
-/* 10^5 generated cases, small enough for the MPFR path to keep up: every strategy, logit shape
- * and distribution of kvf_spec_random, seeds 1..100000. */
-static void test_generated(void) {
-    const char *env = getenv("KVF_FAST_CASES");
-    long n = env ? atol(env) : 100000;
+/* A generated case small enough for the MPFR path to keep up: kvf_spec_random at `seed` with
+ * at most 2 sequences of 2 pages and 8 tokens, fitted to small shapes as the campaign fits a
+ * spec into its budget (small pools keep generation cheap). Nonzero when the seed gives no
+ * case. */
+static int small_random_case(kvf_case *c, uint64_t seed, kvf_error *err) {
     kvf_random_opts ro;
     kvf_random_opts_default(&ro);
     ro.max_batch = 2;
@@ -326,8 +333,6 @@ static void test_generated(void) {
     ro.max_tokens = 8;
     ro.max_work = 8 * 2 * 64;
     ro.allow_high_ids = 0; /* sparse pools past 65535 pages: generation time, nothing new here */
-    /* Shapes shrunk further, as the campaign fits a spec into its budget: small pools keep
-     * generation cheap, and the MPFR path must run every case too. */
     kvf_mutate_limits ml;
     kvf_mutate_limits_default(&ml);
     ml.max_page_size = 16;
@@ -337,17 +342,25 @@ static void test_generated(void) {
     ml.max_pool_elems = 4096;
     kvf_limits lim;
     kvf_limits_default(&lim);
+    kvf_spec s;
+    if (kvf_spec_random(&s, seed, &ro, err)) return 1;
+    kvf_spec_fit(&s, &ml);
+    int rc = kvf_case_build(c, &s, &lim, err);
+    kvf_spec_free(&s);
+    return rc;
+}
+
+/* 10^5 generated cases, small enough for the MPFR path to keep up: every strategy, logit shape
+ * and distribution of kvf_spec_random, seeds 1..100000. */
+static void test_generated(void) {
+    const char *env = getenv("KVF_FAST_CASES");
+    long n = env ? atol(env) : 100000;
     tally t = {0};
     long built = 0;
     for (uint64_t seed = 1; built < n; seed++) {
-        kvf_spec s;
         kvf_case c;
         kvf_error err;
-        if (kvf_spec_random(&s, seed, &ro, &err)) continue;
-        kvf_spec_fit(&s, &ml);
-        int rc = kvf_case_build(&c, &s, &lim, &err);
-        kvf_spec_free(&s);
-        if (rc) continue;
+        if (small_random_case(&c, seed, &err)) continue;
         built++;
         char what[64];
         snprintf(what, sizeof what, "seed %llu", (unsigned long long)seed);
@@ -400,11 +413,95 @@ static void test_threads_agree(void) {
     kvf_case_free(&c);
 }
 
+/* Streamed rows (docs/oracle.md, "Memory"): with the store limit lowered so that rows stream in
+ * blocks of one and of three tokens, the MPFR path must give exactly the bits it gives on
+ * stored rows (every output array, byte for byte: the same exact sums, rounded once), and the
+ * fast path must still agree with it as compare() demands. The cases: the seeds, the
+ * constructed ties (groups of equal logits on streamed rows) and generated cases. */
+static void check_streamed(const kvf_case *c, const char *what, tally *t) {
+    const int64_t limits[] = {0, 3 * KVF_ORACLE_MPFR_TOKEN_BYTES};
+    kvf_oracle_result ref;
+    if (run_path(&ref, c, KVF_ORACLE_MPFR)) return;
+    size_t no = (size_t)kvf_case_o_elems(c), nl = (size_t)kvf_case_lse_elems(c);
+    for (size_t k = 0; k < sizeof limits / sizeof limits[0]; k++) {
+        kvf__row_store_bytes = limits[k];
+        kvf_oracle_result m;
+        if (run_path(&m, c, KVF_ORACLE_MPFR) == 0) {
+            int same = memcmp(ref.o_rounded, m.o_rounded, no * 2) == 0 &&
+                       memcmp(ref.o_exact, m.o_exact, no * 8) == 0 &&
+                       memcmp(ref.o_cond, m.o_cond, no * 8) == 0 &&
+                       memcmp(ref.lse_rounded, m.lse_rounded, nl * 4) == 0 &&
+                       memcmp(ref.lse_exact, m.lse_exact, nl * 8) == 0 &&
+                       memcmp(ref.rows, m.rows, nl * sizeof(kvf_oracle_row)) == 0 &&
+                       ref.exact_ties == m.exact_ties;
+            if (!same)
+                CHECK_FAIL_AT("%s: streamed MPFR (limit %lld) differs from stored", what,
+                              (long long)limits[k]);
+            kvf_oracle_result_free(&m);
+        }
+        compare(c, what, t);
+    }
+    kvf__row_store_bytes = KVF_ORACLE_ROW_STORE_BYTES;
+    kvf_oracle_result_free(&ref);
+}
+
+static void test_streamed(void) {
+    tally t = {0};
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    const char *src = getenv("KVF_SOURCE_DIR");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/corpus/seeds", src ? src : ".");
+    DIR *dh = opendir(dir);
+    CHECK(dh != NULL);
+    struct dirent *de;
+    while (dh && (de = readdir(dh))) {
+        size_t n = strlen(de->d_name);
+        if (n < 5 || strcmp(de->d_name + n - 5, ".kvfz") != 0) continue;
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        kvf_case c;
+        kvf_error err;
+        int rc = kvf_case_load(path, NULL, &c, &lim, &err);
+        CHECK_OK(rc, &err);
+        if (rc) continue;
+        /* The long seeds take the MPFR path a second each per pass: only the shorter ones. */
+        if (kvf_case_max_seq_len(&c) <= 4096) check_streamed(&c, de->d_name, &t);
+        kvf_case_free(&c);
+    }
+    if (dh) closedir(dh);
+    for (int k = 0; k < 100; k++) {
+        kvf_case c;
+        build_tie_case(&c, k);
+        check_streamed(&c, "tie case", &t);
+        kvf_case_free(&c);
+    }
+    long built = 0;
+    for (uint64_t seed = 1; built < 2000; seed++) {
+        kvf_case c;
+        kvf_error err;
+        if (small_random_case(&c, seed, &err)) continue;
+        built++;
+        char what[64];
+        snprintf(what, sizeof what, "seed %llu", (unsigned long long)seed);
+        check_streamed(&c, what, &t);
+        kvf_case_free(&c);
+    }
+    print_tally("streamed", &t);
+    CHECK(t.ties > 50);
+    CHECK(t.fallback_rows > 0); /* F8 on a streamed row goes to MPFR */
+}
+
 static const check_test tests[] = {
-    {"threads_agree", test_threads_agree}, {"exp_bound", test_exp_bound},
-    {"log_bound", test_log_bound},         {"bf16_rounding", test_bf16_rounding},
-    {"seed_cases", test_seed_cases},       {"exact_ties", test_exact_ties},
-    {"generated", test_generated},         {NULL, NULL},
+    {"threads_agree", test_threads_agree},
+    {"exp_bound", test_exp_bound},
+    {"log_bound", test_log_bound},
+    {"bf16_rounding", test_bf16_rounding},
+    {"seed_cases", test_seed_cases},
+    {"exact_ties", test_exact_ties},
+    {"generated", test_generated},
+    {"streamed", test_streamed},
+    {NULL, NULL},
 };
 
 CHECK_MAIN(tests)

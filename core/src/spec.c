@@ -164,7 +164,7 @@ void kvf_recipe_cost(const kvf_recipe *rp, kvf_case_cost *out) {
     int64_t tensors = elems * 2 + (entries + 3 * b + 1) * 4 + pages * page_bytes * 2;
     out->tensor_bytes = 2 * tensors;
     out->oracle_bytes = elems * KVF_ORACLE_ELEM_BYTES + rows * KVF_ORACLE_ROW_BYTES +
-                        longest * KVF_ORACLE_TOKEN_BYTES(g) + d * 256;
+                        KVF_ORACLE_THREAD_BYTES(longest, g) + d * 256;
     out->kernel_bytes = 2 * (elems * 2 + rows * 4) + elems * 8 + longest * 16;
     out->memory_bytes = out->tensor_bytes + out->oracle_bytes + out->kernel_bytes;
     out->work = hq * (tokens * (d + 64) + b * d);

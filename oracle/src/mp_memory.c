@@ -11,7 +11,8 @@
  *   - the oracle polls the mark at least once per token of every loop that allocates through
  *     MPFR (mpfr_init2, mpfr_set_prec, mpfr_exp's temporaries), so after the first failure a
  *     thread makes at most one more MPFR call's worth of allocations: a few times the working
- *     precision (at most 2^19 bits, i.e. 64 KiB per number) per variable. The arena holds
+ *     precision (at most 2^19 bits, i.e. 64 KiB per number; the exact weight sum of a streamed
+ *     row, at most 2^21 bits) per variable. The arena holds
  *     16 MiB, far more than that for every thread of a row set; it is handed out under a lock
  *     and reset when its last block is freed.
  * Only if the arena itself runs out (never, with the polls in place) does the process stop,

@@ -73,6 +73,7 @@
 #include "kvfuzz/spec.h"
 #include "mp_memory.h"
 #include "oracle_fast.h"
+#include "row_store.h"
 
 #define DOT_SHIFT 266      /* every bf16*bf16 product is a multiple of 2^-266 */
 #define DOT_DIGITS 20      /* 640-bit two's complement digits hold |dot| * 2^266 < 2^553 */
@@ -87,6 +88,8 @@
 #define MAX_ROW_TOKENS ((int64_t)1 << 28)
 
 #define M32 UINT64_C(0xFFFFFFFF)
+
+int64_t kvf__row_store_bytes = KVF_ORACLE_ROW_STORE_BYTES;
 
 static atomic_int default_path = KVF_ORACLE_FAST;
 
@@ -289,35 +292,61 @@ static void digits_to_mpfr(mpfr_ptr x, uint32_t *dig, size_t n, long exp2, mpz_p
 /* ---- the per-thread workspace --------------------------------------------------------------- */
 
 typedef struct tok_key {
-    const uint32_t *dig; /* the token's dot digits */
+    const uint32_t *dig; /* the token's (or the group's) dot digits */
     int64_t t;
 } tok_key;
 
 enum { COL_NONZERO = 1, COL_NAN = 2, COL_PINF = 4, COL_NINF = 8 };
 
+/* Bytes a group of equal logits takes on a streamed row (its digits, delta, sums, hash slots,
+ * bookkeeping), for the memory budget of boundary tests. */
+#define GROUP_BYTES 768
+
 typedef struct ws {
-    /* per token */
-    int64_t cap;
+    /* Per token of the current block. A stored row (row_store.h) is one block, filled once;
+     * a streamed row is cut into blocks of `bt` tokens whose values each pass recomputes. */
+    int64_t cap; /* initialised token slots */
+    int stored;
+    int64_t bt;          /* tokens per block */
+    int64_t blk0;        /* first token of the block in the arrays; -1: none */
+    long blk_p;          /* precision of its weights; 0: none */
     uint32_t *dots;      /* [cap][DOT_DIGITS] exact dot * 2^266, two's complement */
     int64_t *kvoff;      /* [cap] element offset of (token, kv head, d = 0) */
     mpfr_t *delta;       /* [cap] s_t - m, exact (LOGIT_PREC) */
     unsigned char *negl; /* [cap] delta < -2^20 */
     mpfr_t *w;           /* [cap] RN_p(e^delta) */
-    mpfr_ptr *ptrs;      /* [cap] operand lists for mpfr_sum */
+    mpfr_ptr *ptrs;      /* [cap + 1] operand lists for mpfr_sum */
     long *wexp;          /* [cap] w = (chunks) * 2^wexp */
     double *wup;         /* [cap] w rounded up to double */
     uint32_t *chunks;    /* [cap][nc] w's significand in 32-bit chunks, least significant first */
     size_t chunks_cap;
-    /* tokens grouped by exact logit (built on demand for boundary tests) */
-    tok_key *keys;   /* [cap] sorted by logit, highest first */
-    int64_t *gstart; /* [cap + 1] group j = keys[gstart[j] .. gstart[j+1]) */
-    mpfr_t *gsum;    /* [cap] S_j (GROUP_SUM_PREC) */
-    mpfr_t *gterm;   /* [cap] e^(s_j - s_j0) * S_j */
-    mpfr_t *gexp;    /* [cap] RN_q(e^(s_j - s_a)), cached across columns for one (a, q) */
-    long *gstamp;    /* [cap] gexp[j] valid when == gepoch; -gepoch: negligible group */
+    uint32_t dref[DOT_DIGITS]; /* the reference token's dot */
+
+    /* Groups of equal exact logit, built on demand for boundary tests: from the stored tokens
+     * (one key per token), or, on a streamed row, from a table of the distinct dots. */
+    int64_t gcap;    /* initialised group slots */
+    tok_key *keys;   /* sorted by logit, highest first */
+    int64_t *gstart; /* [gcap + 1] group j = keys[gstart[j] .. gstart[j+1]) */
+    mpfr_ptr *gdel;  /* [gcap] delta of group j */
+    mpfr_t *gsum;    /* [gcap] S_j (GROUP_SUM_PREC) */
+    mpfr_t *gterm;   /* [gcap] e^(s_j - s_j0) * S_j */
+    mpfr_t *gexp;    /* [gcap] RN_q(e^(s_j - s_a)), cached across columns for one (a, q) */
+    long *gstamp;    /* [gcap] gexp[j] valid when == gepoch; -gepoch: negligible group */
     long gepoch, gcache_q;
     int64_t ngroups, gcache_a;
     int groups_ready;
+    /* streamed rows: distinct dots in order of appearance, and a hash table over them */
+    int64_t dcount_cap;
+    uint32_t *ddig;  /* [n][DOT_DIGITS] */
+    int64_t *dcount; /* [n] tokens with that dot */
+    int64_t *drank;  /* [n] its group */
+    mpfr_t *ddelta;  /* [n] its delta (LOGIT_PREC) */
+    int64_t ndelta;  /* initialised ddelta slots */
+    int64_t *dhash;  /* [dhash_cap] index + 1, 0: empty */
+    size_t dhash_cap;
+    int64_t mem_budget; /* bytes: the groups' table stays within a quarter of it */
+    /* streamed rows: the exact sum of the weights (section 2 of docs/oracle.md) */
+    mpfr_t zacc, ztmp;
 
     /* per column */
     int32_t dcap;
@@ -351,7 +380,8 @@ typedef struct counters {
     {                                                                                              \
         (s)->m, (s)->smf, (s)->zsum, (s)->rsum, (s)->nhat, (s)->ohat, (s)->chat, (s)->bound,       \
             (s)->t1, (s)->t2, (s)->lo, (s)->hi, (s)->eta, (s)->beta, (s)->scratch, (s)->ln2,       \
-            (s)->lse_l, (s)->lse_y, (s)->lam, (s)->gd, (s)->tsum, (s)->absum, (s)->neglsum         \
+            (s)->lse_l, (s)->lse_y, (s)->lam, (s)->gd, (s)->tsum, (s)->absum, (s)->neglsum,        \
+            (s)->zacc, (s)->ztmp                                                                   \
     }
 
 static void ws_init(ws *s) {
@@ -364,44 +394,28 @@ static void ws_init(ws *s) {
     mpfr_set_prec(s->smf, 24);
     mpfr_set_prec(s->gd, LOGIT_PREC);
     mpfr_set_ui_2exp(s->eta, 1, -(1L << NEGL_LOG2), MPFR_RNDN);
+    s->blk0 = -1;
 }
 
 static void ws_free(ws *s) {
     for (int64_t i = 0; i < s->cap; i++) {
         mpfr_clear(s->delta[i]);
         mpfr_clear(s->w[i]);
+    }
+    for (int64_t i = 0; i < s->gcap; i++) {
         mpfr_clear(s->gsum[i]);
         mpfr_clear(s->gterm[i]);
         mpfr_clear(s->gexp[i]);
     }
-    free(s->dots);
-    free(s->kvoff);
-    free(s->delta);
-    free(s->negl);
-    free(s->w);
-    free(s->ptrs);
-    free(s->wexp);
-    free(s->wup);
-    free(s->chunks);
-    free(s->keys);
-    free(s->gstart);
-    free(s->gsum);
-    free(s->gterm);
-    free(s->gexp);
-    free(s->gstamp);
-    free(s->qm);
-    free(s->qe);
-    free(s->qneg);
-    free(s->qabs);
-    free(s->colstate);
-    free(s->colmag);
-    free(s->list);
-    free(s->araw);
-    free(s->aup);
-    free(s->fexp);
-    free(s->ntrunc);
-    free(s->acc);
-    free(s->digbuf);
+    for (int64_t i = 0; i < s->ndelta; i++)
+        mpfr_clear(s->ddelta[i]);
+    void *blocks[] = {s->dots, s->kvoff,  s->delta, s->negl,   s->w,        s->ptrs,   s->wexp,
+                      s->wup,  s->chunks, s->keys,  s->gstart, s->gdel,     s->gsum,   s->gterm,
+                      s->gexp, s->gstamp, s->ddig,  s->dcount, s->drank,    s->ddelta, s->dhash,
+                      s->qm,   s->qe,     s->qneg,  s->qabs,   s->colstate, s->colmag, s->list,
+                      s->araw, s->aup,    s->fexp,  s->ntrunc, s->acc,      s->digbuf};
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
+        free(blocks[i]);
     mpz_clear(s->z);
     mpfr_ptr scalars[] = WS_SCALARS(s);
     for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++)
@@ -422,11 +436,17 @@ static void *grow(void *old, size_t elems, size_t size, int *fail) {
 #define RESERVE(ptr, cap, n, fail)                                                                 \
     ((n) <= (cap) ? 0 : (GROW(ptr, n, fail), *(fail) ? 1 : ((cap) = (n), 0)))
 
-static int ws_reserve_tokens(ws *s, int64_t n) {
-    if (n <= s->cap) return 0;
-    int64_t cap = s->cap ? s->cap : 64;
+static int64_t grown_cap(int64_t cap, int64_t n) {
+    cap = cap ? cap : 64;
     while (cap < n)
         cap *= 2;
+    return cap;
+}
+
+/* Token slots for n tokens (a block). */
+static int ws_reserve_tokens(ws *s, int64_t n) {
+    if (n <= s->cap) return 0;
+    int64_t cap = grown_cap(s->cap, n);
     size_t c = (size_t)cap;
     int fail = 0;
     GROW(s->dots, c * DOT_DIGITS, &fail);
@@ -437,12 +457,6 @@ static int ws_reserve_tokens(ws *s, int64_t n) {
     GROW(s->ptrs, c + 1, &fail);
     GROW(s->wexp, c, &fail);
     GROW(s->wup, c, &fail);
-    GROW(s->keys, c, &fail);
-    GROW(s->gstart, c + 1, &fail);
-    GROW(s->gsum, c, &fail);
-    GROW(s->gterm, c, &fail);
-    GROW(s->gexp, c, &fail);
-    GROW(s->gstamp, c, &fail);
     if (fail) return KVF_ENOMEM; /* arrays may have grown; cap still counts the initialised */
     /* s->cap counts the initialised slots as they come, so a stop or a failed GMP allocation
      * part way leaves a workspace that ws_free releases exactly. */
@@ -450,13 +464,33 @@ static int ws_reserve_tokens(ws *s, int64_t n) {
         if (kvf__oracle_halted()) return KVF_EINTR;
         mpfr_init2(s->delta[i], LOGIT_PREC);
         mpfr_init2(s->w[i], MIN_WORK_PREC);
+        s->cap = i + 1;
+    }
+    return 0;
+}
+
+/* Group slots for n groups (keys: n as well). */
+static int ws_reserve_groups(ws *s, int64_t n) {
+    if (n <= s->gcap) return 0;
+    int64_t cap = grown_cap(s->gcap, n);
+    size_t c = (size_t)cap;
+    int fail = 0;
+    GROW(s->keys, c, &fail);
+    GROW(s->gstart, c + 1, &fail);
+    GROW(s->gdel, c, &fail);
+    GROW(s->gsum, c, &fail);
+    GROW(s->gterm, c, &fail);
+    GROW(s->gexp, c, &fail);
+    GROW(s->gstamp, c, &fail);
+    if (fail) return KVF_ENOMEM;
+    for (int64_t i = s->gcap; i < cap; i++) {
+        if (kvf__oracle_halted()) return KVF_EINTR;
         mpfr_init2(s->gsum[i], GROUP_SUM_PREC);
         mpfr_init2(s->gterm[i], GROUP_SUM_PREC);
         mpfr_init2(s->gexp[i], MIN_WORK_PREC);
         s->gstamp[i] = 0;
-        s->cap = i + 1;
+        s->gcap = i + 1;
     }
-    s->cap = cap;
     return 0;
 }
 
@@ -563,26 +597,289 @@ static int cmp_dot_asc(const void *a, const void *b) {
     return c ? c : (x->t < y->t ? -1 : x->t > y->t);
 }
 
-/* Tokens sorted by logit, highest first, and cut into groups of equal (exact) logit. */
-static void ensure_groups(ws *s, const row *r) {
-    if (s->groups_ready) return;
-    for (int64_t t = 0; t < r->L; t++) {
-        s->keys[t].dig = s->dots + (size_t)t * DOT_DIGITS;
-        s->keys[t].t = t;
+/* ---- blocks of tokens ---------------------------------------------------------------------- */
+
+/* Kv offsets and exact dots of tokens [t0, t1) into the block arrays (index t - t0). Returns 1
+ * if a key row holds a non-finite value; raises *abs_max to the largest sum_d |q_d k_td|. Stops
+ * early (the caller sees kvf__oracle_halted()) on a stop request. */
+static int block_dots(ws *s, const row *r, int64_t t0, int64_t t1, double *abs_max) {
+    const kvf_case *c = r->c;
+    int bad = 0;
+    for (int64_t t = t0; t < t1; t++) {
+        /* Polled every 256 tokens in the loops without MPFR calls (a stop must take effect
+         * within a second however long the row is), every token in the others. */
+        if (!(t & 255) && kvf__oracle_halted()) break;
+        int64_t i = t - t0;
+        s->kvoff[i] = kvf_case_kv_offset(c, r->b, t, r->g, 0);
+        double asum;
+        bad |= dot_accumulate(s, r->D, c->k_cache + s->kvoff[i], s->dots + (size_t)i * DOT_DIGITS,
+                              &asum);
+        if (asum > *abs_max) *abs_max = asum;
     }
+    return bad;
+}
+
+/* delta_t = sm * (dot_t - dot_ref) * 2^-266, exact, and the negligible flags, for the block's n
+ * tokens; returns how many are negligible. */
+static int64_t block_deltas(ws *s, const row *r, int64_t n) {
+    uint32_t tmp[DOT_DIGITS];
+    int64_t nneg = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (kvf__oracle_halted()) break;
+        digits_sub(tmp, s->dots + (size_t)i * DOT_DIGITS, s->dref, DOT_DIGITS);
+        if (r->sm_sign == 0 || digits_is_zero(tmp, DOT_DIGITS)) {
+            mpfr_set_ui(s->delta[i], 0, MPFR_RNDN);
+        } else {
+            digits_to_mpfr(s->delta[i], tmp, DOT_DIGITS, -DOT_SHIFT, s->z);
+            mpfr_mul(s->delta[i], s->delta[i], s->smf, MPFR_RNDN);
+        }
+        s->negl[i] = mpfr_cmp_si_2exp(s->delta[i], -1, NEGL_LOG2) < 0;
+        nneg += s->negl[i];
+    }
+    return nneg;
+}
+
+/* Weights at precision p for the block's n tokens: w_t, their 32-bit chunks, an upper double. */
+static int block_weights(ws *s, int64_t n, long p) {
+    size_t nc = (size_t)(p + 31) / 32;
+    int fail = 0;
+    if (RESERVE(s->chunks, s->chunks_cap, (size_t)n * nc, &fail)) return KVF_ENOMEM;
+    for (int64_t i = 0; i < n; i++) {
+        if (kvf__oracle_halted()) return KVF_EINTR;
+        if (s->negl[i]) {
+            s->wup[i] = 0;
+            continue;
+        }
+        mpfr_ptr w = s->w[i];
+        mpfr_set_prec(w, p);
+        mpfr_exp(w, s->delta[i], MPFR_RNDN);
+        s->wexp[i] = (long)mpfr_get_z_2exp(s->z, w);
+        uint32_t *ch = s->chunks + (size_t)i * nc;
+        size_t cnt = 0;
+        mpz_export(ch, &cnt, -1, sizeof(uint32_t), 0, 0, s->z);
+        for (size_t k = cnt; k < nc; k++)
+            ch[k] = 0;
+        s->wup[i] = mpfr_get_d(w, MPFR_RNDU);
+    }
+    return 0;
+}
+
+/* Makes the block arrays hold tokens [t0, t0 + bt) of the row (fewer at its end), with weights
+ * at precision p (p = 0: none needed); *n is the block's length. A stored row is one block
+ * whose dots and deltas row_compute filled once, so only the weights of a new precision are
+ * computed; a streamed row recomputes the block: the same integer and MPFR operations, so the
+ * same values in every pass. */
+static int block_at(ws *s, const row *r, int64_t t0, long p, int64_t *n) {
+    *n = r->L - t0 < s->bt ? r->L - t0 : s->bt;
+    if (s->blk0 != t0) {
+        double unused = 0;
+        (void)block_dots(s, r, t0, t0 + *n, &unused);
+        (void)block_deltas(s, r, *n);
+        s->blk0 = t0;
+        s->blk_p = 0;
+        if (kvf__oracle_halted()) return KVF_EINTR;
+    }
+    if (p && s->blk_p != p) {
+        int rc = block_weights(s, *n, p);
+        if (rc) return rc;
+        s->blk_p = p;
+    }
+    return 0;
+}
+
+/* ---- groups of equal logits --------------------------------------------------------------- */
+
+static uint64_t digits_hash(const uint32_t *dig) {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < DOT_DIGITS; i++) {
+        h ^= dig[i];
+        h *= 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* The index of a distinct dot on a streamed row, added if new (add set); -1 when it is not there
+ * (add clear), -2 when adding would pass the table's memory (the caller says why), -3 when the
+ * system refuses memory. */
+static int64_t distinct_find(ws *s, const uint32_t *dig, int add, int64_t *ndist) {
+    if (add && (size_t)(*ndist + 1) * 2 > s->dhash_cap) {
+        size_t cap = s->dhash_cap ? s->dhash_cap * 2 : 1024;
+        int64_t *h = calloc(cap, sizeof *h);
+        if (!h) return -3;
+        for (int64_t i = 0; i < *ndist; i++) {
+            size_t k = (size_t)digits_hash(s->ddig + (size_t)i * DOT_DIGITS) & (cap - 1);
+            while (h[k])
+                k = (k + 1) & (cap - 1);
+            h[k] = i + 1;
+        }
+        free(s->dhash);
+        s->dhash = h;
+        s->dhash_cap = cap;
+    }
+    if (!s->dhash_cap) return -1;
+    size_t k = (size_t)digits_hash(dig) & (s->dhash_cap - 1);
+    for (; s->dhash[k]; k = (k + 1) & (s->dhash_cap - 1)) {
+        int64_t i = s->dhash[k] - 1;
+        if (memcmp(s->ddig + (size_t)i * DOT_DIGITS, dig, DOT_DIGITS * sizeof *dig) == 0) return i;
+    }
+    if (!add) return -1;
+    int64_t limit = s->mem_budget > 0 ? s->mem_budget / 4 / GROUP_BYTES : INT64_MAX;
+    if (*ndist >= limit) return -2;
+    if (*ndist >= s->dcount_cap) {
+        int64_t cap = grown_cap(s->dcount_cap, *ndist + 1);
+        int fail = 0;
+        GROW(s->ddig, (size_t)cap * DOT_DIGITS, &fail);
+        GROW(s->dcount, (size_t)cap, &fail);
+        GROW(s->drank, (size_t)cap, &fail);
+        if (fail) return -3;
+        s->dcount_cap = cap;
+    }
+    int64_t i = (*ndist)++;
+    memcpy(s->ddig + (size_t)i * DOT_DIGITS, dig, DOT_DIGITS * sizeof *dig);
+    s->dcount[i] = 0;
+    s->dhash[k] = i + 1;
+    return i;
+}
+
+/* Groups of equal exact logit, highest first (gstart, gdel). A stored row sorts its tokens. A
+ * streamed row collects its distinct dots in one pass over its tokens, in a table kept within a
+ * quarter of the memory budget (GROUP_BYTES per distinct dot), and sorts those: each group is
+ * then one key, with its token count in dcount. */
+static int ensure_groups(ws *s, const row *r, int32_t d, kvf_error *err) {
+    if (s->groups_ready) return 0;
     s->ngroups = 0;
-    if (r->sm_sign == 0) {
-        s->gstart[s->ngroups++] = 0; /* sm_scale = 0: all logits are 0 */
+    if (s->stored) {
+        if (ws_reserve_groups(s, r->L)) {
+            if (kvf__oracle_halted()) return halt_error(err);
+            return kvf_error_set(err, KVF_ENOMEM, "oracle: out of memory");
+        }
+        for (int64_t t = 0; t < r->L; t++) {
+            s->keys[t].dig = s->dots + (size_t)t * DOT_DIGITS;
+            s->keys[t].t = t;
+        }
+        if (r->sm_sign == 0) {
+            s->gstart[s->ngroups++] = 0; /* sm_scale = 0: all logits are 0 */
+        } else {
+            qsort(s->keys, (size_t)r->L, sizeof(tok_key),
+                  r->sm_sign > 0 ? cmp_dot_desc : cmp_dot_asc);
+            for (int64_t i = 0; i < r->L; i++)
+                if (i == 0 || digits_cmp(s->keys[i].dig, s->keys[i - 1].dig, DOT_DIGITS) != 0)
+                    s->gstart[s->ngroups++] = i;
+        }
+        s->gstart[s->ngroups] = r->L;
+        for (int64_t j = 0; j < s->ngroups; j++)
+            s->gdel[j] = s->delta[s->keys[s->gstart[j]].t];
     } else {
-        qsort(s->keys, (size_t)r->L, sizeof(tok_key), r->sm_sign > 0 ? cmp_dot_desc : cmp_dot_asc);
-        for (int64_t i = 0; i < r->L; i++)
-            if (i == 0 || digits_cmp(s->keys[i].dig, s->keys[i - 1].dig, DOT_DIGITS) != 0)
-                s->gstart[s->ngroups++] = i;
+        int64_t nd = 0;
+        if (s->dhash_cap) memset(s->dhash, 0, s->dhash_cap * sizeof *s->dhash);
+        uint32_t zero[DOT_DIGITS] = {0};
+        if (r->sm_sign == 0) { /* sm_scale = 0: all logits are 0, one group of every token */
+            (void)distinct_find(s, zero, 1, &nd);
+            if (nd == 1) s->dcount[0] = r->L;
+        } else {
+            for (int64_t t0 = 0; t0 < r->L && nd >= 0; t0 += s->bt) {
+                int64_t n = r->L - t0 < s->bt ? r->L - t0 : s->bt;
+                double unused = 0;
+                (void)block_dots(s, r, t0, t0 + n, &unused);
+                s->blk0 = -1; /* the block's deltas and weights are gone */
+                for (int64_t i = 0; i < n; i++) {
+                    int64_t k = distinct_find(s, s->dots + (size_t)i * DOT_DIGITS, 1, &nd);
+                    if (k == -2)
+                        return kvf_error_set(
+                            err, KVF_ELIMIT,
+                            "oracle: o[%d][%d][%d] lies on a rounding boundary of a row of %lld "
+                            "tokens with more than %lld distinct logits, and deciding it exactly "
+                            "would pass the memory budget (KVF_MAX_MEMORY_MIB)",
+                            (int)r->b, (int)r->h, (int)d, (long long)r->L, (long long)nd);
+                    if (k < 0) return kvf_error_set(err, KVF_ENOMEM, "oracle: out of memory");
+                    s->dcount[k]++;
+                }
+            }
+        }
+        if (kvf__oracle_halted()) return halt_error(err);
+        if (nd < 1 || ws_reserve_groups(s, nd))
+            return kvf__oracle_halted() ? halt_error(err)
+                                        : kvf_error_set(err, KVF_ENOMEM, "oracle: out of memory");
+        int fail = 0;
+        GROW(s->ddelta, (size_t)(nd > s->ndelta ? nd : s->ndelta), &fail);
+        if (fail) return kvf_error_set(err, KVF_ENOMEM, "oracle: out of memory");
+        for (; s->ndelta < nd; s->ndelta++)
+            mpfr_init2(s->ddelta[s->ndelta], LOGIT_PREC);
+        uint32_t tmp[DOT_DIGITS];
+        for (int64_t i = 0; i < nd; i++) {
+            const uint32_t *dig = s->ddig + (size_t)i * DOT_DIGITS;
+            digits_sub(tmp, dig, s->dref, DOT_DIGITS);
+            if (r->sm_sign == 0 || digits_is_zero(tmp, DOT_DIGITS)) {
+                mpfr_set_ui(s->ddelta[i], 0, MPFR_RNDN);
+            } else {
+                digits_to_mpfr(s->ddelta[i], tmp, DOT_DIGITS, -DOT_SHIFT, s->z);
+                mpfr_mul(s->ddelta[i], s->ddelta[i], s->smf, MPFR_RNDN);
+            }
+            s->keys[i].dig = dig;
+            s->keys[i].t = i;
+        }
+        if (r->sm_sign != 0)
+            qsort(s->keys, (size_t)nd, sizeof(tok_key),
+                  r->sm_sign > 0 ? cmp_dot_desc : cmp_dot_asc);
+        for (int64_t j = 0; j < nd; j++) {
+            s->gstart[j] = j;
+            s->drank[s->keys[j].t] = j;
+            s->gdel[j] = s->ddelta[s->keys[j].t];
+        }
+        s->gstart[nd] = nd;
+        s->ngroups = nd;
     }
-    s->gstart[s->ngroups] = r->L;
     s->groups_ready = 1;
     s->gepoch++; /* exponentials cached for an earlier row are stale */
     s->gcache_a = -1;
+    return 0;
+}
+
+/* S_j = sum over group j of (v_td - beta), exactly, for every group: partial sums are multiples
+ * of 2^-134 of magnitude < 2^28 * 2^129, i.e. fewer than 300 significant bits, and
+ * GROUP_SUM_PREC = 320. A streamed row finds each token's group through the table of distinct
+ * dots, in one more pass over its tokens. */
+static int group_sums(ws *s, const row *r, int32_t d, mpfr_srcptr beta, kvf_error *err) {
+    for (int64_t j = 0; j < s->ngroups; j++)
+        mpfr_set_ui(s->gsum[j], 0, MPFR_RNDN);
+    if (s->stored) {
+        for (int64_t j = 0; j < s->ngroups; j++) {
+            if (kvf__oracle_halted()) return halt_error(err);
+            for (int64_t i = s->gstart[j]; i < s->gstart[j + 1]; i++) {
+                kvf_bf16 vb = row_v(r, s->kvoff[s->keys[i].t])[d];
+                mpfr_add_d(s->gsum[j], s->gsum[j], (double)kvf_bf16_to_f32(vb), MPFR_RNDN);
+            }
+        }
+    } else {
+        for (int64_t t0 = 0; t0 < r->L; t0 += s->bt) {
+            int64_t n = r->L - t0 < s->bt ? r->L - t0 : s->bt;
+            double unused = 0;
+            if (r->sm_sign != 0) (void)block_dots(s, r, t0, t0 + n, &unused);
+            s->blk0 = -1;
+            if (kvf__oracle_halted()) return halt_error(err);
+            for (int64_t i = 0; i < n; i++) {
+                int64_t j = 0, k = 0;
+                if (r->sm_sign != 0) {
+                    k = distinct_find(s, s->dots + (size_t)i * DOT_DIGITS, 0, &s->ngroups);
+                    if (k < 0)
+                        return kvf_error_set(err, KVF_EORACLE, "oracle: internal group error");
+                    j = s->drank[k];
+                }
+                int64_t off =
+                    r->sm_sign != 0 ? s->kvoff[i] : kvf_case_kv_offset(r->c, r->b, t0 + i, r->g, 0);
+                kvf_bf16 vb = row_v(r, off)[d];
+                mpfr_add_d(s->gsum[j], s->gsum[j], (double)kvf_bf16_to_f32(vb), MPFR_RNDN);
+            }
+        }
+    }
+    for (int64_t j = 0; j < s->ngroups; j++) {
+        int64_t count = s->stored ? s->gstart[j + 1] - s->gstart[j] : s->dcount[s->keys[j].t];
+        mpfr_set_prec(s->t1, GROUP_SUM_PREC);
+        mpfr_mul_ui(s->t1, beta, (unsigned long)count, MPFR_RNDN);
+        mpfr_sub(s->gsum[j], s->gsum[j], s->t1, MPFR_RNDN);
+    }
+    return 0;
 }
 
 static int oracle_fail(kvf_error *err, const row *r, int32_t d, long pmax) {
@@ -601,23 +898,12 @@ static int oracle_fail(kvf_error *err, const row *r, int32_t d, long pmax) {
  * Starts at precision q0 and doubles up to qmax. */
 static int boundary_side(int *side, ws *s, const row *r, int32_t d, mpfr_srcptr beta, long q0,
                          long qmax, counters *cnt, kvf_error *err) {
-    ensure_groups(s, r);
+    int rc = ensure_groups(s, r, d, err);
+    if (!rc) rc = group_sums(s, r, d, beta, err);
+    if (rc) return rc;
     int64_t j0 = -1;
-    for (int64_t j = 0; j < s->ngroups; j++) {
-        if (kvf__oracle_halted()) return halt_error(err);
-        mpfr_ptr sj = s->gsum[j];
-        mpfr_set_ui(sj, 0, MPFR_RNDN);
-        /* Exact: partial sums are multiples of 2^-134 of magnitude < 2^28 * 2^129, i.e. fewer
-         * than 300 significant bits, and GROUP_SUM_PREC = 320. */
-        for (int64_t i = s->gstart[j]; i < s->gstart[j + 1]; i++) {
-            kvf_bf16 vb = row_v(r, s->kvoff[s->keys[i].t])[d];
-            mpfr_add_d(sj, sj, (double)kvf_bf16_to_f32(vb), MPFR_RNDN);
-        }
-        mpfr_set_prec(s->t1, GROUP_SUM_PREC);
-        mpfr_mul_ui(s->t1, beta, (unsigned long)(s->gstart[j + 1] - s->gstart[j]), MPFR_RNDN);
-        mpfr_sub(sj, sj, s->t1, MPFR_RNDN);
-        if (j0 < 0 && !mpfr_zero_p(sj)) j0 = j;
-    }
+    for (int64_t j = 0; j < s->ngroups && j0 < 0; j++)
+        if (!mpfr_zero_p(s->gsum[j])) j0 = j;
     if (j0 < 0) {
         *side = 0; /* every group's mean is beta: o == beta exactly */
         return 0;
@@ -627,18 +913,18 @@ static int boundary_side(int *side, ws *s, const row *r, int32_t d, mpfr_srcptr 
      * exponentials (cached per (a, q)), while the leading term e^(s_j0 - s_a) S_j0 stays far
      * above everything declared negligible (s_j - s_a < -2^20: e^(...) < eta). The gap grows
      * as a decreases, so a binary search with exact differences finds a. */
-    mpfr_srcptr dj0 = s->delta[s->keys[s->gstart[j0]].t];
+    mpfr_srcptr dj0 = s->gdel[j0];
     int64_t lo = 0, hi = j0;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
-        mpfr_sub(s->gd, s->delta[s->keys[s->gstart[mid]].t], dj0, MPFR_RNDN); /* exact */
+        mpfr_sub(s->gd, s->gdel[mid], dj0, MPFR_RNDN); /* exact */
         if (mpfr_cmp_ui_2exp(s->gd, 1, 19) <= 0)
             hi = mid;
         else
             lo = mid + 1;
     }
     int64_t a = hi;
-    mpfr_srcptr da = s->delta[s->keys[s->gstart[a]].t];
+    mpfr_srcptr da = s->gdel[a];
     for (long q = q0 < 64 ? 64 : q0;; q *= 2) {
         if (q > cnt->maxp) cnt->maxp = q;
         if (s->gcache_a != a || s->gcache_q != q) {
@@ -657,7 +943,7 @@ static int boundary_side(int *side, ws *s, const row *r, int32_t d, mpfr_srcptr 
             if (mpfr_zero_p(sj)) continue;
             if (s->gstamp[j] != s->gepoch && s->gstamp[j] != -s->gepoch) {
                 /* s_j - s_a = delta_j - delta_a <= 0, exact in LOGIT_PREC (item 1). */
-                mpfr_sub(s->gd, s->delta[s->keys[s->gstart[j]].t], da, MPFR_RNDN);
+                mpfr_sub(s->gd, s->gdel[j], da, MPFR_RNDN);
                 if (mpfr_cmp_si_2exp(s->gd, -1, NEGL_LOG2) < 0) {
                     s->gstamp[j] = -s->gepoch;
                 } else {
@@ -701,41 +987,6 @@ static int boundary_side(int *side, ws *s, const row *r, int32_t d, mpfr_srcptr 
     }
 }
 
-/* Weights at precision p: w_t, their 32-bit chunks, an upper double, Z_hat = RN(sum w_hat)
- * and R_hat = RN(sum of the w_hat other than the reference token's, which is exactly 1). */
-static int compute_weights(ws *s, const row *r, long p) {
-    size_t nc = (size_t)(p + 31) / 32;
-    int fail = 0;
-    if (RESERVE(s->chunks, s->chunks_cap, (size_t)r->L * nc, &fail)) return KVF_ENOMEM;
-    size_t k = 1;
-    for (int64_t t = 0; t < r->L; t++) {
-        if (kvf__oracle_halted()) return KVF_EINTR;
-        if (s->negl[t]) {
-            s->wup[t] = 0;
-            continue;
-        }
-        mpfr_ptr w = s->w[t];
-        mpfr_set_prec(w, p);
-        mpfr_exp(w, s->delta[t], MPFR_RNDN);
-        if (t == r->ref)
-            s->ptrs[0] = w;
-        else
-            s->ptrs[k++] = w;
-        s->wexp[t] = (long)mpfr_get_z_2exp(s->z, w);
-        uint32_t *ch = s->chunks + (size_t)t * nc;
-        size_t cnt = 0;
-        mpz_export(ch, &cnt, -1, sizeof(uint32_t), 0, 0, s->z);
-        for (size_t i = cnt; i < nc; i++)
-            ch[i] = 0;
-        s->wup[t] = mpfr_get_d(w, MPFR_RNDU);
-    }
-    mpfr_set_prec(s->zsum, p);
-    mpfr_set_prec(s->rsum, p);
-    mpfr_sum(s->zsum, s->ptrs, k, MPFR_RNDN);
-    mpfr_sum(s->rsum, s->ptrs + 1, k - 1, MPFR_RNDN);
-    return 0;
-}
-
 static int ceil_log2_u64(uint64_t x) {
     int lg = 0;
     while (lg < 63 && ((uint64_t)1 << lg) < x)
@@ -743,23 +994,73 @@ static int ceil_log2_u64(uint64_t x) {
     return lg;
 }
 
-/* A_up[d] >= sum_t w_hat_t |v_td| for the listed columns. Computed in double: each product and
- * sum of nonnegative terms is off by a factor (1 +- 2^-53) or, for subnormal results, by at
- * most 2^-1075, so the true sum is below S_double * (1 - 2^-53)^-(L+1) + L * 2^-1074. For
- * L < 2^28 the factor is below 1 + 2^-24; we use 1 + 2^-19, which also absorbs the rounding of
- * the multiplication that applies it, and add L * 2^-1073. */
-static void column_abs_sums(ws *s, const row *r, int32_t nlist) {
+/* Pass (a) at precision p: the weights of every token, block by block; Z_hat = RN_p(sum w_hat)
+ * and R_hat = RN_p(sum of the w_hat other than the reference token's, which is exactly 1);
+ * n_neg; and the double sums behind A_up for the listed columns, in token order (finished by
+ * column_abs_up). A stored row sums its weights with one mpfr_sum. A streamed row adds each
+ * block's weights to an exact accumulator: every weight is at most 1 with its last bit at or
+ * above 2^low, and the sum is below 2^28, so 31 - low bits hold every partial sum exactly;
+ * Z_hat and R_hat are then the same single roundings of the same exact sums. */
+static int weights_pass(ws *s, row *r, int32_t nlist, long p) {
     for (int32_t i = 0; i < nlist; i++)
         s->araw[s->list[i]] = 0;
-    for (int64_t t = 0; t < r->L; t++) {
-        if (s->negl[t]) continue;
-        double a = s->wup[t];
-        const kvf_bf16 *vr = row_v(r, s->kvoff[t]);
-        for (int32_t i = 0; i < nlist; i++) {
-            int32_t d = s->list[i];
-            s->araw[d] += a * fabs((double)kvf_bf16_to_f32(vr[d]));
+    r->n_neg = 0;
+    long low = 1 - p; /* the reference token's w = 1 holds bits down to 2^(1 - p) */
+    mpfr_set_prec(s->zacc, 64);
+    mpfr_set_ui(s->zacc, 0, MPFR_RNDN);
+    for (int64_t t0 = 0; t0 < r->L; t0 += s->bt) {
+        int64_t n;
+        int rc = block_at(s, r, t0, p, &n);
+        if (rc) return rc;
+        size_t k = 1;
+        if (!s->stored) s->ptrs[0] = s->zacc;
+        for (int64_t i = 0; i < n; i++) {
+            r->n_neg += s->negl[i];
+            if (s->negl[i]) continue;
+            mpfr_ptr w = s->w[i];
+            if (!s->stored) {
+                long e = (long)mpfr_get_exp(w) - p;
+                low = e < low ? e : low;
+                s->ptrs[k++] = w;
+            } else if (t0 + i == r->ref) {
+                s->ptrs[0] = w;
+            } else {
+                s->ptrs[k++] = w;
+            }
+            double a = s->wup[i];
+            const kvf_bf16 *vr = row_v(r, s->kvoff[i]);
+            for (int32_t j = 0; j < nlist; j++) {
+                int32_t d = s->list[j];
+                s->araw[d] += a * fabs((double)kvf_bf16_to_f32(vr[d]));
+            }
         }
+        if (s->stored) {
+            mpfr_set_prec(s->zsum, p);
+            mpfr_set_prec(s->rsum, p);
+            mpfr_sum(s->zsum, s->ptrs, k, MPFR_RNDN);
+            mpfr_sum(s->rsum, s->ptrs + 1, k - 1, MPFR_RNDN);
+            return 0; /* one block */
+        }
+        mpfr_set_prec(s->ztmp, 31 - low);
+        mpfr_sum(s->ztmp, s->ptrs, k, MPFR_RNDN); /* exact */
+        mpfr_swap(s->zacc, s->ztmp);
+        if (kvf__oracle_halted()) return KVF_EINTR;
     }
+    mpfr_set_prec(s->zsum, p);
+    mpfr_set(s->zsum, s->zacc, MPFR_RNDN);
+    mpfr_set_prec(s->ztmp, mpfr_get_prec(s->zacc));
+    mpfr_sub_ui(s->ztmp, s->zacc, 1, MPFR_RNDN); /* exact: 2^0 is within the accumulator's bits */
+    mpfr_set_prec(s->rsum, p);
+    mpfr_set(s->rsum, s->ztmp, MPFR_RNDN);
+    return 0;
+}
+
+/* A_up[d] >= sum_t w_hat_t |v_td| for the listed columns, from weights_pass's double sums: each
+ * product and sum of nonnegative terms is off by a factor (1 +- 2^-53) or, for subnormal
+ * results, by at most 2^-1075, so the true sum is below S_double * (1 - 2^-53)^-(L+1) +
+ * L * 2^-1074. For L < 2^28 the factor is below 1 + 2^-24; we use 1 + 2^-19, which also absorbs
+ * the rounding of the multiplication that applies it, and add L * 2^-1073. */
+static void column_abs_up(ws *s, const row *r, int32_t nlist) {
     double floor_term = ldexp((double)r->L, -1073);
     for (int32_t i = 0; i < nlist; i++) {
         int32_t d = s->list[i];
@@ -768,8 +1069,8 @@ static void column_abs_sums(ws *s, const row *r, int32_t nlist) {
     }
 }
 
-/* N_hat for the listed columns: the exact sum of w_hat_t * v_td with each product's bits below
- * 2^F_d dropped. w_hat_t = W 2^wexp_t with W < 2^p held in nc 32-bit chunks, and
+/* Pass (b): N_hat for the listed columns: the exact sum of w_hat_t * v_td with each product's
+ * bits below 2^F_d dropped. w_hat_t = W 2^wexp_t with W < 2^p held in nc 32-bit chunks, and
  * v = +-V 2^y (V < 2^8), so a product is the integer W V (nc + 1 digits of 32 bits, formed with
  * carries) at bit wexp_t + y. At relative bit b = wexp_t + y - F >= 0 the digits, shifted by
  * b mod 32, become nc + 2 increments below 2^33, one per slot, so 2^28 tokens keep every slot
@@ -778,8 +1079,9 @@ static void column_abs_sums(ws *s, const row *r, int32_t nlist) {
  * below L 2^F_d <= 2^(e_d - 2p - 40), far below u A_up, and the p + 38 bits of room under
  * u A_up / L keep nearly every product whole (the truncating path is the slow one). No product
  * exceeds A_up and W >= 2^(p-1), so b < p + lg + 41 and `slots` covers every increment; the
- * sum stays below 2^(2p + lg + 40) relative to 2^F, well inside 32 slots bits with its sign. */
-static int column_accumulate(ws *s, const row *r, int32_t nlist, long p, size_t *slots_out) {
+ * sum stays below 2^(2p + lg + 40) relative to 2^F, well inside 32 slots bits with its sign.
+ * The sum is exact, so its order does not matter: a streamed row adds block by block. */
+static int accumulate_pass(ws *s, const row *r, int32_t nlist, long p, size_t *slots_out) {
     size_t nc = (size_t)(p + 31) / 32;
     int lg = ceil_log2_u64((uint64_t)r->L);
     size_t slots = (size_t)(p + lg + 40) / 32 + nc + 3;
@@ -795,63 +1097,69 @@ static int column_accumulate(ws *s, const row *r, int32_t nlist, long p, size_t 
         s->fexp[i] = (long)e - 2 * p - lg - 40;
         s->ntrunc[i] = 0;
     }
-    uint32_t *x = s->digbuf; /* the product's digits */
-    for (int64_t t = 0; t < r->L; t++) {
-        if (!(t & 255) && kvf__oracle_halted()) return KVF_EINTR; /* the caller says why */
-        if (s->negl[t]) continue;
-        long wx = s->wexp[t];
-        const uint32_t *ch = s->chunks + (size_t)t * nc;
-        const kvf_bf16 *vr = row_v(r, s->kvoff[t]);
-        for (int32_t i = 0; i < nlist; i++) {
-            kvf_bf16 vb = vr[s->list[i]];
-            if (!(vb & 0x7FFFu)) continue;
-            uint32_t vm;
-            long y;
-            int64_t m = -(int64_t)bf16_split(vb, &vm, &y); /* 0 or -1: (a ^ m) - m negates */
-            long b = wx + y - s->fexp[i];
-            int64_t *acc = s->acc + (size_t)i * slots;
-            if (nc == 2 && b >= 0) {
-                /* The common case (p <= 64) unrolled: the same digits and increments. */
-                uint64_t v0 = (uint64_t)ch[0] * vm, v1 = (uint64_t)ch[1] * vm + (v0 >> 32);
-                size_t j = (size_t)(b >> 5);
-                int sh = (int)(b & 31);
-                if (j + 4 > slots) return KVF_EORACLE; /* impossible by the bound above */
-                uint64_t y0 = (v0 & M32) << sh, y1 = (v1 & M32) << sh, y2 = (v1 >> 32) << sh;
-                acc[j] += ((int64_t)(y0 & M32) ^ m) - m;
-                acc[j + 1] += ((int64_t)((y1 & M32) + (y0 >> 32)) ^ m) - m;
-                acc[j + 2] += ((int64_t)((y2 & M32) + (y1 >> 32)) ^ m) - m;
-                acc[j + 3] += ((int64_t)(y2 >> 32) ^ m) - m;
-                continue;
-            }
-            uint64_t carry = 0;
-            for (size_t k = 0; k < nc; k++) {
-                uint64_t v = (uint64_t)ch[k] * vm + carry; /* < 2^40 */
-                x[k] = (uint32_t)v;
-                carry = v >> 32;
-            }
-            x[nc] = (uint32_t)carry;
-            if (b >= 0) {
-                size_t j = (size_t)(b >> 5);
-                int sh = (int)(b & 31);
-                if (j + nc + 2 > slots) return KVF_EORACLE; /* impossible by the bound above */
-                uint64_t prev = 0;
-                for (size_t k = 0; k <= nc; k++) {
-                    uint64_t v = (uint64_t)x[k] << sh; /* < 2^63 */
-                    int64_t inc = (int64_t)((v & M32) + prev);
-                    acc[j + k] += (inc ^ m) - m;
-                    prev = v >> 32;
+    for (int64_t t0 = 0; t0 < r->L; t0 += s->bt) {
+        int64_t n;
+        int rc = block_at(s, r, t0, p, &n);
+        if (rc) return rc;
+        uint32_t *x = s->digbuf; /* the product's digits */
+        for (int64_t t = 0; t < n; t++) {
+            if (!(t & 255) && kvf__oracle_halted()) return KVF_EINTR; /* the caller says why */
+            if (s->negl[t]) continue;
+            long wx = s->wexp[t];
+            const uint32_t *ch = s->chunks + (size_t)t * nc;
+            const kvf_bf16 *vr = row_v(r, s->kvoff[t]);
+            for (int32_t i = 0; i < nlist; i++) {
+                kvf_bf16 vb = vr[s->list[i]];
+                if (!(vb & 0x7FFFu)) continue;
+                uint32_t vm;
+                long y;
+                int64_t m = -(int64_t)bf16_split(vb, &vm, &y); /* 0 or -1: (a ^ m) - m negates */
+                long b = wx + y - s->fexp[i];
+                int64_t *acc = s->acc + (size_t)i * slots;
+                if (nc == 2 && b >= 0) {
+                    /* The common case (p <= 64) unrolled: the same digits and increments. */
+                    uint64_t v0 = (uint64_t)ch[0] * vm, v1 = (uint64_t)ch[1] * vm + (v0 >> 32);
+                    size_t j = (size_t)(b >> 5);
+                    int sh = (int)(b & 31);
+                    if (j + 4 > slots) return KVF_EORACLE; /* impossible by the bound above */
+                    uint64_t y0 = (v0 & M32) << sh, y1 = (v1 & M32) << sh, y2 = (v1 >> 32) << sh;
+                    acc[j] += ((int64_t)(y0 & M32) ^ m) - m;
+                    acc[j + 1] += ((int64_t)((y1 & M32) + (y0 >> 32)) ^ m) - m;
+                    acc[j + 2] += ((int64_t)((y2 & M32) + (y1 >> 32)) ^ m) - m;
+                    acc[j + 3] += ((int64_t)(y2 >> 32) ^ m) - m;
+                    continue;
                 }
-                acc[j + nc + 1] += ((int64_t)prev ^ m) - m;
-            } else {
-                s->ntrunc[i]++;
-                uint64_t rs = (uint64_t)-b;
-                if (rs >= 32 * (nc + 1)) continue; /* all of it below 2^F */
-                size_t wsh = (size_t)(rs >> 5);
-                int bs = (int)(rs & 31);
-                for (size_t k = 0; k + wsh <= nc; k++) {
-                    uint64_t v = x[k + wsh] >> bs;
-                    if (bs && k + wsh + 1 <= nc) v |= ((uint64_t)x[k + wsh + 1] << (32 - bs)) & M32;
-                    acc[k] += ((int64_t)v ^ m) - m;
+                uint64_t carry = 0;
+                for (size_t k = 0; k < nc; k++) {
+                    uint64_t v = (uint64_t)ch[k] * vm + carry; /* < 2^40 */
+                    x[k] = (uint32_t)v;
+                    carry = v >> 32;
+                }
+                x[nc] = (uint32_t)carry;
+                if (b >= 0) {
+                    size_t j = (size_t)(b >> 5);
+                    int sh = (int)(b & 31);
+                    if (j + nc + 2 > slots) return KVF_EORACLE; /* impossible by the bound above */
+                    uint64_t prev = 0;
+                    for (size_t k = 0; k <= nc; k++) {
+                        uint64_t v = (uint64_t)x[k] << sh; /* < 2^63 */
+                        int64_t inc = (int64_t)((v & M32) + prev);
+                        acc[j + k] += (inc ^ m) - m;
+                        prev = v >> 32;
+                    }
+                    acc[j + nc + 1] += ((int64_t)prev ^ m) - m;
+                } else {
+                    s->ntrunc[i]++;
+                    uint64_t rs = (uint64_t)-b;
+                    if (rs >= 32 * (nc + 1)) continue; /* all of it below 2^F */
+                    size_t wsh = (size_t)(rs >> 5);
+                    int bs = (int)(rs & 31);
+                    for (size_t k = 0; k + wsh <= nc; k++) {
+                        uint64_t v = x[k + wsh] >> bs;
+                        if (bs && k + wsh + 1 <= nc)
+                            v |= ((uint64_t)x[k + wsh + 1] << (32 - bs)) & M32;
+                        acc[k] += ((int64_t)v ^ m) - m;
+                    }
                 }
             }
         }
@@ -1023,7 +1331,14 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
                              "oracle: sequence %d has %lld tokens, more than the oracle's limit "
                              "of %lld",
                              (int)r->b, (long long)r->L, (long long)MAX_ROW_TOKENS);
-    if (ws_reserve_tokens(s, r->L) || ws_reserve_cols(s, D) || kvf__oracle_halted()) {
+    /* A row whose per-token values fit in the store limit is one block, kept for the whole
+     * row; a longer one streams in blocks of that size (row_store.h). */
+    const int64_t fit = kvf__row_store_bytes / KVF_ORACLE_MPFR_TOKEN_BYTES;
+    s->stored = r->L <= fit;
+    s->bt = s->stored ? r->L : (fit > 0 ? fit : 1);
+    s->blk0 = -1;
+    s->blk_p = 0;
+    if (ws_reserve_tokens(s, s->bt) || ws_reserve_cols(s, D) || kvf__oracle_halted()) {
         if (kvf__oracle_halted()) return halt_error(err);
         return kvf_error_set(err, KVF_ENOMEM, "oracle: out of memory for a row of %lld tokens",
                              (long long)r->L);
@@ -1039,32 +1354,45 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
         s->qabs[d] = bf16_nonfinite(qr[d]) ? 0 : fabs((double)kvf_bf16_to_f32(qr[d]));
     }
 
-    /* Exact dots, and the magnitudes the row flags need. */
+    /* Pass 0: exact dots, the largest and smallest (first in token order, as copies: a streamed
+     * row keeps no dot), and the magnitudes the row flags need. Which columns hold a nonzero or
+     * a non-finite v, and the largest finite |v|: the common all-finite case is one branch-free
+     * pass over magnitude bits (ordered like the values); only a row with a NaN or an infinity
+     * takes the classifying pass. */
     double abs_dot_max = 0;
-    for (int64_t t = 0; t < r->L; t++) {
-        /* Polled every 256 tokens in the loops without MPFR calls (a stop must take effect
-         * within a second however long the row is), every token in the others. */
-        if (!(t & 255) && kvf__oracle_halted()) return halt_error(err);
-        s->kvoff[t] = kvf_case_kv_offset(c, r->b, t, r->g, 0);
-        double asum;
-        bad_qk |=
-            dot_accumulate(s, D, c->k_cache + s->kvoff[t], s->dots + (size_t)t * DOT_DIGITS, &asum);
-        if (asum > abs_dot_max) abs_dot_max = asum;
-    }
-    /* Which columns hold a nonzero or a non-finite v, and the largest finite |v|. The common
-     * all-finite case is one branch-free pass over magnitude bits (ordered like the values);
-     * only a row with a NaN or an infinity takes the classifying pass. */
+    int64_t tmax = 0, tmin = 0;
+    uint32_t dmax[DOT_DIGITS], dmin[DOT_DIGITS];
     uint16_t magmax = 0;
     for (int32_t d = 0; d < D; d++)
         s->colmag[d] = 0;
-    for (int64_t t = 0; t < r->L; t++) {
-        const kvf_bf16 *vr = row_v(r, s->kvoff[t]);
-        for (int32_t d = 0; d < D; d++) {
-            uint16_t mg = vr[d] & 0x7FFFu;
-            s->colmag[d] |= mg;
-            magmax = mg > magmax ? mg : magmax;
+    for (int64_t t0 = 0; t0 < r->L; t0 += s->bt) {
+        int64_t n = r->L - t0 < s->bt ? r->L - t0 : s->bt;
+        bad_qk |= block_dots(s, r, t0, t0 + n, &abs_dot_max);
+        if (kvf__oracle_halted()) return halt_error(err);
+        for (int64_t i = 0; i < n; i++) {
+            const uint32_t *dt = s->dots + (size_t)i * DOT_DIGITS;
+            if (t0 + i == 0) {
+                memcpy(dmax, dt, sizeof dmax);
+                memcpy(dmin, dt, sizeof dmin);
+            } else {
+                if (digits_cmp(dt, dmax, DOT_DIGITS) > 0) {
+                    tmax = t0 + i;
+                    memcpy(dmax, dt, sizeof dmax);
+                }
+                if (digits_cmp(dt, dmin, DOT_DIGITS) < 0) {
+                    tmin = t0 + i;
+                    memcpy(dmin, dt, sizeof dmin);
+                }
+            }
+            const kvf_bf16 *vr = row_v(r, s->kvoff[i]);
+            for (int32_t d = 0; d < D; d++) {
+                uint16_t mg = vr[d] & 0x7FFFu;
+                s->colmag[d] |= mg;
+                magmax = mg > magmax ? mg : magmax;
+            }
         }
     }
+    if (s->stored) s->blk0 = 0; /* the dots stay; the deltas follow below */
     for (int32_t d = 0; d < D; d++)
         s->colstate[d] = s->colmag[d] ? COL_NONZERO : 0;
     if (magmax >= 0x7F80u) {
@@ -1072,7 +1400,8 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
         for (int32_t d = 0; d < D; d++)
             s->colstate[d] = 0;
         for (int64_t t = 0; t < r->L; t++) {
-            const kvf_bf16 *vr = row_v(r, s->kvoff[t]);
+            if (!(t & 255) && kvf__oracle_halted()) return halt_error(err);
+            const kvf_bf16 *vr = row_v(r, kvf_case_kv_offset(c, r->b, t, r->g, 0));
             for (int32_t d = 0; d < D; d++) {
                 kvf_bf16 vb = vr[d];
                 uint16_t mg = vb & 0x7FFFu;
@@ -1100,25 +1429,19 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
     /* The largest logit m (and the smallest, for logit_abs_max). */
     double sm = (double)c->sm_scale;
     r->sm_sign = sm > 0 ? 1 : sm < 0 ? -1 : 0;
-    int64_t tmax = 0, tmin = 0;
-    for (int64_t t = 1; t < r->L; t++) {
-        const uint32_t *dt = s->dots + (size_t)t * DOT_DIGITS;
-        if (digits_cmp(dt, s->dots + (size_t)tmax * DOT_DIGITS, DOT_DIGITS) > 0) tmax = t;
-        if (digits_cmp(dt, s->dots + (size_t)tmin * DOT_DIGITS, DOT_DIGITS) < 0) tmin = t;
-    }
     r->ref = r->sm_sign >= 0 ? tmax : tmin;
+    memcpy(s->dref, r->sm_sign >= 0 ? dmax : dmin, sizeof s->dref);
     mpfr_set_d(s->smf, sm, MPFR_RNDN); /* exact: an f32 */
     uint32_t tmp[DOT_DIGITS];
     double logit_abs = 0;
     for (int k = 0; k < 2; k++) {
-        int64_t t = k ? tmin : tmax;
-        memcpy(tmp, s->dots + (size_t)t * DOT_DIGITS, sizeof tmp);
+        memcpy(tmp, k ? dmin : dmax, sizeof tmp);
         digits_to_mpfr(s->m, tmp, DOT_DIGITS, -DOT_SHIFT, s->z);
         mpfr_mul(s->m, s->m, s->smf, MPFR_RNDN);      /* exact (item 1) */
         double a = fabs(mpfr_get_d(s->m, MPFR_RNDA)); /* magnitude rounded up */
         if (a > logit_abs) logit_abs = a;
     }
-    memcpy(tmp, s->dots + (size_t)r->ref * DOT_DIGITS, sizeof tmp);
+    memcpy(tmp, s->dref, sizeof tmp);
     digits_to_mpfr(s->m, tmp, DOT_DIGITS, -DOT_SHIFT, s->z);
     mpfr_mul(s->m, s->m, s->smf, MPFR_RNDN);
     r->all_zero_logits = mpfr_zero_p(s->m) && logit_abs == 0;
@@ -1142,20 +1465,11 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
         info->overflow |= KVF_ORACLE_OVERFLOW_LOGITS;
     if ((double)r->L * vmax >= ldexp(1.0, 127)) info->overflow |= KVF_ORACLE_OVERFLOW_ACCUM;
 
-    /* delta_t = sm * (dot_t - dot_ref) * 2^-266, exact. */
-    r->n_neg = 0;
-    const uint32_t *dref = s->dots + (size_t)r->ref * DOT_DIGITS;
-    for (int64_t t = 0; t < r->L; t++) {
+    /* delta_t = sm * (dot_t - dot_ref) * 2^-266, exact: once for a stored row, in every pass
+     * for a streamed one (block_at). */
+    if (s->stored) {
+        (void)block_deltas(s, r, r->L);
         if (kvf__oracle_halted()) return halt_error(err);
-        digits_sub(tmp, s->dots + (size_t)t * DOT_DIGITS, dref, DOT_DIGITS);
-        if (r->sm_sign == 0 || digits_is_zero(tmp, DOT_DIGITS)) {
-            mpfr_set_ui(s->delta[t], 0, MPFR_RNDN);
-        } else {
-            digits_to_mpfr(s->delta[t], tmp, DOT_DIGITS, -DOT_SHIFT, s->z);
-            mpfr_mul(s->delta[t], s->delta[t], s->smf, MPFR_RNDN);
-        }
-        s->negl[t] = mpfr_cmp_si_2exp(s->delta[t], -1, NEGL_LOG2) < 0;
-        r->n_neg += s->negl[t];
     }
 
     /* Columns that need no arithmetic. */
@@ -1192,14 +1506,14 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
 
     for (long p = p0;; p = 2 * p > pmax ? pmax : 2 * p) {
         if (p > cnt->maxp) cnt->maxp = p;
-        int rc = compute_weights(s, r, p);
+        int rc = weights_pass(s, r, nlist, p);
         if (kvf__oracle_halted()) return halt_error(err);
         if (rc) return kvf_error_set(err, rc, "oracle: out of memory for the weights");
         if (!lse_done) lse_done = lse_certify(s, r, p);
         if (nlist) {
-            column_abs_sums(s, r, nlist);
+            column_abs_up(s, r, nlist);
             size_t slots = 0;
-            rc = column_accumulate(s, r, nlist, p, &slots);
+            rc = accumulate_pass(s, r, nlist, p, &slots);
             if (kvf__oracle_halted()) return halt_error(err);
             if (rc == KVF_ENOMEM) return kvf_error_set(err, rc, "oracle: out of memory");
             if (rc) return kvf_error_set(err, rc, "oracle: internal accumulator window exceeded");
@@ -1240,6 +1554,7 @@ static void *worker_main(void *arg) {
     kvf__mp_begin(j->mp_cap);
     ws s;
     ws_init(&s);
+    s.mem_budget = j->mp_cap;
     kvf__fast_ws *fs = j->fast ? kvf__fast_ws_new() : NULL;
     long nrows = (long)c->batch_size * c->num_qo_heads;
     int32_t G = c->num_qo_heads / c->num_kv_heads;
@@ -1421,7 +1736,7 @@ int kvf_oracle_run(kvf_oracle_result *out, const kvf_case *c, const kvf_oracle_o
     /* Each thread holds the working memory of the longest row it meets: no more threads than
      * the memory budget has room for (docs/case-format.md, "Budgets"). */
     int64_t row_bytes =
-        kvf_case_max_seq_len(c) * KVF_ORACLE_TOKEN_BYTES(c->num_qo_heads / c->num_kv_heads);
+        KVF_ORACLE_THREAD_BYTES(kvf_case_max_seq_len(c), c->num_qo_heads / c->num_kv_heads);
     if (row_bytes > 0 && nthreads > 1 && (int64_t)nthreads * row_bytes > max_memory)
         nthreads = max_memory / row_bytes > 1 ? (int)(max_memory / row_bytes) : 1;
 

@@ -22,6 +22,7 @@
 
 #include "fastmath.h"
 #include "mp_memory.h"
+#include "row_store.h"
 
 #define FAST_MAX_TOKENS ((int64_t)1 << 28) /* as the MPFR path's limit; keeps L u <= 2^-25 */
 #define NEGL_X (-700.0)                    /* x < -700: w < e^-699.99 < ETA (F4) */
@@ -45,11 +46,25 @@ typedef double v4d __attribute__((vector_size(32)));
 #define KVF__HOT
 #endif
 
+/* Inexact tokens a head keeps while its dots stream by, as candidates for the largest |logit|
+ * (F1); more live candidates than this send the head to MPFR. */
+#define CAND_CAP 64
+
 typedef struct head {
     double zhat, dz, kappa, negl; /* F5 */
     int live;                     /* still certifiable */
     int exact_dots;               /* every dot exact: logits can be grouped exactly (F8) */
     int64_t ref;                  /* the reference token */
+    /* F1, gathered in token order while the dots stream by (pass 1) */
+    double lower;      /* max_t |dot_hat_t| - 2 e_t so far */
+    double best_exact; /* max RU(|sm dot_t|) over the exact tokens that were candidates */
+    double dref, eref; /* dot_hat and e of the reference token */
+    int all_exact, all_zero, cand_overflow, ncand;
+    int64_t cand_t[CAND_CAP];  /* inexact candidates ... */
+    double cand_key[CAND_CAP]; /* ... and their |dot_hat| + 2 e */
+    /* F4-F5, summed in token order (pass 2) */
+    double rsum, epsmax;
+    int64_t n_neg;
 } head;
 
 typedef struct tok {
@@ -58,19 +73,23 @@ typedef struct tok {
 } tok;
 
 struct kvf__fast_ws {
-    int64_t cap;         /* tokens x heads */
-    int64_t *kvoff;      /* [L] element offset of (token, kv head, d = 0) */
-    double *dot;         /* [G][L] the dot q.k_t in double */
-    double *derr;        /* [G][L] bound on |dot_hat - dot| (0: exact) */
-    double *w;           /* [G][L] weight, 0 for a negligible token */
-    int64_t dcap;        /* dims x heads */
-    double *qd, *qa;     /* [G][D] q and |q| as doubles */
-    double *nacc, *aacc; /* [G][D] N_hat and A_hat */
-    double *xd, *xa;     /* [D] the current key or value row and its magnitudes */
-    uint16_t *colmag;    /* [D] OR of |v| bits per column */
-    tok *order;          /* [L] tokens sorted by dot (groups of equal logits, F8) */
-    double *gs;          /* [L] S_j per group (F8) */
-    int64_t *gt;         /* [L] a token of group j */
+    /* Per-token values, kept only for a row whose tokens fit in kvf__row_store_bytes (stored);
+     * a longer row recomputes them in each pass (docs/oracle.md, "Memory"). */
+    int stored;
+    int64_t cap;               /* tokens x heads */
+    int64_t *kvoff;            /* [L] element offset of (token, kv head, d = 0) */
+    double *dot;               /* [G][L] the dot q.k_t in double */
+    double *derr;              /* [G][L] bound on |dot_hat - dot| (0: exact) */
+    double *w;                 /* [G][L] weight, 0 for a negligible token */
+    double *tdot, *tderr, *tw; /* [G] one token's dots, errors and weights (streamed rows) */
+    int64_t dcap;              /* dims x heads */
+    double *qd, *qa;           /* [G][D] q and |q| as doubles */
+    double *nacc, *aacc;       /* [G][D] N_hat and A_hat */
+    double *xd, *xa;           /* [D] the current key or value row and its magnitudes */
+    uint16_t *colmag;          /* [D] OR of |v| bits per column */
+    tok *order;                /* [L] tokens sorted by dot (groups of equal logits, F8) */
+    double *gs;                /* [L] S_j per group (F8) */
+    int64_t *gt;               /* [L] a token of group j */
     int64_t ocap;
     int32_t order_head; /* the head `order` was built for, -1 none */
     int32_t hcap;
@@ -112,6 +131,9 @@ void kvf__fast_ws_free(kvf__fast_ws *s) {
     free(s->done);
     free(s->qlsb);
     free(s->abs_dot_max);
+    free(s->tdot);
+    free(s->tderr);
+    free(s->tw);
     mpfr_clear(s->ex);
     mpfr_clear(s->gx);
     mpfr_clear(s->gy);
@@ -129,11 +151,16 @@ static int reserve(kvf__fast_ws *s, int64_t L, int32_t D, int32_t G) {
     if (G > s->hcap) {
         size_t n = (size_t)G;
         if (grow((void **)&s->hs, n, sizeof(head)) || grow((void **)&s->done, n, 1) ||
-            grow((void **)&s->qlsb, n, sizeof(int)) || grow((void **)&s->abs_dot_max, n, 8))
+            grow((void **)&s->qlsb, n, sizeof(int)) || grow((void **)&s->abs_dot_max, n, 8) ||
+            grow((void **)&s->tdot, n, 8) || grow((void **)&s->tderr, n, 8) ||
+            grow((void **)&s->tw, n, 8))
             return 1;
         s->hcap = G;
     }
-    if (L * G > s->cap || L > s->cap) {
+    /* A row is stored when its per-token values (kvoff, dot, derr and w per head, and F8's
+     * order, gs and gt) fit in the limit. */
+    s->stored = L * (24 * (int64_t)G + 40) <= kvf__row_store_bytes;
+    if (s->stored && (L * G > s->cap || L > s->cap)) {
         size_t n = (size_t)(L * G);
         if (grow((void **)&s->kvoff, (size_t)L, sizeof(int64_t)) || grow((void **)&s->dot, n, 8) ||
             grow((void **)&s->derr, n, 8) || grow((void **)&s->w, n, 8))
@@ -217,13 +244,54 @@ static inline void decode_row(const kvf_bf16 *restrict x, int32_t D, double *res
     }
 }
 
-/* Steps F1-F6 for head hh after the dots: row data, weights, lse. 0: the head goes to MPFR. */
-static int head_weights(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g, int32_t hh,
+/* F1 for one token, in pass 1: the statistics of head hd that need every dot (the largest
+ * |dot| - 2e, exactness, the reference token, the candidates for the largest |logit|),
+ * gathered in token order. A candidate is a token with |dot_hat| + 2e at least the largest
+ * |dot_hat| - 2e; the running value is below the final one, so the tokens kept here include
+ * every final candidate. Exact tokens are evaluated at once: one that the final bound excludes
+ * has |dot| below a candidate's true |dot|, so including it leaves the maximum unchanged. */
+static inline void head_observe(head *hd, int64_t t, double dot, double derr, double sm) {
+    double v = fabs(dot) - 2 * derr;
+    hd->lower = v > hd->lower ? v : hd->lower;
+    hd->all_exact &= derr == 0;
+    hd->all_zero &= dot == 0;
+    if (t == 0 || (sm > 0 && dot > hd->dref) || (sm < 0 && dot < hd->dref)) {
+        hd->ref = t;
+        hd->dref = dot;
+        hd->eref = derr;
+    }
+    if (sm == 0) return;
+    double key = fabs(dot) + 2 * derr;
+    if (key < hd->lower) return;
+    if (derr == 0) {
+        double a = abs_logit_up(sm, dot);
+        hd->best_exact = a > hd->best_exact ? a : hd->best_exact;
+        return;
+    }
+    if (hd->ncand == CAND_CAP) {
+        int keep = 0;
+        for (int i = 0; i < hd->ncand; i++)
+            if (hd->cand_key[i] >= hd->lower) {
+                hd->cand_t[keep] = hd->cand_t[i];
+                hd->cand_key[keep++] = hd->cand_key[i];
+            }
+        hd->ncand = keep;
+        if (keep == CAND_CAP) {
+            hd->cand_overflow = 1;
+            return;
+        }
+    }
+    hd->cand_t[hd->ncand] = t;
+    hd->cand_key[hd->ncand++] = key;
+}
+
+/* F1 after pass 1, for head hh: row data, the largest |logit|, the rational-lse test. 0: the
+ * head goes to MPFR. */
+static int head_prepare(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g, int32_t hh,
                         int64_t L, kvf_oracle_result *out) {
     const int32_t D = c->head_dim, G = c->num_qo_heads / c->num_kv_heads;
     const int64_t row = (int64_t)b * c->num_qo_heads + (int64_t)g * G + hh;
     kvf_oracle_row *info = out->rows + row;
-    double *dot = s->dot + hh * L, *derr = s->derr + hh * L, *wt = s->w + hh * L;
     head *hd = &s->hs[hh];
     const double sm = (double)c->sm_scale, asm_ = fabs(sm);
 
@@ -244,30 +312,18 @@ static int head_weights(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g
     if (q_abs_max * scale_up * 1.4426950408889634 >= ldexp(1.0 - 0x1p-22, 128))
         info->overflow |= KVF_ORACLE_OVERFLOW_LOGITS;
 
-    /* logit_abs_max = RU(max_t |s_t|) exactly (F1). Any token whose |dot| might be the largest
-     * is a candidate: |dot_hat_t| + 2 e_t >= max_t' (|dot_hat_t'| - 2 e_t'), where the factor 2
-     * covers the rounding of these sums (e_t >= (D + 1) u |dot_hat_t| when nonzero; exact
-     * otherwise). Candidates whose dot is exact are evaluated with an FMA, others in MPFR. */
-    double lower = 0;
-    int all_exact = 1, all_zero = 1;
-    for (int64_t t = 0; t < L; t++) {
-        double v = fabs(dot[t]) - 2 * derr[t];
-        lower = v > lower ? v : lower;
-        all_exact &= derr[t] == 0;
-        all_zero &= dot[t] == 0;
-    }
+    /* logit_abs_max = RU(max_t |s_t|) exactly (F1): the candidates whose dot is exact were
+     * evaluated with an FMA in pass 1 (head_observe), the inexact ones are summed in MPFR. */
     if (sm != 0) {
-        double best = 0;
+        if (hd->cand_overflow) return 0;
+        double best = hd->best_exact;
         int inexact = 0;
-        for (int64_t t = 0; t < L; t++) {
-            if (fabs(dot[t]) + 2 * derr[t] < lower) continue;
-            double a;
-            if (derr[t] == 0) {
-                a = abs_logit_up(sm, dot[t]);
-            } else {
-                if (++inexact > MAX_CANDIDATES) return 0;
-                a = abs_logit_up_exact(s, s->qd + (size_t)hh * D, c->k_cache + s->kvoff[t], D, sm);
-            }
+        for (int i = 0; i < hd->ncand; i++) {
+            if (hd->cand_key[i] < hd->lower) continue;
+            if (++inexact > MAX_CANDIDATES) return 0;
+            int64_t t = hd->cand_t[i];
+            double a = abs_logit_up_exact(s, s->qd + (size_t)hh * D,
+                                          c->k_cache + kvf_case_kv_offset(c, b, t, g, 0), D, sm);
             best = a > best ? a : best;
         }
         info->logit_abs_max = best;
@@ -275,64 +331,65 @@ static int head_weights(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g
     /* Every logit exactly 0 (known only when sm = 0 or every dot is exactly 0). With L a power
      * of two lse = log2 L exactly and the MPFR path says so; a row that might be such a row
      * but is not known to be goes there. */
-    int zero_logits = sm == 0 || (all_exact && all_zero);
+    int zero_logits = sm == 0 || (hd->all_exact && hd->all_zero);
     int pow2 = (L & (L - 1)) == 0;
-    if (pow2 && !zero_logits && !(lower > 0)) return 0;
-    hd->exact_dots = all_exact || sm == 0;
+    if (pow2 && !zero_logits && !(hd->lower > 0)) return 0;
+    hd->exact_dots = hd->all_exact || sm == 0;
+    hd->rsum = 0;
+    hd->epsmax = 0;
+    hd->n_neg = 0;
+    return 1;
+}
 
-    /* F2-F4: the reference (an approximate argmax of s), shifted logits and weights.
-     * x_hat = RN(sm RN(dot_t - dot_ref)) <= 0 by the choice of ref, and
-     * |x_hat - x| <= u |x_hat| + |sm| (u |Delta_hat| + e_t + e_ref) = eps_t. */
-    int64_t ref = 0;
-    if (sm > 0) {
-        for (int64_t t = 1; t < L; t++)
-            if (dot[t] > dot[ref]) ref = t;
-    } else if (sm < 0) {
-        for (int64_t t = 1; t < L; t++)
-            if (dot[t] < dot[ref]) ref = t;
+/* F2-F4 for one token of head hd, in pass 2: its weight (0: negligible), with the sums of F5
+ * in token order. x_hat = RN(sm RN(dot_t - dot_ref)) <= 0 by the choice of ref, and
+ * |x_hat - x| <= u |x_hat| + |sm| (u |Delta_hat| + e_t + e_ref) = eps_t. Returns -1 when the
+ * logit error is too large for the bounds (the head goes to MPFR). */
+static inline double head_weight(head *hd, int64_t t, double dot, double derr, double sm,
+                                 double asm_) {
+    if (t == hd->ref) return 1.0; /* x = 0 exactly */
+    double delta = dot - hd->dref;
+    double x = sm * delta;
+    double eps = UP(KVF__U * fabs(x) + asm_ * (KVF__U * fabs(delta) + derr + hd->eref));
+    if (x + eps < NEGL_X) {
+        hd->n_neg++;
+        return 0;
     }
-    const double dref = dot[ref], eref = derr[ref];
-    hd->ref = ref;
-    double rsum = 0, epsmax = 0;
-    int64_t n_neg = 0;
-    for (int64_t t = 0; t < L; t++) {
-        if (t == ref) {
-            wt[t] = 1.0; /* x = 0 exactly */
-            continue;
-        }
-        double delta = dot[t] - dref;
-        double x = sm * delta;
-        double eps = UP(KVF__U * fabs(x) + asm_ * (KVF__U * fabs(delta) + derr[t] + eref));
-        if (x + eps < NEGL_X) {
-            wt[t] = 0;
-            n_neg++;
-            continue;
-        }
-        if (eps > EPS_MAX) return 0;
-        epsmax = eps > epsmax ? eps : epsmax;
-        double w = kvf__exp(x); /* x in [-700 - 2^-20, 0] */
-        wt[t] = w;
-        rsum += w;
-    }
+    if (eps > EPS_MAX) return -1;
+    hd->epsmax = eps > hd->epsmax ? eps : hd->epsmax;
+    double w = kvf__exp(x); /* x in [-700 - 2^-20, 0] */
+    hd->rsum += w;
+    return w;
+}
+
+/* F4-F6 for head hh after pass 2: the sums' bounds and lse. 0: the head goes to MPFR. */
+static int head_finish(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g, int32_t hh,
+                       int64_t L, kvf_oracle_result *out) {
+    const int32_t G = c->num_qo_heads / c->num_kv_heads;
+    const int64_t row = (int64_t)b * c->num_qo_heads + (int64_t)g * G + hh;
+    head *hd = &s->hs[hh];
+    const double sm = (double)c->sm_scale, asm_ = fabs(sm);
+    const double rsum = hd->rsum, dref = hd->dref, eref = hd->eref;
     /* |w_hat - w| <= rho w with rho = e^eps (1 + KVF__EXP_ERR) - 1, below
      * (eps + KVF__EXP_ERR)(1 + 2^-18) for eps <= 2^-20; kappa = rho / (1 - rho) bounds it
      * relative to w_hat. g = (L + 1) u >= gamma_L, the summation factor of L terms. */
-    const double rho = UP((epsmax + KVF__EXP_ERR) * (1 + 0x1p-18));
+    const double rho = UP((hd->epsmax + KVF__EXP_ERR) * (1 + 0x1p-18));
     hd->kappa = UP(rho * (1 + 0x1p-19));
     const double gsum = UP((double)(L + 1) * KVF__U);
-    hd->negl = (double)n_neg * ETA;
+    hd->negl = (double)hd->n_neg * ETA;
 
     /* F5: Z_hat = RN(1 + R_hat), R_hat = RN-sum of the other weights. */
     const double r_up = UP(rsum * (1 + 2 * gsum));
     const double dr = UP(gsum * r_up + hd->kappa * r_up + hd->negl) + FLOOR;
     hd->zhat = 1.0 + rsum;
     hd->dz = UP(KVF__U * hd->zhat + dr);
-    if (!(hd->dz <= 0.25)) return 0;
+    if (!(hd->dz <= 0.25 * hd->zhat)) return 0; /* so Z, Z_hat >= 3/4 Z_hat > 0 */
 
     /* F6: lse. */
     float *lse_rounded = out->lse_rounded + row;
     double *lse_exact = out->lse_exact + row;
-    if (zero_logits && pow2) {
+    int zero_logits = sm == 0 || (hd->all_exact && hd->all_zero);
+    if (zero_logits && (L & (L - 1)) == 0) {
         int k = 0;
         while (((int64_t)1 << k) < L)
             k++;
@@ -345,9 +402,10 @@ static int head_weights(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g
         ell = kvf__log1p_small(rsum);
         eell = UP(KVF__SERIES_ERR * ell + dr) + FLOOR;
     } else {
-        double le;
+        /* ln has derivative 1/xi between Z and Z_hat, both at least max(1, Z_hat - dZ). */
+        double le, zl = hd->zhat - hd->dz;
         ell = kvf__log_ge1(hd->zhat, &le);
-        eell = UP(le + hd->dz);
+        eell = UP(le + hd->dz / (zl > 1 ? zl : 1.0));
     }
     double shi = sm * dref, slo = fma(sm, dref, -shi); /* exact: shi + slo = sm dot_ref */
     double es = UP(asm_ * eref);
@@ -380,7 +438,8 @@ static int cmp_tok(const void *a, const void *b) {
  * are set whenever 1 is returned. */
 static int boundary_side(kvf__fast_ws *s, const kvf_case *c, int32_t hh, int64_t L, int32_t d,
                          double beta, int *side, double *t_hat, double *t_err) {
-    if (!s->hs[hh].exact_dots) return 0;
+    /* Groups need every token's dot and weight at hand: a streamed row goes to MPFR. */
+    if (!s->stored || !s->hs[hh].exact_dots) return 0;
     const double *dot = s->dot + hh * L;
     if (s->order_head != hh) {
         if (L > s->ocap) {
@@ -616,6 +675,57 @@ static int head_columns(kvf__fast_ws *s, const kvf_case *c, int64_t row, int32_t
     return 1;
 }
 
+/* F1 for one token: the dots of the G heads with the key row at kr, and their error bounds,
+ * into dot[hh * stride] and derr[hh * stride]; the magnitude sums also raise abs_dot_max when
+ * `observe` is set. Products of two bf16 are exact doubles (16-bit significands, exponents in
+ * [-266, 256]); the four-lane sum of D of them is off by at most gamma_D sum |p| (Higham 3.1:
+ * no product passes through more than D additions), and sum |p| is below abs_sum (1 + 2^-30),
+ * abs_sum being the same tree over |p|. gdot = (D + 1) u >= gamma_D (1 + 2^-30) for
+ * D < 2^16. The sum is exact when every partial sum fits in 53 bits: all products are
+ * multiples of 2^(qlsb + klsb), and no partial sum exceeds sum |p|. abs_sum is computed
+ * exactly as the MPFR path does (same lanes, same order), so dot_abs_max and the overflow flag
+ * come out bit-identical. Pass 2 of a streamed row calls this again for the same token, and
+ * gets the same bits (the same IEEE operations in the same order). Returns 1 when the key row
+ * holds a NaN or an infinity. */
+static inline __attribute__((always_inline)) int token_dots(kvf__fast_ws *s, const kvf_bf16 *kr,
+                                                            int32_t D, int32_t G, double gdot,
+                                                            int observe, double *dot_out,
+                                                            double *derr_out, int64_t stride) {
+    double *restrict kd = s->xd, *restrict ka = s->xa;
+    uint16_t kmag;
+    int kfield;
+    decode_row(kr, D, kd, ka, &kmag, &kfield);
+    if (kmag >= 0x7F80u) return 1;
+    for (int32_t hh = 0; hh < G; hh++) {
+        const double *restrict qd = s->qd + (size_t)hh * D, *restrict qa = s->qa + (size_t)hh * D;
+        /* Four lanes, element d in lane d mod 4, as the MPFR path sums its abs_sum: one
+         * 4-wide vector per sum, each lane an ordinary IEEE double. */
+        v4d l = {0, 0, 0, 0}, a = {0, 0, 0, 0};
+        int32_t d = 0;
+        for (; d + 4 <= D; d += 4) {
+            v4d q4, k4, qa4, ka4;
+            memcpy(&q4, qd + d, sizeof q4);
+            memcpy(&k4, kd + d, sizeof k4);
+            memcpy(&qa4, qa + d, sizeof qa4);
+            memcpy(&ka4, ka + d, sizeof ka4);
+            l += q4 * k4;
+            a += qa4 * ka4;
+        }
+        for (; d < D; d++) {
+            l[d & 3] += qd[d] * kd[d];
+            a[d & 3] += qa[d] * ka[d];
+        }
+        double dot = (l[0] + l[1]) + (l[2] + l[3]), asum = (a[0] + a[1]) + (a[2] + a[3]);
+        if (observe && asum > s->abs_dot_max[hh]) s->abs_dot_max[hh] = asum;
+        int qlsb = s->qlsb[hh];
+        int exact = qlsb == LSB_NONE || kfield == 255 ||
+                    asum * (1 + 0x1p-30) < kvf__fm_pow2i(qlsb + (kfield - 134) + 53);
+        dot_out[hh * stride] = dot;
+        derr_out[hh * stride] = exact ? 0.0 : asum * gdot;
+    }
+    return 0;
+}
+
 KVF__HOT const unsigned char *kvf__fast_group(kvf__fast_ws *s, const kvf_case *c, int32_t b,
                                               int32_t g, kvf_oracle_result *out) {
     const int32_t D = c->head_dim, G = c->num_qo_heads / c->num_kv_heads;
@@ -662,65 +772,48 @@ KVF__HOT const unsigned char *kvf__fast_group(kvf__fast_ws *s, const kvf_case *c
         s->abs_dot_max[hh] = 0;
     }
 
-    /* F1: dots. Products of two bf16 are exact doubles (16-bit significands, exponents in
-     * [-266, 256]); the four-lane sum of D of them is off by at most gamma_D sum |p|
-     * (Higham 3.1: no product passes through more than D additions), and sum |p| is below
-     * abs_sum (1 + 2^-30), abs_sum being the same tree over |p|. gdot = (D + 1) u >=
-     * gamma_D (1 + 2^-30) for D < 2^16. The sum is exact when every partial sum fits in 53
-     * bits: all products are multiples of 2^(qlsb + klsb), and no partial sum exceeds
-     * sum |p|. abs_sum is computed exactly as the MPFR path does (same lanes, same order), so
-     * dot_abs_max and the overflow flag come out bit-identical. */
+    for (int32_t hh = 0; hh < G; hh++) {
+        head *hd = &s->hs[hh];
+        hd->lower = 0;
+        hd->best_exact = 0;
+        hd->all_exact = 1;
+        hd->all_zero = 1;
+        hd->cand_overflow = 0;
+        hd->ncand = 0;
+        hd->ref = 0;
+    }
+    const double sm = (double)c->sm_scale, asm_ = fabs(sm);
+
+    /* Pass 1 (F1): dots, and what needs all of them (head_observe). */
     const double gdot = UP((double)(D + 1) * KVF__U);
-    double *restrict kd = s->xd, *restrict ka = s->xa;
     for (int64_t t = 0; t < L; t++) {
         /* A stop request: no row certified, and the caller sees the request (oracle.c). */
         if (!(t & 4095) && kvf__oracle_stop) return s->done;
         int64_t off = kvf_case_kv_offset(c, b, t, g, 0);
-        s->kvoff[t] = off;
-        uint16_t kmag;
-        int kfield;
-        decode_row(c->k_cache + off, D, kd, ka, &kmag, &kfield);
-        if (kmag >= 0x7F80u) return s->done; /* NaN or inf in k: every head to MPFR */
-        for (int32_t hh = 0; hh < G; hh++) {
-            const double *restrict qd = s->qd + (size_t)hh * D, *restrict qa =
-                                                                    s->qa + (size_t)hh * D;
-            /* Four lanes, element d in lane d mod 4, as the MPFR path sums its abs_sum: one
-             * 4-wide vector per sum, each lane an ordinary IEEE double. */
-            v4d l = {0, 0, 0, 0}, a = {0, 0, 0, 0};
-            int32_t d = 0;
-            for (; d + 4 <= D; d += 4) {
-                v4d q4, k4, qa4, ka4;
-                memcpy(&q4, qd + d, sizeof q4);
-                memcpy(&k4, kd + d, sizeof k4);
-                memcpy(&qa4, qa + d, sizeof qa4);
-                memcpy(&ka4, ka + d, sizeof ka4);
-                l += q4 * k4;
-                a += qa4 * ka4;
-            }
-            for (; d < D; d++) {
-                l[d & 3] += qd[d] * kd[d];
-                a[d & 3] += qa[d] * ka[d];
-            }
-            double dot = (l[0] + l[1]) + (l[2] + l[3]), asum = (a[0] + a[1]) + (a[2] + a[3]);
-            if (asum > s->abs_dot_max[hh]) s->abs_dot_max[hh] = asum;
-            int qlsb = s->qlsb[hh];
-            int exact = qlsb == LSB_NONE || kfield == 255 ||
-                        asum * (1 + 0x1p-30) < kvf__fm_pow2i(qlsb + (kfield - 134) + 53);
-            s->dot[hh * L + t] = dot;
-            s->derr[hh * L + t] = exact ? 0.0 : asum * gdot;
+        double *dot = s->tdot, *derr = s->tderr;
+        int64_t stride = 1;
+        if (s->stored) {
+            s->kvoff[t] = off;
+            dot = s->dot + t;
+            derr = s->derr + t;
+            stride = L;
         }
+        if (token_dots(s, c->k_cache + off, D, G, gdot, 1, dot, derr, stride))
+            return s->done; /* NaN or inf in k: every head to MPFR */
+        for (int32_t hh = 0; hh < G; hh++)
+            if (s->hs[hh].live)
+                head_observe(&s->hs[hh], t, dot[hh * stride], derr[hh * stride], sm);
     }
-
     int nlive = 0;
     for (int32_t hh = 0; hh < G; hh++) {
-        if (s->hs[hh].live) s->hs[hh].live = head_weights(s, c, b, g, hh, L, out);
+        if (s->hs[hh].live) s->hs[hh].live = head_prepare(s, c, b, g, hh, L, out);
         nlive += s->hs[hh].live;
     }
     if (!nlive) return s->done;
 
-    /* v: decoded once per token for every head; which columns are all +-0, the largest |v|,
-     * and no NaN or inf anywhere referenced. F5: N_hat_d and A_hat_d summed over tokens in
-     * order. */
+    /* Pass 2 (F2-F5): weights (from the stored dots, or the same dots recomputed), and v,
+     * decoded once per token for every head: which columns are all +-0, the largest |v|, no
+     * NaN or inf anywhere referenced, and N_hat_d and A_hat_d summed over tokens in order. */
     for (int32_t i = 0; i < D * G; i++) {
         s->nacc[i] = 0;
         s->aacc[i] = 0;
@@ -735,7 +828,34 @@ KVF__HOT const unsigned char *kvf__fast_group(kvf__fast_ws *s, const kvf_case *c
                 s->done[hh] = 0;
             return s->done;
         }
-        const kvf_bf16 *vr = c->v_cache + s->kvoff[t];
+        int64_t off;
+        const double *dot, *derr;
+        int64_t stride;
+        if (s->stored) {
+            off = s->kvoff[t];
+            dot = s->dot + t;
+            derr = s->derr + t;
+            stride = L;
+        } else {
+            off = kvf_case_kv_offset(c, b, t, g, 0);
+            (void)token_dots(s, c->k_cache + off, D, G, gdot, 0, s->tdot, s->tderr, 1);
+            dot = s->tdot;
+            derr = s->tderr;
+            stride = 1;
+        }
+        for (int32_t hh = 0; hh < G; hh++) {
+            double w = 0;
+            if (s->hs[hh].live) {
+                w = head_weight(&s->hs[hh], t, dot[hh * stride], derr[hh * stride], sm, asm_);
+                if (w < 0) {
+                    s->hs[hh].live = 0;
+                    w = 0;
+                }
+            }
+            s->tw[hh] = w;
+            if (s->stored) s->w[hh * L + t] = w;
+        }
+        const kvf_bf16 *vr = c->v_cache + off;
         for (int32_t d = 0; d < D; d++)
             s->colmag[d] |= vr[d] & 0x7FFFu;
         uint16_t vmag;
@@ -743,7 +863,7 @@ KVF__HOT const unsigned char *kvf__fast_group(kvf__fast_ws *s, const kvf_case *c
         decode_row(vr, D, vd, va, &vmag, &vfield);
         magmax = vmag > magmax ? vmag : magmax;
         for (int32_t hh = 0; hh < G; hh++) {
-            double w = s->w[hh * L + t];
+            double w = s->tw[hh];
             if (!s->hs[hh].live || w == 0) continue;
             double *restrict na = s->nacc + (size_t)hh * D, *restrict aa = s->aacc + (size_t)hh * D;
             for (int32_t d = 0; d < D; d++) {
@@ -759,6 +879,7 @@ KVF__HOT const unsigned char *kvf__fast_group(kvf__fast_ws *s, const kvf_case *c
         kvf_oracle_row *info = out->rows + row;
         info->v_abs_max = vmax;
         if ((double)L * vmax >= ldexp(1.0, 127)) info->overflow |= KVF_ORACLE_OVERFLOW_ACCUM;
+        if (s->hs[hh].live) s->hs[hh].live = head_finish(s, c, b, g, hh, L, out);
         if (s->hs[hh].live) s->done[hh] = (unsigned char)head_columns(s, c, row, hh, L, vmax, out);
     }
     return s->done;

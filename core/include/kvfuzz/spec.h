@@ -221,11 +221,24 @@ typedef struct kvf_case_cost {
     int64_t work;         /* Hq x (sum over sequences of L x (D + 64) + B x D): the oracle's time */
 } kvf_case_cost;
 
-/* Working memory of the oracle per token of its longest row, one thread, both paths (the
- * MPFR path's workspace at the first precision, oracle.c, and the fast path's for a kv group
- * of G q heads, oracle_fast.c). The oracle runs fewer threads when more would pass the
- * memory budget. */
-#define KVF_ORACLE_TOKEN_BYTES(G) (640 + 48 + 24 * (int64_t)(G))
+/* Working memory of the oracle, one thread (docs/oracle.md, "Memory"). Each path keeps
+ * per-token values for a row only while they fit in KVF_ORACLE_ROW_STORE_BYTES: the MPFR path's
+ * workspace takes KVF_ORACLE_MPFR_TOKEN_BYTES per token at the first precision (oracle.c), the
+ * fast path's KVF_ORACLE_FAST_TOKEN_BYTES(G) for a kv group of G q heads (oracle_fast.c). A
+ * longer row streams: its tokens are recomputed in every pass, in blocks within the same limit,
+ * so a thread's memory does not grow with the row (an exact-tie test on a streamed row holds
+ * one entry per distinct logit, within a quarter of the memory budget). The oracle runs fewer
+ * threads when more would pass the memory budget. */
+#define KVF_ORACLE_ROW_STORE_BYTES ((int64_t)32 << 20)
+#define KVF_ORACLE_MPFR_TOKEN_BYTES 688
+#define KVF_ORACLE_FAST_TOKEN_BYTES(G) (24 * (int64_t)(G) + 40)
+#define KVF_ORACLE_TOKEN_BYTES(G) (KVF_ORACLE_MPFR_TOKEN_BYTES + KVF_ORACLE_FAST_TOKEN_BYTES(G))
+/* One thread's working memory for a case whose longest row has `longest` tokens: both paths'
+ * stores, with the streamed MPFR path's exact weight sum (at most 2^21 bits, twice). */
+#define KVF_ORACLE_THREAD_BYTES(longest, G)                                                        \
+    ((longest)*KVF_ORACLE_TOKEN_BYTES(G) < 2 * KVF_ORACLE_ROW_STORE_BYTES + ((int64_t)1 << 19)     \
+         ? (longest)*KVF_ORACLE_TOKEN_BYTES(G)                                                     \
+         : 2 * KVF_ORACLE_ROW_STORE_BYTES + ((int64_t)1 << 19))
 /* Bytes of the oracle's outputs per output element (o) and per row (lse, row data). */
 #define KVF_ORACLE_ELEM_BYTES 18
 #define KVF_ORACLE_ROW_BYTES 64
