@@ -725,12 +725,22 @@ static void test_budgets_refuse_costly_cases(void) {
     unsetenv("KVF_MAX_WORK");
     kvf_spec s;
     kvf_error err = {0};
+    /* One row of 2^24 tokens fits the default budget: the oracle streams it, so its memory is
+     * that of two row stores (docs/oracle.md, "Memory"), whatever the length. */
+    CHECK_OK(kvf_spec_decode(&s, longest, n_long, &lim, &err), &err);
+    kvf_case_cost cost;
+    kvf_recipe_cost(&s.recipe, &cost);
+    CHECK(cost.oracle_bytes <= 2 * KVF_ORACLE_ROW_STORE_BYTES + ((int64_t)1 << 20));
+    CHECK(cost.oracle_bytes >= 2 * KVF_ORACLE_ROW_STORE_BYTES);
+    kvf_spec_free(&s);
+    setenv("KVF_MAX_MEMORY_MIB", "256", 1);
     CHECK_INT_EQ(kvf_spec_decode(&s, longest, n_long, &lim, &err), KVF_ELIMIT);
+    CHECK_STR_CONTAINS(err.msg, "past the memory budget of 0.25 GiB");
+    CHECK(strchr(err.msg, '\n') == NULL);
+    unsetenv("KVF_MAX_MEMORY_MIB");
+    CHECK_INT_EQ(kvf_spec_decode(&s, empty, n_empty, &lim, &err), KVF_ELIMIT);
     CHECK_STR_CONTAINS(err.msg, "past the memory budget of 2.00 GiB");
     CHECK(strchr(err.msg, '\n') == NULL);
-    CHECK_INT_EQ(kvf_spec_decode(&s, empty, n_empty, &lim, &err), KVF_ELIMIT);
-    CHECK_STR_CONTAINS(err.msg, "memory budget");
-    kvf_case_cost cost;
     CHECK_OK(kvf_spec_decode(&s, longest, n_long,
                              &(kvf_limits){.max_batch = 1,
                                            .max_qo_heads = 1,
@@ -745,7 +755,8 @@ static void test_budgets_refuse_costly_cases(void) {
                              &err),
              &err);
     kvf_recipe_cost(&s.recipe, &cost);
-    CHECK(cost.oracle_bytes > ((int64_t)8 << 30)); /* the MPFR workspace of 2^24 tokens */
+    /* A row that fits the store is costed per token (both paths' workspaces). */
+    CHECK_INT_EQ(KVF_ORACLE_THREAD_BYTES(1024, 5), 1024 * KVF_ORACLE_TOKEN_BYTES(5));
     CHECK_INT_EQ(cost.memory_bytes, cost.tensor_bytes + cost.oracle_bytes + cost.kernel_bytes);
     CHECK_INT_EQ(cost.work, ((int64_t)1 << 24) * (1 + 64) + 1); /* + B x D */
     kvf_spec_free(&s);
