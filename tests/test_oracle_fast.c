@@ -228,14 +228,17 @@ static void print_tally(const char *what, const tally *t) {
            t->rows ? 100.0 * (double)t->fallback_rows / (double)t->rows : 0.0, t->ties);
 }
 
-static void test_seed_cases(void) {
+/* What a test asserts about one case (compare or check_streamed). */
+typedef void (*case_check)(const kvf_case *c, const char *what, tally *t);
+
+/* check on every seed case (corpus/seeds) of at most max_len tokens per sequence. */
+static void run_seeds(case_check check, tally *t, int64_t max_len) {
     const char *src = getenv("KVF_SOURCE_DIR");
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/corpus/seeds", src ? src : ".");
     DIR *dh = opendir(dir);
     CHECK(dh != NULL);
     if (!dh) return;
-    tally t = {0};
     struct dirent *de;
     while ((de = readdir(dh))) {
         size_t n = strlen(de->d_name);
@@ -249,10 +252,15 @@ static void test_seed_cases(void) {
         int rc = kvf_case_load(path, NULL, &c, &lim, &err);
         CHECK_OK(rc, &err);
         if (rc) continue;
-        compare(&c, de->d_name, &t);
+        if (kvf_case_max_seq_len(&c) <= max_len) check(&c, de->d_name, t);
         kvf_case_free(&c);
     }
     closedir(dh);
+}
+
+static void test_seed_cases(void) {
+    tally t = {0};
+    run_seeds(compare, &t, INT64_MAX);
     CHECK(t.cases >= 17);
     CHECK(t.fast_rows > 0);
     print_tally("seeds", &t);
@@ -352,10 +360,9 @@ static int small_random_case(kvf_case *c, uint64_t seed, kvf_error *err) {
 
 /* 10^5 generated cases, small enough for the MPFR path to keep up: every strategy, logit shape
  * and distribution of kvf_spec_random, seeds 1..100000. */
-static void test_generated(void) {
-    const char *env = getenv("KVF_FAST_CASES");
-    long n = env ? atol(env) : 100000;
-    tally t = {0};
+/* check on the first n cases small_random_case gives (seeds 1, 2, ...), stopping early after
+ * more than 20 mismatches. */
+static void run_generated(long n, case_check check, tally *t) {
     long built = 0;
     for (uint64_t seed = 1; built < n; seed++) {
         kvf_case c;
@@ -364,10 +371,17 @@ static void test_generated(void) {
         built++;
         char what[64];
         snprintf(what, sizeof what, "seed %llu", (unsigned long long)seed);
-        compare(&c, what, &t);
+        check(&c, what, t);
         kvf_case_free(&c);
-        if (t.mismatches > 20) break;
+        if (t->mismatches > 20) break;
     }
+}
+
+static void test_generated(void) {
+    const char *env = getenv("KVF_FAST_CASES");
+    long n = env ? atol(env) : 100000;
+    tally t = {0};
+    run_generated(n, compare, &t);
     print_tally("generated", &t);
     CHECK(t.cases >= n);
     CHECK(t.fast_rows > t.fallback_rows);
@@ -447,46 +461,15 @@ static void check_streamed(const kvf_case *c, const char *what, tally *t) {
 
 static void test_streamed(void) {
     tally t = {0};
-    kvf_limits lim;
-    kvf_limits_default(&lim);
-    const char *src = getenv("KVF_SOURCE_DIR");
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/corpus/seeds", src ? src : ".");
-    DIR *dh = opendir(dir);
-    CHECK(dh != NULL);
-    struct dirent *de;
-    while (dh && (de = readdir(dh))) {
-        size_t n = strlen(de->d_name);
-        if (n < 5 || strcmp(de->d_name + n - 5, ".kvfz") != 0) continue;
-        char path[8192];
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        kvf_case c;
-        kvf_error err;
-        int rc = kvf_case_load(path, NULL, &c, &lim, &err);
-        CHECK_OK(rc, &err);
-        if (rc) continue;
-        /* The long seeds take the MPFR path a second each per pass: only the shorter ones. */
-        if (kvf_case_max_seq_len(&c) <= 4096) check_streamed(&c, de->d_name, &t);
-        kvf_case_free(&c);
-    }
-    if (dh) closedir(dh);
+    /* The long seeds take the MPFR path a second each per pass: only the shorter ones. */
+    run_seeds(check_streamed, &t, 4096);
     for (int k = 0; k < 100; k++) {
         kvf_case c;
         build_tie_case(&c, k);
         check_streamed(&c, "tie case", &t);
         kvf_case_free(&c);
     }
-    long built = 0;
-    for (uint64_t seed = 1; built < 2000; seed++) {
-        kvf_case c;
-        kvf_error err;
-        if (small_random_case(&c, seed, &err)) continue;
-        built++;
-        char what[64];
-        snprintf(what, sizeof what, "seed %llu", (unsigned long long)seed);
-        check_streamed(&c, what, &t);
-        kvf_case_free(&c);
-    }
+    run_generated(2000, check_streamed, &t);
     print_tally("streamed", &t);
     CHECK(t.ties > 50);
     CHECK(t.fallback_rows > 0); /* F8 on a streamed row goes to MPFR */
