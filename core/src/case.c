@@ -19,17 +19,25 @@ void kvf_limits_default(kvf_limits *limits) {
     limits->max_work = 0;
 }
 
-/* The caches are reserved, not committed: an 8 GiB pool whose few referenced pages are
- * written costs only those pages. Anonymous mappings read as zero until written. */
+/* Large caches are reserved, not committed: an 8 GiB pool whose few referenced pages are
+ * written costs only those pages. Anonymous mappings read as zero until written. Small ones
+ * (most generated cases) come from the heap instead: a fresh mapping per case costs two system
+ * calls and a fault per OS page, which for a pool of a few pages is most of building it. The
+ * size alone says which (kvf_case_free). */
 static void *reserve_zeroed(size_t bytes) {
     if (bytes == 0) return NULL;
+    if (bytes <= KVF_CASE_HEAP_POOL_BYTES) return calloc(1, bytes);
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
 static void release_reserved(void *p, size_t bytes) {
-    if (p && bytes) munmap(p, bytes);
+    if (!p || !bytes) return;
+    if (bytes <= KVF_CASE_HEAP_POOL_BYTES)
+        free(p);
+    else
+        munmap(p, bytes);
 }
 
 static int check_shape(int32_t hq, int32_t hk, int32_t d, int32_t s, int32_t batch,
