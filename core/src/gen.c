@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "case_internal.h"
 #include "gen_draw2.h"
 #include "kvfuzz/prng.h"
 #include "kvfuzz/spec.h"
@@ -384,10 +385,18 @@ static int lay_out_table(const kvf_recipe *rp, int64_t entries, int64_t *pool_ou
 /* Scales every used k row (or q) by 2^e, saturating nothing: only exact power-of-two steps. */
 static void scale_bf16(kvf_bf16 *x, int64_t n, int e) {
     /* A bf16 times 2^e with |e| <= 127 stays far inside double's range, so the product by the
-     * exact power of two is exact: the value ldexp gives, without a call per element. */
+     * exact power of two is exact: the value ldexp gives, without a call per element. When the
+     * input and the result are normal bf16 values the product is exact in bf16 too, and its
+     * bits are the input's with e added to the exponent field: the same bits, without the
+     * conversions. */
     const double p2 = ldexp(1.0, e);
-    for (int64_t i = 0; i < n; i++)
-        if (kvf_bf16_is_finite(x[i])) x[i] = to_bf16((double)kvf_bf16_to_f32(x[i]) * p2);
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t f = (x[i] >> 7) & 0xFF;
+        if (f >= 1 && f <= 254 && f + e >= 1 && f + e <= 254)
+            x[i] = (kvf_bf16)(x[i] + (e << 7));
+        else if (kvf_bf16_is_finite(x[i]))
+            x[i] = to_bf16((double)kvf_bf16_to_f32(x[i]) * p2);
+    }
 }
 
 static int64_t page_slot_offset(const kvf_case *c, int64_t page, int32_t slot) {
@@ -558,7 +567,7 @@ static int apply_overrides(kvf_case *c, const kvf_spec *s, int64_t **extra, int6
  * (or a refusal) leaves the faults to happen as before. */
 static void prefault(const kvf_case *c, const int64_t *pages, int64_t n) {
 #ifdef MADV_POPULATE_WRITE
-    if (c->pool_bytes <= KVF_CASE_HEAP_POOL_BYTES) return; /* a heap block, already committed */
+    if (c->pool_bytes <= KVF_CASE_HEAP_POOL_BYTES) return; /* a heap block: no mapping of its own */
     const size_t os_page = (size_t)sysconf(_SC_PAGESIZE);
     const int64_t page_bytes = kvf_case_page_elems(c) * 2;
     if (page_bytes <= 0 || os_page == 0) return;
@@ -615,6 +624,17 @@ static int fill_pool(kvf_case *c, const kvf_recipe *rp, int64_t **extra, int64_t
                              "the referenced pages need %lld bytes, past the limit of %lld",
                              (long long)resident_bytes, (long long)lim->max_resident_bytes);
     }
+    /* Unreferenced resident pages: all of a small pool, else the neighbours of referenced
+     * pages (where an off-by-one lands). */
+    int64_t budget =
+        (lim->max_resident_bytes - resident_bytes) / (page_elems * 4 > 0 ? page_elems * 4 : 1);
+    int full = (int64_t)c->pool_bytes <= FULL_POISON_POOL_BYTES && c->num_pages - nref <= budget;
+    /* A heap pool (kvf__case_alloc left it unwritten) that is not written in full reads as
+     * zero where it is not written, as a mapping would. */
+    if (!full && c->pool_bytes && c->pool_bytes <= KVF_CASE_HEAP_POOL_BYTES) {
+        memset(c->k_cache, 0, c->pool_bytes);
+        memset(c->v_cache, 0, c->pool_bytes);
+    }
     gstream rk, rv, rpois;
     gs_seed(&rk, rp, STREAM_K);
     gs_seed(&rv, rp, STREAM_V);
@@ -631,13 +651,8 @@ static int fill_pool(kvf_case *c, const kvf_recipe *rp, int64_t **extra, int64_t
                   tail_inf);
     }
     free(used);
-    /* Unreferenced resident pages: all of a small pool, else the neighbours of referenced
-     * pages (where an off-by-one lands). */
     int unref_nan = rp->poison & KVF_POISON_UNREF_NAN,
         unref_inf = rp->poison & KVF_POISON_UNREF_INF;
-    int64_t budget =
-        (lim->max_resident_bytes - resident_bytes) / (page_elems * 4 > 0 ? page_elems * 4 : 1);
-    int full = (int64_t)c->pool_bytes <= FULL_POISON_POOL_BYTES && c->num_pages - nref <= budget;
     int64_t cap = full ? c->num_pages - nref : (budget < 64 ? budget : 64);
     int64_t *pages = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *pages);
     if (!pages) return kvf_error_set(err, KVF_ENOMEM, "out of memory choosing poisoned pages");
@@ -700,8 +715,10 @@ int kvf_case_build(kvf_case *out, const kvf_spec *s, const kvf_limits *lim, kvf_
         free(ids);
         return rc;
     }
-    rc = kvf_case_alloc(out, rp->num_qo_heads, rp->num_kv_heads, rp->head_dim, rp->page_size,
-                        rp->batch_size, entries, pool, lim, err);
+    /* Explicit tensors fill the pool by copy, and fill_pool writes a small pool in full (or
+     * zeroes it): neither needs it zeroed first. */
+    rc = kvf__case_alloc(out, rp->num_qo_heads, rp->num_kv_heads, rp->head_dim, rp->page_size,
+                         rp->batch_size, entries, pool, 0, lim, err);
     if (rc) {
         free(ids);
         return rc;

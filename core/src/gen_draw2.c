@@ -19,6 +19,28 @@
 
 #include "kvfuzz/prng.h"
 
+/* On x86-64 with GCC or clang, the entry points that fill many values are also compiled for
+ * AVX2 and the loader picks the clone the processor runs (target_clones): twice the lanes per
+ * instruction. The clone runs the same integer operations and the same IEEE products
+ * (-ffp-contract=off, and no FMA in the target), so it gives the same bits
+ * (tests/test_gen_hash.c; KVF_D2_NO_CLONES builds without it, to check that). */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__has_attribute) &&                        \
+    !defined(KVF_D2_NO_CLONES)
+#if __has_attribute(target_clones) && defined(__ELF__)
+#define FILL_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef FILL_CLONES
+#define FILL_CLONES
+#endif
+/* The helpers of the cloned entry points are inlined into each clone (so that they, too, are
+ * compiled for its target). */
+#if defined(__GNUC__)
+#define HOT static inline __attribute__((always_inline))
+#else
+#define HOT static inline
+#endif
+
 void kvf__d2_seed(kvf__d2 *st, uint64_t seed, uint64_t purpose) {
     for (int l = 0; l < KVF__D2_LANES; l++) {
         kvf_prng lane;
@@ -37,7 +59,7 @@ void kvf__d2_seed(kvf__d2 *st, uint64_t seed, uint64_t purpose) {
 #if defined(__GNUC__) && KVF__D2_LANES == 4 && !defined(KVF_D2_SCALAR)
 typedef uint64_t lanes_t __attribute__((vector_size(32)));
 
-static void refill(kvf__d2 *st) {
+HOT void refill(kvf__d2 *st) {
     lanes_t s0, s1, s2, s3;
     memcpy(&s0, st->s[0], sizeof s0);
     memcpy(&s1, st->s[1], sizeof s1);
@@ -63,7 +85,7 @@ static void refill(kvf__d2 *st) {
     st->pos = 0;
 }
 #else
-static void refill(kvf__d2 *st) {
+HOT void refill(kvf__d2 *st) {
     uint64_t s0[KVF__D2_LANES], s1[KVF__D2_LANES], s2[KVF__D2_LANES], s3[KVF__D2_LANES];
     memcpy(s0, st->s[0], sizeof s0);
     memcpy(s1, st->s[1], sizeof s1);
@@ -97,7 +119,7 @@ uint64_t kvf__d2_word(kvf__d2 *st) {
 }
 
 /* Up to `want` (> 0) next words, contiguous; *got of them (at least 1). */
-static inline const uint64_t *take(kvf__d2 *st, int64_t want, int *got) {
+HOT const uint64_t *take(kvf__d2 *st, int64_t want, int *got) {
     if (st->pos == KVF__D2_BUF) refill(st);
     int avail = KVF__D2_BUF - st->pos;
     *got = want < avail ? (int)want : avail;
@@ -150,7 +172,7 @@ static inline kvf_bf16 normal_of(uint64_t x, float p2) {
     return rne(f * p2);
 }
 
-static void fill_normal(kvf_bf16 *dst, int64_t n, float p2, kvf__d2 *st) {
+HOT void fill_normal(kvf_bf16 *dst, int64_t n, float p2, kvf__d2 *st) {
     for (int64_t i = 0; i < n;) {
         int got;
         const uint64_t *w = take(st, n - i, &got);
@@ -170,7 +192,7 @@ static inline kvf_bf16 uniform_of(uint32_t h, float p2) {
 }
 
 /* Two values per word, the low 32 bits first; an odd count leaves the last high half unused. */
-static void fill_uniform(kvf_bf16 *dst, int64_t n, float p2, kvf__d2 *st) {
+HOT void fill_uniform(kvf_bf16 *dst, int64_t n, float p2, kvf__d2 *st) {
     for (int64_t i = 0; i < n;) {
         int got;
         const uint64_t *w = take(st, (n - i + 1) / 2, &got);
@@ -189,7 +211,7 @@ static void fill_uniform(kvf_bf16 *dst, int64_t n, float p2, kvf__d2 *st) {
 /* Log-uniform: one word per value. The exponent e in [-span, span] from its low 32 bits
  * (Lemire; a rejected word is replaced whole by the next), the significand 1 + f 2^-23 from
  * bits 32..54, the sign from bit 63: RN_f32(+-(2^23 + f) 2^(e + k - 23)), exact in double. */
-static void fill_log_uniform(kvf_bf16 *dst, int64_t n, int span, int k, kvf__d2 *st) {
+HOT void fill_log_uniform(kvf_bf16 *dst, int64_t n, int span, int k, kvf__d2 *st) {
     const uint32_t range = 2u * (uint32_t)span + 1, t = (uint32_t)(0u - range) % range;
     for (int64_t i = 0; i < n; i++) {
         uint64_t w, p;
@@ -210,7 +232,7 @@ static inline kvf_bf16 filler_of(uint32_t y) {
     return (kvf_bf16)(((y & 0x80u) << 8) | 0x3F00u | (y & 0x7Fu));
 }
 
-void kvf__d2_filler(kvf_bf16 *dst, int64_t n, kvf__d2 *st) {
+FILL_CLONES void kvf__d2_filler(kvf_bf16 *dst, int64_t n, kvf__d2 *st) {
     for (int64_t i = 0; i < n;) {
         int got;
         const uint64_t *w = take(st, (n - i + 7) / 8, &got);
@@ -236,44 +258,76 @@ static inline kvf_bf16 nan_of(uint32_t y) {
     return (kvf_bf16)(0x7F80u | (y & 0x7Fu) | ((y & 0x80u) << 8));
 }
 
-static void fill_nan(kvf_bf16 *dst, int64_t n, kvf__d2 *st) {
+HOT void fill_nan(kvf_bf16 *dst, int64_t n, kvf__d2 *st) {
     const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
     int64_t i = 0;
     while (i < n) {
         if (st->pos == KVF__D2_BUF) refill(st);
-        for (; st->pos < KVF__D2_BUF && i < n; st->pos++) {
-            uint64_t x = st->buf[st->pos], y = x & ~highs;
-            if (n - i >= 8 && !((y - ones) & ~y & highs)) {
-                /* No payload of the word is 0 (the test is exact: a borrow starts only at a
-                 * zero byte): eight values. */
-                for (int b = 0; b < 8; b++)
-                    dst[i + b] = nan_of((uint32_t)(x >> (8 * b)));
-                i += 8;
-                continue;
-            }
-            for (int b = 0; b < 8 && i < n; b++, x >>= 8)
-                if (x & 0x7Fu) dst[i++] = nan_of((uint32_t)x);
+        /* A run of words none of whose payloads is 0 (the test is exact: a borrow starts only
+         * at a zero byte) gives eight values each, converted in one loop. */
+        int start = st->pos, end = start;
+        const int64_t most = (n - i) / 8;
+        while (end < KVF__D2_BUF && end - start < most) {
+            uint64_t y = st->buf[end] & ~highs;
+            if ((y - ones) & ~y & highs) break;
+            end++;
         }
+        if (end > start) {
+            const int64_t m = 8 * (int64_t)(end - start);
+            kvf_bf16 *d = dst + i;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            const unsigned char *y = (const unsigned char *)(st->buf + start);
+            for (int64_t j = 0; j < m; j++)
+                d[j] = nan_of(y[j]);
+#else
+            for (int64_t j = 0; j < m; j++)
+                d[j] = nan_of((uint32_t)(st->buf[start + j / 8] >> (8 * (j % 8))) & 0xFFu);
+#endif
+            i += m;
+            st->pos = end;
+            continue;
+        }
+        /* A word with a rejected byte, or the last word: byte by byte. */
+        uint64_t x = st->buf[st->pos++];
+        for (int b = 0; b < 8 && i < n; b++, x >>= 8)
+            if (x & 0x7Fu) dst[i++] = nan_of((uint32_t)x);
     }
 }
 
-void kvf__d2_poison(kvf_bf16 *dst, int64_t n, int nan, kvf__d2 *st) {
+/* The eight infinities of a byte's bits, bit 0 first (+inf for 0, -inf for 1). */
+#define INF_(y, b) (kvf_bf16)(0x7F80u | ((((unsigned)(y) >> (b)) & 1u) << 15))
+#define INF_ROW(y)                                                                                 \
+    {                                                                                              \
+        INF_(y, 0), INF_(y, 1), INF_(y, 2), INF_(y, 3), INF_(y, 4), INF_(y, 5), INF_(y, 6),        \
+            INF_(y, 7)                                                                             \
+    }
+#define INF_ROW4(y) INF_ROW(y), INF_ROW((y) + 1), INF_ROW((y) + 2), INF_ROW((y) + 3)
+#define INF_ROW16(y) INF_ROW4(y), INF_ROW4((y) + 4), INF_ROW4((y) + 8), INF_ROW4((y) + 12)
+#define INF_ROW64(y) INF_ROW16(y), INF_ROW16((y) + 16), INF_ROW16((y) + 32), INF_ROW16((y) + 48)
+static const kvf_bf16 inf_of_byte[256][8] = {INF_ROW64(0), INF_ROW64(64), INF_ROW64(128),
+                                             INF_ROW64(192)};
+
+FILL_CLONES void kvf__d2_poison(kvf_bf16 *dst, int64_t n, int nan, kvf__d2 *st) {
     if (nan) {
         fill_nan(dst, n, st);
         return;
     }
-    /* +-inf: bit b of a word is the sign of one value, 64 per word, the lowest bit first. */
+    /* +-inf: bit b of a word is the sign of one value, 64 per word, the lowest bit first;
+     * eight values per byte from a table. */
     for (int64_t i = 0; i < n; i += 64) {
         uint64_t x = kvf__d2_word(st);
         int m = n - i < 64 ? (int)(n - i) : 64;
-        for (int b = 0; b < m; b++)
+        int b = 0;
+        for (; b + 8 <= m; b += 8)
+            memcpy(dst + i + b, inf_of_byte[(x >> b) & 0xFFu], sizeof inf_of_byte[0]);
+        for (; b < m; b++)
             dst[i + b] = (kvf_bf16)(0x7F80u | (((uint32_t)(x >> b) & 1u) << 15));
     }
 }
 
 /* Subnormal kind: 16-bit fields, the lowest first; bits 0..7 give 1..255 (0 is rejected: the
  * field is skipped), bit 8 the sign: the bf16 subnormals and the smallest normals. */
-static void fill_subnormal(kvf_bf16 *dst, int64_t n, kvf__d2 *st) {
+HOT void fill_subnormal(kvf_bf16 *dst, int64_t n, kvf__d2 *st) {
     int64_t i = 0;
     while (i < n) {
         uint64_t x = kvf__d2_word(st);
@@ -284,7 +338,8 @@ static void fill_subnormal(kvf_bf16 *dst, int64_t n, kvf__d2 *st) {
     }
 }
 
-void kvf__d2_fill(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d, kvf__d2 *st) {
+FILL_CLONES void kvf__d2_fill(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,
+                              kvf__d2 *st) {
     const int64_t n = rows * row_len;
     const int k = d->log2_scale;
     const float p2 = pow2f(k);
