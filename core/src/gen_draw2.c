@@ -20,21 +20,20 @@
 #include "kvfuzz/prng.h"
 
 /* On x86-64 with GCC or clang, the entry points that fill many values are also compiled for
- * AVX2 and the loader picks the clone the processor runs (target_clones): twice the lanes per
- * instruction. The clone runs the same integer operations and the same IEEE products
- * (-ffp-contract=off, and no FMA in the target), so it gives the same bits
+ * AVX2 (a target attribute on a second copy), and each call takes that copy when the processor
+ * has AVX2: twice the lanes per instruction. The copy runs the same integer operations and the
+ * same IEEE products (-ffp-contract=off, and no FMA in the target), so it gives the same bits
  * (tests/test_gen_hash.c; KVF_D2_NO_CLONES builds without it, to check that). */
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__has_attribute) &&                        \
-    !defined(KVF_D2_NO_CLONES)
-#if __has_attribute(target_clones) && defined(__ELF__)
-#define FILL_CLONES __attribute__((target_clones("avx2", "default")))
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(KVF_D2_NO_CLONES)
+#define AVX2_COPIES 1
+#define AVX2_TARGET __attribute__((target("avx2")))
+static int have_avx2(void) {
+    return __builtin_cpu_supports("avx2");
+}
 #endif
-#endif
-#ifndef FILL_CLONES
-#define FILL_CLONES
-#endif
-/* The helpers of the cloned entry points are inlined into each clone (so that they, too, are
- * compiled for its target). */
+
+/* The helpers of the entry points are inlined into each copy (so that they, too, are compiled
+ * for its target). */
 #if defined(__GNUC__)
 #define HOT static inline __attribute__((always_inline))
 #else
@@ -232,7 +231,7 @@ static inline kvf_bf16 filler_of(uint32_t y) {
     return (kvf_bf16)(((y & 0x80u) << 8) | 0x3F00u | (y & 0x7Fu));
 }
 
-FILL_CLONES void kvf__d2_filler(kvf_bf16 *dst, int64_t n, kvf__d2 *st) {
+HOT void filler_impl(kvf_bf16 *dst, int64_t n, kvf__d2 *st) {
     for (int64_t i = 0; i < n;) {
         int got;
         const uint64_t *w = take(st, (n - i + 7) / 8, &got);
@@ -307,7 +306,7 @@ HOT void fill_nan(kvf_bf16 *dst, int64_t n, kvf__d2 *st) {
 static const kvf_bf16 inf_of_byte[256][8] = {INF_ROW64(0), INF_ROW64(64), INF_ROW64(128),
                                              INF_ROW64(192)};
 
-FILL_CLONES void kvf__d2_poison(kvf_bf16 *dst, int64_t n, int nan, kvf__d2 *st) {
+HOT void poison_impl(kvf_bf16 *dst, int64_t n, int nan, kvf__d2 *st) {
     if (nan) {
         fill_nan(dst, n, st);
         return;
@@ -338,8 +337,7 @@ HOT void fill_subnormal(kvf_bf16 *dst, int64_t n, kvf__d2 *st) {
     }
 }
 
-FILL_CLONES void kvf__d2_fill(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,
-                              kvf__d2 *st) {
+HOT void fill_impl(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d, kvf__d2 *st) {
     const int64_t n = rows * row_len;
     const int k = d->log2_scale;
     const float p2 = pow2f(k);
@@ -399,4 +397,49 @@ FILL_CLONES void kvf__d2_fill(kvf_bf16 *dst, int64_t rows, int32_t row_len, cons
         break;
     }
     }
+}
+
+/* ---- the entry points: the AVX2 copy where the processor has it ---------------------------- */
+
+#ifdef AVX2_COPIES
+AVX2_TARGET static void filler_avx2(kvf_bf16 *dst, int64_t n, kvf__d2 *st) {
+    filler_impl(dst, n, st);
+}
+AVX2_TARGET static void poison_avx2(kvf_bf16 *dst, int64_t n, int nan, kvf__d2 *st) {
+    poison_impl(dst, n, nan, st);
+}
+AVX2_TARGET static void fill_avx2(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,
+                                  kvf__d2 *st) {
+    fill_impl(dst, rows, row_len, d, st);
+}
+#endif
+
+void kvf__d2_filler(kvf_bf16 *dst, int64_t n, kvf__d2 *st) {
+#ifdef AVX2_COPIES
+    if (have_avx2()) {
+        filler_avx2(dst, n, st);
+        return;
+    }
+#endif
+    filler_impl(dst, n, st);
+}
+
+void kvf__d2_poison(kvf_bf16 *dst, int64_t n, int nan, kvf__d2 *st) {
+#ifdef AVX2_COPIES
+    if (have_avx2()) {
+        poison_avx2(dst, n, nan, st);
+        return;
+    }
+#endif
+    poison_impl(dst, n, nan, st);
+}
+
+void kvf__d2_fill(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d, kvf__d2 *st) {
+#ifdef AVX2_COPIES
+    if (have_avx2()) {
+        fill_avx2(dst, rows, row_len, d, st);
+        return;
+    }
+#endif
+    fill_impl(dst, rows, row_len, d, st);
 }
