@@ -14,18 +14,22 @@
 
 /* ---- gen ---------------------------------------------------------------------------------- */
 
-enum { GEN_SEED = 256, GEN_PRESET, GEN_RANDOM };
+enum { GEN_SEED = 256, GEN_PRESET, GEN_RANDOM, GEN_EXPANSION };
 
 static const cli_option gen_options[] = {
     {"seed", GEN_SEED, "N", "seed for the values (and, with --random, for the recipe); default 1"},
     {"preset", GEN_PRESET, "NAME", "one of the presets below (default seed-h20kv4)"},
     {"random", GEN_RANDOM, NULL, "a random recipe over every generator strategy, not a preset"},
+    {"expansion", GEN_EXPANSION, "N",
+     "1 or 2: how the recipe expands into tensors, written as the file's\n"
+     "version (docs/case-format.md); default 2, the faster one. 1 writes\n"
+     "the version 1 file of the recipe (what the shipped seeds are)"},
     {NULL, 'o', "FILE", "output path (written atomically)"},
     {0},
 };
 
 static void gen_help(void) {
-    printf("usage: kvfuzz gen [--seed N] [--preset NAME | --random] -o FILE\n\n"
+    printf("usage: kvfuzz gen [--seed N] [--preset NAME | --random] [--expansion N] -o FILE\n\n"
            "Writes a .kvfz case file (a recipe the generator expands deterministically).\n\n");
     cli_print_options(stdout, gen_options);
     printf("\npresets:\n");
@@ -36,6 +40,7 @@ static void gen_help(void) {
 int kvf_cmd_gen(int argc, char **argv) {
     const char *cmd = "gen", *preset = NULL, *out = NULL;
     uint64_t seed = 1;
+    int64_t expansion = KVF_EXPANSION_DEFAULT;
     int random = 0;
     cli_parser p;
     cli_parser_init(&p, cmd, argc, argv, gen_options);
@@ -59,6 +64,10 @@ int kvf_cmd_gen(int argc, char **argv) {
         case GEN_SEED:
             if (cli_opt_u64(cmd, "--seed", v, &seed)) return KVF_EXIT_USAGE;
             break;
+        case GEN_EXPANSION:
+            if (cli_opt_i64(cmd, "--expansion", v, KVF_EXPANSION_1, KVF_EXPANSION_2, &expansion))
+                return KVF_EXIT_USAGE;
+            break;
         }
     }
     char **rest;
@@ -71,9 +80,11 @@ int kvf_cmd_gen(int argc, char **argv) {
     kvf_error err = {0};
     kvf_random_opts ropts;
     kvf_random_opts_default(&ropts);
+    ropts.expansion = (int)expansion;
     int rc = random ? kvf_spec_random(&spec, seed, &ropts, &err)
                     : kvf_spec_preset(&spec, preset, seed, &err);
     if (rc) return cli_usage_error(cmd, "%s", err.msg);
+    spec.recipe.expansion = (uint8_t)expansion;
     kvf_limits limits;
     cli_limits(&limits);
     kvf_case c;
@@ -184,7 +195,8 @@ static json_t *show_json(const char *path, const kvf_spec *spec, const kvf_case 
     char bits[16];
     snprintf(bits, sizeof bits, "%08x", kvf_f32_bits(c->sm_scale));
     int bad = !root || kvf_json_set(root, "file", json_string(path)) ||
-              kvf_json_set(root, "format_version", json_integer(KVF_FORMAT_VERSION)) ||
+              kvf_json_set(root, "format_version",
+                           json_integer(rp->expansion == KVF_EXPANSION_2 ? 2 : 1)) ||
               kvf_json_set(root, "shape", shape) ||
               kvf_json_set(shape, "num_qo_heads", json_integer(c->num_qo_heads)) ||
               kvf_json_set(shape, "num_kv_heads", json_integer(c->num_kv_heads)) ||

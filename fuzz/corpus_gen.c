@@ -318,7 +318,7 @@ static void case_corpus(void) {
     write_bytes("bad-empty", good, 0);
     memcpy(bad, good, n), bad[0] = 'X';
     write_bytes("bad-magic", bad, n);
-    memcpy(bad, good, n), bad[4] = 2;
+    memcpy(bad, good, n), bad[4] = 3; /* versions 1 and 2 are known */
     write_bytes("bad-version", bad, n);
     memcpy(bad, good, n), bad[19] = 1;
     write_bytes("bad-reserved-byte", bad, n);

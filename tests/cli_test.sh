@@ -52,8 +52,18 @@ expect 2 "positive number of seconds" -- "$kvfuzz" mutants --budget -1
 
 # Bad case files: a bad page id, a bad last-page length, truncated bytes, garbage.
 seed="$src/corpus/seeds/00-seed-h20kv4.kvfz"
-"$kvfuzz" gen --preset seed-h20kv4 -o "$tmp/good.kvfz" || fail "gen failed"
-cmp -s "$tmp/good.kvfz" "$seed" || fail "gen --preset seed-h20kv4 --seed 1 differs from the shipped seed case"
+"$kvfuzz" gen --preset seed-h20kv4 --expansion 1 -o "$tmp/good.kvfz" || fail "gen failed"
+cmp -s "$tmp/good.kvfz" "$seed" ||
+  fail "gen --preset seed-h20kv4 --seed 1 --expansion 1 differs from the shipped seed case"
+# By default gen writes expansion 2: the same recipe with version byte 2 (docs/case-format.md).
+"$kvfuzz" gen --preset seed-h20kv4 -o "$tmp/good2.kvfz" || fail "gen (expansion 2) failed"
+python3 - "$tmp/good.kvfz" "$tmp/good2.kvfz" <<'PY' || fail "gen's default is not the version 2 file of the seed recipe"
+import sys
+one, two = (open(p, "rb").read() for p in sys.argv[1:3])
+assert two[4] == 2 and one[4] == 1 and one[:4] + one[5:] == two[:4] + two[5:]
+PY
+"$kvfuzz" show "$tmp/good2.kvfz" | grep -q '"format_version": 2' || fail "show does not report version 2"
+expect 2 "--expansion" -- "$kvfuzz" gen --expansion 3 -o "$tmp/x.kvfz"
 # Flag the overrides section and append one override: kv_indices[7] = 52 (pool has 52 pages).
 python3 - "$tmp" <<'PY' || fail "could not craft bad files"
 import struct, sys

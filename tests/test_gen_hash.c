@@ -1,10 +1,12 @@
 /* The generator's output, pinned bit for bit: hashes of the expanded tensors of every preset
- * and of sets of random recipes, compared with values recorded from the generator before any
- * change to its speed. Stored corpus files and seeds mean their bits only as long as these hold
- * (docs/case-format.md, "Expansion"). The hash is computed here (FNV-1a over every field the
- * generator writes, resident pages by id), independent of the library's own helpers.
+ * and of sets of random recipes, under each expansion. Expansion 1's values were recorded from
+ * the generator before any change to its speed, expansion 2's when it was introduced. Stored
+ * corpus files and seeds (version 1 files) mean their bits only as long as these hold
+ * (docs/case-format.md, "Expansion" and "Expansion 2"). The hash is computed here (FNV-1a over
+ * every field the generator writes, resident pages by id), independent of the library's own
+ * helpers.
  *
- * KVF_GEN_HASH_PRINT=1 prints the table of current values instead of checking it. */
+ * KVF_GEN_HASH_PRINT=1 (or 2) prints the tables of expansion 1 (or 2) instead of checking. */
 #include <dirent.h>
 #include <stdint.h>
 
@@ -51,9 +53,10 @@ static uint64_t case_hash(const kvf_case *c) {
     return f.h;
 }
 
+/* 0, or the expansion whose tables are printed. */
 static int print_mode(void) {
     const char *e = getenv("KVF_GEN_HASH_PRINT");
-    return e && strcmp(e, "1") == 0;
+    return e && strcmp(e, "1") == 0 ? 1 : e && strcmp(e, "2") == 0 ? 2 : 0;
 }
 
 /* Hash of one built spec; 0 with a failed check if it does not build. */
@@ -71,13 +74,20 @@ static uint64_t build_hash(const kvf_spec *s, const char *what) {
     return h;
 }
 
-/* Recorded with the generator as it was before its speed-up (commit "test_gen_hash: pin the
- * generator's output"). Presets at seeds 1 and 77. */
-static const struct {
+typedef struct preset_hash {
     const char *name;
     uint64_t seed, hash;
-} preset_hashes[] = {
+} preset_hash;
+
+/* Expansion 1: recorded with the generator as it was before its speed-up (commit
+ * "test_gen_hash: pin the generator's output"). Presets at seeds 1 and 77. */
+static const preset_hash preset_hashes[] = {
 #include "gen_hashes_presets.inc"
+};
+
+/* Expansion 2: recorded when it was introduced. */
+static const preset_hash preset_hashes2[] = {
+#include "gen_hashes2_presets.inc"
 };
 
 /* Digests (FNV-1a of the per-case hashes in order) of random recipe sets. */
@@ -94,14 +104,20 @@ static const random_set random_sets[] = {
 #include "gen_hashes_random.inc"
 };
 
-static void test_presets_expand_to_recorded_bits(void) {
+static const random_set random_sets2[] = {
+#include "gen_hashes2_random.inc"
+};
+
+static void check_presets(int expansion, const preset_hash *recorded, size_t nrecorded) {
     static const uint64_t seeds[] = {1, 77};
     size_t k = 0;
+    if (print_mode() && print_mode() != expansion) return;
     for (size_t i = 0; i < kvf_preset_count(); i++)
         for (size_t j = 0; j < sizeof seeds / sizeof seeds[0]; j++, k++) {
             kvf_spec s;
             kvf_error err = {0};
             CHECK_OK(kvf_spec_preset(&s, kvf_preset_name(i), seeds[j], &err), &err);
+            s.recipe.expansion = (uint8_t)expansion;
             uint64_t h = build_hash(&s, kvf_preset_name(i));
             kvf_spec_free(&s);
             if (print_mode()) {
@@ -109,17 +125,29 @@ static void test_presets_expand_to_recorded_bits(void) {
                        (unsigned long long)seeds[j], (unsigned long long)h);
                 continue;
             }
-            if (k >= sizeof preset_hashes / sizeof preset_hashes[0]) {
-                CHECK_FAIL_AT("preset %s has no recorded hash", kvf_preset_name(i));
+            if (k >= nrecorded) {
+                CHECK_FAIL_AT("preset %s has no recorded hash (expansion %d)", kvf_preset_name(i),
+                              expansion);
                 continue;
             }
-            CHECK(strcmp(preset_hashes[k].name, kvf_preset_name(i)) == 0);
-            CHECK_INT_EQ(preset_hashes[k].seed, seeds[j]);
-            if (h != preset_hashes[k].hash)
-                CHECK_FAIL_AT("preset %s seed %llu expands to 0x%016llx, recorded 0x%016llx",
+            CHECK(strcmp(recorded[k].name, kvf_preset_name(i)) == 0);
+            CHECK_INT_EQ(recorded[k].seed, seeds[j]);
+            if (h != recorded[k].hash)
+                CHECK_FAIL_AT("preset %s seed %llu expands to 0x%016llx under expansion %d, "
+                              "recorded 0x%016llx",
                               kvf_preset_name(i), (unsigned long long)seeds[j],
-                              (unsigned long long)h, (unsigned long long)preset_hashes[k].hash);
+                              (unsigned long long)h, expansion,
+                              (unsigned long long)recorded[k].hash);
         }
+}
+
+static void test_presets_expand_to_recorded_bits(void) {
+    check_presets(KVF_EXPANSION_1, preset_hashes, sizeof preset_hashes / sizeof preset_hashes[0]);
+}
+
+static void test_presets_expand_to_recorded_bits_expansion2(void) {
+    check_presets(KVF_EXPANSION_2, preset_hashes2,
+                  sizeof preset_hashes2 / sizeof preset_hashes2[0]);
 }
 
 /* Every table kind, distribution, logit pattern and poison bit comes out of these sets
@@ -131,11 +159,13 @@ static const random_set random_shapes[] = {
     {"large", 64, 64, 1 << 16, (int64_t)1 << 24, 10, 200001, 0},
 };
 
-static void test_random_recipes_expand_to_recorded_bits(void) {
+static void check_random(int expansion, const random_set *recorded, size_t nrecorded) {
+    if (print_mode() && print_mode() != expansion) return;
     for (size_t i = 0; i < sizeof random_shapes / sizeof random_shapes[0]; i++) {
         const random_set *rs = &random_shapes[i];
         kvf_random_opts o;
         kvf_random_opts_default(&o);
+        o.expansion = expansion;
         o.max_batch = rs->max_batch;
         o.max_pages = rs->max_pages;
         o.max_tokens = rs->max_tokens;
@@ -160,13 +190,25 @@ static void test_random_recipes_expand_to_recorded_bits(void) {
                    (unsigned long long)rs->first_seed, (unsigned long long)digest.h);
             continue;
         }
-        CHECK(i < sizeof random_sets / sizeof random_sets[0]);
-        if (i >= sizeof random_sets / sizeof random_sets[0]) continue;
-        CHECK(strcmp(random_sets[i].name, rs->name) == 0);
-        if (digest.h != random_sets[i].digest)
-            CHECK_FAIL_AT("random set %s digests to 0x%016llx, recorded 0x%016llx", rs->name,
-                          (unsigned long long)digest.h, (unsigned long long)random_sets[i].digest);
+        CHECK(i < nrecorded);
+        if (i >= nrecorded) continue;
+        CHECK(strcmp(recorded[i].name, rs->name) == 0);
+        if (digest.h != recorded[i].digest)
+            CHECK_FAIL_AT("random set %s digests to 0x%016llx under expansion %d, recorded "
+                          "0x%016llx",
+                          rs->name, (unsigned long long)digest.h, expansion,
+                          (unsigned long long)recorded[i].digest);
     }
+}
+
+/* The recipes drawn are the same under both expansions but for the version byte, so each
+ * digest covers the recipe (its encoding) and the tensors. */
+static void test_random_recipes_expand_to_recorded_bits(void) {
+    check_random(KVF_EXPANSION_1, random_sets, sizeof random_sets / sizeof random_sets[0]);
+}
+
+static void test_random_recipes_expand_to_recorded_bits_expansion2(void) {
+    check_random(KVF_EXPANSION_2, random_sets2, sizeof random_sets2 / sizeof random_sets2[0]);
 }
 
 /* The digest of each shipped corpus file's expanded case, recorded from the generator before
@@ -216,15 +258,21 @@ static void test_corpus_files_expand_to_recorded_bits(void) {
             uint64_t h = 0;
             /* A corpus file the limits reject (fuzz_case holds a few on purpose) records its
              * error code instead. */
-            int rc = kvf_case_load(file, NULL, &c, &lim, &err);
+            kvf_spec spec;
+            int rc = kvf_case_load(file, &spec, &c, &lim, &err);
             if (rc == 0) {
+                /* Shipped files are version 1 files: expansion 1 is what they mean. */
+                if (spec.recipe.expansion != KVF_EXPANSION_1)
+                    CHECK_FAIL_AT("%s is a version %u file, not version 1", rel,
+                                  spec.recipe.expansion);
+                kvf_spec_free(&spec);
                 h = case_hash(&c);
                 kvf_case_free(&c);
             } else {
                 h = (uint64_t)rc;
             }
             free(names[k]);
-            if (print_mode()) {
+            if (print_mode() == 1) {
                 printf("    {\"%s\", 0x%016llxull},\n", rel, (unsigned long long)h);
                 continue;
             }
@@ -252,6 +300,9 @@ static const check_test tests[] = {
     {"corpus_files_expand_to_recorded_bits", test_corpus_files_expand_to_recorded_bits},
     {"presets_expand_to_recorded_bits", test_presets_expand_to_recorded_bits},
     {"random_recipes_expand_to_recorded_bits", test_random_recipes_expand_to_recorded_bits},
+    {"presets_expand_to_recorded_bits_expansion2", test_presets_expand_to_recorded_bits_expansion2},
+    {"random_recipes_expand_to_recorded_bits_expansion2",
+     test_random_recipes_expand_to_recorded_bits_expansion2},
     {NULL, NULL},
 };
 

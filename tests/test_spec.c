@@ -1,10 +1,17 @@
 /* The case model: .kvfz round trips, rejection of malformed files with one sentence each,
- * generator determinism and coverage of every strategy, validation of hand-made cases. */
+ * generator determinism and coverage of every strategy, validation of hand-made cases. The
+ * tests of the generator's behaviour (not its bits: tests/test_gen_hash.c pins those) run
+ * under both expansions, and the laws of every distribution, poison kind and filler are
+ * checked statistically under both. */
+#include <math.h>
 #include <stdint.h>
 
 #include "check.h"
 #include "kvfuzz/prng.h"
 #include "kvfuzz/spec.h"
+
+/* The expansion the behavioural tests below use (each runs once per expansion). */
+static int g_expansion = KVF_EXPANSION_1;
 
 static kvf_limits limits(void) {
     kvf_limits l;
@@ -19,6 +26,7 @@ static kvf_random_opts small_random_opts(void) {
     kvf_random_opts_default(&o);
     o.max_work = 1 << 16;
     o.max_pages = 4;
+    o.expansion = g_expansion;
     return o;
 }
 
@@ -56,6 +64,8 @@ static void test_preset_round_trip(void) {
         kvf_spec s, d;
         kvf_error err = {0};
         CHECK_OK(kvf_spec_preset(&s, kvf_preset_name(i), 7, &err), &err);
+        s.recipe.expansion = (uint8_t)g_expansion;
+        CHECK_INT_EQ(s.recipe.expansion, g_expansion);
         uint8_t *bytes, *again;
         size_t n, n2;
         encode_or_fail(&s, &bytes, &n);
@@ -134,6 +144,7 @@ static void test_generator_is_deterministic(void) {
     kvf_spec s;
     kvf_error err = {0};
     CHECK_OK(kvf_spec_preset(&s, "seed-h20kv4", 1, &err), &err);
+    s.recipe.expansion = (uint8_t)g_expansion;
     kvf_case a, b;
     CHECK_OK(kvf_case_build(&a, &s, &lim, &err), &err);
     CHECK_OK(kvf_case_build(&b, &s, &lim, &err), &err);
@@ -162,6 +173,7 @@ static void test_poison_reaches_tails_and_unreferenced_pages(void) {
     kvf_spec s;
     kvf_error err = {0};
     CHECK_OK(kvf_spec_preset(&s, "tail-nan", 3, &err), &err);
+    s.recipe.expansion = (uint8_t)g_expansion;
     kvf_case c;
     CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
     int64_t len = kvf_case_seq_len(&c, 0);
@@ -189,6 +201,7 @@ static void test_high_ids_cross_32bit_offsets(void) {
     kvf_spec s;
     kvf_error err = {0};
     CHECK_OK(kvf_spec_preset(&s, "high-page-ids", 1, &err), &err);
+    s.recipe.expansion = (uint8_t)g_expansion;
     kvf_case c;
     CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
     int32_t max_id = 0;
@@ -247,8 +260,8 @@ static void m_magic(uint8_t *b, size_t *n) {
 static void m_version0(uint8_t *b, size_t *n) {
     b[OFF_VERSION] = 0;
 }
-static void m_version2(uint8_t *b, size_t *n) {
-    b[OFF_VERSION] = 2;
+static void m_version3(uint8_t *b, size_t *n) {
+    b[OFF_VERSION] = 3;
 }
 static void m_sections(uint8_t *b, size_t *n) {
     b[OFF_SECTIONS] = 0x80;
@@ -388,7 +401,7 @@ static const struct {
 } malformed[] = {
     {"bad magic", m_magic, "magic"},
     {"version 0", m_version0, "version"},
-    {"version 2", m_version2, "version"},
+    {"version 3", m_version3, "version"},
     {"unknown section bits", m_sections, "section"},
     {"reserved header byte", m_reserved, "reserved"},
     {"zero q heads", m_hq0, "num_qo_heads"},
@@ -432,6 +445,7 @@ static void test_malformed_inputs_rejected(void) {
     kvf_spec s;
     kvf_error err = {0};
     CHECK_OK(kvf_spec_preset(&s, "seed-h20kv4", 1, &err), &err);
+    s.recipe.expansion = (uint8_t)g_expansion;
     uint8_t *good;
     size_t good_n;
     encode_or_fail(&s, &good, &good_n);
@@ -503,6 +517,7 @@ static void test_explicit_tensors_round_trip(void) {
     kvf_spec s;
     kvf_error err = {0};
     CHECK_OK(kvf_spec_preset(&s, "page1", 4, &err), &err);
+    s.recipe.expansion = (uint8_t)g_expansion;
     kvf_case gen;
     CHECK_OK(kvf_case_build(&gen, &s, &lim, &err), &err);
     /* Import the generated tensors as explicit ones, as a captured workload would arrive. */
@@ -660,6 +675,7 @@ static void test_ascending_logits(void) {
     kvf_error err = {0};
     kvf_case c;
     CHECK_OK(kvf_spec_preset(&s, "ascending-logits", 4, &err), &err);
+    s.recipe.expansion = (uint8_t)g_expansion;
     CHECK_INT_EQ(s.recipe.logits, KVF_LOGITS_ASCENDING);
     CHECK_STR_CONTAINS(kvf_logits_name(KVF_LOGITS_ASCENDING), "ascending");
     CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
@@ -799,20 +815,415 @@ static void test_budgets_refuse_costly_cases(void) {
     free(empty);
 }
 
+/* ---- expansions ---------------------------------------------------------------------------- */
+
+/* The version byte names the expansion: version 1 and version 2 files of one recipe differ in
+ * that byte only, both round-trip canonically, expand to different values from the same
+ * recipe, and version 3 is refused with one sentence. */
+static void test_versions_round_trip(void) {
+    kvf_limits lim = limits();
+    kvf_error err = {0};
+    kvf_spec s;
+    CHECK_OK(kvf_spec_preset(&s, "mixed-lengths", 5, &err), &err);
+    CHECK_INT_EQ(s.recipe.expansion, KVF_EXPANSION_DEFAULT);
+    uint8_t *b[3] = {NULL, NULL, NULL};
+    size_t n[3] = {0, 0, 0};
+    kvf_case c[3];
+    for (int e = 1; e <= 2; e++) {
+        s.recipe.expansion = (uint8_t)e;
+        encode_or_fail(&s, &b[e], &n[e]);
+        CHECK_INT_EQ(b[e][OFF_VERSION], e);
+        kvf_spec d;
+        CHECK_OK(kvf_spec_decode(&d, b[e], n[e], &lim, &err), &err);
+        CHECK_INT_EQ(d.recipe.expansion, e);
+        CHECK(kvf_spec_equal(&s, &d));
+        uint8_t *again;
+        size_t n2;
+        encode_or_fail(&d, &again, &n2);
+        CHECK(n2 == n[e] && memcmp(again, b[e], n2) == 0);
+        free(again);
+        CHECK_OK(kvf_case_build(&c[e], &d, &lim, &err), &err);
+        kvf_spec_free(&d);
+    }
+    CHECK(n[1] == n[2] && memcmp(b[1], b[2], OFF_VERSION) == 0 &&
+          memcmp(b[1] + OFF_VERSION + 1, b[2] + OFF_VERSION + 1, n[1] - OFF_VERSION - 1) == 0);
+    /* Same shape and table layout strategy, other values. */
+    CHECK_INT_EQ(c[1].num_pages, c[2].num_pages);
+    CHECK(memcmp(c[1].q, c[2].q, (size_t)kvf_case_q_elems(&c[1]) * 2) != 0);
+    CHECK(!cases_equal(&c[1], &c[2]));
+    /* A recipe filled in by hand (expansion 0) is a version 1 recipe. */
+    s.recipe.expansion = 0;
+    uint8_t *zero;
+    size_t nz;
+    encode_or_fail(&s, &zero, &nz);
+    CHECK(nz == n[1] && memcmp(zero, b[1], nz) == 0);
+    kvf_case c0;
+    CHECK_OK(kvf_case_build(&c0, &s, &lim, &err), &err);
+    CHECK(cases_equal(&c0, &c[1]));
+    kvf_case_free(&c0);
+    free(zero);
+    /* An unknown expansion in a recipe is refused by name, and version 3 by the decoder. */
+    s.recipe.expansion = 3;
+    CHECK_INT_EQ(kvf_case_build(&c0, &s, &lim, &err), KVF_EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "expansion 3");
+    b[2][OFF_VERSION] = 3;
+    kvf_spec d;
+    kvf_error e3 = {0};
+    CHECK_INT_EQ(kvf_spec_decode(&d, b[2], n[2], &lim, &e3), KVF_EFORMAT);
+    CHECK_STR_CONTAINS(e3.msg, "format version 3 is not supported");
+    CHECK(strchr(e3.msg, '\n') == NULL);
+    /* Random recipes: expansion 2 unless asked otherwise; the other fields do not depend on it. */
+    kvf_random_opts o;
+    kvf_random_opts_default(&o);
+    kvf_spec r1, r2;
+    CHECK_OK(kvf_spec_random(&r1, 42, &o, &err), &err);
+    CHECK_INT_EQ(r1.recipe.expansion, KVF_EXPANSION_2);
+    o.expansion = KVF_EXPANSION_1;
+    CHECK_OK(kvf_spec_random(&r2, 42, &o, &err), &err);
+    CHECK_INT_EQ(r2.recipe.expansion, KVF_EXPANSION_1);
+    r2.recipe.expansion = KVF_EXPANSION_2;
+    CHECK(kvf_spec_equal(&r1, &r2));
+    kvf_spec_free(&r1);
+    kvf_spec_free(&r2);
+    for (int e = 1; e <= 2; e++) {
+        kvf_case_free(&c[e]);
+        free(b[e]);
+    }
+    kvf_spec_free(&s);
+}
+
+/* One long sequence of one kv head, contiguous, full pages: k_cache[0, n) holds n values of the
+ * k distribution in order; q is drawn from `q`. */
+static int law_case(kvf_case *c, kvf_dist k, kvf_dist q, uint64_t seed, int64_t tokens) {
+    kvf_limits lim = limits();
+    kvf_spec s;
+    memset(&s, 0, sizeof s);
+    kvf_recipe *rp = &s.recipe;
+    rp->expansion = (uint8_t)g_expansion;
+    rp->num_qo_heads = rp->num_kv_heads = 1;
+    rp->head_dim = 128;
+    rp->page_size = 128;
+    rp->sm_scale = 1.0f;
+    rp->k = k;
+    rp->q = q;
+    rp->v = k;
+    rp->seed = seed;
+    kvf_spec_set_batch(&s, 1, NULL);
+    kvf_recipe_set_seq_len(rp, 0, tokens);
+    kvf_error err = {0};
+    int rc = kvf_case_build(c, &s, &lim, &err);
+    if (rc) CHECK_FAIL_AT("law case does not build: %s", err.msg);
+    kvf_spec_free(&s);
+    return rc;
+}
+
+/* |observed - expected| within 6 standard errors (a binomial count or a sample mean): the
+ * seeds are fixed, so this is a sanity bound on the law, never a flaky one. */
+static void check_near(const char *what, double observed, double expected, double std_error) {
+    if (!(fabs(observed - expected) <= 6 * std_error + 1e-12))
+        CHECK_FAIL_AT("expansion %d, %s: %.6g, expected %.6g (6 standard errors: %.3g)",
+                      g_expansion, what, observed, expected, 6 * std_error);
+}
+
+static void check_count(const char *what, int64_t count, int64_t n, double p) {
+    check_near(what, (double)count / (double)n, p, sqrt(p * (1 - p) / (double)n));
+}
+
+/* Moments and ranges of the continuous kinds, on 2^20 values each. */
+static void test_distribution_laws(void) {
+    const int64_t tokens = 8192, n = tokens * 128;
+    for (int scale = -3; scale <= 5; scale += 8) {
+        const double sd = ldexp(1.0, scale);
+        kvf_case c;
+        /* normal: mean 0, variance 2^(2 scale), |x| <= 2 sqrt(3) 2^scale (Irwin-Hall of 4). */
+        if (law_case(&c, (kvf_dist){KVF_DIST_NORMAL, (int8_t)scale, 0},
+                     (kvf_dist){KVF_DIST_UNIFORM, (int8_t)scale, 0}, 11, tokens))
+            return;
+        double sum = 0, sum2 = 0, sum4 = 0, maxabs = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double x = kvf_bf16_to_f32(c.k_cache[i]) / sd;
+            sum += x, sum2 += x * x, sum4 += x * x * x * x;
+            if (fabs(x) > maxabs) maxabs = fabs(x);
+        }
+        check_near("normal mean", sum / n, 0, 1 / sqrt((double)n));
+        /* The Irwin-Hall sum of four uniforms has kurtosis 3 - 6/(5 * 4) = 2.7, so
+         * Var(x^2) = 2.7 - 1. */
+        check_near("normal variance", sum2 / n, 1, sqrt(1.7 / n));
+        check_near("normal fourth moment", sum4 / n, 2.7, 0.01);
+        CHECK(maxabs <= 2 * sqrt(3.0) * (1 + 1.0 / 128));
+        CHECK(maxabs > 3.0); /* the tails reach past 3 sigma at this sample size */
+        /* uniform (q): mean 0, variance 2^(2 scale) / 3, inside [-2^scale, 2^scale]. */
+        int64_t nq = kvf_case_q_elems(&c);
+        CHECK_INT_EQ(nq, 128);
+        kvf_case_free(&c);
+        kvf_dist u = {KVF_DIST_UNIFORM, (int8_t)scale, 0};
+        if (law_case(&c, u, u, 12, tokens)) return;
+        sum = sum2 = maxabs = 0;
+        int64_t neg = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double x = kvf_bf16_to_f32(c.k_cache[i]) / sd;
+            sum += x, sum2 += x * x;
+            neg += x < 0;
+            if (fabs(x) > maxabs) maxabs = fabs(x);
+        }
+        check_near("uniform mean", sum / n, 0, sqrt(1.0 / 3 / n));
+        check_near("uniform variance", sum2 / n, 1.0 / 3, sqrt((1.0 / 5 - 1.0 / 9) / n));
+        check_count("uniform negative share", neg, n, 0.5);
+        CHECK(maxabs <= 1.0 && maxabs > 0.999);
+        kvf_case_free(&c);
+    }
+    /* log-uniform, span 6, scale -2: floor(log2 |x|) + 2 uniform on [-6, 6] (13 values), the
+     * significand uniform in [1, 2) (mean of log2 of it: 2 - 1 / ln 2), signs even. */
+    kvf_case c;
+    if (law_case(&c, (kvf_dist){KVF_DIST_LOG_UNIFORM, -2, 6}, (kvf_dist){KVF_DIST_NORMAL, 0, 0}, 13,
+                 tokens))
+        return;
+    int64_t bins[13] = {0}, neg = 0, outside = 0;
+    double frac = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = fabs((double)kvf_bf16_to_f32(c.k_cache[i]));
+        neg += kvf_bf16_to_f32(c.k_cache[i]) < 0;
+        int e;
+        double m = frexp(x, &e); /* x = m 2^e, m in [0.5, 1) */
+        int bin = e - 1 + 2 + 6;
+        if (bin == 13 && m == 0.5) bin = 12; /* 2 - 2^-9 and above round up to the next power */
+        if (x == 0 || bin < 0 || bin > 12) {
+            outside++;
+            continue;
+        }
+        bins[bin]++;
+        frac += log2(2 * m);
+    }
+    CHECK_INT_EQ(outside, 0);
+    for (int b = 0; b < 13; b++)
+        check_count("log-uniform exponent bin", bins[b], n, 1.0 / 13);
+    check_count("log-uniform negative share", neg, n, 0.5);
+    /* log2 of a bf16 significand: the rounding to 8 bits moves the mean by less than 2^-9. */
+    check_near("log-uniform significand", frac / n, 2 - 1 / log(2.0),
+               0.3 / sqrt((double)n) + 0.002);
+    kvf_case_free(&c);
+}
+
+/* The discrete kinds: one-hot spikes, subnormals, signed zeros, extremes, constants. */
+static void test_discrete_laws(void) {
+    const int64_t tokens = 4096, n = tokens * 128;
+    kvf_case c;
+    /* one-hot, param 32: one spike at a uniform position per row of 128, each other value a
+     * spike with probability 32/256. */
+    if (law_case(&c, (kvf_dist){KVF_DIST_ONE_HOT, 1, 32}, (kvf_dist){KVF_DIST_ONE_HOT, 1, 0}, 21,
+                 tokens))
+        return;
+    int64_t spikes = 0, others = 0, first_half = 0;
+    for (int64_t r = 0; r < tokens; r++) {
+        int64_t row = 0;
+        for (int i = 0; i < 128; i++) {
+            kvf_bf16 x = c.k_cache[r * 128 + i];
+            if (x == 0x4000) /* 2^1 */
+                row++;
+            else if (x != 0)
+                others++;
+        }
+        CHECK(row >= 1);
+        spikes += row;
+    }
+    CHECK_INT_EQ(others, 0);
+    check_count("one-hot extra spikes", spikes - tokens, n - tokens, 32.0 / 256);
+    /* q, param 0: exactly one spike per row, at a uniform position. */
+    int64_t q_spikes = 0;
+    for (int i = 0; i < 128; i++)
+        q_spikes += c.q[i] == 0x4000;
+    CHECK_INT_EQ(q_spikes, 1);
+    kvf_case_free(&c);
+    if (law_case(&c, (kvf_dist){KVF_DIST_NORMAL, 0, 0}, (kvf_dist){KVF_DIST_ONE_HOT, 0, 0}, 22, 1))
+        return;
+    kvf_case_free(&c);
+    /* Spike positions over many one-row cases (q of one head): uniform over the row. */
+    for (uint64_t seed = 0; seed < 512; seed++) {
+        if (law_case(&c, (kvf_dist){KVF_DIST_CONSTANT, 0, 0}, (kvf_dist){KVF_DIST_ONE_HOT, 0, 0},
+                     1000 + seed, 1))
+            return;
+        for (int i = 0; i < 128; i++)
+            if (c.q[i]) first_half += i < 64;
+        kvf_case_free(&c);
+    }
+    check_count("one-hot spike position in the first half", first_half, 512, 0.5);
+    /* subnormal: bits 1..255 (either sign), each equally likely. */
+    if (law_case(&c, (kvf_dist){KVF_DIST_SUBNORMAL, 0, 0}, (kvf_dist){KVF_DIST_CONSTANT, 3, 0}, 23,
+                 tokens))
+        return;
+    static int64_t bits[256];
+    memset(bits, 0, sizeof bits);
+    int64_t neg = 0, bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        kvf_bf16 x = c.k_cache[i];
+        neg += x >> 15;
+        if ((x & 0x7FFF) < 1 || (x & 0x7FFF) > 255)
+            bad++;
+        else
+            bits[x & 0xFF]++;
+    }
+    CHECK_INT_EQ(bad, 0);
+    check_count("subnormal negative share", neg, n, 0.5);
+    check_count("subnormal value 1", bits[1], n, 1.0 / 255);
+    check_count("subnormal value 0x7F", bits[0x7F], n, 1.0 / 255);
+    check_count("subnormal value 0xFF", bits[0xFF], n, 1.0 / 255);
+    int64_t subnormal = 0;
+    for (int b = 1; b < 128; b++)
+        subnormal += bits[b];
+    check_count("subnormal share of true subnormals", subnormal, n, 127.0 / 255);
+    for (int i = 0; i < 128; i++)
+        CHECK_HEX_EQ(c.q[i], 0x4100); /* constant 2^3 */
+    kvf_case_free(&c);
+    /* signed zero: +0 3/8, -0 3/8, N(0, 2^scale) 1/4. */
+    if (law_case(&c, (kvf_dist){KVF_DIST_SIGNED_ZERO, 2, 0}, (kvf_dist){KVF_DIST_NORMAL, 0, 0}, 24,
+                 tokens))
+        return;
+    int64_t pz = 0, nz = 0, other = 0;
+    double sum2 = 0;
+    for (int64_t i = 0; i < n; i++) {
+        kvf_bf16 x = c.k_cache[i];
+        if (x == 0x0000)
+            pz++;
+        else if (x == 0x8000)
+            nz++;
+        else {
+            double v = kvf_bf16_to_f32(x) / 4;
+            other++;
+            sum2 += v * v;
+        }
+    }
+    check_count("signed-zero +0", pz, n, 3.0 / 8);
+    check_count("signed-zero -0", nz, n, 3.0 / 8);
+    check_near("signed-zero normal variance", sum2 / (double)other, 1, sqrt(1.7 / (double)other));
+    kvf_case_free(&c);
+    /* special: each of the seven extremes 1/64, else N(0, 2^scale). */
+    if (law_case(&c, (kvf_dist){KVF_DIST_SPECIAL, 0, 0}, (kvf_dist){KVF_DIST_NORMAL, 0, 0}, 25,
+                 tokens))
+        return;
+    static const kvf_bf16 extremes[] = {0x7F7F, 0xFF7F, 0x0080, 0x8080, 0x0000, 0x8000, 0x0001};
+    int64_t hits[7] = {0};
+    for (int64_t i = 0; i < n; i++)
+        for (int e = 0; e < 7; e++)
+            hits[e] += c.k_cache[i] == extremes[e];
+    for (int e = 0; e < 7; e++)
+        check_count("special extreme", hits[e], n, 1.0 / 64);
+    kvf_case_free(&c);
+}
+
+/* Poison and filler: NaN payloads uniform on 1..127 with even signs, infinities of even signs,
+ * filler finite and nonzero in +-[0.5, 1) with its 7 significand bits uniform. */
+static void test_poison_and_filler_laws(void) {
+    kvf_limits lim = limits();
+    static const uint8_t kinds[] = {KVF_POISON_TAIL_NAN | KVF_POISON_UNREF_NAN,
+                                    KVF_POISON_TAIL_INF | KVF_POISON_UNREF_INF, 0};
+    for (int k = 0; k < 3; k++) {
+        kvf_spec s;
+        kvf_error err = {0};
+        CHECK_OK(kvf_spec_preset(&s, "tail-nan", 9, &err), &err);
+        s.recipe.expansion = (uint8_t)g_expansion;
+        s.recipe.poison = kinds[k];
+        s.recipe.spare_pages = 16;
+        kvf_case c;
+        CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
+        kvf_spec_free(&s);
+        const int64_t pe = kvf_case_page_elems(&c), se = (int64_t)c.num_kv_heads * c.head_dim;
+        const int64_t last = c.kv_indices[c.kv_indptr[1] - 1];
+        int64_t n = 0, neg = 0, bad = 0, low = 0, top = 0;
+        for (int64_t i = 0; i < c.num_resident_pages; i++) {
+            int64_t p = c.resident_pages[i];
+            int referenced = 0;
+            for (int32_t j = 0; j < c.kv_indptr[1]; j++)
+                referenced |= c.kv_indices[j] == p;
+            if (referenced && p != last) continue;
+            int64_t from = p == last ? c.kv_last_page_len[0] * se : 0;
+            for (int cache = 0; cache < 2; cache++)
+                for (int64_t e = from; e < pe; e++) {
+                    kvf_bf16 x = (cache ? c.v_cache : c.k_cache)[p * pe + e];
+                    n++;
+                    neg += x >> 15;
+                    if (k == 0) {
+                        bad += !kvf_bf16_is_nan(x);
+                        low += (x & 0x7F) == 1;
+                        top += (x & 0x7F) == 0x7F;
+                    } else if (k == 1) {
+                        bad += !kvf_bf16_is_inf(x);
+                    } else {
+                        float v = fabsf(kvf_bf16_to_f32(x));
+                        bad += !(v >= 0.5f && v < 1.0f);
+                        low += (x & 0x7F) == 0;
+                        top += (x & 0x7F) == 0x7F;
+                    }
+                }
+        }
+        CHECK(n > 100000);
+        CHECK_INT_EQ(bad, 0);
+        check_count("poison/filler negative share", neg, n, 0.5);
+        if (k == 0) {
+            check_count("NaN payload 1", low, n, 1.0 / 127);
+            check_count("NaN payload 0x7F", top, n, 1.0 / 127);
+        } else if (k == 2) {
+            check_count("filler significand 0", low, n, 1.0 / 128);
+            check_count("filler significand 0x7F", top, n, 1.0 / 128);
+        }
+        kvf_case_free(&c);
+    }
+}
+
+/* Each behavioural test once per expansion. */
+#define BOTH_EXPANSIONS(name)                                                                      \
+    static void name##_e1(void) {                                                                  \
+        g_expansion = KVF_EXPANSION_1;                                                             \
+        name();                                                                                    \
+    }                                                                                              \
+    static void name##_e2(void) {                                                                  \
+        g_expansion = KVF_EXPANSION_2;                                                             \
+        name();                                                                                    \
+        g_expansion = KVF_EXPANSION_1;                                                             \
+    }
+BOTH_EXPANSIONS(test_preset_round_trip)
+BOTH_EXPANSIONS(test_ascending_logits)
+BOTH_EXPANSIONS(test_random_round_trip_and_coverage)
+BOTH_EXPANSIONS(test_generator_is_deterministic)
+BOTH_EXPANSIONS(test_poison_reaches_tails_and_unreferenced_pages)
+BOTH_EXPANSIONS(test_high_ids_cross_32bit_offsets)
+BOTH_EXPANSIONS(test_malformed_inputs_rejected)
+BOTH_EXPANSIONS(test_explicit_tensors_round_trip)
+BOTH_EXPANSIONS(test_arbitrary_bytes)
+BOTH_EXPANSIONS(test_distribution_laws)
+BOTH_EXPANSIONS(test_discrete_laws)
+BOTH_EXPANSIONS(test_poison_and_filler_laws)
+
 static const check_test tests[] = {
     {"budgets_refuse_costly_cases", test_budgets_refuse_costly_cases},
-    {"preset_round_trip", test_preset_round_trip},
-    {"ascending_logits", test_ascending_logits},
-    {"random_round_trip_and_coverage", test_random_round_trip_and_coverage},
-    {"generator_is_deterministic", test_generator_is_deterministic},
+    {"versions_round_trip", test_versions_round_trip},
+    {"preset_round_trip", test_preset_round_trip_e1},
+    {"preset_round_trip_expansion2", test_preset_round_trip_e2},
+    {"ascending_logits", test_ascending_logits_e1},
+    {"ascending_logits_expansion2", test_ascending_logits_e2},
+    {"random_round_trip_and_coverage", test_random_round_trip_and_coverage_e1},
+    {"random_round_trip_and_coverage_expansion2", test_random_round_trip_and_coverage_e2},
+    {"generator_is_deterministic", test_generator_is_deterministic_e1},
+    {"generator_is_deterministic_expansion2", test_generator_is_deterministic_e2},
     {"poison_reaches_tails_and_unreferenced_pages",
-     test_poison_reaches_tails_and_unreferenced_pages},
-    {"high_ids_cross_32bit_offsets", test_high_ids_cross_32bit_offsets},
-    {"malformed_inputs_rejected", test_malformed_inputs_rejected},
+     test_poison_reaches_tails_and_unreferenced_pages_e1},
+    {"poison_reaches_tails_and_unreferenced_pages_expansion2",
+     test_poison_reaches_tails_and_unreferenced_pages_e2},
+    {"high_ids_cross_32bit_offsets", test_high_ids_cross_32bit_offsets_e1},
+    {"high_ids_cross_32bit_offsets_expansion2", test_high_ids_cross_32bit_offsets_e2},
+    {"malformed_inputs_rejected", test_malformed_inputs_rejected_e1},
+    {"malformed_inputs_rejected_expansion2", test_malformed_inputs_rejected_e2},
     {"invalid_overrides_rejected_by_build", test_invalid_overrides_rejected_by_build},
-    {"explicit_tensors_round_trip", test_explicit_tensors_round_trip},
-    {"arbitrary_bytes", test_arbitrary_bytes},
+    {"explicit_tensors_round_trip", test_explicit_tensors_round_trip_e1},
+    {"explicit_tensors_round_trip_expansion2", test_explicit_tensors_round_trip_e2},
+    {"arbitrary_bytes", test_arbitrary_bytes_e1},
+    {"arbitrary_bytes_expansion2", test_arbitrary_bytes_e2},
     {"validate_hand_made", test_validate_hand_made},
+    {"distribution_laws", test_distribution_laws_e1},
+    {"distribution_laws_expansion2", test_distribution_laws_e2},
+    {"discrete_laws", test_discrete_laws_e1},
+    {"discrete_laws_expansion2", test_discrete_laws_e2},
+    {"poison_and_filler_laws", test_poison_and_filler_laws_e1},
+    {"poison_and_filler_laws_expansion2", test_poison_and_filler_laws_e2},
     {NULL, NULL},
 };
 

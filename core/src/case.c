@@ -1,5 +1,7 @@
 #include "kvfuzz/case.h"
 
+#include "case_internal.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,17 +21,25 @@ void kvf_limits_default(kvf_limits *limits) {
     limits->max_work = 0;
 }
 
-/* The caches are reserved, not committed: an 8 GiB pool whose few referenced pages are
- * written costs only those pages. Anonymous mappings read as zero until written. */
-static void *reserve_zeroed(size_t bytes) {
+/* Large caches are reserved, not committed: an 8 GiB pool whose few referenced pages are
+ * written costs only those pages. Anonymous mappings read as zero until written. Small ones
+ * (most generated cases) come from the heap instead: a fresh mapping per case costs two system
+ * calls and a fault per OS page, which for a pool of a few pages is most of building it. The
+ * size alone says which (kvf_case_free). */
+static void *reserve(size_t bytes, int zero) {
     if (bytes == 0) return NULL;
+    if (bytes <= KVF_CASE_HEAP_POOL_BYTES) return zero ? calloc(1, bytes) : malloc(bytes);
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
 static void release_reserved(void *p, size_t bytes) {
-    if (p && bytes) munmap(p, bytes);
+    if (!p || !bytes) return;
+    if (bytes <= KVF_CASE_HEAP_POOL_BYTES)
+        free(p);
+    else
+        munmap(p, bytes);
 }
 
 static int check_shape(int32_t hq, int32_t hk, int32_t d, int32_t s, int32_t batch,
@@ -80,6 +90,12 @@ static int check_pool(int64_t num_pages, int64_t page_elems, const kvf_limits *l
 int kvf_case_alloc(kvf_case *out, int32_t hq, int32_t hk, int32_t d, int32_t s, int32_t batch,
                    int64_t table_entries, int64_t num_pages, const kvf_limits *lim,
                    kvf_error *err) {
+    return kvf__case_alloc(out, hq, hk, d, s, batch, table_entries, num_pages, 1, lim, err);
+}
+
+int kvf__case_alloc(kvf_case *out, int32_t hq, int32_t hk, int32_t d, int32_t s, int32_t batch,
+                    int64_t table_entries, int64_t num_pages, int zero_caches,
+                    const kvf_limits *lim, kvf_error *err) {
     memset(out, 0, sizeof *out);
     int rc = check_shape(hq, hk, d, s, batch, lim, err);
     if (rc) return rc;
@@ -107,8 +123,8 @@ int kvf_case_alloc(kvf_case *out, int32_t hq, int32_t hk, int32_t d, int32_t s, 
     out->kv_last_page_len = calloc(batch ? (size_t)batch : 1, sizeof(int32_t));
     out->q = calloc(q_bytes ? (size_t)q_bytes / 2 : 1, sizeof(kvf_bf16));
     out->pool_bytes = (size_t)(num_pages * page_elems * 2);
-    out->k_cache = reserve_zeroed(out->pool_bytes);
-    out->v_cache = reserve_zeroed(out->pool_bytes);
+    out->k_cache = reserve(out->pool_bytes, zero_caches);
+    out->v_cache = reserve(out->pool_bytes, zero_caches);
     if (!out->kv_indptr || !out->kv_indices || !out->kv_last_page_len || !out->q ||
         (out->pool_bytes && (!out->k_cache || !out->v_cache))) {
         kvf_case_free(out);

@@ -1,15 +1,19 @@
 /* The deterministic generator: expands a recipe into tensors (docs/case-format.md describes
  * each strategy), applies overrides, validates; plus presets and random recipes.
  *
- * Every random draw comes from kvf_prng streams keyed by the recipe seed and a purpose, and
- * only IEEE-exact arithmetic turns draws into values, so a .kvfz file means the same bits on
- * every machine. */
+ * Every random draw comes from streams keyed by the recipe seed and a purpose, and only
+ * IEEE-exact arithmetic turns draws into values, so a .kvfz file means the same bits on every
+ * machine. A recipe names its expansion: expansion 1 (the draws in this file, one kvf_prng per
+ * purpose) or expansion 2 (gen_draw2.c: the same laws from fewer, vectorized draws); the page
+ * table, the pool's layout and the logit patterns are shared, only the draws differ. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "case_internal.h"
+#include "gen_draw2.h"
 #include "kvfuzz/prng.h"
 #include "kvfuzz/spec.h"
 
@@ -258,11 +262,62 @@ static void poison_pair(kvf_bf16 *kp, kvf_bf16 *vp, int64_t n, kvf_prng *rng, in
     }
 }
 
+/* ---- one stream of either expansion ---------------------------------------------------- */
+
+typedef struct gstream {
+    int v2; /* expansion 2: d; else p */
+    kvf_prng p;
+    kvf__d2 d;
+} gstream;
+
+static void gs_seed(gstream *g, const kvf_recipe *rp, uint64_t purpose) {
+    g->v2 = rp->expansion == KVF_EXPANSION_2;
+    if (g->v2)
+        kvf__d2_seed(&g->d, rp->seed, purpose);
+    else
+        kvf_prng_seed_stream(&g->p, rp->seed, purpose);
+}
+
+/* Uniform in [0, n); n < 2^32 for expansion 2 (every caller's n is a pool, a length or a row). */
+static uint64_t gs_below(gstream *g, uint64_t n) {
+    return g->v2 ? kvf__d2_below(&g->d, (uint32_t)n) : kvf_prng_below(&g->p, n);
+}
+
+static int gs_bit(gstream *g) {
+    return (int)((g->v2 ? kvf__d2_word(&g->d) : kvf_prng_next(&g->p)) & 1);
+}
+
+static void gs_fill_rows(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,
+                         gstream *g) {
+    if (g->v2)
+        kvf__d2_fill(dst, rows, row_len, d, &g->d);
+    else
+        fill_rows(dst, rows, row_len, d, &g->p);
+}
+
+/* Poison (nan or inf set) or filler for n slots of both caches. */
+static void gs_unused(kvf_bf16 *kp, kvf_bf16 *vp, int64_t n, gstream *g, int nan, int inf) {
+    if (!g->v2) {
+        if (nan || inf) {
+            poison_pair(kp, vp, n, &g->p, nan, inf);
+        } else {
+            fill_filler(kp, n, &g->p);
+            fill_filler(vp, n, &g->p);
+        }
+    } else if (nan || inf) {
+        kvf__d2_poison(kp, n, nan, &g->d);
+        kvf__d2_poison(vp, n, nan, &g->d);
+    } else {
+        kvf__d2_filler(kp, n, &g->d);
+        kvf__d2_filler(vp, n, &g->d);
+    }
+}
+
 /* Builds the page table and pool size; returns the ids in c->kv_indices. */
 static int lay_out_table(const kvf_recipe *rp, int64_t entries, int64_t *pool_out, int32_t *ids,
                          const kvf_limits *lim, kvf_error *err) {
-    kvf_prng rng;
-    kvf_prng_seed_stream(&rng, rp->seed, STREAM_TABLE);
+    gstream rng;
+    gs_seed(&rng, rp, STREAM_TABLE);
     int64_t spare = rp->spare_pages;
     int64_t pool = 0;
     switch (rp->table) {
@@ -275,7 +330,7 @@ static int lay_out_table(const kvf_recipe *rp, int64_t entries, int64_t *pool_ou
     case KVF_TABLE_SHUFFLED:
     case KVF_TABLE_SCATTERED: {
         pool = rp->table == KVF_TABLE_SHUFFLED ? entries + spare : 2 * entries + spare + 1;
-        if (pool > lim->max_table_entries * 4 + 65536)
+        if (pool > lim->max_table_entries * 4 + 65536 || pool > INT32_MAX)
             return kvf_error_set(err, KVF_ELIMIT,
                                  "the page pool of %lld pages is too large to shuffle",
                                  (long long)pool);
@@ -284,7 +339,7 @@ static int lay_out_table(const kvf_recipe *rp, int64_t entries, int64_t *pool_ou
         for (int64_t i = 0; i < pool; i++)
             perm[i] = (int32_t)i;
         for (int64_t i = 0; i < entries; i++) { /* partial Fisher-Yates */
-            int64_t j = i + (int64_t)kvf_prng_below(&rng, (uint64_t)(pool - i));
+            int64_t j = i + (int64_t)gs_below(&rng, (uint64_t)(pool - i));
             int32_t t = perm[i];
             perm[i] = perm[j];
             perm[j] = t;
@@ -310,7 +365,7 @@ static int lay_out_table(const kvf_recipe *rp, int64_t entries, int64_t *pool_ou
     }
     case KVF_TABLE_HIGH_IDS:
     default: {
-        int64_t stride = 1 + (int64_t)kvf_prng_below(&rng, 3);
+        int64_t stride = 1 + (int64_t)gs_below(&rng, 3);
         int64_t last = (int64_t)rp->page_id_base + (entries ? (entries - 1) * stride : 0);
         if (last > INT32_MAX - 1 - spare)
             return kvf_error_set(
@@ -330,10 +385,18 @@ static int lay_out_table(const kvf_recipe *rp, int64_t entries, int64_t *pool_ou
 /* Scales every used k row (or q) by 2^e, saturating nothing: only exact power-of-two steps. */
 static void scale_bf16(kvf_bf16 *x, int64_t n, int e) {
     /* A bf16 times 2^e with |e| <= 127 stays far inside double's range, so the product by the
-     * exact power of two is exact: the value ldexp gives, without a call per element. */
+     * exact power of two is exact: the value ldexp gives, without a call per element. When the
+     * input and the result are normal bf16 values the product is exact in bf16 too, and its
+     * bits are the input's with e added to the exponent field: the same bits, without the
+     * conversions. */
     const double p2 = ldexp(1.0, e);
-    for (int64_t i = 0; i < n; i++)
-        if (kvf_bf16_is_finite(x[i])) x[i] = to_bf16((double)kvf_bf16_to_f32(x[i]) * p2);
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t f = (x[i] >> 7) & 0xFF;
+        if (f >= 1 && f <= 254 && f + e >= 1 && f + e <= 254)
+            x[i] = (kvf_bf16)(x[i] + (e << 7));
+        else if (kvf_bf16_is_finite(x[i]))
+            x[i] = to_bf16((double)kvf_bf16_to_f32(x[i]) * p2);
+    }
 }
 
 static int64_t page_slot_offset(const kvf_case *c, int64_t page, int32_t slot) {
@@ -381,18 +444,18 @@ static void ascending_key(kvf_bf16 *k, const kvf_bf16 *qb, int32_t hk, int32_t g
  * to q. */
 static void shape_logits(kvf_case *c, const kvf_recipe *rp) {
     if (rp->logits == KVF_LOGITS_NATURAL) return;
-    kvf_prng rng;
-    kvf_prng_seed_stream(&rng, rp->seed, STREAM_LOGITS);
+    gstream rng;
+    gs_seed(&rng, rp, STREAM_LOGITS);
     const int32_t hk = c->num_kv_heads, d = c->head_dim, g = c->num_qo_heads / hk;
     const int64_t row = (int64_t)hk * d; /* one slot: all kv heads */
     kvf_bf16 *base = malloc((size_t)row * sizeof *base);
     if (!base) return;
-    fill_rows(base, 1, (int32_t)row, &rp->k, &rng);
+    gs_fill_rows(base, 1, (int32_t)row, &rp->k, &rng);
     int big_e = rp->k.log2_scale + 10; /* spike magnitude relative to the k scale */
     for (int32_t b = 0; b < c->batch_size; b++) {
         int64_t len = kvf_case_seq_len(c, b);
         if (len == 0) continue;
-        int64_t special = (int64_t)kvf_prng_below(&rng, (uint64_t)len);
+        int64_t special = (int64_t)gs_below(&rng, (uint64_t)len);
         const kvf_bf16 *qb = c->q + (int64_t)b * c->num_qo_heads * d;
         for (int64_t t = 0; t < len; t++) {
             int64_t page = c->kv_indices[c->kv_indptr[b] + t / c->page_size];
@@ -404,9 +467,9 @@ static void shape_logits(kvf_case *c, const kvf_recipe *rp) {
             case KVF_LOGITS_NEAR_TIE:
                 memcpy(k, base, (size_t)row * sizeof *k);
                 for (int n = 0; n < 2; n++) {
-                    int64_t i = (int64_t)kvf_prng_below(&rng, (uint64_t)row);
+                    int64_t i = (int64_t)gs_below(&rng, (uint64_t)row);
                     if (kvf_bf16_is_finite(k[i]) && (k[i] & 0x7FFF) != 0x7F7F)
-                        k[i] = (kvf_bf16)(k[i] + ((kvf_prng_next(&rng) & 1) ? 1 : 0));
+                        k[i] = (kvf_bf16)(k[i] + gs_bit(&rng));
                 }
                 break;
             case KVF_LOGITS_SPIKE:
@@ -498,12 +561,13 @@ static int apply_overrides(kvf_case *c, const kvf_spec *s, int64_t **extra, int6
     return 0;
 }
 
-/* The caches are lazily mapped (case.c): every OS page the generator writes would fault on its
+/* Large caches are lazily mapped (case.c): every OS page the generator writes would fault on its
  * first store. Populating the ascending runs of pages about to be written first costs one call
  * per run instead of one fault per OS page. Only a hint: a kernel without MADV_POPULATE_WRITE
  * (or a refusal) leaves the faults to happen as before. */
 static void prefault(const kvf_case *c, const int64_t *pages, int64_t n) {
 #ifdef MADV_POPULATE_WRITE
+    if (c->pool_bytes <= KVF_CASE_HEAP_POOL_BYTES) return; /* a heap block: no mapping of its own */
     const size_t os_page = (size_t)sysconf(_SC_PAGESIZE);
     const int64_t page_bytes = kvf_case_page_elems(c) * 2;
     if (page_bytes <= 0 || os_page == 0) return;
@@ -560,34 +624,35 @@ static int fill_pool(kvf_case *c, const kvf_recipe *rp, int64_t **extra, int64_t
                              "the referenced pages need %lld bytes, past the limit of %lld",
                              (long long)resident_bytes, (long long)lim->max_resident_bytes);
     }
-    kvf_prng rk, rv, rpois;
-    kvf_prng_seed_stream(&rk, rp->seed, STREAM_K);
-    kvf_prng_seed_stream(&rv, rp->seed, STREAM_V);
-    kvf_prng_seed_stream(&rpois, rp->seed, STREAM_POISON);
+    /* Unreferenced resident pages: all of a small pool, else the neighbours of referenced
+     * pages (where an off-by-one lands). */
+    int64_t budget =
+        (lim->max_resident_bytes - resident_bytes) / (page_elems * 4 > 0 ? page_elems * 4 : 1);
+    int full = (int64_t)c->pool_bytes <= FULL_POISON_POOL_BYTES && c->num_pages - nref <= budget;
+    /* A heap pool (kvf__case_alloc left it unwritten) that is not written in full reads as
+     * zero where it is not written, as a mapping would. */
+    if (!full && c->pool_bytes && c->pool_bytes <= KVF_CASE_HEAP_POOL_BYTES) {
+        memset(c->k_cache, 0, c->pool_bytes);
+        memset(c->v_cache, 0, c->pool_bytes);
+    }
+    gstream rk, rv, rpois;
+    gs_seed(&rk, rp, STREAM_K);
+    gs_seed(&rv, rp, STREAM_V);
+    gs_seed(&rpois, rp, STREAM_POISON);
     int tail_nan = rp->poison & KVF_POISON_TAIL_NAN, tail_inf = rp->poison & KVF_POISON_TAIL_INF;
     prefault(c, c->resident_pages, nref);
     for (int64_t i = 0; i < nref; i++) {
         int64_t page = c->resident_pages[i];
         kvf_bf16 *kp = c->k_cache + page * page_elems, *vp = c->v_cache + page * page_elems;
         int64_t used_elems = used[i] * slot_elems;
-        fill_rows(kp, used[i] * c->num_kv_heads, c->head_dim, &rp->k, &rk);
-        fill_rows(vp, used[i] * c->num_kv_heads, c->head_dim, &rp->v, &rv);
-        if (tail_nan || tail_inf) {
-            poison_pair(kp + used_elems, vp + used_elems, page_elems - used_elems, &rpois, tail_nan,
-                        tail_inf);
-        } else {
-            fill_filler(kp + used_elems, page_elems - used_elems, &rpois);
-            fill_filler(vp + used_elems, page_elems - used_elems, &rpois);
-        }
+        gs_fill_rows(kp, used[i] * c->num_kv_heads, c->head_dim, &rp->k, &rk);
+        gs_fill_rows(vp, used[i] * c->num_kv_heads, c->head_dim, &rp->v, &rv);
+        gs_unused(kp + used_elems, vp + used_elems, page_elems - used_elems, &rpois, tail_nan,
+                  tail_inf);
     }
     free(used);
-    /* Unreferenced resident pages: all of a small pool, else the neighbours of referenced
-     * pages (where an off-by-one lands). */
     int unref_nan = rp->poison & KVF_POISON_UNREF_NAN,
         unref_inf = rp->poison & KVF_POISON_UNREF_INF;
-    int64_t budget =
-        (lim->max_resident_bytes - resident_bytes) / (page_elems * 4 > 0 ? page_elems * 4 : 1);
-    int full = (int64_t)c->pool_bytes <= FULL_POISON_POOL_BYTES && c->num_pages - nref <= budget;
     int64_t cap = full ? c->num_pages - nref : (budget < 64 ? budget : 64);
     int64_t *pages = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *pages);
     if (!pages) return kvf_error_set(err, KVF_ENOMEM, "out of memory choosing poisoned pages");
@@ -613,12 +678,7 @@ static int fill_pool(kvf_case *c, const kvf_recipe *rp, int64_t **extra, int64_t
     prefault(c, pages, n);
     for (int64_t i = 0; i < n; i++) {
         kvf_bf16 *kp = c->k_cache + pages[i] * page_elems, *vp = c->v_cache + pages[i] * page_elems;
-        if (unref_nan || unref_inf) {
-            poison_pair(kp, vp, page_elems, &rpois, unref_nan, unref_inf);
-        } else {
-            fill_filler(kp, page_elems, &rpois);
-            fill_filler(vp, page_elems, &rpois);
-        }
+        gs_unused(kp, vp, page_elems, &rpois, unref_nan, unref_inf);
     }
     (void)entries;
     *extra = pages;
@@ -655,8 +715,10 @@ int kvf_case_build(kvf_case *out, const kvf_spec *s, const kvf_limits *lim, kvf_
         free(ids);
         return rc;
     }
-    rc = kvf_case_alloc(out, rp->num_qo_heads, rp->num_kv_heads, rp->head_dim, rp->page_size,
-                        rp->batch_size, entries, pool, lim, err);
+    /* Explicit tensors fill the pool by copy, and fill_pool writes a small pool in full (or
+     * zeroes it): neither needs it zeroed first. */
+    rc = kvf__case_alloc(out, rp->num_qo_heads, rp->num_kv_heads, rp->head_dim, rp->page_size,
+                         rp->batch_size, entries, pool, 0, lim, err);
     if (rc) {
         free(ids);
         return rc;
@@ -681,9 +743,10 @@ int kvf_case_build(kvf_case *out, const kvf_spec *s, const kvf_limits *lim, kvf_
     } else {
         memcpy(out->kv_indices, ids, (size_t)entries * sizeof *ids);
         free(ids);
-        kvf_prng rq;
-        kvf_prng_seed_stream(&rq, rp->seed, STREAM_Q);
-        fill_rows(out->q, (int64_t)out->batch_size * out->num_qo_heads, out->head_dim, &rp->q, &rq);
+        gstream rq;
+        gs_seed(&rq, rp, STREAM_Q);
+        gs_fill_rows(out->q, (int64_t)out->batch_size * out->num_qo_heads, out->head_dim, &rp->q,
+                     &rq);
         if ((rc = fill_pool(out, rp, &extra, &num_extra, lim, err))) goto fail;
         shape_logits(out, rp);
     }
@@ -716,6 +779,7 @@ static void base_recipe(kvf_spec *s, uint64_t seed, int hq, int hk, int d, int p
     rp->sm_scale = (float)(1.0 / sqrt((double)d));
     rp->q = rp->k = rp->v = (kvf_dist){KVF_DIST_NORMAL, 0, 0};
     rp->seed = seed;
+    rp->expansion = KVF_EXPANSION_DEFAULT;
 }
 
 static void preset_seed(kvf_spec *s, uint64_t seed) {
@@ -929,6 +993,7 @@ void kvf_random_opts_default(kvf_random_opts *o) {
     o->max_work = (int64_t)1 << 21;
     o->allow_overflow = 1;
     o->allow_high_ids = 1;
+    o->expansion = KVF_EXPANSION_DEFAULT;
 }
 
 static uint64_t pick(kvf_prng *r, uint64_t n) {
@@ -947,6 +1012,7 @@ int kvf_spec_random(kvf_spec *out, uint64_t seed, const kvf_random_opts *o, kvf_
     int d = dims[pick(&r, 3)], page = pages[pick(&r, sizeof pages / sizeof pages[0])];
     base_recipe(out, seed, hk * g, hk, d, page);
     kvf_recipe *rp = &out->recipe;
+    rp->expansion = (uint8_t)(o->expansion ? o->expansion : KVF_EXPANSION_DEFAULT);
     int batch = 1 + (int)pick(&r, (uint64_t)(o->max_batch > 0 ? o->max_batch : 1));
     if (kvf_spec_set_batch(out, (uint16_t)batch, err)) return KVF_ENOMEM;
     int64_t budget = o->max_tokens;

@@ -232,6 +232,9 @@ static int check_budgets(const kvf_recipe *rp, const kvf_limits *lim, kvf_error 
 
 /* Shared by the decoder and kvf_case_build (for hand-made specs): the recipe's own domain. */
 int kvf_recipe_check(const kvf_recipe *rp, const kvf_limits *lim, kvf_error *err) {
+    if (rp->expansion > KVF_EXPANSION_2)
+        return kvf_error_set(err, KVF_EINVAL, "expansion %u is not one of the 2 known",
+                             rp->expansion);
     if (rp->num_qo_heads < 1 || rp->num_kv_heads < 1)
         return kvf_error_set(err, KVF_EINVAL,
                              "num_qo_heads (%u) and num_kv_heads (%u) must be at least 1",
@@ -427,10 +430,13 @@ int kvf_spec_decode(kvf_spec *out, const uint8_t *data, size_t size, const kvf_l
     advance(&r, 4);
     uint8_t version, sections;
     if ((rc = read_u8(&r, &version, "the version"))) return rc;
-    if (version != KVF_FORMAT_VERSION)
+    /* The version names the expansion (docs/case-format.md); the layout is the same. */
+    if (version != KVF_EXPANSION_1 && version != KVF_EXPANSION_2)
         return kvf_error_set(err, KVF_EFORMAT,
-                             "format version %u is not supported (this is version %d)", version,
-                             KVF_FORMAT_VERSION);
+                             "format version %u is not supported (this reader knows versions 1 "
+                             "and 2)",
+                             version);
+    rp->expansion = version;
     if ((rc = read_u8(&r, &sections, "the section flags"))) return rc;
     if (sections & ~(SECTION_OVERRIDES | SECTION_EXPLICIT | SECTION_ORIGIN))
         return kvf_error_set(err, KVF_EFORMAT, "section flags 0x%02x use undefined bits", sections);
@@ -576,7 +582,7 @@ int kvf_spec_encode(const kvf_spec *s, uint8_t **out_data, size_t *out_size, kvf
     const kvf_recipe *rp = &s->recipe;
     writer w = {0};
     put(&w, HEADER_MAGIC, 4);
-    put_u8(&w, KVF_FORMAT_VERSION);
+    put_u8(&w, rp->expansion == KVF_EXPANSION_2 ? KVF_EXPANSION_2 : KVF_EXPANSION_1);
     put_u8(&w, (uint8_t)((s->num_overrides ? SECTION_OVERRIDES : 0) |
                          (s->has_explicit ? SECTION_EXPLICIT : 0) |
                          (s->has_origin ? SECTION_ORIGIN : 0)));

@@ -35,6 +35,9 @@ typedef struct kvf_limits {
  * where 32-bit element offsets overflow) with at most 1 GiB of it written. */
 void kvf_limits_default(kvf_limits *limits);
 
+/* Caches up to this size are heap blocks, larger ones anonymous mappings (core/src/case.c). */
+#define KVF_CASE_HEAP_POOL_BYTES ((size_t)1 << 20)
+
 typedef struct kvf_case {
     int32_t num_qo_heads; /* Hq */
     int32_t num_kv_heads; /* Hk, divides Hq */
@@ -51,7 +54,8 @@ typedef struct kvf_case {
     kvf_bf16 *q;       /* [B][Hq][D] */
     kvf_bf16 *k_cache; /* [P][S][Hk][D], NHD; pages never written read as +0 */
     kvf_bf16 *v_cache; /* [P][S][Hk][D] */
-    size_t pool_bytes; /* bytes of each cache mapping (P*S*Hk*D*2) */
+    size_t pool_bytes; /* bytes of each cache (P*S*Hk*D*2): up to KVF_CASE_HEAP_POOL_BYTES on
+                          the heap, above that a lazily committed mapping */
 
     /* Pages that hold data (referenced pages and poisoned unreferenced ones), ascending and
      * unique. A device kernel needs to upload only these; every other page is all zero bits. */

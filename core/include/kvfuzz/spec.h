@@ -1,12 +1,13 @@
 /* The case file's content (docs/design.md §6): a compact recipe, optional explicit overrides,
- * optional explicit tensors and an optional origin (an imported workload's names); its .kvfz v1
- * codec; and the deterministic generator that expands a spec into a kvf_case.
+ * optional explicit tensors and an optional origin (an imported workload's names); its .kvfz
+ * codec (versions 1 and 2, which differ only in the expansion they name); and the deterministic
+ * generator that expands a spec into a kvf_case.
  *
  * Ownership: a kvf_spec owns its arrays (per-sequence lists, overrides, explicit tensors);
  * kvf_spec_free() releases them. kvf_spec_encode() returns a malloc'd buffer the caller frees.
- * Errors: KVF_EFORMAT for bytes that are not a v1 case file, KVF_EINVAL for a field outside its
- * domain, KVF_ELIMIT for sizes past kvf_limits, KVF_ENOMEM; always with one sentence naming the
- * field. The on-disk layout is documented in docs/case-format.md. */
+ * Errors: KVF_EFORMAT for bytes that are not a version 1 or 2 case file, KVF_EINVAL for a field
+ * outside its domain, KVF_ELIMIT for sizes past kvf_limits, KVF_ENOMEM; always with one sentence
+ * naming the field. The on-disk layout is documented in docs/case-format.md. */
 #ifndef KVFUZZ_SPEC_H
 #define KVFUZZ_SPEC_H
 
@@ -15,7 +16,19 @@
 
 #include "kvfuzz/case.h"
 
-#define KVF_FORMAT_VERSION 1
+/* The newest format version read and written. The version byte names the expansion: version 1
+ * files expand with expansion 1, version 2 files with expansion 2 (docs/case-format.md,
+ * "Expansion" and "Expansion 2"); nothing else in the layout differs. */
+#define KVF_FORMAT_VERSION 2
+
+/* Which expansion turns a recipe into tensors. Both draw every strategy from the same laws;
+ * they differ in the bits. Expansion 1 is the original (every version 1 file means its bits);
+ * expansion 2 draws the same distributions several times faster. */
+typedef enum kvf_expansion {
+    KVF_EXPANSION_1 = 1,
+    KVF_EXPANSION_2 = 2,
+    KVF_EXPANSION_DEFAULT = KVF_EXPANSION_2 /* what presets and random recipes use */
+} kvf_expansion;
 
 /* How sequences' pages are laid out in the pool (docs/bug-classes.md: "page tables that are
  * shuffled, shared between sequences, reversed, and use page ids >= 65536"). */
@@ -73,6 +86,8 @@ typedef struct kvf_dist {
 } kvf_dist;
 
 typedef struct kvf_recipe {
+    uint8_t expansion;     /* kvf_expansion, written as the format version; 0 reads as 1 (a
+                              recipe filled in by hand, as before expansion 2 existed) */
     uint8_t num_qo_heads;  /* 1..255 */
     uint8_t num_kv_heads;  /* 1..255, divides num_qo_heads */
     uint16_t head_dim;     /* 1..limits */
@@ -145,9 +160,9 @@ typedef struct kvf_spec {
     kvf_origin origin;
 } kvf_spec;
 
-/* Decodes a .kvfz v1 byte string. Any byte string either decodes (return 0) or is rejected
- * with one sentence. Checks the recipe's own domain and the limits; whether the expanded case
- * is valid (e.g. an override's page id) is kvf_case_build()'s job. */
+/* Decodes a .kvfz byte string (version 1 or 2). Any byte string either decodes (return 0) or is
+ * rejected with one sentence. Checks the recipe's own domain and the limits; whether the expanded
+ * case is valid (e.g. an override's page id) is kvf_case_build()'s job. */
 int kvf_spec_decode(kvf_spec *out, const uint8_t *data, size_t size, const kvf_limits *limits,
                     kvf_error *err);
 
@@ -178,9 +193,11 @@ void kvf_spec_free(kvf_spec *spec);
  * applies the overrides, validates. */
 int kvf_case_build(kvf_case *out, const kvf_spec *spec, const kvf_limits *limits, kvf_error *err);
 
-/* Named starting points. "seed-h20kv4": FlashInfer-Bench's gqa_paged_decode_h20_kv4_d128_ps64
- * (batch 1, 51 pages of 64 from a pool of 52, last page length drawn from the seed). The list
- * is available through kvf_preset_name(i) for i < kvf_preset_count(). KVF_ENOTFOUND if unknown. */
+/* Named starting points, with expansion KVF_EXPANSION_DEFAULT (set recipe.expansion to
+ * KVF_EXPANSION_1 for the version 1 file of the same recipe). "seed-h20kv4": FlashInfer-Bench's
+ * gqa_paged_decode_h20_kv4_d128_ps64 (batch 1, 51 pages of 64 from a pool of 52, last page length
+ * drawn from the seed). The list is available through kvf_preset_name(i) for i <
+ * kvf_preset_count(). KVF_ENOTFOUND if unknown. */
 int kvf_spec_preset(kvf_spec *out, const char *name, uint64_t seed, kvf_error *err);
 size_t kvf_preset_count(void);
 const char *kvf_preset_name(size_t i);
@@ -194,6 +211,7 @@ typedef struct kvf_random_opts {
     int64_t max_work;   /* cap on total tokens x Hq x D, the oracle's cost driver */
     int allow_overflow; /* may draw KVF_LOGITS_BEYOND_F32 */
     int allow_high_ids; /* may draw KVF_TABLE_HIGH_IDS with ids past 65535 */
+    int expansion;      /* kvf_expansion of the recipes drawn; 0 means KVF_EXPANSION_DEFAULT */
 } kvf_random_opts;
 
 void kvf_random_opts_default(kvf_random_opts *opts);
