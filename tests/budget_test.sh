@@ -3,7 +3,8 @@
 # - a 56-byte case of one 2^24-token sequence, and a 16 KiB case of 4,096 empty sequences at
 #   Hq 128, D 1024, are refused by every command that reads a case with exit 2 and one line,
 #   within seconds and a few MiB;
-# - a malformed KVF_MAX_MEMORY_MIB / KVF_MAX_WORK is refused by name;
+# - a malformed KVF_MAX_MEMORY_MIB / KVF_MAX_WORK is refused by name by every command, and
+#   an empty one is the default;
 # - with the budget raised, an address-space limit (ulimit -v) makes the MPFR path fail with
 #   an error, not a GMP abort (SIGABRT, status 134).
 set -u
@@ -52,10 +53,17 @@ for f in long empty; do
   refused "oracle $f" "memory budget" "$kvfuzz" oracle "$tmp/$f.kvfz"
   refused "replay $f" "memory budget" "$kvfuzz" replay --kernel cpu-splitkv --rule strict "$tmp/$f.kvfz"
 done
-refused "bad KVF_MAX_MEMORY_MIB" "KVF_MAX_MEMORY_MIB must be a positive decimal integer" \
+refused "bad KVF_MAX_MEMORY_MIB" "KVF_MAX_MEMORY_MIB must be a decimal integer in \\[1, 1073741824\\]" \
   KVF_MAX_MEMORY_MIB=abc "$kvfuzz" show "$tmp/long.kvfz"
-refused "bad KVF_MAX_WORK" "KVF_MAX_WORK must be a positive decimal integer" \
+refused "bad KVF_MAX_WORK" "KVF_MAX_WORK must be a decimal integer in \\[1, " \
   KVF_MAX_WORK=010x "$kvfuzz" show "$tmp/long.kvfz"
+# Checked at the start of every command, one that reads no case included; empty is the default.
+refused "bad KVF_MAX_WORK, no case read" "KVF_MAX_WORK must be a decimal integer" \
+  KVF_MAX_WORK=5x "$kvfuzz" kernels
+refused "bad KVF_MAX_MEMORY_MIB, no case read" "KVF_MAX_MEMORY_MIB must be a decimal integer" \
+  KVF_MAX_MEMORY_MIB=-1 "$kvfuzz" rules
+refused "empty KVF_MAX_MEMORY_MIB is the default budget" "memory budget of 2.00 GiB" \
+  KVF_MAX_MEMORY_MIB= KVF_MAX_WORK= "$kvfuzz" show "$tmp/long.kvfz"
 refused "small KVF_MAX_WORK" "work budget" KVF_MAX_MEMORY_MIB=65536 KVF_MAX_WORK=1000 "$kvfuzz" show "$tmp/long22.kvfz"
 
 # 2^22 tokens through the MPFR path need about 2.7 GB; 1.5 GB of address space is not enough.

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kvfuzz/env.h"
 #include "kvfuzz/file.h"
 
 #define HEADER_MAGIC "KVFZ"
@@ -170,35 +171,13 @@ void kvf_recipe_cost(const kvf_recipe *rp, kvf_case_cost *out) {
     out->work = hq * (tokens * (d + 64) + b * d);
 }
 
-/* A positive decimal integer from the environment (no sign, no other base, no trailing text),
- * at most `max`; 0 (and *v untouched) when unset. */
-static int budget_env(const char *name, int64_t max, int64_t *v, kvf_error *err) {
-    const char *text = getenv(name);
-    if (!text) return 0;
-    int64_t x = 0;
-    const char *p = text;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (x > (max - (*p - '0')) / 10) {
-            x = -1;
-            break;
-        }
-        x = x * 10 + (*p - '0');
-    }
-    if (x <= 0 || *p || p == text)
-        return kvf_error_set(err, KVF_EINVAL,
-                             "%s must be a positive decimal integer of at most %lld, got \"%s\"",
-                             name, (long long)max, text);
-    *v = x;
-    return 0;
-}
-
 int kvf_limits_budgets(const kvf_limits *lim, int64_t *max_memory, int64_t *max_work,
                        kvf_error *err) {
     int64_t mib = KVF_DEFAULT_MAX_MEMORY_BYTES >> 20, work = KVF_DEFAULT_MAX_WORK;
     int rc = 0;
-    if (lim->max_memory_bytes <= 0)
-        rc = budget_env("KVF_MAX_MEMORY_MIB", (int64_t)1 << 30, &mib, err);
-    if (!rc && lim->max_work <= 0) rc = budget_env("KVF_MAX_WORK", (int64_t)1 << 62, &work, err);
+    /* The environment table (env.c) says what each accepts; unset or empty is the default. */
+    if (lim->max_memory_bytes <= 0) rc = kvf_env_int("KVF_MAX_MEMORY_MIB", mib, &mib, err);
+    if (!rc && lim->max_work <= 0) rc = kvf_env_int("KVF_MAX_WORK", work, &work, err);
     if (rc) return rc;
     *max_memory = lim->max_memory_bytes > 0 ? lim->max_memory_bytes : mib << 20;
     *max_work = lim->max_work > 0 ? lim->max_work : work;
