@@ -74,12 +74,15 @@ int main(int argc, char **argv) {
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    char msg[8192];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "kvfuzz %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* One line whatever the operands hold: a path with a newline in its name would split it. */
+    for (char *p = msg; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    fprintf(stderr, "kvfuzz %s: %s\n", cmd, msg);
     return KVF_EXIT_USAGE;
 }
 
