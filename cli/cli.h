@@ -33,7 +33,8 @@ int kvf_cmd_mutants(int argc, char **argv);
 int kvf_cmd_import_fib(int argc, char **argv); /* cmd_fib_import.c */
 int kvf_cmd_export_fib(int argc, char **argv); /* cmd_fib_export.c */
 
-/* Prints "kvfuzz CMD: <message>" to stderr and returns KVF_EXIT_USAGE. */
+/* Prints "kvfuzz CMD: <message>" to stderr on one line (control bytes become '?') and returns
+ * KVF_EXIT_USAGE; commands that go on past a bad file print its sentence with it too. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

@@ -316,7 +316,7 @@ int kvf_cmd_replay(int argc, char **argv) {
         kvf_spec spec;
         kvf_error err = {0};
         if (kvf_case_load(paths[p], &spec, &c, &limits, &err)) {
-            fprintf(stderr, "kvfuzz replay: %s: %s\n", paths[p], err.msg);
+            cli_usage_error("replay", "%s: %s", paths[p], err.msg);
             printf("%-34s %-14s bad input\n", base, "-");
             bad_inputs++;
             continue;
@@ -330,7 +330,7 @@ int kvf_cmd_replay(int argc, char **argv) {
         kvf_spec_free(&spec);
         kvf_oracle_result oracle;
         if (kvf_oracle_run(&oracle, &c, &oopts, &err)) {
-            fprintf(stderr, "kvfuzz replay: %s: the oracle failed: %s\n", paths[p], err.msg);
+            cli_usage_error("replay", "%s: the oracle failed: %s", paths[p], err.msg);
             printf("%-34s %-14s not judged: the oracle failed\n", base, "-");
             kvf_case_free(&c);
             free(kvfz);
@@ -392,7 +392,7 @@ int kvf_cmd_replay(int argc, char **argv) {
             if (failed) failed_runs++;
         }
         if (!o || !lse) {
-            fprintf(stderr, "kvfuzz replay: out of memory for %s\n", paths[p]);
+            cli_usage_error("replay", "out of memory for %s", paths[p]);
             not_judged++;
         }
         free(o);
