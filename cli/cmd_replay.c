@@ -98,12 +98,9 @@ static int recorded_run(char **paths, size_t n, char *kernel, size_t ksize, char
                         size_t rsize) {
     kernel[0] = rule[0] = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(paths[i]);
-        if (len < 5 || len > 4090) return 0;
-        char jpath[4096];
-        snprintf(jpath, sizeof jpath, "%.*s.json", (int)(len - 5), paths[i]);
-        /* As reals: a recipe seed past 2^63 is a valid JSON number jansson cannot hold as int. */
-        json_t *j = json_load_file(jpath, JSON_DECODE_INT_AS_REAL, NULL);
+        /* A report that cannot be read (a FIFO, malformed) is no record: the default kernel. */
+        json_t *j = NULL;
+        if (cli_read_report(paths[i], &j, NULL)) return 0;
         const char *k = j ? json_string_value(json_object_get(j, "kernel")) : NULL;
         const char *r = j ? json_string_value(json_object_get(j, "rule")) : NULL;
         int same = k && (kernel[0] == 0 || strcmp(kernel, k) == 0) && strlen(k) < ksize;

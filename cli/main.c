@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "kvfuzz/env.h"
+#include "kvfuzz/file.h"
 #include "kvfuzz/test_kernels.h"
 
 typedef struct command {
@@ -325,6 +326,32 @@ fail:
     *paths = NULL;
     *count = 0;
     return -1;
+}
+
+int cli_read_report(const char *case_path, json_t **report, kvf_error *err) {
+    *report = NULL;
+    size_t len = strlen(case_path);
+    char jpath[4096];
+    if (len < 5 || strcmp(case_path + len - 5, ".kvfz") != 0 || len >= sizeof jpath) return 0;
+    snprintf(jpath, sizeof jpath, "%.*s.json", (int)(len - 5), case_path);
+    struct stat st;
+    if (stat(jpath, &st) != 0 && errno == ENOENT) return 0;
+    char *text;
+    size_t n;
+    int rc = kvf_read_file_max(jpath, (size_t)16 << 20, &text, &n, err);
+    if (rc) return rc;
+    json_error_t je;
+    json_t *j = json_loadb(text, n, JSON_DECODE_INT_AS_REAL, &je);
+    free(text);
+    if (!j)
+        return kvf_error_set(err, KVF_EFORMAT, "the report %s is not JSON: %s at line %d", jpath,
+                             je.text, je.line);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return kvf_error_set(err, KVF_EFORMAT, "the report %s is not a JSON object", jpath);
+    }
+    *report = j;
+    return 0;
 }
 
 void cli_free_paths(char **paths, size_t count) {

@@ -103,7 +103,7 @@ python3 -c "import json,sys; t=json.loads(open(sys.argv[1]).readline()); x=t['ev
 refuse() { # what, expected text, args...
   local what=$1 want=$2
   shift 2
-  "$kvfuzz" "$@" >/dev/null 2>"$work/err"
+  timeout 60 "$kvfuzz" "$@" >/dev/null 2>"$work/err" # a hang shows as 124
   local rc=$?
   [ $rc -eq 2 ] || fail "$what: exit $rc, not 2: $(head -3 "$work/err")"
   [ "$(wc -l <"$work/err")" -eq 1 ] || fail "$what: not one line: $(head -3 "$work/err")"
@@ -134,6 +134,17 @@ refuse "unknown definition" "has no definition nope" import-fib --definition nop
 cp "$work/A/${D}_w-random-q.kvfz" "$work/lonely.kvfz"
 refuse "finding without a report" "has no report beside it naming its kernel" export-fib -o "$work/x" "$work/lonely.kvfz"
 refuse "export without -o" "-o DIR is required" export-fib "$work/lonely.kvfz"
+# The report beside a finding is read like a case file: a FIFO is refused at once (it blocked
+# the export forever), a malformed one is named as such (it was taken for no report at all).
+mkdir -p "$work/rep"
+cp "$work/lonely.kvfz" "$work/rep/o-tolerance-fifo.kvfz"
+mkfifo "$work/rep/o-tolerance-fifo.json"
+refuse "finding whose report is a FIFO" "o-tolerance-fifo.json is a FIFO, not a regular file" \
+  export-fib -o "$work/x" "$work/rep/o-tolerance-fifo.kvfz"
+cp "$work/lonely.kvfz" "$work/rep/o-tolerance-bad.kvfz"
+echo '{"kernel": "cpu-ref",' >"$work/rep/o-tolerance-bad.json"
+refuse "finding whose report is malformed" "the report .*o-tolerance-bad.json is not JSON" \
+  export-fib -o "$work/x" "$work/rep/o-tolerance-bad.kvfz"
 
 [ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "FlashInfer-Bench interop: golden import and export bit for bit, round trip identical, every malformed input refused"

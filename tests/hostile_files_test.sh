@@ -64,6 +64,20 @@ refused_one_line "gen -o into a missing folder named with a newline" "$kvfuzz" g
 dir/x.kvfz"
 rm -f "$nl_name"
 
+# A finding's report (<name>.json) that is a FIFO: replay, which reads reports for the kernel
+# they record, goes on without it; minimize, which takes its defaults from it, refuses it. Both
+# at once: opening a FIFO blocked them forever.
+cp "$src/corpus/seeds/08-page1.kvfz" "$tmp/o-tolerance-fifo.kvfz"
+mkfifo "$tmp/o-tolerance-fifo.json"
+timeout 20 "$kvfuzz" replay "$tmp/o-tolerance-fifo.kvfz" >/dev/null 2>"$tmp/err"
+rc=$?
+checked=$((checked + 1))
+[ $rc -eq 0 ] || fail "replay of a case whose report is a FIFO: exit status $rc: $(head -3 "$tmp/err")"
+refused_one_line "minimize of a case whose report is a FIFO" \
+  "$kvfuzz" minimize --kernel cpu-ref -o "$tmp/m.kvfz" "$tmp/o-tolerance-fifo.kvfz"
+grep -q "o-tolerance-fifo.json is a FIFO" "$tmp/err" || fail "minimize does not name the FIFO: $(cat "$tmp/err")"
+rm -f "$tmp/o-tolerance-fifo.kvfz" "$tmp/o-tolerance-fifo.json"
+
 for f in "$src"/corpus/seeds/*.kvfz; do sweep "$f" 0 32; done
 for f in "$src"/corpus/fuzz_case/*.kvfz; do sweep "$f" 4 8; done
 [ $failures -eq 0 ] || { echo "$failures failure(s) in $checked files"; exit 1; }
