@@ -126,6 +126,27 @@ bad offsets-overlap "overlap the tensor before it"
 bad offsets-gap "leaving a gap after byte"
 bad offsets-past-end "run past the"
 bad header-over-100MB "over the limit of 100 MB"
+# A workload whose pool the memory budget refuses is refused before the pool is drawn (it was
+# drawn and written, a case every other command then refused), and writes nothing; a batch
+# size at the top of int64 is named, not overflowed into len_indptr's check.
+python3 - "$good/workloads/gqa_paged/$D.jsonl" "$work/huge" <<'PY'
+import json, os, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+os.makedirs(sys.argv[2], exist_ok=True)
+big = [l for l in lines if l["workload"]["uuid"] == "w-random-qkv"][0]
+big["workload"]["uuid"] = "big-pool"
+big["workload"]["axes"]["num_pages"] = 1000000
+open(sys.argv[2] + "/pool.jsonl", "w").write(json.dumps(big) + "\n")
+wide = json.loads(json.dumps(lines[0]))
+wide["workload"]["axes"].update(batch_size=2**63 - 1, len_indptr=2**63 - 1)
+open(sys.argv[2] + "/batch.jsonl", "w").write(json.dumps(wide) + "\n")
+PY
+KVF_MAX_MEMORY_MIB=64 refuse "a random pool past the memory budget" \
+  "explicit pool of 1000000 pages needs about .* past the memory budget of 0.06 GiB" import-fib --root "$good" -o "$work/huge/out" \
+  "$good/definitions/gqa_paged/$D.json" "$work/huge/pool.jsonl"
+[ -z "$(ls -A "$work/huge/out" 2>/dev/null)" ] || fail "the refused pool left files: $(ls "$work/huge/out")"
+refuse "batch_size 2^63 - 1" "len_indptr 9223372036854775807 but batch_size 9223372036854775807" \
+  import-fib --root "$good" -o "$work/huge/out" "$good/definitions/gqa_paged/$D.json" "$work/huge/batch.jsonl"
 refuse "no -o" "-o DIR is required" import-fib "$good"
 refuse "unknown option" "unknown option \"--frobnicate\"" import-fib --frobnicate -o "$work/x" "$good"
 refuse "bad seed" "--seed must be a decimal integer" import-fib --seed -3 -o "$work/x" "$good"

@@ -188,6 +188,26 @@ static double gib(int64_t bytes) {
     return (double)bytes / (double)((int64_t)1 << 30);
 }
 
+int kvf_explicit_pool_budget(const kvf_recipe *rp, int64_t pool, const kvf_limits *lim,
+                             kvf_error *err) {
+    /* The explicit pool is held twice (the spec and the case) on top of the recipe's estimate,
+     * which counts only referenced pages. */
+    int64_t max_memory = 0, max_work = 0;
+    int rc = kvf_limits_budgets(lim, &max_memory, &max_work, err);
+    if (rc) return rc;
+    kvf_case_cost cost;
+    kvf_recipe_cost(rp, &cost);
+    int64_t page_elems = (int64_t)rp->page_size * rp->num_kv_heads * rp->head_dim;
+    int64_t explicit_bytes = pool * page_elems * 2 * 2 * 2;
+    if (cost.memory_bytes + explicit_bytes > max_memory)
+        return kvf_error_set(err, KVF_ELIMIT,
+                             "the case with its explicit pool of %lld pages needs about %.2f GiB, "
+                             "past the memory budget of %.2f GiB (KVF_MAX_MEMORY_MIB raises it)",
+                             (long long)pool, gib(cost.memory_bytes + explicit_bytes),
+                             gib(max_memory));
+    return 0;
+}
+
 static int check_budgets(const kvf_recipe *rp, const kvf_limits *lim, kvf_error *err) {
     int64_t max_memory, max_work;
     int rc = kvf_limits_budgets(lim, &max_memory, &max_work, err);
@@ -496,20 +516,7 @@ int kvf_spec_decode(kvf_spec *out, const uint8_t *data, size_t size, const kvf_l
                                "the explicit pool of %u pages exceeds the size limits", pool);
             goto fail;
         }
-        /* The explicit pool is held twice (the spec and the case) on top of the recipe's
-         * estimate, which counts only referenced pages. */
-        int64_t max_memory = 0, max_work = 0;
-        if ((rc = kvf_limits_budgets(lim, &max_memory, &max_work, err))) goto fail;
-        kvf_case_cost cost;
-        kvf_recipe_cost(rp, &cost);
-        int64_t explicit_bytes = (int64_t)pool * page_elems * 2 * 2 * 2;
-        if (cost.memory_bytes + explicit_bytes > max_memory) {
-            rc = kvf_error_set(err, KVF_ELIMIT,
-                               "the case with its explicit pool of %u pages needs about %.2f GiB, "
-                               "past the memory budget of %.2f GiB (KVF_MAX_MEMORY_MIB raises it)",
-                               pool, gib(cost.memory_bytes + explicit_bytes), gib(max_memory));
-            goto fail;
-        }
+        if ((rc = kvf_explicit_pool_budget(rp, pool, lim, err))) goto fail;
         ex->num_pages = pool;
         size_t want = (size_t)entries * 4 + (size_t)q_elems * 2 + (size_t)pool * page_elems * 4;
         if ((rc = need(&r, want, "the explicit tensors"))) goto fail;
