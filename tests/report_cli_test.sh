@@ -86,6 +86,28 @@ for ga, gb in zip(a["groups"], b["groups"]):
 assert len(b["sources"]) == 2
 PY
 
+# Counts no run reaches: a merge whose sum passes 2^63 - 1, and a file whose own counts add up
+# past it, are refused in one sentence (the merge wrote negative counts, which the reader then
+# refused as malformed; the sums were signed overflows).
+python3 - "$tmp/cpu.json" "$tmp" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+for grp in g["groups"]:
+    grp["cases"] += 6 * 2**60
+    grp["passed"] += 6 * 2**60
+json.dump(g, open(sys.argv[2] + "/big-counts.json", "w"))
+grp = g["groups"][0]
+grp["passed"] = 2**63 - 1
+grp["out_of_model"] = 1
+json.dump(g, open(sys.argv[2] + "/sum-past.json", "w"))
+PY
+expect 0 "" -- "$kvfuzz" report "$tmp/big-counts.json"
+expect 2 "merging the statistics takes a count past 2\^63 - 1" -- \
+  "$kvfuzz" report --quiet --merge "$tmp/big-merged.json" "$tmp/big-counts.json" "$tmp/big-counts.json"
+[ -e "$tmp/big-merged.json" ] && fail "an overflowing merge wrote $tmp/big-merged.json"
+expect 2 "sum-past.json: groups\[0\]: passed, out_of_model, rule_rejects_rounded and findings add up past 2\^63 - 1" -- \
+  "$kvfuzz" report "$tmp/sum-past.json"
+
 if [ "$failures" -gt 0 ]; then
   echo "$failures failure(s)"
   exit 1
