@@ -30,6 +30,9 @@ expect 2 "no stats files" -- "$kvfuzz" report
 expect 2 "unknown option" -- "$kvfuzz" report --frob
 expect 2 "needs a value" -- "$kvfuzz" report -o
 expect 2 "cannot read .*missing.json" -- "$kvfuzz" report "$tmp/missing.json"
+mkfifo "$tmp/fifo.json"
+expect 2 "fifo.json is a FIFO, not a regular file" -- timeout 20 "$kvfuzz" report "$tmp/fifo.json"
+expect 2 "/dev/zero is a character device, not a regular file" -- "$kvfuzz" report /dev/zero
 printf '{"format": "kvfuzz-stats", "version": 1' >"$tmp/trunc.json"
 expect 2 "malformed stats file .*trunc.json" -- "$kvfuzz" report "$tmp/trunc.json"
 echo '{"format": "kvfuzz-stats", "version": 7}' >"$tmp/v7.json"

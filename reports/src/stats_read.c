@@ -536,9 +536,10 @@ int kvf_stats_read(kvf_stats **out, const char *path, kvf_error *err) {
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return kvf_stats_read_dir(out, path, err);
     char *data;
     size_t size;
-    if (kvf_read_file(path, &data, &size))
-        return kvf_error_set(err, errno == ENOMEM ? KVF_ENOMEM : KVF_EIO, "cannot read %s: %s",
-                             path, strerror(errno));
+    /* Its sentence names what is wrong: a FIFO, a device or a file past the size limit read as
+     * "Invalid argument". */
+    int rrc = kvf_read_file_max(path, KVF_READ_FILE_DEFAULT_MAX, &data, &size, err);
+    if (rrc) return rrc;
     char msg[200];
     json_t *root = kvf_json_parse_text(data, size, msg, sizeof msg);
     free(data);
