@@ -316,7 +316,8 @@ int cli_collect_cases(const char *cmd, char **args, int nargs, char ***paths, si
             }
         }
         closedir(dir);
-        qsort(*paths + first, *count - first, sizeof **paths, cmp_str);
+        /* Not for a folder without cases: *paths may still be NULL, which qsort must not get. */
+        if (*count > first) qsort(*paths + first, *count - first, sizeof **paths, cmp_str);
     }
     return 0;
 oom:

@@ -64,6 +64,14 @@ refused_one_line "gen -o into a missing folder named with a newline" "$kvfuzz" g
 dir/x.kvfz"
 rm -f "$nl_name"
 
+# A folder without cases, given where cases are expected: one sentence (in a sanitized build
+# the empty listing reached qsort as a null pointer).
+mkdir -p "$tmp/no-cases" "$tmp/folder.kvfz"
+refused_one_line "replay of a folder without cases" "$kvfuzz" replay --kernel cpu-ref "$tmp/no-cases"
+refused_one_line "replay of an empty folder named .kvfz" "$kvfuzz" replay --kernel cpu-ref "$tmp/folder.kvfz"
+refused_one_line "export-fib of a folder without cases" "$kvfuzz" export-fib --kernel cpu-ref -o "$tmp/x" "$tmp/no-cases"
+rmdir "$tmp/no-cases" "$tmp/folder.kvfz"
+
 # A finding's report (<name>.json) that is a FIFO: replay, which reads reports for the kernel
 # they record, goes on without it; minimize, which takes its defaults from it, refuses it. Both
 # at once: opening a FIFO blocked them forever.
