@@ -558,6 +558,19 @@ static void test_solution_json(void) {
     fclose(f);
     expect_make_error(path, KVF_EINVAL, "is not JSON");
     expect_make_error("/nonexistent/solution.json", KVF_ENOTFOUND, "cannot read solution");
+    /* A FIFO, as the solution or as its definition, is refused at once (opening one waited
+     * for a writer forever). */
+    char fifo[300];
+    snprintf(fifo, sizeof fifo, "%s/fifo.json", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    expect_make_error(fifo, KVF_EINVAL, "fifo.json is a FIFO, not a regular file");
+    unlink(fifo);
+    snprintf(fifo, sizeof fifo, "%s/gqa_paged_decode_h20_kv4_d128_ps64.json", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    write_solution(path, "python", "main.py::decode", "main.py",
+                   "gqa_paged_decode_h20_kv4_d128_ps64");
+    expect_make_error(path, KVF_EINVAL, "ps64.json is a FIFO, not a regular file");
+    unlink(fifo);
 
     NEED_TORCH();
     write_solution(path, "python", "pkg/main.py::decode", "pkg/main.py",
