@@ -59,6 +59,17 @@ for f in "$work"/F/*.kvfz; do cmp -s "$f" "$work/A/$(basename "$f")" || fail "fi
 (cd "$good" && "$kvfuzz" import-fib -o "$work/F2" definitions/gqa_paged/$D.json workloads/gqa_paged/$D.jsonl) \
   >/dev/null 2>"$work/f2.err" || fail "import with relative paths from the dataset root: $(cat "$work/f2.err")"
 
+# A dataset folder whose name holds glob characters is read as itself: "ds[1]" was taken for
+# "ds1" (refused, or another folder's definitions read when one by that name existed).
+cp -r "$good" "$work/ds[1]"
+mkdir -p "$work/ds1/definitions/gqa_paged"
+cp "$good/definitions/gqa_paged/$S.json" "$work/ds1/definitions/gqa_paged/"
+"$kvfuzz" import-fib -o "$work/Bracket" "$work/ds[1]" >"$work/bracket.out" 2>"$work/bracket.err" \
+  || fail "import of a dataset named ds[1]: $(cat "$work/bracket.err")"
+for f in "$work"/A/*.kvfz; do
+  cmp -s "$f" "$work/Bracket/$(basename "$f")" || fail "the import of ds[1] differs at $(basename "$f")"
+done
+
 # ---- export and the round trip ---------------------------------------------------------------
 "$kvfuzz" export-fib --kernel cpu-ref -o "$work/D2" "$work/A" >"$work/export.out" 2>&1 \
   || fail "export: $(cat "$work/export.out")"

@@ -107,8 +107,12 @@ static char *find_definition(const char *solution_path, const char *def) {
     if (access(pattern, R_OK) == 0) return dup_str(pattern);
     for (;;) {
         const char *forms[2] = {"%s/definitions/%s.json", "%s/definitions/*/%s.json"};
+        /* Both names match only themselves: a folder named "data[1]" is not "data1". */
+        char ldir[PATH_MAX], ldef[PATH_MAX];
+        if (kvf_glob_escape(dir, ldir, sizeof ldir) || kvf_glob_escape(def, ldef, sizeof ldef))
+            return NULL;
         for (int f = 0; f < 2; f++) {
-            snprintf(pattern, sizeof pattern, forms[f], dir, def);
+            snprintf(pattern, sizeof pattern, forms[f], ldir, ldef);
             glob_t g;
             if (glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0) {
                 char *hit = dup_str(g.gl_pathv[0]);
