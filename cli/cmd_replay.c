@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -206,6 +207,26 @@ int kvf_cmd_replay(int argc, char **argv) {
         cli_free_paths(paths, npaths);
         cli_free_kernels(kernels, nkernels);
         return cli_usage_error(cmd, "no .kvfz files found in the given paths");
+    }
+    /* The statistics are written before any case is read: a --stats that names a case of the
+     * run, or the report beside one, would replace it. */
+    struct stat sst;
+    for (size_t i = 0; stats_path && stat(stats_path, &sst) == 0 && i < npaths; i++) {
+        char report[4096];
+        size_t len = strlen(paths[i]);
+        snprintf(report, sizeof report, "%.*s.json", (int)(len > 5 ? len - 5 : len), paths[i]);
+        const char *mine[2] = {paths[i], report};
+        for (int m = 0; m < 2; m++) {
+            struct stat cst;
+            if (stat(mine[m], &cst) == 0 && cst.st_dev == sst.st_dev && cst.st_ino == sst.st_ino) {
+                cli_usage_error(cmd, "--stats %s is %s: writing the statistics would replace it",
+                                stats_path,
+                                m ? "the report of a case to replay" : "a case to replay");
+                cli_free_paths(paths, npaths);
+                cli_free_kernels(kernels, nkernels);
+                return KVF_EXIT_USAGE;
+            }
+        }
     }
     /* Findings replay the way they were found: without --kernel (and --rule), the kernel (and
      * the failing rule, beside the default set) their reports recorded, when every file has a

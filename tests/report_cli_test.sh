@@ -46,6 +46,19 @@ expect 2 "empty.json holds no judged case" -- "$kvfuzz" report -o "$tmp/rep-empt
 expect 2 "cannot write" -- "$kvfuzz" replay --kernel cpu-ref --stats "$tmp/nodir/s.json" \
   "$src/corpus/seeds/00-seed-h20kv4.kvfz"
 
+# --stats naming a case of the run, or its report, is refused before it is written over (the
+# case was replaced by statistics and replay reported 0 cases passed).
+cp "$src/corpus/seeds/08-page1.kvfz" "$tmp/victim.kvfz"
+echo '{"kernel": "cpu-ref"}' >"$tmp/victim.json"
+cp "$tmp/victim.kvfz" "$tmp/victim.orig"
+expect 2 "stats .*victim.kvfz is a case to replay" -- \
+  "$kvfuzz" replay --kernel cpu-ref --stats "$tmp/victim.kvfz" "$tmp/victim.kvfz"
+expect 2 "stats .*victim.json is the report of a case to replay" -- \
+  "$kvfuzz" replay --kernel cpu-ref --stats "$tmp/victim.json" "$tmp/victim.kvfz"
+cmp -s "$tmp/victim.kvfz" "$tmp/victim.orig" || fail "replay --stats wrote over its own case"
+grep -q '"kernel": "cpu-ref"' "$tmp/victim.json" || fail "replay --stats wrote over a case's report"
+rm -f "$tmp/victim.kvfz" "$tmp/victim.json" "$tmp/victim.orig"
+
 # Real statistics: two kernels into one file, a third (a mutant) into another.
 seeds=("$src/corpus/seeds/00-seed-h20kv4.kvfz" "$src/corpus/seeds/05-shared-prefix.kvfz"
        "$src/corpus/seeds/08-page1.kvfz")
