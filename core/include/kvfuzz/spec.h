@@ -237,8 +237,9 @@ typedef struct kvf_case_cost {
 void kvf_recipe_cost(const kvf_recipe *rp, kvf_case_cost *out);
 
 /* The budgets in force for `limits`: its fields when positive, else KVF_MAX_MEMORY_MIB (MiB)
- * and KVF_MAX_WORK when set, else the defaults. KVF_EINVAL, with a sentence naming the
- * variable, when one is set but is not a positive decimal integer in range. */
+ * and KVF_MAX_WORK when set and not empty, else the defaults. KVF_EINVAL, with a sentence
+ * naming the variable, when one is set to anything but a decimal integer in its range (the
+ * environment table, kvfuzz/env.h). */
 int kvf_limits_budgets(const kvf_limits *limits, int64_t *max_memory_bytes, int64_t *max_work,
                        kvf_error *err);
 
