@@ -103,7 +103,10 @@ static int import_file(import_run *r, const kvf_fib_definition *def, const char 
         kvf_spec spec;
         kvf_case c;
         if (kvf_fib_import(&spec, def, line, len, what, &r->opts, &err)) {
-            rc = cli_usage_error(cmd, "%s: %s", what, err.msg);
+            /* A sentence about the line itself already starts with where it is. */
+            rc = strncmp(err.msg, what, strlen(what)) == 0
+                     ? cli_usage_error(cmd, "%s", err.msg)
+                     : cli_usage_error(cmd, "%s: %s", what, err.msg);
             break;
         }
         if (kvf_case_build(&c, &spec, &r->opts.limits, &err)) {

@@ -158,6 +158,10 @@ KVF_MAX_MEMORY_MIB=64 refuse "a random pool past the memory budget" \
 [ -z "$(ls -A "$work/huge/out" 2>/dev/null)" ] || fail "the refused pool left files: $(ls "$work/huge/out")"
 refuse "batch_size 2^63 - 1" "len_indptr 9223372036854775807 but batch_size 9223372036854775807" \
   import-fib --root "$good" -o "$work/huge/out" "$good/definitions/gqa_paged/$D.json" "$work/huge/batch.jsonl"
+# A line that is not JSON is named once: "FILE line 1: FILE line 1 is not JSON" said it twice.
+printf 'not json\n' >"$work/huge/garbage.jsonl"
+refuse "a line that is not JSON" "^kvfuzz import-fib: [^ ]*garbage.jsonl line 1 is not JSON: " \
+  import-fib --root "$good" -o "$work/huge/out" "$good/definitions/gqa_paged/$D.json" "$work/huge/garbage.jsonl"
 refuse "no -o" "-o DIR is required" import-fib "$good"
 refuse "unknown option" "unknown option \"--frobnicate\"" import-fib --frobnicate -o "$work/x" "$good"
 refuse "bad seed" "--seed must be a decimal integer" import-fib --seed -3 -o "$work/x" "$good"
