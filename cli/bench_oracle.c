@@ -195,7 +195,7 @@ int kvf_cmd_bench_oracle(int argc, char **argv) {
         int lrc = kvf_case_load(a, NULL, &c, &lim, &err);
         build_s += thread_cpu_s() - t0;
         if (lrc) {
-            fprintf(stderr, "kvfuzz bench: %s: %s\n", a, err.msg);
+            cli_usage_error("bench", "%s: %s", a, err.msg);
             set_free(&set);
             return KVF_EXIT_USAGE;
         }

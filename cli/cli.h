@@ -11,7 +11,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "kvfuzz/case.h"
+#include "kvfuzz/error.h"
 #include "kvfuzz/kernel.h"
 
 #define KVF_EXIT_OK 0
@@ -33,7 +36,8 @@ int kvf_cmd_mutants(int argc, char **argv);
 int kvf_cmd_import_fib(int argc, char **argv); /* cmd_fib_import.c */
 int kvf_cmd_export_fib(int argc, char **argv); /* cmd_fib_export.c */
 
-/* Prints "kvfuzz CMD: <message>" to stderr and returns KVF_EXIT_USAGE. */
+/* Prints "kvfuzz CMD: <message>" to stderr on one line (control bytes become '?') and returns
+ * KVF_EXIT_USAGE; commands that go on past a bad file print its sentence with it too. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
@@ -94,6 +98,13 @@ int cli_operands(cli_parser *p, char ***operands);
 void cli_print_options(FILE *f, const cli_option *opts);
 /* The option's spelling for messages: "--kernel" or "-o". */
 const char *cli_option_name(const cli_option *opts, int key);
+
+/* The report `kvfuzz fuzz` saves beside a finding, <name>.json for <name>.kvfz: 0 with *report
+ * NULL when there is none (or the case is not named .kvfz), 0 with the object (the caller
+ * json_decref()s it), or a KVF_E* code with one sentence in err for a report that is not a
+ * regular file of at most 16 MiB or not a JSON object. Read like a case file (no FIFO waits,
+ * no device read to the end), numbers as reals (a recipe seed past 2^63 is valid JSON). */
+int cli_read_report(const char *case_path, json_t **report, kvf_error *err);
 
 /* Expands FILE|DIR arguments into a sorted list of .kvfz files (directories are walked one
  * level deep, sorted by name). The list and its strings are malloc'd; cli_free_paths frees.

@@ -453,7 +453,7 @@ int kvf_cmd_oracle(int argc, char **argv) {
     opts.path = oracle_path;
     kvf_oracle_result r;
     if (kvf_oracle_run(&r, &c, &opts, &err)) {
-        fprintf(stderr, "kvfuzz oracle: %s: %s\n", path, err.msg);
+        cli_usage_error("oracle", "%s: %s", path, err.msg);
         kvf_case_free(&c);
         return KVF_EXIT_FINDINGS;
     }

@@ -234,10 +234,10 @@ static int export_one(export_state *st, const char *path) {
     float *lse = NULL;
     kvf_oracle_result oracle;
     int have_oracle = 0;
-    char jpath[PATH_MAX];
-    size_t plen = strlen(path);
-    snprintf(jpath, sizeof jpath, "%.*s.json", (int)(plen > 5 ? plen - 5 : plen), path);
-    report = json_load_file(jpath, JSON_DECODE_INT_AS_REAL, NULL);
+    if (cli_read_report(path, &report, &err)) {
+        rc = cli_usage_error(cmd, "%s", err.msg);
+        goto done;
+    }
     const char *kernel = st->kernel_override;
     if (!kernel && report) kernel = json_string_value(json_object_get(report, "kernel"));
     if (!kernel) {

@@ -103,7 +103,10 @@ static int import_file(import_run *r, const kvf_fib_definition *def, const char 
         kvf_spec spec;
         kvf_case c;
         if (kvf_fib_import(&spec, def, line, len, what, &r->opts, &err)) {
-            rc = cli_usage_error(cmd, "%s: %s", what, err.msg);
+            /* A sentence about the line itself already starts with where it is. */
+            rc = strncmp(err.msg, what, strlen(what)) == 0
+                     ? cli_usage_error(cmd, "%s", err.msg)
+                     : cli_usage_error(cmd, "%s: %s", what, err.msg);
             break;
         }
         if (kvf_case_build(&c, &spec, &r->opts.limits, &err)) {
@@ -145,8 +148,11 @@ static int import_definition(import_run *r, const char *dataset, const kvf_fib_d
     size_t found = 0;
     int rc = KVF_EXIT_OK;
     const char *forms[2] = {"%s/workloads/*/%s.jsonl", "%s/workloads/%s.jsonl"};
+    char literal[PATH_MAX]; /* the dataset's own name matches only itself */
+    if (kvf_glob_escape(dataset, literal, sizeof literal))
+        return cli_usage_error(cmd, "the dataset path %.80s... is too long", dataset);
     for (int f = 0; f < 2 && rc == KVF_EXIT_OK; f++) {
-        snprintf(pattern, sizeof pattern, forms[f], dataset, def->name);
+        snprintf(pattern, sizeof pattern, forms[f], literal, def->name);
         if (glob(pattern, 0, NULL, &g) == 0)
             for (size_t i = 0; i < g.gl_pathc && rc == KVF_EXIT_OK; i++, found++)
                 rc = import_file(r, def, g.gl_pathv[i]);
@@ -164,8 +170,11 @@ static int import_dataset(import_run *r, const char *dataset, const char *only) 
     int rc = KVF_EXIT_OK;
     size_t decode = 0, skipped = 0;
     const char *forms[2] = {"%s/definitions/*/*.json", "%s/definitions/*.json"};
+    char literal[PATH_MAX]; /* a folder named "data[1]" is that folder, not "data1" */
+    if (kvf_glob_escape(dataset, literal, sizeof literal))
+        return cli_usage_error(cmd, "the dataset path %.80s... is too long", dataset);
     for (int f = 0; f < 2 && rc == KVF_EXIT_OK; f++) {
-        snprintf(pattern, sizeof pattern, forms[f], dataset);
+        snprintf(pattern, sizeof pattern, forms[f], literal);
         if (glob(pattern, 0, NULL, &g) != 0) {
             globfree(&g);
             continue;

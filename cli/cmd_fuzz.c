@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -484,6 +485,12 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     if (!seed_given) o.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     if (o.nrules == 0) o.nrules = kvf_rule_default_set(o.rules, KVF_MAX_RULES);
 
+    /* A corpus that is a file is refused before anything is made (the campaign found it only
+     * after writing the statistics); a missing one is created. */
+    struct stat cst;
+    if (o.corpus_dir && stat(o.corpus_dir, &cst) == 0 && !S_ISDIR(cst.st_mode))
+        return cli_usage_error(cmd, "--corpus %s is not a folder", o.corpus_dir);
+
     /* From here on files are made: a signal now must end in an orderly stop (the campaign
      * sees it at once), never in a half-written statistics file. */
     kvf_campaign_catch_signals();
@@ -498,14 +505,6 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     /* Temporary files an earlier campaign left when it was killed mid-write (kill -9). */
     int stale = kvf_fuzz_remove_stale_temps(o.findings_dir, 60);
     if (o.corpus_dir) stale += kvf_fuzz_remove_stale_temps(o.corpus_dir, 60);
-    fprintf(stderr, "kvfuzz fuzz: kernel %s, seed %" PRIu64 ", rules", o.kernel->name, o.seed);
-    for (int r = 0; r < o.nrules; r++)
-        fprintf(stderr, " %s", o.rules[r].name);
-    fprintf(stderr, ", findings in %s%s%s\n", o.findings_dir, o.corpus_dir ? ", corpus " : "",
-            o.corpus_dir ? o.corpus_dir : "");
-    if (stale)
-        fprintf(stderr, "kvfuzz fuzz: removed %d temporary file(s) left by an interrupted write\n",
-                stale);
 
     kvf_error err = {0};
     char default_stats[4096];
@@ -526,6 +525,15 @@ int kvf_cmd_fuzz(int argc, char **argv) {
         kvf_campaign_release_signals();
         return cli_usage_error(cmd, "%s", err.msg);
     }
+    /* Once every output is known to be writable: a refusal above is its one sentence alone. */
+    fprintf(stderr, "kvfuzz fuzz: kernel %s, seed %" PRIu64 ", rules", o.kernel->name, o.seed);
+    for (int r = 0; r < o.nrules; r++)
+        fprintf(stderr, " %s", o.rules[r].name);
+    fprintf(stderr, ", findings in %s%s%s\n", o.findings_dir, o.corpus_dir ? ", corpus " : "",
+            o.corpus_dir ? o.corpus_dir : "");
+    if (stale)
+        fprintf(stderr, "kvfuzz fuzz: removed %d temporary file(s) left by an interrupted write\n",
+                stale);
     if (!o.oracle_only) {
         o.judge_hooks = stats_hooks;
         o.run_observer = stats_run;

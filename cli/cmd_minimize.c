@@ -149,12 +149,11 @@ int kvf_cmd_minimize(int argc, char **argv) {
         return cli_usage_error(cmd, "a %s finding cannot be minimized --in-process", cls);
 
     /* Defaults from the finding's report beside the case. */
-    char jpath[4096], jkernel[4200], jrule[128], jclass[64];
-    size_t len = strlen(in);
-    if (len > 5 && strcmp(in + len - 5, ".kvfz") == 0 && len < sizeof jpath) {
-        snprintf(jpath, sizeof jpath, "%.*s.json", (int)(len - 5), in);
-        /* As reals: a recipe seed past 2^63 is valid JSON that jansson cannot hold as int. */
-        json_t *report = json_load_file(jpath, JSON_DECODE_INT_AS_REAL, NULL);
+    char jkernel[4200], jrule[128], jclass[64];
+    {
+        json_t *report;
+        kvf_error rerr = {0};
+        if (cli_read_report(in, &report, &rerr)) return cli_usage_error(cmd, "%s", rerr.msg);
         if (report) {
             if (!kernel) kernel = report_field(report, "kernel", jkernel, sizeof jkernel);
             if (!rule) rule = report_field(report, "rule", jrule, sizeof jrule);

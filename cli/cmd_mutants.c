@@ -547,9 +547,19 @@ int kvf_cmd_mutants(int argc, char **argv) {
                                       v);
             break;
         }
-        case MUT_SEEDS:
+        case MUT_SEEDS: {
+            /* Named, it must hold cases: a mistyped folder dropped the seed table from a run of
+             * minutes with a line on stderr. */
+            char *dir = (char *)v, **found = NULL;
+            size_t nfound = 0;
+            if (cli_collect_cases(cmd, &dir, 1, &found, &nfound))
+                bad = KVF_EXIT_USAGE;
+            else if (nfound == 0)
+                bad = cli_usage_error(cmd, "--seeds %s holds no .kvfz case", v);
+            cli_free_paths(found, nfound);
             seeds_dir = v;
             break;
+        }
         case MUT_DEVICE:
             if (strcmp(v, "cpu") && strcmp(v, "cuda"))
                 bad = cli_usage_error(cmd, "--device must be cpu or cuda, got \"%s\"", v);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -98,12 +99,9 @@ static int recorded_run(char **paths, size_t n, char *kernel, size_t ksize, char
                         size_t rsize) {
     kernel[0] = rule[0] = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(paths[i]);
-        if (len < 5 || len > 4090) return 0;
-        char jpath[4096];
-        snprintf(jpath, sizeof jpath, "%.*s.json", (int)(len - 5), paths[i]);
-        /* As reals: a recipe seed past 2^63 is a valid JSON number jansson cannot hold as int. */
-        json_t *j = json_load_file(jpath, JSON_DECODE_INT_AS_REAL, NULL);
+        /* A report that cannot be read (a FIFO, malformed) is no record: the default kernel. */
+        json_t *j = NULL;
+        if (cli_read_report(paths[i], &j, NULL)) return 0;
         const char *k = j ? json_string_value(json_object_get(j, "kernel")) : NULL;
         const char *r = j ? json_string_value(json_object_get(j, "rule")) : NULL;
         int same = k && (kernel[0] == 0 || strcmp(kernel, k) == 0) && strlen(k) < ksize;
@@ -209,6 +207,26 @@ int kvf_cmd_replay(int argc, char **argv) {
         cli_free_paths(paths, npaths);
         cli_free_kernels(kernels, nkernels);
         return cli_usage_error(cmd, "no .kvfz files found in the given paths");
+    }
+    /* The statistics are written before any case is read: a --stats that names a case of the
+     * run, or the report beside one, would replace it. */
+    struct stat sst;
+    for (size_t i = 0; stats_path && stat(stats_path, &sst) == 0 && i < npaths; i++) {
+        char report[4096];
+        size_t len = strlen(paths[i]);
+        snprintf(report, sizeof report, "%.*s.json", (int)(len > 5 ? len - 5 : len), paths[i]);
+        const char *mine[2] = {paths[i], report};
+        for (int m = 0; m < 2; m++) {
+            struct stat cst;
+            if (stat(mine[m], &cst) == 0 && cst.st_dev == sst.st_dev && cst.st_ino == sst.st_ino) {
+                cli_usage_error(cmd, "--stats %s is %s: writing the statistics would replace it",
+                                stats_path,
+                                m ? "the report of a case to replay" : "a case to replay");
+                cli_free_paths(paths, npaths);
+                cli_free_kernels(kernels, nkernels);
+                return KVF_EXIT_USAGE;
+            }
+        }
     }
     /* Findings replay the way they were found: without --kernel (and --rule), the kernel (and
      * the failing rule, beside the default set) their reports recorded, when every file has a
@@ -316,7 +334,7 @@ int kvf_cmd_replay(int argc, char **argv) {
         kvf_spec spec;
         kvf_error err = {0};
         if (kvf_case_load(paths[p], &spec, &c, &limits, &err)) {
-            fprintf(stderr, "kvfuzz replay: %s: %s\n", paths[p], err.msg);
+            cli_usage_error("replay", "%s: %s", paths[p], err.msg);
             printf("%-34s %-14s bad input\n", base, "-");
             bad_inputs++;
             continue;
@@ -330,7 +348,7 @@ int kvf_cmd_replay(int argc, char **argv) {
         kvf_spec_free(&spec);
         kvf_oracle_result oracle;
         if (kvf_oracle_run(&oracle, &c, &oopts, &err)) {
-            fprintf(stderr, "kvfuzz replay: %s: the oracle failed: %s\n", paths[p], err.msg);
+            cli_usage_error("replay", "%s: the oracle failed: %s", paths[p], err.msg);
             printf("%-34s %-14s not judged: the oracle failed\n", base, "-");
             kvf_case_free(&c);
             free(kvfz);
@@ -392,7 +410,7 @@ int kvf_cmd_replay(int argc, char **argv) {
             if (failed) failed_runs++;
         }
         if (!o || !lse) {
-            fprintf(stderr, "kvfuzz replay: out of memory for %s\n", paths[p]);
+            cli_usage_error("replay", "out of memory for %s", paths[p]);
             not_judged++;
         }
         free(o);

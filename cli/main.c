@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "kvfuzz/env.h"
+#include "kvfuzz/file.h"
 #include "kvfuzz/test_kernels.h"
 
 typedef struct command {
@@ -74,12 +75,15 @@ int main(int argc, char **argv) {
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    char msg[8192];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "kvfuzz %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* One line whatever the operands hold: a path with a newline in its name would split it. */
+    for (char *p = msg; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    fprintf(stderr, "kvfuzz %s: %s\n", cmd, msg);
     return KVF_EXIT_USAGE;
 }
 
@@ -312,7 +316,8 @@ int cli_collect_cases(const char *cmd, char **args, int nargs, char ***paths, si
             }
         }
         closedir(dir);
-        qsort(*paths + first, *count - first, sizeof **paths, cmp_str);
+        /* Not for a folder without cases: *paths may still be NULL, which qsort must not get. */
+        if (*count > first) qsort(*paths + first, *count - first, sizeof **paths, cmp_str);
     }
     return 0;
 oom:
@@ -322,6 +327,32 @@ fail:
     *paths = NULL;
     *count = 0;
     return -1;
+}
+
+int cli_read_report(const char *case_path, json_t **report, kvf_error *err) {
+    *report = NULL;
+    size_t len = strlen(case_path);
+    char jpath[4096];
+    if (len < 5 || strcmp(case_path + len - 5, ".kvfz") != 0 || len >= sizeof jpath) return 0;
+    snprintf(jpath, sizeof jpath, "%.*s.json", (int)(len - 5), case_path);
+    struct stat st;
+    if (stat(jpath, &st) != 0 && errno == ENOENT) return 0;
+    char *text;
+    size_t n;
+    int rc = kvf_read_file_max(jpath, (size_t)16 << 20, &text, &n, err);
+    if (rc) return rc;
+    json_error_t je;
+    json_t *j = json_loadb(text, n, JSON_DECODE_INT_AS_REAL, &je);
+    free(text);
+    if (!j)
+        return kvf_error_set(err, KVF_EFORMAT, "the report %s is not JSON: %s at line %d", jpath,
+                             je.text, je.line);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return kvf_error_set(err, KVF_EFORMAT, "the report %s is not a JSON object", jpath);
+    }
+    *report = j;
+    return 0;
 }
 
 void cli_free_paths(char **paths, size_t count) {

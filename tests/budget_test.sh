@@ -4,7 +4,8 @@
 #   reads a case with exit 2 and one line, within seconds and a few MiB;
 # - a 56-byte case of one 2^24-token sequence is judged, and the oracle's memory does not grow
 #   with the row: both paths stream it;
-# - a malformed KVF_MAX_MEMORY_MIB / KVF_MAX_WORK is refused by name;
+# - a malformed KVF_MAX_MEMORY_MIB / KVF_MAX_WORK is refused by name by every command, and
+#   an empty one is the default;
 # - under an address-space limit (ulimit -v) far below what a stored 2^20-token row would take
 #   (about 700 MB), the MPFR path streams it and agrees with the fast path.
 set -u
@@ -62,10 +63,17 @@ rc=$?
 grep -q 'length=16777216 lse=' "$tmp/out" || fail "oracle long: no result: $(head -3 "$tmp/out")"
 rss=$(tail -1 "$tmp/rss")
 [ "${rss:-999999999}" -lt 400000 ] || fail "oracle long: $rss KiB resident, not under 400 MiB"
-refused "bad KVF_MAX_MEMORY_MIB" "KVF_MAX_MEMORY_MIB must be a positive decimal integer" \
+refused "bad KVF_MAX_MEMORY_MIB" "KVF_MAX_MEMORY_MIB must be a decimal integer in \\[1, 1073741824\\]" \
   KVF_MAX_MEMORY_MIB=abc "$kvfuzz" show "$tmp/long.kvfz"
-refused "bad KVF_MAX_WORK" "KVF_MAX_WORK must be a positive decimal integer" \
+refused "bad KVF_MAX_WORK" "KVF_MAX_WORK must be a decimal integer in \\[1, " \
   KVF_MAX_WORK=010x "$kvfuzz" show "$tmp/long.kvfz"
+# Checked at the start of every command, one that reads no case included; empty is the default.
+refused "bad KVF_MAX_WORK, no case read" "KVF_MAX_WORK must be a decimal integer" \
+  KVF_MAX_WORK=5x "$kvfuzz" kernels
+refused "bad KVF_MAX_MEMORY_MIB, no case read" "KVF_MAX_MEMORY_MIB must be a decimal integer" \
+  KVF_MAX_MEMORY_MIB=-1 "$kvfuzz" rules
+refused "empty KVF_MAX_MEMORY_MIB is the default budget" "memory budget of 2.00 GiB" \
+  KVF_MAX_MEMORY_MIB= KVF_MAX_WORK= "$kvfuzz" show "$tmp/empty.kvfz"
 refused "small KVF_MAX_WORK" "work budget" KVF_MAX_MEMORY_MIB=65536 KVF_MAX_WORK=1000 "$kvfuzz" show "$tmp/long22.kvfz"
 
 # 2^20 tokens through the MPFR path: a stored row would need about 700 MB; 300 MB of address

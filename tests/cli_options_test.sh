@@ -141,6 +141,12 @@ if [ -n "$harness" ]; then
   expect 2 'KVF_FUZZ_KEEP_GOING must be 0 or 1' -- env KVF_FUZZ_KEEP_GOING=yes "$harness" "$seed"
 fi
 
+# A named --seeds folder must hold cases: a missing or empty one was a line on stderr at the
+# start of a run of minutes without the seed table.
+expect 2 "cannot read .*/no-seeds: No such file" -- timeout 20 "$kvfuzz" mutants --seeds "$tmp/no-seeds" --budget 1
+mkdir -p "$tmp/empty-seeds"
+expect 2 "--seeds .*/empty-seeds holds no .kvfz case" -- timeout 20 "$kvfuzz" mutants --seeds "$tmp/empty-seeds" --budget 1
+
 # ---- a kernel that cannot start is exit 2 with its reason, in every command -------------------
 reason="kernel test-nostart could not start: test-nostart: create\(\) fails on purpose$"
 expect 2 "$reason" -- "$kvfuzz" replay --kernel test-nostart "$seed"

@@ -59,6 +59,17 @@ for f in "$work"/F/*.kvfz; do cmp -s "$f" "$work/A/$(basename "$f")" || fail "fi
 (cd "$good" && "$kvfuzz" import-fib -o "$work/F2" definitions/gqa_paged/$D.json workloads/gqa_paged/$D.jsonl) \
   >/dev/null 2>"$work/f2.err" || fail "import with relative paths from the dataset root: $(cat "$work/f2.err")"
 
+# A dataset folder whose name holds glob characters is read as itself: "ds[1]" was taken for
+# "ds1" (refused, or another folder's definitions read when one by that name existed).
+cp -r "$good" "$work/ds[1]"
+mkdir -p "$work/ds1/definitions/gqa_paged"
+cp "$good/definitions/gqa_paged/$S.json" "$work/ds1/definitions/gqa_paged/"
+"$kvfuzz" import-fib -o "$work/Bracket" "$work/ds[1]" >"$work/bracket.out" 2>"$work/bracket.err" \
+  || fail "import of a dataset named ds[1]: $(cat "$work/bracket.err")"
+for f in "$work"/A/*.kvfz; do
+  cmp -s "$f" "$work/Bracket/$(basename "$f")" || fail "the import of ds[1] differs at $(basename "$f")"
+done
+
 # ---- export and the round trip ---------------------------------------------------------------
 "$kvfuzz" export-fib --kernel cpu-ref -o "$work/D2" "$work/A" >"$work/export.out" 2>&1 \
   || fail "export: $(cat "$work/export.out")"
@@ -103,7 +114,7 @@ python3 -c "import json,sys; t=json.loads(open(sys.argv[1]).readline()); x=t['ev
 refuse() { # what, expected text, args...
   local what=$1 want=$2
   shift 2
-  "$kvfuzz" "$@" >/dev/null 2>"$work/err"
+  timeout 60 "$kvfuzz" "$@" >/dev/null 2>"$work/err" # a hang shows as 124
   local rc=$?
   [ $rc -eq 2 ] || fail "$what: exit $rc, not 2: $(head -3 "$work/err")"
   [ "$(wc -l <"$work/err")" -eq 1 ] || fail "$what: not one line: $(head -3 "$work/err")"
@@ -126,6 +137,31 @@ bad offsets-overlap "overlap the tensor before it"
 bad offsets-gap "leaving a gap after byte"
 bad offsets-past-end "run past the"
 bad header-over-100MB "over the limit of 100 MB"
+# A workload whose pool the memory budget refuses is refused before the pool is drawn (it was
+# drawn and written, a case every other command then refused), and writes nothing; a batch
+# size at the top of int64 is named, not overflowed into len_indptr's check.
+python3 - "$good/workloads/gqa_paged/$D.jsonl" "$work/huge" <<'PY'
+import json, os, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+os.makedirs(sys.argv[2], exist_ok=True)
+big = [l for l in lines if l["workload"]["uuid"] == "w-random-qkv"][0]
+big["workload"]["uuid"] = "big-pool"
+big["workload"]["axes"]["num_pages"] = 1000000
+open(sys.argv[2] + "/pool.jsonl", "w").write(json.dumps(big) + "\n")
+wide = json.loads(json.dumps(lines[0]))
+wide["workload"]["axes"].update(batch_size=2**63 - 1, len_indptr=2**63 - 1)
+open(sys.argv[2] + "/batch.jsonl", "w").write(json.dumps(wide) + "\n")
+PY
+KVF_MAX_MEMORY_MIB=64 refuse "a random pool past the memory budget" \
+  "explicit pool of 1000000 pages needs about .* past the memory budget of 0.06 GiB" import-fib --root "$good" -o "$work/huge/out" \
+  "$good/definitions/gqa_paged/$D.json" "$work/huge/pool.jsonl"
+[ -z "$(ls -A "$work/huge/out" 2>/dev/null)" ] || fail "the refused pool left files: $(ls "$work/huge/out")"
+refuse "batch_size 2^63 - 1" "len_indptr 9223372036854775807 but batch_size 9223372036854775807" \
+  import-fib --root "$good" -o "$work/huge/out" "$good/definitions/gqa_paged/$D.json" "$work/huge/batch.jsonl"
+# A line that is not JSON is named once: "FILE line 1: FILE line 1 is not JSON" said it twice.
+printf 'not json\n' >"$work/huge/garbage.jsonl"
+refuse "a line that is not JSON" "^kvfuzz import-fib: [^ ]*garbage.jsonl line 1 is not JSON: " \
+  import-fib --root "$good" -o "$work/huge/out" "$good/definitions/gqa_paged/$D.json" "$work/huge/garbage.jsonl"
 refuse "no -o" "-o DIR is required" import-fib "$good"
 refuse "unknown option" "unknown option \"--frobnicate\"" import-fib --frobnicate -o "$work/x" "$good"
 refuse "bad seed" "--seed must be a decimal integer" import-fib --seed -3 -o "$work/x" "$good"
@@ -134,6 +170,17 @@ refuse "unknown definition" "has no definition nope" import-fib --definition nop
 cp "$work/A/${D}_w-random-q.kvfz" "$work/lonely.kvfz"
 refuse "finding without a report" "has no report beside it naming its kernel" export-fib -o "$work/x" "$work/lonely.kvfz"
 refuse "export without -o" "-o DIR is required" export-fib "$work/lonely.kvfz"
+# The report beside a finding is read like a case file: a FIFO is refused at once (it blocked
+# the export forever), a malformed one is named as such (it was taken for no report at all).
+mkdir -p "$work/rep"
+cp "$work/lonely.kvfz" "$work/rep/o-tolerance-fifo.kvfz"
+mkfifo "$work/rep/o-tolerance-fifo.json"
+refuse "finding whose report is a FIFO" "o-tolerance-fifo.json is a FIFO, not a regular file" \
+  export-fib -o "$work/x" "$work/rep/o-tolerance-fifo.kvfz"
+cp "$work/lonely.kvfz" "$work/rep/o-tolerance-bad.kvfz"
+echo '{"kernel": "cpu-ref",' >"$work/rep/o-tolerance-bad.json"
+refuse "finding whose report is malformed" "the report .*o-tolerance-bad.json is not JSON" \
+  export-fib -o "$work/x" "$work/rep/o-tolerance-bad.kvfz"
 
 [ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "FlashInfer-Bench interop: golden import and export bit for bit, round trip identical, every malformed input refused"

@@ -185,6 +185,16 @@ grep -q "leaves every case empty" "$tmp/err" || fail "--max-work 32: $(cat "$tmp
 run 2 -- "$kvfuzz" fuzz --kernel cpu-ref --runs 1 --large-share 95
 run 2 -- "$kvfuzz" fuzz --kernel cpu-ref --runs
 grep -q -- "--runs needs a value" "$tmp/err" || fail "--runs without a value: $(cat "$tmp/err")"
+# Outputs that cannot be used are refused in one sentence before anything is written: a corpus
+# that is a file (it left a statistics file in the findings folder and three lines), a
+# statistics path in a missing folder (it followed the banner).
+run 2 -- "$kvfuzz" fuzz --kernel cpu-ref --runs 1 --corpus "$src/corpus/seeds/08-page1.kvfz" --findings "$tmp/fcf"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "corpus .*08-page1.kvfz is not a folder" "$tmp/err" \
+  || fail "--corpus FILE: $(cat "$tmp/err")"
+[ -z "$(ls -A "$tmp/fcf" 2>/dev/null)" ] || fail "--corpus FILE left files: $(ls -A "$tmp/fcf")"
+run 2 -- "$kvfuzz" fuzz --kernel cpu-ref --runs 1 --stats "$tmp/nodir/s.json" --findings "$tmp/fsf"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "cannot write .*nodir/s.json" "$tmp/err" \
+  || fail "--stats in a missing folder: $(cat "$tmp/err")"
 # --stop-on-finding: the planted bug's first signature ends the run, long before its time.
 run 1 -- "$kvfuzz" fuzz --kernel test-planted --time 120 --stop-on-finding --seed 3 --jobs 2 --findings "$tmp/ff"
 grep -q "findings: [1-9][0-9]* new" "$tmp/out" || fail "--stop-on-finding: $(tail -3 "$tmp/out")"

@@ -42,6 +42,50 @@ sweep() { # file, truncations (0: all), flips
     judge "$tmp/b.kvfz" "$name with bit $bit of byte $pos flipped"
   done
 }
+# A file name holding a newline: the sentence that quotes it stays one line, for a file that
+# is missing, one that is malformed, and one the case limits refuse.
+refused_one_line() { # what, command...
+  local what=$1
+  shift
+  timeout 20 "$@" >/dev/null 2>"$tmp/err"
+  local rc=$?
+  checked=$((checked + 1))
+  [ $rc -eq 2 ] || fail "$what: exit status $rc, not 2"
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$what: not one line: $(head -3 "$tmp/err")"
+}
+nl_name="$tmp/new
+line.kvfz"
+head -c 40 "$src/corpus/seeds/00-seed-h20kv4.kvfz" >"$nl_name"
+refused_one_line "show of a truncated file named with a newline" "$kvfuzz" show "$nl_name"
+refused_one_line "replay of a truncated file named with a newline" "$kvfuzz" replay --kernel cpu-ref "$nl_name"
+refused_one_line "show of a missing file named with a newline" "$kvfuzz" show "$tmp/no
+such.kvfz"
+refused_one_line "gen -o into a missing folder named with a newline" "$kvfuzz" gen -o "$tmp/no
+dir/x.kvfz"
+rm -f "$nl_name"
+
+# A folder without cases, given where cases are expected: one sentence (in a sanitized build
+# the empty listing reached qsort as a null pointer).
+mkdir -p "$tmp/no-cases" "$tmp/folder.kvfz"
+refused_one_line "replay of a folder without cases" "$kvfuzz" replay --kernel cpu-ref "$tmp/no-cases"
+refused_one_line "replay of an empty folder named .kvfz" "$kvfuzz" replay --kernel cpu-ref "$tmp/folder.kvfz"
+refused_one_line "export-fib of a folder without cases" "$kvfuzz" export-fib --kernel cpu-ref -o "$tmp/x" "$tmp/no-cases"
+rmdir "$tmp/no-cases" "$tmp/folder.kvfz"
+
+# A finding's report (<name>.json) that is a FIFO: replay, which reads reports for the kernel
+# they record, goes on without it; minimize, which takes its defaults from it, refuses it. Both
+# at once: opening a FIFO blocked them forever.
+cp "$src/corpus/seeds/08-page1.kvfz" "$tmp/o-tolerance-fifo.kvfz"
+mkfifo "$tmp/o-tolerance-fifo.json"
+timeout 20 "$kvfuzz" replay "$tmp/o-tolerance-fifo.kvfz" >/dev/null 2>"$tmp/err"
+rc=$?
+checked=$((checked + 1))
+[ $rc -eq 0 ] || fail "replay of a case whose report is a FIFO: exit status $rc: $(head -3 "$tmp/err")"
+refused_one_line "minimize of a case whose report is a FIFO" \
+  "$kvfuzz" minimize --kernel cpu-ref -o "$tmp/m.kvfz" "$tmp/o-tolerance-fifo.kvfz"
+grep -q "o-tolerance-fifo.json is a FIFO" "$tmp/err" || fail "minimize does not name the FIFO: $(cat "$tmp/err")"
+rm -f "$tmp/o-tolerance-fifo.kvfz" "$tmp/o-tolerance-fifo.json"
+
 for f in "$src"/corpus/seeds/*.kvfz; do sweep "$f" 0 32; done
 for f in "$src"/corpus/fuzz_case/*.kvfz; do sweep "$f" 4 8; done
 [ $failures -eq 0 ] || { echo "$failures failure(s) in $checked files"; exit 1; }

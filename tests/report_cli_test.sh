@@ -30,6 +30,9 @@ expect 2 "no stats files" -- "$kvfuzz" report
 expect 2 "unknown option" -- "$kvfuzz" report --frob
 expect 2 "needs a value" -- "$kvfuzz" report -o
 expect 2 "cannot read .*missing.json" -- "$kvfuzz" report "$tmp/missing.json"
+mkfifo "$tmp/fifo.json"
+expect 2 "fifo.json is a FIFO, not a regular file" -- timeout 20 "$kvfuzz" report "$tmp/fifo.json"
+expect 2 "/dev/zero is a character device, not a regular file" -- "$kvfuzz" report /dev/zero
 printf '{"format": "kvfuzz-stats", "version": 1' >"$tmp/trunc.json"
 expect 2 "malformed stats file .*trunc.json" -- "$kvfuzz" report "$tmp/trunc.json"
 echo '{"format": "kvfuzz-stats", "version": 7}' >"$tmp/v7.json"
@@ -42,6 +45,19 @@ expect 2 "empty.json holds no judged case" -- "$kvfuzz" report -o "$tmp/rep-empt
 [ -e "$tmp/rep-empty/index.html" ] && fail "a report over empty statistics wrote a page"
 expect 2 "cannot write" -- "$kvfuzz" replay --kernel cpu-ref --stats "$tmp/nodir/s.json" \
   "$src/corpus/seeds/00-seed-h20kv4.kvfz"
+
+# --stats naming a case of the run, or its report, is refused before it is written over (the
+# case was replaced by statistics and replay reported 0 cases passed).
+cp "$src/corpus/seeds/08-page1.kvfz" "$tmp/victim.kvfz"
+echo '{"kernel": "cpu-ref"}' >"$tmp/victim.json"
+cp "$tmp/victim.kvfz" "$tmp/victim.orig"
+expect 2 "stats .*victim.kvfz is a case to replay" -- \
+  "$kvfuzz" replay --kernel cpu-ref --stats "$tmp/victim.kvfz" "$tmp/victim.kvfz"
+expect 2 "stats .*victim.json is the report of a case to replay" -- \
+  "$kvfuzz" replay --kernel cpu-ref --stats "$tmp/victim.json" "$tmp/victim.kvfz"
+cmp -s "$tmp/victim.kvfz" "$tmp/victim.orig" || fail "replay --stats wrote over its own case"
+grep -q '"kernel": "cpu-ref"' "$tmp/victim.json" || fail "replay --stats wrote over a case's report"
+rm -f "$tmp/victim.kvfz" "$tmp/victim.json" "$tmp/victim.orig"
 
 # Real statistics: two kernels into one file, a third (a mutant) into another.
 seeds=("$src/corpus/seeds/00-seed-h20kv4.kvfz" "$src/corpus/seeds/05-shared-prefix.kvfz"
@@ -85,6 +101,28 @@ for ga, gb in zip(a["groups"], b["groups"]):
         assert gb[out]["hist"]["ulp"]["zero"] == 2 * ga[out]["hist"]["ulp"]["zero"]
 assert len(b["sources"]) == 2
 PY
+
+# Counts no run reaches: a merge whose sum passes 2^63 - 1, and a file whose own counts add up
+# past it, are refused in one sentence (the merge wrote negative counts, which the reader then
+# refused as malformed; the sums were signed overflows).
+python3 - "$tmp/cpu.json" "$tmp" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+for grp in g["groups"]:
+    grp["cases"] += 6 * 2**60
+    grp["passed"] += 6 * 2**60
+json.dump(g, open(sys.argv[2] + "/big-counts.json", "w"))
+grp = g["groups"][0]
+grp["passed"] = 2**63 - 1
+grp["out_of_model"] = 1
+json.dump(g, open(sys.argv[2] + "/sum-past.json", "w"))
+PY
+expect 0 "" -- "$kvfuzz" report "$tmp/big-counts.json"
+expect 2 "merging the statistics takes a count past 2\^63 - 1" -- \
+  "$kvfuzz" report --quiet --merge "$tmp/big-merged.json" "$tmp/big-counts.json" "$tmp/big-counts.json"
+[ -e "$tmp/big-merged.json" ] && fail "an overflowing merge wrote $tmp/big-merged.json"
+expect 2 "sum-past.json: groups\[0\]: passed, out_of_model, rule_rejects_rounded and findings add up past 2\^63 - 1" -- \
+  "$kvfuzz" report "$tmp/sum-past.json"
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures failure(s)"

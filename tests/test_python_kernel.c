@@ -461,7 +461,8 @@ static void write_definition(const char *path, const char *name, const char *inp
 /* Definitions found in a dataset's layout are read: their signature is checked, their const
  * axes fix the shapes, and one without kv_last_page_len gets the eight-argument call. */
 static void test_solution_definitions(void) {
-    char root[] = "/tmp/kvfuzz-test-dataset-XXXXXX", path[512], def[512], sol[512];
+    /* "[set]" in the folder's name: it is found as itself, not as a glob character class. */
+    char root[] = "/tmp/kvfuzz-test-data[set]-XXXXXX", path[512], def[512], sol[512];
     CHECK(mkdtemp(root) != NULL);
     snprintf(path, sizeof path, "%s/definitions", root);
     mkdir(path, 0700);
@@ -558,6 +559,19 @@ static void test_solution_json(void) {
     fclose(f);
     expect_make_error(path, KVF_EINVAL, "is not JSON");
     expect_make_error("/nonexistent/solution.json", KVF_ENOTFOUND, "cannot read solution");
+    /* A FIFO, as the solution or as its definition, is refused at once (opening one waited
+     * for a writer forever). */
+    char fifo[300];
+    snprintf(fifo, sizeof fifo, "%s/fifo.json", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    expect_make_error(fifo, KVF_EINVAL, "fifo.json is a FIFO, not a regular file");
+    unlink(fifo);
+    snprintf(fifo, sizeof fifo, "%s/gqa_paged_decode_h20_kv4_d128_ps64.json", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    write_solution(path, "python", "main.py::decode", "main.py",
+                   "gqa_paged_decode_h20_kv4_d128_ps64");
+    expect_make_error(path, KVF_EINVAL, "ps64.json is a FIFO, not a regular file");
+    unlink(fifo);
 
     NEED_TORCH();
     write_solution(path, "python", "pkg/main.py::decode", "pkg/main.py",

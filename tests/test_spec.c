@@ -784,12 +784,17 @@ static void test_budgets_refuse_costly_cases(void) {
     setenv("KVF_MAX_WORK", "1000000", 1);
     CHECK_INT_EQ(kvf_spec_decode(&s, longest, n_long, &lim, &err), KVF_ELIMIT);
     CHECK_STR_CONTAINS(err.msg, "past the work budget of 1000000");
-    static const char *const bad[] = {"abc", "0", "-5", "12x", "", "99999999999999999999", "0x10"};
+    static const char *const bad[] = {"abc", "0", "-5", "12x", " 5", "99999999999999999999",
+                                      "0x10"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv("KVF_MAX_WORK", bad[i], 1);
         CHECK_INT_EQ(kvf_spec_decode(&s, longest, n_long, &lim, &err), KVF_EINVAL);
-        CHECK_STR_CONTAINS(err.msg, "KVF_MAX_WORK must be a positive decimal integer");
+        CHECK_STR_CONTAINS(err.msg, "KVF_MAX_WORK must be a decimal integer in [1, ");
     }
+    /* Empty is the default, as for every variable of the table (docs/cli.md). */
+    setenv("KVF_MAX_WORK", "", 1);
+    CHECK_OK(kvf_spec_decode(&s, longest, n_long, &lim, &err), &err);
+    kvf_spec_free(&s);
     unsetenv("KVF_MAX_WORK");
     setenv("KVF_MAX_MEMORY_MIB", "lots", 1);
     CHECK_INT_EQ(kvf_spec_decode(&s, longest, n_long, &lim, &err), KVF_EINVAL);

@@ -38,6 +38,10 @@ int kvf_error_set(kvf_error *err, int code, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
+        /* One sentence on one line: a path or a name taken from the input (a file name, a
+         * tensor key) may hold a newline or another control byte. */
+        for (char *p = err->msg; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
         err->code = code;
     }
     return code;

@@ -167,6 +167,19 @@ int kvf_write_atomic_bytes(const char *path, const void *data, size_t size, kvf_
     return kvf_write_atomic(path, fill_bytes, &b, err);
 }
 
+int kvf_glob_escape(const char *path, char *out, size_t size) {
+    if (size == 0) return -1;
+    size_t at = 0;
+    for (const char *p = path; *p; p++) {
+        int special = *p == '*' || *p == '?' || *p == '[' || *p == '\\';
+        if (at + (size_t)special + 1 >= size) return -1;
+        if (special) out[at++] = '\\';
+        out[at++] = *p;
+    }
+    out[at] = 0;
+    return 0;
+}
+
 int kvf_mkdirs(const char *dir, kvf_error *err) {
     char path[4096];
     if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)

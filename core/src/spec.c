@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kvfuzz/env.h"
 #include "kvfuzz/file.h"
 
 #define HEADER_MAGIC "KVFZ"
@@ -170,35 +171,13 @@ void kvf_recipe_cost(const kvf_recipe *rp, kvf_case_cost *out) {
     out->work = hq * (tokens * (d + 64) + b * d);
 }
 
-/* A positive decimal integer from the environment (no sign, no other base, no trailing text),
- * at most `max`; 0 (and *v untouched) when unset. */
-static int budget_env(const char *name, int64_t max, int64_t *v, kvf_error *err) {
-    const char *text = getenv(name);
-    if (!text) return 0;
-    int64_t x = 0;
-    const char *p = text;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (x > (max - (*p - '0')) / 10) {
-            x = -1;
-            break;
-        }
-        x = x * 10 + (*p - '0');
-    }
-    if (x <= 0 || *p || p == text)
-        return kvf_error_set(err, KVF_EINVAL,
-                             "%s must be a positive decimal integer of at most %lld, got \"%s\"",
-                             name, (long long)max, text);
-    *v = x;
-    return 0;
-}
-
 int kvf_limits_budgets(const kvf_limits *lim, int64_t *max_memory, int64_t *max_work,
                        kvf_error *err) {
     int64_t mib = KVF_DEFAULT_MAX_MEMORY_BYTES >> 20, work = KVF_DEFAULT_MAX_WORK;
     int rc = 0;
-    if (lim->max_memory_bytes <= 0)
-        rc = budget_env("KVF_MAX_MEMORY_MIB", (int64_t)1 << 30, &mib, err);
-    if (!rc && lim->max_work <= 0) rc = budget_env("KVF_MAX_WORK", (int64_t)1 << 62, &work, err);
+    /* The environment table (env.c) says what each accepts; unset or empty is the default. */
+    if (lim->max_memory_bytes <= 0) rc = kvf_env_int("KVF_MAX_MEMORY_MIB", mib, &mib, err);
+    if (!rc && lim->max_work <= 0) rc = kvf_env_int("KVF_MAX_WORK", work, &work, err);
     if (rc) return rc;
     *max_memory = lim->max_memory_bytes > 0 ? lim->max_memory_bytes : mib << 20;
     *max_work = lim->max_work > 0 ? lim->max_work : work;
@@ -207,6 +186,26 @@ int kvf_limits_budgets(const kvf_limits *lim, int64_t *max_memory, int64_t *max_
 
 static double gib(int64_t bytes) {
     return (double)bytes / (double)((int64_t)1 << 30);
+}
+
+int kvf_explicit_pool_budget(const kvf_recipe *rp, int64_t pool, const kvf_limits *lim,
+                             kvf_error *err) {
+    /* The explicit pool is held twice (the spec and the case) on top of the recipe's estimate,
+     * which counts only referenced pages. */
+    int64_t max_memory = 0, max_work = 0;
+    int rc = kvf_limits_budgets(lim, &max_memory, &max_work, err);
+    if (rc) return rc;
+    kvf_case_cost cost;
+    kvf_recipe_cost(rp, &cost);
+    int64_t page_elems = (int64_t)rp->page_size * rp->num_kv_heads * rp->head_dim;
+    int64_t explicit_bytes = pool * page_elems * 2 * 2 * 2;
+    if (cost.memory_bytes + explicit_bytes > max_memory)
+        return kvf_error_set(err, KVF_ELIMIT,
+                             "the case with its explicit pool of %lld pages needs about %.2f GiB, "
+                             "past the memory budget of %.2f GiB (KVF_MAX_MEMORY_MIB raises it)",
+                             (long long)pool, gib(cost.memory_bytes + explicit_bytes),
+                             gib(max_memory));
+    return 0;
 }
 
 static int check_budgets(const kvf_recipe *rp, const kvf_limits *lim, kvf_error *err) {
@@ -523,20 +522,7 @@ int kvf_spec_decode(kvf_spec *out, const uint8_t *data, size_t size, const kvf_l
                                "the explicit pool of %u pages exceeds the size limits", pool);
             goto fail;
         }
-        /* The explicit pool is held twice (the spec and the case) on top of the recipe's
-         * estimate, which counts only referenced pages. */
-        int64_t max_memory = 0, max_work = 0;
-        if ((rc = kvf_limits_budgets(lim, &max_memory, &max_work, err))) goto fail;
-        kvf_case_cost cost;
-        kvf_recipe_cost(rp, &cost);
-        int64_t explicit_bytes = (int64_t)pool * page_elems * 2 * 2 * 2;
-        if (cost.memory_bytes + explicit_bytes > max_memory) {
-            rc = kvf_error_set(err, KVF_ELIMIT,
-                               "the case with its explicit pool of %u pages needs about %.2f GiB, "
-                               "past the memory budget of %.2f GiB (KVF_MAX_MEMORY_MIB raises it)",
-                               pool, gib(cost.memory_bytes + explicit_bytes), gib(max_memory));
-            goto fail;
-        }
+        if ((rc = kvf_explicit_pool_budget(rp, pool, lim, err))) goto fail;
         ex->num_pages = pool;
         size_t want = (size_t)entries * 4 + (size_t)q_elems * 2 + (size_t)pool * page_elems * 4;
         if ((rc = need(&r, want, "the explicit tensors"))) goto fail;

@@ -194,7 +194,7 @@ int kvf_fib_import(kvf_spec *out, const kvf_fib_definition *def, const char *lin
         (rc = axis_value(&x, axes, "len_indptr", &len_indptr)) ||
         (rc = axis_value(&x, axes, "num_kv_indices", &entries)))
         goto done;
-    if (len_indptr != batch + 1) {
+    if (len_indptr - 1 != batch) { /* both >= 0: batch + 1 could overflow */
         rc = kvf_error_set(err, KVF_EINVAL,
                            "workload %s has len_indptr %" PRId64 " but batch_size %" PRId64
                            " (FIB's constraint is len_indptr == batch_size + 1)",
@@ -222,6 +222,13 @@ int kvf_fib_import(kvf_spec *out, const kvf_fib_definition *def, const char *lin
                            uuid, pool, pool * page_elems * 2);
         goto done;
     }
+    /* The memory budget before any blob is read, from the pool alone (batch 0): the full check,
+     * with the sequences' lengths, follows once the page table is known. */
+    kvf_recipe shape = {.num_qo_heads = (uint8_t)hq,
+                        .num_kv_heads = (uint8_t)hk,
+                        .head_dim = (uint16_t)d,
+                        .page_size = (uint16_t)s};
+    if ((rc = kvf_explicit_pool_budget(&shape, pool, lim, err))) goto done;
     /* Every input the workload describes must be one the definition has. */
     const char *key;
     json_t *desc;
@@ -347,6 +354,8 @@ int kvf_fib_import(kvf_spec *out, const kvf_fib_definition *def, const char *lin
     }
     rp->sm_scale = scale;
     if ((rc = kvf_recipe_check(rp, lim, err))) goto done;
+    /* The budget the case file will be held to when read, before the pool is allocated. */
+    if ((rc = kvf_explicit_pool_budget(rp, pool, lim, err))) goto done;
 
     kvf_explicit *ex = &out->explicit_tensors;
     int64_t pool_elems = pool * page_elems;

@@ -1,6 +1,7 @@
 /* FlashInfer-Bench Solution JSON files (solution.h). */
 #define _GNU_SOURCE /* nftw's FTW_DEPTH and FTW_PHYS */
 
+#include "kvfuzz/file.h"
 #include "kvfuzz/json_io.h"
 #include "solution.h"
 
@@ -106,8 +107,12 @@ static char *find_definition(const char *solution_path, const char *def) {
     if (access(pattern, R_OK) == 0) return dup_str(pattern);
     for (;;) {
         const char *forms[2] = {"%s/definitions/%s.json", "%s/definitions/*/%s.json"};
+        /* Both names match only themselves: a folder named "data[1]" is not "data1". */
+        char ldir[PATH_MAX], ldef[PATH_MAX];
+        if (kvf_glob_escape(dir, ldir, sizeof ldir) || kvf_glob_escape(def, ldef, sizeof ldef))
+            return NULL;
         for (int f = 0; f < 2; f++) {
-            snprintf(pattern, sizeof pattern, forms[f], dir, def);
+            snprintf(pattern, sizeof pattern, forms[f], ldir, ldef);
             glob_t g;
             if (glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0) {
                 char *hit = dup_str(g.gl_pathv[0]);
@@ -122,16 +127,27 @@ static char *find_definition(const char *solution_path, const char *def) {
     }
 }
 
+/* A JSON file read like a case file (kvf_read_file_max): a FIFO or a device is refused, not
+ * waited on or read to its end; duplicate keys are refused. 0, or a code with one sentence. */
+static int load_json(const char *path, const char *what, json_t **out, kvf_error *err) {
+    char *text;
+    size_t n;
+    int rc = kvf_read_file_max(path, (size_t)16 << 20, &text, &n, err);
+    if (rc) return rc;
+    char msg[256];
+    *out = kvf_json_parse_text(text, n, msg, sizeof msg);
+    free(text);
+    return *out ? 0 : kvf_error_set(err, KVF_EINVAL, "%s %s is not JSON: %s", what, path, msg);
+}
+
 /* Checks a definition's signature against kvfuzz's call and takes its const axes. */
 static int check_definition(kvf__solution *s, const char *path, kvf_error *err) {
     static const char *const want9 =
         "q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale";
     static const char *const want8 = "q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale";
-    json_error_t jerr;
-    json_t *d = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    if (!d)
-        return kvf_error_set(err, KVF_EINVAL, "definition %s is not JSON: %s (line %d)", path,
-                             jerr.text, jerr.line);
+    json_t *d;
+    int lrc = load_json(path, "definition", &d, err);
+    if (lrc) return lrc;
     int rc = 0;
     const char *name = get_string(d, "name");
     json_t *inputs = json_object_get(d, "inputs"), *outputs = json_object_get(d, "outputs");
@@ -192,11 +208,9 @@ int kvf__solution_load(const char *path, kvf__solution *out, kvf_error *err) {
     if (access(path, R_OK) != 0)
         return kvf_error_set(err, KVF_ENOTFOUND, "cannot read solution %s: %s", path,
                              strerror(errno));
-    json_error_t jerr;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root)
-        return kvf_error_set(err, KVF_EINVAL, "solution %s is not JSON: %s (line %d)", path,
-                             jerr.text, jerr.line);
+    json_t *root;
+    int lrc = load_json(path, "solution", &root, err);
+    if (lrc) return lrc;
     int rc = 0;
     json_t *spec = json_object_get(root, "spec"), *sources = json_object_get(root, "sources");
     const char *name = get_string(root, "name"), *definition = get_string(root, "definition");

@@ -75,16 +75,15 @@ int kvf__counts_merge(kvf__map *dst, const kvf__map *src) {
         if (!src->used[i]) continue;
         int64_t *c = kvf__map_get(dst, src->keys[i], 1);
         if (!c) return -1;
-        *c += *(const int64_t *)(src->vals + i * src->vsize);
+        if (kvf__count_add(c, *(const int64_t *)(src->vals + i * src->vsize))) return KVF__OVERFLOW;
     }
     return 0;
 }
 
 int kvf__hist_merge(kvf__hist *dst, const kvf__hist *src) {
-    dst->total += src->total;
-    dst->zero += src->zero;
-    dst->inf += src->inf;
-    dst->nan += src->nan;
+    if (kvf__count_add(&dst->total, src->total) || kvf__count_add(&dst->zero, src->zero) ||
+        kvf__count_add(&dst->inf, src->inf) || kvf__count_add(&dst->nan, src->nan))
+        return KVF__OVERFLOW;
     return kvf__counts_merge(&dst->buckets, &src->buckets);
 }
 
@@ -111,15 +110,15 @@ void kvf__cell_add(kvf__cell *c, const kvf_element_error *e, int finite_pair, in
     if (e->margin > c->max_margin) c->max_margin = e->margin;
 }
 
-void kvf__cell_merge(kvf__cell *dst, const kvf__cell *src) {
-    dst->n += src->n;
-    dst->fails += src->fails;
-    dst->nonfinite += src->nonfinite;
-    dst->bits_n += src->bits_n;
-    dst->bits_sum += src->bits_sum;
+int kvf__cell_merge(kvf__cell *dst, const kvf__cell *src) {
+    if (kvf__count_add(&dst->n, src->n) || kvf__count_add(&dst->fails, src->fails) ||
+        kvf__count_add(&dst->nonfinite, src->nonfinite) ||
+        kvf__count_add(&dst->bits_n, src->bits_n) || kvf__count_add(&dst->bits_sum, src->bits_sum))
+        return KVF__OVERFLOW;
     if (src->max_ulps > dst->max_ulps) dst->max_ulps = src->max_ulps;
     if (src->max_abs > dst->max_abs) dst->max_abs = src->max_abs;
     if (src->max_margin > dst->max_margin) dst->max_margin = src->max_margin;
+    return 0;
 }
 
 kvf__cell *kvf__cell_get(kvf__map *m, int64_t key) {

@@ -169,15 +169,23 @@ extern const char *const kvf__class_name[KVF_CLASS_COUNT]; /* "by_head", ... */
  * input-modified: findings of a run, not of a verdict */
 extern const int kvf__run_error_classes[KVF__N_RUN_ERRORS];
 
-/* Counting: -1 on allocation failure (the caller marks the statistics incomplete). */
+/* *a += b for two counts: -1 when the sum is past INT64_MAX. Counts read from a file are
+ * anything the file says, so adding them (a merge, a stated total) is checked, never UB. */
+static inline int kvf__count_add(int64_t *a, int64_t b) {
+    return __builtin_add_overflow(*a, b, a) ? -1 : 0;
+}
+#define KVF__OVERFLOW (-2) /* a merge's count past INT64_MAX */
+
+/* Counting: -1 on allocation failure (the caller marks the statistics incomplete). Merges:
+ * also KVF__OVERFLOW. */
 int kvf__hist_add(kvf__hist *h, double v);
 int kvf__counts_merge(kvf__map *dst, const kvf__map *src);
 int kvf__hist_merge(kvf__hist *dst, const kvf__hist *src);
 /* bits: round(1024 log2(ulps + 1)), computed once per element by the caller. */
 void kvf__cell_add(kvf__cell *c, const kvf_element_error *e, int finite_pair, int mismatch,
                    int64_t bits);
-void kvf__cell_merge(kvf__cell *dst, const kvf__cell *src);
-kvf__cell *kvf__cell_get(kvf__map *m, int64_t key); /* found or added; NULL on OOM */
+int kvf__cell_merge(kvf__cell *dst, const kvf__cell *src); /* 0 or KVF__OVERFLOW */
+kvf__cell *kvf__cell_get(kvf__map *m, int64_t key);        /* found or added; NULL on OOM */
 
 /* Case records: created with one reference; hex, when given, is copied as is, else bytes up to
  * KVF_STATS_EMBED_MAX are embedded. NULL on OOM. */

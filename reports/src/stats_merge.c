@@ -12,26 +12,31 @@
 /* Merging and comparing                                                                       */
 /* ------------------------------------------------------------------------------------------ */
 
+/* 0, -1 (out of memory) or KVF__OVERFLOW. */
 static int outstats_merge(kvf__outstats *d, const kvf__outstats *s, int worst_n) {
-    d->elements += s->elements;
-    d->violations += s->violations;
-    d->nonfinite += s->nonfinite;
+    if (kvf__count_add(&d->elements, s->elements) ||
+        kvf__count_add(&d->violations, s->violations) ||
+        kvf__count_add(&d->nonfinite, s->nonfinite))
+        return KVF__OVERFLOW;
     if (s->max_abs > d->max_abs) d->max_abs = s->max_abs;
     if (s->max_rel > d->max_rel) d->max_rel = s->max_rel;
     if (s->max_ulps > d->max_ulps) d->max_ulps = s->max_ulps;
     if (s->max_margin > d->max_margin) d->max_margin = s->max_margin;
     if (s->max_excess > d->max_excess) d->max_excess = s->max_excess;
-    if (kvf__hist_merge(&d->abs, &s->abs) || kvf__hist_merge(&d->rel, &s->rel) ||
-        kvf__hist_merge(&d->ulp, &s->ulp) || kvf__hist_merge(&d->margin, &s->margin) ||
-        kvf__counts_merge(&d->dens, &s->dens))
-        return -1;
+    int rc;
+    if ((rc = kvf__hist_merge(&d->abs, &s->abs)) || (rc = kvf__hist_merge(&d->rel, &s->rel)) ||
+        (rc = kvf__hist_merge(&d->ulp, &s->ulp)) ||
+        (rc = kvf__hist_merge(&d->margin, &s->margin)) ||
+        (rc = kvf__counts_merge(&d->dens, &s->dens)))
+        return rc;
     for (int k = 0; k < KVF_CLASS_COUNT; k++) {
         const kvf__map *m = &s->by[k];
         for (size_t i = 0; i < m->cap; i++) {
             if (!m->used[i]) continue;
             kvf__cell *c = kvf__cell_get(&d->by[k], m->keys[i]);
             if (!c) return -1;
-            kvf__cell_merge(c, (const kvf__cell *)(m->vals + i * m->vsize));
+            if (kvf__cell_merge(c, (const kvf__cell *)(m->vals + i * m->vsize)))
+                return KVF__OVERFLOW;
         }
     }
     for (int i = 0; i < s->worst_count; i++) {
@@ -86,24 +91,27 @@ static int merge_into(kvf_stats *dst, const kvf_stats *src, int with_sources, kv
         const kvf__group *sg = src->groups[i];
         kvf__group *g = kvf__group_get(dst, sg->kernel, sg->rule);
         if (!g) goto oom;
-        g->cases += sg->cases;
-        g->passed += sg->passed;
-        g->out_of_model += sg->out_of_model;
-        g->rejects_rounded += sg->rejects_rounded;
+        int over = kvf__count_add(&g->cases, sg->cases) || kvf__count_add(&g->passed, sg->passed) ||
+                   kvf__count_add(&g->out_of_model, sg->out_of_model) ||
+                   kvf__count_add(&g->rejects_rounded, sg->rejects_rounded);
         for (int c = 0; c < KVF_FINDING_CLASS_COUNT; c++)
-            g->findings[c] += sg->findings[c];
-        for (int out = 0; out < 2; out++)
-            if (outstats_merge(&g->out[out], &sg->out[out], dst->worst_n) ||
-                outstats_merge(&g->oom[out], &sg->oom[out], dst->worst_n))
-                goto oom;
+            over |= kvf__count_add(&g->findings[c], sg->findings[c]);
+        if (over) goto overflow;
+        for (int out = 0; out < 2; out++) {
+            int rc = outstats_merge(&g->out[out], &sg->out[out], dst->worst_n);
+            if (!rc) rc = outstats_merge(&g->oom[out], &sg->oom[out], dst->worst_n);
+            if (rc == KVF__OVERFLOW) goto overflow;
+            if (rc) goto oom;
+        }
     }
     for (size_t i = 0; i < src->nkernels; i++) {
         kvf__kernel_runs *k = kvf__kernel_runs_get(dst, src->kernels[i].kernel);
         if (!k) goto oom;
-        k->ran += src->kernels[i].ran;
-        k->unsupported += src->kernels[i].unsupported;
+        int over = kvf__count_add(&k->ran, src->kernels[i].ran) ||
+                   kvf__count_add(&k->unsupported, src->kernels[i].unsupported);
         for (int c = 0; c < KVF_FINDING_CLASS_COUNT; c++)
-            k->errors[c] += src->kernels[i].errors[c];
+            over |= kvf__count_add(&k->errors[c], src->kernels[i].errors[c]);
+        if (over) goto overflow;
     }
     if (with_sources && src->nsources) {
         kvf__source *ns = realloc(dst->sources, (dst->nsources + src->nsources) * sizeof *ns);
@@ -144,6 +152,11 @@ static int merge_into(kvf_stats *dst, const kvf_stats *src, int with_sources, kv
 oom:
     dst->incomplete = 1;
     return kvf_error_set(err, KVF_ENOMEM, "out of memory merging statistics");
+overflow:
+    dst->incomplete = 1;
+    return kvf_error_set(err, KVF_ELIMIT,
+                         "merging the statistics takes a count past 2^63 - 1: the files hold "
+                         "counts no run reaches");
 }
 
 static char *serialize_to_string(const kvf_stats *s) {

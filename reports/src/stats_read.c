@@ -111,7 +111,9 @@ static int read_hist(reader *r, const json_t *v, kvf__hist *h, const char *ctx) 
         return -1;
     const json_t *b = get_array(r, v, "buckets", ctx);
     if (!b) return -1;
-    int64_t sum = h->zero + h->inf + h->nan;
+    int64_t sum = h->zero;
+    if (kvf__count_add(&sum, h->inf) || kvf__count_add(&sum, h->nan))
+        return bad(r, "%s: the counts add up past 2^63 - 1", ctx);
     for (size_t i = 0; i < json_array_size(b); i++) {
         const json_t *p = json_array_get(b, i);
         int64_t idx, cnt;
@@ -122,8 +124,8 @@ static int read_hist(reader *r, const json_t *v, kvf__hist *h, const char *ctx) 
             return bad(r, "%s: buckets[%zu] is not a [bucket, count] pair in range", ctx, i);
         int64_t *c = kvf__map_get(&h->buckets, idx, 1);
         if (!c) return bad(r, "out of memory");
-        *c += cnt;
-        sum += cnt;
+        if (kvf__count_add(c, cnt) || kvf__count_add(&sum, cnt))
+            return bad(r, "%s: the counts add up past 2^63 - 1", ctx);
     }
     if (sum != h->total)
         return bad(r, "%s: the counts add up to %lld, not the stated total %lld", ctx,
@@ -261,7 +263,8 @@ static int read_outstats(reader *r, const json_t *v, kvf__outstats *o, int worst
                        ctx, i);
         int64_t *c = kvf__map_get(&o->dens, KVF_DENS_KEY(ao, xo), 1);
         if (!c) return bad(r, "out of memory");
-        *c += cnt;
+        if (kvf__count_add(c, cnt))
+            return bad(r, "%s.abs_vs_exact: the counts add up past 2^63 - 1", ctx);
     }
     for (int k = 0; k < KVF_CLASS_COUNT; k++) {
         snprintf(sub, sizeof sub, "%s.%s", ctx, kvf__class_name[k]);
@@ -494,15 +497,23 @@ static int read_stats(reader *r, const json_t *root, kvf_stats **result) {
                               s->worst_n, cases, ncases, (kvf_output_kind)out, sub))
                 goto done;
         }
-        int64_t failed = 0;
+        int64_t failed = 0, total = g->passed;
+        int over =
+            kvf__count_add(&total, g->out_of_model) || kvf__count_add(&total, g->rejects_rounded);
         for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++)
-            failed += g->findings[c];
-        if (g->passed + g->out_of_model + g->rejects_rounded + failed != g->cases) {
+            over |= kvf__count_add(&failed, g->findings[c]);
+        if (over || kvf__count_add(&total, failed)) {
+            bad(r,
+                "%s: passed, out_of_model, rule_rejects_rounded and findings add up past "
+                "2^63 - 1",
+                ctx);
+            goto done;
+        }
+        if (total != g->cases) {
             bad(r,
                 "%s: passed, out_of_model, rule_rejects_rounded and findings add up to %lld, "
                 "not the %lld cases",
-                ctx, (long long)(g->passed + g->out_of_model + g->rejects_rounded + failed),
-                (long long)g->cases);
+                ctx, (long long)total, (long long)g->cases);
             goto done;
         }
     }
@@ -525,9 +536,10 @@ int kvf_stats_read(kvf_stats **out, const char *path, kvf_error *err) {
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return kvf_stats_read_dir(out, path, err);
     char *data;
     size_t size;
-    if (kvf_read_file(path, &data, &size))
-        return kvf_error_set(err, errno == ENOMEM ? KVF_ENOMEM : KVF_EIO, "cannot read %s: %s",
-                             path, strerror(errno));
+    /* Its sentence names what is wrong: a FIFO, a device or a file past the size limit read as
+     * "Invalid argument". */
+    int rrc = kvf_read_file_max(path, KVF_READ_FILE_DEFAULT_MAX, &data, &size, err);
+    if (rrc) return rrc;
     char msg[200];
     json_t *root = kvf_json_parse_text(data, size, msg, sizeof msg);
     free(data);

@@ -46,7 +46,8 @@ const char *kvf_strerror(int code);
 const char *kvf_errname(int code);
 
 /* Formats the message into err (if non-NULL) and returns code, so callers can write
- * `return kvf_error_set(err, KVF_EINVAL, "...", ...);`. */
+ * `return kvf_error_set(err, KVF_EINVAL, "...", ...);`. Control bytes in the result (a newline
+ * in a file name the message quotes) become '?', so the message stays on one line. */
 int kvf_error_set(kvf_error *err, int code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))

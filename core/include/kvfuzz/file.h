@@ -34,6 +34,11 @@ int kvf_write_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ct
 /* The same for bytes already in memory. */
 int kvf_write_atomic_bytes(const char *path, const void *data, size_t size, kvf_error *err);
 
+/* Copies path into out (size bytes) with glob(3)'s special characters (* ? [ \\) escaped, so
+ * a folder named "data[1]" is matched as itself when a pattern is built on it. 0, or -1 when
+ * it does not fit. */
+int kvf_glob_escape(const char *path, char *out, size_t size);
+
 /* Creates dir and every missing folder above it (mkdir -p). Errors: KVF_EIO with one sentence
  * naming the path that could not be made, or saying it exists and is not a folder. */
 int kvf_mkdirs(const char *dir, kvf_error *err);

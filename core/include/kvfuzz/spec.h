@@ -268,10 +268,18 @@ typedef struct kvf_case_cost {
 void kvf_recipe_cost(const kvf_recipe *rp, kvf_case_cost *out);
 
 /* The budgets in force for `limits`: its fields when positive, else KVF_MAX_MEMORY_MIB (MiB)
- * and KVF_MAX_WORK when set, else the defaults. KVF_EINVAL, with a sentence naming the
- * variable, when one is set but is not a positive decimal integer in range. */
+ * and KVF_MAX_WORK when set and not empty, else the defaults. KVF_EINVAL, with a sentence
+ * naming the variable, when one is set to anything but a decimal integer in its range (the
+ * environment table, kvfuzz/env.h). */
 int kvf_limits_budgets(const kvf_limits *limits, int64_t *max_memory_bytes, int64_t *max_work,
                        kvf_error *err);
+
+/* The memory budget of a case that carries an explicit pool of `pool` pages (every page of k
+ * and v held by the spec and again by the case) beside what kvf_recipe_cost() counts: the
+ * decoder and the FlashInfer-Bench import check it before allocating the pool. KVF_ELIMIT with
+ * one sentence when it is past the budget; the errors of kvf_limits_budgets(). */
+int kvf_explicit_pool_budget(const kvf_recipe *recipe, int64_t pool, const kvf_limits *limits,
+                             kvf_error *err);
 
 /* Reads a file and decodes + builds it. spec_out may be NULL. KVF_EIO if unreadable. */
 int kvf_case_load(const char *path, kvf_spec *spec_out, kvf_case *case_out,
