@@ -74,6 +74,14 @@ refused "bad KVF_MAX_MEMORY_MIB, no case read" "KVF_MAX_MEMORY_MIB must be a dec
   KVF_MAX_MEMORY_MIB=-1 "$kvfuzz" rules
 refused "empty KVF_MAX_MEMORY_MIB is the default budget" "memory budget of 2.00 GiB" \
   KVF_MAX_MEMORY_MIB= KVF_MAX_WORK= "$kvfuzz" show "$tmp/empty.kvfz"
+# A case file larger than half the memory budget is refused before it is read (a sparse 1 GiB
+# file: reading it would take 1 GiB).
+truncate -s 1G "$tmp/big.kvfz"
+refused "file past the budget" "past the memory budget of 0.25 GiB" \
+  KVF_MAX_MEMORY_MIB=256 "$kvfuzz" show "$tmp/big.kvfz"
+/usr/bin/time -f %M -o "$tmp/rss" env KVF_MAX_MEMORY_MIB=256 "$kvfuzz" replay "$tmp/big.kvfz" \
+  >/dev/null 2>&1
+[ "$(tail -1 "$tmp/rss")" -lt 100000 ] || fail "file past the budget: $(tail -1 "$tmp/rss") KiB read"
 refused "small KVF_MAX_WORK" "work budget" KVF_MAX_MEMORY_MIB=65536 KVF_MAX_WORK=1000 "$kvfuzz" show "$tmp/long22.kvfz"
 
 # 2^20 tokens through the MPFR path: a stored row would need about 700 MB; 300 MB of address

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kvfuzz/env.h"
@@ -697,6 +698,18 @@ int kvf_case_load(const char *path, kvf_spec *spec_out, kvf_case *case_out, cons
     /* A case file holds at most its explicit tensors (q and the resident pages of both
      * caches, within max_resident_bytes) plus a table and a header. */
     const size_t max_file = (size_t)lim->max_resident_bytes * 2 + ((size_t)64 << 20);
+    /* The case a file holds takes at least twice its size (the case and the kernel's copy,
+     * docs/case-format.md, "Budgets"): a larger file is refused before it is read. */
+    int64_t max_memory = 0, max_work = 0;
+    int brc = kvf_limits_budgets(lim, &max_memory, &max_work, err);
+    if (brc) return brc;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (int64_t)st.st_size > max_memory / 2)
+        return kvf_error_set(err, KVF_ELIMIT,
+                             "%s is %.2f GiB; the case it holds needs at least twice that, past "
+                             "the memory budget of %.2f GiB (KVF_MAX_MEMORY_MIB raises it)",
+                             path, (double)st.st_size / (double)(1 << 30),
+                             (double)max_memory / (double)(1 << 30));
     int rrc = kvf_read_file_max(path, max_file, &text, &size, err);
     if (rrc) return rrc;
     uint8_t *buf = (uint8_t *)text;
