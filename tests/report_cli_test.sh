@@ -33,6 +33,9 @@ expect 2 "cannot read .*missing.json" -- "$kvfuzz" report "$tmp/missing.json"
 mkfifo "$tmp/fifo.json"
 expect 2 "fifo.json is a FIFO, not a regular file" -- timeout 20 "$kvfuzz" report "$tmp/fifo.json"
 expect 2 "/dev/zero is a character device, not a regular file" -- "$kvfuzz" report /dev/zero
+# Past 16 MiB a stats file is refused from its size (the parser would hold about 33 times it).
+truncate -s 17M "$tmp/huge.json"
+expect 2 "huge.json is 17825792 bytes, more than the 16777216 bytes allowed" -- "$kvfuzz" report "$tmp/huge.json"
 printf '{"format": "kvfuzz-stats", "version": 1' >"$tmp/trunc.json"
 expect 2 "malformed stats file .*trunc.json" -- "$kvfuzz" report "$tmp/trunc.json"
 echo '{"format": "kvfuzz-stats", "version": 7}' >"$tmp/v7.json"

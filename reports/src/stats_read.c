@@ -537,8 +537,10 @@ int kvf_stats_read(kvf_stats **out, const char *path, kvf_error *err) {
     char *data;
     size_t size;
     /* Its sentence names what is wrong: a FIFO, a device or a file past the size limit read as
-     * "Invalid argument". */
-    int rrc = kvf_read_file_max(path, KVF_READ_FILE_DEFAULT_MAX, &data, &size, err);
+     * "Invalid argument". The limit: a campaign's statistics take kilobytes, and the JSON
+     * parser holds about 33 times a file's size, so 16 MiB keeps a hostile file to about
+     * half a GiB. */
+    int rrc = kvf_read_file_max(path, KVF_STATS_MAX_BYTES, &data, &size, err);
     if (rrc) return rrc;
     char msg[200];
     json_t *root = kvf_json_parse_text(data, size, msg, sizeof msg);

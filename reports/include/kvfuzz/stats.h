@@ -156,10 +156,14 @@ int kvf_stats_write(kvf_stats *s, const char *path, kvf_error *err);
  * creation; otherwise does nothing and returns 0. */
 int kvf_stats_tick(kvf_stats *s, const char *path, kvf_error *err);
 
+/* The largest stats file kvf_stats_read accepts (KVF_ELIMIT past it). */
+#define KVF_STATS_MAX_BYTES ((size_t)16 << 20)
+
 /* Reads a stats file. KVF_EIO if it cannot be read, KVF_EFORMAT if it is not a v1 stats file
- * (the sentence names the path and the first problem). A folder (a campaign's findings folder)
- * reads as the merge (kvf_stats_merge) of every stats*.json in it, in name order: each
- * campaign writes its own file there; KVF_ENOTFOUND when it holds none. */
+ * (the sentence names the path and the first problem), KVF_ELIMIT past KVF_STATS_MAX_BYTES. A
+ * folder (a campaign's findings folder) reads as the merge (kvf_stats_merge) of every stats*.json
+ * in it, in name order: each campaign writes its own file there; KVF_ENOTFOUND when it holds none.
+ */
 int kvf_stats_read(kvf_stats **out, const char *path, kvf_error *err);
 
 /* The folder case of kvf_stats_read. */
