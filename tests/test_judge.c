@@ -915,7 +915,28 @@ static void test_finding_names(void) {
     CHECK(strcmp(kvf_finding_class_name(KVF_FINDING_CLASS_COUNT), "unknown") == 0);
 }
 
+/* Margins as people read them: a passing margin never prints as the limit. */
+static void margin_is(double m, const char *want) {
+    char b[32];
+    kvf_margin_text(b, sizeof b, m);
+    if (strcmp(b, want) != 0) CHECK_FAIL_AT("margin %.17g reads \"%s\", not \"%s\"", m, b, want);
+}
+
+static void test_margin_text(void) {
+    margin_is(0.9995949121809085, "0.999");
+    margin_is(0.9999999, "0.999");
+    margin_is(1.0, "1");
+    margin_is(1.00049, "1");
+    margin_is(2.5e6, "2.5e+06");
+    margin_is(0.0475, "0.047");
+    margin_is(0, "0");
+    margin_is(3e-5, "3e-05");
+    margin_is(INFINITY, "inf");
+    margin_is(NAN, "nan");
+}
+
 static const check_test tests[] = {
+    {"margin_text", test_margin_text},
     {"parse_valid", test_parse_valid},
     {"parse_errors", test_parse_errors},
     {"fib_and_mask", test_fib_and_mask},

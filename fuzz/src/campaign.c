@@ -148,9 +148,12 @@ static void progress(kvf_campaign *cp) {
             " new, %" PRId64 " hits  worst margin",
             t, st.cases, t > 0 ? (double)st.cases / t : 0, tok, tps, st.findings_new,
             st.finding_hits);
-    for (int r = 0; r < cp->nrules; r++)
-        fprintf(f, " %s %.3g (excess %.2g)", cp->rules[r].name, st.worst_margin[r],
-                st.worst_excess[r]);
+    for (int r = 0; r < cp->nrules; r++) {
+        char m[32], e[32];
+        kvf_margin_text(m, sizeof m, st.worst_margin[r]);
+        kvf_margin_text(e, sizeof e, st.worst_excess[r]);
+        fprintf(f, " %s %s (excess %s)", cp->rules[r].name, m, e);
+    }
     fprintf(f, "  corpus %zu\n", corpus);
     fflush(f);
 }
@@ -258,9 +261,12 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
     }
     if (!o->oracle_only) { /* nothing was judged: no margin to show */
         fprintf(f, "  worst margin:");
-        for (int r = 0; r < nr; r++)
-            fprintf(f, " %s %.3g (excess %.2g)", o->nrules > 0 ? o->rules[r].name : "strict",
-                    st->worst_margin[r], st->worst_excess[r]);
+        for (int r = 0; r < nr; r++) {
+            char m[32], e[32];
+            kvf_margin_text(m, sizeof m, st->worst_margin[r]);
+            kvf_margin_text(e, sizeof e, st->worst_excess[r]);
+            fprintf(f, " %s %s (excess %s)", o->nrules > 0 ? o->rules[r].name : "strict", m, e);
+        }
         fprintf(f, "\n");
     }
     fprintf(f, "  findings: %" PRId64 " new signature(s)", st->findings_new);

@@ -1007,3 +1007,18 @@ int kvf_judge(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
               kvf_error *err) {
     return kvf_judge_observe(out, rule, c, oracle, o, lse, NULL, NULL, err);
 }
+
+void kvf_margin_text(char *out, size_t size, double margin) {
+    if (!size) return;
+    if (isnan(margin))
+        snprintf(out, size, "nan");
+    else if (isinf(margin))
+        snprintf(out, size, margin > 0 ? "inf" : "-inf");
+    else if (margin >= 1 || margin <= -1)
+        snprintf(out, size, "%.3g", margin);
+    else if (fabs(margin) >= 0.001)
+        /* Cut toward zero: a passing margin of 0.9996 must not read "1" (at the limit). */
+        snprintf(out, size, "%.3f", trunc(margin * 1000) / 1000);
+    else
+        snprintf(out, size, "%.2g", margin);
+}

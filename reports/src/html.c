@@ -928,7 +928,7 @@ static void cell_rect(chart *c, double x, double y, double w, double h, const kv
     else
         heat(hi > 0 ? bits / hi : 0, col);
     kvf__fmt_num(abs, sizeof abs, cell->max_abs);
-    kvf__fmt_num(margin, sizeof margin, cell->max_margin);
+    kvf_margin_text(margin, sizeof margin, cell->max_margin);
     fprintf(c->f,
             "<rect class=\"mark\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
             "fill=\"%s\"><title>",

@@ -357,7 +357,7 @@ static void print_terminal(FILE *t, const kvf__rmodel *m) {
             kvf__report_verdict(m, s, gr, &vc);
             char abs[24], margin[24], excess[24], bits[16], p99[24];
             kvf__fmt_num(abs, sizeof abs, o->max_abs);
-            kvf__fmt_num(margin, sizeof margin, fmax(o->max_margin, l->max_margin));
+            kvf_margin_text(margin, sizeof margin, fmax(o->max_margin, l->max_margin));
             kvf__fmt_num(excess, sizeof excess, fmax(o->max_excess, l->max_excess));
             double mb = kvf__outstats_mean_bits(o);
             snprintf(bits, sizeof bits, isnan(mb) ? "-" : "%.2f", mb);

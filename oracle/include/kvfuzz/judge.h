@@ -181,4 +181,9 @@ kvf_verdict_status kvf_verdict_status_of(const kvf_verdict *v, int require_overf
 /* "pass", "FAIL", "out-of-model", "rule-rejects-rounded". */
 const char *kvf_verdict_status_name(kvf_verdict_status s);
 
+/* A margin as text for people, into out (cut at its end): below 1, where the element passes,
+ * it is cut to three decimals (0.9996 reads "0.999", never "1", which only a margin of exactly
+ * 1 gives); from 1 on, three significant digits; "inf" and "nan" as such. */
+void kvf_margin_text(char *out, size_t size, double margin);
+
 #endif
