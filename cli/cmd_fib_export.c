@@ -1,6 +1,8 @@
 /* kvfuzz export-fib: findings into a FlashInfer-Bench dataset that FIB replays (docs/fib.md).
  * Each finding is run again (its kernel, the oracle, the judge under strict, fa and fib) so
  * the trace records what FIB's own check, the fib rule, makes of it. */
+#include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -164,8 +166,21 @@ static int write_text(const char *root, const char *sub, const char *name, const
     return kvf_write_atomic_bytes(path, text, len, err);
 }
 
+/* Whether dir holds no entry but . and .. (1), or cannot be read (0). */
+static int folder_is_empty(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int empty = 1;
+    while (empty && (e = readdir(d)))
+        empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+    closedir(d);
+    return empty;
+}
+
 typedef struct export_state {
-    const char *out_dir;
+    const char *out_dir;   /* where files are written: the partial folder */
+    const char *shown_dir; /* the dataset folder named by -o, for messages */
     const char *kernel_override;
     double deadline;
     kvf_limits limits;
@@ -388,7 +403,7 @@ static int export_one(export_state *st, const char *path) {
                        : "nothing to reproduce (every rule passes)");
     printf("  workload %s -> %s/"
            "blob/workloads/" KVF_FIB_OP_TYPE "/%s/%s_%s.safetensors\n",
-           uuid, st->out_dir, dl->name, dl->name, uuid);
+           uuid, st->shown_dir, dl->name, dl->name, uuid);
 done:
     free(line);
     free(tline);
@@ -445,11 +460,27 @@ int kvf_cmd_export_fib(int argc, char **argv) {
         cli_free_paths(paths, npaths);
         return cli_usage_error(cmd, "no .kvfz files found in the given paths");
     }
+    /* The dataset is written into a folder beside -o and renamed to it at the end, so a run
+     * that fails part way leaves no half dataset, and an existing dataset is never mixed with
+     * or overwritten by this one (its workloads files would lose their earlier lines). */
+    const char *final_dir = st.out_dir;
     struct stat sb;
-    if (mkdir(st.out_dir, 0777) != 0 && (stat(st.out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+    if (stat(final_dir, &sb) == 0 && (!S_ISDIR(sb.st_mode) || !folder_is_empty(final_dir))) {
         cli_free_paths(paths, npaths);
-        return cli_usage_error(cmd, "cannot create the dataset folder %s", st.out_dir);
+        return cli_usage_error(cmd,
+                               "%s exists and is not an empty folder: export-fib writes a new "
+                               "dataset (name another -o, or remove it)",
+                               final_dir);
     }
+    char partial[PATH_MAX];
+    if ((size_t)snprintf(partial, sizeof partial, "%s.partial-%ld", final_dir, (long)getpid()) >=
+            sizeof partial ||
+        mkdir(partial, 0777) != 0) {
+        cli_free_paths(paths, npaths);
+        return cli_usage_error(cmd, "cannot create the dataset folder %s", final_dir);
+    }
+    st.out_dir = partial;
+    st.shown_dir = final_dir;
     cli_limits(&st.limits);
     kvf_oracle_opts_default(&st.oopts);
     st.oopts.threads = (int)jobs;
@@ -493,9 +524,18 @@ int kvf_cmd_export_fib(int argc, char **argv) {
         kvf_kernel_free(st.kernels[i].kernel);
     }
     cli_free_paths(paths, npaths);
-    if (rc == KVF_EXIT_OK && npaths > refused)
+    int written = rc == KVF_EXIT_OK && npaths > refused;
+    /* An empty folder given as -o is replaced by the dataset. */
+    if (written &&
+        ((stat(final_dir, &sb) == 0 && rmdir(final_dir) != 0) || rename(partial, final_dir) != 0)) {
+        rc =
+            cli_usage_error(cmd, "cannot move the dataset into %s: %s", final_dir, strerror(errno));
+        written = 0;
+    }
+    if (!written) (void)kvf_remove_tree(partial);
+    if (written)
         printf("\n%zu finding(s) written to %s (%zu definition(s)); replay in FIB with "
                "`flashinfer-bench run --local %s`\n",
-               npaths - refused, st.out_dir, ndefs, st.out_dir);
+               npaths - refused, final_dir, ndefs, final_dir);
     return refused ? KVF_EXIT_USAGE : rc;
 }

@@ -81,6 +81,22 @@ for f in "$work"/A/*.kvfz; do
   cmp -s "$f" "$work/B/$(basename "$f")" || fail "import -> export -> import changed $(basename "$f")"
 done
 
+# A dataset is written whole or not at all, never into an existing one: a second export to
+# D2 is refused and leaves D2 as it was; an export whose every finding is refused leaves no
+# folder; no partial folder is left beside a finished one.
+(cd "$work/D2" && find . -type f | sort | xargs md5sum) >"$work/d2.before"
+"$kvfuzz" export-fib --kernel cpu-ref -o "$work/D2" "$work/A" >"$work/again.out" 2>"$work/again.err"
+[ $? -eq 2 ] || fail "export into an existing dataset does not exit 2"
+grep -q "D2 exists and is not an empty folder: export-fib writes a new dataset" "$work/again.err" &&
+  [ "$(wc -l <"$work/again.err")" -eq 1 ] || fail "export into an existing dataset: $(cat "$work/again.err")"
+(cd "$work/D2" && find . -type f | sort | xargs md5sum) | cmp -s - "$work/d2.before" ||
+  fail "a refused export changed the existing dataset"
+ls -d "$work"/*.partial-* >/dev/null 2>&1 && fail "a partial dataset folder was left behind: $(ls -d "$work"/*.partial-*)"
+mkdir -p "$work/empty-out"
+"$kvfuzz" export-fib --kernel cpu-ref -o "$work/empty-out" "$work/A/${D}_w-random-q.kvfz" >/dev/null 2>&1 ||
+  fail "export into an empty folder fails"
+[ -f "$work/empty-out/definitions/gqa_paged/$D.json" ] || fail "export into an empty folder wrote no definition"
+
 # The fib verdict beside strict's: a truncating store fails strict but passes FIB's check; an
 # lse in the wrong base fails both.
 "$kvfuzz" export-fib --kernel cpu-splitkv/mut=trunc-store -o "$work/M1" "$work/A/${D}_w-random-qkv.kvfz" >"$work/m1.out" 2>&1
@@ -168,7 +184,7 @@ refuse "bad seed" "--seed must be a decimal integer" import-fib --seed -3 -o "$w
 refuse "definition file alone" "is not a dataset folder" import-fib -o "$work/x" "$seed_def"
 refuse "unknown definition" "has no definition nope" import-fib --definition nope -o "$work/x" "$good"
 cp "$work/A/${D}_w-random-q.kvfz" "$work/lonely.kvfz"
-refuse "finding without a report" "has no report beside it naming its kernel" export-fib -o "$work/x" "$work/lonely.kvfz"
+refuse "finding without a report" "has no report beside it naming its kernel" export-fib -o "$work/xe" "$work/lonely.kvfz"
 refuse "export without -o" "-o DIR is required" export-fib "$work/lonely.kvfz"
 # The report beside a finding is read like a case file: a FIFO is refused at once (it blocked
 # the export forever), a malformed one is named as such (it was taken for no report at all).
@@ -176,11 +192,14 @@ mkdir -p "$work/rep"
 cp "$work/lonely.kvfz" "$work/rep/o-tolerance-fifo.kvfz"
 mkfifo "$work/rep/o-tolerance-fifo.json"
 refuse "finding whose report is a FIFO" "o-tolerance-fifo.json is a FIFO, not a regular file" \
-  export-fib -o "$work/x" "$work/rep/o-tolerance-fifo.kvfz"
+  export-fib -o "$work/xe" "$work/rep/o-tolerance-fifo.kvfz"
 cp "$work/lonely.kvfz" "$work/rep/o-tolerance-bad.kvfz"
 echo '{"kernel": "cpu-ref",' >"$work/rep/o-tolerance-bad.json"
 refuse "finding whose report is malformed" "the report .*o-tolerance-bad.json is not JSON" \
-  export-fib -o "$work/x" "$work/rep/o-tolerance-bad.kvfz"
+  export-fib -o "$work/xe" "$work/rep/o-tolerance-bad.kvfz"
+# Every finding refused: no dataset folder, and no partial one, is left.
+[ -e "$work/xe" ] && fail "refused exports left the dataset folder $work/xe"
+ls -d "$work"/*.partial-* >/dev/null 2>&1 && fail "a partial dataset folder was left behind: $(ls -d "$work"/*.partial-*)"
 
 [ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "FlashInfer-Bench interop: golden import and export bit for bit, round trip identical, every malformed input refused"

@@ -1,8 +1,10 @@
 /* Whole-file reading and atomic writing (file.h). */
+#define _GNU_SOURCE /* nftw's FTW_DEPTH and FTW_PHYS */
 #include "kvfuzz/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,4 +199,17 @@ int kvf_mkdirs(const char *dir, kvf_error *err) {
     if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
         return kvf_error_set(err, KVF_EIO, "%s is not a directory", path);
     return 0;
+}
+
+/* Depth first, so a folder is empty when its turn comes; a failure does not stop the walk. */
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    (void)remove(path);
+    return 0;
+}
+
+int kvf_remove_tree(const char *dir) {
+    struct stat st;
+    (void)nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return lstat(dir, &st) == 0 ? -1 : 0;
 }

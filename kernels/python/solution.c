@@ -1,12 +1,10 @@
 /* FlashInfer-Bench Solution JSON files (solution.h). */
-#define _GNU_SOURCE /* nftw's FTW_DEPTH and FTW_PHYS */
 
 #include "kvfuzz/file.h"
 #include "kvfuzz/json_io.h"
 #include "solution.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <glob.h>
 #include <jansson.h>
 #include <limits.h>
@@ -25,14 +23,9 @@ static char *dup_str(const char *s) {
     return d;
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 void kvf__solution_free(kvf__solution *s) {
     if (!s) return;
-    if (s->dir) nftw(s->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (s->dir) (void)kvf_remove_tree(s->dir);
     free(s->name);
     free(s->definition);
     free(s->language);

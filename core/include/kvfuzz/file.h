@@ -43,4 +43,8 @@ int kvf_glob_escape(const char *path, char *out, size_t size);
  * naming the path that could not be made, or saying it exists and is not a folder. */
 int kvf_mkdirs(const char *dir, kvf_error *err);
 
+/* Removes dir and everything below it, without following symbolic links (rm -r). 0, or -1 when
+ * something could not be removed (what could be is gone). */
+int kvf_remove_tree(const char *dir);
+
 #endif
