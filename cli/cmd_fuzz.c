@@ -413,9 +413,18 @@ int kvf_cmd_fuzz(int argc, char **argv) {
         case OPT_FINDINGS:
             o.findings_dir = v;
             break;
-        case OPT_STATS:
+        case OPT_STATS: {
+            /* A .kvfz name is a case file's (a corpus entry, a finding): the statistics, JSON,
+             * would replace it. */
+            size_t len = strlen(v);
+            if (len >= 5 && strcmp(v + len - 5, ".kvfz") == 0)
+                return cli_usage_error(cmd,
+                                       "--stats %s names a case file (.kvfz): writing the "
+                                       "statistics would replace it; give a .json name",
+                                       v);
             stats_path = v;
             break;
+        }
         case OPT_STATS_INTERVAL:
             rc = parse_seconds(cmd, "--stats-interval", v, &stats_interval);
             break;

@@ -195,6 +195,13 @@ run 2 -- "$kvfuzz" fuzz --kernel cpu-ref --runs 1 --corpus "$src/corpus/seeds/08
 run 2 -- "$kvfuzz" fuzz --kernel cpu-ref --runs 1 --stats "$tmp/nodir/s.json" --findings "$tmp/fsf"
 [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "cannot write .*nodir/s.json" "$tmp/err" \
   || fail "--stats in a missing folder: $(cat "$tmp/err")"
+# A statistics path with a case file's name (a corpus entry) would be overwritten: refused, and
+# the case is left as it was.
+mkdir -p "$tmp/cc" && cp "$src/corpus/seeds/08-page1.kvfz" "$tmp/cc/x.kvfz"
+run 2 -- "$kvfuzz" fuzz --kernel cpu-ref --runs 1 --corpus "$tmp/cc" --stats "$tmp/cc/x.kvfz" --findings "$tmp/fsk"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "--stats .*x.kvfz names a case file" "$tmp/err" \
+  || fail "--stats naming a case: $(cat "$tmp/err")"
+cmp -s "$src/corpus/seeds/08-page1.kvfz" "$tmp/cc/x.kvfz" || fail "--stats naming a case changed the case"
 # --stop-on-finding: the planted bug's first signature ends the run, long before its time.
 run 1 -- "$kvfuzz" fuzz --kernel test-planted --time 120 --stop-on-finding --seed 3 --jobs 2 --findings "$tmp/ff"
 grep -q "findings: [1-9][0-9]* new" "$tmp/out" || fail "--stop-on-finding: $(tail -3 "$tmp/out")"
