@@ -136,7 +136,7 @@ static int get_runner(kernel_slot *slots, size_t *n, const char *spec, const kvf
     snprintf(s->spec, sizeof s->spec, "%s", spec);
     if (cli_one_kernel(cmd, spec, &s->kernel)) return KVF_EXIT_USAGE;
     kvf_error err = {0};
-    kvf_runner_opts ro = {s->kernel, *lim, deadline, 0, 0};
+    kvf_runner_opts ro = {s->kernel, *lim, deadline, 0, 0, 1};
     if (kvf_runner_create(&s->runner, &ro, &err) || kvf_runner_start(s->runner, &err)) {
         kvf_runner_destroy(s->runner);
         kvf_kernel_free(s->kernel);

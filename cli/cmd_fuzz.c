@@ -26,7 +26,7 @@ static void fuzz_help(void) {
         "                   [--determinism N] [--max-batch N] [--max-pages N]\n"
         "                   [--max-page-size N] [--max-work N] [--large-share PCT]\n"
         "                   [--large-work N] [--require-overflow] [--stop-on-finding]\n"
-        "                   [--max-findings N] [--workers N] [--devices all|LIST]\n"
+        "                   [--max-findings N] [--workers N] [--lanes N] [--devices all|LIST]\n"
         "                   [--generators N]\n"
         "                   [--in-process] [--oracle-only] [--oracle fast|mpfr] [--verbose]\n\n"
         "Generates cases (random recipes over every strategy, and structure-aware mutations\n"
@@ -83,9 +83,15 @@ static void fuzz_help(void) {
         "  --large-work N      cap on the oracle's cost per large case (default 16777216).\n"
         "  --require-overflow  count violations on rows whose logits exceed the f32 range\n"
         "                      (class overflow) as findings.\n"
-        "  --workers N         kernel worker processes, each launching one case at a time\n"
-        "                      (default 1; per device with --devices; for CPU kernels more\n"
-        "                      can help, for one GPU they time-slice and were slower).\n"
+        "  --workers N         kernel worker processes (default 1; per device with\n"
+        "                      --devices; for CPU kernels more can help, for one GPU they\n"
+        "                      time-slice and were slower: use --lanes).\n"
+        "  --lanes N           cases each worker runs at once, each on its own kernel state\n"
+        "                      and thread (a CUDA stream each), so that small cases overlap\n"
+        "                      on the GPU; at most the kernel's concurrent_states (8 for the\n"
+        "                      built-in kernels, 1 for a plugin that does not set it).\n"
+        "                      Default 4 for a CUDA kernel, 1 for a CPU kernel. A failure\n"
+        "                      while several ran is run again alone before it is filed.\n"
         "  --devices all|LIST  spread the campaign over GPUs: --workers workers per device\n"
         "                      (all, or ordinals such as 0,1,3 as this process sees them),\n"
         "                      each pinned by CUDA_VISIBLE_DEVICES, sharing one oracle pool,\n"
@@ -272,7 +278,8 @@ enum {
     OPT_STOP_ON_FINDING,
     OPT_RELOAD,
     OPT_LARGE_SHARE,
-    OPT_LARGE_WORK
+    OPT_LARGE_WORK,
+    OPT_LANES
 };
 
 static const struct option fuzz_options[] = {
@@ -295,6 +302,7 @@ static const struct option fuzz_options[] = {
     {"max-work", required_argument, NULL, OPT_MAX_WORK},
     {"require-overflow", no_argument, NULL, OPT_REQUIRE_OVERFLOW},
     {"workers", required_argument, NULL, OPT_WORKERS},
+    {"lanes", required_argument, NULL, OPT_LANES},
     {"devices", required_argument, NULL, OPT_DEVICES},
     {"generators", required_argument, NULL, OPT_GENERATORS},
     {"in-process", no_argument, NULL, OPT_IN_PROCESS},
@@ -395,6 +403,10 @@ int kvf_cmd_fuzz(int argc, char **argv) {
             rc = parse_int(cmd, "--workers", v, 1, 64, &n);
             o.workers = (int)n;
             break;
+        case OPT_LANES:
+            rc = parse_int(cmd, "--lanes", v, 1, KVF_RUNNER_MAX_LANES, &n);
+            o.lanes = (int)n;
+            break;
         case OPT_DEVICES:
             if (kvf_devices_parse(&devices, v, &derr)) return cli_usage_error(cmd, "%s", derr.msg);
             o.devices = &devices;
@@ -480,6 +492,11 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     }
     if (o.time_limit_s > 0 && o.max_runs > 0)
         return cli_usage_error(cmd, "give --time or --runs, not both");
+    if (o.lanes > 0 && (o.in_process || o.oracle_only))
+        return cli_usage_error(cmd,
+                               "--lanes runs cases side by side in a worker: it cannot go "
+                               "with %s",
+                               o.in_process ? "--in-process" : "--oracle-only");
     if (o.devices && (o.in_process || o.oracle_only))
         return cli_usage_error(cmd, "--devices runs worker processes: it cannot go with %s",
                                o.in_process ? "--in-process" : "--oracle-only");

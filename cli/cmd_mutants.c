@@ -144,7 +144,7 @@ static int run_kernel(const kvf_kernel *k, runner_or_state *rs, const kvf_case *
 static int can_start(const kvf_kernel *k, const kvf_limits *lim, kvf_error *err) {
     if (k->release) {
         kvf_runner *r = NULL;
-        kvf_runner_opts ro = {k, *lim, 60, 0, 0};
+        kvf_runner_opts ro = {k, *lim, 60, 0, 0, 1};
         int rc = kvf_runner_create(&r, &ro, err);
         if (!rc) rc = kvf_runner_start(r, err);
         kvf_runner_destroy(r);
@@ -166,7 +166,7 @@ static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule
     kvf_error err = {0};
     int start_rc;
     if (k->release) { /* resolved from --control: not one of the built-in kernels */
-        kvf_runner_opts ro = {k, cache->limits, 60, 0, 0};
+        kvf_runner_opts ro = {k, cache->limits, 60, 0, 0, 1};
         start_rc = kvf_runner_create(&rs.runner, &ro, &err);
         if (!start_rc) start_rc = kvf_runner_start(rs.runner, &err);
     } else {

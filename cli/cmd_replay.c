@@ -294,7 +294,7 @@ int kvf_cmd_replay(int argc, char **argv) {
     kvf_runner *runners[MAX_KERNELS] = {0};
     for (size_t k = 0; k < nkernels; k++) {
         kvf_error err = {0};
-        kvf_runner_opts ro = {kernels[k], limits, deadline, 0, 0};
+        kvf_runner_opts ro = {kernels[k], limits, deadline, 0, 0, 1};
         if (kvf_runner_create(&runners[k], &ro, &err) || kvf_runner_start(runners[k], &err)) {
             int urc = cli_kernel_cannot_start(cmd, kernels[k]->name, err.msg);
             for (size_t j = 0; j <= k; j++)

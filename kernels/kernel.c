@@ -39,6 +39,7 @@ struct kvf__plugin_ref {
 /* The state behind a kernel with a descriptor: the host, and for a plugin its library. */
 typedef struct hosted {
     kvf__plugin_lib lib;
+    const kvf_plugin_kernel *desc;
     kvf_host *host;
 } hosted;
 
@@ -67,6 +68,7 @@ int kvf_kernel_create(const kvf_kernel *k, void **state, kvf_error *err) {
         }
         desc = kvf__plugin_kernel_at(h->lib.desc, (uint32_t)i);
     }
+    h->desc = desc;
     int rc = kvf_host_create(desc, &h->host, err);
     if (rc) {
         kvf__plugin_close(&h->lib);
@@ -75,6 +77,12 @@ int kvf_kernel_create(const kvf_kernel *k, void **state, kvf_error *err) {
     }
     *state = h;
     return 0;
+}
+
+int kvf_kernel_concurrent_states(const kvf_kernel *k, void *state) {
+    if (!hosted_kernel(k) || !state) return 1;
+    const int32_t n = kvf__plugin_kernel_states(((hosted *)state)->desc);
+    return n > 1 ? (int)n : 1;
 }
 
 int kvf_kernel_run(const kvf_kernel *k, void *state, const kvf_case *c, kvf_bf16 *o, float *lse,

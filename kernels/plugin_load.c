@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,6 +14,11 @@ const kvf_plugin_kernel *kvf__plugin_kernel_at(const kvf_plugin *p, uint32_t i) 
     if (i >= p->num_kernels) return NULL;
     return (const kvf_plugin_kernel *)((const char *)p->kernels +
                                        (size_t)i * p->kernel_struct_size);
+}
+
+int32_t kvf__plugin_kernel_states(const kvf_plugin_kernel *k) {
+    const size_t end = offsetof(kvf_plugin_kernel, concurrent_states) + sizeof k->concurrent_states;
+    return k->struct_size >= end ? k->concurrent_states : 0;
 }
 
 int kvf__plugin_kernel_index(const kvf_plugin *p, const char *name) {
@@ -43,21 +49,21 @@ static int check_descriptor(const char *path, const kvf_plugin *p, kvf_error *er
                              "plugin %s's descriptor is %u bytes, smaller than the %zu bytes of "
                              "ABI version %u",
                              path, p->struct_size, sizeof(kvf_plugin), KVF_PLUGIN_ABI_VERSION);
-    if (p->kernel_struct_size < sizeof(kvf_plugin_kernel))
+    if (p->kernel_struct_size < KVF_PLUGIN_KERNEL_V1_SIZE)
         return kvf_error_set(err, KVF_EINVAL,
                              "plugin %s's kernel entries are %u bytes, smaller than the %zu "
                              "bytes of ABI version %u",
-                             path, p->kernel_struct_size, sizeof(kvf_plugin_kernel),
+                             path, p->kernel_struct_size, (size_t)KVF_PLUGIN_KERNEL_V1_SIZE,
                              KVF_PLUGIN_ABI_VERSION);
     if (p->num_kernels == 0 || !p->kernels)
         return kvf_error_set(err, KVF_EINVAL, "plugin %s lists no kernels", path);
     for (uint32_t i = 0; i < p->num_kernels; i++) {
         const kvf_plugin_kernel *k = kvf__plugin_kernel_at(p, i);
-        if (k->struct_size < sizeof(kvf_plugin_kernel))
+        if (k->struct_size < KVF_PLUGIN_KERNEL_V1_SIZE || k->struct_size > p->kernel_struct_size)
             return kvf_error_set(err, KVF_EINVAL,
-                                 "plugin %s: kernel %u's entry is %u bytes, smaller than the %zu "
-                                 "bytes of ABI version %u",
-                                 path, i, k->struct_size, sizeof(kvf_plugin_kernel),
+                                 "plugin %s: kernel %u's entry is %u bytes, not between the %zu "
+                                 "bytes of ABI version %u and the array's stride",
+                                 path, i, k->struct_size, (size_t)KVF_PLUGIN_KERNEL_V1_SIZE,
                                  KVF_PLUGIN_ABI_VERSION);
         if (!name_ok(k->name))
             return kvf_error_set(err, KVF_EINVAL,
@@ -73,6 +79,12 @@ static int check_descriptor(const char *path, const kvf_plugin *p, kvf_error *er
         if (k->role != KVF_PLUGIN_ROLE_UNDER_TEST && k->role != KVF_PLUGIN_ROLE_REFERENCE)
             return kvf_error_set(err, KVF_EINVAL, "plugin %s: kernel %s has unknown role %d", path,
                                  k->name, (int)k->role);
+        const int32_t states = kvf__plugin_kernel_states(k);
+        if (states < 0 || states > KVF_PLUGIN_MAX_STATES)
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "plugin %s: kernel %s sets concurrent_states to %d; it must be "
+                                 "0 to %d",
+                                 path, k->name, (int)states, KVF_PLUGIN_MAX_STATES);
         for (uint32_t j = 0; j < i; j++)
             if (strcmp(kvf__plugin_kernel_at(p, j)->name, k->name) == 0)
                 return kvf_error_set(err, KVF_EINVAL, "plugin %s lists kernel %s twice", path,

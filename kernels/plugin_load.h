@@ -22,6 +22,11 @@ void kvf__plugin_close(kvf__plugin_lib *lib);
 
 /* The i-th kernel (the descriptor's own stride), or NULL past the end. */
 const kvf_plugin_kernel *kvf__plugin_kernel_at(const kvf_plugin *p, uint32_t i);
+/* Its concurrent_states, 0 for an entry that ends before the field. */
+int32_t kvf__plugin_kernel_states(const kvf_plugin_kernel *k);
+/* The most concurrent_states kvfuzz accepts. */
+#define KVF_PLUGIN_MAX_STATES 64
+
 /* By name: its index, or -1. */
 int kvf__plugin_kernel_index(const kvf_plugin *p, const char *name);
 

@@ -115,6 +115,27 @@ grep -q "cases 25" "$tmp/out" || fail "the hang run did not go on: $(cat "$tmp/o
 ls "$tmp/fh"/hang-*.kvfz >/dev/null 2>&1 || fail "no hang finding"
 check_pairs "$tmp/fh"
 
+# ---- lanes: several cases side by side in one worker -----------------------------------------
+run 2 -- "$kvfuzz" fuzz --lanes 0 --runs 3
+grep -q -- "--lanes" "$tmp/err" || fail "fuzz --lanes 0: $(cat "$tmp/err")"
+run 2 -- "$kvfuzz" fuzz --lanes 65 --runs 3
+run 2 -- "$kvfuzz" fuzz --lanes 2 --in-process --runs 3
+grep -q "cannot go with --in-process" "$tmp/err" || fail "fuzz --lanes --in-process: $(cat "$tmp/err")"
+# A crash among cases run side by side is filed as a crash (the case crashes again alone), and the
+# production kernel stays clean with four lanes.
+run 1 -- "$kvfuzz" fuzz --kernel test-crash --lanes 3 --runs 40 --seed 5 --jobs 2 --findings "$tmp/fl"
+grep -q "of 3 lane(s)" "$tmp/out" || fail "the lanes are not in the summary: $(cat "$tmp/out")"
+grep -q "ran again one at a time" "$tmp/out" || fail "no re-run alone reported: $(cat "$tmp/out")"
+ls "$tmp/fl"/crash-*.kvfz >/dev/null 2>&1 || fail "no crash finding with lanes"
+check_pairs "$tmp/fl"
+run 0 -- "$kvfuzz" fuzz --kernel cpu-splitkv --lanes 4 --runs 150 --seed 6 --jobs 2 --findings "$tmp/fl4"
+grep -q "of 4 lane(s)" "$tmp/out" || fail "cpu-splitkv did not run 4 lanes: $(cat "$tmp/out")"
+[ -z "$(ls -A "$tmp/fl4" | grep -v '^stats-.*\.json$')" ] || fail "cpu-splitkv with lanes produced findings: $(ls "$tmp/fl4")"
+# States that interfere: crashes side by side only, none filed, and said so.
+run 0 -- "$kvfuzz" fuzz --kernel test-overlap --lanes 2 --runs 12 --seed 7 --jobs 2 --findings "$tmp/fo"
+grep -q "did not happen again alone" "$tmp/out" || fail "interfering states not reported: $(cat "$tmp/out")"
+[ -z "$(ls -A "$tmp/fo" | grep -v '^stats-.*\.json$')" ] || fail "test-overlap filed findings: $(ls "$tmp/fo")"
+
 # ---- a production kernel -----------------------------------------------------------------
 run 0 -- "$kvfuzz" fuzz --kernel cpu-splitkv --runs 150 --seed 1 --jobs 2 --findings "$tmp/fp"
 [ -z "$(ls -A "$tmp/fp" | grep -v '^stats-.*\.json$')" ] || fail "cpu-splitkv produced findings: $(ls "$tmp/fp")"

@@ -32,6 +32,11 @@ load_error "$broken_dir/libkvf_broken_small.so" "smaller than"
 load_error "$broken_dir/libkvf_broken_no_kernels.so" "lists no kernels"
 load_error "$broken_dir/libkvf_broken_duplicate.so" "lists kernel same twice"
 load_error "$broken_dir/libkvf_broken_null.so" "returned no descriptor"
+load_error "$broken_dir/libkvf_broken_states.so" "sets concurrent_states to 65; it must be 0 to 64"
+# An entry without the concurrent_states field (the first version-1 size) still loads.
+"$kvfuzz" kernels --kernel "$broken_dir/libkvf_broken_v1.so" >"$tmp/out" 2>&1 ||
+  fail "a version-1 entry without concurrent_states does not load: $(cat "$tmp/out")"
+grep -q "single" "$tmp/out" || fail "the version-1 entry is not listed: $(cat "$tmp/out")"
 load_error "$plugin:nope" "has no kernel nope"
 for cmd in replay fuzz minimize; do
   "$kvfuzz" $cmd --kernel "$broken_dir/libkvf_broken_abi.so" "$src/corpus/seeds/00-seed-h20kv4.kvfz" \

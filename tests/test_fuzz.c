@@ -302,6 +302,120 @@ static void signatures_and_saving(void) {
     rm_tree(dir);
 }
 
+/* A worker with several lanes. Results come back in the order submitted and equal cpu-ref's run
+ * in this process, over generated cases of different sizes. A crash or a hang among launches
+ * that ran side by side is run again alone and blamed on its own launch only, the others
+ * coming back clean. A failure that happens only side by side (test-overlap) is not returned,
+ * and is counted as such. */
+static void runner_lanes(void) {
+    kvf_limits cl = case_limits();
+    kvf_error err = {0};
+    kvf_random_opts rnd;
+    kvf_random_opts_default(&rnd);
+    rnd.max_batch = 3, rnd.max_pages = 4, rnd.max_tokens = 96;
+    enum { N = 24 };
+    kvf_case cases[N];
+    kvf_bf16 *want_o[N], *o[N];
+    float *want_lse[N], *lse[N];
+    int n = 0;
+    for (uint64_t seed = 1; n < N && seed < 200; seed++) {
+        kvf_spec spec;
+        if (kvf_spec_random(&spec, seed, &rnd, &err) ||
+            kvf_case_build(&cases[n], &spec, &cl, &err)) {
+            kvf_spec_free(&spec);
+            continue;
+        }
+        kvf_spec_free(&spec);
+        const size_t no = (size_t)kvf_case_o_elems(&cases[n]) + 1;
+        const size_t nl = (size_t)kvf_case_lse_elems(&cases[n]) + 1;
+        want_o[n] = calloc(no, sizeof **want_o), o[n] = calloc(no, sizeof **o);
+        want_lse[n] = calloc(nl, sizeof **want_lse), lse[n] = calloc(nl, sizeof **lse);
+        CHECK_OK(kvf_kernel_run_once(kvf_kernel_find("cpu-ref"), &cases[n], want_o[n], want_lse[n],
+                                     &err),
+                 &err);
+        n++;
+    }
+    CHECK_INT_EQ(n, N);
+    kvf_runner_opts ro = {kvf_kernel_find("cpu-ref"), cl, 10, 0, 0, 4};
+    kvf_runner *r;
+    CHECK_OK(kvf_runner_create(&r, &ro, &err), &err);
+    CHECK_INT_EQ(kvf_runner_max_inflight(r), 6);
+    int submitted = 0;
+    for (int i = 0; i < N; i++) {
+        while (submitted < N && submitted - i < kvf_runner_max_inflight(r))
+            CHECK_OK(kvf_runner_submit(r, &cases[submitted++], &err), &err);
+        kvf_run_result res;
+        kvf_runner_collect(r, o[i], lse[i], &res);
+        if (res.status != KVF_RUN_OK) CHECK_FAIL_AT("case %d: %s", i, res.message);
+        const size_t no = (size_t)kvf_case_o_elems(&cases[i]);
+        const size_t nl = (size_t)kvf_case_lse_elems(&cases[i]);
+        if (memcmp(o[i], want_o[i], no * sizeof **o) || memcmp(lse[i], want_lse[i], nl * 4))
+            CHECK_FAIL_AT("case %d came back with another case's outputs", i);
+    }
+    CHECK_INT_EQ(kvf_runner_lanes(r), 4);
+    CHECK_INT_EQ(kvf_runner_starts(r), 1);
+    CHECK_INT_EQ(kvf_runner_reruns(r), 0);
+    kvf_runner_destroy(r);
+
+    /* Crash and hang among others: each run first beside up to three others. */
+    kvf_spec good = small_spec(1), empty = small_spec(1), one = small_spec(1);
+    empty.recipe.num_pages[1] = 0, empty.recipe.last_page_len[1] = 0;
+    one.recipe.num_pages[1] = 1, one.recipe.last_page_len[1] = 1;
+    const kvf_spec *specs[3] = {&good, &empty, &one};
+    kvf_case three[3];
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(kvf_case_build(&three[i], specs[i], &cl, &err), &err);
+    kvf_bf16 *oo = malloc((size_t)kvf_case_o_elems(&three[0]) * sizeof *oo);
+    float *ll = malloc((size_t)kvf_case_lse_elems(&three[0]) * sizeof *ll);
+    const char *names[2] = {"test-crash", "test-hang"};
+    for (int k = 0; k < 2; k++) {
+        kvf_runner_opts rk = {kvf_fuzz_kernel_find(names[k]), cl, 0.5, 0, 0, 4};
+        CHECK_OK(kvf_runner_create(&r, &rk, &err), &err);
+        const int bad = k == 0 ? 1 : 2, total = 10;
+        const int order[10] = {0, 0, bad, 0, 0, 0, 0, 0, 0, 0};
+        int sent = 0;
+        for (int i = 0; i < total; i++) {
+            while (sent < total && sent - i < kvf_runner_max_inflight(r))
+                CHECK_OK(kvf_runner_submit(r, &three[order[sent++]], &err), &err);
+            kvf_run_result res;
+            kvf_runner_collect(r, oo, ll, &res);
+            const int want = order[i] == 0 ? KVF_RUN_OK : k == 0 ? KVF_RUN_CRASH : KVF_RUN_HANG;
+            if ((int)res.status != want)
+                CHECK_FAIL_AT("%s, launch %d: status %d (%s), expected %d", names[k], i,
+                              (int)res.status, res.message, want);
+        }
+        /* The first failure was beside others and ran again alone, where it failed again. */
+        CHECK_INT_EQ(kvf_runner_reruns(r), 1);
+        CHECK_INT_EQ(kvf_runner_unrepeated(r), 0);
+        kvf_runner_destroy(r);
+    }
+    /* States that interfere: the side-by-side crashes all run clean alone. */
+    kvf_runner_opts rv = {kvf_fuzz_kernel_find("test-overlap"), cl, 10, 0, 0, 4};
+    CHECK(rv.kernel != NULL);
+    CHECK_OK(kvf_runner_create(&r, &rv, &err), &err);
+    for (int i = 0; i < 4; i++)
+        CHECK_OK(kvf_runner_submit(r, &three[0], &err), &err);
+    for (int i = 0; i < 4; i++) {
+        kvf_run_result res;
+        kvf_runner_collect(r, oo, ll, &res);
+        if (res.status != KVF_RUN_OK) CHECK_FAIL_AT("test-overlap %d: %s", i, res.message);
+    }
+    CHECK_INT_EQ(kvf_runner_reruns(r), 1);
+    CHECK_INT_EQ(kvf_runner_unrepeated(r), 1);
+    kvf_runner_destroy(r);
+    free(oo);
+    free(ll);
+    for (int i = 0; i < 3; i++)
+        kvf_case_free(&three[i]);
+    kvf_spec_free(&good);
+    kvf_spec_free(&empty);
+    kvf_spec_free(&one);
+    for (int i = 0; i < N; i++) {
+        kvf_case_free(&cases[i]);
+        free(want_o[i]), free(o[i]), free(want_lse[i]), free(lse[i]);
+    }
+}
+
 /* The worker process reports a segfault and a hang as such and keeps serving afterwards. */
 /* One worker process runs case after case. Every page a case does not hold must still read as
  * zero there (test-pool-check fails the run otherwise), over generated cases whose pools, page
@@ -314,7 +428,7 @@ static void worker_pages_between_cases(void) {
     kvf_random_opts_default(&rnd);
     rnd.max_batch = 3, rnd.max_pages = 4, rnd.max_tokens = 96;
     rnd.allow_high_ids = 0; /* test-pool-check reads every page of the pool */
-    kvf_runner_opts ro = {kvf_fuzz_kernel_find("test-pool-check"), cl, 10, 0, 0};
+    kvf_runner_opts ro = {kvf_fuzz_kernel_find("test-pool-check"), cl, 10, 0, 0, 1};
     CHECK(ro.kernel != NULL);
     kvf_runner *r;
     CHECK_OK(kvf_runner_create(&r, &ro, &err), &err);
@@ -405,7 +519,7 @@ static void runner_survives_crash_and_hang(void) {
     float *lse = malloc((size_t)kvf_case_lse_elems(&cases[0]) * sizeof *lse);
     const char *names[2] = {"test-crash", "test-hang"};
     for (int k = 0; k < 2; k++) {
-        kvf_runner_opts ro = {kvf_fuzz_kernel_find(names[k]), cl, 0.5, 0, 0};
+        kvf_runner_opts ro = {kvf_fuzz_kernel_find(names[k]), cl, 0.5, 0, 0, 1};
         CHECK(ro.kernel != NULL);
         kvf_runner *r;
         CHECK_OK(kvf_runner_create(&r, &ro, &err), &err);
@@ -425,14 +539,14 @@ static void runner_survives_crash_and_hang(void) {
      * behind it (already in the worker's reader and in the socket) run on a fresh worker, and
      * one more than the limit is refused. */
     for (int k = 0; k < 2; k++) {
-        kvf_runner_opts ro = {kvf_fuzz_kernel_find(names[k]), cl, 0.5, 0, 0};
+        kvf_runner_opts ro = {kvf_fuzz_kernel_find(names[k]), cl, 0.5, 0, 0, 1};
         kvf_runner *r;
         CHECK_OK(kvf_runner_create(&r, &ro, &err), &err);
         const int bad = k == 0 ? 1 : 2, total = 6;
         const int order[6] = {0, bad, 0, 0, 0, 0};
         kvf_run_result res;
         int submitted = 0;
-        for (; submitted < KVF_RUNNER_MAX_INFLIGHT; submitted++)
+        for (; submitted < kvf_runner_max_inflight(r); submitted++)
             CHECK_OK(kvf_runner_submit(r, &cases[order[submitted]], &err), &err);
         CHECK_INT_EQ(kvf_runner_submit(r, &cases[0], &err), KVF_EINVAL);
         for (int i = 0; i < total; i++) {
@@ -880,6 +994,7 @@ static const check_test tests[] = {
     {"signatures_and_saving", signatures_and_saving},
     {"runner_survives_crash_and_hang", runner_survives_crash_and_hang},
     {"worker_pages_between_cases", worker_pages_between_cases},
+    {"runner_lanes", runner_lanes},
     {"campaign_finds_and_minimizes_planted_bug", campaign_finds_and_minimizes_planted_bug},
     {"overflow_needs_asking", overflow_needs_asking},
     {"default_jobs", default_jobs},

@@ -34,6 +34,12 @@ void kvf_campaign_opts_default(kvf_campaign_opts *o) {
     kvf_limits_default(&o->case_limits);
 }
 
+int kvf_campaign_lanes(const kvf_campaign_opts *o) {
+    if (o->in_process || o->oracle_only || !o->kernel) return 1;
+    if (o->lanes > 0) return o->lanes;
+    return o->kernel->device == KVF_DEVICE_CUDA ? KVF_CAMPAIGN_CUDA_LANES : 1;
+}
+
 int kvf_campaign_default_jobs(const kvf_campaign_opts *o, long cores) {
     if (cores < 1) cores = 1;
     if (cores > KVF_CAMPAIGN_MAX_JOBS) cores = KVF_CAMPAIGN_MAX_JOBS;
@@ -232,15 +238,26 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
                 st->jobs);
     else
         fprintf(f,
-                "  busy: oracle %.1f s (%.0f%% of %d thread(s)), kernel %.1f s in %d worker(s); "
-                "determinism checks %" PRId64 ", worker starts %" PRId64 "\n",
+                "  busy: oracle %.1f s (%.0f%% of %d thread(s)), kernel %.1f s in %d worker(s) of "
+                "%d lane(s); determinism checks %" PRId64 ", worker starts %" PRId64 "\n",
                 st->oracle_s, 100 * util, st->jobs, st->kernel_s, st->workers,
-                st->determinism_checks, st->worker_starts);
+                st->lanes > 0 ? st->lanes : 1, st->determinism_checks, st->worker_starts);
     fprintf(f,
             "  dispatcher waits: for generated cases %.1f s, for the kernel %.1f s, for room in "
             "the oracle queue %.1f s\n",
             st->wait_cases_s, st->wait_kernel_s, st->wait_oracle_s);
     print_devices(f, st);
+    if (st->reruns_alone)
+        fprintf(f,
+                "  %" PRId64 " failure(s) came while a worker ran several cases at once; those "
+                "cases ran again one at a time and only failures that happened again alone were "
+                "filed\n",
+                st->reruns_alone);
+    if (st->unrepeated_alone)
+        fprintf(f,
+                "  %" PRId64 " of them did not happen again alone: the kernel's states may "
+                "interfere with each other (run with --lanes 1 to fuzz it one case at a time)\n",
+                st->unrepeated_alone);
     if (st->crashes_unconfirmed)
         fprintf(f,
                 "  %" PRId64 " crash(es) did not happen again on a re-run and were not filed (a "
@@ -317,8 +334,8 @@ int kvf_campaign_init(kvf_campaign **out, const kvf_campaign_opts *o, kvf_campai
     if (o->findings_dir && (rc = kvf_fuzz_check_writable(o->findings_dir, err))) return rc;
     st->corpus_size = (int64_t)kvf__corpus_size(&cp->corpus);
 
-    kvf_runner_opts ro = {o->kernel, o->case_limits, o->deadline_s > 0 ? o->deadline_s : 10, 0,
-                          o->in_process};
+    kvf_runner_opts ro = {o->kernel, o->case_limits, o->deadline_s > 0 ? o->deadline_s : 10,
+                          0,         o->in_process,  kvf_campaign_lanes(o)};
     /* In-process kernels share this process's state: one at a time. */
     const int per_device = o->workers > 0 ? o->workers : 1;
     const int ndev = o->devices && !o->oracle_only && !o->in_process ? o->devices->n : 0;

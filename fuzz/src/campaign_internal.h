@@ -99,6 +99,7 @@ struct kvf_campaign {
     atomic_int serving; /* dispatchers not retired: the last one's start failure is fatal */
     kvf_runner *runners[KVF__MAX_WORKERS];
     int64_t worker_starts[KVF__MAX_WORKERS];
+    int64_t worker_reruns[KVF__MAX_WORKERS], worker_unrepeated[KVF__MAX_WORKERS];
 
     /* Threads, as started. */
     int ngen;

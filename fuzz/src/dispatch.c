@@ -49,6 +49,24 @@ static int retire(kvf__dispatcher *d, const kvf_error *err) {
     return 1;
 }
 
+/* The runner's counters into the statistics: worker starts, lanes, failures re-run alone. */
+static void note_runner(kvf__dispatcher *d) {
+    struct kvf_campaign *cp = d->cp;
+    pthread_mutex_lock(&cp->mu);
+    cp->worker_starts[d->id] = kvf_runner_starts(d->runner);
+    cp->worker_reruns[d->id] = kvf_runner_reruns(d->runner);
+    cp->worker_unrepeated[d->id] = kvf_runner_unrepeated(d->runner);
+    kvf_campaign_stats *st = cp->stats;
+    st->worker_starts = st->reruns_alone = st->unrepeated_alone = 0;
+    for (int i = 0; i < cp->nworkers; i++) {
+        st->worker_starts += cp->worker_starts[i];
+        st->reruns_alone += cp->worker_reruns[i];
+        st->unrepeated_alone += cp->worker_unrepeated[i];
+    }
+    if (kvf_runner_lanes(d->runner) > st->lanes) st->lanes = kvf_runner_lanes(d->runner);
+    pthread_mutex_unlock(&cp->mu);
+}
+
 static int submit(kvf__dispatcher *d, kvf__job *j, double *wait_kernel) {
     struct kvf_campaign *cp = d->cp;
     kvf_error err = {0};
@@ -58,12 +76,7 @@ static int submit(kvf__dispatcher *d, kvf__job *j, double *wait_kernel) {
     double t0 = kvf__now_s();
     int rc = kvf_runner_submit(d->runner, &j->c, &err);
     *wait_kernel += kvf__now_s() - t0;
-    pthread_mutex_lock(&cp->mu);
-    cp->worker_starts[d->id] = kvf_runner_starts(d->runner);
-    cp->stats->worker_starts = 0;
-    for (int i = 0; i < cp->nworkers; i++)
-        cp->stats->worker_starts += cp->worker_starts[i];
-    pthread_mutex_unlock(&cp->mu);
+    note_runner(d);
     /* Stopping on a signal kills the worker, also one still starting: that is not the
      * kernel's failure to start. */
     if (rc && atomic_load(&cp->stop) < KVF__DROP && !retire(d, &err)) set_fatal(cp, &err);
@@ -177,9 +190,9 @@ void *kvf__dispatcher_main(void *arg) {
         goto done;
     }
     /* Launches in the runner, oldest first: kept full so the worker never waits for us. */
-    slot fifo[KVF_RUNNER_MAX_INFLIGHT];
+    slot fifo[KVF_RUNNER_MAX_LANES + 2];
     int n = 0;
-    while (n < KVF_RUNNER_MAX_INFLIGHT && atomic_load(&cp->stop) == KVF__RUN) {
+    while (n < kvf_runner_max_inflight(d->runner) && atomic_load(&cp->stop) == KVF__RUN) {
         kvf__job *j = timed_ready_pop(cp, &wait_cases);
         if (!j) break;
         if (submit_new(d, j, &wait_kernel)) break;
@@ -219,10 +232,13 @@ void *kvf__dispatcher_main(void *arg) {
             j->first_crash = res;
             fifo[n++] = (slot){j, RECHECK_CRASH};
         }
-        if (!sampled && !confirming && !d->retired &&
-            atomic_load(&cp->stop) == KVF__RUN) { /* keep it full */
+        /* Keep it full: usually one in for the one out, more when the worker came back with
+         * more lanes than the first submit could know of. */
+        while (n < kvf_runner_max_inflight(d->runner) && !d->retired &&
+               atomic_load(&cp->stop) == KVF__RUN) {
             kvf__job *next = timed_ready_pop(cp, &wait_cases);
-            if (next && submit_new(d, next, &wait_kernel) == 0) fifo[n++] = (slot){next, 0};
+            if (!next || submit_new(d, next, &wait_kernel) != 0) break;
+            fifo[n++] = (slot){next, 0};
         }
         if (s0.recheck == RECHECK_DETERMINISM) {
             recheck_done(d, j, &res);
@@ -257,6 +273,7 @@ void *kvf__dispatcher_main(void *arg) {
         }
     }
 done:
+    if (!o->oracle_only) note_runner(d);
     pthread_mutex_lock(&cp->mu);
     cp->stats->wait_cases_s += wait_cases;
     cp->stats->wait_kernel_s += wait_kernel;

@@ -19,7 +19,8 @@
 #include "wire.h"
 #include "worker.h"
 
-#define MAX_INFLIGHT KVF_RUNNER_MAX_INFLIGHT
+/* The ring of launches: room for the most lanes and the two launches beyond them. */
+#define RING (KVF_RUNNER_MAX_LANES + 2)
 
 /* One launch: the serialized case (kept until its result is in, so a launch lost with a dead
  * worker can be sent again) and its result as it arrives. */
@@ -27,7 +28,10 @@ typedef struct launch {
     uint8_t *req;
     size_t req_size, req_sent, req_cap;
     int64_t n_o, n_lse;
-    double start; /* when the worker began it; 0 while it waits behind another */
+    double start; /* when the worker can have begun it at the latest; 0 while it cannot */
+    int alone;    /* sent flagged KVF__CASE_ALONE */
+    int rerun;    /* being run again alone after a failure beside other launches */
+    int done;     /* its whole result is in */
     kvf__result_msg hdr;
     size_t hdr_got;
     uint8_t *payload; /* msg, o, lse */
@@ -43,9 +47,14 @@ struct kvf_runner {
     int64_t starts;
     uint64_t seq;
     char cuda_visible_devices[64]; /* for the worker's environment; "" inherits */
-    launch q[MAX_INFLIGHT]; /* FIFO: q[head] runs, the ones behind wait in the worker's reader
-                               and in the socket */
+    launch q[RING];                /* FIFO, oldest (the head, collected next) first */
     int head, count;
+    int lanes; /* the running worker's; 1 when none runs */
+    /* After a failure beside other launches: the launches run again alone not yet collected,
+     * whether one of them failed alone, and how many launches after them still go alone (the
+     * campaign's confirming re-run of a crash is submitted right after it is collected). */
+    int rerun_open, rerun_failed, alone_left;
+    int64_t reruns, unrepeated;
     /* in-process mode */
     void *state;
     int created;
@@ -53,15 +62,16 @@ struct kvf_runner {
 
 /* ---- the parent side ------------------------------------------------------------------------
  *
- * Up to MAX_INFLIGHT launches are in flight: while the worker runs one, its reader takes in the
- * next and the one after waits in the socket, so neither the worker's receiving nor this side's
- * turnaround between a result and the next send stands between two launches. The parent end
- * of the socket is non-blocking and every wait is a poll() on both directions, so the parent
- * keeps draining a result while it sends and neither side can block the other. */
+ * Up to lanes + 2 launches are in flight: while the worker's lanes run theirs, its reader takes
+ * in the next and the one after waits in the socket, so neither the worker's receiving nor this
+ * side's turnaround between a result and the next send stands between two launches. The parent
+ * end of the socket is non-blocking, every wait is a poll() on both directions, and every
+ * result that arrives is read at once (whichever launch it belongs to), so neither side can
+ * block the other however large the cases and results. */
 
-/* The i-th launch in flight, 0 being the one the worker runs (the head). */
+/* The i-th launch in flight, 0 being the oldest (the head). */
 static launch *at(kvf_runner *r, int i) {
-    return &r->q[(r->head + i) % MAX_INFLIGHT];
+    return &r->q[(r->head + i) % RING];
 }
 
 static launch *head(kvf_runner *r) {
@@ -72,18 +82,51 @@ static int fully_sent(const launch *l) {
     return l->req_sent == l->req_size;
 }
 
-/* The first launch behind the head not yet sent whole (the stream is in order, so it is the
- * next to go out), or NULL. */
-static launch *first_unsent_behind_head(kvf_runner *r) {
-    for (int i = 1; i < r->count; i++)
+/* The first launch in flight not yet sent whole (the stream is in order, so it is the next to
+ * go out), or NULL. */
+static launch *first_unsent(kvf_runner *r) {
+    for (int i = 0; i < r->count; i++)
         if (!fully_sent(at(r, i))) return at(r, i);
+    return NULL;
+}
+
+/* The oldest launch whose result is not all in: the one whose deadline counts. */
+static launch *first_unanswered(kvf_runner *r) {
+    for (int i = 0; i < r->count; i++)
+        if (!at(r, i)->done) return at(r, i);
     return NULL;
 }
 
 static void launch_reset_result(launch *l) {
     l->hdr_got = 0;
     l->payload_size = l->payload_got = 0;
+    l->done = 0;
     memset(&l->res, 0, sizeof l->res);
+}
+
+/* Marks when each unanswered launch can have started: the worker answers in order, so a lane is
+ * free for a launch once fewer than `lanes` launches before it are unanswered (and once none
+ * is, for one sent alone; nothing starts behind an unanswered one sent alone). Counting from
+ * here never counts less than the launch really ran. */
+static void note_starts(kvf_runner *r) {
+    const double now = kvf__wire_now_s();
+    int ahead = 0, blocked = 0;
+    for (int i = 0; i < r->count && !blocked; i++) {
+        launch *l = at(r, i);
+        if (l->done) continue;
+        const int can = l->alone ? ahead == 0 : ahead < r->lanes;
+        if (can && fully_sent(l) && l->start == 0) l->start = now;
+        if (l->alone) blocked = 1;
+        ahead++;
+    }
+}
+
+/* The deadline of the oldest unanswered launch, in monotonic seconds (a launch still being
+ * sent counts from now). */
+static double next_deadline(kvf_runner *r) {
+    launch *l = first_unanswered(r);
+    const double start = l && l->start > 0 ? l->start : kvf__wire_now_s();
+    return start + r->opts.deadline_s;
 }
 
 static void reap(kvf_runner *r, int *signal_out, int *exit_out) {
@@ -106,6 +149,7 @@ static void reap(kvf_runner *r, int *signal_out, int *exit_out) {
     if (signal_out) *signal_out = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     if (exit_out) *exit_out = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
     r->pid = 0;
+    r->lanes = 1;
     if (r->fd >= 0) close(r->fd);
     r->fd = -1;
 }
@@ -164,6 +208,7 @@ static int start_worker(kvf_runner *r, kvf_error *err) {
         return kvf_error_set(err, KVF_EDEVICE, "kernel %s could not start: %s",
                              r->opts.kernel->name, msg);
     }
+    r->lanes = ready.lanes >= 1 ? (int)ready.lanes : 1;
     fcntl(r->fd, F_SETFL, fcntl(r->fd, F_GETFL) | O_NONBLOCK);
     return 0;
 }
@@ -174,6 +219,9 @@ int kvf_runner_create(kvf_runner **out, const kvf_runner_opts *opts, kvf_error *
     r->opts = *opts;
     if (r->opts.deadline_s <= 0) r->opts.deadline_s = 10;
     if (r->opts.start_deadline_s <= 0) r->opts.start_deadline_s = 120;
+    if (r->opts.lanes < 1 || r->opts.in_process) r->opts.lanes = 1;
+    if (r->opts.lanes > KVF_RUNNER_MAX_LANES) r->opts.lanes = KVF_RUNNER_MAX_LANES;
+    r->lanes = 1;
     r->fd = -1;
     *out = r;
     return 0;
@@ -205,7 +253,7 @@ void kvf_runner_destroy(kvf_runner *r) {
         reap(r, NULL, NULL);
     }
     if (r->created) kvf_kernel_destroy(r->opts.kernel, r->state);
-    for (int i = 0; i < MAX_INFLIGHT; i++) {
+    for (int i = 0; i < RING; i++) {
         free(r->q[i].req);
         free(r->q[i].payload);
     }
@@ -230,23 +278,41 @@ int64_t kvf_runner_starts(const kvf_runner *r) {
     return r->starts;
 }
 
+int kvf_runner_max_inflight(const kvf_runner *r) {
+    return (r->pid > 0 ? r->lanes : r->opts.lanes) + 2;
+}
+
+int kvf_runner_lanes(const kvf_runner *r) {
+    return r->lanes;
+}
+
+int64_t kvf_runner_reruns(const kvf_runner *r) {
+    return r->reruns;
+}
+
+int64_t kvf_runner_unrepeated(const kvf_runner *r) {
+    return r->unrepeated;
+}
+
 static int serialize_case(launch *l, const kvf_case *c, uint64_t seq) {
     if (kvf__wire_serialize_case(&l->req, &l->req_cap, &l->req_size, c, seq)) return -1;
     l->req_sent = 0;
     return 0;
 }
 
-/* Reads what has arrived of the head launch's result. 1 when it is complete, 0 when more is
- * to come, -1 when the worker is gone (end of stream or a malformed reply). */
-static int read_progress(kvf_runner *r) {
-    launch *l = head(r);
+/* Reads every result byte that has arrived, into the launches in order. 0 when no more is
+ * waiting, -1 when the worker is gone (end of stream, a malformed reply, a result with no
+ * launch to belong to). */
+static int read_results(kvf_runner *r) {
     for (;;) {
-        uint8_t *dst;
-        size_t want;
-        if (l->hdr_got < sizeof l->hdr) {
+        launch *l = first_unanswered(r);
+        uint8_t probe;
+        uint8_t *dst = &probe;
+        size_t want = 1; /* nothing is expected: a byte now is a protocol error */
+        if (l && l->hdr_got < sizeof l->hdr) {
             dst = (uint8_t *)&l->hdr + l->hdr_got;
             want = sizeof l->hdr - l->hdr_got;
-        } else {
+        } else if (l) {
             if (l->payload_size == 0) {
                 if (l->hdr.magic != KVF__MAGIC_RESULT) return -1;
                 if (l->hdr.rc == 0 &&
@@ -254,18 +320,22 @@ static int read_progress(kvf_runner *r) {
                     return -1;
                 l->payload_size =
                     l->hdr.msglen + l->hdr.n_o * sizeof(kvf_bf16) + l->hdr.n_lse * sizeof(float);
-                if (l->payload_size == 0) return 1;
-                if (kvf__wire_grow((void **)&l->payload, &l->payload_cap, l->payload_size))
+                if (l->payload_size > 0 &&
+                    kvf__wire_grow((void **)&l->payload, &l->payload_cap, l->payload_size))
                     return -1;
             }
-            if (l->payload_got == l->payload_size) return 1;
+            if (l->payload_got == l->payload_size) {
+                l->done = 1;
+                note_starts(r);
+                continue;
+            }
             dst = l->payload + l->payload_got;
             want = l->payload_size - l->payload_got;
         }
         ssize_t got = recv(r->fd, dst, want, 0);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-        if (got <= 0) return -1;
+        if (got <= 0 || !l) return -1;
         if (l->hdr_got < sizeof l->hdr)
             l->hdr_got += (size_t)got;
         else
@@ -273,44 +343,37 @@ static int read_progress(kvf_runner *r) {
     }
 }
 
-static int head_complete(kvf_runner *r) {
-    const launch *l = head(r);
-    return l->hdr_got == sizeof l->hdr && l->hdr.magic == KVF__MAGIC_RESULT &&
-           l->payload_got ==
-               l->hdr.msglen + l->hdr.n_o * sizeof(kvf_bf16) + l->hdr.n_lse * sizeof(float);
-}
-
-/* Sends the rest of launch l. While the socket is full (the worker busy with the head), reads
- * the head's result as it comes. Returns 0 when l is sent, 1 when stop_on_head and the head's
- * result is complete (l not yet sent), -1 when the worker is gone, -2 when the launch the
- * worker is running passes its deadline. */
-static int send_launch(kvf_runner *r, launch *l, int stop_on_head) {
+/* Sends the rest of launch l, reading results as they come while the socket is full. Returns 0
+ * when l is sent, 1 when stop_when_head_done and the head's result is in (l not yet sent
+ * whole), -1 when the worker is gone, -2 when the oldest unanswered launch passes its
+ * deadline. */
+static int send_launch(kvf_runner *r, launch *l, int stop_when_head_done) {
     while (l->req_sent < l->req_size) {
         ssize_t w = send(r->fd, l->req + l->req_sent, l->req_size - l->req_sent, MSG_NOSIGNAL);
         if (w > 0) {
             l->req_sent += (size_t)w;
+            if (fully_sent(l)) note_starts(r);
             continue;
         }
         if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
-        launch *h = head(r);
-        int behind = h != l && !head_complete(r);
-        if (stop_on_head && h != l && !behind) return 1;
-        /* With the head's result in, the worker has moved on to the launch behind it. */
-        launch *running = h == l || behind ? h : at(r, 1);
-        if (running->start <= 0) running->start = kvf__wire_now_s();
-        double left = running->start + r->opts.deadline_s - kvf__wire_now_s();
-        struct pollfd pfd = {r->fd, (short)(POLLOUT | (behind ? POLLIN : 0)), 0};
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            /* The worker is gone; what it answered before it went is still to be read, so
+             * that the launch that was running takes the blame, not one it had answered. */
+            (void)read_results(r);
+            return -1;
+        }
+        if (stop_when_head_done && head(r)->done) return 1;
+        double left = next_deadline(r) - kvf__wire_now_s();
+        struct pollfd pfd = {r->fd, POLLOUT | POLLIN, 0};
         int pr = poll(&pfd, 1, left > 0 ? (int)(left * 1000) + 1 : 0);
         if (pr < 0 && errno == EINTR) continue;
         if (pr < 0) return -1;
         if (pr == 0) return -2;
-        if ((pfd.revents & (POLLERR | POLLHUP)) && !(pfd.revents & POLLIN)) return -1;
-        if (behind && (pfd.revents & POLLIN)) {
-            int p = read_progress(r);
-            if (p < 0) return -1;
-            if (p == 1) at(r, 1)->start = kvf__wire_now_s(); /* the worker moves on */
+        if ((pfd.revents & (POLLERR | POLLHUP)) && !(pfd.revents & POLLIN)) {
+            (void)read_results(r);
+            return -1;
         }
+        if ((pfd.revents & POLLIN) && read_results(r) < 0) return -1;
     }
     return 0;
 }
@@ -318,9 +381,9 @@ static int send_launch(kvf_runner *r, launch *l, int stop_on_head) {
 /* Sends every launch in flight not yet sent whole, in order (the stream is in order, so each
  * goes out whole before the next). 0, or send_launch's failure for the first that did not. */
 static int send_pending(kvf_runner *r) {
-    for (int i = 0; i < r->count; i++) {
-        if (fully_sent(at(r, i))) continue;
-        int rc = send_launch(r, at(r, i), 0);
+    launch *l;
+    while ((l = first_unsent(r))) {
+        int rc = send_launch(r, l, 0);
         if (rc) return rc;
     }
     return 0;
@@ -337,21 +400,27 @@ static int restart_and_resend(kvf_runner *r, kvf_error *err) {
         launch *l = at(r, i);
         launch_reset_result(l);
         l->req_sent = 0;
-        l->start = i == 0 ? kvf__wire_now_s() : 0;
+        l->start = 0;
     }
     if (send_launch(r, head(r), 0) != 0) return -1;
     (void)send_pending(r); /* a failure behind the head is the head's, found at its collect */
     return 0;
 }
 
+static void mark_alone(launch *l) {
+    l->alone = 1;
+    kvf__wire_case_add_flags(l->req, KVF__CASE_ALONE);
+}
+
 int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
-    if (r->count == MAX_INFLIGHT)
-        return kvf_error_set(err, KVF_EINVAL, "%d launches are already in flight", MAX_INFLIGHT);
+    if (r->count >= kvf_runner_max_inflight(r))
+        return kvf_error_set(err, KVF_EINVAL, "%d launches are already in flight", r->count);
     launch *l = at(r, r->count);
     launch_reset_result(l);
     l->n_o = kvf_case_o_elems(c);
     l->n_lse = kvf_case_lse_elems(c);
     l->start = 0;
+    l->alone = l->rerun = 0;
     if (r->opts.in_process) {
         kvf_run_result *res = &l->res;
         kvf_error e = {0};
@@ -378,13 +447,16 @@ int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
     }
     if (serialize_case(l, c, ++r->seq))
         return kvf_error_set(err, KVF_ENOMEM, "out of memory for a case message");
+    if (r->rerun_open > 0 || r->alone_left > 0) {
+        mark_alone(l);
+        if (r->rerun_open == 0) r->alone_left--;
+    }
     if (r->count == 0 && r->pid <= 0) {
         int rc = start_worker(r, err);
         if (rc) return rc;
     }
     r->count++;
     if (r->count == 1) {
-        l->start = kvf__wire_now_s();
         if (send_launch(r, l, 0) == -1) {
             /* The worker went away between launches (it exits after a kernel error): again
              * with a fresh one. */
@@ -398,8 +470,8 @@ int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
         }
         return 0;
     }
-    /* Behind a running launch. A failure here is the head's, and is reported when it is
-     * collected (which then sends the launches behind it to a fresh worker). */
+    /* Behind other launches. A failure here is an earlier launch's, and is reported when that
+     * is collected (which then sends the launches behind it to a fresh worker). */
     (void)send_pending(r);
     return 0;
 }
@@ -421,6 +493,39 @@ static void settle_tail(kvf_runner *r) {
     }
 }
 
+/* A failure of the head while other launches may have run beside it: every launch in flight
+ * goes to a fresh worker again, each alone. 0 when they were sent, -1 when no worker could
+ * take them (the failure is then reported as it is). */
+static int rerun_alone(kvf_runner *r) {
+    if (r->pid > 0) kill(r->pid, SIGKILL);
+    reap(r, NULL, NULL);
+    r->reruns++;
+    r->rerun_failed = 0;
+    r->rerun_open = r->count;
+    for (int i = 0; i < r->count; i++) {
+        mark_alone(at(r, i));
+        at(r, i)->rerun = 1;
+    }
+    kvf_error e = {0};
+    if (restart_and_resend(r, &e) == 0) return 0;
+    r->rerun_open = 0;
+    return -1;
+}
+
+/* The head's collection is final: pops it and closes the books of a re-run it was part of. */
+static void pop_head(kvf_runner *r, int failed) {
+    launch *l = head(r);
+    if (l->rerun && r->rerun_open > 0) {
+        if (failed) r->rerun_failed = 1;
+        if (--r->rerun_open == 0) {
+            if (!r->rerun_failed) r->unrepeated++;
+            r->alone_left = RING;
+        }
+    }
+    r->head = (r->head + 1) % RING;
+    r->count--;
+}
+
 void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *res) {
     memset(res, 0, sizeof *res);
     if (r->count == 0) {
@@ -437,46 +542,49 @@ void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *
                 memcpy(lse, l->payload + (size_t)(l->n_o + 1) * sizeof(kvf_bf16),
                        (size_t)l->n_lse * sizeof *lse);
         }
-        r->head = (r->head + 1) % MAX_INFLIGHT;
-        r->count--;
+        pop_head(r, res->status != KVF_RUN_OK);
         return;
     }
     if (l->start < 0) { /* could not be restarted after the previous launch's failure */
         *res = l->res;
-        r->head = (r->head + 1) % MAX_INFLIGHT;
-        r->count--;
+        pop_head(r, 1);
         return;
     }
-    int state = 0; /* 1 complete, -1 worker gone, -2 past the deadline */
-    if (l->req_sent < l->req_size) {
-        int sr = send_launch(r, l, 0);
-        if (sr < 0) state = sr;
-    }
-    while (state == 0) {
-        int p = read_progress(r);
-        if (p == 1) state = 1;
-        if (p < 0) state = -1;
-        if (state) break;
-        launch *t = first_unsent_behind_head(r);
-        if (t) {
-            int sr = send_launch(r, t, 1); /* keeps reading the head's result meanwhile */
-            if (sr < 0) state = sr;
-            continue;
+    int state; /* 1 complete, -1 worker gone, -2 past the deadline */
+    for (;;) {
+        state = 0;
+        while (state == 0) {
+            if (l->done) {
+                state = 1;
+                break;
+            }
+            /* A failure found while reading or sending is this launch's only if its own result
+             * is not in: the worker may have died after answering it. */
+            launch *t = first_unsent(r);
+            if (t) {
+                int sr = send_launch(r, t, t != l); /* keeps reading results meanwhile */
+                if (sr < 0 && !l->done) state = sr;
+                continue;
+            }
+            double left = next_deadline(r) - kvf__wire_now_s();
+            struct pollfd pfd = {r->fd, POLLIN, 0};
+            /* Past the deadline, data already waiting still counts: the caller may simply
+             * have come back late. */
+            int pr = poll(&pfd, 1, left > 0 ? (int)(left * 1000) + 1 : 0);
+            if (pr < 0 && errno == EINTR) continue;
+            if ((pr < 0 || (pr > 0 && read_results(r) < 0)) && !l->done) state = -1;
+            if (pr == 0) state = -2;
         }
-        double left = l->start + r->opts.deadline_s - kvf__wire_now_s();
-        struct pollfd pfd = {r->fd, POLLIN, 0};
-        /* Past the deadline, data already waiting still counts: the caller may simply have
-         * come back late. */
-        int pr = poll(&pfd, 1, left > 0 ? (int)(left * 1000) + 1 : 0);
-        if (pr < 0 && errno == EINTR) continue;
-        if (pr < 0) state = -1;
-        if (pr == 0) state = -2;
+        const int failed = state < 0 || (l->hdr.rc != 0 && l->hdr.exiting);
+        /* With several lanes, whose failure it was is not known yet: everything in flight runs
+         * again alone, and this launch's result is the one it gets alone. */
+        if (failed && r->lanes > 1 && !l->alone && rerun_alone(r) == 0) continue;
+        break;
     }
-    r->head = (r->head + 1) % MAX_INFLIGHT;
-    r->count--;
     if (state == -2) {
         kill(r->pid, SIGKILL);
         reap(r, NULL, NULL);
+        pop_head(r, 1);
         res->status = KVF_RUN_HANG;
         snprintf(res->message, sizeof res->message,
                  "the launch did not finish within its %.3g s deadline; the worker was killed",
@@ -486,6 +594,7 @@ void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *
     }
     if (state == -1) {
         reap(r, &res->signal, &res->exit_code);
+        pop_head(r, 1);
         res->status = KVF_RUN_CRASH;
         if (res->signal)
             snprintf(res->message, sizeof res->message, "the worker was killed by signal %d (%s)",
@@ -496,8 +605,6 @@ void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *
         settle_tail(r);
         return;
     }
-    /* The worker moves on to the launch behind this one now. */
-    if (r->count > 0 && head(r)->start == 0) head(r)->start = kvf__wire_now_s();
     const kvf__result_msg *m = &l->hdr;
     res->kernel_s = m->kernel_s;
     if (m->rc == 0) {
@@ -515,7 +622,9 @@ void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *
         memcpy(res->message, l->payload, n);
         res->message[n] = 0;
     }
-    if (m->exiting) {
+    const int exiting = m->exiting;
+    pop_head(r, m->rc != 0 && exiting);
+    if (exiting) {
         /* The worker leaves after a kernel error; anything sent behind it goes to a new one. */
         reap(r, NULL, NULL);
         settle_tail(r);

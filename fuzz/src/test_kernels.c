@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -116,15 +117,34 @@ static int pool_check_run(void *state, const kvf_case *c, kvf_bf16 *o, float *ls
     return rc ? rc : run_reference(c, o, lse, err);
 }
 
+/* A kernel whose states interfere, as one that declares concurrent states but keeps a global
+ * would: each run stays inside for a while, and a run that finds another inside segfaults.
+ * Alone it is cpu-ref. */
+static atomic_int overlap_inside;
+
+static int overlap_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
+    (void)state;
+    const int others = atomic_fetch_add(&overlap_inside, 1);
+    struct timespec ts = {0, 30000000};
+    nanosleep(&ts, NULL);
+    if (others > 0 || atomic_load(&overlap_inside) > 1) {
+        volatile uintptr_t address = 16;
+        *(volatile int32_t *)address = 1;
+    }
+    atomic_fetch_sub(&overlap_inside, 1);
+    return run_reference(c, o, lse, err);
+}
+
 static const kvf__case_kernel planted_impl = {planted_run}, crash_impl = {crash_run},
                               hang_impl = {hang_run}, pool_check_impl = {pool_check_run},
-                              flaky_impl = {flaky_run};
+                              flaky_impl = {flaky_run}, overlap_impl = {overlap_run};
 
 #define PLANTED_DESC "test only: cpu-ref reading one slot past each partly filled last page"
 #define CRASH_DESC "test only: cpu-ref that segfaults on cases with an empty sequence"
 #define HANG_DESC "test only: cpu-ref that never returns on cases with a one-token sequence"
 #define FLAKY_DESC "test only: cpu-ref killed the first time it sees a case (KVF_TEST_FLAKY_DIR)"
 #define POOL_CHECK_DESC "test only: cpu-ref that fails if a slot no sequence reads is not poisoned"
+#define OVERLAP_DESC "test only: cpu-ref that segfaults when another of its runs is in progress"
 #define NOSTART_DESC "test only: its create() fails, as a kernel whose device is missing does"
 
 /* The start failure of a kernel whose device or library is missing, for the commands' exit
@@ -162,6 +182,7 @@ static const kvf_plugin_kernel test_descs[] = {
     KVF_BUILTIN_CPU_DESC("test-hang", HANG_DESC, hang_impl),
     KVF_BUILTIN_CPU_DESC("test-pool-check", POOL_CHECK_DESC, pool_check_impl),
     KVF_BUILTIN_CPU_DESC("test-flaky", FLAKY_DESC, flaky_impl),
+    KVF_BUILTIN_CPU_DESC("test-overlap", OVERLAP_DESC, overlap_impl),
     {.struct_size = sizeof(kvf_plugin_kernel),
      .name = "test-nostart",
      .description = NOSTART_DESC,
@@ -208,16 +229,21 @@ static const kvf_kernel test_kernels[] = {
      .device = KVF_DEVICE_CPU,
      .models = "",
      .desc = &test_descs[4]},
+    {.name = "test-overlap",
+     .description = OVERLAP_DESC,
+     .device = KVF_DEVICE_CPU,
+     .models = "",
+     .desc = &test_descs[5]},
     {.name = "test-nostart",
      .description = NOSTART_DESC,
      .device = KVF_DEVICE_CPU,
      .models = "",
-     .desc = &test_descs[5]},
+     .desc = &test_descs[6]},
     {.name = "test-device1-broken",
      .description = DEVICE1_DESC,
      .device = KVF_DEVICE_CPU,
      .models = "",
-     .desc = &test_descs[6]},
+     .desc = &test_descs[7]},
 };
 
 size_t kvf_test_kernel_count(void) {

@@ -137,6 +137,13 @@ int kvf__wire_serialize_case(uint8_t **bufp, size_t *cap, size_t *size, const kv
     return 0;
 }
 
+void kvf__wire_case_add_flags(uint8_t *msg, uint32_t flags) {
+    kvf__case_msg m;
+    memcpy(&m, msg, sizeof m);
+    m.flags |= flags;
+    memcpy(msg, &m, sizeof m);
+}
+
 void kvf__wire_receive_case(int fd, const kvf_limits *limits, kvf__received_case *rc) {
     kvf__case_msg m;
     memset(rc, 0, sizeof *rc);
@@ -147,6 +154,7 @@ void kvf__wire_receive_case(int fd, const kvf_limits *limits, kvf__received_case
     rc->wait_parent_s = t1 - t0;
     if (got || m.magic != KVF__MAGIC_CASE) return;
     rc->seq = m.seq;
+    rc->flags = m.flags;
     kvf_case *c = &rc->c;
     /* Fresh pools for every case (mapped lazily, zero until written), so nothing a kernel
      * does to its input can reach the next case. */

@@ -32,13 +32,18 @@ typedef struct kvf__ready_msg {
     uint32_t magic;
     int32_t rc;
     uint32_t msglen;
+    uint32_t lanes; /* kernel states the worker runs at once (runner.h) */
 } kvf__ready_msg;
+
+/* kvf__case_msg.flags: run this case alone, with no other case of the worker running beside
+ * it (a failure seen while several ran is re-run this way to find whose it is). */
+#define KVF__CASE_ALONE 1u
 
 typedef struct kvf__case_msg {
     uint32_t magic;
     int32_t num_qo_heads, num_kv_heads, head_dim, page_size, batch_size;
     float sm_scale;
-    uint32_t pad;
+    uint32_t flags; /* KVF__CASE_* */
     uint64_t seq;
     int64_t num_pages, entries, num_resident;
 } kvf__case_msg;
@@ -73,12 +78,16 @@ int kvf__wire_grow(void **buf, size_t *cap, size_t need);
 int kvf__wire_serialize_case(uint8_t **buf, size_t *cap, size_t *size, const kvf_case *c,
                              uint64_t seq);
 
+/* Sets KVF__CASE_* flags in a serialized case's header. */
+void kvf__wire_case_add_flags(uint8_t *msg, uint32_t flags);
+
 /* What receiving a case gave. */
 enum { KVF__CASE_NONE, KVF__CASE_READY, KVF__CASE_END, KVF__CASE_UNHOLDABLE };
 
 typedef struct kvf__received_case {
     int kind; /* a case to run, the end of the stream, or a case that could not be held */
     uint64_t seq;
+    uint32_t flags; /* KVF__CASE_* */
     kvf_case c;
     kvf_error err;                   /* KVF__CASE_UNHOLDABLE: why */
     double wait_parent_s, receive_s; /* KVF_WORKER_TIMING: blocked on the socket, then taking

@@ -47,8 +47,12 @@
  *   describe(state)            optional; one line of plan facts for the last plan
  *                              ("split=yes chunk=128 ctas=264"), shown beside findings and in
  *                              bench tables.
- * create() runs once per worker process before any of these; destroy() at its end (a crashing
- * or killed worker does not reach it).
+ * create() runs once per state before any of these; destroy() at its end (a crashing or killed
+ * worker does not reach it). A worker holds one state unless the kernel sets
+ * concurrent_states: then it may create up to that many states in one process and run each
+ * from its own thread at the same time, one case per state (for a CUDA kernel each state gets
+ * its own stream), so that small cases overlap on the device. A kernel that keeps anything
+ * outside its state (globals, a shared handle) leaves concurrent_states at 0.
  *
  * Errors. Every function that can fail returns a kvf_plugin_status and may write one sentence
  * (no newline, NUL-terminated, truncated to msg_size) into msg. KVF_PLUGIN_UNSUPPORTED from
@@ -170,7 +174,15 @@ struct kvf_plugin_kernel {
     int (*run)(void *state, const kvf_plugin_args *args, char *msg, size_t msg_size);
     /* One line of plan facts for the last plan, NUL-terminated into buf. Optional. */
     void (*describe)(void *state, char *buf, size_t buf_size);
+    /* Added after the first release of version 1 (an entry whose struct_size ends before it
+     * reads as 0): how many states one process may hold and run concurrently, each from its
+     * own thread. 0 or 1: one. */
+    int32_t concurrent_states;
 };
+
+/* The size of a version-1 kernel entry without the fields added later: the smallest
+ * struct_size and kernel_struct_size kvfuzz accepts. */
+#define KVF_PLUGIN_KERNEL_V1_SIZE offsetof(kvf_plugin_kernel, concurrent_states)
 
 typedef struct kvf_plugin {
     uint32_t abi_version;        /* KVF_PLUGIN_ABI_VERSION */

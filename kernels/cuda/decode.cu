@@ -143,7 +143,8 @@ static const kvf_plugin_kernel kDescCudaNaive = {sizeof(kvf_plugin_kernel),
                                                  desc_plan,
                                                  desc_workspace_bytes,
                                                  desc_run,
-                                                 desc_describe};
+                                                 desc_describe,
+                                                 KVF_CUDA_CONCURRENT_STATES};
 
 // The registry's entries: no case-level vtable, so they run through the buffer host like a
 // plugin does (kernel.h).

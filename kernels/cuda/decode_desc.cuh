@@ -131,5 +131,6 @@ void desc_describe(void *state, char *buf, size_t buf_size) {
      desc_plan,                                                                                    \
      desc_workspace_bytes,                                                                         \
      desc_run,                                                                                     \
-     desc_describe}
+     desc_describe,                                                                                \
+     KVF_CUDA_CONCURRENT_STATES}
 // clang-format on

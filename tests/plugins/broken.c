@@ -9,6 +9,10 @@
 #define BROKEN_NO_KERNELS 4
 #define BROKEN_DUPLICATE 5
 #define BROKEN_NULL 6
+#define BROKEN_STATES 7 /* concurrent_states out of range */
+#define BROKEN_V1                                                                                  \
+    8 /* not broken: an entry of the first version-1 size, without the later                       \
+         concurrent_states field, which must still load */
 
 #if KVF_BROKEN != BROKEN_NO_ENTRY
 static int yes(const kvf_plugin_kernel *self, const kvf_plugin_shape *s, char *why, size_t n) {
@@ -26,6 +30,9 @@ static int run(void *state, const kvf_plugin_args *a, char *msg, size_t n) {
         .supports = yes, .run = run                                                                \
     }
 static const kvf_plugin_kernel two_same[] = {KERNEL("same"), KERNEL("same")};
+#if KVF_BROKEN == BROKEN_STATES || KVF_BROKEN == BROKEN_V1
+static kvf_plugin_kernel single[] = {KERNEL("single")};
+#endif
 
 const kvf_plugin *kvf_plugin_v1(void) {
     static kvf_plugin p = {KVF_PLUGIN_ABI_VERSION,
@@ -42,6 +49,15 @@ const kvf_plugin *kvf_plugin_v1(void) {
     p.num_kernels = 0;
 #elif KVF_BROKEN == BROKEN_NULL
     return NULL;
+#elif KVF_BROKEN == BROKEN_STATES
+    single[0].concurrent_states = 65;
+    p.num_kernels = 1;
+    p.kernels = single;
+#elif KVF_BROKEN == BROKEN_V1
+    single[0].struct_size = KVF_PLUGIN_KERNEL_V1_SIZE;
+    single[0].concurrent_states = 12345; /* past its struct_size: never read */
+    p.num_kernels = 1;
+    p.kernels = single;
 #endif
     return &p;
 }

@@ -78,6 +78,10 @@ typedef struct kvf_campaign_opts {
     int determinism_every;    /* re-run every Nth case after another; 0: never */
     double progress_s;        /* progress line period; 0: 5 s */
     int in_process;           /* run the kernel in this process (no crash survival) */
+    /* Cases each worker runs at once, each on its own kernel state (kvfuzz/runner.h), at most
+     * the kernel's concurrent_states; 0: KVF_CAMPAIGN_CUDA_LANES for a CUDA kernel, 1 for a
+     * CPU kernel (whose lanes would take cores from the oracle). */
+    int lanes;
     int oracle_only;          /* no kernel, no judging: measures the oracle-bound rate that a
                                  kernel campaign is compared with */
     kvf_mutate_limits mutate; /* size of generated (small) cases */
@@ -104,6 +108,13 @@ typedef struct kvf_campaign_opts {
 } kvf_campaign_opts;
 
 void kvf_campaign_opts_default(kvf_campaign_opts *opts);
+
+/* The default lanes of a CUDA kernel's worker (docs/fuzzing.md, "Lanes"; docs/performance.md
+ * measures 1 to 8). */
+#define KVF_CAMPAIGN_CUDA_LANES 4
+
+/* The lanes a campaign with these options asks of its workers. */
+int kvf_campaign_lanes(const kvf_campaign_opts *opts);
 
 /* Oracle threads used when opts->jobs is 0, on a machine with `cores` cores: all of them for
  * --oracle-only; otherwise all but a quarter, at most 4, kept for the threads that set the pace
@@ -152,6 +163,11 @@ typedef struct kvf_campaign_stats {
     int64_t crashes, hangs, kernel_errors; /* launches filed so (crashes once confirmed) */
     int64_t worker_starts;
     int workers;
+    int lanes; /* cases a worker ran at once (the most of any worker) */
+    /* Failures seen while a worker ran several cases at once, after which those cases ran
+     * again one at a time; and how many of those failures did not happen again that way (a
+     * kernel whose concurrent states interfere). */
+    int64_t reruns_alone, unrepeated_alone;
     int ndevices; /* opts->devices->n, or 0 */
     kvf_campaign_device device[KVF_MAX_DEVICES];
     int64_t corpus_size, corpus_added;

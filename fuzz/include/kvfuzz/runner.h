@@ -29,7 +29,13 @@ typedef struct kvf_runner_opts {
     double deadline_s;       /* per launch (receiving the case included); <= 0: 10 s */
     double start_deadline_s; /* for the kernel's create(), e.g. a CUDA context; <= 0: 120 s */
     int in_process;          /* run in this process: no crash or hang survival */
+    /* Cases the worker runs at once, each on its own kernel state and thread: at most this
+     * many, and at most the kernel's concurrent_states (kvfuzz/kernel.h); <= 0: 1. In-process
+     * runs one at a time. */
+    int lanes;
 } kvf_runner_opts;
+
+#define KVF_RUNNER_MAX_LANES 64
 
 #define KVF_RUN_PLAN_MAX 160
 
@@ -56,21 +62,35 @@ void kvf_runner_set_device(kvf_runner *r, const char *visible);
  * In-process: creates the kernel. */
 int kvf_runner_start(kvf_runner *r, kvf_error *err);
 
-/* Launches in flight at most: the worker runs one while it takes in the next and a third waits
- * in the socket, so the worker never waits for this side between two launches. */
-#define KVF_RUNNER_MAX_INFLIGHT 3
+/* Launches in flight at most: one per lane running, and two more (one the worker takes in,
+ * one waiting in the socket), so a lane never waits for this side between two launches. Before
+ * the worker has started, from the lanes asked for; after, from the lanes it runs. */
+int kvf_runner_max_inflight(const kvf_runner *r);
+
+/* The lanes the worker runs (1 before it has started and in-process). */
+int kvf_runner_lanes(const kvf_runner *r);
 
 /* Starts one launch of the case (sent to the worker as tensors: the pages that hold data).
- * Up to KVF_RUNNER_MAX_INFLIGHT launches may be in flight; they run in order, one at a time, and
- * are collected in the same order. The worker is (re)started here when needed. Returns 0, or an
- * error when no worker can be started or (KVF_EINVAL) when the limit is reached. */
+ * Up to kvf_runner_max_inflight launches may be in flight; the worker runs up to `lanes` of
+ * them at once, and they are collected in the order they were submitted. The worker is
+ * (re)started here when needed. Returns 0, or an error when no worker can be started or
+ * (KVF_EINVAL) when the limit is reached. */
 int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err);
 
 /* Waits for the oldest launch in flight (up to its deadline, counted from when the worker
  * started it) and copies its o and lse into the caller's buffers when res->status is
  * KVF_RUN_OK. A crash or hang leaves the worker dead, and so does a kernel error (a CUDA context
- * after an error is not trusted); the launches behind it go to a fresh worker. */
+ * after an error is not trusted); the launches behind it go to a fresh worker. With several
+ * lanes a failure cannot be told apart from one of the launches that ran beside it, so the
+ * failed launch and every one behind it are first run again alone (one at a time) on a fresh
+ * worker, and only a failure of the launch alone is returned: a launch that fails only beside
+ * others comes back as its clean run, counted by kvf_runner_reruns. */
 void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *res);
+
+/* Failures seen while several launches ran together, after which the launches were run again
+ * alone; and how many of those failures the launch alone did not repeat. */
+int64_t kvf_runner_reruns(const kvf_runner *r);
+int64_t kvf_runner_unrepeated(const kvf_runner *r);
 
 /* submit + collect. */
 int kvf_runner_run(kvf_runner *r, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_run_result *res,

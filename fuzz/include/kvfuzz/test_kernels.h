@@ -7,6 +7,8 @@
  *   test-hang         cpu-ref, but never returns on any case with a one-token sequence;
  *   test-flaky        cpu-ref killed (SIGKILL) the first time it sees a case, as by the OOM
  *                     killer, and correct when the case runs again;
+ *   test-overlap      cpu-ref that segfaults when another of its runs (another state in the
+ *                     same worker) is in progress: states that interfere;
  *   test-pool-check   cpu-ref after checking that every slot no sequence reads holds the
  *                     buffer host's input poison (a kernel error otherwise): what a kernel is
  *                     handed;

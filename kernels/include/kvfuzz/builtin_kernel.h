@@ -24,6 +24,10 @@ int kvf__builtin_supports_all(const kvf_plugin_kernel *self, const kvf_plugin_sh
 /* cpu-ref's computation on a case, without a host around it (for kernels built on it). */
 int kvf__cpu_ref_compute(const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err);
 
+/* Concurrent states of a built-in kernel: each state is its own buffer host (and, for CUDA,
+ * its own stream) and the kernels keep nothing outside it. */
+#define KVF_BUILTIN_CONCURRENT_STATES 8
+
 /* A descriptor for a CPU case function; `impl` names a static kvf__case_kernel. */
 #define KVF_BUILTIN_CPU_DESC(NAME, DESCRIPTION, IMPL)                                              \
     {                                                                                              \
@@ -31,6 +35,7 @@ int kvf__cpu_ref_compute(const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *
         .device = KVF_PLUGIN_DEVICE_CPU, .role = KVF_PLUGIN_ROLE_UNDER_TEST,                       \
         .user = (void *)&(IMPL), .supports = kvf__builtin_supports_all,                            \
         .create = kvf__builtin_create, .run = kvf__builtin_run,                                    \
+        .concurrent_states = KVF_BUILTIN_CONCURRENT_STATES,                                        \
     }
 
 #endif

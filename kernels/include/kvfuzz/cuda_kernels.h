@@ -27,6 +27,11 @@ extern "C" {
 #include "kvfuzz/error.h"
 #include "kvfuzz/kernel.h"
 
+/* States of the registered CUDA kernels one worker may run at once (plugin.h,
+ * concurrent_states): each state is a buffer host with its own stream, a plan with its own
+ * schedule and workspace, and nothing else. */
+#define KVF_CUDA_CONCURRENT_STATES 8
+
 /* The registered kernels: plugin-ABI descriptors (kvf_kernel.desc) that run through the CUDA
  * buffer host (kernel_host.h, cuda/host_cuda.cu) like any plugin: it owns the poisoned device
  * pools, the guarded outputs and workspace, and the checks after each run. */

@@ -63,6 +63,10 @@ int kvf_kernel_create(const kvf_kernel *k, void **state, kvf_error *err);
 int kvf_kernel_run(const kvf_kernel *k, void *state, const kvf_case *c, kvf_bf16 *o, float *lse,
                    kvf_error *err);
 void kvf_kernel_destroy(const kvf_kernel *k, void *state); /* NULL state is fine */
+/* How many states of the kernel one process may hold and run at once, each from its own
+ * thread (the descriptor's concurrent_states, plugin.h), asked of a created state; at least 1.
+ * Kernels with only the case-level vtable answer 1. */
+int kvf_kernel_concurrent_states(const kvf_kernel *k, void *state);
 /* The kernel's plan facts for the last case run, one line into buf ("" when it has none). */
 void kvf_kernel_describe(const kvf_kernel *k, void *state, char *buf, size_t buf_size);
 
