@@ -339,7 +339,7 @@ static void runner_lanes(void) {
     kvf_runner_opts ro = {kvf_kernel_find("cpu-ref"), cl, 10, 0, 0, 4};
     kvf_runner *r;
     CHECK_OK(kvf_runner_create(&r, &ro, &err), &err);
-    CHECK_INT_EQ(kvf_runner_max_inflight(r), 6);
+    CHECK_INT_EQ(kvf_runner_max_inflight(r), 18);
     int submitted = 0;
     for (int i = 0; i < N; i++) {
         while (submitted < N && submitted - i < kvf_runner_max_inflight(r))

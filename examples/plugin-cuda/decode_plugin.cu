@@ -133,6 +133,7 @@ static const kvf_plugin_kernel kernels[] = {{
     NULL,
     run,
     NULL,
+    8, /* concurrent_states: the kernel keeps no state, so a worker may run 8 cases at once */
 }};
 
 static const kvf_plugin plugin = {KVF_PLUGIN_ABI_VERSION,

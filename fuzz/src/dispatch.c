@@ -190,9 +190,9 @@ void *kvf__dispatcher_main(void *arg) {
         goto done;
     }
     /* Launches in the runner, oldest first: kept full so the worker never waits for us. */
-    slot fifo[KVF_RUNNER_MAX_LANES + 2];
+    slot fifo[KVF_RUNNER_MAX_INFLIGHT];
     int n = 0;
-    while (n < kvf_runner_max_inflight(d->runner) && atomic_load(&cp->stop) == KVF__RUN) {
+    while (kvf_runner_has_room(d->runner) && atomic_load(&cp->stop) == KVF__RUN) {
         kvf__job *j = timed_ready_pop(cp, &wait_cases);
         if (!j) break;
         if (submit_new(d, j, &wait_kernel)) break;
@@ -234,7 +234,7 @@ void *kvf__dispatcher_main(void *arg) {
         }
         /* Keep it full: usually one in for the one out, more when the worker came back with
          * more lanes than the first submit could know of. */
-        while (n < kvf_runner_max_inflight(d->runner) && !d->retired &&
+        while (kvf_runner_has_room(d->runner) && !d->retired &&
                atomic_load(&cp->stop) == KVF__RUN) {
             kvf__job *next = timed_ready_pop(cp, &wait_cases);
             if (!next || submit_new(d, next, &wait_kernel) != 0) break;

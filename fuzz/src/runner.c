@@ -19,8 +19,8 @@
 #include "wire.h"
 #include "worker.h"
 
-/* The ring of launches: room for the most lanes and the two launches beyond them. */
-#define RING (KVF_RUNNER_MAX_LANES + 2)
+/* The ring of launches: room for the largest window. */
+#define RING KVF_RUNNER_MAX_INFLIGHT
 
 /* One launch: the serialized case (kept until its result is in, so a launch lost with a dead
  * worker can be sent again) and its result as it arrives. */
@@ -279,7 +279,17 @@ int64_t kvf_runner_starts(const kvf_runner *r) {
 }
 
 int kvf_runner_max_inflight(const kvf_runner *r) {
-    return (r->pid > 0 ? r->lanes : r->opts.lanes) + 2;
+    const int lanes = r->pid > 0 ? r->lanes : r->opts.lanes;
+    return lanes > 1 ? 4 * lanes + 2 : 3;
+}
+
+int kvf_runner_has_room(const kvf_runner *r) {
+    if (r->count >= kvf_runner_max_inflight(r)) return 0;
+    if (r->count < 2) return 1;
+    size_t bytes = 0;
+    for (int i = 0; i < r->count; i++)
+        bytes += r->q[(r->head + i) % RING].req_size;
+    return bytes < KVF_RUNNER_INFLIGHT_BYTES;
 }
 
 int kvf_runner_lanes(const kvf_runner *r) {

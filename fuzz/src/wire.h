@@ -1,7 +1,8 @@
 /* The wire protocol between the campaign (parent) and its kernel worker process, over one
  * AF_UNIX stream socket, in host byte order (both ends are the same binary):
- *   worker -> parent, once: ready  {magic, rc, msglen} msg
- *   parent -> worker:       case   {magic, seq, shape...} indptr, indices, last_page_len, q,
+ *   worker -> parent, once: ready  {magic, rc, msglen, lanes} msg
+ *   parent -> worker:       case   {magic, shape..., flags, seq, ...} indptr, indices,
+ *                                  last_page_len, q,
  *                                  resident page ids, then each resident page's k and v
  *   worker -> parent:       result {magic, rc, seq, n_o, n_lse, kernel_s, msglen, exiting}
  *                                  msg, o (n_o bf16), lse (n_lse f32); msg is the error for a

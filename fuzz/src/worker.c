@@ -14,17 +14,19 @@
 
 #include "wire.h"
 
-/* The worker runs a reader thread and one thread per lane. The reader receives each case
- * (allocates its pools, takes its pages off the socket) into a queue while the lanes run
- * earlier ones: receiving a case costs about as much host time as a small launch. Each lane owns
- * one kernel state; lanes take cases in order, run them at once (small CUDA cases then overlap
- * on the device instead of each paying a whole launch-copy-synchronize round trip in turn), and
- * answer strictly in order, so the parent collects launches in the order it sent them. A case
- * flagged KVF__CASE_ALONE starts only when no lane is busy, and no case starts beside it. */
+/* The worker runs a reader thread, one thread per lane and, with several lanes, a writer
+ * thread. The reader receives each case (allocates its pools, takes its pages off the socket)
+ * into a queue while the lanes run earlier ones: receiving a case costs about as much host time
+ * as a small launch. Each lane owns one kernel state; lanes take cases in order and run them at
+ * once. A lane leaves its result in the slot of its case and takes the next case at once; the
+ * writer answers strictly in order, so the parent collects launches in the order it sent them
+ * and one slow case holds up the answers behind it but not the lanes. A case flagged
+ * KVF__CASE_ALONE starts only once every case before it has been answered, and nothing starts
+ * until it has been answered: a crash then is that case's. */
 
 /* ThreadSanitizer cannot follow a thread started in the child of a multi-threaded process (the
- * campaign forks its workers from a dispatcher thread): under it the worker has one lane and
- * receives each case itself, between launches. */
+ * campaign forks its workers from a dispatcher thread): under it the worker has one lane, which
+ * receives each case itself and answers it before the next. */
 #if defined(__SANITIZE_THREAD__)
 #define WORKER_THREADS 0
 #elif defined(__has_feature)
@@ -36,9 +38,26 @@
 #define WORKER_THREADS 1
 #endif
 
-/* Cases received and not yet taken by a lane: the parent keeps at most lanes + 2 launches
- * unanswered, so this never fills; if it did, the reader would wait. */
-#define PENDING_CAP (KVF_RUNNER_MAX_LANES + 4)
+/* Cases received and not yet answered: the parent keeps at most KVF_RUNNER_MAX_INFLIGHT
+ * unanswered, so neither ring fills; if one did, the reader would wait. */
+#define RING (KVF_RUNNER_MAX_INFLIGHT + 2)
+
+/* One case's answer, in the slot of its ticket. Its buffers stay with the slot (grown, never
+ * shrunk: allocations past malloc's mmap threshold would map and unmap memory every launch). */
+typedef struct answer {
+    int posted; /* the lane is done with it */
+    int end;    /* the end of the stream, not a case */
+    int32_t rc;
+    int exiting, alone;
+    uint64_t seq;
+    kvf_error err;
+    char plan[KVF_RUN_PLAN_MAX];
+    int64_t n_o, n_lse;
+    double kernel_s;
+    kvf_bf16 *o;
+    float *lse;
+    size_t o_cap, lse_cap;
+} answer;
 
 typedef struct worker {
     int fd;
@@ -46,31 +65,33 @@ typedef struct worker {
     const kvf_kernel *k;
     pthread_mutex_t mu;
     pthread_cond_t changed;
-    kvf__received_case pending[PENDING_CAP]; /* FIFO of received cases */
+    kvf__received_case pending[RING]; /* FIFO of received cases */
     int head, count;
-    int busy;                          /* lanes running a case or waiting to answer */
-    int alone_running;                 /* a KVF__CASE_ALONE case is running */
-    uint64_t next_ticket, next_answer; /* answer order: tickets are taken in receive order */
-    int ended;                         /* the stream ended: lanes leave once it is their turn */
+    answer answers[RING];              /* by ticket % RING */
+    int running;                       /* lanes running a case */
+    int alone_open;                    /* a KVF__CASE_ALONE case is taken and not yet answered */
+    uint64_t next_ticket, next_answer; /* tickets are taken in receive order */
+    int ended;                         /* the end of the stream was taken */
     int lanes;
+    /* Answers go out from a writer thread, so that lanes never wait for their turn; with one
+     * lane the lane answers each case before it takes the next, as then a crash is always the
+     * case the parent waits for (several lanes re-run a failure alone instead). */
+    int writer;
     /* KVF_WORKER_TIMING, added under mu. */
     int report_timing;
     double next_report;
     int64_t cases;
-    double wait_case_s, run_s, reply_s;
+    double wait_case_s, run_s, reply_s, writer_wait_s;
     double reader_wait_parent_s, reader_receive_s, reader_wait_slot_s;
 } worker;
 
 typedef struct lane {
     worker *w;
     void *state;
-    kvf_bf16 *out_o; /* reused from case to case: allocations past malloc's mmap threshold */
-    float *out_lse;  /* would map and unmap memory for every launch */
-    size_t out_o_cap, out_lse_cap;
 } lane;
 
 static void push_pending(worker *w, const kvf__received_case *rc) {
-    w->pending[(w->head + w->count) % PENDING_CAP] = *rc;
+    w->pending[(w->head + w->count) % RING] = *rc;
     w->count++;
 }
 
@@ -81,7 +102,7 @@ static void *reader_main(void *arg) {
         kvf__wire_receive_case(w->fd, &w->opts->limits, &rc);
         const double t0 = kvf__wire_now_s();
         pthread_mutex_lock(&w->mu);
-        while (w->count == PENDING_CAP)
+        while (w->count == RING)
             pthread_cond_wait(&w->changed, &w->mu);
         push_pending(w, &rc);
         w->reader_wait_parent_s += rc.wait_parent_s;
@@ -93,9 +114,13 @@ static void *reader_main(void *arg) {
     }
 }
 
-/* Takes the next case for a lane, in order, with its answer ticket; under mu. Without threads
- * the lane receives it here. Returns 0 when a case (or the end of the stream) was taken, -1
- * when another lane has already taken the end. */
+static int is_alone(const kvf__received_case *c) {
+    return c->kind == KVF__CASE_READY && (c->flags & KVF__CASE_ALONE);
+}
+
+/* Takes the next case for a lane, in order, with its ticket; under mu. Without threads the
+ * lane receives it here. Returns 0 when a case (or the end of the stream) was taken, -1 when
+ * another lane has already taken the end. */
 static int take_case(worker *w, kvf__received_case *out, uint64_t *ticket) {
     if (!WORKER_THREADS) {
         pthread_mutex_unlock(&w->mu);
@@ -106,21 +131,21 @@ static int take_case(worker *w, kvf__received_case *out, uint64_t *ticket) {
     } else {
         for (;;) {
             if (w->ended) return -1;
-            if (w->count > 0 && !w->alone_running) {
+            if (w->count > 0 && !w->alone_open) {
                 const kvf__received_case *front = &w->pending[w->head];
-                const int alone =
-                    front->kind == KVF__CASE_READY && (front->flags & KVF__CASE_ALONE);
-                if (!alone || w->busy == 0) break;
+                if (!is_alone(front) || (w->running == 0 && w->next_answer == w->next_ticket))
+                    break;
             }
             pthread_cond_wait(&w->changed, &w->mu);
         }
         *out = w->pending[w->head];
-        w->head = (w->head + 1) % PENDING_CAP;
+        w->head = (w->head + 1) % RING;
         w->count--;
     }
     *ticket = w->next_ticket++;
-    w->busy++;
-    if (out->kind == KVF__CASE_READY && (out->flags & KVF__CASE_ALONE)) w->alone_running = 1;
+    if (out->kind == KVF__CASE_END) w->ended = 1;
+    if (is_alone(out)) w->alone_open = 1;
+    w->running++;
     pthread_cond_broadcast(&w->changed);
     return 0;
 }
@@ -131,85 +156,108 @@ static void maybe_report(worker *w, double now) {
     if (!w->report_timing || now < w->next_report) return;
     w->next_report = now + 5;
     fprintf(stderr,
-            "kvfuzz worker %d: %lld cases on %d lane(s); lanes: waiting for a case %.2f s, run "
-            "%.2f s, waiting for their turn and replying %.2f s (summed over lanes); reader: "
-            "waiting for the parent %.2f s, receiving %.2f s, waiting for room %.2f s\n",
-            (int)getpid(), (long long)w->cases, w->lanes, w->wait_case_s, w->run_s, w->reply_s,
-            w->reader_wait_parent_s, w->reader_receive_s, w->reader_wait_slot_s);
+            "kvfuzz worker %d: %lld cases on %d lane(s); lanes (summed): waiting for a case "
+            "%.2f s, run %.2f s; writer: waiting for the next answer %.2f s, replying %.2f s; "
+            "reader: waiting for the parent %.2f s, receiving %.2f s, waiting for room %.2f s\n",
+            (int)getpid(), (long long)w->cases, w->lanes, w->wait_case_s, w->run_s,
+            w->writer_wait_s, w->reply_s, w->reader_wait_parent_s, w->reader_receive_s,
+            w->reader_wait_slot_s);
+}
+
+/* Runs one received case into its answer slot (not under mu). */
+static void run_case(lane *ln, kvf__received_case *cur, answer *a) {
+    const kvf_kernel *k = ln->w->k;
+    a->seq = cur->seq;
+    a->end = cur->kind == KVF__CASE_END;
+    a->alone = is_alone(cur);
+    a->rc = 0;
+    a->exiting = 0;
+    a->plan[0] = 0;
+    a->n_o = a->n_lse = 0;
+    a->kernel_s = 0;
+    kvf_error_clear(&a->err);
+    if (a->end) return;
+    if (cur->kind == KVF__CASE_UNHOLDABLE) {
+        /* The parent built this very case; failing here means the worker is unwell. */
+        a->rc = KVF_EIO;
+        kvf_error_set(&a->err, KVF_EIO, "the worker could not hold the case: %s", cur->err.msg);
+        a->exiting = 1;
+        return;
+    }
+    kvf_case *c = &cur->c;
+    a->n_o = kvf_case_o_elems(c);
+    a->n_lse = kvf_case_lse_elems(c);
+    if (kvf__wire_grow((void **)&a->o, &a->o_cap, (size_t)(a->n_o + 1) * sizeof *a->o) ||
+        kvf__wire_grow((void **)&a->lse, &a->lse_cap, (size_t)(a->n_lse + 1) * sizeof *a->lse))
+        _exit(4);
+    const double t0 = kvf__wire_now_s();
+    a->rc = kvf_kernel_run(k, ln->state, c, a->o, a->lse, &a->err);
+    a->kernel_s = kvf__wire_now_s() - t0;
+    /* After an error other than "unsupported" the kernel's state (a CUDA context with a sticky
+     * error) is not trusted: answer, then let a fresh worker take over. */
+    a->exiting = a->rc != 0 && a->rc != KVF_EUNSUPPORTED;
+    if (a->rc == 0) kvf_kernel_describe(k, ln->state, a->plan, sizeof a->plan);
+    kvf_case_free(c); /* unmapping the pools, off the other lanes' path */
+}
+
+/* Sends the answer whose turn it is and frees its slot. Returns 1 at the end of the stream. */
+static int write_answer(worker *w, answer *a) {
+    if (a->end) return 1;
+    const double t0 = kvf__wire_now_s();
+    kvf__wire_reply(w->fd, a->rc, a->seq, &a->err, a->plan, a->n_o, a->n_lse, a->o, a->lse,
+                    a->kernel_s, a->exiting);
+    if (a->exiting) _exit(0);
+    pthread_mutex_lock(&w->mu);
+    a->posted = 0;
+    w->next_answer++;
+    if (a->alone) w->alone_open = 0;
+    w->cases++;
+    w->run_s += a->kernel_s;
+    const double t1 = kvf__wire_now_s();
+    w->reply_s += t1 - t0;
+    maybe_report(w, t1);
+    pthread_cond_broadcast(&w->changed);
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+}
+
+static void *writer_main(void *arg) {
+    worker *w = arg;
+    for (;;) {
+        const double t0 = kvf__wire_now_s();
+        pthread_mutex_lock(&w->mu);
+        answer *a = &w->answers[w->next_answer % RING];
+        while (!a->posted)
+            pthread_cond_wait(&w->changed, &w->mu);
+        w->writer_wait_s += kvf__wire_now_s() - t0;
+        pthread_mutex_unlock(&w->mu);
+        if (write_answer(w, a)) return NULL;
+    }
 }
 
 static void *lane_main(void *arg) {
     lane *ln = arg;
     worker *w = ln->w;
-    const kvf_kernel *k = w->k;
     pthread_mutex_lock(&w->mu);
     for (;;) {
         kvf__received_case cur;
         uint64_t ticket;
         const double t_wait = kvf__wire_now_s();
-        if (w->ended || take_case(w, &cur, &ticket)) break;
+        if (take_case(w, &cur, &ticket)) break;
         w->wait_case_s += kvf__wire_now_s() - t_wait;
-        if (cur.kind == KVF__CASE_END) {
-            /* Its turn comes after every case before it has been answered. */
-            while (w->next_answer != ticket)
-                pthread_cond_wait(&w->changed, &w->mu);
-            w->ended = 1;
-            pthread_cond_broadcast(&w->changed);
-            break;
-        }
+        answer *a = &w->answers[ticket % RING];
         pthread_mutex_unlock(&w->mu);
-
-        int32_t rc = 0;
-        kvf_error err = {0};
-        char plan[KVF_RUN_PLAN_MAX] = "";
-        int64_t n_o = 0, n_lse = 0;
-        double t0 = 0, t1 = 0;
-        int exiting;
-        if (cur.kind == KVF__CASE_UNHOLDABLE) {
-            /* The parent built this very case; failing here means the worker is unwell. */
-            rc = KVF_EIO;
-            kvf_error_set(&err, KVF_EIO, "the worker could not hold the case: %s", cur.err.msg);
-            exiting = 1;
-        } else {
-            kvf_case *c = &cur.c;
-            n_o = kvf_case_o_elems(c);
-            n_lse = kvf_case_lse_elems(c);
-            if (kvf__wire_grow((void **)&ln->out_o, &ln->out_o_cap,
-                               (size_t)(n_o + 1) * sizeof *ln->out_o) ||
-                kvf__wire_grow((void **)&ln->out_lse, &ln->out_lse_cap,
-                               (size_t)(n_lse + 1) * sizeof *ln->out_lse))
-                _exit(4);
-            t0 = kvf__wire_now_s();
-            rc = kvf_kernel_run(k, ln->state, c, ln->out_o, ln->out_lse, &err);
-            t1 = kvf__wire_now_s();
-            /* After an error other than "unsupported" the kernel's state (a CUDA context with
-             * a sticky error) is not trusted: answer, then let a fresh worker take over. */
-            exiting = rc != 0 && rc != KVF_EUNSUPPORTED;
-            if (rc == 0) kvf_kernel_describe(k, ln->state, plan, sizeof plan);
-        }
-
+        run_case(ln, &cur, a);
         pthread_mutex_lock(&w->mu);
-        while (w->next_answer != ticket)
-            pthread_cond_wait(&w->changed, &w->mu);
-        pthread_mutex_unlock(&w->mu);
-        /* Only the lane whose turn it is writes to the socket. */
-        kvf__wire_reply(w->fd, rc, cur.seq, &err, plan, n_o, n_lse, ln->out_o, ln->out_lse, t1 - t0,
-                        exiting);
-        const double t2 = kvf__wire_now_s();
-        if (exiting) _exit(0);
-        pthread_mutex_lock(&w->mu);
-        w->next_answer++;
-        w->busy--;
-        if (cur.kind == KVF__CASE_READY && (cur.flags & KVF__CASE_ALONE)) w->alone_running = 0;
-        w->cases++;
-        w->run_s += t1 - t0;
-        w->reply_s += t2 - t1;
-        maybe_report(w, t2);
+        a->posted = 1;
+        w->running--;
         pthread_cond_broadcast(&w->changed);
-        pthread_mutex_unlock(&w->mu);
-        /* Unmapping the pools, off the other lanes' path. */
-        kvf_case_free(&cur.c);
-        pthread_mutex_lock(&w->mu);
+        if (!w->writer) { /* no writer: answer it now */
+            pthread_mutex_unlock(&w->mu);
+            if (write_answer(w, a)) return NULL;
+            pthread_mutex_lock(&w->mu);
+        }
+        if (a->end) break;
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
@@ -275,12 +323,14 @@ void kvf__worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
     kvf_env_flag("KVF_WORKER_TIMING", &w.report_timing, NULL); /* validated by the command */
     w.next_report = kvf__wire_now_s() + 5;
     w.lanes = made;
-    pthread_t threads[KVF_RUNNER_MAX_LANES];
+    pthread_t threads[KVF_RUNNER_MAX_LANES], writer;
+    w.writer = WORKER_THREADS && made > 1;
     if (WORKER_THREADS) {
         pthread_t reader;
         if (pthread_create(&reader, NULL, reader_main, &w) != 0) _exit(4);
         pthread_detach(reader); /* the process ends with _exit, wherever the reader is */
     }
+    if (w.writer && pthread_create(&writer, NULL, writer_main, &w) != 0) _exit(4);
     for (int i = 0; i < made; i++) {
         lanes[i].w = &w;
         if (i == 0) continue; /* lane 0 runs on this thread */
@@ -289,10 +339,12 @@ void kvf__worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
     lane_main(&lanes[0]);
     for (int i = 1; i < made; i++)
         pthread_join(threads[i], NULL);
-    for (int i = 0; i < made; i++) {
+    if (w.writer) pthread_join(writer, NULL);
+    for (int i = 0; i < made; i++)
         kvf_kernel_destroy(k, lanes[i].state);
-        free(lanes[i].out_o);
-        free(lanes[i].out_lse);
+    for (int i = 0; i < RING; i++) {
+        free(w.answers[i].o);
+        free(w.answers[i].lse);
     }
     _exit(0);
 }

@@ -79,8 +79,7 @@ typedef struct kvf_campaign_opts {
     double progress_s;        /* progress line period; 0: 5 s */
     int in_process;           /* run the kernel in this process (no crash survival) */
     /* Cases each worker runs at once, each on its own kernel state (kvfuzz/runner.h), at most
-     * the kernel's concurrent_states; 0: KVF_CAMPAIGN_CUDA_LANES for a CUDA kernel, 1 for a
-     * CPU kernel (whose lanes would take cores from the oracle). */
+     * the kernel's concurrent_states; 0: 1 (docs/fuzzing.md, "Lanes", says when more help). */
     int lanes;
     int oracle_only;          /* no kernel, no judging: measures the oracle-bound rate that a
                                  kernel campaign is compared with */
@@ -108,10 +107,6 @@ typedef struct kvf_campaign_opts {
 } kvf_campaign_opts;
 
 void kvf_campaign_opts_default(kvf_campaign_opts *opts);
-
-/* The default lanes of a CUDA kernel's worker (docs/fuzzing.md, "Lanes"; docs/performance.md
- * measures 1 to 8). */
-#define KVF_CAMPAIGN_CUDA_LANES 4
 
 /* The lanes a campaign with these options asks of its workers. */
 int kvf_campaign_lanes(const kvf_campaign_opts *opts);

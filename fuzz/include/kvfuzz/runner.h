@@ -2,7 +2,9 @@
  * address, a segfault) or hangs costs one case, not the campaign. The worker is a fork() of the
  * caller that creates the kernel once and then serves cases sent as tensors over a socket;
  * each launch has a deadline, after which the worker is killed. A dead worker is replaced by a
- * fresh one at the next submit. In-process mode runs the kernel directly (for debuggers).
+ * fresh one at the next submit. With several lanes (kvf_runner_opts.lanes) the worker runs that
+ * many cases at once, each on its own kernel state, and still answers in order. In-process mode
+ * runs the kernel directly (for debuggers).
  *
  * CUDA note: a process that has initialised CUDA cannot use it in a fork()ed child, so the
  * caller must not touch CUDA before the first submit; kvf_runner_probe_cuda() asks a short-lived
@@ -36,6 +38,11 @@ typedef struct kvf_runner_opts {
 } kvf_runner_opts;
 
 #define KVF_RUNNER_MAX_LANES 64
+/* Launches in flight at most, for any number of lanes (kvf_runner_max_inflight). */
+#define KVF_RUNNER_MAX_INFLIGHT (4 * KVF_RUNNER_MAX_LANES + 2)
+/* Bytes of serialized cases in flight past which kvf_runner_has_room says no (two launches
+ * are always allowed): large cases are hundreds of MB each. */
+#define KVF_RUNNER_INFLIGHT_BYTES ((size_t)512 << 20)
 
 #define KVF_RUN_PLAN_MAX 160
 
@@ -62,10 +69,16 @@ void kvf_runner_set_device(kvf_runner *r, const char *visible);
  * In-process: creates the kernel. */
 int kvf_runner_start(kvf_runner *r, kvf_error *err);
 
-/* Launches in flight at most: one per lane running, and two more (one the worker takes in,
- * one waiting in the socket), so a lane never waits for this side between two launches. Before
- * the worker has started, from the lanes asked for; after, from the lanes it runs. */
+/* Launches in flight at most. With one lane, 3: one running, one the worker takes in, one
+ * waiting in the socket, so the worker never waits for this side between two launches. With
+ * L lanes, 4L + 2: answers go back in order, so while one slow case runs the lanes go on with
+ * the cases behind it, up to this window. Before the worker has started, from the lanes asked
+ * for; after, from the lanes it runs. */
 int kvf_runner_max_inflight(const kvf_runner *r);
+
+/* Whether another launch may be submitted now: fewer than kvf_runner_max_inflight in flight,
+ * and fewer than two or under KVF_RUNNER_INFLIGHT_BYTES of serialized cases. */
+int kvf_runner_has_room(const kvf_runner *r);
 
 /* The lanes the worker runs (1 before it has started and in-process). */
 int kvf_runner_lanes(const kvf_runner *r);
