@@ -94,6 +94,7 @@ for v in -1 nan inf 1e999 99999999999999999999 '' ' 5' 5x 0x10 $ints 0; do
   probe 2 "replay --jobs '$v'" -- "$K" replay --kernel cpu-ref --jobs "$v" "$small"
   probe 2 "fuzz --max-batch '$v'" -- "$K" fuzz --kernel cpu-ref --runs 1 --max-batch "$v" --findings "$T/fz"
   probe 2 "fuzz --workers '$v'" -- "$K" fuzz --kernel cpu-ref --runs 1 --workers "$v" --findings "$T/fz"
+  probe 2 "fuzz --lanes '$v'" -- "$K" fuzz --kernel cpu-ref --runs 1 --lanes "$v" --findings "$T/fz"
   probe 2 "bench --iters '$v'" -- "$K" bench --iters "$v"
   probe 2 "minimize --max-tries '$v'" -- "$K" minimize --kernel cpu-ref --max-tries "$v" -o "$T/m.kvfz" "$small"
   [ "$v" = 0 ] && continue # a valid seed and share

@@ -242,6 +242,7 @@ void kvf_runner_abort(kvf_runner *r) {
         reap(r, NULL, NULL);
     }
     r->head = r->count = 0;
+    r->rerun_open = r->alone_left = 0;
 }
 
 void kvf_runner_destroy(kvf_runner *r) {
