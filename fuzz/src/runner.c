@@ -621,7 +621,7 @@ void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *
     if (m->rc == 0) {
         res->status = KVF_RUN_OK;
         uint32_t n = m->msglen < sizeof res->plan - 1 ? m->msglen : (uint32_t)sizeof res->plan - 1;
-        memcpy(res->plan, l->payload, n);
+        if (n) memcpy(res->plan, l->payload, n);
         res->plan[n] = 0;
         const uint8_t *data = l->payload + m->msglen;
         if (m->n_o) memcpy(o, data, (size_t)m->n_o * sizeof *o);
@@ -630,7 +630,7 @@ void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *
         res->status = kvf_run_status_from_code(m->rc);
         uint32_t n =
             m->msglen < sizeof res->message - 1 ? m->msglen : (uint32_t)sizeof res->message - 1;
-        memcpy(res->message, l->payload, n);
+        if (n) memcpy(res->message, l->payload, n);
         res->message[n] = 0;
     }
     const int exiting = m->exiting;
