@@ -1,4 +1,4 @@
-/* The judge's counted elements (oracle/src/judge.c, counted_exact): without an observer, an
+/* The judge's counted elements (oracle/src/judge.c, count_exact): without an observer, an
  * element whose bits are the correctly rounded value's is counted instead of judged once its
  * output's worst list is full, and a row's bound and fa baseline are computed only when an
  * element needs them. The verdicts must be exactly those of judging every element, which

@@ -855,13 +855,22 @@ static void judge_one(const kvf_rule *rule, const strict_row *srow, const kvf__f
  * its count (and, on a row out of the model, that count). Most elements of a correct kernel
  * are such elements; counting them from their bits, without the row's bound or the fa
  * baseline, gives the same verdict at a fraction of the cost. Every margin is >= 0, so a full
- * list never takes a 0. `finite`: the bits are not NaN or inf. */
-static int counted_exact(int countable, uint32_t abits, uint32_t rbits, int finite,
-                         int overflow_row, kvf_output_metrics *m) {
-    if (!countable || m->worst_count != KVF_WORST_ELEMENTS || abits != rbits || !finite) return 0;
-    m->elements++;
-    if (overflow_row) m->out_of_model++;
-    return 1;
+ * list never takes a 0. */
+static int countable_now(int countable, const kvf_output_metrics *m) {
+    return countable && m->worst_count == KVF_WORST_ELEMENTS;
+}
+
+static void count_exact(kvf_output_metrics *m, int64_t n, int overflow_row) {
+    m->elements += n;
+    if (overflow_row) m->out_of_model += n;
+}
+
+/* The leading run of o elements (at most n) whose bits are the rounded ones, finite. */
+static int32_t exact_run(const kvf_bf16 *a, const kvf_bf16 *r, int32_t n) {
+    int32_t k = 0;
+    while (k < n && a[k] == r[k] && (a[k] & 0x7F80u) != 0x7F80u)
+        k++;
+    return k;
 }
 
 static int output_fails(const kvf_rule *rule, const kvf_output_metrics *m, const class_tally *t) {
@@ -935,7 +944,7 @@ int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
          * cannot hold, or a non-finite input the row reads. */
         int overflow_row = orow->overflow != 0 || orow->nonfinite_input != 0;
         /* Judging every element (an observer), the row's bound and fa baseline come first.
-         * Otherwise each is computed when an element first needs it: elements counted_exact()
+         * Otherwise each is computed when an element first needs it: elements count_exact()
          * settles need neither, and the fa baseline (three fp32 attention passes over the row)
          * matters only to an element that is not correctly rounded (check_fa passes the
          * others on strict's word before reading it). */
@@ -955,12 +964,20 @@ int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
             int lse_elem = d == D;
             int64_t i = row * D + d;
             kvf_output_metrics *m = lse_elem ? &out->lse : &out->o;
-            if (lse_elem ? counted_exact(countable, kvf_f32_bits(lse[row]),
-                                         kvf_f32_bits(oracle->lse_rounded[row]), isfinite(lse[row]),
-                                         overflow_row, m)
-                         : counted_exact(countable, o[i], oracle->o_rounded[i],
-                                         (o[i] & 0x7F80u) != 0x7F80u, overflow_row, m))
-                continue;
+            if (countable_now(countable, m)) {
+                if (!lse_elem) {
+                    int32_t run = exact_run(o + i, oracle->o_rounded + i, D - d);
+                    if (run > 0) {
+                        count_exact(m, run, overflow_row);
+                        d += run - 1;
+                        continue;
+                    }
+                } else if (kvf_f32_bits(lse[row]) == kvf_f32_bits(oracle->lse_rounded[row]) &&
+                           isfinite(lse[row])) {
+                    count_exact(m, 1, overflow_row);
+                    continue;
+                }
+            }
             elem_in in;
             if (!lse_elem)
                 in = (elem_in){KVF_OUTPUT_O,
