@@ -61,7 +61,16 @@ void kvf__host_poison_lse(float *lse, int64_t n) {
 int kvf__host_check_guard(const void *guard, size_t n, const char *name, const char *side,
                           kvf_error *err) {
     const uint8_t *g = guard;
-    for (size_t i = 0; i < n; i++)
+    /* Eight bytes at a time while they hold, as they do after every correct run; the byte loop
+     * below names the first changed byte. */
+    const uint64_t intact = 0x0101010101010101ull * KVF_HOST_GUARD_BYTE;
+    size_t start = 0;
+    for (; start + 8 <= n; start += 8) {
+        uint64_t w;
+        memcpy(&w, g + start, sizeof w);
+        if (w != intact) break;
+    }
+    for (size_t i = start; i < n; i++)
         if (g[i] != KVF_HOST_GUARD_BYTE) {
             /* Byte i of the guard after a buffer is byte i + 1 past its end; byte i of the
              * guard before it is n - i bytes before its start. */

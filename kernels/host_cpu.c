@@ -2,7 +2,8 @@
  * kvf_host_* dispatch to the CUDA host for device descriptors.
  *
  * Each buffer is one allocation laid out as [guard | data | guard]. The page pools are mapped
- * fresh per case (lazily zero) and every page the kernel may touch is written: resident pages
+ * fresh per case (lazily zero; pools poisoned whole reuse one mapping, laid out as a fresh one)
+ * and every page the kernel may touch is written: resident pages
  * as the case holds them with unused slots poisoned, every other page poisoned whole while the
  * pool is at most KVF_HOST_POISON_POOL_BYTES (past that, only the pages next to referenced ones
  * are poisoned: an off-by-one page read still shows, and a huge sparse pool costs no more than
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/kernel_host.h"
@@ -27,7 +29,39 @@ typedef struct cpu_host {
     const kvf_plugin_kernel *desc;
     void *state;
     guarded q, indptr, indices, last, o, lse, ws;
+    /* Where the K and V pools of cases poisoned whole (at most KVF_HOST_POISON_POOL_BYTES
+     * each) live, kept between runs: every byte of such a pool is written for each case, so a
+     * fresh mapping per case (two system calls and a fault per OS page) buys nothing. Each is
+     * one mapping of KVF_HOST_POISON_POOL_BYTES followed by an inaccessible OS page; a pool is
+     * placed at its end (whole_at), so what follows it is what follows a fresh mapping of its
+     * size: zeros to the OS page's end, then no memory at all. */
+    uint8_t *whole[2];
+    size_t os_page;
 } cpu_host;
+
+/* The mapping behind whole[i]: KVF_HOST_POISON_POOL_BYTES, then one PROT_NONE OS page. */
+static uint8_t *whole_map(size_t os_page) {
+    const size_t n = KVF_HOST_POISON_POOL_BYTES + os_page;
+    void *p =
+        mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    if (mprotect((uint8_t *)p + KVF_HOST_POISON_POOL_BYTES, os_page, PROT_NONE) != 0) {
+        munmap(p, n);
+        return NULL;
+    }
+    return p;
+}
+
+/* A pool of `bytes` (at most KVF_HOST_POISON_POOL_BYTES) at the end of mapping i: its start
+ * is OS-page aligned, as a fresh mapping's, and the bytes after it up to the guard page are
+ * zeroed, as in a fresh mapping. */
+static kvf_bf16 *whole_at(cpu_host *h, int i, size_t bytes) {
+    if (!h->whole[i] && !(h->whole[i] = whole_map(h->os_page))) return NULL;
+    const size_t span = (bytes + h->os_page - 1) / h->os_page * h->os_page;
+    uint8_t *start = h->whole[i] + KVF_HOST_POISON_POOL_BYTES - span;
+    memset(start + bytes, 0, span - bytes);
+    return (kvf_bf16 *)start;
+}
 
 struct kvf_host {
     int cuda;
@@ -81,50 +115,125 @@ static int input_check(guarded *g, const void *src, const char *name, kvf_error 
     return 0;
 }
 
-/* The two page pools of one case and what each page must hold. */
+/* The two page pools of one case and the pages the host wrote, ascending, each with its used
+ * slots (kvf__host_used_slots' rule). A list, not a map over the pool: a sparse pool has up to
+ * 2^31 pages, and a per-page array or scan of it costs seconds for a case that reads a few. */
 typedef struct pools {
     kvf_bf16 *k, *v;
     size_t bytes; /* of each */
+    int mapped;   /* k and v are this case's own mappings (else the host's whole_k/whole_v) */
+    int64_t *pages;
     int32_t *used;
-    uint8_t *written; /* per page: 1 when the host wrote it (resident or poisoned) */
+    int64_t n;
 } pools;
 
 static void pools_free(pools *p) {
-    if (p->k) munmap(p->k, p->bytes);
-    if (p->v) munmap(p->v, p->bytes);
+    if (p->mapped && p->k) munmap(p->k, p->bytes);
+    if (p->mapped && p->v) munmap(p->v, p->bytes);
+    free(p->pages);
     free(p->used);
-    free(p->written);
     memset(p, 0, sizeof *p);
 }
 
-static int pools_build(pools *pl, const kvf_case *c, kvf_error *err) {
+typedef struct page_use {
+    int64_t page;
+    int32_t used;
+} page_use;
+
+static int cmp_page_use(const void *a, const void *b) {
+    const page_use *x = a, *y = b;
+    if (x->page != y->page) return (x->page > y->page) - (x->page < y->page);
+    return (x->used < y->used) - (x->used > y->used); /* most used slots first */
+}
+
+/* The pages to write: every page of a pool of at most KVF_HOST_POISON_POOL_BYTES per cache,
+ * else the referenced pages and their neighbours. Sorting the table's entries (with their
+ * neighbours) costs O(E log E) and nothing per pool page. */
+static int pools_list(pools *pl, const kvf_case *c, int whole, kvf_error *err) {
+    if (c->num_pages > KVF_HOST_MAX_PAGES)
+        return kvf_error_set(err, KVF_ELIMIT,
+                             "the page pool has %" PRId64 " pages, more than the %" PRId64
+                             " the buffer host lays out",
+                             c->num_pages, KVF_HOST_MAX_PAGES);
+    if (whole) {
+        int32_t *used = kvf__host_used_slots(c, KVF_HOST_MAX_PAGES, err);
+        if (!used) return err ? err->code : KVF_ENOMEM;
+        pl->pages = malloc((size_t)(c->num_pages > 0 ? c->num_pages : 1) * sizeof *pl->pages);
+        if (!pl->pages) {
+            free(used);
+            return kvf_error_set(err, KVF_ENOMEM, "out of memory for the page list");
+        }
+        for (int64_t p = 0; p < c->num_pages; p++)
+            pl->pages[p] = p;
+        pl->used = used;
+        pl->n = c->num_pages;
+        return 0;
+    }
+    const int64_t entries = c->kv_indptr[c->batch_size];
+    page_use *u = malloc((size_t)(3 * entries > 0 ? 3 * entries : 1) * sizeof *u);
+    pl->pages = malloc((size_t)(3 * entries > 0 ? 3 * entries : 1) * sizeof *pl->pages);
+    pl->used = malloc((size_t)(3 * entries > 0 ? 3 * entries : 1) * sizeof *pl->used);
+    if (!u || !pl->pages || !pl->used) {
+        free(u);
+        return kvf_error_set(err, KVF_ENOMEM, "out of memory for the page list");
+    }
+    int64_t m = 0;
+    for (int32_t b = 0; b < c->batch_size; b++) {
+        const int32_t beg = c->kv_indptr[b], end = c->kv_indptr[b + 1];
+        for (int32_t e = beg; e < end; e++) {
+            /* A page is read up to the last page length only where it is a sequence's last;
+             * shared elsewhere it is read whole. Its neighbours are written as all poison
+             * unless they are referenced too. */
+            const int64_t p = c->kv_indices[e];
+            u[m++] = (page_use){p, e == end - 1 ? c->kv_last_page_len[b] : c->page_size};
+            if (p > 0) u[m++] = (page_use){p - 1, 0};
+            if (p + 1 < c->num_pages) u[m++] = (page_use){p + 1, 0};
+        }
+    }
+    qsort(u, (size_t)m, sizeof *u, cmp_page_use);
+    for (int64_t i = 0; i < m; i++) {
+        if (pl->n > 0 && pl->pages[pl->n - 1] == u[i].page) continue; /* first has the most */
+        pl->pages[pl->n] = u[i].page;
+        pl->used[pl->n++] = u[i].used;
+    }
+    free(u);
+    return 0;
+}
+
+static int pools_build(cpu_host *h, pools *pl, const kvf_case *c, kvf_error *err) {
     memset(pl, 0, sizeof *pl);
     const int64_t pe = kvf_case_page_elems(c);
     const size_t page_bytes = (size_t)pe * sizeof(kvf_bf16);
     pl->bytes = (size_t)c->num_pages * page_bytes;
     if (pl->bytes == 0) pl->bytes = 1;
-    pl->used = kvf__host_used_slots(c, KVF_HOST_MAX_PAGES, err);
-    if (!pl->used) return err ? err->code : KVF_ENOMEM;
-    pl->written = calloc((size_t)(c->num_pages > 0 ? c->num_pages : 1), 1);
-    void *k = mmap(NULL, pl->bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    void *v = mmap(NULL, pl->bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    pl->k = k == MAP_FAILED ? NULL : k;
-    pl->v = v == MAP_FAILED ? NULL : v;
-    if (!pl->written || !pl->k || !pl->v) {
+    const int whole = pl->bytes <= KVF_HOST_POISON_POOL_BYTES;
+    int rc = pools_list(pl, c, whole, err);
+    if (rc) {
+        pools_free(pl);
+        return rc;
+    }
+    if (whole) {
+        pl->k = whole_at(h, 0, pl->bytes);
+        pl->v = whole_at(h, 1, pl->bytes);
+    } else {
+        void *k = mmap(NULL, pl->bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        void *v = mmap(NULL, pl->bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        pl->mapped = 1;
+        pl->k = k == MAP_FAILED ? NULL : k;
+        pl->v = v == MAP_FAILED ? NULL : v;
+    }
+    if (!pl->k || !pl->v) {
         pools_free(pl);
         return kvf_error_set(err, KVF_ENOMEM, "cannot map two %zu-byte page pools", pl->bytes);
     }
     /* Only the slots some sequence reads carry the case's data; an unreferenced page is all
      * poison (a page image with no used slots), whatever the case file put there. */
-    const int whole = pl->bytes <= KVF_HOST_POISON_POOL_BYTES;
-    for (int64_t p = 0; p < c->num_pages; p++) {
-        int near = (p > 0 && pl->used[p - 1]) || (p + 1 < c->num_pages && pl->used[p + 1]);
-        if (!(whole || pl->used[p] || near)) continue;
-        kvf__host_page_image(c, c->k_cache, p, pl->used[p], pl->k + p * pe);
-        kvf__host_page_image(c, c->v_cache, p, pl->used[p], pl->v + p * pe);
-        pl->written[p] = 1;
+    for (int64_t i = 0; i < pl->n; i++) {
+        const int64_t p = pl->pages[i];
+        kvf__host_page_image(c, c->k_cache, p, pl->used[i], pl->k + p * pe);
+        kvf__host_page_image(c, c->v_cache, p, pl->used[i], pl->v + p * pe);
     }
     return 0;
 }
@@ -137,11 +246,11 @@ static int pools_check(const pools *pl, const kvf_case *c, kvf_error *err) {
     kvf_bf16 *want = malloc((size_t)(pe > 0 ? pe : 1) * sizeof *want);
     if (!want) return kvf_error_set(err, KVF_ENOMEM, "out of memory for the input check");
     int rc = 0;
-    for (int64_t p = 0; p < c->num_pages && !rc; p++) {
+    for (int64_t j = 0; j < pl->n && !rc; j++) {
+        const int64_t p = pl->pages[j];
         for (int which = 0; which < 2 && !rc; which++) {
-            if (!pl->written[p]) continue;
             const kvf_bf16 *have = (which ? pl->v : pl->k) + p * pe;
-            kvf__host_page_image(c, which ? c->v_cache : c->k_cache, p, pl->used[p], want);
+            kvf__host_page_image(c, which ? c->v_cache : c->k_cache, p, pl->used[j], want);
             if (memcmp(have, want, (size_t)pe * sizeof *want) == 0) continue;
             int64_t i = 0;
             while (have[i] == want[i])
@@ -163,6 +272,8 @@ static int cpu_create(const kvf_plugin_kernel *desc, cpu_host **out, kvf_error *
     cpu_host *h = calloc(1, sizeof *h);
     if (!h) return kvf_error_set(err, KVF_ENOMEM, "out of memory for the kernel host");
     h->desc = desc;
+    const long os_page = sysconf(_SC_PAGESIZE);
+    h->os_page = os_page > 0 ? (size_t)os_page : 4096;
     if (desc->create) {
         char msg[KVF_ERROR_MSG_MAX] = {0};
         int st = desc->create(desc, &h->state, msg, sizeof msg - 1);
@@ -183,6 +294,8 @@ static void cpu_destroy(cpu_host *h) {
     guarded *all[] = {&h->q, &h->indptr, &h->indices, &h->last, &h->o, &h->lse, &h->ws};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]->base);
+    for (int i = 0; i < 2; i++)
+        if (h->whole[i]) munmap(h->whole[i], KVF_HOST_POISON_POOL_BYTES + h->os_page);
     free(h);
 }
 
@@ -217,7 +330,7 @@ static int cpu_run(cpu_host *h, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_
     kvf__host_poison_lse(data_of(&h->lse), nl);
     memset(data_of(&h->ws), KVF_HOST_POISON_BYTE, ws_bytes);
     pools pl;
-    if ((rc = pools_build(&pl, c, err))) return rc;
+    if ((rc = pools_build(h, &pl, c, err))) return rc;
 
     kvf_plugin_args a;
     kvf__host_contiguous_args(c, &shape, &a);

@@ -1,7 +1,9 @@
 /* The CPU kernels against the oracle: cpu-ref and cpu-splitkv pass strict and fa (and fib wherever
  * FlashInfer-Bench's rule can pass a correct kernel) on generated cases over every strategy,
- * and strict fires on the precision bugs it exists to catch. */
+ * and strict fires on the precision bugs it exists to catch; a huge sparse pool costs the
+ * kernel host only the pages read. */
 #include <stdint.h>
+#include <time.h>
 
 #include "check.h"
 #include "kvfuzz/judge.h"
@@ -201,7 +203,52 @@ static void test_deterministic(void) {
     kvf_spec_free(&s);
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A pool of 2^31 - 1 one-element pages (4 GiB per cache) of which a sequence reads a few at
+ * both ends: the buffer host writes and checks the pages read and their neighbours, never a
+ * map or a scan of the whole pool, so the run costs its pages (it took seconds per run when
+ * the host scanned every page). Both kernels still pass strict on it. */
+static void test_sparse_pool_costs_its_pages(void) {
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_error err = {0};
+    kvf_case c;
+    CHECK_OK(kvf_case_alloc(&c, 2, 1, 1, 1, 2, 4, INT32_MAX, &lim, &err), &err);
+    const int32_t pages[4] = {0, INT32_MAX - 1, 12345678, INT32_MAX - 3};
+    c.kv_indptr[1] = 2;
+    for (int i = 0; i < 4; i++) {
+        c.kv_indices[i] = pages[i];
+        c.k_cache[pages[i]] = kvf_f32_to_bf16_rne(0.25f * (float)(i + 1));
+        c.v_cache[pages[i]] = kvf_f32_to_bf16_rne(1.0f - 0.375f * (float)i);
+    }
+    c.kv_last_page_len[0] = c.kv_last_page_len[1] = 1;
+    for (int i = 0; i < 4; i++)
+        c.q[i] = kvf_f32_to_bf16_rne(0.5f + (float)i);
+    CHECK_OK(kvf_case_validate(&c, &lim, &err), &err);
+    kvf_oracle_result r;
+    kvf_oracle_opts oo;
+    kvf_oracle_opts_default(&oo);
+    CHECK_OK(kvf_oracle_run(&r, &c, &oo, &err), &err);
+    const char *names[2] = {"cpu-ref", "cpu-splitkv"};
+    for (int k = 0; k < 2; k++) {
+        judged j;
+        double t0 = now_s();
+        if (judge_case(&c, &r, kvf_kernel_find(names[k]), &j)) continue;
+        double dt = now_s() - t0;
+        if (dt > 2.0) CHECK_FAIL_AT("%s on a 4 GiB sparse pool took %.2f s", names[k], dt);
+        CHECK(j.strict.pass);
+    }
+    kvf_oracle_result_free(&r);
+    kvf_case_free(&c);
+}
+
 static const check_test tests[] = {
+    {"sparse_pool_costs_its_pages", test_sparse_pool_costs_its_pages},
     {"correct_kernels_pass", test_correct_kernels_pass},
     {"strict_fires_on_precision_bugs", test_strict_fires_on_precision_bugs},
     {"deterministic", test_deterministic},

@@ -138,6 +138,36 @@ static void mutations_stay_valid(void) {
 }
 
 /* The length move reaches 0, 1, S-1, S and S+1 tokens. */
+/* kvf_spec_pool_elems bounds what the generator writes: a high-ids pool just past the size
+ * written whole at the longest id stride (3) but not at the shortest (1) is written whole when
+ * the seed draws a short stride, and the estimate says so (it once took such a pool for a
+ * sparse one, and the harness built 64 MiB pools it meant to refuse). */
+static void pool_estimate_bounds_the_generator(void) {
+    kvf_limits cl = case_limits();
+    int whole = 0, cases = 0;
+    for (uint32_t base = 4086; base <= 4092; base += 3)
+        for (uint64_t seed = 1; seed <= 6; seed++) {
+            kvf_spec s = small_spec(seed); /* 4 table entries of 16 KiB pages: 4096 fill 64 MiB */
+            s.recipe.table = KVF_TABLE_HIGH_IDS;
+            s.recipe.page_id_base = base;
+            s.recipe.spare_pages = 0;
+            kvf_case c;
+            kvf_error err = {0};
+            CHECK_OK(kvf_case_build(&c, &s, &cl, &err), &err);
+            int64_t written = c.num_resident_pages * kvf_case_page_elems(&c);
+            if (written > kvf_spec_pool_elems(&s))
+                CHECK_FAIL_AT("base %u seed %llu: the generator wrote %lld elements, the estimate "
+                              "is %lld",
+                              base, (unsigned long long)seed, (long long)written,
+                              (long long)kvf_spec_pool_elems(&s));
+            whole += c.num_resident_pages == c.num_pages;
+            cases++;
+            kvf_case_free(&c);
+            kvf_spec_free(&s);
+        }
+    CHECK(whole > 0 && whole < cases); /* both sides of the boundary were built */
+}
+
 static void lengths_jump_to_edges(void) {
     kvf_limits cl = case_limits();
     kvf_mutate_limits ml;
@@ -988,6 +1018,7 @@ static void stale_temps_removed(void) {
 static const check_test tests[] = {
     {"mutations_stay_valid", mutations_stay_valid},
     {"lengths_jump_to_edges", lengths_jump_to_edges},
+    {"pool_estimate_bounds_the_generator", pool_estimate_bounds_the_generator},
     {"values_stay_in_domain", values_stay_in_domain},
     {"crossover_is_valid", crossover_is_valid},
     {"buckets", buckets},

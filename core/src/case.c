@@ -190,12 +190,32 @@ int kvf_case_set_resident(kvf_case *c, const int64_t *extra, int64_t num_extra, 
     int64_t entries = c->kv_indptr[c->batch_size];
     int64_t n = entries + num_extra;
     int64_t *pages = malloc((size_t)(n ? n : 1) * sizeof *pages);
-    if (!pages) return kvf_error_set(err, KVF_ENOMEM, "could not allocate the resident page list");
+    int64_t *table = malloc((size_t)(entries ? entries : 1) * sizeof *table);
+    if (!pages || !table) {
+        free(pages);
+        free(table);
+        return kvf_error_set(err, KVF_ENOMEM, "could not allocate the resident page list");
+    }
     for (int64_t i = 0; i < entries; i++)
-        pages[i] = c->kv_indices[i];
-    for (int64_t i = 0; i < num_extra; i++)
-        pages[entries + i] = extra[i];
-    qsort(pages, (size_t)n, sizeof *pages, cmp_i64);
+        table[i] = c->kv_indices[i];
+    qsort(table, (size_t)entries, sizeof *table, cmp_i64);
+    int extra_sorted = 1;
+    for (int64_t i = 1; i < num_extra && extra_sorted; i++)
+        extra_sorted = extra[i - 1] <= extra[i];
+    if (extra_sorted) {
+        /* The generator's extra pages come ascending (all the unreferenced pages of a small
+         * pool, up to millions): merged with the sorted table, not sorted again. */
+        int64_t i = 0, j = 0, k = 0;
+        while (i < entries || j < num_extra)
+            pages[k++] =
+                j == num_extra || (i < entries && table[i] <= extra[j]) ? table[i++] : extra[j++];
+    } else {
+        memcpy(pages, table, (size_t)entries * sizeof *pages);
+        for (int64_t i = 0; i < num_extra; i++)
+            pages[entries + i] = extra[i];
+        qsort(pages, (size_t)n, sizeof *pages, cmp_i64);
+    }
+    free(table);
     int64_t unique = 0;
     for (int64_t i = 0; i < n; i++)
         if (unique == 0 || pages[unique - 1] != pages[i]) pages[unique++] = pages[i];

@@ -79,8 +79,13 @@ int64_t kvf_spec_pool_elems(const kvf_spec *s) {
     case KVF_TABLE_SCATTERED:
         return (2 * entries + spare + 1) * e;
     case KVF_TABLE_HIGH_IDS: {
-        int64_t pool = rp->page_id_base + 3 * entries + spare;
-        if (pool * e * 2 <= FULL_POOL_BYTES) return pool * e;
+        /* The generator's pool is base + (E - 1) k + 1 + spare pages, the stride k drawn from
+         * 1..3: between `lo` and `hi`. Written whole when it is at most FULL_POOL_BYTES, which a
+         * short stride can make it although the longest is past that. */
+        int64_t hi = rp->page_id_base + 3 * entries + spare;
+        int64_t lo = rp->page_id_base + entries + spare;
+        if (hi * e * 2 <= FULL_POOL_BYTES) return hi * e;
+        if (lo * e * 2 <= FULL_POOL_BYTES) return FULL_POOL_BYTES / 2;
         return (entries + (2 * entries < NEIGHBOUR_PAGES ? 2 * entries : NEIGHBOUR_PAGES)) * e;
     }
     default:
@@ -693,7 +698,7 @@ void kvf_spec_fit(kvf_spec *s, const kvf_mutate_limits *lim) {
     while (kvf_spec_work(s) > lim->max_work || kvf_spec_pool_elems(s) > lim->max_pool_elems) {
         drop_explicit(s);
         if (rp->table == KVF_TABLE_HIGH_IDS &&
-            (int64_t)(rp->page_id_base + 3 * table_entries(rp) + rp->spare_pages) * page_elems(rp) *
+            (int64_t)(rp->page_id_base + table_entries(rp) + rp->spare_pages) * page_elems(rp) *
                     2 <=
                 FULL_POOL_BYTES &&
             rp->page_id_base > 0) {

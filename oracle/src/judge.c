@@ -849,6 +849,42 @@ static void judge_one(const kvf_rule *rule, const strict_row *srow, const kvf__f
     if (observer) observer(ctx, &e);
 }
 
+/* An element whose kernel bits are the correctly rounded value's (finite) under strict or fa,
+ * once its output's worst list is full and nobody observes elements: judge_one would find it
+ * passing with margin 0, excess margin 0, 0 ulps and no error, so the only trace it leaves is
+ * its count (and, on a row out of the model, that count). Most elements of a correct kernel
+ * are such elements; counting them from their bits, without the row's bound or the fa
+ * baseline, gives the same verdict at a fraction of the cost. Every margin is >= 0, so a full
+ * list never takes a 0. */
+static int countable_now(int countable, const kvf_output_metrics *m) {
+    return countable && m->worst_count == KVF_WORST_ELEMENTS;
+}
+
+static void count_exact(kvf_output_metrics *m, int64_t n, int overflow_row) {
+    m->elements += n;
+    if (overflow_row) m->out_of_model += n;
+}
+
+/* The leading run of o elements (at most n) whose bits are the rounded ones, finite. Four at a
+ * time while all four are: in x = (r & E) ^ E a 16-bit lane is 0 exactly when that element's
+ * exponent is all ones (NaN or inf), and (x - 1) & ~x & 0x8000 per lane finds a zero lane (the
+ * lanes are below 0x8000, so no lane borrows without a zero one below it). */
+static int32_t exact_run(const kvf_bf16 *a, const kvf_bf16 *r, int32_t n) {
+    const uint64_t e = 0x7F807F807F807F80ull, one = 0x0001000100010001ull,
+                   top = 0x8000800080008000ull;
+    int32_t k = 0;
+    for (; k + 4 <= n; k += 4) {
+        uint64_t wa, wr;
+        memcpy(&wa, a + k, sizeof wa);
+        memcpy(&wr, r + k, sizeof wr);
+        const uint64_t x = (wr & e) ^ e;
+        if (wa != wr || ((x - one) & ~x & top)) break;
+    }
+    while (k < n && a[k] == r[k] && (a[k] & 0x7F80u) != 0x7F80u)
+        k++;
+    return k;
+}
+
 static int output_fails(const kvf_rule *rule, const kvf_output_metrics *m, const class_tally *t) {
     if (rule->kind != KVF_RULE_SOL) return m->violations > 0;
     if (t->prefilter) return 1;
@@ -912,46 +948,84 @@ int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
 
     /* Row by row: each row's o elements (d ascending), then its lse; the strict bound's row
      * part is computed once per row. */
+    const int countable = !observer && (rule->kind == KVF_RULE_STRICT || rule->kind == KVF_RULE_FA);
     for (int64_t row = 0; row < rows; row++) {
         const kvf_oracle_row *orow = &oracle->rows[row];
         int32_t b = (int32_t)(row / c->num_qo_heads), h = (int32_t)(row % c->num_qo_heads);
-        strict_row srow;
-        memset(&srow, 0, sizeof srow);
-        if (rule->kind == KVF_RULE_STRICT || rule->kind == KVF_RULE_FA)
-            strict_row_init(&srow, D, c->sm_scale, orow, rule->ftz,
-                            rule->ftz && orow->length > 0 ? daz_logit_bound(c, b, h) : 0.0);
         /* Rows out of the input model (docs/design.md, "The oracle"): logits an fp32 kernel
          * cannot hold, or a non-finite input the row reads. */
         int overflow_row = orow->overflow != 0 || orow->nonfinite_input != 0;
+        /* Judging every element (an observer), the row's bound and fa baseline come first.
+         * Otherwise each is computed when an element first needs it: elements count_exact()
+         * settles need neither, and the fa baseline (three fp32 attention passes over the row)
+         * matters only to an element that is not correctly rounded (check_fa passes the
+         * others on strict's word before reading it). */
+        strict_row srow;
+        memset(&srow, 0, sizeof srow);
+        int srow_ready = !countable, frow_ready = !countable;
         kvf__fa_row frow = {0, 0.0};
-        if (rule->kind == KVF_RULE_FA && !srow.empty)
-            kvf__fa_row_compute(&frow, c, b, h, oracle->o_exact + row * D, oracle->o_cond + row * D,
-                                overflow_row, &fa);
-        for (int32_t d = 0; d < D; d++) {
-            int64_t i = row * D + d;
-            elem_in in = {KVF_OUTPUT_O,
-                          b,
-                          h,
-                          d,
-                          kvf_bf16_to_f32(o[i]),
-                          kvf_bf16_to_f32(oracle->o_rounded[i]),
-                          oracle->o_exact[i],
-                          oracle->o_cond[i],
-                          o[i],
-                          oracle->o_rounded[i]};
-            judge_one(rule, &srow, &frow, &in, overflow_row, &out->o, &to, observer, ctx);
+        if (!countable) {
+            if (rule->kind == KVF_RULE_STRICT || rule->kind == KVF_RULE_FA)
+                strict_row_init(&srow, D, c->sm_scale, orow, rule->ftz,
+                                rule->ftz && orow->length > 0 ? daz_logit_bound(c, b, h) : 0.0);
+            if (rule->kind == KVF_RULE_FA && !srow.empty)
+                kvf__fa_row_compute(&frow, c, b, h, oracle->o_exact + row * D,
+                                    oracle->o_cond + row * D, overflow_row, &fa);
         }
-        elem_in in = {KVF_OUTPUT_LSE,
-                      b,
-                      h,
-                      -1,
-                      lse[row],
-                      oracle->lse_rounded[row],
-                      oracle->lse_exact[row],
-                      0.0,
-                      kvf_f32_bits(lse[row]),
-                      kvf_f32_bits(oracle->lse_rounded[row])};
-        judge_one(rule, &srow, &frow, &in, overflow_row, &out->lse, &tl, observer, ctx);
+        for (int32_t d = 0; d <= D; d++) {
+            int lse_elem = d == D;
+            int64_t i = row * D + d;
+            kvf_output_metrics *m = lse_elem ? &out->lse : &out->o;
+            if (countable_now(countable, m)) {
+                if (!lse_elem) {
+                    int32_t run = exact_run(o + i, oracle->o_rounded + i, D - d);
+                    if (run > 0) {
+                        count_exact(m, run, overflow_row);
+                        d += run - 1;
+                        continue;
+                    }
+                } else if (kvf_f32_bits(lse[row]) == kvf_f32_bits(oracle->lse_rounded[row]) &&
+                           isfinite(lse[row])) {
+                    count_exact(m, 1, overflow_row);
+                    continue;
+                }
+            }
+            elem_in in;
+            if (!lse_elem)
+                in = (elem_in){KVF_OUTPUT_O,
+                               b,
+                               h,
+                               d,
+                               kvf_bf16_to_f32(o[i]),
+                               kvf_bf16_to_f32(oracle->o_rounded[i]),
+                               oracle->o_exact[i],
+                               oracle->o_cond[i],
+                               o[i],
+                               oracle->o_rounded[i]};
+            else
+                in = (elem_in){KVF_OUTPUT_LSE,
+                               b,
+                               h,
+                               -1,
+                               lse[row],
+                               oracle->lse_rounded[row],
+                               oracle->lse_exact[row],
+                               0.0,
+                               kvf_f32_bits(lse[row]),
+                               kvf_f32_bits(oracle->lse_rounded[row])};
+            if (!srow_ready && (rule->kind == KVF_RULE_STRICT || rule->kind == KVF_RULE_FA))
+                strict_row_init(&srow, D, c->sm_scale, orow, rule->ftz,
+                                rule->ftz && orow->length > 0 ? daz_logit_bound(c, b, h) : 0.0);
+            srow_ready = 1;
+            if (!frow_ready && !lse_elem && rule->kind == KVF_RULE_FA && !srow.empty &&
+                !(in.a == in.r && !isnan(in.a))) {
+                kvf__fa_row_compute(&frow, c, b, h, oracle->o_exact + row * D,
+                                    oracle->o_cond + row * D, overflow_row, &fa);
+                frow_ready = 1;
+            }
+            judge_one(rule, &srow, &frow, &in, overflow_row, m, lse_elem ? &tl : &to, observer,
+                      ctx);
+        }
     }
     free(fa.s);
     free(fa.w);

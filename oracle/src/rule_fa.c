@@ -33,8 +33,9 @@ void kvf__fa_row_measure(kvf__fa_row *r, const float *base, const double *x, con
 
 void kvf__fa_row_compute(kvf__fa_row *r, const kvf_case *c, int32_t b, int32_t h, const double *x,
                          const double *cond, int flagged, const kvf__fa_scratch *scratch) {
-    r->usable = 1;
+    r->usable = !flagged; /* a flagged row measures nothing (kvf__fa_row_measure) */
     r->rho = 0.0;
+    if (!r->usable) return;
     kvf__fa_baseline_logits(c, b, h, scratch->s);
     for (int k = 0; k < KVF__FA_ORDERS && r->usable; k++) {
         kvf__fa_baseline_softmax(c, b, h, (kvf__fa_order)k, scratch->s, scratch->w, scratch->o);
