@@ -110,6 +110,56 @@ static void test_prescaled_q_overflow_flag(void) {
     }
 }
 
+/* A kernel that folds log2(e) into sm_scale holds an infinite constant once |sm_scale| log2 e
+ * passes the f32 range, whatever q holds (here every |q| <= 1, so no pre-scaled q overflows):
+ * the rows are flagged, and cpu-splitkv (which folds) fails only there. Just below, nothing is
+ * flagged and cpu-splitkv passes. */
+static void test_folded_scale_overflow_flag(void) {
+    const float scales[2] = {-2.5e38f, -2.0e38f};
+    const int want[2] = {1, 0};
+    for (int i = 0; i < 2; i++) {
+        kvf_limits lim;
+        kvf_limits_default(&lim);
+        kvf_case c;
+        kvf_error err = {0};
+        CHECK_OK(kvf_case_alloc(&c, 1, 1, 1, 4, 1, 1, 1, &lim, &err), &err);
+        c.kv_indptr[0] = 0;
+        c.kv_indptr[1] = 1;
+        c.kv_indices[0] = 0;
+        c.kv_last_page_len[0] = 3;
+        c.sm_scale = scales[i];
+        c.q[0] = kvf_f32_to_bf16_rne(-0.001f);
+        for (int t = 0; t < 3; t++) {
+            c.k_cache[kvf_case_kv_offset(&c, 0, t, 0, 0)] = kvf_f32_to_bf16_rne(0.001f * (t + 1));
+            c.v_cache[kvf_case_kv_offset(&c, 0, t, 0, 0)] = kvf_f32_to_bf16_rne(1.0f + t);
+        }
+        CHECK_OK(kvf_case_validate(&c, &lim, &err), &err);
+        kvf_oracle_opts oo;
+        kvf_oracle_opts_default(&oo);
+        for (int path = 0; path < 2; path++) {
+            oo.path = path ? KVF_ORACLE_MPFR : KVF_ORACLE_FAST;
+            kvf_oracle_result r;
+            CHECK_OK(kvf_oracle_run(&r, &c, &oo, &err), &err);
+            CHECK_INT_EQ((r.rows[0].overflow & KVF_ORACLE_OVERFLOW_LOGITS) != 0, want[i]);
+            CHECK(isfinite(r.lse_exact[0])); /* the logits (about 1e32 to 1e33) are ordinary */
+            kvf_oracle_result_free(&r);
+        }
+        kvf_bf16 o[1];
+        float lse[1];
+        CHECK_OK(kvf_kernel_run_once(kvf_kernel_find("cpu-splitkv"), &c, o, lse, &err), &err);
+        kvf_oracle_result r;
+        kvf_oracle_opts_default(&oo);
+        CHECK_OK(kvf_oracle_run(&r, &c, &oo, &err), &err);
+        kvf_verdict v = judge("strict", &c, &r, o, lse);
+        /* A flagged row's failure is the overflow class, counted apart; else a pass. */
+        if (!(v.pass || (want[i] && v.finding == KVF_FINDING_OVERFLOW)))
+            CHECK_FAIL_AT("sm_scale %g: cpu-splitkv gets %s", (double)scales[i],
+                          kvf_finding_class_name(v.finding));
+        kvf_oracle_result_free(&r);
+        kvf_case_free(&c);
+    }
+}
+
 /* Subnormal outputs: under the default model the truncating store and bf16 accumulation fail
  * on subnormal v (they passed under the old underflow floor), the production kernels pass;
  * a kernel that flushes every subnormal to zero fails strict and passes strict:ftz (the model
@@ -222,6 +272,7 @@ static void test_per_token_rescales_biased_exp(void) {
 static const check_test tests[] = {
     {"correctly_rounded_passes", test_correctly_rounded_passes},
     {"prescaled_q_overflow_flag", test_prescaled_q_overflow_flag},
+    {"folded_scale_overflow_flag", test_folded_scale_overflow_flag},
     {"subnormal_outputs", test_subnormal_outputs},
     {"per_token_rescales_biased_exp", test_per_token_rescales_biased_exp},
     {NULL, NULL},

@@ -1461,7 +1461,9 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
     double q_abs_max = 0;
     for (int32_t d = 0; d < D; d++)
         if (s->qabs[d] > q_abs_max) q_abs_max = s->qabs[d];
-    if (q_abs_max * scale_up * 1.4426950408889634 >= ldexp(1.0 - 0x1p-22, 128))
+    /* The folded constant alone (|sm_scale| log2 e) overflows the same way: max(1, |q|). */
+    if ((q_abs_max > 1 ? q_abs_max : 1.0) * scale_up * 1.4426950408889634 >=
+        ldexp(1.0 - 0x1p-22, 128))
         info->overflow |= KVF_ORACLE_OVERFLOW_LOGITS;
     if ((double)r->L * vmax >= ldexp(1.0, 127)) info->overflow |= KVF_ORACLE_OVERFLOW_ACCUM;
 

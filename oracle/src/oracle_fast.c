@@ -315,7 +315,9 @@ static int head_prepare(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g
         double qa = fabs((double)kvf_bf16_to_f32(c->q[row * D + d]));
         if (qa > q_abs_max) q_abs_max = qa;
     }
-    if (q_abs_max * scale_up * 1.4426950408889634 >= ldexp(1.0 - 0x1p-22, 128))
+    /* The folded constant alone (|sm_scale| log2 e) overflows the same way: max(1, |q|). */
+    if ((q_abs_max > 1 ? q_abs_max : 1.0) * scale_up * 1.4426950408889634 >=
+        ldexp(1.0 - 0x1p-22, 128))
         info->overflow |= KVF_ORACLE_OVERFLOW_LOGITS;
 
     /* logit_abs_max = RU(max_t |s_t|) exactly (F1): the candidates whose dot is exact were
