@@ -77,6 +77,19 @@ static void test_correctly_rounded_passes(void) {
     }
 }
 
+/* One sequence of 3 tokens on one page of 4 slots, one q head and one kv head of dimension D,
+ * every value 0 (the caller fills q, k and v, then validates). */
+static void three_token_case(kvf_case *c, int32_t D, float sm_scale, kvf_limits *lim) {
+    kvf_limits_default(lim);
+    kvf_error err = {0};
+    CHECK_OK(kvf_case_alloc(c, 1, 1, D, 4, 1, 1, 1, lim, &err), &err);
+    c->kv_indptr[0] = 0;
+    c->kv_indptr[1] = 1;
+    c->kv_indices[0] = 0;
+    c->kv_last_page_len[0] = 3;
+    c->sm_scale = sm_scale;
+}
+
 /* A kernel that folds sm_scale log2(e) into q overflows on a q element near the bf16 maximum
  * whatever k holds (here k = 0, so every dot product is 0): the row is flagged. Below the
  * threshold it is not. */
@@ -85,15 +98,9 @@ static void test_prescaled_q_overflow_flag(void) {
     const int want[2] = {1, 0};
     for (int i = 0; i < 2; i++) {
         kvf_limits lim;
-        kvf_limits_default(&lim);
         kvf_case c;
         kvf_error err = {0};
-        CHECK_OK(kvf_case_alloc(&c, 1, 1, 4, 4, 1, 1, 1, &lim, &err), &err);
-        c.kv_indptr[0] = 0;
-        c.kv_indptr[1] = 1;
-        c.kv_indices[0] = 0;
-        c.kv_last_page_len[0] = 3;
-        c.sm_scale = 0.75f;
+        three_token_case(&c, 4, 0.75f, &lim);
         c.q[0] = big[i];
         for (int t = 0; t < 3; t++)
             c.v_cache[kvf_case_kv_offset(&c, 0, t, 0, 1)] = kvf_f32_to_bf16_rne(1.0f + t);
@@ -119,15 +126,9 @@ static void test_folded_scale_overflow_flag(void) {
     const int want[2] = {1, 0};
     for (int i = 0; i < 2; i++) {
         kvf_limits lim;
-        kvf_limits_default(&lim);
         kvf_case c;
         kvf_error err = {0};
-        CHECK_OK(kvf_case_alloc(&c, 1, 1, 1, 4, 1, 1, 1, &lim, &err), &err);
-        c.kv_indptr[0] = 0;
-        c.kv_indptr[1] = 1;
-        c.kv_indices[0] = 0;
-        c.kv_last_page_len[0] = 3;
-        c.sm_scale = scales[i];
+        three_token_case(&c, 1, scales[i], &lim);
         c.q[0] = kvf_f32_to_bf16_rne(-0.001f);
         for (int t = 0; t < 3; t++) {
             c.k_cache[kvf_case_kv_offset(&c, 0, t, 0, 0)] = kvf_f32_to_bf16_rne(0.001f * (t + 1));
