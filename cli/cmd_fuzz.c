@@ -582,7 +582,8 @@ int kvf_cmd_fuzz(int argc, char **argv) {
             const kvf_campaign_device *d = &st.device[k];
             devs[k] = (kvf_stats_device){d->ordinal, d->cases,         d->active_s, d->crashes,
                                          d->hangs,   d->kernel_errors, d->retired,  ""};
-            snprintf(devs[k].why, sizeof devs[k].why, "%s", d->why);
+            /* The statistics keep the first sentence's worth; the log has it whole. */
+            snprintf(devs[k].why, sizeof devs[k].why, "%.*s", (int)sizeof devs[k].why - 1, d->why);
         }
         if (kvf_stats_sink_set_devices(fs.sink, devs, (size_t)st.ndevices, &serr))
             fprintf(stderr, "kvfuzz fuzz: %s\n", serr.msg);

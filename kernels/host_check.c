@@ -39,7 +39,15 @@ void kvf__host_page_image(const kvf_case *c, const kvf_bf16 *cache, int64_t p, i
     const int64_t page_elems = kvf_case_page_elems(c);
     const int64_t keep = (int64_t)used * slot_elems;
     memcpy(dst, cache + p * page_elems, (size_t)keep * sizeof *dst);
-    for (int64_t i = keep; i < page_elems; i++)
+    /* Four poison values a store: most of a small case's page is poison tail, written for
+     * every page of every case. */
+    const uint64_t four = 0x0001000100010001ull * (uint16_t)KVF_HOST_POISON_INPUT;
+    int64_t i = keep;
+    for (; i < page_elems && (i & 3); i++)
+        dst[i] = (kvf_bf16)KVF_HOST_POISON_INPUT;
+    for (; i + 4 <= page_elems; i += 4)
+        memcpy(dst + i, &four, sizeof four);
+    for (; i < page_elems; i++)
         dst[i] = (kvf_bf16)KVF_HOST_POISON_INPUT;
 }
 

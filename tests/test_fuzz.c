@@ -812,7 +812,7 @@ static void count_free(void *item) {
  * close drains, abort refuses, free releases what is left. */
 static void queue_bounded_mpmc(void) {
     kvf__queue q;
-    CHECK(kvf__queue_init(&q, 3) == 0);
+    CHECK(kvf__queue_init(&q, 3, 0) == 0);
     enum { P = 4, N = 2000 };
     queue_producer prod[P];
     pthread_t tid[P];
@@ -850,13 +850,64 @@ static void queue_bounded_mpmc(void) {
     CHECK(kvf__queue_pop(&q) == NULL);
     kvf__queue_free(&q, count_free);
     /* Aborted: pops return at once, the items stay for free. */
-    CHECK(kvf__queue_init(&q, 2) == 0);
+    CHECK(kvf__queue_init(&q, 2, 0) == 0);
     CHECK(kvf__queue_push(&q, (void *)1) == 0);
     kvf__queue_abort(&q);
     CHECK(kvf__queue_pop(&q) == NULL);
     freed_items = 0;
     kvf__queue_free(&q, count_free);
     CHECK_INT_EQ(freed_items, 1);
+}
+
+typedef struct sized_producer {
+    kvf__queue *q;
+    const size_t *sizes;
+    int n;
+} sized_producer;
+
+static void *queue_produce_sized(void *arg) {
+    sized_producer *p = arg;
+    for (int i = 0; i < p->n; i++)
+        kvf__queue_push_sized(p->q, (void *)(intptr_t)(i + 1), p->sizes[i]);
+    return NULL;
+}
+
+/* The byte bound: pushes wait while the declared bytes would pass it, except into an empty
+ * queue (an item larger than the bound alone still passes); every item comes out in order. */
+static void queue_byte_bound(void) {
+    kvf__queue q;
+    CHECK(kvf__queue_init(&q, 8, 100) == 0);
+    static const size_t sizes[] = {60, 60, 30, 200, 10, 100, 1};
+    enum { N = (int)(sizeof sizes / sizeof sizes[0]) };
+    sized_producer p = {&q, sizes, N};
+    pthread_t tid;
+    pthread_create(&tid, NULL, queue_produce_sized, &p);
+    int most_items = 0;
+    for (int k = 0; k < N; k++) {
+        /* Let the producer fill what the bounds allow before each pop. */
+        for (int spin = 0; spin < 200; spin++) {
+            pthread_mutex_lock(&q.mu);
+            const int full = q.count == N - k || q.count == 8 ||
+                             (q.count > 0 && sizes[k + q.count] > 100 - q.bytes);
+            pthread_mutex_unlock(&q.mu);
+            if (full) break;
+            usleep(1000);
+        }
+        pthread_mutex_lock(&q.mu);
+        const int count = q.count;
+        const size_t bytes = q.bytes;
+        pthread_mutex_unlock(&q.mu);
+        if (count > most_items) most_items = count;
+        if (count > 1 && bytes > 100)
+            CHECK_FAIL_AT("%d items hold %zu bytes, over 100", count, bytes);
+        CHECK_INT_EQ((int)(intptr_t)kvf__queue_pop(&q), k + 1);
+    }
+    pthread_join(tid, NULL);
+    CHECK(most_items >= 2); /* the small ones shared the queue */
+    pthread_mutex_lock(&q.mu);
+    CHECK(q.count == 0 && q.bytes == 0);
+    pthread_mutex_unlock(&q.mu);
+    kvf__queue_free(&q, NULL);
 }
 
 /* init / start / wait / free as separate steps; free without wait stops the threads. */
@@ -1031,6 +1082,7 @@ static const check_test tests[] = {
     {"default_jobs", default_jobs},
     {"campaign_confirms_crashes", campaign_confirms_crashes},
     {"queue_bounded_mpmc", queue_bounded_mpmc},
+    {"queue_byte_bound", queue_byte_bound},
     {"campaign_lifecycle", campaign_lifecycle},
     {"campaign_stops_on_finding", campaign_stops_on_finding},
     {"campaign_reaches_long_and_wide", campaign_reaches_long_and_wide},

@@ -60,6 +60,7 @@ static const env_var vars[] = {
     {"KVF_CUDA_CHUNK_TILES", 0, 1, 1 << 30, 0},            /* decode.cu: forced split size */
     {"KVF_CUDA_STAGE_BYTES", 0, 32, (int64_t)1 << 30, 16}, /* host_cuda.cu: staging buffer */
     {"KVF_CUDA_VERIFY_POOL", 1, 0, 1, 0},                  /* host_cuda.cu: re-read the pools */
+    {"KVF_CUDA_HOST_TIMING", 1, 0, 1, 0},                  /* host_cuda.cu: host time split */
     {"KVF_WORKER_TIMING", 1, 0, 1, 0},                     /* runner.c: worker time split */
     {"KVF_FUZZ_MAX_WORK", 0, 0, INT64_MAX / 4, 0},         /* fuzz/harness.c; 0: no cap */
     {"KVF_FUZZ_JOBS", 0, 1, 256, 0},                       /* fuzz/harness.c */

@@ -112,6 +112,14 @@ void kvf__job_free_any(void *j) {
     kvf__job_free(j);
 }
 
+size_t kvf__job_bytes(const kvf__job *j) {
+    const kvf_case *c = &j->c;
+    const size_t pages = (size_t)c->num_resident_pages * (size_t)kvf_case_page_elems(c) * 2 * 2;
+    const size_t outs = (size_t)kvf_case_o_elems(c) * 2 + (size_t)kvf_case_lse_elems(c) * 4;
+    return j->size + pages + (size_t)kvf_case_q_elems(c) * 2 + (j->o ? outs : 0) +
+           (j->o2 ? outs : 0);
+}
+
 void kvf__campaign_stop(struct kvf_campaign *cp, int how) {
     int cur = atomic_load(&cp->stop);
     while (cur < how && !atomic_compare_exchange_weak(&cp->stop, &cur, how)) {
@@ -242,9 +250,9 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
                 st->oracle_s, 100 * util, st->jobs, st->kernel_s, st->workers,
                 st->lanes > 0 ? st->lanes : 1, st->determinism_checks, st->worker_starts);
     fprintf(f,
-            "  dispatcher waits: for generated cases %.1f s, for the kernel %.1f s, for room in "
-            "the oracle queue %.1f s\n",
-            st->wait_cases_s, st->wait_kernel_s, st->wait_oracle_s);
+            "  dispatcher waits: for generated cases %.1f s, for the kernel %.1f s (blocked on "
+            "the worker %.1f s of it), for room in the oracle queue %.1f s\n",
+            st->wait_cases_s, st->wait_kernel_s, st->wait_worker_idle_s, st->wait_oracle_s);
     print_devices(f, st);
     if (st->reruns_alone)
         fprintf(f,
@@ -324,8 +332,10 @@ int kvf_campaign_init(kvf_campaign **out, const kvf_campaign_opts *o, kvf_campai
     cp->nfeatures = kvf_feature_space(cp->nrules);
     cp->seen = calloc((size_t)cp->nfeatures, 1);
     *out = cp; /* from here kvf_campaign_free releases whatever was made */
-    if (kvf__queue_init(&cp->judged, 2 * cp->jobs + 2) ||
-        kvf__queue_init(&cp->ready, 2 * cp->ngen + 2) || !cp->seen)
+    /* Deep enough that a burst of slow cases at the oracle or the generators does not stall
+     * the dispatcher (the kernel would wait with it), and bounded in bytes as well. */
+    if (kvf__queue_init(&cp->judged, 8 * cp->jobs + 16, KVF__JUDGED_QUEUE_BYTES) ||
+        kvf__queue_init(&cp->ready, 16 * cp->ngen + 16, KVF__READY_QUEUE_BYTES) || !cp->seen)
         return kvf_error_set(err, KVF_ENOMEM, "out of memory");
     int rc;
     if ((rc = kvf__corpus_load(&cp->corpus, kvf__log(cp), err))) return rc;

@@ -117,6 +117,13 @@ double kvf__now_s(void);
 FILE *kvf__log(const struct kvf_campaign *cp);
 void kvf__job_free(kvf__job *j);
 void kvf__job_free_any(void *j); /* for kvf__queue_free */
+/* What a job holds in memory (its case's tensors and outputs), as queues declare it. */
+size_t kvf__job_bytes(const kvf__job *j);
+
+/* The byte bounds of the campaign's queues (queue.h): generated cases waiting for a
+ * dispatcher, and run cases waiting for an oracle thread. */
+#define KVF__READY_QUEUE_BYTES ((size_t)256 << 20)
+#define KVF__JUDGED_QUEUE_BYTES ((size_t)512 << 20)
 
 /* Stops the campaign at level `how` (KVF__FINISH or KVF__DROP), waking every waiter. */
 void kvf__campaign_stop(struct kvf_campaign *cp, int how);

@@ -87,7 +87,8 @@ static int submit(kvf__dispatcher *d, kvf__job *j, double *wait_kernel) {
  * gone), the case goes back to the queue for the other workers instead of being lost. */
 static int submit_new(kvf__dispatcher *d, kvf__job *j, double *wait_kernel) {
     int rc = submit(d, j, wait_kernel);
-    if (rc && (!d->retired || kvf__queue_push(&d->cp->ready, j))) kvf__job_free(j);
+    if (rc && (!d->retired || kvf__queue_push_sized(&d->cp->ready, j, kvf__job_bytes(j))))
+        kvf__job_free(j);
     return rc;
 }
 
@@ -101,7 +102,8 @@ static kvf__job *timed_ready_pop(struct kvf_campaign *cp, double *wait_s) {
 
 static void timed_judge_push(struct kvf_campaign *cp, kvf__job *j, double *wait_s) {
     double t0 = kvf__now_s();
-    if (kvf__queue_push(&cp->judged, j)) kvf__job_free(j); /* stopping: nobody will judge it */
+    if (kvf__queue_push_sized(&cp->judged, j, kvf__job_bytes(j)))
+        kvf__job_free(j); /* stopping: nobody will judge it */
     *wait_s += kvf__now_s() - t0;
 }
 
@@ -278,6 +280,7 @@ done:
     cp->stats->wait_cases_s += wait_cases;
     cp->stats->wait_kernel_s += wait_kernel;
     cp->stats->wait_oracle_s += wait_oracle;
+    if (!o->oracle_only) cp->stats->wait_worker_idle_s += kvf_runner_idle_s(d->runner);
     pthread_mutex_unlock(&cp->mu);
     if (atomic_fetch_sub(&cp->live_dispatchers, 1) == 1) {
         /* The last dispatcher out: whatever the generators still hold is dropped, and the

@@ -210,7 +210,7 @@ void *kvf__generator_main(void *arg) {
         if (o->max_runs > 0 && index >= (uint64_t)o->max_runs) break;
         kvf__job *j = make_job(cp, g, index);
         if (!j) break;
-        if (kvf__queue_push(&cp->ready, j)) { /* stopping: nobody will run it */
+        if (kvf__queue_push_sized(&cp->ready, j, kvf__job_bytes(j))) { /* stopping */
             kvf__job_free(j);
             break;
         }

@@ -46,6 +46,7 @@ struct kvf_runner {
     int fd;
     int64_t starts;
     uint64_t seq;
+    double idle_s;                 /* blocked in poll() on the worker (kvf_runner_idle_s) */
     char cuda_visible_devices[64]; /* for the worker's environment; "" inherits */
     launch q[RING];                /* FIFO, oldest (the head, collected next) first */
     int head, count;
@@ -281,7 +282,7 @@ int64_t kvf_runner_starts(const kvf_runner *r) {
 
 int kvf_runner_max_inflight(const kvf_runner *r) {
     const int lanes = r->pid > 0 ? r->lanes : r->opts.lanes;
-    return lanes > 1 ? 4 * lanes + 2 : 3;
+    return 4 * (lanes > 1 ? lanes : 1) + 2;
 }
 
 int kvf_runner_has_room(const kvf_runner *r) {
@@ -303,6 +304,10 @@ int64_t kvf_runner_reruns(const kvf_runner *r) {
 
 int64_t kvf_runner_unrepeated(const kvf_runner *r) {
     return r->unrepeated;
+}
+
+double kvf_runner_idle_s(const kvf_runner *r) {
+    return r->idle_s;
 }
 
 static int serialize_case(launch *l, const kvf_case *c, uint64_t seq) {
@@ -354,6 +359,15 @@ static int read_results(kvf_runner *r) {
     }
 }
 
+/* poll() on the worker's socket for at most left seconds (none when left <= 0), its time
+ * counted as idle. */
+static int timed_poll(kvf_runner *r, struct pollfd *pfd, double left) {
+    const double t0 = kvf__wire_now_s();
+    const int pr = poll(pfd, 1, left > 0 ? (int)(left * 1000) + 1 : 0);
+    r->idle_s += kvf__wire_now_s() - t0;
+    return pr;
+}
+
 /* Sends the rest of launch l, reading results as they come while the socket is full. Returns 0
  * when l is sent, 1 when stop_when_head_done and the head's result is in (l not yet sent
  * whole), -1 when the worker is gone, -2 when the oldest unanswered launch passes its
@@ -376,7 +390,7 @@ static int send_launch(kvf_runner *r, launch *l, int stop_when_head_done) {
         if (stop_when_head_done && head(r)->done) return 1;
         double left = next_deadline(r) - kvf__wire_now_s();
         struct pollfd pfd = {r->fd, POLLOUT | POLLIN, 0};
-        int pr = poll(&pfd, 1, left > 0 ? (int)(left * 1000) + 1 : 0);
+        int pr = timed_poll(r, &pfd, left);
         if (pr < 0 && errno == EINTR) continue;
         if (pr < 0) return -1;
         if (pr == 0) return -2;
@@ -581,7 +595,7 @@ void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *
             struct pollfd pfd = {r->fd, POLLIN, 0};
             /* Past the deadline, data already waiting still counts: the caller may simply
              * have come back late. */
-            int pr = poll(&pfd, 1, left > 0 ? (int)(left * 1000) + 1 : 0);
+            int pr = timed_poll(r, &pfd, left);
             if (pr < 0 && errno == EINTR) continue;
             if ((pr < 0 || (pr > 0 && read_results(r) < 0)) && !l->done) state = -1;
             if (pr == 0) state = -2;

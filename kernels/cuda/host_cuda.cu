@@ -1,30 +1,42 @@
 // The CUDA buffer host (kernel_host.h): the device buffers every KVF_PLUGIN_DEVICE_CUDA kernel
 // descriptor runs on, the built-in `cuda`, `cuda-naive` and mutants as much as a plugin.
 //
-// Device memory of one host:
+// Memory of one host:
 //   K and V pools   [P][S][Hk][D] each, every byte KVF_HOST_POISON_INPUT except the slots a
-//                   sequence reads. Kept between runs: a run uploads only the pages the case
-//                   reads (through a pinned staging buffer, K and V in one copy and one scatter
-//                   kernel) and the next run re-poisons only those pages. Filling whole pools
-//                   every run (up to 2 x 8 GiB for page ids past 65535) made the GPU the
-//                   bottleneck of a campaign.
-//   d_io            [in | result | out | ws]; in, out and ws made of pieces [guard | data |
-//                   guard] (guards of KVF_HOST_GUARD_BYTES, data 256-byte aligned):
+//                   sequence reads. Kept between runs: a run writes only the pages the case
+//                   reads and re-poisons the pages the previous case wrote that this one does
+//                   not read. Filling whole pools every run (up to 2 x 8 GiB for page ids past
+//                   65535) made the GPU the bottleneck of a campaign.
+//   h_up            pinned and mapped (kernels read it in place): in, the page ids to
+//                   re-poison, the page ids the case reads, the stage (the K images of the
+//                   pages read, then their V images); each piece 256-byte aligned.
+//   d_io            [in | ids | result | out | ws]: in, out and ws made of pieces [guard | data |
+//                   guard] (guards of KVF_HOST_GUARD_BYTES):
 //                     in     q, kv_indptr, kv_indices, kv_last_page_len: what the kernel reads;
+//                     ids    the page ids the case reads;
 //                     result what the check kernels found (CheckResult);
 //                     out    o (KVF_HOST_POISON_O) and lse (KVF_HOST_POISON_LSE);
 //                     ws     the descriptor's workspace, KVF_HOST_POISON_BYTE.
-// One run is: one copy up (in and the initial result block), the pre kernel (poison and guards
-// of out and ws, checksums of the pools and of in), the descriptor's run() on the host's
-// stream, the post kernel (workspace guards, the checksums again), one copy down (result and
-// out with its guards), one stream synchronization. Finding where a check failed (which byte,
-// which page) costs extra copies, paid only when it fails.
+//   h_down          pinned and mapped: the result block and `out`, written by the post kernel.
+// One run is three CUDA calls around the descriptor's run(): the prepare kernel (copies in and
+// ids from h_up, re-poisons and writes the pages, poisons out and ws and writes their guards,
+// then checksums the pools and `in`), run() on the host's stream, the post kernel (workspace
+// guards, the checksums again, the result and out into h_down), one stream synchronization.
+// Each CUDA call costs the host microseconds (about 4 a launch and 2.5 a copy on an H200 host)
+// and the device as much again before the next can start, more than a small case's kernels
+// run, so the calls are few and the check kernels reach host memory themselves instead of
+// waiting for copies. A case whose pages exceed the stage (KVF_CUDA_STAGE_BYTES) goes up in
+// batches before the run instead, each its own copy and scatter kernel. Finding where a check
+// failed (which byte, which page) costs extra copies, paid only when it fails.
 //
 // Checksums, not copies: comparing against a second device copy would double the pools'
 // memory and the inputs' upload, and downloading them would cost more than the kernel. The
 // pool checksums cover the whole pools when each is at most kWholePoolCheckBytes, otherwise
 // the pages the case reads: a write elsewhere into a larger pool goes unseen (the CPU host
 // likewise checks only what it wrote in pools past its own bound).
+//
+// KVF_CUDA_HOST_TIMING=1 prints, every 5 s, where a run's host time goes (docs/performance.md).
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include "cuda_error.cuh"
@@ -36,6 +48,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "kvfuzz/cuda_kernels.h"
 
@@ -45,6 +59,8 @@ extern "C" {
 }
 
 namespace {
+
+namespace cg = cooperative_groups;
 
 constexpr size_t kG = KVF_HOST_GUARD_BYTES;
 constexpr size_t kStageBytes = 64u << 20;          // gather buffer for the pages a case reads
@@ -65,7 +81,7 @@ size_t piece_bytes(size_t data) {
 // ---------------------------------------------------------------------------------------------
 // Device kernels
 
-// What the post kernel found, downloaded with the outputs. Initialised by the upload.
+// What the check kernels found, downloaded with the outputs. Set by the prepare kernel.
 struct CheckResult {
     unsigned long long ws_first;  // first workspace guard byte that changed
     unsigned long long before[3]; // checksums of K, V and `in` before the run
@@ -75,17 +91,27 @@ struct CheckResult {
 static_assert(sizeof(CheckResult) <= kResBytes, "the result block holds CheckResult");
 
 struct CheckParams {
-    const uint4 *k, *v;      // the pools
+    uint4 *k, *v;            // the pools
     const int64_t *ids;      // pages to checksum (n_ids of page_vec vectors) ...
     int64_t n_ids, page_vec; // ...
     int64_t whole_vecs;      // ... or, when > 0, the first whole_vecs vectors of each pool
-    const uint4 *in;         // in_vecs vectors
+    // What the prepare kernel reads from the mapped h_up: `in` (in_vecs vectors, copied to
+    // d_io's `in`), the page ids the case reads (n_ids, copied to `ids`), the pages to
+    // re-poison (n_poison of poison_vec vectors each: the geometry of the case that wrote them)
+    // and the pages it writes (n_scatter, from stage).
+    const uint4 *up_in;
+    const int64_t *up_ids, *poison;
+    int64_t n_poison, poison_vec;
+    const uint4 *stage;
+    int64_t n_scatter;
+    const uint4 *in; // in_vecs vectors
     int64_t in_vecs;
     unsigned char *out; // [guard | o | guard], [lse | guard], padded: out_b bytes
     size_t out_b, o_at, o_b, lse_at, lse_b;
     unsigned char *ws; // [guard | ws_bytes | guard], padded: ws_region bytes
     size_t ws_bytes, ws_region;
     CheckResult *res;
+    unsigned char *down; // the mapped h_down: the result block, then `out`, after the run
 };
 
 __device__ unsigned long long mix64(unsigned long long z) {
@@ -108,8 +134,8 @@ __device__ unsigned long long warp_sum_u64(unsigned long long x) {
     return x;
 }
 
-// Checksums of both pools (the pages listed, or the whole pools) and of `in`. Rows of
-// blockIdx.y share one grid-stride loop each; threads per block are 256.
+// Checksums of both pools (the pages listed, or the whole pools) and of `in`, by the blocks of
+// one row of the grid (blockIdx.x) in one grid-stride loop; threads per block are 256.
 __device__ void checksum(const CheckParams &p, unsigned long long *dst) {
     const int64_t total = p.whole_vecs > 0 ? p.whole_vecs : p.n_ids * p.page_vec;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -156,13 +182,63 @@ __device__ unsigned char ws_byte(const CheckParams &p, size_t i) {
                                           : (unsigned char)KVF_HOST_GUARD_BYTE;
 }
 
-// Before the run: y = 0 poisons o, lse and the workspace and writes their guards, y = 1
-// checksums. Filled here rather than uploaded: the outputs cost no copy over PCIe.
-__global__ void pre_kernel(const CheckParams p) {
-    if (blockIdx.y == 1) {
-        checksum(p, p.res->before);
-        return;
+// The page work of one grid-stride loop: poisons the listed pages of both pools (what an
+// earlier case wrote) ...
+__device__ void poison_pages(const int64_t *ids, int64_t n, int64_t page_vec, uint4 *k_pool,
+                             uint4 *v_pool) {
+    const uint4 w = make_uint4(kPoisonWord, kPoisonWord, kPoisonWord, kPoisonWord);
+    const int64_t total = n * page_vec;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t page = i / page_vec, j = i - page * page_vec;
+        k_pool[ids[page] * page_vec + j] = w;
+        v_pool[ids[page] * page_vec + j] = w;
     }
+}
+
+// ... and writes pages gathered on the host into `src` (n K pages, then the same n pages of V,
+// each of page_vec 16-byte vectors) to their places: page i of each half goes to page ids[i].
+__device__ void scatter_pages(const uint4 *src, const int64_t *ids, int64_t n, int64_t page_vec,
+                              uint4 *k_pool, uint4 *v_pool) {
+    const int64_t per_pool = n * page_vec;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < 2 * per_pool;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int is_v = i >= per_pool;
+        const int64_t r = is_v ? i - per_pool : i;
+        const int64_t page = r / page_vec, j = r - page * page_vec;
+        (is_v ? v_pool : k_pool)[ids[page] * page_vec + j] = src[i];
+    }
+}
+
+// Copies n 16-byte vectors in one grid-stride loop.
+__device__ void copy_vecs(uint4 *dst, const uint4 *src, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = src[i];
+}
+
+// Before the run, one cooperative launch in three steps, each after a grid-wide barrier that
+// makes the previous step's writes visible to every block:
+//   1. the result block set; `in` and the page list copied from the mapped image; the pages an
+//      earlier case wrote and this one does not read re-poisoned (in that case's geometry,
+//      which may overlap this case's pages: hence the barrier before step 2);
+//   2. the pages the case reads written from the stage; o, lse and the workspace poisoned and
+//      their guards written (filled here rather than uploaded: the outputs cost no transfer);
+//   3. the checksums of what the kernel will read.
+__global__ void prepare_kernel(const CheckParams p) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        CheckResult r;
+        memset(&r, 0, sizeof r);
+        r.ws_first = kNone;
+        *p.res = r;
+    }
+    copy_vecs((uint4 *)p.in, p.up_in, p.in_vecs);
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n_ids;
+         i += (int64_t)gridDim.x * blockDim.x)
+        ((int64_t *)p.ids)[i] = p.up_ids[i];
+    poison_pages(p.poison, p.n_poison, p.poison_vec, p.k, p.v);
+    cg::this_grid().sync();
+    scatter_pages(p.stage, p.ids, p.n_scatter, p.page_vec, p.k, p.v);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     const size_t i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     uint32_t *o = (uint32_t *)p.out;
@@ -177,14 +253,14 @@ __global__ void pre_kernel(const CheckParams p) {
         w[i] = ws_byte(p, b) | (uint32_t)ws_byte(p, b + 1) << 8 |
                (uint32_t)ws_byte(p, b + 2) << 16 | (uint32_t)ws_byte(p, b + 3) << 24;
     }
+    cg::this_grid().sync();
+    checksum(p, p.res->before);
 }
 
-// After the run: y = 0 checks the workspace guards, y = 1 checksums again.
+// After the run, one cooperative launch: the workspace guards checked and the checksums taken
+// again while `out` is copied to the mapped h_down; after a grid-wide barrier, the result
+// block too. The host reads both once the stream is synchronized.
 __global__ void post_kernel(const CheckParams p) {
-    if (blockIdx.y == 1) {
-        checksum(p, p.res->after);
-        return;
-    }
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const int64_t i0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     for (int64_t i = i0; i < (int64_t)p.ws_region; i += stride) {
@@ -194,6 +270,10 @@ __global__ void post_kernel(const CheckParams p) {
             break;
         }
     }
+    copy_vecs((uint4 *)(p.down + kResBytes), (const uint4 *)p.out, (int64_t)(p.out_b / 16));
+    checksum(p, p.res->after);
+    cg::this_grid().sync();
+    copy_vecs((uint4 *)p.down, (const uint4 *)p.res, (int64_t)(kResBytes / 16));
 }
 
 __global__ void fill_kernel(uint4 *dst, int64_t vecs, uint32_t word) {
@@ -203,31 +283,15 @@ __global__ void fill_kernel(uint4 *dst, int64_t vecs, uint32_t word) {
         dst[i] = w;
 }
 
-// Pages gathered on the host into `src` (n K pages, then the same n pages of V, each of
-// page_vec 16-byte vectors), to their places: page i of each half goes to page ids[i].
+// The batches of a case too large for one stage, before its prepare kernel.
 __global__ void scatter_pages_kernel(const uint4 *src, const int64_t *ids, int64_t n,
                                      int64_t page_vec, uint4 *k_pool, uint4 *v_pool) {
-    const int64_t per_pool = n * page_vec;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < 2 * per_pool;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int is_v = i >= per_pool;
-        const int64_t r = is_v ? i - per_pool : i;
-        const int64_t page = r / page_vec, j = r - page * page_vec;
-        (is_v ? v_pool : k_pool)[ids[page] * page_vec + j] = src[i];
-    }
+    scatter_pages(src, ids, n, page_vec, k_pool, v_pool);
 }
 
-// Poisons the listed pages of both pools: undoes what scatter_pages_kernel wrote.
 __global__ void poison_pages_kernel(const int64_t *ids, int64_t n, int64_t page_vec, uint4 *k_pool,
                                     uint4 *v_pool) {
-    const uint4 w = make_uint4(kPoisonWord, kPoisonWord, kPoisonWord, kPoisonWord);
-    const int64_t total = n * page_vec;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t page = i / page_vec, j = i - page * page_vec;
-        k_pool[ids[page] * page_vec + j] = w;
-        v_pool[ids[page] * page_vec + j] = w;
-    }
+    poison_pages(ids, n, page_vec, k_pool, v_pool);
 }
 
 // Poisons slots [used[i], S) of pages ids[i] in both pools (device-generated pools of bench).
@@ -284,41 +348,78 @@ struct Slot {
     size_t ws_bytes;
 };
 
-// Offsets of one loaded case in d_io (and in h_up for in and the result block).
+// Offsets of one loaded case in h_up (`in`, then the lists and the stage) and in d_io.
 struct Layout {
     size_t q, ip, ix, ll;         // data offsets in `in`
     size_t q_b, ip_b, ix_b, ll_b; // data bytes
-    size_t in_b;                  // bytes of `in`
-    size_t res_at, up_b;          // the result block; up_b = bytes uploaded (in, result block)
-    size_t out_at;                // `out` in d_io
+    size_t in_b;                  // bytes of `in`, at 0 in both
+    size_t poison_at, ids_at;     // h_up: the page ids to re-poison, the page ids the case reads
+    size_t stage_at, stage_b;     // h_up: the stage, K images of stage_pages pages, then V images
+    size_t image_b;               // bytes of h_up's image
+    size_t dev_ids_at;            // d_io: the page ids the case reads
+    size_t res_at, out_at;        // d_io: the result block, `out`
     size_t o, lse;                // data offsets in `out`
     size_t o_b, lse_b, out_b;
     size_t ws_at, ws_bytes, ws_region;
     size_t total;
 };
 
+// KVF_CUDA_HOST_TIMING: host seconds per phase of a run, and device seconds between events
+// recorded on the stream between the run's calls, summed over the runs.
+enum HostPhase { kPlan, kImages, kPools, kCalls, kRunCall, kWait, kChecks, kHostPhases };
+enum DevicePhase { kPrepare, kRunDev, kPost, kDevicePhases };
+
+struct Timing {
+    int on;
+    double next_report;
+    long long runs;
+    double host[kHostPhases], dev[kDevicePhases];
+    double last; // when the phase being timed began
+    cudaEvent_t ev[kDevicePhases + 1];
+    int events;  // the events exist
+    int pending; // events recorded for this run, read after its synchronization
+};
+
+double now_s() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// Ends the phase being timed as `ph` and starts the next.
+void host_mark(Timing &t, int ph) {
+    if (!t.on) return;
+    const double now = now_s();
+    t.host[ph] += now - t.last;
+    t.last = now;
+}
+
+// Records event i on the stream: the device phase i - 1 ends there.
+void dev_mark(Timing &t, int i, cudaStream_t st) {
+    if (t.on && t.events) (void)cudaEventRecord(t.ev[i], st);
+}
+
 struct Host {
     Slot *slots;
     int n;
     cudaStream_t stream;
+    int coop_blocks; // most blocks of prepare_kernel resident at once (a cooperative launch)
     // The pools. Invariant while pool_clean is set: every byte of [0, pool_cap) is poison
-    // except the pages listed in d_written (written_pages ids of written_page_bytes each), which
-    // hold the previous case's pages. A fresh allocation, a device-generated load, or a run that
-    // fails after it began changing the pools (pool_touched) clears pool_clean, and the next
-    // run poisons the whole pool again. A case rejected before that (malformed, unsupported)
-    // leaves the pools as they were.
+    // except the pages listed in `written` (n_written ids of written_page_bytes each), which
+    // hold the last loaded case's pages once its prepare kernel ran. A fresh allocation, a
+    // device-generated load, or a run that fails after it began changing the pools
+    // (pool_touched) clears pool_clean, and the next run poisons the whole pool again. A case
+    // rejected before that (malformed, unsupported) leaves the pools as they were.
     void *d_k, *d_v;
     size_t pool_cap;
     int pool_clean, pool_touched;
-    void *d_written;
+    int64_t *written;
     size_t written_cap;
-    int64_t written_pages;
+    int64_t n_written;
     size_t written_page_bytes;
-    int verify_pool; // KVF_CUDA_VERIFY_POOL: check the invariant above after every upload
-    void *d_stage, *h_stage;
-    size_t stage_cap, stage_bytes;
-    void *d_ids;
-    size_t ids_cap;
+    size_t poison_page_bytes; // the geometry of the pages the loaded case re-poisons
+    int verify_pool;          // KVF_CUDA_VERIFY_POOL: check the invariant above after every upload
+    size_t stage_bytes;       // the stage's capacity (KVF_CUDA_STAGE_BYTES)
     // The pages the loaded case reads and how many slots of each (host; for locating a
     // changed pool byte).
     int64_t *pages;
@@ -326,10 +427,15 @@ struct Host {
     void *page_sort; // scratch of read_pages
     size_t pages_cap;
     int64_t num_read_pages;
-    // d_io and its pinned images: h_up = [in | result as initialised], h_down = [result | out]
-    // after the run.
-    void *d_io, *h_up, *h_down;
-    size_t io_cap, up_cap, down_cap;
+    // How the loaded case's pages reach the pools: the prepare kernel re-poisons n_poison pages
+    // and writes n_scatter (all the pages read, or 0 once a staged upload or the device
+    // generator wrote them).
+    int64_t n_poison, n_scatter;
+    // d_io and the mapped host buffers the prepare and post kernels reach in place (d_up and
+    // d_down their device addresses): h_up = `in`, the lists and the stage, h_down = [result |
+    // out] after the run. d_stage holds one batch of a staged upload.
+    void *d_io, *h_up, *d_up, *h_down, *d_down, *d_stage;
+    size_t io_cap, up_cap, down_cap, stage_cap;
     Layout L;
     kvf_plugin_shape shape;
     const kvf_case *c; // the loaded case: shape, table, q (must outlive the load)
@@ -338,7 +444,36 @@ struct Host {
     int loaded;
     size_t page_bytes;
     int64_t num_pages;
+    Timing t;
 };
+
+// Adds the device phases of a synchronized run; every 5 s of runs, prints the sums so far (a
+// worker may be killed at any moment: no report at exit).
+void timing_end_run(Timing &t) {
+    if (!t.on) return;
+    if (t.pending) {
+        for (int i = 0; i < kDevicePhases; ++i) {
+            float ms = 0;
+            if (cudaEventElapsedTime(&ms, t.ev[i], t.ev[i + 1]) == cudaSuccess)
+                t.dev[i] += 1e-3 * ms;
+        }
+        (void)cudaGetLastError();
+        t.pending = 0;
+    }
+    t.runs++;
+    const double now = now_s();
+    if (t.next_report == 0) t.next_report = now + 5;
+    if (now < t.next_report) return;
+    t.next_report = now + 5;
+    const double us = 1e6 / (double)t.runs;
+    fprintf(stderr,
+            "kvfuzz cuda host %d: %lld runs; host microseconds per run: plans %.1f, images %.1f, "
+            "pools %.1f, calls %.1f (of them run() %.1f), waiting %.1f, checks %.1f; device: "
+            "prepare %.1f, run %.1f, post %.1f\n",
+            (int)getpid(), t.runs, t.host[kPlan] * us, t.host[kImages] * us, t.host[kPools] * us,
+            (t.host[kCalls] + t.host[kRunCall]) * us, t.host[kRunCall] * us, t.host[kWait] * us,
+            t.host[kChecks] * us, t.dev[kPrepare] * us, t.dev[kRunDev] * us, t.dev[kPost] * us);
+}
 
 // Checks what the kernels do not: pointers, the page table against the pool, lengths. A
 // malformed case is KVF_EINVAL before any kernel sees it.
@@ -403,6 +538,14 @@ int host_create(const kvf_plugin_kernel *const *descs, int n, Host **out, kvf_er
     h->slots = slots;
     const char *verify = getenv("KVF_CUDA_VERIFY_POOL");
     h->verify_pool = verify && *verify && strcmp(verify, "0") != 0;
+    const char *timing = getenv("KVF_CUDA_HOST_TIMING");
+    h->t.on = timing && *timing && strcmp(timing, "0") != 0;
+    if (h->t.on) {
+        h->t.events = 1;
+        for (int i = 0; i <= kDevicePhases; ++i)
+            if (cudaEventCreate(&h->t.ev[i]) != cudaSuccess) h->t.events = 0;
+        (void)cudaGetLastError();
+    }
     h->stage_bytes = kStageBytes;
     const char *stage = getenv("KVF_CUDA_STAGE_BYTES");
     int rc = 0;
@@ -420,6 +563,21 @@ int host_create(const kvf_plugin_kernel *const *descs, int n, Host **out, kvf_er
     if (!rc) {
         const cudaError_t e = cudaStreamCreateWithFlags(&h->stream, cudaStreamNonBlocking);
         if (e != cudaSuccess) rc = kvf__cuda_fail(err, e, "Creating a CUDA stream");
+    }
+    if (!rc) { // a cooperative launch must fit on the device whole: both check kernels are
+        int dev = 0, sms = 0, pre = 0, post = 0;
+        cudaError_t e = cudaGetDevice(&dev);
+        if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (e == cudaSuccess)
+            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&pre, prepare_kernel, 256, 0);
+        if (e == cudaSuccess)
+            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&post, post_kernel, 256, 0);
+        const int per_sm = pre < post ? pre : post;
+        if (e != cudaSuccess)
+            rc = kvf__cuda_fail(err, e, "Querying the device for the check kernels");
+        else if (per_sm * sms < 1)
+            rc = kvf_error_set(err, KVF_EDEVICE, "the check kernels fit on no multiprocessor");
+        h->coop_blocks = per_sm * sms;
     }
     for (int i = 0; i < n && !rc; ++i) {
         Slot *s = &h->slots[i];
@@ -470,24 +628,6 @@ int pools_reserve(Host *h, size_t pool, kvf_error *err) {
     KVF_CUDA_TRY(cudaMalloc(&h->d_k, pool), "Allocating the device K pool");
     KVF_CUDA_TRY(cudaMalloc(&h->d_v, pool), "Allocating the device V pool");
     h->pool_cap = pool;
-    return 0;
-}
-
-// Brings the pools to all poison: the whole pools when not clean, otherwise only the pages the
-// previous case wrote.
-int pools_repoison(Host *h, kvf_error *err) {
-    if (!h->pool_clean) {
-        const int rc = pools_fill(h, err);
-        if (rc) return rc;
-    } else if (h->written_pages > 0) {
-        const int64_t page_vec = (int64_t)(h->written_page_bytes / 16);
-        poison_pages_kernel<<<grid_for(h->written_pages * page_vec), 256, 0, h->stream>>>(
-            (const int64_t *)h->d_written, h->written_pages, page_vec, (uint4 *)h->d_k,
-            (uint4 *)h->d_v);
-        KVF_CUDA_TRY(cudaGetLastError(), "Launching the page poison kernel");
-    }
-    h->written_pages = 0;
-    h->pool_clean = 1;
     return 0;
 }
 
@@ -579,55 +719,70 @@ int read_pages(Host *h, const kvf_case *c, kvf_error *err) {
     return 0;
 }
 
-// Uploads the pages the case reads (their data in used slots, poison after) into the poisoned
-// pools. The host pool may be GiBs of lazily mapped zeros; only those pages are touched.
-int pools_upload(Host *h, const kvf_case *c, kvf_error *err) {
-    const size_t page_bytes = h->page_bytes;
-    const size_t pool = (size_t)c->num_pages * page_bytes;
-    if (pool == 0) return 0;
-    // The copies move 16-byte vectors; every bf16 page of 8 * k elements is a multiple of 16.
-    if (page_bytes % 16 != 0)
-        return kvf_error_set(err, KVF_EUNSUPPORTED,
-                             "a page of %zu bytes is not a multiple of 16 bytes", page_bytes);
-    h->pool_touched = 1;
-    int rc = pools_reserve(h, pool, err);
-    if (!rc) rc = pools_repoison(h, err);
-    if (rc) return rc;
-    const int64_t n_pages = h->num_read_pages;
-    if (n_pages == 0) return h->verify_pool ? pools_verify(h, err) : 0;
-    if (!h->h_stage) { // both buffers or neither
-        void *hs = NULL, *ds = NULL;
-        KVF_CUDA_TRY(cudaMallocHost(&hs, h->stage_bytes), "Allocating pinned staging");
-        const cudaError_t e = cudaMalloc(&ds, h->stage_bytes);
-        if (e != cudaSuccess) {
-            cudaFreeHost(hs);
-            return kvf__cuda_fail(err, e, "Allocating device staging");
-        }
-        h->h_stage = hs, h->d_stage = ds;
-        h->stage_cap = h->stage_bytes;
+// The pages the pools hold from the last case (`written`) that the loaded case does not read,
+// into dst: what the prepare kernel re-poisons. Both lists ascend, so one merge pass.
+int64_t pages_no_longer_read(const Host *h, int64_t *dst) {
+    int64_t n = 0, j = 0;
+    for (int64_t i = 0; i < h->n_written; ++i) {
+        const int64_t p = h->written[i];
+        while (j < h->num_read_pages && h->pages[j] < p)
+            ++j;
+        if (j < h->num_read_pages && h->pages[j] == p) continue;
+        dst[n++] = p;
     }
-    if (2 * page_bytes > h->stage_cap)
-        return kvf_error_set(err, KVF_EUNSUPPORTED,
-                             "a page of %zu bytes and its V page exceed the %zu-byte staging "
-                             "buffer",
-                             page_bytes, h->stage_cap);
-    rc = kvf__cuda_dev_grow(&h->d_ids, &h->ids_cap, (size_t)n_pages * sizeof(int64_t),
-                            "Allocating the page list", err);
+    return n;
+}
+
+// Whether the loaded case's pages go up in batches before the run (more than one stage of
+// them) rather than through the prepare kernel. Sets n_poison (-1: the pages of `written` that
+// this case does not read, counted by write_lists; all of them when their geometry differs,
+// since their bytes may then overlap this case's pages) and n_scatter, and returns the pages
+// the stage holds. Needs pools_reserve first: a fresh allocation is poisoned whole, so nothing
+// is re-poisoned.
+int64_t plan_pages(Host *h, int *staged) {
+    const int64_t per_batch = (int64_t)(h->stage_bytes / (2 * h->page_bytes));
+    *staged = h->num_read_pages > per_batch;
+    h->n_scatter = *staged ? 0 : h->num_read_pages;
+    h->poison_page_bytes = h->written_page_bytes;
+    if (!h->pool_clean)
+        h->n_poison = 0;
+    else if (*staged || h->written_page_bytes != h->page_bytes)
+        h->n_poison = h->n_written;
+    else
+        h->n_poison = -1;
+    return *staged ? per_batch : h->num_read_pages;
+}
+
+// The pages in batches through d_stage, before the run: re-poisons the listed pages of
+// `written` (in their own geometry), then writes each batch, waiting for the previous batch's
+// copy before refilling the stage. The lists are in h_up already (write_lists).
+int upload_staged(Host *h, const kvf_case *c, kvf_error *err) {
+    const Layout &L = h->L;
+    unsigned char *io = (unsigned char *)h->d_io, *up = (unsigned char *)h->h_up;
+    const size_t poison_b = (size_t)h->n_poison * sizeof(int64_t);
+    int rc =
+        kvf__cuda_dev_grow(&h->d_stage, &h->stage_cap, poison_b > L.stage_b ? poison_b : L.stage_b,
+                           "Allocating device staging", err);
     if (rc) return rc;
-    // The ids go up from pinned memory behind h_up's images (laid out by the caller), which
-    // stays untouched until the run synchronizes.
-    const int64_t *pinned_ids = (const int64_t *)((unsigned char *)h->h_up + h->L.up_b);
-    KVF_CUDA_TRY(cudaMemcpyAsync(h->d_ids, pinned_ids, (size_t)n_pages * sizeof(int64_t),
+    KVF_CUDA_TRY(cudaMemcpyAsync(io + L.dev_ids_at, up + L.ids_at,
+                                 (size_t)h->num_read_pages * sizeof(int64_t),
                                  cudaMemcpyHostToDevice, h->stream),
                  "Uploading the page list");
-    // K and V pages travel together, one copy and one scatter per batch. The staging buffer is
-    // free on entry (every run ends synchronized, a failed one too), so only a case too large
-    // for one batch waits for a copy before it refills the buffer.
-    const int64_t per_batch = (int64_t)(h->stage_cap / (2 * page_bytes));
-    kvf_bf16 *stage = (kvf_bf16 *)h->h_stage;
-    const int64_t page_elems = (int64_t)(page_bytes / 2);
-    for (int64_t i0 = 0; i0 < n_pages; i0 += per_batch) {
-        const int64_t n = n_pages - i0 < per_batch ? n_pages - i0 : per_batch;
+    if (h->n_poison > 0) {
+        KVF_CUDA_TRY(cudaMemcpyAsync(h->d_stage, up + L.poison_at, poison_b, cudaMemcpyHostToDevice,
+                                     h->stream),
+                     "Uploading the page list");
+        const int64_t page_vec = (int64_t)(h->poison_page_bytes / 16);
+        poison_pages_kernel<<<grid_for(h->n_poison * page_vec), 256, 0, h->stream>>>(
+            (const int64_t *)h->d_stage, h->n_poison, page_vec, (uint4 *)h->d_k, (uint4 *)h->d_v);
+        KVF_CUDA_TRY(cudaGetLastError(), "Launching the page poison kernel");
+    }
+    h->n_poison = 0;
+    const int64_t per_batch = (int64_t)(L.stage_b / (2 * h->page_bytes));
+    const int64_t page_elems = (int64_t)(h->page_bytes / 2), page_vec = page_elems / 8;
+    kvf_bf16 *stage = (kvf_bf16 *)(up + L.stage_at);
+    for (int64_t i0 = 0; i0 < h->num_read_pages; i0 += per_batch) {
+        const int64_t left = h->num_read_pages - i0, n = left < per_batch ? left : per_batch;
         if (i0 > 0) KVF_CUDA_TRY(cudaStreamSynchronize(h->stream), "Uploading pages");
         for (int64_t i = 0; i < n; ++i) {
             const int64_t p = h->pages[i0 + i];
@@ -635,30 +790,39 @@ int pools_upload(Host *h, const kvf_case *c, kvf_error *err) {
             kvf__host_page_image(c, c->k_cache, p, used, stage + i * page_elems);
             kvf__host_page_image(c, c->v_cache, p, used, stage + (n + i) * page_elems);
         }
-        KVF_CUDA_TRY(cudaMemcpyAsync(h->d_stage, stage, (size_t)(2 * n) * page_bytes,
+        KVF_CUDA_TRY(cudaMemcpyAsync(h->d_stage, stage, (size_t)(2 * n) * h->page_bytes,
                                      cudaMemcpyHostToDevice, h->stream),
                      "Uploading pages");
-        scatter_pages_kernel<<<grid_for(2 * n * (int64_t)(page_bytes / 16)), 256, 0, h->stream>>>(
-            (const uint4 *)h->d_stage, (const int64_t *)h->d_ids + i0, n,
-            (int64_t)(page_bytes / 16), (uint4 *)h->d_k, (uint4 *)h->d_v);
+        scatter_pages_kernel<<<grid_for(2 * n * page_vec), 256, 0, h->stream>>>(
+            (const uint4 *)h->d_stage, (const int64_t *)(io + L.dev_ids_at) + i0, n, page_vec,
+            (uint4 *)h->d_k, (uint4 *)h->d_v);
         KVF_CUDA_TRY(cudaGetLastError(), "Launching the page scatter kernel");
     }
-    // This case's id list becomes the list the next run re-poisons (stream order keeps the
-    // next upload into the swapped-in buffer behind this run's kernels).
-    void *ids = h->d_ids;
-    size_t cap = h->ids_cap;
-    h->d_ids = h->d_written, h->ids_cap = h->written_cap;
-    h->d_written = ids, h->written_cap = cap;
-    h->written_pages = n_pages;
-    h->written_page_bytes = page_bytes;
-    return h->verify_pool ? pools_verify(h, err) : 0;
+    return 0;
+}
+
+// Remembers the loaded case's pages as what the pools hold once it runs (the next case
+// re-poisons them).
+int note_written(Host *h, kvf_error *err) {
+    const int64_t n = h->num_read_pages;
+    if ((size_t)n > h->written_cap) {
+        int64_t *w = (int64_t *)realloc(h->written, (size_t)n * sizeof *w);
+        if (!w) return kvf_error_set(err, KVF_ENOMEM, "out of host memory for the page list");
+        h->written = w;
+        h->written_cap = (size_t)n;
+    }
+    if (n) memcpy(h->written, h->pages, (size_t)n * sizeof *h->written);
+    h->n_written = n;
+    h->written_page_bytes = h->page_bytes;
+    return 0;
 }
 
 // ---- layout and images -------------------------------------------------------------------
 
-// Lays out d_io for the shape and the slots' workspaces and sizes every buffer; `ids` more
-// bytes of pinned memory behind h_up's images carry the page list.
-int layout(Host *h, const kvf_case *c, size_t ids, kvf_error *err) {
+// Lays out h_up and d_io for the shape, the slots' workspaces, poison_slots page ids to
+// re-poison (at most), the pages the case reads and a stage of stage_pages pages (none when
+// they go up in batches first); sizes every buffer.
+int layout(Host *h, const kvf_case *c, int64_t poison_slots, int64_t stage_pages, kvf_error *err) {
     Layout &L = h->L;
     memset(&L, 0, sizeof L);
     const int64_t B = c->batch_size;
@@ -671,9 +835,15 @@ int layout(Host *h, const kvf_case *c, size_t ids, kvf_error *err) {
     L.ix = L.ip - kG + piece_bytes(L.ip_b) + kG;
     L.ll = L.ix - kG + piece_bytes(L.ix_b) + kG;
     L.in_b = L.ll - kG + piece_bytes(L.ll_b);
-    L.res_at = L.in_b;
-    L.up_b = L.res_at + kResBytes;
-    L.out_at = L.up_b;
+    const size_t ids_b = align256((size_t)h->num_read_pages * sizeof(int64_t));
+    L.poison_at = L.in_b;
+    L.ids_at = L.poison_at + align256((size_t)poison_slots * sizeof(int64_t));
+    L.stage_at = L.ids_at + ids_b;
+    L.stage_b = (size_t)(2 * stage_pages) * h->page_bytes;
+    L.image_b = L.stage_at + L.stage_b;
+    L.dev_ids_at = L.in_b;
+    L.res_at = L.dev_ids_at + ids_b;
+    L.out_at = L.res_at + kResBytes;
     L.o_b = (size_t)kvf_case_o_elems(c) * 2;
     L.lse_b = (size_t)kvf_case_lse_elems(c) * 4;
     L.o = kG;
@@ -688,16 +858,16 @@ int layout(Host *h, const kvf_case *c, size_t ids, kvf_error *err) {
     int rc = kvf__cuda_dev_grow(&h->d_io, &h->io_cap, L.total,
                                 "Allocating device inputs and outputs", err);
     if (!rc)
-        rc = kvf__cuda_pinned_grow(&h->h_up, &h->up_cap, L.up_b + ids, "Allocating pinned inputs",
-                                   err);
+        rc = kvf__cuda_mapped_grow(&h->h_up, &h->d_up, &h->up_cap, L.image_b,
+                                   "Allocating pinned inputs", err);
     if (!rc)
-        rc = kvf__cuda_pinned_grow(&h->h_down, &h->down_cap, kResBytes + L.out_b,
+        rc = kvf__cuda_mapped_grow(&h->h_down, &h->d_down, &h->down_cap, kResBytes + L.out_b,
                                    "Allocating pinned outputs", err);
     return rc;
 }
 
-// h_up = [in | result block as initialised]: guards and padding KVF_HOST_GUARD_BYTE. It also
-// stays what `in` must hold after the run, for locating a changed byte.
+// h_up's image of `in`: guards and padding KVF_HOST_GUARD_BYTE. It also stays what `in` must
+// hold after the run, for locating a changed byte.
 void build_images(Host *h, const kvf_case *c) {
     const Layout &L = h->L;
     unsigned char *up = (unsigned char *)h->h_up;
@@ -706,11 +876,28 @@ void build_images(Host *h, const kvf_case *c) {
     memcpy(up + L.ip, c->kv_indptr, L.ip_b);
     if (L.ix_b) memcpy(up + L.ix, c->kv_indices, L.ix_b);
     if (L.ll_b) memcpy(up + L.ll, c->kv_last_page_len, L.ll_b);
-    CheckResult init;
-    memset(&init, 0, sizeof init);
-    init.ws_first = kNone;
-    memset(up + L.res_at, 0, kResBytes);
-    memcpy(up + L.res_at, &init, sizeof init);
+}
+
+// h_up's lists (the pages to re-poison, n_poison of them from here on; the pages read) and, for
+// a case that goes up with the run, the stage: every page's K image, then every V image.
+void write_lists(Host *h, const kvf_case *c, int staged) {
+    const Layout &L = h->L;
+    unsigned char *up = (unsigned char *)h->h_up;
+    int64_t *poison = (int64_t *)(up + L.poison_at);
+    if (h->n_poison < 0)
+        h->n_poison = pages_no_longer_read(h, poison);
+    else if (h->n_poison > 0)
+        memcpy(poison, h->written, (size_t)h->n_poison * sizeof *poison);
+    if (h->num_read_pages)
+        memcpy(up + L.ids_at, h->pages, (size_t)h->num_read_pages * sizeof(int64_t));
+    if (staged) return;
+    kvf_bf16 *stage = (kvf_bf16 *)(up + L.stage_at);
+    const int64_t n = h->num_read_pages, page_elems = (int64_t)(h->page_bytes / 2);
+    for (int64_t i = 0; i < n; ++i) {
+        kvf__host_page_image(c, c->k_cache, h->pages[i], h->page_used[i], stage + i * page_elems);
+        kvf__host_page_image(c, c->v_cache, h->pages[i], h->page_used[i],
+                             stage + (n + i) * page_elems);
+    }
 }
 
 // supports() and plan() of every slot for the loaded shape and table; sizes their workspaces.
@@ -750,26 +937,31 @@ void fill_args(Host *h, const Slot *s, kvf_plugin_args *a) {
 
 CheckParams check_params(Host *h) {
     const Layout &L = h->L;
-    unsigned char *io = (unsigned char *)h->d_io;
+    unsigned char *io = (unsigned char *)h->d_io, *up = (unsigned char *)h->d_up;
     CheckParams p;
     memset(&p, 0, sizeof p);
-    p.k = (const uint4 *)h->d_k, p.v = (const uint4 *)h->d_v;
+    p.k = (uint4 *)h->d_k, p.v = (uint4 *)h->d_v;
     p.page_vec = (int64_t)(h->page_bytes / 16);
+    // The pages the case reads: where the prepare kernel writes them, and what the checksums
+    // cover in a pool too large to cover whole.
+    p.ids = (const int64_t *)(io + L.dev_ids_at);
+    p.n_ids = h->num_read_pages;
     const size_t pool = (size_t)h->num_pages * h->page_bytes;
-    if (pool > 0 && pool <= kWholePoolCheckBytes) {
-        p.whole_vecs = (int64_t)(pool / 16);
-    } else {
-        // d_written lists the loaded case's pages once it has any (pools_upload, and the
-        // generated load); a case with none reads no page.
-        p.ids = (const int64_t *)h->d_written;
-        p.n_ids = h->num_read_pages;
-    }
+    if (pool > 0 && pool <= kWholePoolCheckBytes) p.whole_vecs = (int64_t)(pool / 16);
+    p.up_in = (const uint4 *)up;
+    p.up_ids = (const int64_t *)(up + L.ids_at);
+    p.poison = (const int64_t *)(up + L.poison_at);
+    p.n_poison = h->n_poison;
+    p.poison_vec = (int64_t)(h->poison_page_bytes / 16);
+    p.stage = (const uint4 *)(up + L.stage_at);
+    p.n_scatter = h->n_scatter;
     p.in = (const uint4 *)io;
     p.in_vecs = (int64_t)(L.in_b / 16);
     p.out = io + L.out_at, p.out_b = L.out_b;
     p.o_at = L.o, p.o_b = L.o_b, p.lse_at = L.lse, p.lse_b = L.lse_b;
     p.ws = io + L.ws_at, p.ws_bytes = L.ws_bytes, p.ws_region = L.ws_region;
     p.res = (CheckResult *)(io + L.res_at);
+    p.down = (unsigned char *)h->d_down;
     return p;
 }
 
@@ -881,6 +1073,14 @@ int locate_pool_change(Host *h, const CheckResult *r, kvf_error *err) {
 
 // ---- one checked run -------------------------------------------------------------------------
 
+// Blocks of a cooperative check kernel for `items` units of device work (check_grid's) and
+// `host_vecs` vectors of host memory (one a thread), no more than fit on the device at once.
+unsigned coop_grid(const Host *h, int64_t items, int64_t host_vecs) {
+    int64_t b = check_grid(items);
+    if ((host_vecs + 255) / 256 > b) b = (host_vecs + 255) / 256;
+    return (unsigned)(b < h->coop_blocks ? b : h->coop_blocks);
+}
+
 // Runs slot k once on the loaded inputs with fresh poison, then every check of kernel_host.h.
 int checked_run(Host *h, int k, kvf_bf16 *o, float *lse, kvf_error *err) {
     Slot *s = &h->slots[k];
@@ -889,33 +1089,51 @@ int checked_run(Host *h, int k, kvf_bf16 *o, float *lse, kvf_error *err) {
         return s->rc;
     }
     const Layout &L = h->L;
-    unsigned char *io = (unsigned char *)h->d_io;
-    KVF_CUDA_TRY(cudaMemcpyAsync(io, h->h_up, L.up_b, cudaMemcpyHostToDevice, h->stream),
-                 "Uploading the inputs");
-    const CheckParams cp = check_params(h);
+    CheckParams cp = check_params(h);
     const int64_t pool_vecs = cp.whole_vecs > 0 ? cp.whole_vecs : cp.n_ids * cp.page_vec;
     int64_t most = pool_vecs > cp.in_vecs ? pool_vecs : cp.in_vecs;
-    if ((int64_t)((L.out_b + L.ws_region) / 4) > most)
-        most = (int64_t)((L.out_b + L.ws_region) / 4);
-    pre_kernel<<<dim3((unsigned)check_grid(most), 2), 256, 0, h->stream>>>(cp);
-    KVF_CUDA_TRY(cudaGetLastError(), "Launching the pre-run check kernel");
+    const int64_t items[] = {(int64_t)((L.out_b + L.ws_region) / 4), cp.n_ids,
+                             cp.n_poison * cp.poison_vec, 2 * cp.n_scatter * cp.page_vec};
+    for (int64_t x : items)
+        if (x > most) most = x;
+    // What the prepare kernel reads from host memory goes one vector per thread: each read
+    // waits a PCIe round trip, so the threads in flight set the speed, not the device's memory.
+    const int64_t host_vecs = cp.in_vecs + cp.n_ids + cp.n_poison + 2 * cp.n_scatter * cp.page_vec;
+    void *args[] = {&cp};
+    dev_mark(h->t, kPrepare, h->stream);
+    KVF_CUDA_TRY(cudaLaunchCooperativeKernel((const void *)prepare_kernel,
+                                             dim3(coop_grid(h, most, host_vecs)), dim3(256), args,
+                                             0, h->stream),
+                 "Launching the prepare kernel");
+    dev_mark(h->t, kRunDev, h->stream);
+    if (h->verify_pool && h->pools_known && h->num_pages > 0) {
+        const int vr = pools_verify(h, err);
+        if (vr) return vr;
+    }
     kvf_plugin_args a;
     fill_args(h, s, &a);
     char msg[KVF_ERROR_MSG_MAX] = {0};
+    host_mark(h->t, kCalls);
     const int st = s->desc->run(s->state, &a, msg, sizeof msg - 1);
+    host_mark(h->t, kRunCall);
+    dev_mark(h->t, kPost, h->stream);
     // The kernel's own launch errors first: they are the kernel's, not the host's.
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) {
         most = pool_vecs > cp.in_vecs ? pool_vecs : cp.in_vecs;
+        const int64_t out_vecs = (int64_t)(L.out_b / 16);
         if ((int64_t)L.ws_region > most) most = (int64_t)L.ws_region;
-        post_kernel<<<dim3((unsigned)check_grid(most), 2), 256, 0, h->stream>>>(cp);
-        e = cudaGetLastError();
+        if (out_vecs > most) most = out_vecs;
+        e = cudaLaunchCooperativeKernel((const void *)post_kernel,
+                                        dim3(coop_grid(h, most, out_vecs)), dim3(256), args, 0,
+                                        h->stream);
     }
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(h->h_down, io + L.res_at, kResBytes + L.out_b, cudaMemcpyDeviceToHost,
-                            h->stream);
+    dev_mark(h->t, kDevicePhases, h->stream);
+    host_mark(h->t, kCalls);
     // The stream, not the device: other streams' work (a plugin's own) is none of this run's.
     const cudaError_t se = cudaStreamSynchronize(h->stream);
+    host_mark(h->t, kWait);
+    h->t.pending = h->t.events && e == cudaSuccess && se == cudaSuccess;
     if (e == cudaSuccess) e = se;
     if (e != cudaSuccess)
         return kvf_error_set(err, KVF_EDEVICE, "%s failed on the device: %s (%s)", s->desc->name,
@@ -957,6 +1175,7 @@ int load_case(Host *h, const kvf_case *c, kvf_error *err) {
         return kvf_error_set(err, KVF_EINVAL, "the case has no k_cache or v_cache");
     kvf_kernel_shape(c, &h->shape);
     plan_slots(h, c);
+    host_mark(h->t, kPlan);
     if (h->n == 1 && h->slots[0].rc) {
         if (err) *err = h->slots[0].why;
         return h->slots[0].rc;
@@ -964,14 +1183,43 @@ int load_case(Host *h, const kvf_case *c, kvf_error *err) {
     h->page_bytes = (size_t)kvf_case_page_elems(c) * 2;
     h->num_pages = c->num_pages;
     rc = read_pages(h, c, err);
-    if (!rc) rc = layout(h, c, (size_t)h->num_read_pages * sizeof(int64_t), err);
+    if (rc) return rc;
+    // Without a pool the case reads no page, and the pools stay as they are.
+    const size_t pool = (size_t)c->num_pages * h->page_bytes;
+    int staged = 0;
+    int64_t stage_pages = 0;
+    h->n_poison = h->n_scatter = 0;
+    if (pool > 0) {
+        // The copies move 16-byte vectors; every bf16 page of 8 * k elements is a multiple of 16.
+        if (h->page_bytes % 16 != 0)
+            return kvf_error_set(err, KVF_EUNSUPPORTED,
+                                 "a page of %zu bytes is not a multiple of 16 bytes",
+                                 h->page_bytes);
+        if (h->num_read_pages > 0 && 2 * h->page_bytes > h->stage_bytes)
+            return kvf_error_set(err, KVF_EUNSUPPORTED,
+                                 "a page of %zu bytes and its V page exceed the %zu-byte staging "
+                                 "buffer",
+                                 h->page_bytes, h->stage_bytes);
+        rc = pools_reserve(h, pool, err);
+        if (rc) return rc;
+        stage_pages = plan_pages(h, &staged);
+    }
+    rc = layout(h, c, h->n_poison < 0 ? h->n_written : h->n_poison, stage_pages, err);
     if (rc) return rc;
     build_images(h, c);
-    if (h->num_read_pages)
-        memcpy((unsigned char *)h->h_up + h->L.up_b, h->pages,
-               (size_t)h->num_read_pages * sizeof(int64_t));
-    rc = pools_upload(h, c, err);
-    if (rc) return rc;
+    write_lists(h, c, staged);
+    host_mark(h->t, kImages);
+    if (pool > 0) {
+        // From here the pools change (in the prepare kernel when not staged): a failure leaves
+        // them unknown.
+        h->pool_touched = 1;
+        if (!h->pool_clean) rc = pools_fill(h, err);
+        if (!rc && staged) rc = upload_staged(h, c, err);
+        if (!rc) rc = note_written(h, err);
+        if (rc) return rc;
+        h->pool_clean = 1;
+    }
+    host_mark(h->t, kPools);
     h->loaded = 1;
     return 0;
 }
@@ -1012,8 +1260,11 @@ extern "C" int kvf__cuda_host_run(void *hv, const kvf_case *c, kvf_bf16 *o, floa
     // A failed API call of an earlier run (already reported) must not be blamed on this one.
     (void)cudaGetLastError();
     h->pool_touched = 0;
+    if (h->t.on) h->t.last = now_s();
     int rc = load_case(h, c, err);
     if (!rc) rc = checked_run(h, 0, o, lse, err);
+    host_mark(h->t, kChecks);
+    timing_end_run(h->t);
     if (rc && rc != KVF_EUNSUPPORTED) after_failure(h);
     if (rc == KVF_EINPUTMOD) h->pool_clean = 0; // the kernel wrote into the pools
     return rc;
@@ -1030,12 +1281,15 @@ extern "C" void kvf__cuda_host_destroy(void *hv) {
     for (int i = 0; i < h->n; ++i)
         if (h->slots[i].desc->destroy) h->slots[i].desc->destroy(h->slots[i].state);
     if (h->stream) cudaStreamDestroy(h->stream);
-    void *dev[] = {h->d_k, h->d_v, h->d_io, h->d_stage, h->d_ids, h->d_written};
+    for (int i = 0; h->t.events && i <= kDevicePhases; ++i)
+        cudaEventDestroy(h->t.ev[i]);
+    void *dev[] = {h->d_k, h->d_v, h->d_io, h->d_stage};
     for (void *d : dev)
         if (d) cudaFree(d);
-    void *pinned[] = {h->h_stage, h->h_up, h->h_down};
+    void *pinned[] = {h->h_up, h->h_down};
     for (void *p : pinned)
         if (p) cudaFreeHost(p);
+    free(h->written);
     free(h->pages);
     free(h->page_used);
     free(h->page_sort);
@@ -1062,9 +1316,13 @@ extern "C" int kvf__cuda_host_load_generated(void *hv, const kvf_case *c, uint64
         return kvf_error_set(err, KVF_EUNSUPPORTED, "a page of %zu bytes is not a multiple of 16",
                              h->page_bytes);
     rc = read_pages(h, c, err);
-    if (!rc) rc = layout(h, c, (size_t)h->num_read_pages * sizeof(int64_t), err);
+    // Nothing to re-poison or write: the generator fills the pools. The page list goes up with
+    // each run, for the checksums of a large pool.
+    h->n_poison = h->n_scatter = 0;
+    if (!rc) rc = layout(h, c, 0, 0, err);
     if (rc) return rc;
     build_images(h, c);
+    write_lists(h, c, 1);
     const size_t pool = (size_t)c->num_pages * h->page_bytes;
     h->pool_touched = 1;
     h->pool_clean = 0; // generated values everywhere: no longer poison outside a page list
@@ -1110,17 +1368,7 @@ extern "C" int kvf__cuda_host_load_generated(void *hv, const kvf_case *c, uint64
     free(cnt);
     if (d_tail) cudaFree(d_tail);
     if (rc) return rc;
-    // The pool checksum of a large pool covers the pages the case reads.
-    if (h->num_read_pages) {
-        rc = kvf__cuda_dev_grow(&h->d_written, &h->written_cap, (size_t)h->num_read_pages * 8,
-                                "Allocating the page list", err);
-        if (rc) return rc;
-        KVF_CUDA_TRY(cudaMemcpy(h->d_written, h->pages, (size_t)h->num_read_pages * 8,
-                                cudaMemcpyHostToDevice),
-                     "Uploading the page list");
-    }
-    h->written_pages = h->num_read_pages;
-    h->written_page_bytes = h->page_bytes;
+    h->n_written = 0; // the pools are not clean: the next case poisons them whole
     KVF_CUDA_TRY(cudaStreamSynchronize(h->stream), "Generating the pools");
     h->loaded = 1;
     return 0;

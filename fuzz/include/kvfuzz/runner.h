@@ -69,16 +69,20 @@ void kvf_runner_set_device(kvf_runner *r, const char *visible);
  * In-process: creates the kernel. */
 int kvf_runner_start(kvf_runner *r, kvf_error *err);
 
-/* Launches in flight at most. With one lane, 3: one running, one the worker takes in, one
- * waiting in the socket, so the worker never waits for this side between two launches. With
- * L lanes, 4L + 2: answers go back in order, so while one slow case runs the lanes go on with
- * the cases behind it, up to this window. Before the worker has started, from the lanes asked
+/* Launches in flight at most: 4L + 2 for L lanes (6 with one). Answers go back in order, so
+ * while one slow case runs the lanes go on with the cases behind it, up to this window; and a
+ * dispatcher held up for a moment by its other neighbours (generators, oracle queue) leaves the
+ * worker that many cases to go on with. Before the worker has started, from the lanes asked
  * for; after, from the lanes it runs. */
 int kvf_runner_max_inflight(const kvf_runner *r);
 
 /* Whether another launch may be submitted now: fewer than kvf_runner_max_inflight in flight,
  * and fewer than two or under KVF_RUNNER_INFLIGHT_BYTES of serialized cases. */
 int kvf_runner_has_room(const kvf_runner *r);
+
+/* Seconds this runner spent blocked on its worker (in poll(): for a result, or for room in the
+ * socket), as opposed to the time submit and collect spend moving bytes. */
+double kvf_runner_idle_s(const kvf_runner *r);
 
 /* The lanes the worker runs (1 before it has started and in-process). */
 int kvf_runner_lanes(const kvf_runner *r);
