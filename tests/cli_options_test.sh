@@ -136,6 +136,7 @@ expect 2 'KVF_WORKER_TIMING must be 0 or 1, got "yes"' -- env KVF_WORKER_TIMING=
 expect 2 'KVF_CUDA_CHUNK_TILES must be a decimal integer' -- env KVF_CUDA_CHUNK_TILES=abc "$kvfuzz" kernels
 expect 2 'KVF_CUDA_STAGE_BYTES must be a decimal integer in \[32, 1073741824\] and a multiple of 16, got "40"' -- env KVF_CUDA_STAGE_BYTES=40 "$kvfuzz" kernels
 expect 2 'KVF_CUDA_VERIFY_POOL must be 0 or 1' -- env KVF_CUDA_VERIFY_POOL=on "$kvfuzz" fuzz --runs 1 --findings "$tmp/vp"
+expect 2 'KVF_CUDA_HOST_TIMING must be 0 or 1, got "2"' -- env KVF_CUDA_HOST_TIMING=2 "$kvfuzz" replay --kernel cpu-ref "$seed"
 if [ -n "$harness" ]; then
   expect 2 'KVF_FUZZ_JOBS must be a decimal integer in \[1, 256\], got "two"' -- env KVF_FUZZ_JOBS=two "$harness" "$seed"
   expect 2 'KVF_FUZZ_KEEP_GOING must be 0 or 1' -- env KVF_FUZZ_KEEP_GOING=yes "$harness" "$seed"
