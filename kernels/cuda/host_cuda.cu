@@ -418,7 +418,7 @@ struct Host {
     int64_t n_written;
     size_t written_page_bytes;
     size_t poison_page_bytes; // the geometry of the pages the loaded case re-poisons
-    int verify_pool;          // KVF_CUDA_VERIFY_POOL: check the invariant above after every upload
+    int verify_pool;          // KVF_CUDA_VERIFY_POOL: check the invariant above every run
     size_t stage_bytes;       // the stage's capacity (KVF_CUDA_STAGE_BYTES)
     // The pages the loaded case reads and how many slots of each (host; for locating a
     // changed pool byte).
@@ -631,8 +631,9 @@ int pools_reserve(Host *h, size_t pool, kvf_error *err) {
     return 0;
 }
 
-// The self-check of KVF_CUDA_VERIFY_POOL: after an upload, every byte of both pools outside
-// the pages just written must be poison. Scans the whole allocation, so tests only.
+// The self-check of KVF_CUDA_VERIFY_POOL: once the prepare kernel has written the case's pages,
+// every byte of both pools outside them must be poison. Scans the whole allocation, so tests
+// only.
 int pools_verify(Host *h, kvf_error *err) {
     const int64_t P = h->num_pages;
     unsigned char *mask = (unsigned char *)calloc((size_t)P + 1, 1);

@@ -92,11 +92,12 @@ int kvf__host_status(const kvf_plugin_kernel *desc, int status, const char *msg,
  * name (cudaErrorIllegalAddress, ...) in the sentence. The host runs the kernel on a stream of
  * its own and synchronizes that stream, never the device, before its checks.
  * Its device pools are poisoned whole (stronger than KVF_HOST_POISON_POOL_BYTES asks) and kept
- * between runs: a run uploads only the pages the case reads and the next re-poisons them. The
+ * between runs: a run writes only the pages the case reads and the next re-poisons them. The
  * input check is a checksum of q, the index arrays and the pools (the whole pools while each
  * is at most 64 MiB, else the pages the case reads), before and after the run, on the device.
- * Environment, read at creation: KVF_CUDA_VERIFY_POOL=1 checks after every upload that no
- * pool byte outside the pages read is anything but poison (tests: it reads both pools whole);
+ * Environment, read at creation: KVF_CUDA_VERIFY_POOL=1 checks, once a run's pages are written,
+ * that no pool byte outside them is anything but poison (tests: it reads both pools whole);
+ * KVF_CUDA_HOST_TIMING=1 prints, every 5 s, where the runs' host and device time went;
  * KVF_CUDA_STAGE_BYTES=N (a multiple of 16, 32 to 2^30) sizes the pinned staging buffer the
  * pages go up through (default 64 MiB; tests of uploads in several batches), KVF_EINVAL on a
  * malformed value, KVF_EUNSUPPORTED from run when a K/V page pair does not fit. */
