@@ -78,8 +78,13 @@ void *kvf__queue_pop(kvf__queue *q) {
         q->bytes -= q->sizes[q->head];
         q->head = (q->head + 1) % q->cap;
         q->count--;
-        /* Every producer: one waits for a count, another for bytes this pop may have freed. */
-        pthread_cond_broadcast(&q->space);
+        /* One producer, as for a count alone; every producer once the queue is empty, which
+         * takes any item. A producer woken for an item that still does not fit waits for the
+         * next pop, so none waits past the queue's emptying. */
+        if (q->count == 0)
+            pthread_cond_broadcast(&q->space);
+        else
+            pthread_cond_signal(&q->space);
     }
     pthread_mutex_unlock(&q->mu);
     return item;
