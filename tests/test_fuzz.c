@@ -332,6 +332,12 @@ static void signatures_and_saving(void) {
     rm_tree(dir);
 }
 
+/* Small generated cases (up to 3 sequences of 96 tokens in 4 pages): quick for a worker. */
+static void small_random_opts(kvf_random_opts *rnd) {
+    kvf_random_opts_default(rnd);
+    rnd->max_batch = 3, rnd->max_pages = 4, rnd->max_tokens = 96;
+}
+
 /* A worker with several lanes. Results come back in the order submitted and equal cpu-ref's run
  * in this process, over generated cases of different sizes. A crash or a hang among launches
  * that ran side by side is run again alone and blamed on its own launch only, the others
@@ -341,8 +347,7 @@ static void runner_lanes(void) {
     kvf_limits cl = case_limits();
     kvf_error err = {0};
     kvf_random_opts rnd;
-    kvf_random_opts_default(&rnd);
-    rnd.max_batch = 3, rnd.max_pages = 4, rnd.max_tokens = 96;
+    small_random_opts(&rnd);
     enum { N = 24 };
     kvf_case cases[N];
     kvf_bf16 *want_o[N], *o[N];
@@ -455,8 +460,7 @@ static void worker_pages_between_cases(void) {
     kvf_limits cl = case_limits();
     kvf_error err = {0};
     kvf_random_opts rnd;
-    kvf_random_opts_default(&rnd);
-    rnd.max_batch = 3, rnd.max_pages = 4, rnd.max_tokens = 96;
+    small_random_opts(&rnd);
     rnd.allow_high_ids = 0; /* test-pool-check reads every page of the pool */
     kvf_runner_opts ro = {kvf_fuzz_kernel_find("test-pool-check"), cl, 10, 0, 0, 1};
     CHECK(ro.kernel != NULL);
