@@ -1,11 +1,13 @@
 /* GPU tests: the `cuda` and `cuda-naive` kernels, run through the CUDA buffer host as every
  * kernel with a descriptor is (kvf_kernel_run), judged by the MPFR oracle under the `strict`
  * and `fib` rules on generated cases spanning every generator strategy and the shape grid, plus
- * determinism, 64-bit page offsets, the host's pool poison and staging, and input validation.
+ * determinism, merges of many splits, 64-bit page offsets, the host's pool poison and staging,
+ * and input validation.
  * Every test skips (exit 77) when no usable CUDA device is present.
  *
  * Environment: KVF_GPU_CASES sets the random case count (default GPU_CASES_DEFAULT; a sanitizer
  * run uses a few dozen), KVF_GPU_THREADS the oracle worker threads (default: online CPUs). */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -427,6 +429,112 @@ static void test_same_bits_twice(void) {
     printf("  %ld cases x 2 kernels, 3 runs each\n", n);
 }
 
+/* ---- merges of many splits --------------------------------------------------------------- */
+
+/* One tile per split (KVF_CUDA_CHUNK_TILES=1) gives a long sequence more splits than the merge
+ * kernel weighs in one round (8 warps x 8 splits, merge.cuh), next to a single-split and an
+ * empty sequence, for groups 1, 8 and 16 and every head dim. One state runs every shape twice
+ * in turn, so each plan and workspace is reused after a different shape: each run is judged by
+ * the oracle under strict, and the two runs of a shape must agree bit for bit (a merge that read
+ * partial states left by the previous shape would not). */
+typedef struct merge_shape {
+    uint8_t hq, hk;
+    uint16_t d, s;
+    uint16_t pages[3]; /* per sequence; 0 is an empty sequence */
+} merge_shape;
+
+static int merge_case(kvf_case *c, kvf_spec *spec, const merge_shape *m, uint64_t seed,
+                      kvf_error *err) {
+    memset(c, 0, sizeof *c);
+    if (kvf_spec_preset(spec, "seed-h20kv4", seed, err)) return -1;
+    kvf_recipe *r = &spec->recipe;
+    r->num_qo_heads = m->hq, r->num_kv_heads = m->hk, r->head_dim = m->d, r->page_size = m->s;
+    r->sm_scale = 1.0f / sqrtf((float)m->d);
+    free(r->num_pages);
+    free(r->last_page_len);
+    r->batch_size = 3;
+    r->num_pages = calloc(3, sizeof *r->num_pages);
+    r->last_page_len = calloc(3, sizeof *r->last_page_len);
+    if (!r->num_pages || !r->last_page_len) return -1;
+    for (int b = 0; b < 3; b++) {
+        r->num_pages[b] = m->pages[b];
+        r->last_page_len[b] = m->pages[b] ? (uint16_t)(1 + (seed + (uint64_t)b) % m->s) : 0;
+    }
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    return kvf_case_build(c, spec, &lim, err);
+}
+
+static void test_merge_many_splits(void) {
+    char why[256];
+    if (gpu_skip_reason(why, sizeof why)) CHECK_SKIP("%s", why);
+    static const merge_shape shapes[] = {
+        {20, 4, 128, 64, {150, 1, 0}}, /* the seed shape: 150 splits, three merge rounds */
+        {16, 1, 64, 16, {0, 40, 2}},   /* group 16, D 64: 10 tiles of 4 pages */
+        {2, 2, 256, 32, {70, 0, 1}},   /* group 1, D 256: tiles of 32 tokens */
+        {32, 2, 256, 64, {1, 66, 3}},  /* group 16, D 256 */
+        {8, 1, 128, 128, {3, 33, 0}},  /* pages of two tiles */
+    };
+    const int n_shapes = (int)(sizeof shapes / sizeof shapes[0]);
+    setenv("KVF_CUDA_CHUNK_TILES", "1", 1);
+    const kvf_kernel *kern = kvf_kernel_find("cuda");
+    CHECK(kern != NULL);
+    kvf_error err = {0};
+    void *st = NULL;
+    if (kern) CHECK_OK(kvf_kernel_create(kern, &st, &err), &err);
+    kvf_rule strict;
+    CHECK_OK(kvf_rule_parse(&strict, "strict", &err), &err);
+    kvf_oracle_opts oo;
+    kvf_oracle_opts_default(&oo);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    oo.threads = (int)(online > 0 ? online : 4);
+    kvf_case cs[sizeof shapes / sizeof shapes[0]];
+    kvf_spec specs[sizeof shapes / sizeof shapes[0]];
+    kvf_oracle_result orcs[sizeof shapes / sizeof shapes[0]];
+    run_outputs first[sizeof shapes / sizeof shapes[0]];
+    memset(orcs, 0, sizeof orcs);
+    /* Every case and its oracle result first, so that the runs follow each other on one plan. */
+    int built = 0;
+    const int failures_before = check_failures;
+    for (; st && built < n_shapes && check_failures == failures_before; built++) {
+        CHECK_OK(merge_case(&cs[built], &specs[built], &shapes[built], 40 + (uint64_t)built, &err),
+                 &err);
+        if (check_failures == failures_before)
+            CHECK_OK(kvf_oracle_run(&orcs[built], &cs[built], &oo, &err), &err);
+        first[built] = outputs_for(&cs[built]);
+    }
+    for (int round = 0; round < 2 && built == n_shapes && check_failures == failures_before;
+         round++) {
+        for (int i = 0; i < n_shapes; i++) {
+            run_outputs out = round == 0 ? first[i] : outputs_for(&cs[i]);
+            CHECK_OK(kvf_kernel_run(kern, st, &cs[i], out.o, out.lse, &err), &err);
+            kvf_verdict v;
+            CHECK_OK(kvf_judge(&v, &strict, &cs[i], &orcs[i], out.o, out.lse, &err), &err);
+            if (!v.pass)
+                CHECK_FAIL_AT("shape %d (Hq %d, Hk %d, D %d, S %d), run %d fails strict: %s, %lld "
+                              "o and %lld lse violations",
+                              i, shapes[i].hq, shapes[i].hk, shapes[i].d, shapes[i].s, round + 1,
+                              kvf_finding_class_name(v.finding), (long long)v.o.violations,
+                              (long long)v.lse.violations);
+            if (round == 1) {
+                if (!outputs_same_bits(&first[i], &out))
+                    CHECK_FAIL_AT("shape %d gives different bits on its second run", i);
+                outputs_free(&out);
+            }
+        }
+    }
+    printf("  %d shapes, up to 150 splits of one sequence, each run twice on one state\n",
+           n_shapes);
+    for (int i = 0; i < built; i++) {
+        outputs_free(&first[i]);
+        kvf_oracle_result_free(&orcs[i]);
+        kvf_case_free(&cs[i]);
+        kvf_spec_free(&specs[i]);
+    }
+    if (st) kvf_kernel_destroy(kern, st);
+    unsetenv("KVF_CUDA_CHUNK_TILES");
+}
+
 /* ---- 64-bit offsets ---------------------------------------------------------------------- */
 
 /* The seed shape with page ids past 65536: page * page_elems (32768 elements) passes 2^31, so
@@ -703,6 +811,7 @@ static void test_validation(void) {
 static const check_test tests[] = {
     {"validation", test_validation},
     {"same_bits_twice", test_same_bits_twice},
+    {"merge_many_splits", test_merge_many_splits},
     {"high_page_ids", test_high_page_ids},
     {"pool_poison_between_runs", test_pool_poison_between_runs},
     {"staging_in_batches", test_staging_in_batches},

@@ -116,41 +116,67 @@ static void test_schedules_cover_every_token(void) {
     }
 }
 
+/* Builds p's plan on dev and checks the chunk (tiles of 64 tokens), the splits and the CTAs. */
+static void expect_plan(const problem *p, const kvf__cuda_split_device *dev, const int64_t *tokens,
+                        int32_t chunk_tiles, int32_t max_splits, int64_t ctas) {
+    kvf_error err = {0, {0}};
+    kvf__cuda_split_plan sp;
+    CHECK_OK(kvf__cuda_split_build(&p->pr, dev, &sp, &err), &err);
+    CHECK_INT_EQ(sp.info.chunk_tokens, chunk_tiles * 64);
+    CHECK_INT_EQ(sp.info.max_splits, max_splits);
+    CHECK_INT_EQ(sp.info.ctas, ctas);
+    CHECK_INT_EQ(sp.info.merge, max_splits > 1);
+    check_schedule(p, dev, &sp, tokens);
+    kvf__cuda_split_free(&sp);
+}
+
 /* The heuristic by hand: one wave is 132 SMs x 2 CTAs = 264 slots. */
 static void test_heuristic_fills_one_wave(void) {
-    kvf_error err = {0, {0}};
     kvf__cuda_split_device dev = h200(64);
-    kvf__cuda_split_plan sp;
     problem p;
-    /* B 1, Hk 8, 4096 tokens: 64 tiles x 8 heads over 264 slots -> 2 tiles per split. */
+    /* B 1, Hk 8, 4096 tokens: 64 tiles x 8 heads = 512 tiles of work, 2 per slot: short CTAs,
+     * so one CTA per SM instead: 4 tiles per split, 16 splits, 128 CTAs. */
     int64_t one[1] = {4096};
     make_problem(&p, 32, 8, 128, 16, 1, one);
-    CHECK_OK(kvf__cuda_split_build(&p.pr, &dev, &sp, &err), &err);
-    CHECK_INT_EQ(sp.info.chunk_tokens, 128);
-    CHECK_INT_EQ(sp.info.max_splits, 32);
-    CHECK_INT_EQ(sp.n_items, 32);
-    CHECK_INT_EQ(sp.info.ctas, 256);
-    CHECK_INT_EQ(sp.info.merge, 1);
-    check_schedule(&p, &dev, &sp, one);
-    kvf__cuda_split_free(&sp);
+    expect_plan(&p, &dev, one, 4, 16, 128);
+    /* The seed workload: 51 tiles x 4 heads = 204, 1 per slot -> 2 per SM: 26 splits. */
+    int64_t seed[1] = {3202};
+    make_problem(&p, 20, 4, 128, 64, 1, seed);
+    expect_plan(&p, &dev, seed, 2, 26, 104);
+    /* B 8 x 32768 tokens, Hk 4: 16384 tiles over 264 slots -> 63 tiles, 9 splits of each
+     * sequence, 288 CTAs: 24 in a second wave. 64 tiles (a quarter longer at most) fit one. */
+    int64_t eight[8];
+    for (int b = 0; b < 8; b++)
+        eight[b] = 32768;
+    make_problem(&p, 20, 4, 128, 64, 8, eight);
+    expect_plan(&p, &dev, eight, 64, 8, 256);
+    /* B 64 x 4096, Hk 4: 256 pairs, 63-tile chunks would double the CTAs; whole sequences fit
+     * the wave. */
+    int64_t b64[64];
+    for (int b = 0; b < 64; b++)
+        b64[b] = 4096;
+    make_problem(&p, 20, 4, 128, 64, 64, b64);
+    expect_plan(&p, &dev, b64, 64, 1, 256);
+    /* Mixed lengths: 59 one-tile sequences and one of 1000 tiles, Hk 4: 4236 tiles of work, 17
+     * per slot. 472 CTAs overflow the wave, and fitting it would take 143 tiles a chunk, far
+     * more than a quarter longer: the equal-work chunk stays. */
+    int64_t mixed[60];
+    for (int b = 0; b < 59; b++)
+        mixed[b] = 64;
+    mixed[59] = 64000;
+    make_problem(&p, 20, 4, 128, 64, 60, mixed);
+    expect_plan(&p, &dev, mixed, 17, 59, 472);
     /* B 33 x Hk 8 = 264 (sequence, kv head) pairs fill the wave already: no split. */
     int64_t many[33];
     for (int b = 0; b < 33; b++)
         many[b] = 100 + 50 * b;
     make_problem(&p, 32, 8, 128, 16, 33, many);
-    CHECK_OK(kvf__cuda_split_build(&p.pr, &dev, &sp, &err), &err);
-    CHECK_INT_EQ(sp.info.max_splits, 1);
-    CHECK_INT_EQ(sp.info.merge, 0);
-    CHECK_INT_EQ(sp.n_items, 33);
-    CHECK_INT_EQ(sp.info.chunk_tokens, (100 + 50 * 32 + 63) / 64 * 64);
-    check_schedule(&p, &dev, &sp, many);
-    kvf__cuda_split_free(&sp);
-    /* A smaller device (fewer slots) gets longer chunks for the same problem. */
+    expect_plan(&p, &dev, many, (100 + 50 * 32 + 63) / 64, 1, 264);
+    /* A smaller device gets longer chunks for the same problem: 512 tiles over 33 SMs x 2 ->
+     * 8 tiles, short, so 512 / 33 -> 16 tiles, 4 splits. */
     dev.num_sms = 33;
     make_problem(&p, 32, 8, 128, 16, 1, one);
-    CHECK_OK(kvf__cuda_split_build(&p.pr, &dev, &sp, &err), &err);
-    CHECK_INT_EQ(sp.info.chunk_tokens, 8 * 64); /* 64 x 8 / 66 -> 8 tiles */
-    kvf__cuda_split_free(&sp);
+    expect_plan(&p, &dev, one, 16, 4, 32);
 }
 
 static void test_forced_chunk_is_clamped_to_the_longest(void) {

@@ -154,6 +154,46 @@ static int64_t kvf__split_count(const int64_t *len, int32_t b, int64_t chunk_tok
     return s < 1 ? 1 : s;
 }
 
+/* CTAs of the split kernel with chunks of c tiles: every sequence has at least one. */
+static int64_t kvf__split_ctas(const int64_t *len, int32_t B, int32_t Hk, int64_t T, int64_t c) {
+    int64_t n = 0;
+    for (int32_t b = 0; b < B; ++b) {
+        const int64_t t = (len[b] + T - 1) / T;
+        n += t > c ? (t + c - 1) / c : 1;
+    }
+    return n * Hk;
+}
+
+/* Tiles per chunk when the (sequence, kv head) pairs alone leave slots of the wave free. Measured
+ * on an H200 over batch 1..64 and lengths 512..32768 (docs/performance.md, "Choosing the chunk"):
+ * 1. Equal work per CTA over one wave of slots, so that mixed lengths give CTAs of similar work.
+ * 2. Below KVF__SPLIT_MIN_TILES tiles, a CTA's fixed costs (the dependent loads before its first
+ *    tile, its epilogue, one more partial state to merge) outweigh a second CTA per SM: one CTA
+ *    per SM, with up to twice the tiles, was as fast or faster everywhere.
+ * 3. Equal chunks that spill a few CTAs into a second wave leave that wave nearly idle: a chunk
+ *    at most a quarter longer that fits one wave is taken instead. Further than that (mixed
+ *    lengths, whose CTAs differ in work anyway) the longer CTAs cost more than the tail. */
+#define KVF__SPLIT_MIN_TILES 16
+static int64_t kvf__split_chunk_tiles(const int64_t *len, int32_t B, int32_t Hk, int64_t T,
+                                      int64_t total_tiles, int64_t slots, int64_t num_sms) {
+    const int64_t work = total_tiles * Hk;
+    int64_t c = (work + slots - 1) / slots;
+    if (c < KVF__SPLIT_MIN_TILES) c = (work + num_sms - 1) / num_sms;
+    if (c < 1) c = 1;
+    if (kvf__split_ctas(len, B, Hk, T, c) <= slots) return c;
+    /* The CTA count falls as c grows: the smallest c' in (c, 5c/4] that fits, if any. */
+    int64_t lo = c, hi = c + c / 4;
+    if (kvf__split_ctas(len, B, Hk, T, hi) > slots) return c;
+    while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (kvf__split_ctas(len, B, Hk, T, mid) <= slots)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return hi;
+}
+
 int kvf__cuda_split_build(const kvf_cuda_problem *pr, const kvf__cuda_split_device *dev,
                           kvf__cuda_split_plan *plan, kvf_error *err) {
     memset(plan, 0, sizeof *plan);
@@ -167,10 +207,10 @@ int kvf__cuda_split_build(const kvf_cuda_problem *pr, const kvf__cuda_split_devi
     if (rc) return rc;
     const int32_t B = pr->batch_size, Hk = pr->num_kv_heads;
     const int64_t T = dev->tile_tokens;
-    // Split heuristic: aim for one full wave of CTAs (num_sms * ctas_per_sm). With at least
-    // that many (sequence, kv head) pairs, no split; otherwise chunks of equal tile count so
-    // that mixed lengths give CTAs of similar work (B16) and batch 1 fills the GPU. Chunks are
-    // whole tiles, so a chunk boundary never cuts a tile (B09).
+    // Split heuristic: aim for one wave of CTAs (num_sms * ctas_per_sm). With at least that
+    // many (sequence, kv head) pairs, no split; otherwise chunks of equal tile count
+    // (kvf__split_chunk_tiles), so that mixed lengths give CTAs of similar work (B16) and batch
+    // 1 fills the GPU. Chunks are whole tiles, so a chunk boundary never cuts a tile (B09).
     int64_t total_tiles = 0, max_tiles = 0;
     for (int32_t b = 0; b < B; ++b) {
         const int64_t t = (len[b] + T - 1) / T;
@@ -184,7 +224,7 @@ int kvf__cuda_split_build(const kvf_cuda_problem *pr, const kvf__cuda_split_devi
     if ((int64_t)B * Hk >= slots || max_tiles == 0)
         chunk_tiles = max_tiles > 0 ? max_tiles : 1;
     else
-        chunk_tiles = (total_tiles * Hk + slots - 1) / slots;
+        chunk_tiles = kvf__split_chunk_tiles(len, B, Hk, T, total_tiles, slots, dev->num_sms);
     // A forced chunk size (experiments, and tests that want many split boundaries).
     if (dev->force_chunk_tiles > 0) chunk_tiles = dev->force_chunk_tiles;
     if (chunk_tiles < 1) chunk_tiles = 1;
