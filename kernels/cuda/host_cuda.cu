@@ -754,6 +754,18 @@ int64_t plan_pages(Host *h, int *staged) {
     return *staged ? per_batch : h->num_read_pages;
 }
 
+// The images of the n pages the case reads from its i-th on into `stage`: their K images, then
+// their V images (the layout the scatter kernels read).
+void write_page_images(const Host *h, const kvf_case *c, int64_t i0, int64_t n, kvf_bf16 *stage) {
+    const int64_t page_elems = (int64_t)(h->page_bytes / 2);
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t p = h->pages[i0 + i];
+        const int32_t used = h->page_used[i0 + i];
+        kvf__host_page_image(c, c->k_cache, p, used, stage + i * page_elems);
+        kvf__host_page_image(c, c->v_cache, p, used, stage + (n + i) * page_elems);
+    }
+}
+
 // The pages in batches through d_stage, before the run: re-poisons the listed pages of
 // `written` (in their own geometry), then writes each batch, waiting for the previous batch's
 // copy before refilling the stage. The lists are in h_up already (write_lists).
@@ -785,12 +797,7 @@ int upload_staged(Host *h, const kvf_case *c, kvf_error *err) {
     for (int64_t i0 = 0; i0 < h->num_read_pages; i0 += per_batch) {
         const int64_t left = h->num_read_pages - i0, n = left < per_batch ? left : per_batch;
         if (i0 > 0) KVF_CUDA_TRY(cudaStreamSynchronize(h->stream), "Uploading pages");
-        for (int64_t i = 0; i < n; ++i) {
-            const int64_t p = h->pages[i0 + i];
-            const int32_t used = h->page_used[i0 + i];
-            kvf__host_page_image(c, c->k_cache, p, used, stage + i * page_elems);
-            kvf__host_page_image(c, c->v_cache, p, used, stage + (n + i) * page_elems);
-        }
+        write_page_images(h, c, i0, n, stage);
         KVF_CUDA_TRY(cudaMemcpyAsync(h->d_stage, stage, (size_t)(2 * n) * h->page_bytes,
                                      cudaMemcpyHostToDevice, h->stream),
                      "Uploading pages");
@@ -892,13 +899,7 @@ void write_lists(Host *h, const kvf_case *c, int staged) {
     if (h->num_read_pages)
         memcpy(up + L.ids_at, h->pages, (size_t)h->num_read_pages * sizeof(int64_t));
     if (staged) return;
-    kvf_bf16 *stage = (kvf_bf16 *)(up + L.stage_at);
-    const int64_t n = h->num_read_pages, page_elems = (int64_t)(h->page_bytes / 2);
-    for (int64_t i = 0; i < n; ++i) {
-        kvf__host_page_image(c, c->k_cache, h->pages[i], h->page_used[i], stage + i * page_elems);
-        kvf__host_page_image(c, c->v_cache, h->pages[i], h->page_used[i],
-                             stage + (n + i) * page_elems);
-    }
+    write_page_images(h, c, 0, h->num_read_pages, (kvf_bf16 *)(up + L.stage_at));
 }
 
 // supports() and plan() of every slot for the loaded shape and table; sizes their workspaces.
