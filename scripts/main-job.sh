@@ -4,7 +4,8 @@
 # GPU is usable, else on cpu-splitkv; write one error-distribution report over both, which ends
 # with the verdict per kernel and rule.
 # Exit status: 0 when no kernel fails (benign verdicts, named in the output, do not count), 1 when
-# the seeds or the campaign found a kernel failure (findings under build/main-job/findings).
+# the seeds or the campaign found a kernel failure (findings under build/main-job/findings), and
+# kvfuzz's own exit status (2 and above) when it failed itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -33,7 +34,9 @@ echo
   seeds="$out/seeds-stats.json" fuzz="$out/fuzz-stats.json"
 if [ "$rc" -eq 0 ]; then
   echo "main job: no kernel failure; the failing verdicts above marked benign or out of the input model are not the kernel's"
+elif [ "$rc" -eq 1 ]; then
+  echo "main job: kernel failures found (exit 1); see the verdict above and $out/findings"
 else
-  echo "main job: kernel failures found (exit $rc); see the verdict above and $out/findings"
+  echo "main job: kvfuzz itself failed (exit $rc), not the kernel; its message is above, and the report holds what was written before it stopped"
 fi
 exit "$rc"
