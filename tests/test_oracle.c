@@ -354,6 +354,34 @@ static void test_tie_broken_by_two_far_groups(void) {
     }
 }
 
+/* The top group's mean is a midpoint and 100 lower groups of distinct logits, e^-66 to e^-165
+ * below it, decide the side together: more groups than a streamed row's block has tokens, so
+ * the operand list of the group sum must be sized by the groups (a heap overflow once). */
+static void test_tie_broken_by_many_groups(void) {
+    const kvf_bf16 low_v[2] = {0x3F81u, 0x3F80u}, want[2] = {0x3F81u, 0x3F80u};
+    for (int k = 0; k < 2; k++) {
+        kvf_case c;
+        int64_t len[1] = {102};
+        if (build(&c, 1, 1, 1, 16, 1, len, 0)) return;
+        c.sm_scale = 1.0f;
+        *qat(&c, 0, 0, 0) = bf(1.0f);
+        *kat(&c, 0, 0, 0, 0) = bf(2.0f);
+        *kat(&c, 0, 1, 0, 0) = bf(2.0f);
+        *vat(&c, 0, 0, 0, 0) = 0x3F80u;
+        *vat(&c, 0, 1, 0, 0) = 0x3F81u;
+        for (int t = 2; t < 102; t++) {
+            *kat(&c, 0, t, 0, 0) = bf(-(float)(62 + t)); /* integers below 256: exact */
+            *vat(&c, 0, t, 0, 0) = low_v[k];
+        }
+        kvf_oracle_result r;
+        if (run(&r, &c, 0, 0)) return;
+        CHECK_HEX_EQ(r.o_rounded[0], want[k]);
+        CHECK_INT_EQ(r.exact_ties, 0);
+        kvf_oracle_result_free(&r);
+        kvf_case_free(&c);
+    }
+}
+
 /* o exactly 0 in the top group with a far lower group deciding the sign of the zero. */
 static void test_signed_zero_from_far_group(void) {
     kvf_case c;
@@ -905,6 +933,7 @@ static void test_streamed_rows(void) {
         test_tie_exact_zero,
         test_tie_groups,
         test_tie_broken_by_two_far_groups,
+        test_tie_broken_by_many_groups,
         test_signed_zero_from_far_group,
         test_extreme_negative,
         test_beyond_f32,
@@ -932,6 +961,7 @@ static const check_test tests[] = {
     {"tie_exact_zero", test_tie_exact_zero},
     {"tie_groups", test_tie_groups},
     {"tie_broken_by_two_far_groups", test_tie_broken_by_two_far_groups},
+    {"tie_broken_by_many_groups", test_tie_broken_by_many_groups},
     {"signed_zero_from_far_group", test_signed_zero_from_far_group},
     {"extreme_negative", test_extreme_negative},
     {"beyond_f32", test_beyond_f32},

@@ -315,7 +315,7 @@ typedef struct ws {
     mpfr_t *delta;       /* [cap] s_t - m, exact (LOGIT_PREC) */
     unsigned char *negl; /* [cap] delta < -2^20 */
     mpfr_t *w;           /* [cap] RN_p(e^delta) */
-    mpfr_ptr *ptrs;      /* [cap + 1] operand lists for mpfr_sum */
+    mpfr_ptr *ptrs;      /* [cap + 1] operand lists for the weight sums */
     long *wexp;          /* [cap] w = (chunks) * 2^wexp */
     double *wup;         /* [cap] w rounded up to double */
     uint32_t *chunks;    /* [cap][nc] w's significand in 32-bit chunks, least significant first */
@@ -332,6 +332,8 @@ typedef struct ws {
     mpfr_t *gterm;   /* [gcap] e^(s_j - s_j0) * S_j */
     mpfr_t *gexp;    /* [gcap] RN_q(e^(s_j - s_a)), cached across columns for one (a, q) */
     long *gstamp;    /* [gcap] gexp[j] valid when == gepoch; -gepoch: negligible group */
+    mpfr_ptr *gptrs; /* [gcap] operand list of the group sum (a streamed row has more groups
+                      * than its block has tokens) */
     long gepoch, gcache_q;
     int64_t ngroups, gcache_a;
     int groups_ready;
@@ -409,11 +411,11 @@ static void ws_free(ws *s) {
     }
     for (int64_t i = 0; i < s->ndelta; i++)
         mpfr_clear(s->ddelta[i]);
-    void *blocks[] = {s->dots, s->kvoff,  s->delta, s->negl,   s->w,        s->ptrs,   s->wexp,
-                      s->wup,  s->chunks, s->keys,  s->gstart, s->gdel,     s->gsum,   s->gterm,
-                      s->gexp, s->gstamp, s->ddig,  s->dcount, s->drank,    s->ddelta, s->dhash,
-                      s->qm,   s->qe,     s->qneg,  s->qabs,   s->colstate, s->colmag, s->list,
-                      s->araw, s->aup,    s->fexp,  s->ntrunc, s->acc,      s->digbuf};
+    void *blocks[] = {s->dots,  s->kvoff,  s->delta, s->negl,   s->w,      s->ptrs,     s->wexp,
+                      s->wup,   s->chunks, s->keys,  s->gstart, s->gdel,   s->gsum,     s->gterm,
+                      s->gexp,  s->gstamp, s->gptrs, s->ddig,   s->dcount, s->drank,    s->ddelta,
+                      s->dhash, s->qm,     s->qe,    s->qneg,   s->qabs,   s->colstate, s->colmag,
+                      s->list,  s->araw,   s->aup,   s->fexp,   s->ntrunc, s->acc,      s->digbuf};
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
         free(blocks[i]);
     mpz_clear(s->z);
@@ -482,6 +484,7 @@ static int ws_reserve_groups(ws *s, int64_t n) {
     GROW(s->gterm, c, &fail);
     GROW(s->gexp, c, &fail);
     GROW(s->gstamp, c, &fail);
+    GROW(s->gptrs, c, &fail);
     if (fail) return KVF_ENOMEM;
     for (int64_t i = s->gcap; i < cap; i++) {
         if (kvf__oracle_halted()) return KVF_EINTR;
@@ -961,13 +964,13 @@ static int boundary_side(int *side, ws *s, const row *r, int32_t d, mpfr_srcptr 
             mpfr_ptr term = s->gterm[j];
             mpfr_set_prec(term, q + GROUP_SUM_PREC);
             mpfr_mul(term, s->gexp[j], sj, MPFR_RNDN); /* exact */
-            s->ptrs[nterms++] = term;
+            s->gptrs[nterms++] = term;
             mpfr_set_prec(s->t1, BOUND_PREC);
             mpfr_abs(s->t1, term, MPFR_RNDU);
             mpfr_add(s->absum, s->absum, s->t1, MPFR_RNDU);
         }
         mpfr_set_prec(s->tsum, q);
-        mpfr_sum(s->tsum, s->ptrs, nterms, MPFR_RNDN);
+        mpfr_sum(s->tsum, s->gptrs, nterms, MPFR_RNDN);
         /* |T - T_hat| <= u |T_hat| + 2u sum |e_hat S| + eta sum_negligible |S|, and the
          * j0 term is in the sum (never negligible), so T_hat can exceed the bound. */
         mpfr_set_prec(s->bound, BOUND_PREC);
