@@ -22,11 +22,11 @@
 /* The ring of launches: room for the largest window. */
 #define RING KVF_RUNNER_MAX_INFLIGHT
 
-/* One launch: the serialized case (kept until its result is in, so a launch lost with a dead
- * worker can be sent again) and its result as it arrives. */
+/* One launch: the case's message (its pages read from the caller's case, which stays alive
+ * until the launch is collected, so a launch lost with a dead worker can be sent again) and
+ * its result as it arrives. */
 typedef struct launch {
-    uint8_t *req;
-    size_t req_size, req_sent, req_cap;
+    kvf__case_message req;
     int64_t n_o, n_lse;
     double start; /* when the worker can have begun it at the latest; 0 while it cannot */
     int alone;    /* sent flagged KVF__CASE_ALONE */
@@ -80,7 +80,7 @@ static launch *head(kvf_runner *r) {
 }
 
 static int fully_sent(const launch *l) {
-    return l->req_sent == l->req_size;
+    return l->req.sent == l->req.size;
 }
 
 /* The first launch in flight not yet sent whole (the stream is in order, so it is the next to
@@ -256,7 +256,7 @@ void kvf_runner_destroy(kvf_runner *r) {
     }
     if (r->created) kvf_kernel_destroy(r->opts.kernel, r->state);
     for (int i = 0; i < RING; i++) {
-        free(r->q[i].req);
+        kvf__wire_case_free(&r->q[i].req);
         free(r->q[i].payload);
     }
     free(r);
@@ -290,7 +290,7 @@ int kvf_runner_has_room(const kvf_runner *r) {
     if (r->count < 2) return 1;
     size_t bytes = 0;
     for (int i = 0; i < r->count; i++)
-        bytes += r->q[(r->head + i) % RING].req_size;
+        bytes += r->q[(r->head + i) % RING].req.size;
     return bytes < KVF_RUNNER_INFLIGHT_BYTES;
 }
 
@@ -308,12 +308,6 @@ int64_t kvf_runner_unrepeated(const kvf_runner *r) {
 
 double kvf_runner_idle_s(const kvf_runner *r) {
     return r->idle_s;
-}
-
-static int serialize_case(launch *l, const kvf_case *c, uint64_t seq) {
-    if (kvf__wire_serialize_case(&l->req, &l->req_cap, &l->req_size, c, seq)) return -1;
-    l->req_sent = 0;
-    return 0;
 }
 
 /* Reads every result byte that has arrived, into the launches in order. 0 when no more is
@@ -373,10 +367,9 @@ static int timed_poll(kvf_runner *r, struct pollfd *pfd, double left) {
  * whole), -1 when the worker is gone, -2 when the oldest unanswered launch passes its
  * deadline. */
 static int send_launch(kvf_runner *r, launch *l, int stop_when_head_done) {
-    while (l->req_sent < l->req_size) {
-        ssize_t w = send(r->fd, l->req + l->req_sent, l->req_size - l->req_sent, MSG_NOSIGNAL);
+    while (!fully_sent(l)) {
+        ssize_t w = kvf__wire_case_send_some(r->fd, &l->req);
         if (w > 0) {
-            l->req_sent += (size_t)w;
             if (fully_sent(l)) note_starts(r);
             continue;
         }
@@ -424,7 +417,7 @@ static int restart_and_resend(kvf_runner *r, kvf_error *err) {
     for (int i = 0; i < r->count; i++) {
         launch *l = at(r, i);
         launch_reset_result(l);
-        l->req_sent = 0;
+        kvf__wire_case_rewind(&l->req);
         l->start = 0;
     }
     if (send_launch(r, head(r), 0) != 0) return -1;
@@ -434,7 +427,7 @@ static int restart_and_resend(kvf_runner *r, kvf_error *err) {
 
 static void mark_alone(launch *l) {
     l->alone = 1;
-    kvf__wire_case_add_flags(l->req, KVF__CASE_ALONE);
+    kvf__wire_case_add_flags(l->req.head, KVF__CASE_ALONE);
 }
 
 int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
@@ -470,7 +463,7 @@ int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
         r->count++;
         return 0;
     }
-    if (serialize_case(l, c, ++r->seq))
+    if (kvf__wire_case_message(&l->req, c, ++r->seq))
         return kvf_error_set(err, KVF_ENOMEM, "out of memory for a case message");
     if (r->rerun_open > 0 || r->alone_left > 0) {
         mark_alone(l);

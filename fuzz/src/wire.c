@@ -90,8 +90,7 @@ int kvf__wire_transfer_iov(int fd, struct iovec *iov, int n, int sending) {
     return 0;
 }
 
-int kvf__wire_serialize_case(uint8_t **bufp, size_t *cap, size_t *size, const kvf_case *c,
-                             uint64_t seq) {
+int kvf__wire_case_message(kvf__case_message *msg, const kvf_case *c, uint64_t seq) {
     int64_t entries = c->kv_indptr[c->batch_size], pe = kvf_case_page_elems(c);
     size_t parts[6] = {sizeof(kvf__case_msg),
                        ((size_t)c->batch_size + 1) * sizeof *c->kv_indptr,
@@ -99,15 +98,19 @@ int kvf__wire_serialize_case(uint8_t **bufp, size_t *cap, size_t *size, const kv
                        (size_t)c->batch_size * sizeof *c->kv_last_page_len,
                        (size_t)kvf_case_q_elems(c) * sizeof *c->q,
                        (size_t)c->num_resident_pages * sizeof(int64_t)};
-    size_t page_bytes = (size_t)pe * sizeof(kvf_bf16);
-    size_t total = 2 * page_bytes * (size_t)c->num_resident_pages;
+    size_t head = 0;
     for (int i = 0; i < 6; i++)
-        total += parts[i];
+        head += parts[i];
+    const size_t niov = 1 + 2 * (size_t)c->num_resident_pages;
     /* Grown, never shrunk: a realloc per launch of a buffer past malloc's mmap threshold maps
      * and unmaps memory each time, and unmapping in this many-threaded process interrupts
      * every core that runs one of its threads. */
-    if (total > *cap && kvf__wire_grow((void **)bufp, cap, total + total / 2 + 1)) return -1;
-    uint8_t *buf = *bufp;
+    if ((head > msg->head_cap &&
+         kvf__wire_grow((void **)&msg->head, &msg->head_cap, head + head / 2 + 1)) ||
+        (niov > msg->iov_cap && kvf__wire_grow((void **)&msg->iov, &msg->iov_bytes,
+                                               (niov + niov / 2 + 1) * sizeof *msg->iov)))
+        return -1;
+    msg->iov_cap = msg->iov_bytes / sizeof *msg->iov;
     kvf__case_msg m = {KVF__MAGIC_CASE,
                        c->num_qo_heads,
                        c->num_kv_heads,
@@ -124,17 +127,65 @@ int kvf__wire_serialize_case(uint8_t **bufp, size_t *cap, size_t *size, const kv
                           c->q, c->resident_pages};
     size_t off = 0;
     for (int i = 0; i < 6; i++) {
-        memcpy(buf + off, src[i], parts[i]);
+        memcpy(msg->head + off, src[i], parts[i]);
         off += parts[i];
     }
+    /* The pages go out from the case itself: no copy on this side but the socket's. */
+    const size_t page_bytes = (size_t)pe * sizeof(kvf_bf16);
+    msg->iov[0] = (struct iovec){msg->head, head};
     for (int64_t i = 0; i < c->num_resident_pages; i++) {
         int64_t p = c->resident_pages[i];
-        memcpy(buf + off, c->k_cache + p * pe, page_bytes);
-        memcpy(buf + off + page_bytes, c->v_cache + p * pe, page_bytes);
-        off += 2 * page_bytes;
+        msg->iov[1 + 2 * i] = (struct iovec){(void *)(c->k_cache + p * pe), page_bytes};
+        msg->iov[2 + 2 * i] = (struct iovec){(void *)(c->v_cache + p * pe), page_bytes};
     }
-    *size = total;
+    msg->niov = niov;
+    msg->size = head + 2 * page_bytes * (size_t)c->num_resident_pages;
+    msg->sent = msg->cur = msg->cur_off = 0;
     return 0;
+}
+
+void kvf__wire_case_rewind(kvf__case_message *msg) {
+    msg->sent = msg->cur = msg->cur_off = 0;
+}
+
+ssize_t kvf__wire_case_send_some(int fd, kvf__case_message *msg) {
+    const long most = sysconf(_SC_IOV_MAX) > 0 ? sysconf(_SC_IOV_MAX) : 16;
+    while (msg->cur < msg->niov && msg->iov[msg->cur].iov_len == msg->cur_off)
+        msg->cur++, msg->cur_off = 0;
+    if (msg->cur >= msg->niov) return 0;
+    /* The first iovec starts part way; it is restored after the call, so that a resend can
+     * start over. */
+    struct iovec *first = &msg->iov[msg->cur];
+    const struct iovec saved = *first;
+    first->iov_base = (uint8_t *)first->iov_base + msg->cur_off;
+    first->iov_len -= msg->cur_off;
+    struct msghdr mh;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = first;
+    const size_t left = msg->niov - msg->cur;
+    mh.msg_iovlen = left < (size_t)most ? left : (size_t)most;
+    ssize_t done = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    *first = saved;
+    if (done <= 0) return done;
+    msg->sent += (size_t)done;
+    size_t adv = (size_t)done;
+    while (adv > 0) {
+        size_t room = msg->iov[msg->cur].iov_len - msg->cur_off;
+        if (adv < room) {
+            msg->cur_off += adv;
+            break;
+        }
+        adv -= room;
+        msg->cur++;
+        msg->cur_off = 0;
+    }
+    return done;
+}
+
+void kvf__wire_case_free(kvf__case_message *msg) {
+    free(msg->head);
+    free(msg->iov);
+    memset(msg, 0, sizeof *msg);
 }
 
 void kvf__wire_case_add_flags(uint8_t *msg, uint32_t flags) {

@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include "kvfuzz/case.h"
@@ -73,11 +74,32 @@ int kvf__wire_transfer_iov(int fd, struct iovec *iov, int n, int sending);
 /* Grows *buf to at least need bytes. 0, or -1 when memory ran out. */
 int kvf__wire_grow(void **buf, size_t *cap, size_t need);
 
-/* The case as one message in *buf (grown as needed): header, tables, q, resident page ids,
- * then the k and v of each resident page. Only pages that hold data travel; the rest reads as
- * zero on both sides. 0, or -1 when memory ran out. */
-int kvf__wire_serialize_case(uint8_t **buf, size_t *cap, size_t *size, const kvf_case *c,
-                             uint64_t seq);
+/* A case message ready to send: the header, tables, q and resident page ids in `head` (this
+ * side's copy), then the k and v of each resident page, read in place from the case. Only
+ * pages that hold data travel; the rest reads as zero on both sides. The case must stay alive
+ * and unchanged while the message may still be sent (a rewind sends it again). Buffers are
+ * grown, never shrunk, and freed by kvf__wire_case_free. */
+typedef struct kvf__case_message {
+    uint8_t *head;
+    size_t head_cap;
+    struct iovec *iov; /* [niov]: head, then k and v of each resident page */
+    size_t niov, iov_cap, iov_bytes;
+    size_t size, sent;   /* bytes in all, bytes sent so far */
+    size_t cur, cur_off; /* where sending resumes: iovec, byte within it */
+} kvf__case_message;
+
+/* Builds the message of case c with sequence number seq, unsent. 0, or -1 when memory ran
+ * out. */
+int kvf__wire_case_message(kvf__case_message *msg, const kvf_case *c, uint64_t seq);
+
+/* Marks the whole message unsent again (a fresh worker gets it from the start). */
+void kvf__wire_case_rewind(kvf__case_message *msg);
+
+/* One non-blocking sendmsg of the rest: bytes sent (0 when none was left), or -1 with errno
+ * (EAGAIN when the socket is full). */
+ssize_t kvf__wire_case_send_some(int fd, kvf__case_message *msg);
+
+void kvf__wire_case_free(kvf__case_message *msg);
 
 /* Sets KVF__CASE_* flags in a serialized case's header. */
 void kvf__wire_case_add_flags(uint8_t *msg, uint32_t flags);

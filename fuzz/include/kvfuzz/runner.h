@@ -11,7 +11,8 @@
  * child instead.
  *
  * Ownership: kvf_runner_create allocates the runner; kvf_runner_destroy kills the worker and
- * frees it. Output buffers belong to the caller. Errors: KVF_ENOMEM; KVF_EDEVICE (one sentence)
+ * frees it. Cases and output buffers belong to the caller; a submitted case is read until its
+ * launch is collected. Errors: KVF_ENOMEM; KVF_EDEVICE (one sentence)
  * when the kernel's create() fails in the worker, e.g. no usable GPU; KVF_EIO when the worker
  * cannot be started at all. */
 #ifndef KVFUZZ_RUNNER_H
@@ -88,6 +89,9 @@ double kvf_runner_idle_s(const kvf_runner *r);
 int kvf_runner_lanes(const kvf_runner *r);
 
 /* Starts one launch of the case (sent to the worker as tensors: the pages that hold data).
+ * The pages are sent from the case itself, so the case must stay alive and unchanged until
+ * this launch is collected (or the runner aborted or destroyed): they may be sent again to a
+ * fresh worker.
  * Up to kvf_runner_max_inflight launches may be in flight; the worker runs up to `lanes` of
  * them at once, and they are collected in the order they were submitted. The worker is
  * (re)started here when needed. Returns 0, or an error when no worker can be started or
