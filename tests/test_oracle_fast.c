@@ -9,6 +9,7 @@
 #include <mpfr.h>
 
 #include "../oracle/src/fastmath.h"
+#include "../oracle/src/oracle_fast.h"
 #include "../oracle/src/row_store.h"
 #include "kvfuzz/mutate.h"
 #include "kvfuzz/oracle.h"
@@ -475,6 +476,80 @@ static void test_streamed(void) {
     CHECK(t.fallback_rows > 0); /* F8 on a streamed row goes to MPFR */
 }
 
+/* One case of G tokens x L rows on page size 16, with small integer-valued k and v. */
+static int reuse_case(kvf_case *c, int32_t hq, int64_t L) {
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_error err;
+    const int64_t n = (L + 15) / 16;
+    int rc = kvf_case_alloc(c, hq, 1, 4, 16, 1, n, n, &lim, &err);
+    CHECK_OK(rc, &err);
+    if (rc) return rc;
+    c->kv_indptr[0] = 0;
+    c->kv_indptr[1] = (int32_t)n;
+    for (int64_t i = 0; i < n; i++)
+        c->kv_indices[i] = (int32_t)(n - 1 - i);
+    c->kv_last_page_len[0] = (int32_t)(L - (n - 1) * 16);
+    c->sm_scale = 0.125f;
+    for (int64_t i = 0; i < kvf_case_q_elems(c); i++)
+        c->q[i] = kvf_f32_to_bf16_rne((float)((int)(rng_next() % 9) - 4));
+    for (int64_t i = 0; i < n * kvf_case_page_elems(c); i++) {
+        c->k_cache[i] = kvf_f32_to_bf16_rne((float)((int)(rng_next() % 9) - 4));
+        c->v_cache[i] = kvf_f32_to_bf16_rne((float)((int)(rng_next() % 17) - 8) * 0.25f);
+    }
+    rc = kvf_case_validate(c, &lim, &err);
+    CHECK_OK(rc, &err);
+    return rc;
+}
+
+/* One fast workspace across cases of different shapes: a group of 4 with 100 tokens, then a
+ * group of 1 with 400 (more token offsets than the first case needed, fewer values), then the
+ * first again. Every row it certifies matches the MPFR path. */
+static void test_workspace_reuse(void) {
+    mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
+    mpfr_set_emin(mpfr_get_emin_min());
+    mpfr_set_emax(mpfr_get_emax_max());
+    kvf_case cs[2];
+    kvf_oracle_result want[2], got[2];
+    const int32_t hq[2] = {4, 1};
+    const int64_t len[2] = {100, 400};
+    kvf_oracle_opts o;
+    kvf_oracle_opts_default(&o);
+    o.path = KVF_ORACLE_MPFR;
+    kvf_error err;
+    for (int k = 0; k < 2; k++) {
+        if (reuse_case(&cs[k], hq[k], len[k])) return;
+        CHECK_OK(kvf_oracle_run(&want[k], &cs[k], &o, &err), &err);
+        CHECK_OK(kvf_oracle_run(&got[k], &cs[k], &o, &err), &err); /* outputs sized for it */
+        memset(got[k].o_rounded, 0xFF, (size_t)hq[k] * 4 * sizeof *got[k].o_rounded);
+        memset(got[k].lse_rounded, 0xFF, (size_t)hq[k] * sizeof *got[k].lse_rounded);
+    }
+    kvf__fast_ws *ws = kvf__fast_ws_new();
+    CHECK(ws != NULL);
+    long certified = 0;
+    for (int step = 0; ws && step < 3; step++) {
+        const int k = step % 2;
+        const unsigned char *done = kvf__fast_group(ws, &cs[k], 0, 0, &got[k]);
+        CHECK(done != NULL);
+        for (int32_t h = 0; done && h < hq[k]; h++) {
+            if (!done[h]) continue;
+            certified++;
+            for (int32_t d = 0; d < 4; d++)
+                CHECK_HEX_EQ(got[k].o_rounded[h * 4 + d], want[k].o_rounded[h * 4 + d]);
+            CHECK_INT_EQ(kvf_f32_bits(got[k].lse_rounded[h]), kvf_f32_bits(want[k].lse_rounded[h]));
+        }
+    }
+    CHECK(certified > 0);
+    kvf__fast_ws_free(ws);
+    for (int k = 0; k < 2; k++) {
+        kvf_oracle_result_free(&want[k]);
+        kvf_oracle_result_free(&got[k]);
+        kvf_case_free(&cs[k]);
+    }
+    mpfr_set_emin(emin);
+    mpfr_set_emax(emax);
+}
+
 static const check_test tests[] = {
     {"threads_agree", test_threads_agree},
     {"exp_bound", test_exp_bound},
@@ -484,6 +559,7 @@ static const check_test tests[] = {
     {"exact_ties", test_exact_ties},
     {"generated", test_generated},
     {"streamed", test_streamed},
+    {"workspace_reuse", test_workspace_reuse},
     {NULL, NULL},
 };
 

@@ -807,8 +807,12 @@ static int ensure_groups(ws *s, const row *r, int32_t d, kvf_error *err) {
         int fail = 0;
         GROW(s->ddelta, (size_t)(nd > s->ndelta ? nd : s->ndelta), &fail);
         if (fail) return kvf_error_set(err, KVF_ENOMEM, "oracle: out of memory");
-        for (; s->ndelta < nd; s->ndelta++)
+        for (; s->ndelta < nd; s->ndelta++) {
+            /* Polled like every loop that allocates through MPFR (mp_memory.c); ndelta still
+             * counts exactly the initialised slots for ws_free. */
+            if (kvf__oracle_halted()) return halt_error(err);
             mpfr_init2(s->ddelta[s->ndelta], LOGIT_PREC);
+        }
         uint32_t tmp[DOT_DIGITS];
         for (int64_t i = 0; i < nd; i++) {
             const uint32_t *dig = s->ddig + (size_t)i * DOT_DIGITS;

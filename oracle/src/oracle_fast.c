@@ -82,7 +82,8 @@ struct kvf__fast_ws {
     /* Per-token values, kept only for a row whose tokens fit in kvf__row_store_bytes (stored);
      * a longer row recomputes them in each pass (docs/oracle.md, "Memory"). */
     int stored;
-    int64_t cap;               /* tokens x heads */
+    int64_t cap;               /* tokens x heads (dot, derr, w) */
+    int64_t kcap;              /* tokens (kvoff) */
     int64_t *kvoff;            /* [L] element offset of (token, kv head, d = 0) */
     double *dot;               /* [G][L] the dot q.k_t in double */
     double *derr;              /* [G][L] bound on |dot_hat - dot| (0: exact) */
@@ -166,10 +167,16 @@ static int reserve(kvf__fast_ws *s, int64_t L, int32_t D, int32_t G) {
     /* A row is stored when its per-token values (kvoff, dot, derr and w per head, and F8's
      * order, gs and gt) fit in the limit. */
     s->stored = L * (24 * (int64_t)G + 40) <= kvf__row_store_bytes;
-    if (s->stored && (L * G > s->cap || L > s->cap)) {
+    /* Two capacities: a workspace that met a long row of a small group and then a wide group
+     * has room for L * G values but not for L offsets, or the other way round. */
+    if (s->stored && L > s->kcap) {
+        if (grow((void **)&s->kvoff, (size_t)L, sizeof(int64_t))) return 1;
+        s->kcap = L;
+    }
+    if (s->stored && L * G > s->cap) {
         size_t n = (size_t)(L * G);
-        if (grow((void **)&s->kvoff, (size_t)L, sizeof(int64_t)) || grow((void **)&s->dot, n, 8) ||
-            grow((void **)&s->derr, n, 8) || grow((void **)&s->w, n, 8))
+        if (grow((void **)&s->dot, n, 8) || grow((void **)&s->derr, n, 8) ||
+            grow((void **)&s->w, n, 8))
             return 1;
         s->cap = L * G;
     }
@@ -848,7 +855,8 @@ KVF__HOT const unsigned char *kvf__fast_group(kvf__fast_ws *s, const kvf_case *c
     for (int32_t d = 0; d < D; d++)
         s->colmag[d] = 0;
     uint16_t magmax = 0;
-    double *restrict vd = s->xd, *restrict va = s->xa;
+    /* Not restrict: on a streamed row token_dots writes the same scratch for each token. */
+    double *vd = s->xd, *va = s->xa;
     for (int64_t t = 0; t < L; t++) {
         if (!(t & 4095) && kvf__oracle_stop) {
             for (int32_t hh = 0; hh < G; hh++)

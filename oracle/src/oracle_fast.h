@@ -10,8 +10,8 @@
  * non-finite input, a length past the limits). It returns NULL (no row done) when out of
  * memory. What it wrote for a row flagged 0 is garbage that the MPFR path overwrites.
  *
- * Ownership: a workspace belongs to one thread; kvf__fast_ws_free releases it; the flags live
- * in it until the next call. */
+ * Ownership: a workspace belongs to one thread and serves any sequence of cases (it grows to
+ * each one's shape); kvf__fast_ws_free releases it; the flags live in it until the next call. */
 #ifndef KVFUZZ_ORACLE_FAST_H
 #define KVFUZZ_ORACLE_FAST_H
 
