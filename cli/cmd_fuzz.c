@@ -553,11 +553,16 @@ int kvf_cmd_fuzz(int argc, char **argv) {
         return cli_usage_error(cmd, "%s", err.msg);
     }
     /* Once every output is known to be writable: a refusal above is its one sentence alone. */
-    fprintf(stderr, "kvfuzz fuzz: kernel %s, seed %" PRIu64 ", rules", o.kernel->name, o.seed);
-    for (int r = 0; r < o.nrules; r++)
-        fprintf(stderr, " %s", o.rules[r].name);
-    fprintf(stderr, ", findings in %s%s%s\n", o.findings_dir, o.corpus_dir ? ", corpus " : "",
-            o.corpus_dir ? o.corpus_dir : "");
+    if (o.oracle_only) {
+        fprintf(stderr, "kvfuzz fuzz: oracle only (no kernel, nothing judged), seed %" PRIu64,
+                o.seed);
+    } else {
+        fprintf(stderr, "kvfuzz fuzz: kernel %s, seed %" PRIu64 ", rules", o.kernel->name, o.seed);
+        for (int r = 0; r < o.nrules; r++)
+            fprintf(stderr, " %s", o.rules[r].name);
+    }
+    fprintf(stderr, ", %s in %s%s%s\n", o.oracle_only ? "statistics" : "findings", o.findings_dir,
+            o.corpus_dir ? ", corpus " : "", o.corpus_dir ? o.corpus_dir : "");
     if (stale)
         fprintf(stderr, "kvfuzz fuzz: removed %d temporary file(s) left by an interrupted write\n",
                 stale);

@@ -224,6 +224,11 @@ PY
 "$kvfuzz" fuzz --oracle-only --runs 20 --seed 1 --findings "$tmp/oo" >"$tmp/oo.out" 2>"$tmp/oo.err" || fail "fuzz --oracle-only failed"
 grep -q "oracle only (no kernel, nothing judged)" "$tmp/oo.out" || fail "the --oracle-only summary does not say it ran no kernel"
 if grep -q "kernel cpu\|worst margin" "$tmp/oo.out"; then fail "the --oracle-only summary names a kernel or a margin: $(cat "$tmp/oo.out")"; fi
+# Its progress lines (every 5 s) show no findings or margins either: nothing is judged.
+"$kvfuzz" fuzz --oracle-only --time 6 --seed 1 --findings "$tmp/oo6" >/dev/null 2>"$tmp/oo6.err" || fail "fuzz --oracle-only --time 6 failed"
+grep -Eq "kvfuzz fuzz: +[0-9]+s  cases [0-9]+ \([0-9.]+/s\)  tokens .*  corpus [0-9]+$" "$tmp/oo6.err" || fail "fuzz --oracle-only printed no progress line: $(cat "$tmp/oo6.err")"
+grep -q "^kvfuzz fuzz: oracle only (no kernel, nothing judged), seed 1" "$tmp/oo6.err" || fail "fuzz --oracle-only does not open by saying it runs no kernel: $(head -1 "$tmp/oo6.err")"
+if grep -q "worst margin\|findings\|kernel cpu" "$tmp/oo6.err"; then fail "the --oracle-only progress line shows findings or margins: $(cat "$tmp/oo6.err")"; fi
 
 # ---- JSON is JSON ------------------------------------------------------------------------------
 strict_json() { # FILE: parses with no bare NaN/Infinity and prints nothing
