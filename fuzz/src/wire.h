@@ -101,7 +101,7 @@ ssize_t kvf__wire_case_send_some(int fd, kvf__case_message *msg);
 
 void kvf__wire_case_free(kvf__case_message *msg);
 
-/* Sets KVF__CASE_* flags in a serialized case's header. */
+/* Sets KVF__CASE_* flags in a case message's header (kvf__case_message.head). */
 void kvf__wire_case_add_flags(uint8_t *msg, uint32_t flags);
 
 /* What receiving a case gave. */

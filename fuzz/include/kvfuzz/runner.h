@@ -41,8 +41,9 @@ typedef struct kvf_runner_opts {
 #define KVF_RUNNER_MAX_LANES 64
 /* Launches in flight at most, for any number of lanes (kvf_runner_max_inflight). */
 #define KVF_RUNNER_MAX_INFLIGHT (4 * KVF_RUNNER_MAX_LANES + 2)
-/* Bytes of serialized cases in flight past which kvf_runner_has_room says no (two launches
- * are always allowed): large cases are hundreds of MB each. */
+/* Bytes of case messages in flight (their pages included) past which kvf_runner_has_room says
+ * no (two launches are always allowed): large cases are hundreds of MB each, and the worker
+ * holds a copy of every one it has taken in. */
 #define KVF_RUNNER_INFLIGHT_BYTES ((size_t)512 << 20)
 
 #define KVF_RUN_PLAN_MAX 160
@@ -78,7 +79,7 @@ int kvf_runner_start(kvf_runner *r, kvf_error *err);
 int kvf_runner_max_inflight(const kvf_runner *r);
 
 /* Whether another launch may be submitted now: fewer than kvf_runner_max_inflight in flight,
- * and fewer than two or under KVF_RUNNER_INFLIGHT_BYTES of serialized cases. */
+ * and fewer than two or under KVF_RUNNER_INFLIGHT_BYTES of case messages. */
 int kvf_runner_has_room(const kvf_runner *r);
 
 /* Seconds this runner spent blocked on its worker (in poll(): for a result, or for room in the
