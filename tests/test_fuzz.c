@@ -608,6 +608,63 @@ static void runner_survives_crash_and_hang(void) {
     kvf_spec_free(&one);
 }
 
+/* When no fresh worker can be had after a failure (KVF_TEST_NO_RESTART makes the test kernels'
+ * create() fail): a hang with two lanes is reported as a hang (the runner once signalled pid 0,
+ * its own process group, there); after a crash, the launch queued behind it fails as having no
+ * worker, and the next one submitted gets a fresh worker and runs (it once came back as a
+ * crash without ever reaching a worker). */
+static void runner_without_restart(void) {
+    kvf_limits cl = case_limits();
+    kvf_spec good = small_spec(1), empty = small_spec(1), one = small_spec(1);
+    empty.recipe.num_pages[1] = 0, empty.recipe.last_page_len[1] = 0;
+    one.recipe.num_pages[1] = 1, one.recipe.last_page_len[1] = 1;
+    kvf_case c_good, c_empty, c_one;
+    kvf_error err = {0};
+    CHECK_OK(kvf_case_build(&c_good, &good, &cl, &err), &err);
+    CHECK_OK(kvf_case_build(&c_empty, &empty, &cl, &err), &err);
+    CHECK_OK(kvf_case_build(&c_one, &one, &cl, &err), &err);
+    kvf_bf16 *o = malloc((size_t)kvf_case_o_elems(&c_good) * sizeof *o);
+    float *lse = malloc((size_t)kvf_case_lse_elems(&c_good) * sizeof *lse);
+    kvf_run_result res;
+    kvf_runner *r;
+
+    kvf_runner_opts rh = {kvf_fuzz_kernel_find("test-hang"), cl, 0.3, 5, 0, 2};
+    CHECK_OK(kvf_runner_create(&r, &rh, &err), &err);
+    CHECK_OK(kvf_runner_start(r, &err), &err);
+    CHECK_INT_EQ(kvf_runner_lanes(r), 2);
+    CHECK_OK(kvf_runner_submit(r, &c_one, &err), &err);
+    setenv("KVF_TEST_NO_RESTART", "1", 1);
+    kvf_runner_collect(r, o, lse, &res);
+    unsetenv("KVF_TEST_NO_RESTART");
+    CHECK_INT_EQ(res.status, KVF_RUN_HANG);
+    kvf_runner_destroy(r);
+
+    kvf_runner_opts rc = {kvf_fuzz_kernel_find("test-crash"), cl, 5, 5, 0, 1};
+    CHECK_OK(kvf_runner_create(&r, &rc, &err), &err);
+    CHECK_OK(kvf_runner_submit(r, &c_empty, &err), &err);
+    CHECK_OK(kvf_runner_submit(r, &c_good, &err), &err);
+    setenv("KVF_TEST_NO_RESTART", "1", 1);
+    kvf_runner_collect(r, o, lse, &res);
+    CHECK_INT_EQ(res.status, KVF_RUN_CRASH);
+    unsetenv("KVF_TEST_NO_RESTART");
+    CHECK_OK(kvf_runner_submit(r, &c_good, &err), &err);
+    kvf_runner_collect(r, o, lse, &res); /* queued behind the crash, when no worker could start */
+    CHECK_INT_EQ(res.status, KVF_RUN_KERNEL_ERROR);
+    CHECK(strstr(res.message, "no worker to run the case") != NULL);
+    kvf_runner_collect(r, o, lse, &res);
+    if (res.status != KVF_RUN_OK) CHECK_FAIL_AT("after a failed restart: %s", res.message);
+    kvf_runner_destroy(r);
+
+    free(o);
+    free(lse);
+    kvf_case_free(&c_good);
+    kvf_case_free(&c_empty);
+    kvf_case_free(&c_one);
+    kvf_spec_free(&good);
+    kvf_spec_free(&empty);
+    kvf_spec_free(&one);
+}
+
 /* A bounded campaign finds the planted bug; the minimizer shrinks its case and keeps its class;
  * a production kernel gives nothing in the same budget. */
 static void campaign_finds_and_minimizes_planted_bug(void) {
@@ -1084,6 +1141,7 @@ static const check_test tests[] = {
     {"buckets", buckets},
     {"signatures_and_saving", signatures_and_saving},
     {"runner_survives_crash_and_hang", runner_survives_crash_and_hang},
+    {"runner_without_restart", runner_without_restart},
     {"worker_pages_between_cases", worker_pages_between_cases},
     {"runner_lanes", runner_lanes},
     {"campaign_finds_and_minimizes_planted_bug", campaign_finds_and_minimizes_planted_bug},

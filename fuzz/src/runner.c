@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -21,6 +22,9 @@
 
 /* The ring of launches: room for the largest window. */
 #define RING KVF_RUNNER_MAX_INFLIGHT
+/* Past a deadline, how long the worker may deliver nothing before the launch counts as hung
+ * (the caller may have come back late, with results queued in the worker). */
+#define LATE_GRACE_S 0.5
 
 /* One launch: the case's message (its pages read from the caller's case, which stays alive
  * until the launch is collected, so a launch lost with a dead worker can be sent again) and
@@ -43,6 +47,9 @@ struct kvf_runner {
     kvf_runner_opts opts;
     pid_t pid;
     atomic_int live_pid; /* pid for kvf_runner_interrupt from another thread; 0 when none */
+    /* Set by kvf_runner_interrupt: the launches in flight are not run again (no fresh worker
+     * for them, no re-run alone), so that shutdown waits for no worker's start. */
+    atomic_int interrupted;
     int fd;
     int64_t starts;
     uint64_t seq;
@@ -50,6 +57,7 @@ struct kvf_runner {
     char cuda_visible_devices[64]; /* for the worker's environment; "" inherits */
     launch q[RING];                /* FIFO, oldest (the head, collected next) first */
     int head, count;
+    int ring;  /* slots used: the largest window this runner can have, 4 * opts.lanes + 2 */
     int lanes; /* the running worker's; 1 when none runs */
     /* After a failure beside other launches: the launches run again alone not yet collected,
      * whether one of them failed alone, and how many launches after them still go alone (the
@@ -72,7 +80,7 @@ struct kvf_runner {
 
 /* The i-th launch in flight, 0 being the oldest (the head). */
 static launch *at(kvf_runner *r, int i) {
-    return &r->q[(r->head + i) % RING];
+    return &r->q[(r->head + i) % r->ring];
 }
 
 static launch *head(kvf_runner *r) {
@@ -175,6 +183,13 @@ static int start_worker(kvf_runner *r, kvf_error *err) {
     }
     if (pid == 0) {
         close(sv[0]);
+        /* Nothing else of the parent's: another runner's socket held here (the fork may come
+         * from any dispatcher thread) hides that runner's end of stream from it or its worker. */
+        if (sv[1] != 3 && dup2(sv[1], 3) != 3) _exit(127);
+        sv[1] = 3;
+        if (syscall(SYS_close_range, 4u, ~0u, 0u) != 0)
+            for (long fd = 4, n = sysconf(_SC_OPEN_MAX); fd < n; fd++)
+                close((int)fd);
         /* Before anything in the worker can initialise CUDA, which reads it once. */
         if (r->cuda_visible_devices[0] &&
             setenv("CUDA_VISIBLE_DEVICES", r->cuda_visible_devices, 1) != 0)
@@ -222,6 +237,7 @@ int kvf_runner_create(kvf_runner **out, const kvf_runner_opts *opts, kvf_error *
     if (r->opts.start_deadline_s <= 0) r->opts.start_deadline_s = 120;
     if (r->opts.lanes < 1 || r->opts.in_process) r->opts.lanes = 1;
     if (r->opts.lanes > KVF_RUNNER_MAX_LANES) r->opts.lanes = KVF_RUNNER_MAX_LANES;
+    r->ring = 4 * r->opts.lanes + 2;
     r->lanes = 1;
     r->fd = -1;
     *out = r;
@@ -233,6 +249,7 @@ void kvf_runner_set_device(kvf_runner *r, const char *visible) {
 }
 
 void kvf_runner_interrupt(kvf_runner *r) {
+    atomic_store(&r->interrupted, 1);
     int pid = atomic_load(&r->live_pid);
     if (pid > 0) kill((pid_t)pid, SIGKILL);
 }
@@ -290,7 +307,7 @@ int kvf_runner_has_room(const kvf_runner *r) {
     if (r->count < 2) return 1;
     size_t bytes = 0;
     for (int i = 0; i < r->count; i++)
-        bytes += r->q[(r->head + i) % RING].req.size;
+        bytes += r->q[(r->head + i) % r->ring].req.size;
     return bytes < KVF_RUNNER_INFLIGHT_BYTES;
 }
 
@@ -357,7 +374,8 @@ static int read_results(kvf_runner *r) {
  * counted as idle. */
 static int timed_poll(kvf_runner *r, struct pollfd *pfd, double left) {
     const double t0 = kvf__wire_now_s();
-    const int pr = poll(pfd, 1, left > 0 ? (int)(left * 1000) + 1 : 0);
+    if (left <= 0) left = LATE_GRACE_S; /* past the deadline: a pause, not a moment */
+    const int pr = poll(pfd, 1, (int)(left * 1000) + 1);
     r->idle_s += kvf__wire_now_s() - t0;
     return pr;
 }
@@ -420,7 +438,12 @@ static int restart_and_resend(kvf_runner *r, kvf_error *err) {
         kvf__wire_case_rewind(&l->req);
         l->start = 0;
     }
-    if (send_launch(r, head(r), 0) != 0) return -1;
+    if (send_launch(r, head(r), 0) != 0) {
+        /* No part-sent message may stay in front of the next one. */
+        if (r->pid > 0) kill(r->pid, SIGKILL);
+        reap(r, NULL, NULL);
+        return -1;
+    }
     (void)send_pending(r); /* a failure behind the head is the head's, found at its collect */
     return 0;
 }
@@ -469,7 +492,7 @@ int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
         mark_alone(l);
         if (r->rerun_open == 0) r->alone_left--;
     }
-    if (r->count == 0 && r->pid <= 0) {
+    if (r->pid <= 0) {
         int rc = start_worker(r, err);
         if (rc) return rc;
     }
@@ -498,7 +521,8 @@ int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
 static void settle_tail(kvf_runner *r) {
     if (r->count == 0) return;
     kvf_error e = {0};
-    if (restart_and_resend(r, &e)) {
+    if (atomic_load(&r->interrupted)) kvf_error_set(&e, KVF_EINTR, "the campaign was interrupted");
+    if (e.code || restart_and_resend(r, &e)) {
         for (int i = 0; i < r->count; i++) {
             launch *l = at(r, i);
             l->res.status = KVF_RUN_KERNEL_ERROR;
@@ -507,6 +531,8 @@ static void settle_tail(kvf_runner *r) {
             l->hdr.magic = 0; /* marks "failed before it ran" for collect */
             l->hdr_got = 0;
             l->start = -1;
+            l->done = 1;               /* no result of it is read ... */
+            l->req.sent = l->req.size; /* ... and it is sent to no later worker */
         }
     }
 }
@@ -540,7 +566,7 @@ static void pop_head(kvf_runner *r, int failed) {
             r->alone_left = RING;
         }
     }
-    r->head = (r->head + 1) % RING;
+    r->head = (r->head + 1) % r->ring;
     r->count--;
 }
 
@@ -596,11 +622,13 @@ void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *
         const int failed = state < 0 || (l->hdr.rc != 0 && l->hdr.exiting);
         /* With several lanes, whose failure it was is not known yet: everything in flight runs
          * again alone, and this launch's result is the one it gets alone. */
-        if (failed && r->lanes > 1 && !l->alone && rerun_alone(r) == 0) continue;
+        if (failed && r->lanes > 1 && !l->alone && !atomic_load(&r->interrupted) &&
+            rerun_alone(r) == 0)
+            continue;
         break;
     }
     if (state == -2) {
-        kill(r->pid, SIGKILL);
+        if (r->pid > 0) kill(r->pid, SIGKILL);
         reap(r, NULL, NULL);
         pop_head(r, 1);
         res->status = KVF_RUN_HANG;

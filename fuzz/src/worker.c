@@ -67,9 +67,10 @@ typedef struct worker {
     pthread_cond_t changed;
     kvf__received_case pending[RING]; /* FIFO of received cases */
     int head, count;
-    answer answers[RING];              /* by ticket % RING */
-    int running;                       /* lanes running a case */
-    int alone_open;                    /* a KVF__CASE_ALONE case is taken and not yet answered */
+    answer answers[RING]; /* by ticket % ring */
+    int ring;       /* answer slots in use: the parent's largest window (4 * its lanes + 2), + 2 */
+    int running;    /* lanes running a case */
+    int alone_open; /* a KVF__CASE_ALONE case is taken and not yet answered */
     uint64_t next_ticket, next_answer; /* tickets are taken in receive order */
     int ended;                         /* the end of the stream was taken */
     int lanes;
@@ -226,7 +227,7 @@ static void *writer_main(void *arg) {
     for (;;) {
         const double t0 = kvf__wire_now_s();
         pthread_mutex_lock(&w->mu);
-        answer *a = &w->answers[w->next_answer % RING];
+        answer *a = &w->answers[w->next_answer % (uint64_t)w->ring];
         while (!a->posted)
             pthread_cond_wait(&w->changed, &w->mu);
         w->writer_wait_s += kvf__wire_now_s() - t0;
@@ -245,7 +246,7 @@ static void *lane_main(void *arg) {
         const double t_wait = kvf__wire_now_s();
         if (take_case(w, &cur, &ticket)) break;
         w->wait_case_s += kvf__wire_now_s() - t_wait;
-        answer *a = &w->answers[ticket % RING];
+        answer *a = &w->answers[ticket % (uint64_t)w->ring];
         pthread_mutex_unlock(&w->mu);
         run_case(ln, &cur, a);
         pthread_mutex_lock(&w->mu);
@@ -323,6 +324,12 @@ void kvf__worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
     kvf_env_flag("KVF_WORKER_TIMING", &w.report_timing, NULL); /* validated by the command */
     w.next_report = kvf__wire_now_s() + 5;
     w.lanes = made;
+    {
+        const int asked = opts->lanes < 1                      ? 1
+                          : opts->lanes > KVF_RUNNER_MAX_LANES ? KVF_RUNNER_MAX_LANES
+                                                               : opts->lanes;
+        w.ring = 4 * asked + 4;
+    }
     pthread_t threads[KVF_RUNNER_MAX_LANES], writer;
     w.writer = WORKER_THREADS && made > 1;
     if (WORKER_THREADS) {
