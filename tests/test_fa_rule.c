@@ -545,6 +545,24 @@ static void test_unbounded_allowance(void) {
                           v.o.worst[i].h, v.o.worst[i].d, v.o.worst[i].abs_error);
         CHECK(v.o.worst[i].margin < 1);
     }
+    /* kvf_fa_bound_row reports the allowance the judge applies: a number, strict's there. */
+    const int32_t D = c.head_dim;
+    double *allowed = malloc((size_t)D * sizeof *allowed), *pre = malloc((size_t)D * sizeof *pre);
+    long numbers = 0;
+    for (int32_t b = 0; b < c.batch_size; b++)
+        for (int32_t h = 0; h < c.num_qo_heads; h++) {
+            CHECK_INT_EQ(kvf_fa_bound_row(&c, &r, b, h, 0, allowed, pre), 0);
+            for (int32_t d = 0; d < D; d++) {
+                const double x = r.o_exact[((int64_t)b * c.num_qo_heads + h) * D + d];
+                if (!isfinite(x)) continue;
+                if (!isfinite(allowed[d]))
+                    CHECK_FAIL_AT("kvf_fa_bound_row o[%d,%d,%d] = %g", b, h, d, allowed[d]);
+                numbers++;
+            }
+        }
+    CHECK(numbers > 0);
+    free(allowed);
+    free(pre);
     free(o);
     free(lse);
     kvf_oracle_result_free(&r);

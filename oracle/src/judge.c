@@ -540,8 +540,12 @@ int kvf_fa_bound_row(const kvf_case *c, const kvf_oracle_result *oracle, int32_t
         double x = oracle->o_exact[row * D + d], cond = fabs(oracle->o_cond[row * D + d]);
         double xerr = ORACLE_U * (5 * cond + 2 * fabs(x)) + 0x1p-53 * fabs(x);
         int usable = f.usable && !s.empty && isfinite(x);
+        double fa = usable ? kvf__fa_o_allowed(&f, x, cond, s.e1_fixed, s.floor_abs, xerr) : NAN;
+        /* As the judge applies it (check_fa): an fa allowance that is not finite falls back to
+         * strict's. */
+        if (!isfinite(fa)) usable = 0;
         allowed[d] = s.empty       ? 0.0
-                     : usable      ? kvf__fa_o_allowed(&f, x, cond, s.e1_fixed, s.floor_abs, xerr)
+                     : usable      ? fa
                      : isfinite(x) ? strict_o_allowed(&s, x, cond)
                                    : 0.0;
         if (pre)
