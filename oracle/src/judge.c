@@ -204,10 +204,11 @@ const char *kvf_rule_help(kvf_rule_kind kind) {
                "|a-r|/(|r|+1e-8) > 1e-2 (float32); any NaN/inf output fails; finite vs -inf passes";
     case KVF_RULE_SOL:
         return "sol                 SOL-ExecBench: |a-r| > 1e-2 + 1e-2|r| or non-finite fails an "
-               "element; each output passes if >= 99% of its elements pass and none is NaN/inf";
+               "element; each output passes if >= 99% of its elements pass and none is NaN/inf "
+               "(an exact -inf lse excepted)";
     case KVF_RULE_ALLCLOSE:
-        return "allclose:ATOL:RTOL  torch.allclose: |a-r| <= ATOL + RTOL|r|; NaN never equal; "
-               "infinities must match";
+        return "allclose:ATOL:RTOL  torch.allclose's test in double: |a-r| <= ATOL + RTOL|r|; "
+               "NaN never equal; infinities must match";
     case KVF_RULE_ULP:
         return "ulp:N               at most N units in the last place from the correctly rounded "
                "value (bf16 for o, f32 for lse); NaN/inf must match";
