@@ -330,6 +330,13 @@ static void test_empty_lse_each_rule(void) {
     CHECK_VERDICT(&f, "allclose:1:1", 0, KVF_FINDING_NONFINITE);
     CHECK_VERDICT(&f, "ulp:1000", 0, KVF_FINDING_NONFINITE);
     CHECK_VERDICT(&f, "strict", 0, KVF_FINDING_NONFINITE);
+    /* The correct -inf again, beside a finite o bug on the other row: under fib the finding is
+     * the o bug's (o-tolerance), not nonfinite (it was, from the -inf fib rejects). */
+    f.lse[1] = -INFINITY;
+    fx_set_o(&f, 0, 1.0, 1.0);
+    f.o[0] = rn_bf16(1.5);
+    CHECK_VERDICT(&f, "fib", 0, KVF_FINDING_O_TOLERANCE);
+    CHECK_VERDICT(&f, "strict", 0, KVF_FINDING_O_TOLERANCE);
     fx_free(&f);
 }
 

@@ -795,10 +795,12 @@ static void settle_excess(const kvf_rule *rule, const elem_in *in, kvf_element_e
 
 /* What classification needs beyond the public metrics, per output. */
 typedef struct class_tally {
-    int64_t fail_plain;     /* failing elements on rows not flagged overflow */
-    int64_t fail_nonfinite; /* ... of which involve a NaN/inf (kernel, rounded or exact) */
-    int64_t fail_overflow;  /* failing elements on overflow rows */
-    int prefilter;          /* sol: a NaN/inf kernel value rejects the whole tensor */
+    int64_t fail_plain;             /* failing elements on rows not flagged overflow */
+    int64_t fail_nonfinite;         /* ... of which involve a NaN/inf (kernel, rounded or exact) */
+    int64_t fail_nonfinite_rounded; /* ... of those, the kernel's bits the rounded value's (a
+                                     * rule rejecting a correct -inf, as fib does) */
+    int64_t fail_overflow;          /* failing elements on overflow rows */
+    int prefilter;                  /* sol: a NaN/inf kernel value rejects the whole tensor */
 } class_tally;
 
 static void judge_one(const kvf_rule *rule, const strict_row *srow, const kvf__fa_row *frow,
@@ -861,7 +863,12 @@ static void judge_one(const kvf_rule *rule, const strict_row *srow, const kvf__f
             t->fail_overflow++;
         } else {
             t->fail_plain++;
-            if (!isfinite(in->a) || !isfinite(in->r) || !isfinite(in->x)) t->fail_nonfinite++;
+            if (!isfinite(in->a) || !isfinite(in->r) || !isfinite(in->x)) {
+                if (in->abits == in->rbits)
+                    t->fail_nonfinite_rounded++;
+                else
+                    t->fail_nonfinite++;
+            }
         }
     }
     metrics_add(m, &e, mismatch);
@@ -1057,13 +1064,18 @@ int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
     if (fails) {
         /* Failures on rows an fp32 kernel cannot hold are reported as overflow only when
          * nothing else failed, so a NaN produced by such a row is an overflow finding, not a
-         * nonfinite one; anything failing on an ordinary row takes precedence. */
+         * nonfinite one; anything failing on an ordinary row takes precedence. A rule that
+         * rejects a correctly rounded non-finite value (fib on the -inf lse of an empty
+         * sequence) names the class only when nothing else failed: a finite o bug beside it
+         * is an o-tolerance finding. */
         if (to.fail_nonfinite + tl.fail_nonfinite > 0)
             out->finding = KVF_FINDING_NONFINITE;
-        else if (to.fail_plain > 0)
+        else if (to.fail_plain > to.fail_nonfinite_rounded)
             out->finding = KVF_FINDING_O_TOLERANCE;
-        else if (tl.fail_plain > 0)
+        else if (tl.fail_plain > tl.fail_nonfinite_rounded)
             out->finding = KVF_FINDING_LSE_TOLERANCE;
+        else if (to.fail_nonfinite_rounded + tl.fail_nonfinite_rounded > 0)
+            out->finding = KVF_FINDING_NONFINITE;
         else
             out->finding = KVF_FINDING_OVERFLOW;
     }
