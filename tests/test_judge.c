@@ -355,6 +355,29 @@ static void test_sol_element(void) {
     fx_free(&f);
 }
 
+/* sol's 99% test over an output whose violations lie partly on a row out of the input model:
+ * a failure the overflow row's violations complete is an overflow finding, never a kernel
+ * failure (it was o-tolerance); one the ordinary row fails alone stays o-tolerance. */
+static void test_sol_overflow_rows_apart(void) {
+    fx f;
+    fx_init(&f, 1, 2, 100, 8);
+    f.orc.rows[1].overflow = 1;
+    fx_set_o(&f, 0, 1.0, 1.0);
+    f.o[0] = rn_bf16(1.03125); /* 1 of 200 elements off on the ordinary row */
+    CHECK_VERDICT(&f, "sol", 1, KVF_FINDING_NONE);
+    f.o[100] = rn_bf16(2.0), f.o[101] = rn_bf16(2.0); /* 2 more on the overflow row */
+    CHECK_VERDICT(&f, "sol", 0, KVF_FINDING_OVERFLOW);
+    f.o[100] = KVF_BF16_QNAN; /* a NaN there rejects the tensor: still the overflow row's */
+    CHECK_VERDICT(&f, "sol", 0, KVF_FINDING_OVERFLOW);
+    f.o[100] = rn_bf16(0.5), f.o[101] = rn_bf16(0.5);
+    for (int d = 1; d < 3; d++) { /* 3 of 200 on the ordinary row alone */
+        fx_set_o(&f, d, 1.0, 1.0);
+        f.o[d] = rn_bf16(1.03125);
+    }
+    CHECK_VERDICT(&f, "sol", 0, KVF_FINDING_O_TOLERANCE);
+    fx_free(&f);
+}
+
 static void test_sol_threshold(void) {
     static const int32_t dims[] = {100, 200};
     for (size_t k = 0; k < 2; k++) {
@@ -969,6 +992,7 @@ static void test_strict_very_long_rows(void) {
 
 static const check_test tests[] = {
     {"margin_text", test_margin_text},
+    {"sol_overflow_rows_apart", test_sol_overflow_rows_apart},
     {"strict_very_long_rows", test_strict_very_long_rows},
     {"parse_valid", test_parse_valid},
     {"parse_errors", test_parse_errors},

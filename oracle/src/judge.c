@@ -801,6 +801,7 @@ typedef struct class_tally {
                                      * rule rejecting a correct -inf, as fib does) */
     int64_t fail_overflow;          /* failing elements on overflow rows */
     int prefilter;                  /* sol: a NaN/inf kernel value rejects the whole tensor */
+    int prefilter_plain;            /* ... one on a row not flagged overflow */
 } class_tally;
 
 static void judge_one(const kvf_rule *rule, const strict_row *srow, const kvf__fa_row *frow,
@@ -838,7 +839,7 @@ static void judge_one(const kvf_rule *rule, const strict_row *srow, const kvf__f
         check_fib(rule, in, &e);
         break;
     case KVF_RULE_SOL:
-        check_sol(rule, in, &e, &t->prefilter);
+        check_sol(rule, in, &e, overflow_row ? &t->prefilter : &t->prefilter_plain);
         break;
     case KVF_RULE_ALLCLOSE:
         check_allclose(rule, in, &e);
@@ -913,10 +914,21 @@ static int32_t exact_run(const kvf_bf16 *a, const kvf_bf16 *r, int32_t n) {
 
 static int output_fails(const kvf_rule *rule, const kvf_output_metrics *m, const class_tally *t) {
     if (rule->kind != KVF_RULE_SOL) return m->violations > 0;
-    if (t->prefilter) return 1;
+    if (t->prefilter || t->prefilter_plain) return 1;
     if (m->elements == 0) return 0;
     /* SOL's arithmetic: matched = 1 - exceeds/total in double, fail iff matched < required. */
     double matched = 1.0 - (double)m->violations / (double)m->elements;
+    return matched < SOL_REQUIRED_RATIO;
+}
+
+/* Whether the output fails on its ordinary rows alone (their violations and NaN/inf, the
+ * elements of every row counted): a failure only the overflow rows complete is theirs. */
+static int output_fails_plain(const kvf_rule *rule, const kvf_output_metrics *m,
+                              const class_tally *t) {
+    if (rule->kind != KVF_RULE_SOL) return t->fail_plain > 0;
+    if (t->prefilter_plain) return 1;
+    if (m->elements == 0) return 0;
+    double matched = 1.0 - (double)t->fail_plain / (double)m->elements;
     return matched < SOL_REQUIRED_RATIO;
 }
 
@@ -1068,7 +1080,11 @@ int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
          * rejects a correctly rounded non-finite value (fib on the -inf lse of an empty
          * sequence) names the class only when nothing else failed: a finite o bug beside it
          * is an o-tolerance finding. */
-        if (to.fail_nonfinite + tl.fail_nonfinite > 0)
+        const int plain =
+            output_fails_plain(rule, &out->o, &to) | output_fails_plain(rule, &out->lse, &tl);
+        if (!plain)
+            out->finding = KVF_FINDING_OVERFLOW;
+        else if (to.fail_nonfinite + tl.fail_nonfinite > 0)
             out->finding = KVF_FINDING_NONFINITE;
         else if (to.fail_plain > to.fail_nonfinite_rounded)
             out->finding = KVF_FINDING_O_TOLERANCE;
