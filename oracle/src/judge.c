@@ -450,7 +450,8 @@ static void strict_row_init(strict_row *s, int32_t head_dim, float sm_scale,
 /* The oracle's x is not the exact value but within 2^-p (5 C + 2|x|) of it (oracle.h), with
  * p >= 24 (its minimum working precision), then rounded to double. The judge compares against
  * that x, so the allowance grows by the same amount and every |x| below is taken at its upper
- * end. For lse the oracle's bound is 2^-p (5|y| + 5 + 3|ln Z|), y = lse ln 2, Z <= L. */
+ * end. For lse the oracle's bound is 2^-p (5|y| + 6 ln Z) + 3 n_neg eta (oracle.c, item 3),
+ * y = lse ln 2, 1 <= Z <= L; the constant 5 covers the eta term. */
 #define ORACLE_U 0x1p-24
 
 /* Allowed |a - x| for one o element with exact value x and conditioning C. */
@@ -474,7 +475,7 @@ static double strict_o_allowed(const strict_row *s, double x, double cond) {
 /* Allowed |a - x| for one lse element (x finite). */
 static double strict_lse_allowed(const strict_row *s, double x) {
     if (s->empty) return 0.0;
-    double xerr = ORACLE_U * (5 * fabs(x) + 5 + 3 * s->ln_len) + 0x1p-53 * fabs(x);
+    double xerr = ORACLE_U * (5 * fabs(x) + 5 + 6 * s->ln_len) + 0x1p-53 * fabs(x);
     double ax = fabs(x) + xerr;
     /* Two roundings before the final one (m + log2 d, or (m + ln d) * log2e with a rounded
      * constant), each at most u of a quantity bounded by |x| + error. */
