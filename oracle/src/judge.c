@@ -797,9 +797,10 @@ static void settle_excess(const kvf_rule *rule, const elem_in *in, kvf_element_e
 /* What classification needs beyond the public metrics, per output. */
 typedef struct class_tally {
     int64_t fail_plain;             /* failing elements on rows not flagged overflow */
-    int64_t fail_nonfinite;         /* ... of which involve a NaN/inf (kernel, rounded or exact) */
-    int64_t fail_nonfinite_rounded; /* ... of those, the kernel's bits the rounded value's (a
-                                     * rule rejecting a correct -inf, as fib does) */
+    int64_t fail_nonfinite;         /* ... of which involve a NaN/inf (kernel, rounded or exact)
+                                     * where the kernel's bits are not the rounded value's */
+    int64_t fail_nonfinite_rounded; /* ... and where they are (a rule rejecting a correct -inf,
+                                     * as fib does) */
     int64_t fail_overflow;          /* failing elements on overflow rows */
     int prefilter;                  /* sol: a NaN/inf kernel value rejects the whole tensor */
     int prefilter_plain;            /* ... one on a row not flagged overflow */
