@@ -107,10 +107,10 @@ int kvf__wire_case_message(kvf__case_message *msg, const kvf_case *c, uint64_t s
      * every core that runs one of its threads. */
     if ((head > msg->head_cap &&
          kvf__wire_grow((void **)&msg->head, &msg->head_cap, head + head / 2 + 1)) ||
-        (niov > msg->iov_cap && kvf__wire_grow((void **)&msg->iov, &msg->iov_bytes,
-                                               (niov + niov / 2 + 1) * sizeof *msg->iov)))
+        (niov * sizeof *msg->iov > msg->iov_bytes &&
+         kvf__wire_grow((void **)&msg->iov, &msg->iov_bytes,
+                        (niov + niov / 2 + 1) * sizeof *msg->iov)))
         return -1;
-    msg->iov_cap = msg->iov_bytes / sizeof *msg->iov;
     kvf__case_msg m = {KVF__MAGIC_CASE,
                        c->num_qo_heads,
                        c->num_kv_heads,

@@ -82,10 +82,10 @@ int kvf__wire_grow(void **buf, size_t *cap, size_t need);
 typedef struct kvf__case_message {
     uint8_t *head;
     size_t head_cap;
-    struct iovec *iov; /* [niov]: head, then k and v of each resident page */
-    size_t niov, iov_cap, iov_bytes;
-    size_t size, sent;   /* bytes in all, bytes sent so far */
-    size_t cur, cur_off; /* where sending resumes: iovec, byte within it */
+    struct iovec *iov;      /* [niov]: head, then k and v of each resident page */
+    size_t niov, iov_bytes; /* iovecs used, bytes allocated */
+    size_t size, sent;      /* bytes in all, bytes sent so far */
+    size_t cur, cur_off;    /* where sending resumes: iovec, byte within it */
 } kvf__case_message;
 
 /* Builds the message of case c with sequence number seq, unsent. 0, or -1 when memory ran

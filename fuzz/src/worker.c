@@ -324,12 +324,8 @@ void kvf__worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
     kvf_env_flag("KVF_WORKER_TIMING", &w.report_timing, NULL); /* validated by the command */
     w.next_report = kvf__wire_now_s() + 5;
     w.lanes = made;
-    {
-        const int asked = opts->lanes < 1                      ? 1
-                          : opts->lanes > KVF_RUNNER_MAX_LANES ? KVF_RUNNER_MAX_LANES
-                                                               : opts->lanes;
-        w.ring = 4 * asked + 4;
-    }
+    /* The parent's largest window (4 lanes + 2; kvf_runner_create clamped the lanes), + 2. */
+    w.ring = 4 * opts->lanes + 4;
     pthread_t threads[KVF_RUNNER_MAX_LANES], writer;
     w.writer = WORKER_THREADS && made > 1;
     if (WORKER_THREADS) {
