@@ -1139,6 +1139,13 @@ static void td_num(FILE *f, double x) {
     fprintf(f, "<td class=\"n\">%s</td>", b);
 }
 
+/* A margin as everywhere else (kvf_margin_text): below 1 never rounded up to "1". */
+static void td_margin(FILE *f, double m) {
+    char b[32];
+    kvf_margin_text(b, sizeof b, m);
+    fprintf(f, "<td class=\"n\">%s</td>", b);
+}
+
 static void td_i64(FILE *f, int64_t x) {
     fprintf(f, "<td class=\"n\">%" PRId64 "</td>", x);
 }
@@ -1203,8 +1210,8 @@ static void figures_table(FILE *f, const kvf__rmodel *m) {
             td_num(f, o->max_abs);
             td_i64(f, l->violations);
             td_i64(f, l->max_ulps);
-            td_num(f, fmax(o->max_margin, l->max_margin));
-            td_num(f, fmax(o->max_excess, l->max_excess));
+            td_margin(f, fmax(o->max_margin, l->max_margin));
+            td_margin(f, fmax(o->max_excess, l->max_excess));
             td_i64(f, o->nonfinite + l->nonfinite);
         }
         fprintf(f, "<td class=\"n\">%" PRId64 "</td></tr>\n", kvf__rseries_run_errors(s));
@@ -1329,8 +1336,8 @@ static void worst_rows(FILE *f, const kvf__rmodel *m, const kvf__rseries *s, con
             fputs("<td class=\"n\">NaN/inf</td>", f);
         else
             td_i64(f, e->ulps);
-        td_num(f, e->margin);
-        td_num(f, e->excess_margin);
+        td_margin(f, e->margin);
+        td_margin(f, e->excess_margin);
         /* Out of the model, a failure is not the kernel's: say so next to the verdict. */
         fprintf(f, "<td%s>%s</td></tr>\n", e->fails && !oom ? " class=\"bad\"" : "",
                 e->fails ? (oom ? "fails (out of model)" : "fails") : "passes");
