@@ -8,14 +8,22 @@
  * time (CLOCK_THREAD_CPUTIME_ID), so other load on the machine inflates it less than wall
  * time would. The best repetition of each path is reported. tokens = sum over the cases of
  * the KV tokens of every sequence; rows = (sequence, q head) pairs. Every repetition checks
- * that the two paths' rounded outputs are bit-identical. */
+ * that the two paths' rounded outputs are bit-identical.
+ *
+ * The judge stage of a campaign is timed on the same cases, also on one thread: each case's
+ * kernel output comes from cpu-splitkv and its oracle from the fast path (both once, untimed),
+ * then the default rules judge every case without statistics, and with the campaign's
+ * streaming statistics (stats_hooks.h, the path `kvfuzz fuzz` counts every element through).
+ * A campaign's oracle thread spends the oracle's time plus the second of these on each case. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "stats_hooks.h"
 #include "kvfuzz/campaign.h"
 #include "kvfuzz/mutate.h"
 #include "kvfuzz/oracle.h"
@@ -44,24 +52,35 @@ static void bench_oracle_help(FILE *f) {
             "\nPrints tokens/s (KV tokens of every sequence, summed over the cases), rows/s and\n"
             "cases/s per core for each path, the speed-up, and the fast path's fallback rate\n"
             "(rows handed to MPFR); the line `build` times making the cases (generation).\n"
+            "Then the judge stage on the same cases: the default rules on cpu-splitkv's outputs,\n"
+            "without and with the campaign's streaming statistics, and the cases/s of one\n"
+            "campaign oracle thread (fast oracle plus judge and statistics).\n"
             "Exit 0, 1 when the paths disagree or the oracle fails, 2 on\n"
             "bad usage or unreadable input.\n");
 }
 
 typedef struct bench_set {
     kvf_case *cases;
+    kvf_spec *specs; /* generated cases' recipes (the statistics' case identity); NULL: files */
     int64_t n, cap;
     int64_t tokens, rows;
 } bench_set;
 
-static int set_add(bench_set *s, const kvf_case *c) {
+/* Adds c, and its recipe when sp is not NULL (both then belong to the set). */
+static int set_add(bench_set *s, const kvf_case *c, const kvf_spec *sp) {
     if (s->n == s->cap) {
         int64_t cap = s->cap ? 2 * s->cap : 64;
         kvf_case *p = realloc(s->cases, (size_t)cap * sizeof *p);
         if (!p) return -1;
         s->cases = p;
+        if (sp) {
+            kvf_spec *q = realloc(s->specs, (size_t)cap * sizeof *q);
+            if (!q) return -1;
+            s->specs = q;
+        }
         s->cap = cap;
     }
+    if (sp) s->specs[s->n] = *sp;
     s->cases[s->n++] = *c;
     s->tokens += kvf_case_total_tokens(c);
     s->rows += (int64_t)c->batch_size * c->num_qo_heads;
@@ -69,9 +88,12 @@ static int set_add(bench_set *s, const kvf_case *c) {
 }
 
 static void set_free(bench_set *s) {
-    for (int64_t i = 0; i < s->n; i++)
+    for (int64_t i = 0; i < s->n; i++) {
         kvf_case_free(&s->cases[i]);
+        if (s->specs) kvf_spec_free(&s->specs[i]);
+    }
     free(s->cases);
+    free(s->specs);
 }
 
 static double thread_cpu_s(void) {
@@ -133,14 +155,127 @@ static int generate(bench_set *s, int64_t ncases, uint64_t seed) {
         if (kvf_spec_random(&sp, kvf_prng_next(&rng), &ro, NULL)) continue;
         kvf_spec_fit(&sp, &co.mutate);
         int rc = kvf_spec_repair(&sp, &co.case_limits, co.mutate.allow_nonfinite, &c, NULL);
-        kvf_spec_free(&sp);
-        if (rc) continue;
-        if (set_add(s, &c)) {
+        if (rc) {
+            kvf_spec_free(&sp);
+            continue;
+        }
+        if (set_add(s, &c, &sp)) {
             kvf_case_free(&c);
+            kvf_spec_free(&sp);
             return -1;
         }
     }
     return s->n == ncases ? 0 : -1;
+}
+
+/* Every case's kernel output (cpu-splitkv) and fast oracle, untimed, for timing the judge. */
+typedef struct judge_inputs {
+    kvf_oracle_result *oracle;
+    kvf_bf16 **o;
+    float **lse;
+    int64_t n;
+} judge_inputs;
+
+static void judge_inputs_free(judge_inputs *in) {
+    for (int64_t i = 0; i < in->n; i++) {
+        kvf_oracle_result_free(&in->oracle[i]);
+        free(in->o[i]);
+        free(in->lse[i]);
+    }
+    free(in->oracle);
+    free(in->o);
+    free(in->lse);
+    memset(in, 0, sizeof *in);
+}
+
+static int judge_inputs_make(const bench_set *s, judge_inputs *in) {
+    memset(in, 0, sizeof *in);
+    in->oracle = calloc((size_t)s->n + 1, sizeof *in->oracle);
+    in->o = calloc((size_t)s->n + 1, sizeof *in->o);
+    in->lse = calloc((size_t)s->n + 1, sizeof *in->lse);
+    if (!in->oracle || !in->o || !in->lse) return -1;
+    kvf_oracle_opts oo;
+    kvf_oracle_opts_default(&oo);
+    oo.threads = 1;
+    const kvf_kernel *kernel = kvf_kernel_find("cpu-splitkv");
+    for (int64_t i = 0; i < s->n; i++) {
+        const kvf_case *c = &s->cases[i];
+        kvf_error err;
+        in->o[i] = malloc((size_t)(kvf_case_o_elems(c) + 1) * sizeof **in->o);
+        in->lse[i] = malloc((size_t)(kvf_case_lse_elems(c) + 1) * sizeof **in->lse);
+        in->n = i + 1;
+        if (!in->o[i] || !in->lse[i] || !kernel ||
+            kvf_kernel_run_once(kernel, c, in->o[i], in->lse[i], &err) ||
+            kvf_oracle_run(&in->oracle[i], c, &oo, &err))
+            return -1;
+    }
+    return 0;
+}
+
+/* Judges every case under the default rules, with the campaign's statistics when hs is not
+ * NULL; the thread's CPU seconds, or -1 when a judging fails. */
+static double judge_all(const bench_set *s, const judge_inputs *in, const kvf_rule *rules,
+                        int nrules, cli_stats_hooks *hs) {
+    double t0 = thread_cpu_s();
+    for (int64_t i = 0; i < s->n; i++) {
+        kvf_outcome out;
+        kvf_judge_hooks hooks;
+        int hooked = hs && cli_stats_hooks_begin(hs, 0, s->specs ? &s->specs[i] : NULL,
+                                                 &s->cases[i], &hooks) == 0;
+        kvf_error err;
+        if (kvf_outcome_judge_hooked(&out, rules, nrules, 0, &s->cases[i], &in->oracle[i], in->o[i],
+                                     in->lse[i], hooked ? &hooks : NULL, &err)) {
+            fprintf(stderr, "kvfuzz bench: judging case %" PRId64 " failed: %s\n", i, err.msg);
+            return -1;
+        }
+    }
+    return thread_cpu_s() - t0;
+}
+
+/* The judge stage's best times over `repeat` runs: plain[0] without statistics, [1] with. */
+static int time_judging(const bench_set *s, int64_t repeat, double best[2]) {
+    judge_inputs in;
+    static cli_stats_hooks hs; /* 256 slots: too large for the stack */
+    memset(&hs, 0, sizeof hs);
+    kvf_rule rules[KVF_MAX_RULES];
+    int nrules = kvf_rule_default_set(rules, KVF_MAX_RULES);
+    char path[] = "/tmp/kvfuzz-bench-stats-XXXXXX";
+    int fd = -1, rc = -1;
+    if (judge_inputs_make(s, &in)) {
+        fprintf(stderr, "kvfuzz bench: could not compute the judge's inputs\n");
+        goto out;
+    }
+    if ((fd = mkstemp(path)) < 0) {
+        fprintf(stderr, "kvfuzz bench: cannot create a statistics file in /tmp\n");
+        goto out;
+    }
+    kvf_stats_opts so;
+    kvf_stats_opts_default(&so);
+    so.flush_interval_s = 1e9; /* written at creation only: no file I/O while timed */
+    kvf_error err;
+    if (kvf_stats_sink_create(&hs.sink, &so, path, 1, &err)) {
+        fprintf(stderr, "kvfuzz bench: %s\n", err.msg);
+        goto out;
+    }
+    hs.kernel = "cpu-splitkv";
+    hs.rules = rules;
+    hs.nrules = nrules;
+    best[0] = best[1] = -1;
+    for (int64_t r = 0; r < repeat; r++)
+        for (int k = 0; k < 2; k++) {
+            const double sec = judge_all(s, &in, rules, nrules, k ? &hs : NULL);
+            if (sec < 0) goto out;
+            if (best[k] < 0 || sec < best[k]) best[k] = sec;
+        }
+    rc = 0;
+out:
+    kvf_stats_sink_free(hs.sink);
+    if (fd >= 0) {
+        close(fd);
+        unlink(path);
+    }
+    judge_inputs_free(&in);
+    return rc;
 }
 
 int kvf_cmd_bench_oracle(int argc, char **argv) {
@@ -200,7 +335,7 @@ int kvf_cmd_bench_oracle(int argc, char **argv) {
             return KVF_EXIT_USAGE;
         }
         nfiles++;
-        if (set_add(&set, &c)) {
+        if (set_add(&set, &c, NULL)) {
             kvf_case_free(&c);
             set_free(&set);
             fprintf(stderr, "kvfuzz bench: out of memory\n");
@@ -277,6 +412,21 @@ int kvf_cmd_bench_oracle(int argc, char **argv) {
                     mismatched);
             rc = KVF_EXIT_FINDINGS;
         }
+    }
+    double jb[2];
+    if (rc == KVF_EXIT_OK && time_judging(&set, repeat, jb)) rc = KVF_EXIT_FINDINGS;
+    if (rc == KVF_EXIT_OK) {
+        const double fast_s = pr[1].best_s > 0 ? pr[1].best_s : 1e-9;
+        printf("judge (default rules, cpu-splitkv's outputs), one thread, best of %" PRId64 ":\n",
+               repeat);
+        for (int k = 0; k < 2; k++) {
+            double sec = jb[k] > 0 ? jb[k] : 1e-9;
+            printf("%-18s %10.4f s %10.1f cases/s  %5.2fx the fast oracle's time\n",
+                   k ? "judge+statistics" : "judge", sec, (double)set.n / sec, sec / fast_s);
+        }
+        printf(
+            "an oracle thread of a campaign: %.1f cases/s (fast oracle, then judge+statistics)\n",
+            (double)set.n / (fast_s + (jb[1] > 0 ? jb[1] : 1e-9)));
     }
     free(res[0]);
     free(res[1]);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "stats_hooks.h"
 #include "kvfuzz/campaign.h"
 #include "kvfuzz/oracle.h"
 #include "kvfuzz/runner.h"
@@ -184,47 +185,17 @@ static void default_stats_path(char *out, size_t n, const char *dir) {
 }
 
 /* Streaming error statistics (reports/, kvfuzz/stats_sink.h): the campaign hands each case's
- * judging to the sink through the judge hooks, so every element is counted while the judge
- * computes it and each case is judged once. One slot per oracle thread carries the case's
- * bytes and the sink's scope between the hooks. */
+ * judging to the sink through the judge hooks (stats_hooks.h), so every element is counted
+ * while the judge computes it and each case is judged once. */
 typedef struct fuzz_stats {
-    kvf_stats_sink *sink;
+    cli_stats_hooks hooks;
     const kvf_campaign_opts *o;
-    struct stats_slot {
-        struct fuzz_stats *fs;
-        int thread;
-    } slots[KVF_CAMPAIGN_MAX_JOBS];
 } fuzz_stats;
-
-static void *stats_rule_begin(void *ctx, int rule) {
-    struct stats_slot *sl = ctx;
-    return kvf_stats_sink_rule_begin(sl->fs->sink, sl->thread, rule);
-}
-
-static void stats_rule_end(void *ctx, void *scope, const kvf_verdict *v) {
-    struct stats_slot *sl = ctx;
-    kvf_stats_sink_rule_end(sl->fs->sink, sl->thread, scope, v);
-}
 
 static int stats_hooks(void *ctx, int thread, const kvf_spec *spec, const kvf_case *c,
                        kvf_judge_hooks *hooks) {
     fuzz_stats *fs = ctx;
-    if (thread < 0 || thread >= KVF_CAMPAIGN_MAX_JOBS) return -1;
-    uint8_t *bytes = NULL;
-    size_t size = 0;
-    if (kvf_spec_encode(spec, &bytes, &size, NULL)) bytes = NULL;
-    kvf_stats_case ref = {NULL, bytes, bytes ? size : 0};
-    kvf_stats_sink_case_begin(fs->sink, thread, fs->o->kernel->name, fs->o->rules, fs->o->nrules, c,
-                              &ref); /* copies the bytes */
-    free(bytes);
-    struct stats_slot *sl = &fs->slots[thread];
-    sl->fs = fs;
-    sl->thread = thread;
-    hooks->begin = stats_rule_begin;
-    hooks->element = kvf_stats_observe_element;
-    hooks->end = stats_rule_end;
-    hooks->ctx = sl;
-    return 0;
+    return cli_stats_hooks_begin(&fs->hooks, thread, spec, c, hooks);
 }
 
 /* The campaign's answer, last: per rule, the cases judged and the signatures found. Every new
@@ -246,7 +217,7 @@ static void print_verdicts(FILE *f, const kvf_stats *stats, const kvf_campaign_s
  * unsupported cases): those are never judged, so the judge hooks do not see them. */
 static void stats_run(void *ctx, int finding_class) {
     fuzz_stats *fs = ctx;
-    kvf_stats_sink_count_run(fs->sink, fs->o->kernel->name,
+    kvf_stats_sink_count_run(fs->hooks.sink, fs->o->kernel->name,
                              finding_class < 0 ? KVF_STATS_UNSUPPORTED : finding_class);
 }
 
@@ -548,7 +519,10 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     so.flush_interval_s = stats_interval;
     so.require_overflow = o.require_overflow;
     fs.o = &o;
-    if (kvf_stats_sink_create(&fs.sink, &so, stats_path, KVF_CAMPAIGN_MAX_JOBS, &err)) {
+    fs.hooks.kernel = o.kernel ? o.kernel->name : NULL;
+    fs.hooks.rules = o.rules;
+    fs.hooks.nrules = o.nrules;
+    if (kvf_stats_sink_create(&fs.hooks.sink, &so, stats_path, KVF_CAMPAIGN_MAX_JOBS, &err)) {
         kvf_campaign_release_signals();
         return cli_usage_error(cmd, "%s", err.msg);
     }
@@ -590,24 +564,24 @@ int kvf_cmd_fuzz(int argc, char **argv) {
             /* The statistics keep the first sentence's worth; the log has it whole. */
             snprintf(devs[k].why, sizeof devs[k].why, "%.*s", (int)sizeof devs[k].why - 1, d->why);
         }
-        if (kvf_stats_sink_set_devices(fs.sink, devs, (size_t)st.ndevices, &serr))
+        if (kvf_stats_sink_set_devices(fs.hooks.sink, devs, (size_t)st.ndevices, &serr))
             fprintf(stderr, "kvfuzz fuzz: %s\n", serr.msg);
     }
-    if (kvf_stats_sink_finish(fs.sink, &serr)) /* the oracle threads have all ended */
+    if (kvf_stats_sink_finish(fs.hooks.sink, &serr)) /* the oracle threads have all ended */
         fprintf(stderr, "kvfuzz fuzz: %s\n", serr.msg);
     else
         fprintf(stderr, "kvfuzz fuzz: statistics in %s\n", stats_path);
     if (rc) {
         fprintf(stderr, "kvfuzz fuzz: %s\n", err.msg);
         if (st.cases == 0) {
-            kvf_stats_sink_free(fs.sink);
+            kvf_stats_sink_free(fs.hooks.sink);
             kvf_campaign_release_signals();
             return KVF_EXIT_USAGE;
         }
     }
     kvf_campaign_print_summary(stdout, &o, &st);
-    print_verdicts(stdout, kvf_stats_sink_stats(fs.sink), &st);
-    kvf_stats_sink_free(fs.sink);
+    print_verdicts(stdout, kvf_stats_sink_stats(fs.hooks.sink), &st);
+    kvf_stats_sink_free(fs.hooks.sink);
     fflush(stdout);
     /* Held until here: a signal during the last statistics write or the summary is the
      * orderly stop's, already under way (a second one still kills). */

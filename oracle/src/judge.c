@@ -995,23 +995,19 @@ int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
         /* Rows out of the input model (docs/design.md, "The oracle"): logits an fp32 kernel
          * cannot hold, or a non-finite input the row reads. */
         int overflow_row = orow->overflow != 0 || orow->nonfinite_input != 0;
-        /* Judging every element (an observer), the row's bound and fa baseline come first.
-         * Otherwise each is computed when an element first needs it: elements count_exact()
-         * settles need neither, and the fa baseline (three fp32 attention passes over the row)
-         * matters only to an element that is not correctly rounded (check_fa passes the
-         * others on strict's word before reading it). */
+        /* Judging every element (an observer), the row's bound comes first. Otherwise it is
+         * computed when an element first needs it: elements count_exact() settles need none.
+         * The fa baseline (three fp32 attention passes over the row, as costly as the oracle's
+         * own pass) is always computed when an element first needs it: only an element that
+         * is not correctly rounded does (check_fa passes the others on strict's word before
+         * reading it), and most rows of a good kernel have none. */
         strict_row srow;
         memset(&srow, 0, sizeof srow);
-        int srow_ready = !countable, frow_ready = !countable;
+        int srow_ready = !countable, frow_ready = 0;
         kvf__fa_row frow = {0, 0.0};
-        if (!countable) {
-            if (rule->kind == KVF_RULE_STRICT || rule->kind == KVF_RULE_FA)
-                strict_row_init(&srow, D, c->sm_scale, orow, rule->ftz,
-                                rule->ftz && orow->length > 0 ? daz_logit_bound(c, b, h) : 0.0);
-            if (rule->kind == KVF_RULE_FA && !srow.empty)
-                kvf__fa_row_compute(&frow, c, b, h, oracle->o_exact + row * D,
-                                    oracle->o_cond + row * D, overflow_row, &fa);
-        }
+        if (!countable && (rule->kind == KVF_RULE_STRICT || rule->kind == KVF_RULE_FA))
+            strict_row_init(&srow, D, c->sm_scale, orow, rule->ftz,
+                            rule->ftz && orow->length > 0 ? daz_logit_bound(c, b, h) : 0.0);
         for (int32_t d = 0; d <= D; d++) {
             int lse_elem = d == D;
             int64_t i = row * D + d;

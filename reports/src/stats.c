@@ -34,7 +34,24 @@ int kvf__group_ptr_cmp(const void *a, const void *b) {
 static const double QUARTER_EDGE[4] = {1.0, 0x1.306fe0a31b715p+0, 0x1.6a09e667f3bcdp+0,
                                        0x1.ae89f995ad3adp+0};
 
+/* The biased exponent of a positive normal double, or 0 when v is anything else (zero,
+ * subnormal, infinite, NaN, negative): those take frexp's path. */
+static int normal_exponent(double v, uint64_t *bits) {
+    memcpy(bits, &v, sizeof *bits);
+    const int ex = (int)(*bits >> 52); /* the sign bit makes a negative v >= 0x800 */
+    return ex > 0 && ex < 0x7ff ? ex : 0;
+}
+
 int32_t kvf_stats_bucket(double v) {
+    uint64_t bits;
+    const int ex = normal_exponent(v, &bits);
+    if (ex) { /* v = m 2^(ex - 1023), m in [1, 2) read straight from the bits */
+        const uint64_t mbits = (bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull;
+        double m;
+        memcpy(&m, &mbits, sizeof m);
+        int j = (m >= QUARTER_EDGE[1]) + (m >= QUARTER_EDGE[2]) + (m >= QUARTER_EDGE[3]);
+        return 4 * (ex - 1023) + j;
+    }
     int e;
     double m = 2 * frexp(v, &e); /* v = m 2^(e-1), m in [1, 2): exact, subnormals included */
     int j = (m >= QUARTER_EDGE[1]) + (m >= QUARTER_EDGE[2]) + (m >= QUARTER_EDGE[3]);
@@ -47,27 +64,14 @@ double kvf_stats_bucket_lo(int32_t i) {
 }
 
 int32_t kvf__stats_octave(double v) {
+    uint64_t bits;
+    const int ex = normal_exponent(v, &bits);
+    if (ex) return ex - 1023;
     if (v == 0) return KVF_OCT_ZERO;
     if (isinf(v)) return KVF_OCT_INF;
     int e;
     frexp(v, &e);
     return e - 1;
-}
-
-int kvf__hist_add(kvf__hist *h, double v) {
-    h->total++;
-    if (isnan(v)) {
-        h->nan++;
-    } else if (v == 0) {
-        h->zero++;
-    } else if (isinf(v)) {
-        h->inf++;
-    } else {
-        int64_t *c = kvf__map_get(&h->buckets, kvf_stats_bucket(fabs(v)), 1);
-        if (!c) return -1;
-        (*c)++;
-    }
-    return 0;
 }
 
 int kvf__counts_merge(kvf__map *dst, const kvf__map *src) {

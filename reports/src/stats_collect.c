@@ -64,37 +64,13 @@ void kvf_stats_observe_element(void *ctx, const kvf_element_error *e) {
     if (e->ulps > o->max_ulps) o->max_ulps = e->ulps;
     if (e->margin > o->max_margin) o->max_margin = e->margin;
     if (e->excess_margin > o->max_excess) o->max_excess = e->excess_margin;
-    bad |= kvf__hist_add(&o->abs, e->abs_error);
-    bad |= kvf__hist_add(&o->rel, e->rel_error);
-    bad |= kvf__hist_add(&o->ulp, e->ulps < 0 ? NAN : (double)e->ulps);
-    bad |= kvf__hist_add(&o->margin, e->margin);
-    if (!isnan(e->abs_error) && !isnan(e->exact_value)) {
-        int64_t key =
-            KVF_DENS_KEY(kvf__stats_octave(e->abs_error), kvf__stats_octave(fabs(e->exact_value)));
-        int64_t *cnt = kvf__map_get(&o->dens, key, 1);
-        if (cnt)
-            (*cnt)++;
-        else
-            bad = 1;
-    }
-
-    /* Coordinate classes. The position class of both o and lse is the slot of the row's last
-     * token: it is what separates full from partial last pages, where page-table bugs live. */
+    if (!sc->pending && !(sc->pending = kvf__pending_new(c)))
+        bad = 1; /* the buckets and classes of this scope are lost */
+    else
+        kvf__pending_add(sc->pending, o, e, finite_pair, mismatch);
     int64_t len = 0;
     int32_t S = c->page_size;
     if (e->b >= 0 && e->b < c->batch_size) len = kvf_case_seq_len(c, e->b);
-    int64_t keys[KVF_CLASS_COUNT] = {e->h, e->d, len == 0 ? 0 : 1 + kvf__stats_octave((double)len),
-                                     len > 0 ? KVF_SLOT_KEY(S, (len - 1) % S) : 0};
-    int wanted[KVF_CLASS_COUNT] = {1, e->d >= 0, 1, len > 0};
-    int64_t bits = e->ulps > 0 ? llround(KVF_BITS_SCALE * log2((double)e->ulps + 1.0)) : 0;
-    for (int k = 0; k < KVF_CLASS_COUNT; k++) {
-        if (!wanted[k]) continue;
-        kvf__cell *cell = kvf__cell_get(&o->by[k], keys[k]);
-        if (cell)
-            kvf__cell_add(cell, e, finite_pair, mismatch, bits);
-        else
-            bad = 1;
-    }
 
     /* Rank against a stack copy of the case identity first; the record (with its hex copy of
      * the case) is only built once this case actually enters a list. */
@@ -118,6 +94,7 @@ void kvf_stats_observe_element(void *ctx, const kvf_element_error *e) {
 
 void kvf_stats_end(kvf_stats_scope *scope) {
     if (!scope) return;
+    if (kvf__pending_finish(scope->pending) && scope->stats) scope->stats->incomplete = 1;
     kvf__case_info_unref(scope->case_info);
     memset(scope, 0, sizeof *scope);
 }

@@ -178,7 +178,6 @@ static inline int kvf__count_add(int64_t *a, int64_t b) {
 
 /* Counting: -1 on allocation failure (the caller marks the statistics incomplete). Merges:
  * also KVF__OVERFLOW. */
-int kvf__hist_add(kvf__hist *h, double v);
 int kvf__counts_merge(kvf__map *dst, const kvf__map *src);
 int kvf__hist_merge(kvf__hist *dst, const kvf__hist *src);
 /* bits: round(1024 log2(ulps + 1)), computed once per element by the caller. */
@@ -186,6 +185,17 @@ void kvf__cell_add(kvf__cell *c, const kvf_element_error *e, int finite_pair, in
                    int64_t bits);
 int kvf__cell_merge(kvf__cell *dst, const kvf__cell *src); /* 0 or KVF__OVERFLOW */
 kvf__cell *kvf__cell_get(kvf__map *m, int64_t key);        /* found or added; NULL on OOM */
+
+/* The bucket and class counts of one scope (stats_pending.c), gathered in small tables and
+ * added to the maps when the scope ends; the statistics are complete only then. new: NULL on
+ * OOM. add: counts element e (of scope case c) into o's histograms, density and classes.
+ * finish: adds every pending count and frees p (NULL is fine); -1 when a count was lost to
+ * OOM (the caller marks the statistics incomplete). */
+typedef struct kvf__pending kvf__pending;
+kvf__pending *kvf__pending_new(const kvf_case *c);
+void kvf__pending_add(kvf__pending *p, kvf__outstats *o, const kvf_element_error *e,
+                      int finite_pair, int mismatch);
+int kvf__pending_finish(kvf__pending *p);
 
 /* Case records: created with one reference; hex, when given, is copied as is, else bytes up to
  * KVF_STATS_EMBED_MAX are embedded. NULL on OOM. */

@@ -117,7 +117,8 @@ int kvf_stats_judge(kvf_stats *s, const char *kernel, const kvf_stats_case *ref,
  *     kvf_judge_observe(&v, rule, c, oracle, o, lse, kvf_stats_observe_element, &sc, &err);
  *     kvf_stats_observe_verdict(&sc, &v);
  * The scope borrows c and ref until kvf_stats_observe_verdict() (or kvf_stats_end() when the
- * judge failed); it needs no other cleanup. */
+ * judge failed), one of which must end it: the element counts reach the statistics there
+ * (they are gathered per scope first, which makes counting several times cheaper). */
 typedef struct kvf_stats_scope {
     kvf_stats *stats;
     void *group; /* private */
@@ -126,6 +127,7 @@ typedef struct kvf_stats_scope {
     int has_hash; /* private: ref.kvfz given; hash = kvf_hash64 of it */
     uint64_t hash;
     void *case_info; /* private: interned on first use */
+    void *pending;   /* private: bucket and class counts not yet in the statistics */
 } kvf_stats_scope;
 
 int kvf_stats_begin(kvf_stats_scope *scope, kvf_stats *s, const char *kernel, const kvf_rule *rule,

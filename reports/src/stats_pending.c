@@ -1,0 +1,179 @@
+/* The counts of one statistics scope (one rule of one case) on their way into the maps
+ * (stats_internal.h, kvf__pending).
+ *
+ * A judged element lands in four histograms, the abs-vs-|exact| density and four class cells.
+ * Looking each up in its hash map per element made the statistics the most expensive part of
+ * judging a case, several times the fast oracle. Here the bucket counts go into small
+ * direct-mapped tables, the cells of the classes a row shares (head, sequence length, slot)
+ * into one cell per row, and the head-dim cells into an array by d; each reaches its map when
+ * its table slot is taken by another key, when the row changes, and when the scope ends.
+ * Every statistic is a count, a sum or a maximum, so the result is exactly what counting
+ * element by element gives. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stats_internal.h"
+
+#define SLOTS 64        /* per table: the distinct buckets of a case mostly fit */
+#define BITS_TABLE 4096 /* round(1024 log2(u + 1)) tabulated for u below this */
+
+typedef struct pend_count {
+    int64_t key, n; /* n == 0: the slot is free */
+} pend_count;
+
+/* What one element adds to one of a group's four outstats (o or lse, in or out of the model). */
+typedef struct pend_target {
+    kvf__outstats *o;          /* NULL until the target's first element */
+    pend_count hist[4][SLOTS]; /* buckets of abs, rel, ulp, margin */
+    pend_count dens[SLOTS];
+    /* The row being counted: its head, sequence-length and slot cells are one cell until the
+     * row changes. */
+    int row_open;
+    int32_t row_b, row_h;
+    int64_t row_key[KVF_CLASS_COUNT];
+    int row_wanted[KVF_CLASS_COUNT];
+    kvf__cell row;
+    kvf__cell *dim; /* [ndim] by head-dim index; NULL until needed */
+} pend_target;
+
+struct kvf__pending {
+    const kvf_case *c;
+    int lost;         /* a count could not be added (out of memory) */
+    pend_target t[4]; /* by output * 2 + out_of_model */
+};
+
+static int64_t bits_table[BITS_TABLE];
+static pthread_once_t bits_once = PTHREAD_ONCE_INIT;
+
+static int64_t bits_exact(int64_t ulps) {
+    return llround(KVF_BITS_SCALE * log2((double)ulps + 1.0));
+}
+
+static void bits_init(void) {
+    for (int64_t u = 0; u < BITS_TABLE; u++)
+        bits_table[u] = bits_exact(u);
+}
+
+/* round(1024 log2(ulps + 1)) for ulps > 0, as the cells sum it; 0 otherwise. */
+static int64_t bits_of(int64_t ulps) {
+    if (ulps <= 0) return 0;
+    return ulps < BITS_TABLE ? bits_table[ulps] : bits_exact(ulps);
+}
+
+kvf__pending *kvf__pending_new(const kvf_case *c) {
+    pthread_once(&bits_once, bits_init);
+    kvf__pending *p = calloc(1, sizeof *p);
+    if (p) p->c = c;
+    return p;
+}
+
+static void count_into(kvf__pending *p, kvf__map *m, int64_t key, int64_t n) {
+    int64_t *cnt = kvf__map_get(m, key, 1);
+    if (!cnt || kvf__count_add(cnt, n)) p->lost = 1;
+}
+
+static void pend_count_add(kvf__pending *p, pend_count *slots, kvf__map *m, int64_t key) {
+    pend_count *s = &slots[((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 58];
+    if (s->n && s->key != key) {
+        count_into(p, m, s->key, s->n);
+        s->n = 0;
+    }
+    s->key = key;
+    s->n++;
+}
+
+static void pend_hist(kvf__pending *p, kvf__hist *h, pend_count *slots, double v) {
+    h->total++;
+    if (isnan(v))
+        h->nan++;
+    else if (v == 0)
+        h->zero++;
+    else if (isinf(v))
+        h->inf++;
+    else
+        pend_count_add(p, slots, &h->buckets, kvf_stats_bucket(fabs(v)));
+}
+
+static void merge_cell(kvf__pending *p, kvf__map *m, int64_t key, const kvf__cell *src) {
+    kvf__cell *dst = kvf__cell_get(m, key);
+    if (!dst || kvf__cell_merge(dst, src)) p->lost = 1;
+}
+
+static void row_flush(kvf__pending *p, pend_target *t) {
+    if (!t->row_open) return;
+    for (int k = 0; k < KVF_CLASS_COUNT; k++)
+        if (k != KVF_CLASS_DIM && t->row_wanted[k])
+            merge_cell(p, &t->o->by[k], t->row_key[k], &t->row);
+    memset(&t->row, 0, sizeof t->row);
+    t->row_open = 0;
+}
+
+void kvf__pending_add(kvf__pending *p, kvf__outstats *o, const kvf_element_error *e,
+                      int finite_pair, int mismatch) {
+    const kvf_case *c = p->c;
+    pend_target *t = &p->t[(e->output == KVF_OUTPUT_LSE) * 2 + (e->out_of_model != 0)];
+    t->o = o;
+    pend_hist(p, &o->abs, t->hist[0], e->abs_error);
+    pend_hist(p, &o->rel, t->hist[1], e->rel_error);
+    pend_hist(p, &o->ulp, t->hist[2], e->ulps < 0 ? NAN : (double)e->ulps);
+    pend_hist(p, &o->margin, t->hist[3], e->margin);
+    if (!isnan(e->abs_error) && !isnan(e->exact_value))
+        pend_count_add(
+            p, t->dens, &o->dens,
+            KVF_DENS_KEY(kvf__stats_octave(e->abs_error), kvf__stats_octave(fabs(e->exact_value))));
+
+    /* Coordinate classes. The position class of both o and lse is the slot of the row's last
+     * token: it is what separates full from partial last pages, where page-table bugs live. */
+    const int64_t bits = bits_of(e->ulps);
+    if (!t->row_open || t->row_b != e->b || t->row_h != e->h) {
+        row_flush(p, t);
+        int64_t len = 0;
+        const int32_t S = c->page_size;
+        if (e->b >= 0 && e->b < c->batch_size) len = kvf_case_seq_len(c, e->b);
+        t->row_open = 1;
+        t->row_b = e->b;
+        t->row_h = e->h;
+        t->row_key[KVF_CLASS_HEAD] = e->h;
+        t->row_key[KVF_CLASS_SEQLEN] = len == 0 ? 0 : 1 + kvf__stats_octave((double)len);
+        t->row_key[KVF_CLASS_SLOT] = len > 0 ? KVF_SLOT_KEY(S, (len - 1) % S) : 0;
+        t->row_wanted[KVF_CLASS_HEAD] = t->row_wanted[KVF_CLASS_SEQLEN] = 1;
+        t->row_wanted[KVF_CLASS_SLOT] = len > 0;
+    }
+    kvf__cell_add(&t->row, e, finite_pair, mismatch, bits);
+    if (e->d < 0) return;
+    if (!t->dim && e->d < c->head_dim && !(t->dim = calloc((size_t)c->head_dim, sizeof *t->dim)))
+        p->lost = 1;
+    if (t->dim && e->d < c->head_dim) {
+        kvf__cell_add(&t->dim[e->d], e, finite_pair, mismatch, bits);
+    } else { /* past the case's head_dim (a caller's own element), or no array: at once */
+        kvf__cell one;
+        memset(&one, 0, sizeof one);
+        kvf__cell_add(&one, e, finite_pair, mismatch, bits);
+        merge_cell(p, &o->by[KVF_CLASS_DIM], e->d, &one);
+    }
+}
+
+int kvf__pending_finish(kvf__pending *p) {
+    if (!p) return 0;
+    for (int i = 0; i < 4; i++) {
+        pend_target *t = &p->t[i];
+        if (!t->o) continue;
+        kvf__hist *h[4] = {&t->o->abs, &t->o->rel, &t->o->ulp, &t->o->margin};
+        for (int k = 0; k < 4; k++)
+            for (int s = 0; s < SLOTS; s++)
+                if (t->hist[k][s].n)
+                    count_into(p, &h[k]->buckets, t->hist[k][s].key, t->hist[k][s].n);
+        for (int s = 0; s < SLOTS; s++)
+            if (t->dens[s].n) count_into(p, &t->o->dens, t->dens[s].key, t->dens[s].n);
+        row_flush(p, t);
+        if (t->dim)
+            for (int32_t d = 0; d < p->c->head_dim; d++)
+                if (t->dim[d].n) merge_cell(p, &t->o->by[KVF_CLASS_DIM], d, &t->dim[d]);
+        free(t->dim);
+    }
+    const int lost = p->lost;
+    free(p);
+    return lost ? -1 : 0;
+}
