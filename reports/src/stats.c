@@ -409,6 +409,7 @@ void kvf_stats_free(kvf_stats *s) {
     free(s->sources);
     free(s->label);
     free(s->findings_dir);
+    kvf__pending_free(s->spare_pending);
     free(s);
 }
 

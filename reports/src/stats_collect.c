@@ -64,7 +64,7 @@ void kvf_stats_observe_element(void *ctx, const kvf_element_error *e) {
     if (e->ulps > o->max_ulps) o->max_ulps = e->ulps;
     if (e->margin > o->max_margin) o->max_margin = e->margin;
     if (e->excess_margin > o->max_excess) o->max_excess = e->excess_margin;
-    if (!sc->pending && !(sc->pending = kvf__pending_new(c)))
+    if (!sc->pending && !(sc->pending = kvf__pending_new(s, c)))
         bad = 1; /* the buckets and classes of this scope are lost */
     else
         kvf__pending_add(sc->pending, o, e, finite_pair, mismatch);
@@ -94,7 +94,8 @@ void kvf_stats_observe_element(void *ctx, const kvf_element_error *e) {
 
 void kvf_stats_end(kvf_stats_scope *scope) {
     if (!scope) return;
-    if (kvf__pending_finish(scope->pending) && scope->stats) scope->stats->incomplete = 1;
+    if (kvf__pending_finish(scope->stats, scope->pending) && scope->stats)
+        scope->stats->incomplete = 1;
     kvf__case_info_unref(scope->case_info);
     memset(scope, 0, sizeof *scope);
 }

@@ -144,6 +144,8 @@ typedef struct kvf__source {
     size_t ndevices;
 } kvf__source;
 
+typedef struct kvf__pending kvf__pending; /* stats_pending.c */
+
 struct kvf_stats {
     int worst_n;
     int require_overflow; /* out-of-model failures counted as kernel failures */
@@ -158,6 +160,7 @@ struct kvf_stats {
     size_t nsources;
     long own_source; /* index of this process's entry in sources, -1 for a file read back */
     struct timespec last_write;
+    kvf__pending *spare_pending; /* a finished scope's cleared tables, for the next scope */
 };
 
 /* ---- the model's operations, shared by the collector, writer, reader and merger --------- */
@@ -187,15 +190,18 @@ int kvf__cell_merge(kvf__cell *dst, const kvf__cell *src); /* 0 or KVF__OVERFLOW
 kvf__cell *kvf__cell_get(kvf__map *m, int64_t key);        /* found or added; NULL on OOM */
 
 /* The bucket and class counts of one scope (stats_pending.c), gathered in small tables and
- * added to the maps when the scope ends; the statistics are complete only then. new: NULL on
- * OOM. add: counts element e (of scope case c) into o's histograms, density and classes.
- * finish: adds every pending count and frees p (NULL is fine); -1 when a count was lost to
- * OOM (the caller marks the statistics incomplete). */
-typedef struct kvf__pending kvf__pending;
-kvf__pending *kvf__pending_new(const kvf_case *c);
+ * added to the maps when the scope ends; the statistics are complete only then.
+ *   new: tables for a scope of s on case c (s's spare ones when it has them); NULL on OOM.
+ *   add: counts element e into o's histograms, density and classes.
+ *   finish: adds every pending count to the maps and hands the cleared tables to s as its
+ *     spare (or frees them); NULL p is fine. -1 when a count was lost to OOM (the caller marks
+ *     the statistics incomplete).
+ *   free: releases tables (kvf_stats_free, for its spare). */
+kvf__pending *kvf__pending_new(kvf_stats *s, const kvf_case *c);
 void kvf__pending_add(kvf__pending *p, kvf__outstats *o, const kvf_element_error *e,
                       int finite_pair, int mismatch);
-int kvf__pending_finish(kvf__pending *p);
+int kvf__pending_finish(kvf_stats *s, kvf__pending *p);
+void kvf__pending_free(kvf__pending *p);
 
 /* Case records: created with one reference; hex, when given, is copied as is, else bytes up to
  * KVF_STATS_EMBED_MAX are embedded. NULL on OOM. */

@@ -35,7 +35,8 @@ typedef struct pend_target {
     int64_t row_key[KVF_CLASS_COUNT];
     int row_wanted[KVF_CLASS_COUNT];
     kvf__cell row;
-    kvf__cell *dim; /* [ndim] by head-dim index; NULL until needed */
+    kvf__cell *dim; /* [dim_cap] by head-dim index; NULL until needed */
+    int32_t dim_cap;
 } pend_target;
 
 struct kvf__pending {
@@ -62,11 +63,20 @@ static int64_t bits_of(int64_t ulps) {
     return ulps < BITS_TABLE ? bits_table[ulps] : bits_exact(ulps);
 }
 
-kvf__pending *kvf__pending_new(const kvf_case *c) {
+kvf__pending *kvf__pending_new(kvf_stats *s, const kvf_case *c) {
     pthread_once(&bits_once, bits_init);
-    kvf__pending *p = calloc(1, sizeof *p);
+    kvf__pending *p = s->spare_pending; /* cleared when its scope finished */
+    s->spare_pending = NULL;
+    if (!p) p = calloc(1, sizeof *p);
     if (p) p->c = c;
     return p;
+}
+
+void kvf__pending_free(kvf__pending *p) {
+    if (!p) return;
+    for (int i = 0; i < 4; i++)
+        free(p->t[i].dim);
+    free(p);
 }
 
 static void count_into(kvf__pending *p, kvf__map *m, int64_t key, int64_t n) {
@@ -143,9 +153,12 @@ void kvf__pending_add(kvf__pending *p, kvf__outstats *o, const kvf_element_error
     }
     kvf__cell_add(&t->row, e, finite_pair, mismatch, bits);
     if (e->d < 0) return;
-    if (!t->dim && e->d < c->head_dim && !(t->dim = calloc((size_t)c->head_dim, sizeof *t->dim)))
-        p->lost = 1;
-    if (t->dim && e->d < c->head_dim) {
+    if (t->dim_cap < c->head_dim && e->d < c->head_dim) {
+        free(t->dim);
+        t->dim_cap = (t->dim = calloc((size_t)c->head_dim, sizeof *t->dim)) ? c->head_dim : 0;
+        if (!t->dim) p->lost = 1;
+    }
+    if (e->d < c->head_dim && e->d < t->dim_cap) {
         kvf__cell_add(&t->dim[e->d], e, finite_pair, mismatch, bits);
     } else { /* past the case's head_dim (a caller's own element), or no array: at once */
         kvf__cell one;
@@ -155,25 +168,35 @@ void kvf__pending_add(kvf__pending *p, kvf__outstats *o, const kvf_element_error
     }
 }
 
-int kvf__pending_finish(kvf__pending *p) {
+int kvf__pending_finish(kvf_stats *s, kvf__pending *p) {
     if (!p) return 0;
+    const int32_t D = p->c->head_dim;
     for (int i = 0; i < 4; i++) {
         pend_target *t = &p->t[i];
         if (!t->o) continue;
         kvf__hist *h[4] = {&t->o->abs, &t->o->rel, &t->o->ulp, &t->o->margin};
         for (int k = 0; k < 4; k++)
-            for (int s = 0; s < SLOTS; s++)
-                if (t->hist[k][s].n)
-                    count_into(p, &h[k]->buckets, t->hist[k][s].key, t->hist[k][s].n);
-        for (int s = 0; s < SLOTS; s++)
-            if (t->dens[s].n) count_into(p, &t->o->dens, t->dens[s].key, t->dens[s].n);
+            for (int j = 0; j < SLOTS; j++)
+                if (t->hist[k][j].n)
+                    count_into(p, &h[k]->buckets, t->hist[k][j].key, t->hist[k][j].n);
+        for (int j = 0; j < SLOTS; j++)
+            if (t->dens[j].n) count_into(p, &t->o->dens, t->dens[j].key, t->dens[j].n);
         row_flush(p, t);
-        if (t->dim)
-            for (int32_t d = 0; d < p->c->head_dim; d++)
-                if (t->dim[d].n) merge_cell(p, &t->o->by[KVF_CLASS_DIM], d, &t->dim[d]);
-        free(t->dim);
+        const int32_t nd = D < t->dim_cap ? D : t->dim_cap;
+        for (int32_t d = 0; d < nd; d++)
+            if (t->dim[d].n) merge_cell(p, &t->o->by[KVF_CLASS_DIM], d, &t->dim[d]);
+        /* Cleared for the next scope; the head-dim array keeps its room. */
+        memset(t->hist, 0, sizeof t->hist);
+        memset(t->dens, 0, sizeof t->dens);
+        if (nd > 0) memset(t->dim, 0, (size_t)nd * sizeof *t->dim);
+        t->o = NULL;
     }
     const int lost = p->lost;
-    free(p);
+    p->lost = 0;
+    p->c = NULL;
+    if (s && !s->spare_pending)
+        s->spare_pending = p;
+    else
+        kvf__pending_free(p);
     return lost ? -1 : 0;
 }
