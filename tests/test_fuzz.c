@@ -374,7 +374,7 @@ static void runner_lanes(void) {
     kvf_runner_opts ro = {kvf_kernel_find("cpu-ref"), cl, 10, 0, 0, 4};
     kvf_runner *r;
     CHECK_OK(kvf_runner_create(&r, &ro, &err), &err);
-    CHECK_INT_EQ(kvf_runner_max_inflight(r), 18);
+    CHECK_INT_EQ(kvf_runner_max_inflight(r), 4 * 4 + 12);
     int submitted = 0;
     for (int i = 0; i < N; i++) {
         while (submitted < N && submitted - i < kvf_runner_max_inflight(r))
@@ -576,8 +576,10 @@ static void runner_survives_crash_and_hang(void) {
         kvf_runner_opts ro = {kvf_fuzz_kernel_find(names[k]), cl, 0.5, 0, 0, 1};
         kvf_runner *r;
         CHECK_OK(kvf_runner_create(&r, &ro, &err), &err);
-        const int bad = k == 0 ? 1 : 2, total = 6;
-        const int order[6] = {0, bad, 0, 0, 0, 0};
+        const int bad = k == 0 ? 1 : 2, total = kvf_runner_max_inflight(r);
+        CHECK_INT_EQ(total, KVF_RUNNER_WINDOW(1));
+        int order[KVF_RUNNER_MAX_INFLIGHT] = {0};
+        order[1] = bad;
         kvf_run_result res;
         int submitted = 0;
         for (; submitted < kvf_runner_max_inflight(r); submitted++)

@@ -57,7 +57,7 @@ struct kvf_runner {
     char cuda_visible_devices[64]; /* for the worker's environment; "" inherits */
     launch q[RING];                /* FIFO, oldest (the head, collected next) first */
     int head, count;
-    int ring;  /* slots used: the largest window this runner can have, 4 * opts.lanes + 2 */
+    int ring;  /* slots used: the largest window this runner can have, for opts.lanes */
     int lanes; /* the running worker's; 1 when none runs */
     /* After a failure beside other launches: the launches run again alone not yet collected,
      * whether one of them failed alone, and how many launches after them still go alone (the
@@ -71,10 +71,10 @@ struct kvf_runner {
 
 /* ---- the parent side ------------------------------------------------------------------------
  *
- * Up to lanes + 2 launches are in flight: while the worker's lanes run theirs, its reader takes
- * in the next and the one after waits in the socket, so neither the worker's receiving nor this
- * side's turnaround between a result and the next send stands between two launches. The parent
- * end of the socket is non-blocking, every wait is a poll() on both directions, and every
+ * Up to KVF_RUNNER_WINDOW(lanes) launches are in flight: while the worker's lanes run theirs, its
+ * reader takes in the next and the rest wait in the socket, so neither the worker's receiving
+ * nor this side's turnaround between a result and the next send stands between two launches. The
+ * parent end of the socket is non-blocking, every wait is a poll() on both directions, and every
  * result that arrives is read at once (whichever launch it belongs to), so neither side can
  * block the other however large the cases and results. */
 
@@ -237,7 +237,7 @@ int kvf_runner_create(kvf_runner **out, const kvf_runner_opts *opts, kvf_error *
     if (r->opts.start_deadline_s <= 0) r->opts.start_deadline_s = 120;
     if (r->opts.lanes < 1 || r->opts.in_process) r->opts.lanes = 1;
     if (r->opts.lanes > KVF_RUNNER_MAX_LANES) r->opts.lanes = KVF_RUNNER_MAX_LANES;
-    r->ring = 4 * r->opts.lanes + 2;
+    r->ring = KVF_RUNNER_WINDOW(r->opts.lanes);
     r->lanes = 1;
     r->fd = -1;
     *out = r;
@@ -299,7 +299,7 @@ int64_t kvf_runner_starts(const kvf_runner *r) {
 
 int kvf_runner_max_inflight(const kvf_runner *r) {
     const int lanes = r->pid > 0 ? r->lanes : r->opts.lanes;
-    return 4 * (lanes > 1 ? lanes : 1) + 2;
+    return KVF_RUNNER_WINDOW(lanes > 1 ? lanes : 1);
 }
 
 int kvf_runner_has_room(const kvf_runner *r) {

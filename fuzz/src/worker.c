@@ -67,10 +67,10 @@ typedef struct worker {
     pthread_cond_t changed;
     kvf__received_case pending[RING]; /* FIFO of received cases */
     int head, count;
-    answer answers[RING]; /* by ticket % ring */
-    int ring;       /* answer slots in use: the parent's largest window (4 * its lanes + 2), + 2 */
-    int running;    /* lanes running a case */
-    int alone_open; /* a KVF__CASE_ALONE case is taken and not yet answered */
+    answer answers[RING];              /* by ticket % ring */
+    int ring;                          /* answer slots in use: the parent's largest window, + 2 */
+    int running;                       /* lanes running a case */
+    int alone_open;                    /* a KVF__CASE_ALONE case is taken and not yet answered */
     uint64_t next_ticket, next_answer; /* tickets are taken in receive order */
     int ended;                         /* the end of the stream was taken */
     int lanes;
@@ -325,7 +325,7 @@ void kvf__worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
     w.next_report = kvf__wire_now_s() + 5;
     w.lanes = made;
     /* The parent's largest window (4 lanes + 2; kvf_runner_create clamped the lanes), + 2. */
-    w.ring = 4 * opts->lanes + 4;
+    w.ring = KVF_RUNNER_WINDOW(opts->lanes) + 2;
     pthread_t threads[KVF_RUNNER_MAX_LANES], writer;
     w.writer = WORKER_THREADS && made > 1;
     if (WORKER_THREADS) {

@@ -39,8 +39,14 @@ typedef struct kvf_runner_opts {
 } kvf_runner_opts;
 
 #define KVF_RUNNER_MAX_LANES 64
-/* Launches in flight at most, for any number of lanes (kvf_runner_max_inflight). */
-#define KVF_RUNNER_MAX_INFLIGHT (4 * KVF_RUNNER_MAX_LANES + 2)
+/* Launches in flight with `lanes` lanes (kvf_runner_max_inflight): 16 with one. A window of 6
+ * left the worker of a small-case CUDA campaign waiting for cases whenever the dispatcher
+ * waited on its generators or oracle queue for a third of a millisecond (docs/performance.md,
+ * "The judge stage"). A launch's deadline starts only once it can run, so a deeper window
+ * cannot turn a queued case into a hang. */
+#define KVF_RUNNER_WINDOW(lanes) (4 * (lanes) + 12)
+/* Launches in flight at most, for any number of lanes. */
+#define KVF_RUNNER_MAX_INFLIGHT KVF_RUNNER_WINDOW(KVF_RUNNER_MAX_LANES)
 /* Bytes of case messages in flight (their pages included) past which kvf_runner_has_room says
  * no (two launches are always allowed): large cases are hundreds of MB each, and the worker
  * holds a copy of every one it has taken in. */
@@ -71,11 +77,11 @@ void kvf_runner_set_device(kvf_runner *r, const char *visible);
  * In-process: creates the kernel. */
 int kvf_runner_start(kvf_runner *r, kvf_error *err);
 
-/* Launches in flight at most: 4L + 2 for L lanes (6 with one). Answers go back in order, so
- * while one slow case runs the lanes go on with the cases behind it, up to this window; and a
- * dispatcher held up for a moment by its other neighbours (generators, oracle queue) leaves the
- * worker that many cases to go on with. Before the worker has started, from the lanes asked
- * for; after, from the lanes it runs. */
+/* Launches in flight at most: KVF_RUNNER_WINDOW, 4L + 12 for L lanes (16 with one). Answers go back
+ * in order, so while one slow case runs the lanes go on with the cases behind it, up to this
+ * window; and a dispatcher held up for a moment by its other neighbours (generators, oracle queue)
+ * leaves the worker that many cases to go on with. Before the worker has started, from the lanes
+ * asked for; after, from the lanes it runs. */
 int kvf_runner_max_inflight(const kvf_runner *r);
 
 /* Whether another launch may be submitted now: fewer than kvf_runner_max_inflight in flight,
