@@ -171,3 +171,49 @@ int kvf__host_status(const kvf_plugin_kernel *desc, int status, const char *msg,
                              what, m);
     }
 }
+
+int kvf__host_check_case(const kvf_case *c, kvf_error *err) {
+    if (c->num_qo_heads < 1 || c->num_kv_heads < 1 || c->num_qo_heads % c->num_kv_heads != 0)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "num_qo_heads %d is not a positive multiple of num_kv_heads %d",
+                             c->num_qo_heads, c->num_kv_heads);
+    if (c->head_dim < 1 || c->page_size < 1 || c->batch_size < 0 || c->num_pages < 0)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "head_dim %d, page_size %d, batch_size %d or num_pages %lld is out "
+                             "of range",
+                             c->head_dim, c->page_size, c->batch_size, (long long)c->num_pages);
+    if (!c->kv_indptr || (c->batch_size > 0 && (!c->q || !c->kv_last_page_len)))
+        return kvf_error_set(err, KVF_EINVAL, "the case has no q, kv_indptr or kv_last_page_len");
+    if (c->kv_indptr[0] != 0)
+        return kvf_error_set(err, KVF_EINVAL, "kv_indptr[0] is %d, not 0", c->kv_indptr[0]);
+    for (int32_t b = 0; b < c->batch_size; ++b) {
+        const int32_t n = c->kv_indptr[b + 1] - c->kv_indptr[b];
+        if (c->kv_indptr[b + 1] < c->kv_indptr[b])
+            return kvf_error_set(err, KVF_EINVAL, "kv_indptr decreases at index %d (%d < %d)",
+                                 b + 1, c->kv_indptr[b + 1], c->kv_indptr[b]);
+        const int32_t last = c->kv_last_page_len[b];
+        if (n > 0 && (last < 1 || last > c->page_size))
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "kv_last_page_len[%d] is %d, outside [1, page_size = %d]", b, last,
+                                 c->page_size);
+        if (n == 0 && (last < 0 || last > c->page_size))
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "kv_last_page_len[%d] is %d for an empty sequence, outside [0, "
+                                 "page_size = %d]",
+                                 b, last, c->page_size);
+    }
+    const int64_t entries = c->kv_indptr[c->batch_size];
+    if (entries > 0 && !c->kv_indices)
+        return kvf_error_set(err, KVF_EINVAL, "the case has no kv_indices");
+    for (int64_t i = 0; i < entries; ++i)
+        if (c->kv_indices[i] < 0 || c->kv_indices[i] >= c->num_pages)
+            return kvf_error_set(err, KVF_EINVAL, "kv_indices[%lld] is %d, outside [0, %lld)",
+                                 (long long)i, c->kv_indices[i], (long long)c->num_pages);
+    /* 128-bit: P * page bytes can pass 2^64 for absurd shapes; such a pool is never real. */
+    const unsigned __int128 need =
+        (unsigned __int128)c->num_pages * (uint64_t)kvf_case_page_elems(c) * 2u;
+    if (need > ((unsigned __int128)1 << 62))
+        return kvf_error_set(err, KVF_EUNSUPPORTED, "the page pool (%lld pages) is too large",
+                             (long long)c->num_pages);
+    return 0;
+}

@@ -66,6 +66,11 @@ static kvf_bf16 *whole_at(cpu_host *h, int i, size_t bytes) {
 struct kvf_host {
     int cuda;
     void *impl; /* cpu_host or the CUDA host */
+    /* A submitted run not yet collected: the case (a CPU host runs it in collect) and, when
+     * the CUDA host's submit failed, its error. */
+    const kvf_case *submitted;
+    int submit_rc;
+    kvf_error submit_err;
 };
 
 static void *data_of(guarded *g) {
@@ -301,9 +306,11 @@ static void cpu_destroy(cpu_host *h) {
 
 static int cpu_run(cpu_host *h, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
     const kvf_plugin_kernel *d = h->desc;
+    int rc = kvf__host_check_case(c, err);
+    if (rc) return rc;
     kvf_plugin_shape shape;
     kvf_kernel_shape(c, &shape);
-    int rc = kvf__host_supports(d, &shape, err);
+    rc = kvf__host_supports(d, &shape, err);
     if (rc) return rc;
     char msg[KVF_ERROR_MSG_MAX] = {0};
     if (d->plan) {
@@ -381,6 +388,12 @@ int kvf__cuda_host_run(void *h, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_
     (void)h, (void)c, (void)o, (void)lse;
     return kvf_error_set(err, KVF_EDEVICE, "kvfuzz was built without CUDA");
 }
+int kvf__cuda_host_submit(void *h, const kvf_case *c, kvf_error *err) {
+    return kvf__cuda_host_run(h, c, NULL, NULL, err);
+}
+int kvf__cuda_host_collect(void *h, kvf_bf16 *o, float *lse, kvf_error *err) {
+    return kvf__cuda_host_run(h, NULL, o, lse, err);
+}
 void kvf__cuda_host_describe(void *h, char *buf, size_t n) {
     (void)h;
     if (n) buf[0] = 0;
@@ -405,7 +418,37 @@ int kvf_host_create(const kvf_plugin_kernel *desc, kvf_host **out, kvf_error *er
 }
 
 int kvf_host_run(kvf_host *h, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
+    if (h->submitted)
+        return kvf_error_set(err, KVF_EINVAL, "a run was submitted and not yet collected");
     return h->cuda ? kvf__cuda_host_run(h->impl, c, o, lse, err) : cpu_run(h->impl, c, o, lse, err);
+}
+
+int kvf_host_submit(kvf_host *h, const kvf_case *c, kvf_error *err) {
+    if (h->submitted)
+        return kvf_error_set(err, KVF_EINVAL, "a run was submitted and not yet collected");
+    if (!c) return kvf_error_set(err, KVF_EINVAL, "NULL case");
+    h->submitted = c;
+    h->submit_rc = 0;
+    kvf_error_clear(&h->submit_err);
+    if (h->cuda) h->submit_rc = kvf__cuda_host_submit(h->impl, c, &h->submit_err);
+    if (h->submit_rc && err) *err = h->submit_err;
+    return h->submit_rc;
+}
+
+int kvf_host_collect(kvf_host *h, kvf_bf16 *o, float *lse, kvf_error *err) {
+    const kvf_case *c = h->submitted;
+    if (!c) return kvf_error_set(err, KVF_EINVAL, "no run was submitted");
+    h->submitted = NULL;
+    if (h->submit_rc) {
+        if (err) *err = h->submit_err;
+        return h->submit_rc;
+    }
+    return h->cuda ? kvf__cuda_host_collect(h->impl, o, lse, err)
+                   : cpu_run(h->impl, c, o, lse, err);
+}
+
+int kvf_host_overlaps(const kvf_host *h) {
+    return h->cuda;
 }
 
 void kvf_host_describe(kvf_host *h, char *buf, size_t buf_size) {

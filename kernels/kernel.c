@@ -80,7 +80,8 @@ int kvf_kernel_create(const kvf_kernel *k, void **state, kvf_error *err) {
 }
 
 int kvf_kernel_concurrent_states(const kvf_kernel *k, void *state) {
-    if (!hosted_kernel(k) || !state) return 1;
+    if (!hosted_kernel(k)) return k->concurrent_states > 1 ? k->concurrent_states : 1;
+    if (!state) return 1;
     const int32_t n = kvf__plugin_kernel_states(((hosted *)state)->desc);
     return n > 1 ? (int)n : 1;
 }
@@ -89,6 +90,25 @@ int kvf_kernel_run(const kvf_kernel *k, void *state, const kvf_case *c, kvf_bf16
                    kvf_error *err) {
     if (!hosted_kernel(k)) return k->run(state, c, o, lse, err);
     return kvf_host_run(((hosted *)state)->host, c, o, lse, err);
+}
+
+int kvf_kernel_overlaps(const kvf_kernel *k, void *state) {
+    if (!hosted_kernel(k)) return k->submit && k->collect;
+    return state && kvf_host_overlaps(((hosted *)state)->host);
+}
+
+int kvf_kernel_submit(const kvf_kernel *k, void *state, const kvf_case *c, kvf_error *err) {
+    if (!kvf_kernel_overlaps(k, state))
+        return kvf_error_set(err, KVF_EINVAL, "%s does not run in two phases", k->name);
+    if (!hosted_kernel(k)) return k->submit(state, c, err);
+    return kvf_host_submit(((hosted *)state)->host, c, err);
+}
+
+int kvf_kernel_collect(const kvf_kernel *k, void *state, kvf_bf16 *o, float *lse, kvf_error *err) {
+    if (!kvf_kernel_overlaps(k, state))
+        return kvf_error_set(err, KVF_EINVAL, "%s does not run in two phases", k->name);
+    if (!hosted_kernel(k)) return k->collect(state, o, lse, err);
+    return kvf_host_collect(((hosted *)state)->host, o, lse, err);
 }
 
 void kvf_kernel_destroy(const kvf_kernel *k, void *state) {

@@ -1,13 +1,15 @@
 /* The CPU kernels against the oracle: cpu-ref and cpu-splitkv pass strict and fa (and fib wherever
  * FlashInfer-Bench's rule can pass a correct kernel) on generated cases over every strategy,
  * and strict fires on the precision bugs it exists to catch; a huge sparse pool costs the
- * kernel host only the pages read. */
+ * kernel host only the pages read; a run in two phases (submit, collect) gives what a run gives,
+ * and the host refuses them out of turn. */
 #include <stdint.h>
 #include <time.h>
 
 #include "check.h"
 #include "kvfuzz/judge.h"
 #include "kvfuzz/kernel.h"
+#include "kvfuzz/kernel_host.h"
 #include "kvfuzz/oracle.h"
 #include "kvfuzz/spec.h"
 
@@ -203,6 +205,61 @@ static void test_deterministic(void) {
     kvf_spec_free(&s);
 }
 
+/* kvf_host_submit + kvf_host_collect on a CPU host: the same outputs as kvf_host_run, the
+ * submit's error (a malformed case) from the collect, and KVF_EINVAL for a second submit, a
+ * run while one is submitted or a collect without one, none of which disturbs the submitted
+ * run. A CPU kernel does not overlap, and kvf_kernel_submit says so. */
+static void test_two_phase_host(void) {
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_preset(&s, "mixed-lengths", 5, &err), &err);
+    kvf_case c, bad;
+    CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
+    CHECK_OK(kvf_case_build(&bad, &s, &lim, &err), &err);
+    bad.kv_indices[0] = (int32_t)bad.num_pages; /* out of the pool */
+    const kvf_kernel *k = kvf_kernel_find("cpu-splitkv");
+    CHECK(k && k->desc);
+    if (!k || !k->desc) return;
+    const int64_t no = kvf_case_o_elems(&c), nl = kvf_case_lse_elems(&c);
+    kvf_bf16 *o1 = malloc((size_t)no * 2), *o2 = calloc((size_t)no, 2);
+    float *l1 = malloc((size_t)nl * 4), *l2 = calloc((size_t)nl, 4);
+    kvf_host *h = NULL;
+    CHECK_OK(kvf_host_create(k->desc, &h, &err), &err);
+    if (!h) return;
+    CHECK_INT_EQ(kvf_host_overlaps(h), 0);
+    CHECK_OK(kvf_host_run(h, &c, o1, l1, &err), &err);
+    CHECK_INT_EQ(kvf_host_collect(h, o2, l2, &err), KVF_EINVAL);
+    CHECK_OK(kvf_host_submit(h, &c, &err), &err);
+    CHECK_INT_EQ(kvf_host_submit(h, &c, &err), KVF_EINVAL);
+    CHECK_INT_EQ(kvf_host_run(h, &c, o2, l2, &err), KVF_EINVAL);
+    CHECK_OK(kvf_host_collect(h, o2, l2, &err), &err);
+    CHECK(memcmp(o1, o2, (size_t)no * 2) == 0);
+    CHECK(memcmp(l1, l2, (size_t)nl * 4) == 0);
+    CHECK_INT_EQ(kvf_host_submit(h, &bad, &err), 0); /* a CPU host checks the case in collect */
+    kvf_error_clear(&err);
+    CHECK_INT_EQ(kvf_host_collect(h, o2, l2, &err), KVF_EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "kv_indices[0]");
+    CHECK_OK(kvf_host_run(h, &c, o2, l2, &err), &err);
+    kvf_host_destroy(h);
+
+    void *state = NULL;
+    CHECK_OK(kvf_kernel_create(k, &state, &err), &err);
+    CHECK_INT_EQ(kvf_kernel_overlaps(k, state), 0);
+    CHECK_INT_EQ(kvf_kernel_submit(k, state, &c, &err), KVF_EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "does not run in two phases");
+    CHECK_INT_EQ(kvf_kernel_collect(k, state, o2, l2, &err), KVF_EINVAL);
+    kvf_kernel_destroy(k, state);
+    free(o1);
+    free(o2);
+    free(l1);
+    free(l2);
+    kvf_case_free(&c);
+    kvf_case_free(&bad);
+    kvf_spec_free(&s);
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -252,6 +309,7 @@ static const check_test tests[] = {
     {"correct_kernels_pass", test_correct_kernels_pass},
     {"strict_fires_on_precision_bugs", test_strict_fires_on_precision_bugs},
     {"deterministic", test_deterministic},
+    {"two_phase_host", test_two_phase_host},
     {NULL, NULL},
 };
 

@@ -3,7 +3,9 @@
  * their own error code with a sentence naming the place; a correct kernel launched as a
  * programmatic dependent must pass; the production `cuda` descriptor passes on the same
  * cases. Each case runs on a small pool (checked whole) and on one of 4 GiB per cache (only the
- * pages the case reads are checked). Skips (exit 77) when no usable CUDA device is present. */
+ * pages the case reads are checked). Two hosts driven in two phases from one thread (submit,
+ * then the other's collect) give a plain run's outputs bit for bit, and keep their failures
+ * apart. Skips (exit 77) when no usable CUDA device is present. */
 #include <stdint.h>
 
 #include "check.h"
@@ -115,9 +117,98 @@ static void test_unwritten_place(void) {
     kvf_spec_free(&spec);
 }
 
+/* Two `cuda` hosts driven as the worker's lanes drive them: each case is submitted before the
+ * case ahead of it on the other host is collected. Over generated cases of many shapes every
+ * result (code and outputs, bit for bit) equals a plain kvf_host_run's on a third host. Then a
+ * kernel that writes into k_cache runs on one host beside `cuda` on the other, collected in
+ * either order: only its own collect reports KVF_EINPUTMOD. */
+static void test_two_phase(void) {
+    char why[256];
+    if (!kvf_cuda_available(why, sizeof why)) CHECK_SKIP("%s", why);
+    enum { N = 48 };
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_random_opts rnd;
+    kvf_random_opts_default(&rnd);
+    rnd.max_batch = 12, rnd.max_pages = 40, rnd.max_tokens = 6000;
+    kvf_error err = {0};
+    kvf_case cases[N];
+    kvf_bf16 *want_o[N], *o[N];
+    float *want_lse[N], *lse[N];
+    int want_rc[N], n = 0;
+    const kvf_plugin_kernel *cuda = kvf_kernel_find("cuda")->desc;
+    kvf_host *ref = NULL, *h[2] = {NULL, NULL};
+    CHECK_OK(kvf_host_create(cuda, &ref, &err), &err);
+    CHECK_OK(kvf_host_create(cuda, &h[0], &err), &err);
+    CHECK_OK(kvf_host_create(cuda, &h[1], &err), &err);
+    if (!ref || !h[0] || !h[1]) return;
+    CHECK_INT_EQ(kvf_host_overlaps(h[0]), 1);
+    for (uint64_t seed = 1; n < N && seed < 400; seed++) {
+        kvf_spec spec;
+        if (kvf_spec_random(&spec, seed, &rnd, &err) ||
+            kvf_case_build(&cases[n], &spec, &lim, &err)) {
+            kvf_spec_free(&spec);
+            continue;
+        }
+        kvf_spec_free(&spec);
+        const size_t no = (size_t)kvf_case_o_elems(&cases[n]) + 1;
+        const size_t nl = (size_t)kvf_case_lse_elems(&cases[n]) + 1;
+        want_o[n] = calloc(no, 2), o[n] = calloc(no, 2);
+        want_lse[n] = calloc(nl, 4), lse[n] = calloc(nl, 4);
+        want_rc[n] = kvf_host_run(ref, &cases[n], want_o[n], want_lse[n], &err);
+        n++;
+    }
+    CHECK_INT_EQ(n, N);
+    int ran = 0;
+    CHECK_INT_EQ(kvf_host_submit(h[0], &cases[0], &err), want_rc[0]);
+    for (int i = 1; i <= N; i++) {
+        if (i < N) kvf_host_submit(h[i % 2], &cases[i], &err); /* its error comes from collect */
+        const int j = i - 1;
+        kvf_error_clear(&err);
+        const int rc = kvf_host_collect(h[j % 2], o[j], lse[j], &err);
+        if (rc != want_rc[j]) {
+            CHECK_FAIL_AT("case %d: %s in two phases, %s in one (%s)", j,
+                          rc ? kvf_errname(rc) : "0", want_rc[j] ? kvf_errname(want_rc[j]) : "0",
+                          err.msg);
+            continue;
+        }
+        if (rc) continue;
+        ran++;
+        const size_t no = (size_t)kvf_case_o_elems(&cases[j]);
+        const size_t nl = (size_t)kvf_case_lse_elems(&cases[j]);
+        if (memcmp(o[j], want_o[j], no * 2) || memcmp(lse[j], want_lse[j], nl * 4))
+            CHECK_FAIL_AT("case %d: two phases gave other outputs than one run", j);
+    }
+    if (ran < N / 2) CHECK_FAIL_AT("only %d of %d cases ran", ran, N);
+
+    kvf_host *bad = NULL;
+    CHECK_OK(kvf_host_create(&kvf_test_cuda_modify_k, &bad, &err), &err);
+    if (bad && want_rc[0] == 0) {
+        for (int order = 0; order < 2; order++) {
+            CHECK_OK(kvf_host_submit(h[0], &cases[0], &err), &err);
+            kvf_host_submit(bad, &cases[0], &err);
+            kvf_error_clear(&err);
+            if (order == 0) CHECK_INT_EQ(kvf_host_collect(bad, o[1], lse[1], &err), KVF_EINPUTMOD);
+            CHECK_OK(kvf_host_collect(h[0], o[0], lse[0], &err), &err);
+            CHECK(memcmp(o[0], want_o[0], (size_t)kvf_case_o_elems(&cases[0]) * 2) == 0);
+            kvf_error_clear(&err);
+            if (order == 1) CHECK_INT_EQ(kvf_host_collect(bad, o[1], lse[1], &err), KVF_EINPUTMOD);
+        }
+    }
+    kvf_host_destroy(bad);
+    for (int i = 0; i < n; i++) {
+        free(want_o[i]), free(o[i]), free(want_lse[i]), free(lse[i]);
+        kvf_case_free(&cases[i]);
+    }
+    kvf_host_destroy(ref);
+    kvf_host_destroy(h[0]);
+    kvf_host_destroy(h[1]);
+}
+
 static const check_test tests[] = {
     {"violations", test_violations},
     {"unwritten_place", test_unwritten_place},
+    {"two_phase", test_two_phase},
     {NULL, NULL},
 };
 

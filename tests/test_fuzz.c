@@ -338,11 +338,86 @@ static void small_random_opts(kvf_random_opts *rnd) {
     rnd->max_batch = 3, rnd->max_pages = 4, rnd->max_tokens = 96;
 }
 
-/* A worker with several lanes. Results come back in the order submitted and equal cpu-ref's run
- * in this process, over generated cases of different sizes. A crash or a hang among launches
- * that ran side by side is run again alone and blamed on its own launch only, the others
- * coming back clean. A failure that happens only side by side (test-overlap) is not returned,
- * and is counted as such. */
+/* The `cuda` kernel's worker with two lanes, which one thread drives in two phases (worker.c,
+ * pipeline_main): over generated cases of many shapes, in a window of launches, the results
+ * come back in order and equal a one-lane worker's bit for bit. Needs a GPU (skipped without;
+ * the probe runs in a child, so this process stays fork-safe). */
+static void runner_cuda_lanes(void) {
+    char why[256];
+    if (!kvf_runner_probe_cuda(why, sizeof why)) CHECK_SKIP("%s", why);
+    const kvf_kernel *k = kvf_kernel_find("cuda");
+    if (!k) CHECK_SKIP("this kvfuzz has no cuda kernel");
+    kvf_limits cl = case_limits();
+    kvf_error err = {0};
+    kvf_random_opts rnd;
+    kvf_random_opts_default(&rnd);
+    rnd.max_batch = 12, rnd.max_pages = 40, rnd.max_tokens = 6000;
+    enum { N = 200 };
+    kvf_case *cases = calloc(N, sizeof *cases);
+    kvf_bf16 *o[2][N];
+    float *lse[2][N];
+    kvf_run_status st[2][N];
+    int n = 0;
+    for (uint64_t seed = 1; n < N && seed < 2000; seed++) {
+        kvf_spec spec;
+        if (kvf_spec_random(&spec, seed, &rnd, &err) ||
+            kvf_case_build(&cases[n], &spec, &cl, &err)) {
+            kvf_spec_free(&spec);
+            continue;
+        }
+        kvf_spec_free(&spec);
+        for (int l = 0; l < 2; l++) {
+            o[l][n] = calloc((size_t)kvf_case_o_elems(&cases[n]) + 1, sizeof **o[l]);
+            lse[l][n] = calloc((size_t)kvf_case_lse_elems(&cases[n]) + 1, sizeof **lse[l]);
+        }
+        n++;
+    }
+    CHECK_INT_EQ(n, N);
+    for (int l = 0; l < 2; l++) {
+        kvf_runner_opts ro = {k, cl, 30, 0, 0, l + 1};
+        kvf_runner *r;
+        CHECK_OK(kvf_runner_create(&r, &ro, &err), &err);
+        int submitted = 0;
+        for (int i = 0; i < N; i++) {
+            while (submitted < N && kvf_runner_has_room(r))
+                CHECK_OK(kvf_runner_submit(r, &cases[submitted++], &err), &err);
+            kvf_run_result res;
+            kvf_runner_collect(r, o[l][i], lse[l][i], &res);
+            st[l][i] = res.status;
+            if (res.status != KVF_RUN_OK && res.status != KVF_RUN_UNSUPPORTED)
+                CHECK_FAIL_AT("%d lane(s), case %d: %s", l + 1, i, res.message);
+        }
+        CHECK_INT_EQ(kvf_runner_lanes(r), l + 1);
+        CHECK_INT_EQ(kvf_runner_starts(r), 1);
+        kvf_runner_destroy(r);
+    }
+    int ran = 0;
+    for (int i = 0; i < N; i++) {
+        if (st[0][i] != st[1][i])
+            CHECK_FAIL_AT("case %d: status %d with one lane, %d with two", i, (int)st[0][i],
+                          (int)st[1][i]);
+        if (st[0][i] != KVF_RUN_OK) continue;
+        ran++;
+        const size_t no = (size_t)kvf_case_o_elems(&cases[i]);
+        const size_t nl = (size_t)kvf_case_lse_elems(&cases[i]);
+        if (memcmp(o[0][i], o[1][i], no * 2) || memcmp(lse[0][i], lse[1][i], nl * 4))
+            CHECK_FAIL_AT("case %d came back with other outputs from two lanes", i);
+    }
+    if (ran < N / 2) CHECK_FAIL_AT("only %d of %d cases ran", ran, N);
+    for (int i = 0; i < n; i++) {
+        for (int l = 0; l < 2; l++)
+            free(o[l][i]), free(lse[l][i]);
+        kvf_case_free(&cases[i]);
+    }
+    free(cases);
+}
+
+/* A worker with several lanes: a thread each (cpu-ref, 4 lanes), or all driven in two phases
+ * from one thread (test-two-phase, by default two lanes). Results come back in the order
+ * submitted and equal cpu-ref's run in this process, over generated cases of different sizes.
+ * A crash or a hang among launches that ran side by side is run again alone and blamed on its
+ * own launch only, the others coming back clean. A failure that happens only side by side
+ * (test-overlap) is not returned, and is counted as such. */
 static void runner_lanes(void) {
     kvf_limits cl = case_limits();
     kvf_error err = {0};
@@ -353,7 +428,7 @@ static void runner_lanes(void) {
     kvf_bf16 *want_o[N], *o[N];
     float *want_lse[N], *lse[N];
     int n = 0;
-    for (uint64_t seed = 1; n < N && seed < 200; seed++) {
+    for (uint64_t seed = 1; n < N && seed < 600; seed++) {
         kvf_spec spec;
         if (kvf_spec_random(&spec, seed, &rnd, &err) ||
             kvf_case_build(&cases[n], &spec, &cl, &err)) {
@@ -361,6 +436,15 @@ static void runner_lanes(void) {
             continue;
         }
         kvf_spec_free(&spec);
+        /* No sequence of 0 or 1 tokens: test-two-phase's triggers. */
+        int32_t shortest = INT32_MAX;
+        for (int32_t b = 0; b < cases[n].batch_size; b++)
+            if (kvf_case_seq_len(&cases[n], b) < shortest)
+                shortest = (int32_t)kvf_case_seq_len(&cases[n], b);
+        if (shortest < 2) {
+            kvf_case_free(&cases[n]);
+            continue;
+        }
         const size_t no = (size_t)kvf_case_o_elems(&cases[n]) + 1;
         const size_t nl = (size_t)kvf_case_lse_elems(&cases[n]) + 1;
         want_o[n] = calloc(no, sizeof **want_o), o[n] = calloc(no, sizeof **o);
@@ -371,26 +455,38 @@ static void runner_lanes(void) {
         n++;
     }
     CHECK_INT_EQ(n, N);
-    kvf_runner_opts ro = {kvf_kernel_find("cpu-ref"), cl, 10, 0, 0, 4};
     kvf_runner *r;
-    CHECK_OK(kvf_runner_create(&r, &ro, &err), &err);
-    CHECK_INT_EQ(kvf_runner_max_inflight(r), 4 * 4 + 12);
-    int submitted = 0;
-    for (int i = 0; i < N; i++) {
-        while (submitted < N && submitted - i < kvf_runner_max_inflight(r))
-            CHECK_OK(kvf_runner_submit(r, &cases[submitted++], &err), &err);
-        kvf_run_result res;
-        kvf_runner_collect(r, o[i], lse[i], &res);
-        if (res.status != KVF_RUN_OK) CHECK_FAIL_AT("case %d: %s", i, res.message);
-        const size_t no = (size_t)kvf_case_o_elems(&cases[i]);
-        const size_t nl = (size_t)kvf_case_lse_elems(&cases[i]);
-        if (memcmp(o[i], want_o[i], no * sizeof **o) || memcmp(lse[i], want_lse[i], nl * 4))
-            CHECK_FAIL_AT("case %d came back with another case's outputs", i);
+    /* Lanes asked, lanes run: test-two-phase's default is KVF_RUNNER_AUTO_LANES. */
+    const struct {
+        const char *kernel;
+        int ask, lanes;
+    } runs[3] = {
+        {"cpu-ref", 4, 4}, {"test-two-phase", 0, KVF_RUNNER_AUTO_LANES}, {"test-two-phase", 5, 5}};
+    for (int k = 0; k < 3; k++) {
+        kvf_runner_opts ro = {kvf_fuzz_kernel_find(runs[k].kernel), cl, 10, 0, 0, runs[k].ask};
+        CHECK_OK(kvf_runner_create(&r, &ro, &err), &err);
+        CHECK_OK(kvf_runner_start(r, &err), &err);
+        CHECK_INT_EQ(kvf_runner_max_inflight(r), KVF_RUNNER_WINDOW(runs[k].lanes));
+        int submitted = 0;
+        for (int i = 0; i < N; i++) {
+            memset(o[i], 0, (size_t)kvf_case_o_elems(&cases[i]) * sizeof **o);
+            while (submitted < N && submitted - i < kvf_runner_max_inflight(r))
+                CHECK_OK(kvf_runner_submit(r, &cases[submitted++], &err), &err);
+            kvf_run_result res;
+            kvf_runner_collect(r, o[i], lse[i], &res);
+            if (res.status != KVF_RUN_OK)
+                CHECK_FAIL_AT("%s, case %d: %s", runs[k].kernel, i, res.message);
+            const size_t no = (size_t)kvf_case_o_elems(&cases[i]);
+            const size_t nl = (size_t)kvf_case_lse_elems(&cases[i]);
+            if (memcmp(o[i], want_o[i], no * sizeof **o) || memcmp(lse[i], want_lse[i], nl * 4))
+                CHECK_FAIL_AT("%s: case %d came back with another case's outputs", runs[k].kernel,
+                              i);
+        }
+        CHECK_INT_EQ(kvf_runner_lanes(r), runs[k].lanes);
+        CHECK_INT_EQ(kvf_runner_starts(r), 1);
+        CHECK_INT_EQ(kvf_runner_reruns(r), 0);
+        kvf_runner_destroy(r);
     }
-    CHECK_INT_EQ(kvf_runner_lanes(r), 4);
-    CHECK_INT_EQ(kvf_runner_starts(r), 1);
-    CHECK_INT_EQ(kvf_runner_reruns(r), 0);
-    kvf_runner_destroy(r);
 
     /* Crash and hang among others: each run first beside up to three others. */
     kvf_spec good = small_spec(1), empty = small_spec(1), one = small_spec(1);
@@ -402,11 +498,13 @@ static void runner_lanes(void) {
         CHECK_OK(kvf_case_build(&three[i], specs[i], &cl, &err), &err);
     kvf_bf16 *oo = malloc((size_t)kvf_case_o_elems(&three[0]) * sizeof *oo);
     float *ll = malloc((size_t)kvf_case_lse_elems(&three[0]) * sizeof *ll);
-    const char *names[2] = {"test-crash", "test-hang"};
-    for (int k = 0; k < 2; k++) {
-        kvf_runner_opts rk = {kvf_fuzz_kernel_find(names[k]), cl, 0.5, 0, 0, 4};
+    /* Each kernel with its lanes, and which of the cases makes it fail: test-two-phase
+     * crashes on the empty sequence and hangs on the one-token one. */
+    const char *names[4] = {"test-crash", "test-hang", "test-two-phase", "test-two-phase"};
+    for (int k = 0; k < 4; k++) {
+        kvf_runner_opts rk = {kvf_fuzz_kernel_find(names[k]), cl, 0.5, 0, 0, k < 2 ? 4 : 0};
         CHECK_OK(kvf_runner_create(&r, &rk, &err), &err);
-        const int bad = k == 0 ? 1 : 2, total = 10;
+        const int bad = k % 2 == 0 ? 1 : 2, total = 10;
         const int order[10] = {0, 0, bad, 0, 0, 0, 0, 0, 0, 0};
         int sent = 0;
         for (int i = 0; i < total; i++) {
@@ -414,7 +512,7 @@ static void runner_lanes(void) {
                 CHECK_OK(kvf_runner_submit(r, &three[order[sent++]], &err), &err);
             kvf_run_result res;
             kvf_runner_collect(r, oo, ll, &res);
-            const int want = order[i] == 0 ? KVF_RUN_OK : k == 0 ? KVF_RUN_CRASH : KVF_RUN_HANG;
+            const int want = order[i] == 0 ? KVF_RUN_OK : bad == 1 ? KVF_RUN_CRASH : KVF_RUN_HANG;
             if ((int)res.status != want)
                 CHECK_FAIL_AT("%s, launch %d: status %d (%s), expected %d", names[k], i,
                               (int)res.status, res.message, want);
@@ -1146,6 +1244,7 @@ static const check_test tests[] = {
     {"runner_without_restart", runner_without_restart},
     {"worker_pages_between_cases", worker_pages_between_cases},
     {"runner_lanes", runner_lanes},
+    {"runner_cuda_lanes", runner_cuda_lanes},
     {"campaign_finds_and_minimizes_planted_bug", campaign_finds_and_minimizes_planted_bug},
     {"overflow_needs_asking", overflow_needs_asking},
     {"default_jobs", default_jobs},

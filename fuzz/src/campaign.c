@@ -36,7 +36,7 @@ void kvf_campaign_opts_default(kvf_campaign_opts *o) {
 
 int kvf_campaign_lanes(const kvf_campaign_opts *o) {
     if (o->in_process || o->oracle_only || !o->kernel) return 1;
-    return o->lanes > 0 ? o->lanes : 1;
+    return o->lanes > 0 ? o->lanes : 0;
 }
 
 int kvf_campaign_default_jobs(const kvf_campaign_opts *o, long cores) {

@@ -225,6 +225,10 @@ static int start_worker(kvf_runner *r, kvf_error *err) {
                              r->opts.kernel->name, msg);
     }
     r->lanes = ready.lanes >= 1 ? (int)ready.lanes : 1;
+    /* Never more than the launch ring was sized for (the worker runs at most what it was
+     * asked, or KVF_RUNNER_AUTO_LANES). */
+    const int most = r->opts.lanes > 0 ? r->opts.lanes : KVF_RUNNER_AUTO_LANES;
+    if (r->lanes > most) r->lanes = most;
     fcntl(r->fd, F_SETFL, fcntl(r->fd, F_GETFL) | O_NONBLOCK);
     return 0;
 }
@@ -235,9 +239,11 @@ int kvf_runner_create(kvf_runner **out, const kvf_runner_opts *opts, kvf_error *
     r->opts = *opts;
     if (r->opts.deadline_s <= 0) r->opts.deadline_s = 10;
     if (r->opts.start_deadline_s <= 0) r->opts.start_deadline_s = 120;
-    if (r->opts.lanes < 1 || r->opts.in_process) r->opts.lanes = 1;
+    /* 0: the worker picks (KVF_RUNNER_AUTO_LANES or 1, runner.h); in-process runs one. */
+    if (r->opts.lanes < 1) r->opts.lanes = 0;
+    if (r->opts.in_process) r->opts.lanes = 1;
     if (r->opts.lanes > KVF_RUNNER_MAX_LANES) r->opts.lanes = KVF_RUNNER_MAX_LANES;
-    r->ring = KVF_RUNNER_WINDOW(r->opts.lanes);
+    r->ring = KVF_RUNNER_WINDOW(r->opts.lanes > 0 ? r->opts.lanes : KVF_RUNNER_AUTO_LANES);
     r->lanes = 1;
     r->fd = -1;
     *out = r;

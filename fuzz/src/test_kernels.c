@@ -135,6 +135,46 @@ static int overlap_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, 
     return run_reference(c, o, lse, err);
 }
 
+/* A kernel run in two phases as the CUDA buffer host runs them (kvf_kernel_submit), without a
+ * GPU: submit keeps the case, collect runs it, with test-crash's and test-hang's triggers. */
+typedef struct two_phase_state {
+    const kvf_case *c; /* submitted, not yet collected */
+} two_phase_state;
+
+static int two_phase_create(void **state, kvf_error *err) {
+    *state = calloc(1, sizeof(two_phase_state));
+    return *state ? 0 : kvf_error_set(err, KVF_ENOMEM, "test-two-phase: out of memory");
+}
+
+static void two_phase_destroy(void *state) {
+    free(state);
+}
+
+static int two_phase_submit(void *state, const kvf_case *c, kvf_error *err) {
+    two_phase_state *s = state;
+    if (s->c) return kvf_error_set(err, KVF_EINVAL, "test-two-phase: a run is already submitted");
+    s->c = c;
+    return 0;
+}
+
+static int two_phase_collect(void *state, kvf_bf16 *o, float *lse, kvf_error *err) {
+    two_phase_state *s = state;
+    const kvf_case *c = s->c;
+    if (!c) return kvf_error_set(err, KVF_EINVAL, "test-two-phase: no run was submitted");
+    s->c = NULL;
+    if (has_length(c, 1)) return hang_run(NULL, c, o, lse, err);
+    return crash_run(NULL, c, o, lse, err);
+}
+
+static int two_phase_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
+    const int rc = two_phase_submit(state, c, err);
+    return rc ? rc : two_phase_collect(state, o, lse, err);
+}
+
+#define TWO_PHASE_DESC                                                                             \
+    "test only: cpu-ref run in two phases (submit, collect), with test-crash's and test-hang's "   \
+    "triggers"
+
 static const kvf__case_kernel planted_impl = {planted_run}, crash_impl = {crash_run},
                               hang_impl = {hang_run}, pool_check_impl = {pool_check_run},
                               flaky_impl = {flaky_run}, overlap_impl = {overlap_run};
@@ -254,6 +294,16 @@ static const kvf_kernel test_kernels[] = {
      .device = KVF_DEVICE_CPU,
      .models = "",
      .desc = &test_descs[7]},
+    {.name = "test-two-phase",
+     .description = TWO_PHASE_DESC,
+     .device = KVF_DEVICE_CPU,
+     .models = "",
+     .create = two_phase_create,
+     .destroy = two_phase_destroy,
+     .run = two_phase_run,
+     .submit = two_phase_submit,
+     .collect = two_phase_collect,
+     .concurrent_states = 8},
 };
 
 size_t kvf_test_kernel_count(void) {

@@ -14,15 +14,15 @@
 
 #include "wire.h"
 
-/* The worker runs a reader thread, one thread per lane and, with several lanes, a writer
- * thread. The reader receives each case (allocates its pools, takes its pages off the socket)
- * into a queue while the lanes run earlier ones: receiving a case costs about as much host time
- * as a small launch. Each lane owns one kernel state; lanes take cases in order and run them at
- * once. A lane leaves its result in the slot of its case and takes the next case at once; the
- * writer answers strictly in order, so the parent collects launches in the order it sent them
- * and one slow case holds up the answers behind it but not the lanes. A case flagged
- * KVF__CASE_ALONE starts only once every case before it has been answered, and nothing starts
- * until it has been answered: a crash then is that case's. */
+/* The worker runs a reader thread, one thread per lane (or one for all lanes, when the kernel's
+ * runs overlap: pipeline_main) and, with several lanes, a writer thread. The reader receives
+ * each case (allocates its pools, takes its pages off the socket) into a queue while the lanes
+ * run earlier ones: receiving a case costs about as much host time as a small launch. Each lane
+ * owns one kernel state; lanes take cases in order and run them at once. A lane leaves its result
+ * in the slot of its case and takes the next case at once; the writer answers strictly in order, so
+ * the parent collects launches in the order it sent them and one slow case holds up the answers
+ * behind it but not the lanes. A case flagged KVF__CASE_ALONE starts only once every case before it
+ * has been answered, and nothing starts until it has been answered: a crash then is that case's. */
 
 /* ThreadSanitizer cannot follow a thread started in the child of a multi-threaded process (the
  * campaign forks its workers from a dispatcher thread): under it the worker has one lane, which
@@ -57,6 +57,10 @@ typedef struct answer {
     kvf_bf16 *o;
     float *lse;
     size_t o_cap, lse_cap;
+    /* A case whose memory the writer releases once the answer is sent (holds set), so that
+     * unmapping its pools stays off the path of the thread that drives the lanes. */
+    kvf__received_case held;
+    int holds;
 } answer;
 
 typedef struct worker {
@@ -83,6 +87,7 @@ typedef struct worker {
     double next_report;
     int64_t cases;
     double wait_case_s, run_s, reply_s, writer_wait_s;
+    double submit_s, collect_s; /* pipeline_main's time in the two phases */
     double reader_wait_parent_s, reader_receive_s, reader_wait_slot_s;
 } worker;
 
@@ -121,8 +126,8 @@ static int is_alone(const kvf__received_case *c) {
 
 /* Takes the next case for a lane, in order, with its ticket; under mu. Without threads the
  * lane receives it here. Returns 0 when a case (or the end of the stream) was taken, -1 when
- * another lane has already taken the end. */
-static int take_case(worker *w, kvf__received_case *out, uint64_t *ticket) {
+ * another lane has already taken the end, 1 when `wait` is 0 and none can be taken now. */
+static int take_case(worker *w, kvf__received_case *out, uint64_t *ticket, int wait) {
     if (!WORKER_THREADS) {
         pthread_mutex_unlock(&w->mu);
         kvf__wire_receive_case(w->fd, &w->opts->limits, out);
@@ -137,6 +142,7 @@ static int take_case(worker *w, kvf__received_case *out, uint64_t *ticket) {
                 if (!is_alone(front) || (w->running == 0 && w->next_answer == w->next_ticket))
                     break;
             }
+            if (!wait) return 1;
             pthread_cond_wait(&w->changed, &w->mu);
         }
         *out = w->pending[w->head];
@@ -158,16 +164,18 @@ static void maybe_report(worker *w, double now) {
     w->next_report = now + 5;
     fprintf(stderr,
             "kvfuzz worker %d: %lld cases on %d lane(s); lanes (summed): waiting for a case "
-            "%.2f s, run %.2f s; writer: waiting for the next answer %.2f s, replying %.2f s; "
-            "reader: waiting for the parent %.2f s, receiving %.2f s, waiting for room %.2f s\n",
-            (int)getpid(), (long long)w->cases, w->lanes, w->wait_case_s, w->run_s,
-            w->writer_wait_s, w->reply_s, w->reader_wait_parent_s, w->reader_receive_s,
-            w->reader_wait_slot_s);
+            "%.2f s, run %.2f s (submitting %.2f s, collecting %.2f s, when one thread drives "
+            "them); writer: waiting for the next answer %.2f s, replying %.2f s; reader: waiting "
+            "for the parent %.2f s, receiving %.2f s, waiting for room %.2f s\n",
+            (int)getpid(), (long long)w->cases, w->lanes, w->wait_case_s, w->run_s, w->submit_s,
+            w->collect_s, w->writer_wait_s, w->reply_s, w->reader_wait_parent_s,
+            w->reader_receive_s, w->reader_wait_slot_s);
 }
 
-/* Runs one received case into its answer slot (not under mu). */
-static void run_case(lane *ln, kvf__received_case *cur, answer *a) {
-    const kvf_kernel *k = ln->w->k;
+/* Starts the answer of a received case (not under mu). Returns 1 when the case is to run, its
+ * output buffers ready; 0 when the answer is already complete (the end of the stream, or a case
+ * the worker could not hold). */
+static int open_answer(kvf__received_case *cur, answer *a) {
     a->seq = cur->seq;
     a->end = cur->kind == KVF__CASE_END;
     a->alone = is_alone(cur);
@@ -177,28 +185,46 @@ static void run_case(lane *ln, kvf__received_case *cur, answer *a) {
     a->n_o = a->n_lse = 0;
     a->kernel_s = 0;
     kvf_error_clear(&a->err);
-    if (a->end) return;
+    if (a->end) return 0;
     if (cur->kind == KVF__CASE_UNHOLDABLE) {
         /* The parent built this very case; failing here means the worker is unwell. */
         a->rc = KVF_EIO;
         kvf_error_set(&a->err, KVF_EIO, "the worker could not hold the case: %s", cur->err.msg);
         a->exiting = 1;
-        return;
+        return 0;
     }
-    kvf_case *c = &cur->c;
+    const kvf_case *c = &cur->c;
     a->n_o = kvf_case_o_elems(c);
     a->n_lse = kvf_case_lse_elems(c);
     if (kvf__wire_grow((void **)&a->o, &a->o_cap, (size_t)(a->n_o + 1) * sizeof *a->o) ||
         kvf__wire_grow((void **)&a->lse, &a->lse_cap, (size_t)(a->n_lse + 1) * sizeof *a->lse))
         _exit(4);
-    const double t0 = kvf__wire_now_s();
-    a->rc = kvf_kernel_run(k, ln->state, c, a->o, a->lse, &a->err);
-    a->kernel_s = kvf__wire_now_s() - t0;
+    return 1;
+}
+
+/* Completes the answer of a case that ran and returned a->rc (not under mu). The case is freed
+ * now, or by the writer once the answer is sent (`hand_over`). */
+static void close_answer(const kvf_kernel *k, void *state, kvf__received_case *cur, answer *a,
+                         int hand_over) {
     /* After an error other than "unsupported" the kernel's state (a CUDA context with a sticky
      * error) is not trusted: answer, then let a fresh worker take over. */
     a->exiting = a->rc != 0 && a->rc != KVF_EUNSUPPORTED;
-    if (a->rc == 0) kvf_kernel_describe(k, ln->state, a->plan, sizeof a->plan);
-    kvf_case_free(c); /* unmapping the pools, off the other lanes' path */
+    if (a->rc == 0) kvf_kernel_describe(k, state, a->plan, sizeof a->plan);
+    if (hand_over) {
+        a->held = *cur;
+        a->holds = 1;
+    } else {
+        kvf_case_free(&cur->c); /* unmapping the pools, off the other lanes' path */
+    }
+}
+
+/* Runs one received case into its answer slot (not under mu). */
+static void run_case(lane *ln, kvf__received_case *cur, answer *a) {
+    if (!open_answer(cur, a)) return;
+    const double t0 = kvf__wire_now_s();
+    a->rc = kvf_kernel_run(ln->w->k, ln->state, &cur->c, a->o, a->lse, &a->err);
+    a->kernel_s = kvf__wire_now_s() - t0;
+    close_answer(ln->w->k, ln->state, cur, a, 0);
 }
 
 /* Sends the answer whose turn it is and frees its slot. Returns 1 at the end of the stream. */
@@ -208,6 +234,8 @@ static int write_answer(worker *w, answer *a) {
     kvf__wire_reply(w->fd, a->rc, a->seq, &a->err, a->plan, a->n_o, a->n_lse, a->o, a->lse,
                     a->kernel_s, a->exiting);
     if (a->exiting) _exit(0);
+    if (a->holds) kvf_case_free(&a->held.c);
+    a->holds = 0;
     pthread_mutex_lock(&w->mu);
     a->posted = 0;
     w->next_answer++;
@@ -236,6 +264,22 @@ static void *writer_main(void *arg) {
     }
 }
 
+/* Posts a finished answer and, without a writer, sends it; under mu, which it may drop. Returns
+ * 1 when the lane is done: the end of the stream was answered, or the answer ends the worker
+ * (its writer exits on it). */
+static int post_answer(worker *w, answer *a) {
+    a->posted = 1;
+    w->running--;
+    pthread_cond_broadcast(&w->changed);
+    if (!w->writer) {
+        pthread_mutex_unlock(&w->mu);
+        const int end = write_answer(w, a);
+        pthread_mutex_lock(&w->mu);
+        if (end) return 1;
+    }
+    return a->end || a->exiting;
+}
+
 static void *lane_main(void *arg) {
     lane *ln = arg;
     worker *w = ln->w;
@@ -244,33 +288,99 @@ static void *lane_main(void *arg) {
         kvf__received_case cur;
         uint64_t ticket;
         const double t_wait = kvf__wire_now_s();
-        if (take_case(w, &cur, &ticket)) break;
+        if (take_case(w, &cur, &ticket, 1)) break;
         w->wait_case_s += kvf__wire_now_s() - t_wait;
         answer *a = &w->answers[ticket % (uint64_t)w->ring];
         pthread_mutex_unlock(&w->mu);
         run_case(ln, &cur, a);
         pthread_mutex_lock(&w->mu);
-        a->posted = 1;
-        w->running--;
-        pthread_cond_broadcast(&w->changed);
-        if (!w->writer) { /* no writer: answer it now */
-            pthread_mutex_unlock(&w->mu);
-            if (write_answer(w, a)) return NULL;
-            pthread_mutex_lock(&w->mu);
-        }
-        if (a->end) break;
+        if (post_answer(w, a)) break;
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
 }
 
-/* Creates up to `want` kernel states: the first failure of the first is the worker's error;
- * a later one is too (a device with room for fewer states should be asked for fewer lanes). */
+/* Lanes of a kernel whose runs overlap (kvf_kernel_overlaps: the CUDA buffer host), driven by
+ * one thread: it submits the next case to a free state before it collects the oldest, so the
+ * host's work on one case (loading it, queueing its calls, checking its results) overlaps the
+ * device's work on the others, and no two threads contend for the driver (threads side by side
+ * made each CUDA call slower; docs/performance.md, "Lanes"). Cases are collected in the order
+ * they were taken, so the states are used in turn. A case is taken without waiting while
+ * others are in flight: when none can be taken now, the oldest is collected instead, and an
+ * answer never waits for a case the parent has not sent. */
+typedef struct flight {
+    kvf__received_case c;
+    answer *a;
+    void *state;
+    int runs; /* submitted to the kernel (not the end, not an unholdable case) */
+} flight;
+
+static void pipeline_main(worker *w, lane *lanes, int n) {
+    flight fl[KVF_RUNNER_MAX_LANES];
+    int head = 0, inflight = 0, taking = 1;
+    uint64_t taken = 0;
+    double busy_until = 0; /* when the last collect ended: a lane's busy time is counted once */
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        if (taking && inflight < n) {
+            flight *f = &fl[(head + inflight) % n];
+            uint64_t ticket;
+            const double t_wait = kvf__wire_now_s();
+            const int got = take_case(w, &f->c, &ticket, inflight == 0);
+            if (got < 0) break;
+            if (got == 0) {
+                w->wait_case_s += kvf__wire_now_s() - t_wait;
+                f->a = &w->answers[ticket % (uint64_t)w->ring];
+                f->state = lanes[taken++ % (uint64_t)n].state;
+                pthread_mutex_unlock(&w->mu);
+                if (f->c.kind == KVF__CASE_END) taking = 0;
+                f->runs = open_answer(&f->c, f->a);
+                double submit_s = 0;
+                if (f->runs) {
+                    const double t0 = kvf__wire_now_s();
+                    /* A failed submit's error comes back from the collect. */
+                    (void)kvf_kernel_submit(w->k, f->state, &f->c.c, &f->a->err);
+                    f->a->kernel_s = t0; /* the start, until the collect */
+                    submit_s = kvf__wire_now_s() - t0;
+                }
+                pthread_mutex_lock(&w->mu);
+                w->submit_s += submit_s;
+                inflight++;
+                continue;
+            }
+        }
+        if (inflight == 0) break;
+        flight *f = &fl[head];
+        head = (head + 1) % n;
+        inflight--;
+        answer *a = f->a;
+        if (f->runs) {
+            pthread_mutex_unlock(&w->mu);
+            kvf_error_clear(&a->err);
+            const double t0 = kvf__wire_now_s();
+            a->rc = kvf_kernel_collect(w->k, f->state, a->o, a->lse, &a->err);
+            const double t1 = kvf__wire_now_s();
+            a->kernel_s = t1 - (a->kernel_s > busy_until ? a->kernel_s : busy_until);
+            busy_until = t1;
+            close_answer(w->k, f->state, &f->c, a, w->writer);
+            pthread_mutex_lock(&w->mu);
+            w->collect_s += t1 - t0;
+        }
+        /* After an answer that ends the worker, the cases behind it go to a fresh one. */
+        if (post_answer(w, a)) break;
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Creates up to `want` kernel states (0: the default, KVF_RUNNER_AUTO_LANES for a kernel whose
+ * runs overlap, else 1): the first failure of the first is the worker's error; a later one is
+ * too (a device with room for fewer states should be asked for fewer lanes). */
 static int create_states(const kvf_kernel *k, lane *lanes, int want, int *made, kvf_error *err) {
     *made = 0;
     int rc = kvf_kernel_create(k, &lanes[0].state, err);
     if (rc) return rc;
     *made = 1;
+    if (want == 0) want = kvf_kernel_overlaps(k, lanes[0].state) ? KVF_RUNNER_AUTO_LANES : 1;
     int n = kvf_kernel_concurrent_states(k, lanes[0].state);
     if (n > want) n = want;
     for (int i = 1; i < n; i++) {
@@ -298,7 +408,7 @@ void kvf__worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
     if (getppid() != parent) _exit(0);
 
     const kvf_kernel *k = opts->kernel;
-    int want = opts->lanes < 1                      ? 1
+    int want = opts->lanes < 1                      ? 0
                : opts->lanes > KVF_RUNNER_MAX_LANES ? KVF_RUNNER_MAX_LANES
                                                     : opts->lanes;
     if (!WORKER_THREADS) want = 1;
@@ -325,7 +435,7 @@ void kvf__worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
     w.next_report = kvf__wire_now_s() + 5;
     w.lanes = made;
     /* The parent's largest window (4 lanes + 2; kvf_runner_create clamped the lanes), + 2. */
-    w.ring = KVF_RUNNER_WINDOW(opts->lanes) + 2;
+    w.ring = KVF_RUNNER_WINDOW(made) + 2;
     pthread_t threads[KVF_RUNNER_MAX_LANES], writer;
     w.writer = WORKER_THREADS && made > 1;
     if (WORKER_THREADS) {
@@ -334,13 +444,18 @@ void kvf__worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
         pthread_detach(reader); /* the process ends with _exit, wherever the reader is */
     }
     if (w.writer && pthread_create(&writer, NULL, writer_main, &w) != 0) _exit(4);
+    /* Lanes whose runs overlap are driven from this thread; others get a thread each. */
+    const int threaded = !(made > 1 && kvf_kernel_overlaps(k, lanes[0].state));
     for (int i = 0; i < made; i++) {
         lanes[i].w = &w;
-        if (i == 0) continue; /* lane 0 runs on this thread */
+        if (i == 0 || !threaded) continue; /* lane 0 runs on this thread */
         if (pthread_create(&threads[i], NULL, lane_main, &lanes[i]) != 0) _exit(4);
     }
-    lane_main(&lanes[0]);
-    for (int i = 1; i < made; i++)
+    if (threaded)
+        lane_main(&lanes[0]);
+    else
+        pipeline_main(&w, lanes, made);
+    for (int i = 1; threaded && i < made; i++)
         pthread_join(threads[i], NULL);
     if (w.writer) pthread_join(writer, NULL);
     for (int i = 0; i < made; i++)
@@ -348,6 +463,7 @@ void kvf__worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
     for (int i = 0; i < RING; i++) {
         free(w.answers[i].o);
         free(w.answers[i].lse);
+        if (w.answers[i].holds) kvf_case_free(&w.answers[i].held.c);
     }
     _exit(0);
 }

@@ -399,6 +399,14 @@ void dev_mark(Timing &t, int i, cudaStream_t st) {
     if (t.on && t.events) (void)cudaEventRecord(t.ev[i], st);
 }
 
+// What checked_enqueue leaves for checked_finish.
+struct Enqueued {
+    int k;                       // the slot run
+    int st;                      // what its run() returned
+    cudaError_t e;               // the first launch error: run()'s own, else the post kernel's
+    char msg[KVF_ERROR_MSG_MAX]; // run()'s message
+};
+
 struct Host {
     Slot *slots;
     int n;
@@ -444,6 +452,9 @@ struct Host {
     int loaded;
     size_t page_bytes;
     int64_t num_pages;
+    Enqueued q;    // the run submitted and not yet collected
+    int submitted; // kvf__cuda_host_submit queued a run that kvf__cuda_host_collect has not
+                   // finished
     Timing t;
 };
 
@@ -473,54 +484,6 @@ void timing_end_run(Timing &t) {
             (int)getpid(), t.runs, t.host[kPlan] * us, t.host[kImages] * us, t.host[kPools] * us,
             (t.host[kCalls] + t.host[kRunCall]) * us, t.host[kRunCall] * us, t.host[kWait] * us,
             t.host[kChecks] * us, t.dev[kPrepare] * us, t.dev[kRunDev] * us, t.dev[kPost] * us);
-}
-
-// Checks what the kernels do not: pointers, the page table against the pool, lengths. A
-// malformed case is KVF_EINVAL before any kernel sees it.
-int check_case(const kvf_case *c, kvf_error *err) {
-    if (c->num_qo_heads < 1 || c->num_kv_heads < 1 || c->num_qo_heads % c->num_kv_heads != 0)
-        return kvf_error_set(err, KVF_EINVAL,
-                             "num_qo_heads %d is not a positive multiple of num_kv_heads %d",
-                             c->num_qo_heads, c->num_kv_heads);
-    if (c->head_dim < 1 || c->page_size < 1 || c->batch_size < 0 || c->num_pages < 0)
-        return kvf_error_set(err, KVF_EINVAL,
-                             "head_dim %d, page_size %d, batch_size %d or num_pages %lld is out "
-                             "of range",
-                             c->head_dim, c->page_size, c->batch_size, (long long)c->num_pages);
-    if (!c->kv_indptr || (c->batch_size > 0 && (!c->q || !c->kv_last_page_len)))
-        return kvf_error_set(err, KVF_EINVAL, "the case has no q, kv_indptr or kv_last_page_len");
-    if (c->kv_indptr[0] != 0)
-        return kvf_error_set(err, KVF_EINVAL, "kv_indptr[0] is %d, not 0", c->kv_indptr[0]);
-    for (int32_t b = 0; b < c->batch_size; ++b) {
-        const int32_t n = c->kv_indptr[b + 1] - c->kv_indptr[b];
-        if (c->kv_indptr[b + 1] < c->kv_indptr[b])
-            return kvf_error_set(err, KVF_EINVAL, "kv_indptr decreases at index %d (%d < %d)",
-                                 b + 1, c->kv_indptr[b + 1], c->kv_indptr[b]);
-        const int32_t last = c->kv_last_page_len[b];
-        if (n > 0 && (last < 1 || last > c->page_size))
-            return kvf_error_set(err, KVF_EINVAL,
-                                 "kv_last_page_len[%d] is %d, outside [1, page_size = %d]", b, last,
-                                 c->page_size);
-        if (n == 0 && (last < 0 || last > c->page_size))
-            return kvf_error_set(err, KVF_EINVAL,
-                                 "kv_last_page_len[%d] is %d for an empty sequence, outside [0, "
-                                 "page_size = %d]",
-                                 b, last, c->page_size);
-    }
-    const int64_t entries = c->kv_indptr[c->batch_size];
-    if (entries > 0 && !c->kv_indices)
-        return kvf_error_set(err, KVF_EINVAL, "the case has no kv_indices");
-    for (int64_t i = 0; i < entries; ++i)
-        if (c->kv_indices[i] < 0 || c->kv_indices[i] >= c->num_pages)
-            return kvf_error_set(err, KVF_EINVAL, "kv_indices[%lld] is %d, outside [0, %lld)",
-                                 (long long)i, c->kv_indices[i], (long long)c->num_pages);
-    // 128-bit: P * page bytes can pass 2^64 for absurd shapes; such a pool is never real.
-    const unsigned __int128 need =
-        (unsigned __int128)c->num_pages * (uint64_t)kvf_case_page_elems(c) * 2u;
-    if (need > ((unsigned __int128)1 << 62))
-        return kvf_error_set(err, KVF_EUNSUPPORTED, "the page pool (%lld pages) is too large",
-                             (long long)c->num_pages);
-    return 0;
 }
 
 int host_create(const kvf_plugin_kernel *const *descs, int n, Host **out, kvf_error *err) {
@@ -1083,8 +1046,11 @@ unsigned coop_grid(const Host *h, int64_t items, int64_t host_vecs) {
     return (unsigned)(b < h->coop_blocks ? b : h->coop_blocks);
 }
 
-// Runs slot k once on the loaded inputs with fresh poison, then every check of kernel_host.h.
-int checked_run(Host *h, int k, kvf_bf16 *o, float *lse, kvf_error *err) {
+// Enqueues slot k's run on the loaded inputs with fresh poison: the prepare kernel, run(), the
+// post kernel, all on the host's stream; what the finish needs goes into h->q. Returns only the
+// host's own errors (a failed prepare launch); run()'s status and launch errors are the
+// finish's to report, after the synchronization, as a run reports them.
+int checked_enqueue(Host *h, int k, kvf_error *err) {
     Slot *s = &h->slots[k];
     if (s->rc) {
         if (err) *err = s->why;
@@ -1114,13 +1080,16 @@ int checked_run(Host *h, int k, kvf_bf16 *o, float *lse, kvf_error *err) {
     }
     kvf_plugin_args a;
     fill_args(h, s, &a);
-    char msg[KVF_ERROR_MSG_MAX] = {0};
+    Enqueued &q = h->q;
+    q.k = k;
+    memset(q.msg, 0, sizeof q.msg);
     host_mark(h->t, kCalls);
-    const int st = s->desc->run(s->state, &a, msg, sizeof msg - 1);
+    q.st = s->desc->run(s->state, &a, q.msg, sizeof q.msg - 1);
     host_mark(h->t, kRunCall);
     dev_mark(h->t, kPost, h->stream);
     // The kernel's own launch errors first: they are the kernel's, not the host's.
-    cudaError_t e = cudaGetLastError();
+    cudaError_t &e = q.e;
+    e = cudaGetLastError();
     if (e == cudaSuccess) {
         most = pool_vecs > cp.in_vecs ? pool_vecs : cp.in_vecs;
         const int64_t out_vecs = (int64_t)(L.out_b / 16);
@@ -1132,6 +1101,18 @@ int checked_run(Host *h, int k, kvf_bf16 *o, float *lse, kvf_error *err) {
     }
     dev_mark(h->t, kDevicePhases, h->stream);
     host_mark(h->t, kCalls);
+    return 0;
+}
+
+// Waits for what checked_enqueue queued, then makes every check of kernel_host.h; o and lse
+// receive the outputs.
+int checked_finish(Host *h, kvf_bf16 *o, float *lse, kvf_error *err) {
+    const Enqueued &q = h->q;
+    Slot *s = &h->slots[q.k];
+    const Layout &L = h->L;
+    cudaError_t e = q.e;
+    // Another host's work since the enqueue is none of this run's time.
+    if (h->t.on) h->t.last = now_s();
     // The stream, not the device: other streams' work (a plugin's own) is none of this run's.
     const cudaError_t se = cudaStreamSynchronize(h->stream);
     host_mark(h->t, kWait);
@@ -1140,7 +1121,7 @@ int checked_run(Host *h, int k, kvf_bf16 *o, float *lse, kvf_error *err) {
     if (e != cudaSuccess)
         return kvf_error_set(err, KVF_EDEVICE, "%s failed on the device: %s (%s)", s->desc->name,
                              cudaGetErrorName(e), cudaGetErrorString(e));
-    int rc = kvf__host_status(s->desc, st, msg, "run", err);
+    int rc = kvf__host_status(s->desc, q.st, q.msg, "run", err);
     const unsigned char *down = (const unsigned char *)h->h_down + kResBytes;
     // The outputs go back whatever the checks find, so a finding shows what was written.
     if (L.o_b) memcpy(o, down + L.o, L.o_b);
@@ -1166,12 +1147,18 @@ int checked_run(Host *h, int k, kvf_bf16 *o, float *lse, kvf_error *err) {
     return rc;
 }
 
+// Runs slot k once on the loaded inputs with fresh poison, then every check of kernel_host.h.
+int checked_run(Host *h, int k, kvf_bf16 *o, float *lse, kvf_error *err) {
+    const int rc = checked_enqueue(h, k, err);
+    return rc ? rc : checked_finish(h, o, lse, err);
+}
+
 // Everything of one host case before the run: validation, plans, layout, images, pages.
 int load_case(Host *h, const kvf_case *c, kvf_error *err) {
     h->loaded = 0;
     h->c = c;
     h->pools_known = 1;
-    int rc = check_case(c, err);
+    int rc = kvf__host_check_case(c, err);
     if (rc) return rc;
     if (c->kv_indptr[c->batch_size] > 0 && (!c->k_cache || !c->v_cache))
         return kvf_error_set(err, KVF_EINVAL, "the case has no k_cache or v_cache");
@@ -1254,22 +1241,56 @@ extern "C" int kvf__cuda_host_create_many(const kvf_plugin_kernel *const *descs,
     return rc;
 }
 
-extern "C" int kvf__cuda_host_run(void *hv, const kvf_case *c, kvf_bf16 *o, float *lse,
-                                  kvf_error *err) {
+// A failure ends the run here, whichever phase it came from.
+int end_failed_run(Host *h, int rc) {
+    if (rc && rc != KVF_EUNSUPPORTED) after_failure(h);
+    if (rc == KVF_EINPUTMOD) h->pool_clean = 0; // the kernel wrote into the pools
+    return rc;
+}
+
+extern "C" int kvf__cuda_host_submit(void *hv, const kvf_case *c, kvf_error *err) {
     Host *h = (Host *)hv;
-    if (!h || !c || (c->batch_size > 0 && (!o || !lse)))
-        return kvf_error_set(err, KVF_EINVAL, "NULL host, case or output buffer");
+    if (!h || !c) return kvf_error_set(err, KVF_EINVAL, "NULL host or case");
+    if (h->submitted)
+        return kvf_error_set(err, KVF_EINVAL, "a run was submitted and not yet collected");
     // A failed API call of an earlier run (already reported) must not be blamed on this one.
     (void)cudaGetLastError();
     h->pool_touched = 0;
     if (h->t.on) h->t.last = now_s();
     int rc = load_case(h, c, err);
-    if (!rc) rc = checked_run(h, 0, o, lse, err);
+    if (!rc) rc = checked_enqueue(h, 0, err);
+    if (!rc) {
+        h->submitted = 1;
+        return 0;
+    }
     host_mark(h->t, kChecks);
     timing_end_run(h->t);
-    if (rc && rc != KVF_EUNSUPPORTED) after_failure(h);
-    if (rc == KVF_EINPUTMOD) h->pool_clean = 0; // the kernel wrote into the pools
-    return rc;
+    return end_failed_run(h, rc);
+}
+
+extern "C" int kvf__cuda_host_collect(void *hv, kvf_bf16 *o, float *lse, kvf_error *err) {
+    Host *h = (Host *)hv;
+    if (!h || !h->submitted) return kvf_error_set(err, KVF_EINVAL, "no run was submitted");
+    if (h->c->batch_size > 0 && (!o || !lse)) {
+        // The run is queued all the same: let it end before the buffers are reused.
+        (void)cudaStreamSynchronize(h->stream);
+        h->submitted = 0;
+        return kvf_error_set(err, KVF_EINVAL, "NULL output buffer");
+    }
+    h->submitted = 0;
+    const int rc = checked_finish(h, o, lse, err);
+    host_mark(h->t, kChecks);
+    timing_end_run(h->t);
+    return end_failed_run(h, rc);
+}
+
+extern "C" int kvf__cuda_host_run(void *hv, const kvf_case *c, kvf_bf16 *o, float *lse,
+                                  kvf_error *err) {
+    Host *h = (Host *)hv;
+    if (!h || !c || (c->batch_size > 0 && (!o || !lse)))
+        return kvf_error_set(err, KVF_EINVAL, "NULL host, case or output buffer");
+    const int rc = kvf__cuda_host_submit(h, c, err);
+    return rc ? rc : kvf__cuda_host_collect(h, o, lse, err);
 }
 
 extern "C" void kvf__cuda_host_describe(void *h, char *buf, size_t buf_size) {
@@ -1308,7 +1329,7 @@ extern "C" int kvf__cuda_host_load_generated(void *hv, const kvf_case *c, uint64
     h->loaded = 0;
     h->c = c;
     h->pools_known = 0;
-    int rc = check_case(c, err);
+    int rc = kvf__host_check_case(c, err);
     if (rc) return rc;
     kvf_kernel_shape(c, &h->shape);
     plan_slots(h, c);

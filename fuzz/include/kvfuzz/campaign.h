@@ -79,7 +79,8 @@ typedef struct kvf_campaign_opts {
     double progress_s;        /* progress line period; 0: 5 s */
     int in_process;           /* run the kernel in this process (no crash survival) */
     /* Cases each worker runs at once, each on its own kernel state (kvfuzz/runner.h), at most
-     * the kernel's concurrent_states; 0: 1 (docs/fuzzing.md, "Lanes", says when more help). */
+     * the kernel's concurrent_states; 0: the runner's default, KVF_RUNNER_AUTO_LANES for a
+     * CUDA kernel and 1 for others (docs/fuzzing.md, "Lanes", says when more help). */
     int lanes;
     int oracle_only;          /* no kernel, no judging: measures the oracle-bound rate that a
                                  kernel campaign is compared with */
@@ -108,7 +109,7 @@ typedef struct kvf_campaign_opts {
 
 void kvf_campaign_opts_default(kvf_campaign_opts *opts);
 
-/* The lanes a campaign with these options asks of its workers. */
+/* The lanes a campaign with these options asks of its workers (0: the runner's default). */
 int kvf_campaign_lanes(const kvf_campaign_opts *opts);
 
 /* Oracle threads used when opts->jobs is 0, on a machine with `cores` cores: all of them for

@@ -32,13 +32,18 @@ typedef struct kvf_runner_opts {
     double deadline_s;       /* per launch (receiving the case included); <= 0: 10 s */
     double start_deadline_s; /* for the kernel's create(), e.g. a CUDA context; <= 0: 120 s */
     int in_process;          /* run in this process: no crash or hang survival */
-    /* Cases the worker runs at once, each on its own kernel state and thread: at most this
-     * many, and at most the kernel's concurrent_states (kvfuzz/kernel.h); <= 0: 1. In-process
-     * runs one at a time. */
+    /* Cases the worker runs at once, each on its own kernel state: at most this many, and at
+     * most the kernel's concurrent_states (kvfuzz/kernel.h). Each lane has a thread, except
+     * for a kernel whose runs overlap (kvf_kernel_overlaps: the CUDA buffer host), whose lanes
+     * one thread drives in two phases. <= 0: KVF_RUNNER_AUTO_LANES for such a kernel, else 1.
+     * In-process runs one at a time. */
     int lanes;
 } kvf_runner_opts;
 
 #define KVF_RUNNER_MAX_LANES 64
+/* The default lanes of a kernel whose runs overlap: while the device runs one case, the host
+ * loads the next and checks the one before (docs/fuzzing.md, "Lanes"). */
+#define KVF_RUNNER_AUTO_LANES 2
 /* Launches in flight with `lanes` lanes (kvf_runner_max_inflight): 16 with one. A window of 6
  * left the worker of a small-case CUDA campaign waiting for cases whenever the dispatcher
  * waited on its generators or oracle queue for a third of a millisecond (docs/performance.md,

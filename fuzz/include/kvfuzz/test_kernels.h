@@ -14,7 +14,10 @@
  *                     handed;
  *   test-nostart      a kernel whose create() fails, as one whose device is missing does;
  *   test-device1-broken  cpu-ref whose create() fails in a worker pinned to device 1
- *                     (CUDA_VISIBLE_DEVICES=1): a dead GPU of a multi-device campaign.
+ *                     (CUDA_VISIBLE_DEVICES=1): a dead GPU of a multi-device campaign;
+ *   test-two-phase    cpu-ref in two phases (kvf_kernel_submit / _collect), as a CUDA kernel's
+ *                     buffer host runs, with test-crash's and test-hang's triggers: the
+ *                     worker's lanes driven from one thread, without a GPU.
  * Static objects; nothing is allocated. */
 #ifndef KVFUZZ_TEST_KERNELS_H
 #define KVFUZZ_TEST_KERNELS_H

@@ -43,6 +43,12 @@ typedef struct kvf_kernel {
     kvf__plugin_ref *plugin; /* a plugin kernel: which library, which kernel in it */
     /* Releases a kernel that kvf_kernel_resolve allocated; NULL for static ones. */
     void (*release)(struct kvf_kernel *self);
+    /* Optional, with the case-level vtable: the two phases of a run whose phases overlap
+     * (kvf_kernel_submit / kvf_kernel_collect; both or neither), and how many states one
+     * process may run at once (0: 1). */
+    int (*submit)(void *state, const kvf_case *c, kvf_error *err);
+    int (*collect)(void *state, kvf_bf16 *o, float *lse, kvf_error *err);
+    int concurrent_states;
 } kvf_kernel;
 
 /* Registry of built-in kernels. Static objects; the registry never allocates. */
@@ -63,9 +69,19 @@ int kvf_kernel_create(const kvf_kernel *k, void **state, kvf_error *err);
 int kvf_kernel_run(const kvf_kernel *k, void *state, const kvf_case *c, kvf_bf16 *o, float *lse,
                    kvf_error *err);
 void kvf_kernel_destroy(const kvf_kernel *k, void *state); /* NULL state is fine */
+/* A run in two phases, for one thread that keeps several states' devices busy at once (the
+ * worker's lanes): submit starts the case on the state and returns before the device has run
+ * it; collect waits for it and returns what kvf_kernel_run would have (a submit's error comes
+ * back from its collect too), writing o and lse. The case must stay alive and unchanged until
+ * the collect, and each submit is followed by one collect before the state's next submit or
+ * run. Only for states of which kvf_kernel_overlaps says 1 (kernels run through the CUDA
+ * buffer host, and case-level kernels with submit and collect); others get KVF_EINVAL. */
+int kvf_kernel_overlaps(const kvf_kernel *k, void *state);
+int kvf_kernel_submit(const kvf_kernel *k, void *state, const kvf_case *c, kvf_error *err);
+int kvf_kernel_collect(const kvf_kernel *k, void *state, kvf_bf16 *o, float *lse, kvf_error *err);
 /* How many states of the kernel one process may hold and run at once, each from its own
  * thread (the descriptor's concurrent_states, plugin.h), asked of a created state; at least 1.
- * Kernels with only the case-level vtable answer 1. */
+ * Kernels with only the case-level vtable answer their concurrent_states, or 1. */
 int kvf_kernel_concurrent_states(const kvf_kernel *k, void *state);
 /* The kernel's plan facts for the last case run, one line into buf ("" when it has none). */
 void kvf_kernel_describe(const kvf_kernel *k, void *state, char *buf, size_t buf_size);

@@ -46,6 +46,17 @@ int kvf_host_run(kvf_host *h, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_er
 void kvf_host_describe(kvf_host *h, char *buf, size_t buf_size);
 void kvf_host_destroy(kvf_host *h); /* NULL is fine */
 
+/* A run in two phases, so that one thread can keep several hosts' devices busy: submit starts
+ * the run of the case, collect finishes it and returns what kvf_host_run would have (a submit's
+ * error comes back from its collect too), writing o and lse. kvf_host_run is submit + collect.
+ * The case must stay alive and unchanged until the collect; each submit is followed by one
+ * collect before the host's next submit or run (KVF_EINVAL otherwise). The CUDA host loads the
+ * case and queues every call of the run in submit, then returns before the device has run it
+ * (kvf_host_overlaps: 1); the CPU host runs the case in collect (0). */
+int kvf_host_submit(kvf_host *h, const kvf_case *c, kvf_error *err);
+int kvf_host_collect(kvf_host *h, kvf_bf16 *o, float *lse, kvf_error *err);
+int kvf_host_overlaps(const kvf_host *h);
+
 /* ---- shared by the CPU and CUDA hosts (host_check.c) ---------------------------------------- */
 
 /* Tokens used in each page of the pool: for page p, the largest number of leading slots any
@@ -58,6 +69,11 @@ int32_t *kvf__host_used_slots(const kvf_case *c, int64_t max_pages, kvf_error *e
  * used slots, KVF_HOST_POISON_INPUT elsewhere. */
 void kvf__host_page_image(const kvf_case *c, const kvf_bf16 *cache, int64_t p, int32_t used,
                           kvf_bf16 *dst);
+
+/* Checks what the kernels do not: pointers, the page table against the pool, lengths. A
+ * malformed case is KVF_EINVAL with one sentence before any kernel sees it; a pool past 2^62
+ * bytes KVF_EUNSUPPORTED. Both hosts call it before anything else of a run. */
+int kvf__host_check_case(const kvf_case *c, kvf_error *err);
 
 /* Fills n bytes of guard / n elements of poison. */
 void kvf__host_fill_guard(void *p, size_t n);
@@ -103,6 +119,10 @@ int kvf__host_status(const kvf_plugin_kernel *desc, int status, const char *msg,
  * malformed value, KVF_EUNSUPPORTED from run when a K/V page pair does not fit. */
 int kvf__cuda_host_create(const kvf_plugin_kernel *desc, void **out, kvf_error *err);
 int kvf__cuda_host_run(void *h, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err);
+/* kvf__cuda_host_run in the two phases of kvf_host_submit / kvf_host_collect. A failed submit
+ * has ended its run: no collect follows it. */
+int kvf__cuda_host_submit(void *h, const kvf_case *c, kvf_error *err);
+int kvf__cuda_host_collect(void *h, kvf_bf16 *o, float *lse, kvf_error *err);
 void kvf__cuda_host_describe(void *h, char *buf, size_t buf_size);
 void kvf__cuda_host_destroy(void *h);
 
