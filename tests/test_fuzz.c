@@ -338,6 +338,31 @@ static void small_random_opts(kvf_random_opts *rnd) {
     rnd->max_batch = 3, rnd->max_pages = 4, rnd->max_tokens = 96;
 }
 
+/* Up to n cases built from random specs of seeds 1, 2, ... (those past the limits are skipped),
+ * each of whose sequences has at least min_len tokens. Returns how many were built. */
+static int random_cases(kvf_case *cases, int n, const kvf_random_opts *rnd, int64_t min_len) {
+    kvf_limits cl = case_limits();
+    kvf_error err = {0};
+    int made = 0;
+    for (uint64_t seed = 1; made < n && seed < 100 * (uint64_t)n; seed++) {
+        kvf_spec spec;
+        const int rc = kvf_spec_random(&spec, seed, rnd, &err) ||
+                       kvf_case_build(&cases[made], &spec, &cl, &err);
+        kvf_spec_free(&spec);
+        if (rc) continue;
+        int64_t shortest = INT64_MAX;
+        for (int32_t b = 0; b < cases[made].batch_size; b++)
+            if (kvf_case_seq_len(&cases[made], b) < shortest)
+                shortest = kvf_case_seq_len(&cases[made], b);
+        if (shortest < min_len) {
+            kvf_case_free(&cases[made]);
+            continue;
+        }
+        made++;
+    }
+    return made;
+}
+
 /* The `cuda` kernel's worker with two lanes, which one thread drives in two phases (worker.c,
  * pipeline_main): over generated cases of many shapes, in a window of launches, the results
  * come back in order and equal a one-lane worker's bit for bit. Needs a GPU (skipped without;
@@ -357,22 +382,13 @@ static void runner_cuda_lanes(void) {
     kvf_bf16 *o[2][N];
     float *lse[2][N];
     kvf_run_status st[2][N];
-    int n = 0;
-    for (uint64_t seed = 1; n < N && seed < 2000; seed++) {
-        kvf_spec spec;
-        if (kvf_spec_random(&spec, seed, &rnd, &err) ||
-            kvf_case_build(&cases[n], &spec, &cl, &err)) {
-            kvf_spec_free(&spec);
-            continue;
-        }
-        kvf_spec_free(&spec);
-        for (int l = 0; l < 2; l++) {
-            o[l][n] = calloc((size_t)kvf_case_o_elems(&cases[n]) + 1, sizeof **o[l]);
-            lse[l][n] = calloc((size_t)kvf_case_lse_elems(&cases[n]) + 1, sizeof **lse[l]);
-        }
-        n++;
-    }
+    const int n = random_cases(cases, N, &rnd, 0);
     CHECK_INT_EQ(n, N);
+    for (int i = 0; i < n; i++)
+        for (int l = 0; l < 2; l++) {
+            o[l][i] = calloc((size_t)kvf_case_o_elems(&cases[i]) + 1, sizeof **o[l]);
+            lse[l][i] = calloc((size_t)kvf_case_lse_elems(&cases[i]) + 1, sizeof **lse[l]);
+        }
     for (int l = 0; l < 2; l++) {
         kvf_runner_opts ro = {k, cl, 30, 0, 0, l + 1};
         kvf_runner *r;
@@ -427,34 +443,18 @@ static void runner_lanes(void) {
     kvf_case cases[N];
     kvf_bf16 *want_o[N], *o[N];
     float *want_lse[N], *lse[N];
-    int n = 0;
-    for (uint64_t seed = 1; n < N && seed < 600; seed++) {
-        kvf_spec spec;
-        if (kvf_spec_random(&spec, seed, &rnd, &err) ||
-            kvf_case_build(&cases[n], &spec, &cl, &err)) {
-            kvf_spec_free(&spec);
-            continue;
-        }
-        kvf_spec_free(&spec);
-        /* No sequence of 0 or 1 tokens: test-two-phase's triggers. */
-        int32_t shortest = INT32_MAX;
-        for (int32_t b = 0; b < cases[n].batch_size; b++)
-            if (kvf_case_seq_len(&cases[n], b) < shortest)
-                shortest = (int32_t)kvf_case_seq_len(&cases[n], b);
-        if (shortest < 2) {
-            kvf_case_free(&cases[n]);
-            continue;
-        }
-        const size_t no = (size_t)kvf_case_o_elems(&cases[n]) + 1;
-        const size_t nl = (size_t)kvf_case_lse_elems(&cases[n]) + 1;
-        want_o[n] = calloc(no, sizeof **want_o), o[n] = calloc(no, sizeof **o);
-        want_lse[n] = calloc(nl, sizeof **want_lse), lse[n] = calloc(nl, sizeof **lse);
-        CHECK_OK(kvf_kernel_run_once(kvf_kernel_find("cpu-ref"), &cases[n], want_o[n], want_lse[n],
+    /* No sequence of 0 or 1 tokens: test-two-phase's triggers. */
+    const int n = random_cases(cases, N, &rnd, 2);
+    CHECK_INT_EQ(n, N);
+    for (int i = 0; i < n; i++) {
+        const size_t no = (size_t)kvf_case_o_elems(&cases[i]) + 1;
+        const size_t nl = (size_t)kvf_case_lse_elems(&cases[i]) + 1;
+        want_o[i] = calloc(no, sizeof **want_o), o[i] = calloc(no, sizeof **o);
+        want_lse[i] = calloc(nl, sizeof **want_lse), lse[i] = calloc(nl, sizeof **lse);
+        CHECK_OK(kvf_kernel_run_once(kvf_kernel_find("cpu-ref"), &cases[i], want_o[i], want_lse[i],
                                      &err),
                  &err);
-        n++;
     }
-    CHECK_INT_EQ(n, N);
     kvf_runner *r;
     /* Lanes asked, lanes run: test-two-phase's default is KVF_RUNNER_AUTO_LANES. */
     const struct {

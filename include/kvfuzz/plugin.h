@@ -49,10 +49,12 @@
  *                              bench tables.
  * create() runs once per state before any of these; destroy() at its end (a crashing or killed
  * worker does not reach it). A worker holds one state unless the kernel sets
- * concurrent_states: then it may create up to that many states in one process and run each
- * from its own thread at the same time, one case per state (for a CUDA kernel each state gets
- * its own stream), so that small cases overlap on the device. A kernel that keeps anything
- * outside its state (globals, a shared handle) leaves concurrent_states at 0.
+ * concurrent_states: then it may create up to that many states in one process and run them at
+ * the same time, one case per state, so that small cases overlap on the device. A CPU kernel's
+ * states each get a thread; a CUDA kernel's states (each with its own stream) are driven from
+ * one thread, which calls one state's plan and run while the launches of the others are still
+ * on the device, and synchronizes a state's stream before that state's next plan. A kernel that
+ * keeps anything outside its state (globals, a shared handle) leaves concurrent_states at 0.
  *
  * Errors. Every function that can fail returns a kvf_plugin_status and may write one sentence
  * (no newline, NUL-terminated, truncated to msg_size) into msg. KVF_PLUGIN_UNSUPPORTED from
@@ -175,8 +177,8 @@ struct kvf_plugin_kernel {
     /* One line of plan facts for the last plan, NUL-terminated into buf. Optional. */
     void (*describe)(void *state, char *buf, size_t buf_size);
     /* Added after the first release of version 1 (an entry whose struct_size ends before it
-     * reads as 0): how many states one process may hold and run concurrently, each from its
-     * own thread. 0 or 1: one. */
+     * reads as 0): how many states one process may hold and run concurrently (see Calls
+     * above). 0 or 1: one. */
     int32_t concurrent_states;
 };
 
