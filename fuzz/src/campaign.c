@@ -190,15 +190,16 @@ static void print_devices(FILE *f, const kvf_campaign_stats *st) {
         if (d->retired) fprintf(f, "      retired after %.1f s: %s\n", d->active_s, d->why);
     }
     if (st->judged == 0 || st->elapsed_s <= 0 || active == 0) return;
-    /* Cores of oracle work each serving GPU used: what a host needs per GPU at this rate. */
-    double cores_per_gpu = st->oracle_s / st->elapsed_s / active;
+    /* Cores of judging (the oracle and the rules) each serving GPU used: what a host needs
+     * per GPU at this rate. */
+    double cores_per_gpu = st->judge_s / st->elapsed_s / active;
     int oracle_bound =
         st->wait_oracle_s > st->wait_kernel_s && st->wait_oracle_s > st->wait_cases_s;
     fprintf(f,
-            "  placement: %.2f oracle core(s) per GPU at %.0f cases/s per GPU (%.3g core-ms a "
+            "  placement: %.2f judging core(s) per GPU at %.0f cases/s per GPU (%.3g core-ms a "
             "case); %s\n",
             cores_per_gpu, (double)st->judged / st->elapsed_s / active,
-            1e3 * st->oracle_s / (double)st->judged,
+            1e3 * st->judge_s / (double)st->judged,
             oracle_bound ? "the oracle set the pace (the dispatchers waited most for room in its "
                            "queue): this host has more GPUs than its oracle threads can feed"
                          : "the oracle kept up");
@@ -241,15 +242,16 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
     if (st->corpus_reloaded)
         fprintf(f, "  corpus: %" PRId64 " entr%s taken in from other campaigns\n",
                 st->corpus_reloaded, st->corpus_reloaded == 1 ? "y" : "ies");
-    double util = st->jobs > 0 && st->elapsed_s > 0 ? st->oracle_s / (st->jobs * st->elapsed_s) : 0;
+    double util = st->jobs > 0 && st->elapsed_s > 0 ? st->judge_s / (st->jobs * st->elapsed_s) : 0;
     if (o->oracle_only)
-        fprintf(f, "  busy: oracle %.1f s (%.0f%% of %d thread(s))\n", st->oracle_s, 100 * util,
-                st->jobs);
+        fprintf(f, "  busy: oracle threads %.1f s (%.0f%% of %d thread(s)), the oracle %.1f s of it\n",
+                st->judge_s, 100 * util, st->jobs, st->oracle_s);
     else
         fprintf(f,
-                "  busy: oracle %.1f s (%.0f%% of %d thread(s)), kernel %.1f s in %d worker(s) of "
-                "%d lane(s); determinism checks %" PRId64 ", worker starts %" PRId64 "\n",
-                st->oracle_s, 100 * util, st->jobs, st->kernel_s, st->workers,
+                "  busy: oracle threads %.1f s (%.0f%% of %d thread(s)), the oracle %.1f s of it; "
+                "kernel %.1f s in %d worker(s) of %d lane(s); determinism checks %" PRId64
+                ", worker starts %" PRId64 "\n",
+                st->judge_s, 100 * util, st->jobs, st->oracle_s, st->kernel_s, st->workers,
                 st->lanes > 0 ? st->lanes : 1, st->determinism_checks, st->worker_starts);
     fprintf(f,
             "  dispatcher waits: for generated cases %.1f s, for the kernel %.1f s (blocked on "

@@ -221,14 +221,31 @@ static void judge_job(struct kvf_campaign *cp, kvf__job *j, int thread) {
     kvf_oracle_result_free(&oracle);
 }
 
+static void add_judge_time(struct kvf_campaign *cp, double s) {
+    pthread_mutex_lock(&cp->mu);
+    cp->stats->judge_s += s;
+    pthread_mutex_unlock(&cp->mu);
+}
+
 void *kvf__oracle_main(void *arg) {
     const kvf__oracle_thread *self = arg;
     struct kvf_campaign *cp = self->cp;
     kvf__job *j;
+    /* Busy time, added to the statistics in batches: a lock per case more would be felt by the
+     * dispatcher, which takes the same lock. */
+    double busy = 0;
+    int unsaved = 0;
     while ((j = kvf__queue_pop(&cp->judged))) {
+        const double t0 = kvf__now_s();
         if (atomic_load(&cp->stop) < KVF__DROP) judge_job(cp, j, self->index);
         kvf__job_free(j);
+        busy += kvf__now_s() - t0;
+        if (++unsaved == 64) {
+            add_judge_time(cp, busy);
+            busy = 0, unsaved = 0;
+        }
     }
+    add_judge_time(cp, busy);
     kvf_oracle_thread_done();
     atomic_fetch_sub(&cp->live_oracles, 1);
     return NULL;

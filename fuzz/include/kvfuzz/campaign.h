@@ -176,13 +176,17 @@ typedef struct kvf_campaign_stats {
                                            when require_overflow) */
     double elapsed_s;
     double oracle_s, kernel_s; /* summed busy time */
+    /* The oracle threads' whole busy time, >= oracle_s: the oracle, the rules, the statistics
+     * hooks and freeing the case. judge_s / (jobs x elapsed_s) is how busy the threads were;
+     * near 1 (with the dispatchers waiting for room in their queue) the judging sets the pace. */
+    double judge_s;
     /* Summed over dispatchers: time blocked waiting for the generators, for kernel results and
      * for room in the oracle queue. The largest names the stage that limits the rate.
      * wait_worker_idle_s is the part of wait_kernel_s spent blocked on the worker itself; the
      * rest is the dispatcher moving cases and results through the socket. */
     double wait_cases_s, wait_kernel_s, wait_oracle_s, wait_worker_idle_s;
-    int jobs;        /* oracle threads used; oracle_s / (jobs x elapsed_s) is how busy
-                        they were, i.e. this run's rate over the oracle-bound rate */
+    int jobs;        /* oracle threads used; judge_s / (jobs x elapsed_s) is how busy
+                        they were, i.e. this run's rate over the judge-bound rate */
     int interrupted; /* stopped by SIGINT/SIGTERM */
     int stop_signal;
 } kvf_campaign_stats;
