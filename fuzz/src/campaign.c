@@ -244,7 +244,8 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
                 st->corpus_reloaded, st->corpus_reloaded == 1 ? "y" : "ies");
     double util = st->jobs > 0 && st->elapsed_s > 0 ? st->judge_s / (st->jobs * st->elapsed_s) : 0;
     if (o->oracle_only)
-        fprintf(f, "  busy: oracle threads %.1f s (%.0f%% of %d thread(s)), the oracle %.1f s of it\n",
+        fprintf(f,
+                "  busy: oracle threads %.1f s (%.0f%% of %d thread(s)), the oracle %.1f s of it\n",
                 st->judge_s, 100 * util, st->jobs, st->oracle_s);
     else
         fprintf(f,
