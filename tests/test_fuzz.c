@@ -1094,6 +1094,8 @@ static void campaign_lifecycle(void) {
     kvf_campaign_free(cp);
     CHECK_INT_EQ(st.cases, 30);
     CHECK_INT_EQ(st.judged, 30);
+    /* The oracle threads' busy time holds the oracle's and is all in once wait returns. */
+    CHECK(st.oracle_s > 0 && st.judge_s >= st.oracle_s);
     /* Started, never waited for: free stops it. */
     o.max_runs = 0;
     CHECK_OK(kvf_campaign_init(&cp, &o, &st, &err), &err);
