@@ -190,8 +190,8 @@ static void print_devices(FILE *f, const kvf_campaign_stats *st) {
         if (d->retired) fprintf(f, "      retired after %.1f s: %s\n", d->active_s, d->why);
     }
     if (st->judged == 0 || st->elapsed_s <= 0 || active == 0) return;
-    /* Cores of judging (the oracle and the rules) each serving GPU used: what a host needs
-     * per GPU at this rate. */
+    /* Cores of judging (the oracle, the rules, the statistics) each serving GPU used: what a host
+     * needs per GPU at this rate. */
     double cores_per_gpu = st->judge_s / st->elapsed_s / active;
     int oracle_bound =
         st->wait_oracle_s > st->wait_kernel_s && st->wait_oracle_s > st->wait_cases_s;
