@@ -28,6 +28,7 @@ int cli_stats_hooks_begin(cli_stats_hooks *hs, int thread, const kvf_spec *spec,
     sl->thread = thread;
     hooks->begin = rule_begin;
     hooks->element = kvf_stats_observe_element;
+    hooks->exact_run = kvf_stats_observe_exact_run;
     hooks->end = rule_end;
     hooks->ctx = sl;
     return 0;

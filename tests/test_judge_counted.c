@@ -4,7 +4,12 @@
  * element needs them. The verdicts must be exactly those of judging every element, which
  * kvf_judge_observe does (an observer sees every element). Checked field by field, bit for bit,
  * on generated cases, every registered CPU kernel's output (mutants included: wrong outputs of
- * every shape), the correctly rounded output and perturbed copies of it, under every rule. */
+ * every shape), the correctly rounded output and perturbed copies of it, under every rule.
+ *
+ * The same for the statistics' runs (kvf_judge_observe_runs with kvf_stats_observe_exact_run):
+ * the verdicts, and the statistics gathered over every judgment, must equal those of the
+ * element observer alone, with a worst-element list that fills at once and one that stays
+ * open longer, so that runs are both taken and declined. */
 #include <stdint.h>
 
 #include "check.h"
@@ -13,6 +18,7 @@
 #include "kvfuzz/oracle.h"
 #include "kvfuzz/prng.h"
 #include "kvfuzz/spec.h"
+#include "kvfuzz/stats.h"
 
 #define CASES 12
 
@@ -69,6 +75,50 @@ typedef struct tally {
     int64_t nan_rows;        /* judgments of outputs whose rounded value holds NaN */
 } tally;
 
+/* Statistics gathered element by element and with runs, for two worst-list lengths. */
+#define NSTATS 2
+static const int worst_lengths[NSTATS] = {2, 200};
+static kvf_stats *by_element[NSTATS], *by_run[NSTATS];
+
+/* How the statistics answered the runs offered to them. */
+static struct { int64_t taken, declined, elements; } runs;
+
+static int count_run(void *ctx, const kvf_exact_run *r) {
+    const int took = kvf_stats_observe_exact_run(ctx, r);
+    runs.taken += took;
+    runs.declined += !took;
+    runs.elements += took ? r->n : 0;
+    return took;
+}
+
+/* Judges under `rule` into by_element[k] and by_run[k]; the verdict with runs must be `full`'s. */
+static void compare_stats(const kvf_rule *rule, const kvf_case *c, const kvf_oracle_result *r,
+                          const kvf_bf16 *o, const float *lse, const kvf_verdict *full,
+                          const char *what, uint64_t seed, const char *rule_text) {
+    for (int k = 0; k < NSTATS; k++) {
+        kvf_error err = {0};
+        kvf_stats_scope se, sr;
+        kvf_verdict ve, vr;
+        CHECK_OK(kvf_stats_begin(&se, by_element[k], what, rule, c, NULL, &err), &err);
+        CHECK_OK(kvf_judge_observe(&ve, rule, c, r, o, lse, kvf_stats_observe_element, &se, &err),
+                 &err);
+        kvf_stats_observe_verdict(&se, &ve);
+        CHECK_OK(kvf_stats_begin(&sr, by_run[k], what, rule, c, NULL, &err), &err);
+        CHECK_OK(kvf_judge_observe_runs(&vr, rule, c, r, o, lse, kvf_stats_observe_element,
+                                        count_run, &sr, &err),
+                 &err);
+        kvf_stats_observe_verdict(&sr, &vr);
+        const char *field = NULL, *output = "o";
+        if (vr.pass != full->pass) field = "pass";
+        if (!field && vr.finding != full->finding) field = "finding";
+        if (!field) field = metrics_differ(&vr.o, &full->o);
+        if (!field && (field = metrics_differ(&vr.lse, &full->lse))) output = "lse";
+        if (field)
+            CHECK_FAIL_AT("seed %llu, %s, rule %s: the verdict judged with runs differs in %s.%s",
+                          (unsigned long long)seed, what, rule_text, output, field);
+    }
+}
+
 static void compare(const kvf_case *c, const kvf_oracle_result *r, const kvf_bf16 *o,
                     const float *lse, const char *what, uint64_t seed, tally *t) {
     int64_t n_o = kvf_case_o_elems(c), exact = 0;
@@ -91,6 +141,7 @@ static void compare(const kvf_case *c, const kvf_oracle_result *r, const kvf_bf1
         if (field)
             CHECK_FAIL_AT("seed %llu, %s, rule %s: the counted verdict differs in %s.%s",
                           (unsigned long long)seed, what, rule_texts[k], output, field);
+        compare_stats(&rule, c, r, o, lse, &full, what, seed, rule_texts[k]);
         t->judgments++;
         t->counted += exact > KVF_WORST_ELEMENTS;
         t->failing += !full.pass;
@@ -146,6 +197,15 @@ static void test_counted_verdicts_match(void) {
     ro.max_work = 1 << 13;
     tally t = {0, 0, 0, 0, 0};
     int cases = 0;
+    for (int k = 0; k < NSTATS; k++) {
+        kvf_stats_opts so;
+        kvf_error err = {0};
+        kvf_stats_opts_default(&so);
+        so.worst_n = worst_lengths[k];
+        so.command = "test_judge_counted";
+        CHECK_OK(kvf_stats_create(&by_element[k], &so, &err), &err);
+        CHECK_OK(kvf_stats_create(&by_run[k], &so, &err), &err);
+    }
     for (uint64_t seed = 1; cases < CASES && seed < 10 * CASES; seed++) {
         kvf_spec s;
         kvf_case c;
@@ -197,6 +257,19 @@ static void test_counted_verdicts_match(void) {
     CHECK(t.nan_rows > 0);
     CHECK(t.failing > t.judgments / 10);
     CHECK(t.fa_inexact_rows > 0);
+    /* The statistics, every count, histogram, cell and worst list, are the same both ways. */
+    for (int k = 0; k < NSTATS; k++) {
+        if (!kvf_stats_equal(by_element[k], by_run[k]))
+            CHECK_FAIL_AT("worst list of %d: the statistics gathered with runs differ from "
+                          "those gathered element by element",
+                          worst_lengths[k]);
+        kvf_stats_free(by_element[k]);
+        kvf_stats_free(by_run[k]);
+    }
+    /* Runs were taken (most elements went that way) and declined (a list not yet full). */
+    printf("runs: %lld taken (%lld elements), %lld declined\n", (long long)runs.taken,
+           (long long)runs.elements, (long long)runs.declined);
+    CHECK(runs.taken > 0 && runs.declined > 0);
 }
 
 static const check_test tests[] = {

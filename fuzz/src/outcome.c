@@ -123,7 +123,7 @@ int kvf_outcome_judge(kvf_outcome *out, const kvf_rule *rules, int nrules, int r
                       const float *lse, kvf_element_observer observer, void *observer_ctx,
                       kvf_error *err) {
     plain_hooks ph = {observer, observer_ctx};
-    kvf_judge_hooks h = {plain_begin, observer, NULL, &ph};
+    kvf_judge_hooks h = {plain_begin, observer, NULL, &ph, NULL};
     return kvf_outcome_judge_hooked(out, rules, nrules, require_overflow, c, oracle, o, lse,
                                     observer ? &h : NULL, err);
 }
@@ -138,8 +138,8 @@ int kvf_outcome_judge_hooked(kvf_outcome *out, const kvf_rule *rules, int nrules
     for (int r = 0; r < nrules; r++) {
         void *scope = hooks && hooks->begin ? hooks->begin(hooks->ctx, r) : NULL;
         int rc = scope && hooks->element
-                     ? kvf_judge_observe(&out->verdicts[r], &rules[r], c, oracle, o, lse,
-                                         hooks->element, scope, err)
+                     ? kvf_judge_observe_runs(&out->verdicts[r], &rules[r], c, oracle, o, lse,
+                                              hooks->element, hooks->exact_run, scope, err)
                      : kvf_judge(&out->verdicts[r], &rules[r], c, oracle, o, lse, err);
         if (scope && hooks->end) hooks->end(hooks->ctx, scope, rc ? NULL : &out->verdicts[r]);
         if (rc) return rc;

@@ -878,13 +878,14 @@ static void judge_one(const kvf_rule *rule, const strict_row *srow, const kvf__f
     if (observer) observer(ctx, &e);
 }
 
-/* An element whose kernel bits are the correctly rounded value's (finite) under strict or fa,
- * once its output's worst list is full and nobody observes elements: judge_one would find it
- * passing with margin 0, excess margin 0, 0 ulps and no error, so the only trace it leaves is
- * its count (and, on a row out of the model, that count). Most elements of a correct kernel
- * are such elements; counting them from their bits, without the row's bound or the fa
- * baseline, gives the same verdict at a fraction of the cost. Every margin is >= 0, so a full
- * list never takes a 0. */
+/* An element whose kernel bits are the correctly rounded value's (finite), once its output's
+ * worst list is full: under every rule judge_one would find it passing with margin 0, excess
+ * margin 0, 0 ulps and no error (each check_* measures a zero difference), so the only trace it
+ * leaves in the verdict is its count (and, on a row out of the model, that count). Most
+ * elements of a correct kernel are such elements; counting them from their bits, without the
+ * row's bound or the fa baseline, gives the same verdict at a fraction of the cost. Every
+ * margin is >= 0, so a full list never takes a 0. An element observer sees such elements only
+ * when it takes them as runs (kvf_exact_run_observer); otherwise each is judged. */
 static int countable_now(int countable, const kvf_output_metrics *m) {
     return countable && m->worst_count == KVF_WORST_ELEMENTS;
 }
@@ -934,9 +935,17 @@ static int output_fails_plain(const kvf_rule *rule, const kvf_output_metrics *m,
     return matched < SOL_REQUIRED_RATIO;
 }
 
-int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
-                      const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
-                      kvf_element_observer observer, void *ctx, kvf_error *err) {
+/* Offers a run of correctly rounded elements to the run observer; 1 when it took them. */
+static int offer_run(kvf_exact_run_observer run, void *ctx, kvf_output_kind output, int32_t b,
+                     int32_t h, int32_t d, int32_t n, int overflow_row, const double *exact) {
+    const kvf_exact_run r = {output, b, h, d, n, overflow_row, exact};
+    return run(ctx, &r) == 1;
+}
+
+int kvf_judge_observe_runs(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
+                           const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
+                           kvf_element_observer observer, kvf_exact_run_observer run, void *ctx,
+                           kvf_error *err) {
     if (!out || !rule || !c || !oracle)
         return kvf_error_set(err, KVF_EINVAL,
                              "the judge needs a verdict, a rule, a case and an "
@@ -988,7 +997,8 @@ int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
 
     /* Row by row: each row's o elements (d ascending), then its lse; the strict bound's row
      * part is computed once per row. */
-    const int countable = !observer && (rule->kind == KVF_RULE_STRICT || rule->kind == KVF_RULE_FA);
+    const int offers = observer && run;
+    const int countable = !observer || offers;
     for (int64_t row = 0; row < rows; row++) {
         const kvf_oracle_row *orow = &oracle->rows[row];
         int32_t b = (int32_t)(row / c->num_qo_heads), h = (int32_t)(row % c->num_qo_heads);
@@ -1008,20 +1018,25 @@ int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
         if (!countable && (rule->kind == KVF_RULE_STRICT || rule->kind == KVF_RULE_FA))
             strict_row_init(&srow, D, c->sm_scale, orow, rule->ftz,
                             rule->ftz && orow->length > 0 ? daz_logit_bound(c, b, h) : 0.0);
+        int32_t judged_until = 0; /* o elements below it were declined as a run: judged */
         for (int32_t d = 0; d <= D; d++) {
             int lse_elem = d == D;
             int64_t i = row * D + d;
             kvf_output_metrics *m = lse_elem ? &out->lse : &out->o;
-            if (countable_now(countable, m)) {
+            if (countable_now(countable, m) && d >= judged_until) {
                 if (!lse_elem) {
-                    int32_t run = exact_run(o + i, oracle->o_rounded + i, D - d);
-                    if (run > 0) {
-                        count_exact(m, run, overflow_row);
-                        d += run - 1;
+                    int32_t n = exact_run(o + i, oracle->o_rounded + i, D - d);
+                    if (n > 0 && (!offers || offer_run(run, ctx, KVF_OUTPUT_O, b, h, d, n,
+                                                       overflow_row, oracle->o_exact + i))) {
+                        count_exact(m, n, overflow_row);
+                        d += n - 1;
                         continue;
                     }
+                    judged_until = d + n;
                 } else if (kvf_f32_bits(lse[row]) == kvf_f32_bits(oracle->lse_rounded[row]) &&
-                           isfinite(lse[row])) {
+                           isfinite(lse[row]) &&
+                           (!offers || offer_run(run, ctx, KVF_OUTPUT_LSE, b, h, -1, 1,
+                                                 overflow_row, oracle->lse_exact + row))) {
                     count_exact(m, 1, overflow_row);
                     continue;
                 }
@@ -1119,6 +1134,12 @@ const char *kvf_verdict_status_name(kvf_verdict_status s) {
     default:
         return "unknown";
     }
+}
+
+int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
+                      const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
+                      kvf_element_observer observer, void *ctx, kvf_error *err) {
+    return kvf_judge_observe_runs(out, rule, c, oracle, o, lse, observer, NULL, ctx, err);
 }
 
 int kvf_judge(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,

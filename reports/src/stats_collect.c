@@ -92,6 +92,42 @@ void kvf_stats_observe_element(void *ctx, const kvf_element_error *e) {
     if (bad) s->incomplete = 1;
 }
 
+/* How a descending field of the worst-element order (kvf__worst_cmp, where NaN ranks ahead of
+ * every number) places an entry's value v against an element's 0: ahead (1), level (0) or
+ * behind (-1). */
+static int against_zero(double v) {
+    return v > 0 || isnan(v) ? 1 : v == 0 ? 0 : -1;
+}
+
+/* Whether an element with no error and margin 0 (a correctly rounded one) stays out of o's
+ * worst list: the list is full and its last entry ranks ahead of any such element on the
+ * excess margin, the margin, the distance or the error. An all-zero last entry leaves the order
+ * to the case and the position, which only the element itself can settle. */
+static int zero_stays_out(const kvf__outstats *o, int worst_n) {
+    if (worst_n <= 0) return 1;
+    if (o->worst_count < worst_n) return 0;
+    const kvf_element_error *w = &o->worst[o->worst_count - 1].e;
+    int k;
+    if ((k = against_zero(w->excess_margin)) || (k = against_zero(w->margin))) return k > 0;
+    if (w->ulps != 0) return 1; /* compared unsigned: a one-sided NaN's -1 is the largest */
+    return against_zero(w->abs_error) > 0;
+}
+
+int kvf_stats_observe_exact_run(void *ctx, const kvf_exact_run *r) {
+    kvf_stats_scope *sc = ctx;
+    if (!sc || !sc->group || !r || (r->output != KVF_OUTPUT_O && r->output != KVF_OUTPUT_LSE))
+        return 0;
+    kvf_stats *s = sc->stats;
+    kvf__group *g = sc->group;
+    kvf__outstats *o = r->out_of_model ? &g->oom[r->output] : &g->out[r->output];
+    if (!zero_stays_out(o, s->worst_n)) return 0;
+    if (!sc->pending && !(sc->pending = kvf__pending_new(s, sc->c))) return 0;
+    /* Every maximum starts at 0 and every figure of these elements is 0: only counts grow. */
+    o->elements += r->n;
+    kvf__pending_add_exact(sc->pending, o, r);
+    return 1;
+}
+
 void kvf_stats_end(kvf_stats_scope *scope) {
     if (!scope) return;
     if (kvf__pending_finish(scope->stats, scope->pending) && scope->stats)
@@ -135,7 +171,8 @@ int kvf_stats_judge(kvf_stats *s, const char *kernel, const kvf_stats_case *ref,
         if (err) *err = serr;
         return serr.code;
     }
-    int rc = kvf_judge_observe(out, rule, c, oracle, o, lse, kvf_stats_observe_element, &sc, err);
+    int rc = kvf_judge_observe_runs(out, rule, c, oracle, o, lse, kvf_stats_observe_element,
+                                    kvf_stats_observe_exact_run, &sc, err);
     if (rc) {
         kvf_stats_end(&sc);
         return rc;

@@ -200,6 +200,9 @@ kvf__cell *kvf__cell_get(kvf__map *m, int64_t key);        /* found or added; NU
 kvf__pending *kvf__pending_new(kvf_stats *s, const kvf_case *c);
 void kvf__pending_add(kvf__pending *p, kvf__outstats *o, const kvf_element_error *e,
                       int finite_pair, int mismatch);
+/*   add_exact: counts a run of correctly rounded elements (judge.h, kvf_exact_run) into o's
+ *     histograms, density and classes, as add does each of them. */
+void kvf__pending_add_exact(kvf__pending *p, kvf__outstats *o, const kvf_exact_run *r);
 int kvf__pending_finish(kvf_stats *s, kvf__pending *p);
 void kvf__pending_free(kvf__pending *p);
 

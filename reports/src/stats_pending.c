@@ -84,14 +84,19 @@ static void count_into(kvf__pending *p, kvf__map *m, int64_t key, int64_t n) {
     if (!cnt || kvf__count_add(cnt, n)) p->lost = 1;
 }
 
-static void pend_count_add(kvf__pending *p, pend_count *slots, kvf__map *m, int64_t key) {
+static void pend_count_addn(kvf__pending *p, pend_count *slots, kvf__map *m, int64_t key,
+                            int64_t n) {
     pend_count *s = &slots[((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 58];
     if (s->n && s->key != key) {
         count_into(p, m, s->key, s->n);
         s->n = 0;
     }
     s->key = key;
-    s->n++;
+    s->n += n;
+}
+
+static void pend_count_add(kvf__pending *p, pend_count *slots, kvf__map *m, int64_t key) {
+    pend_count_addn(p, slots, m, key, 1);
 }
 
 static void pend_hist(kvf__pending *p, kvf__hist *h, pend_count *slots, double v) {
@@ -120,11 +125,47 @@ static void row_flush(kvf__pending *p, pend_target *t) {
     t->row_open = 0;
 }
 
+static pend_target *target_of(kvf__pending *p, kvf__outstats *o, kvf_output_kind output,
+                              int out_of_model) {
+    pend_target *t = &p->t[(output == KVF_OUTPUT_LSE) * 2 + (out_of_model != 0)];
+    t->o = o;
+    return t;
+}
+
+/* Opens row (b, h) as the target's row, flushing the row before it. The position class of both
+ * o and lse is the slot of the row's last token: it is what separates full from partial last
+ * pages, where page-table bugs live. */
+static void row_enter(kvf__pending *p, pend_target *t, int32_t b, int32_t h) {
+    if (t->row_open && t->row_b == b && t->row_h == h) return;
+    row_flush(p, t);
+    const kvf_case *c = p->c;
+    int64_t len = 0;
+    const int32_t S = c->page_size;
+    if (b >= 0 && b < c->batch_size) len = kvf_case_seq_len(c, b);
+    t->row_open = 1;
+    t->row_b = b;
+    t->row_h = h;
+    t->row_key[KVF_CLASS_HEAD] = h;
+    t->row_key[KVF_CLASS_SEQLEN] = len == 0 ? 0 : 1 + kvf__stats_octave((double)len);
+    t->row_key[KVF_CLASS_SLOT] = len > 0 ? KVF_SLOT_KEY(S, (len - 1) % S) : 0;
+    t->row_wanted[KVF_CLASS_HEAD] = t->row_wanted[KVF_CLASS_SEQLEN] = 1;
+    t->row_wanted[KVF_CLASS_SLOT] = len > 0;
+}
+
+/* Whether the head-dim array covers index d (growing it to the case's head_dim first). */
+static int dim_covers(kvf__pending *p, pend_target *t, int32_t d) {
+    const int32_t D = p->c->head_dim;
+    if (t->dim_cap < D && d < D) {
+        free(t->dim);
+        t->dim_cap = (t->dim = calloc((size_t)D, sizeof *t->dim)) ? D : 0;
+        if (!t->dim) p->lost = 1;
+    }
+    return d < D && d < t->dim_cap;
+}
+
 void kvf__pending_add(kvf__pending *p, kvf__outstats *o, const kvf_element_error *e,
                       int finite_pair, int mismatch) {
-    const kvf_case *c = p->c;
-    pend_target *t = &p->t[(e->output == KVF_OUTPUT_LSE) * 2 + (e->out_of_model != 0)];
-    t->o = o;
+    pend_target *t = target_of(p, o, e->output, e->out_of_model);
     pend_hist(p, &o->abs, t->hist[0], e->abs_error);
     pend_hist(p, &o->rel, t->hist[1], e->rel_error);
     pend_hist(p, &o->ulp, t->hist[2], e->ulps < 0 ? NAN : (double)e->ulps);
@@ -134,37 +175,53 @@ void kvf__pending_add(kvf__pending *p, kvf__outstats *o, const kvf_element_error
             p, t->dens, &o->dens,
             KVF_DENS_KEY(kvf__stats_octave(e->abs_error), kvf__stats_octave(fabs(e->exact_value))));
 
-    /* Coordinate classes. The position class of both o and lse is the slot of the row's last
-     * token: it is what separates full from partial last pages, where page-table bugs live. */
     const int64_t bits = bits_of(e->ulps);
-    if (!t->row_open || t->row_b != e->b || t->row_h != e->h) {
-        row_flush(p, t);
-        int64_t len = 0;
-        const int32_t S = c->page_size;
-        if (e->b >= 0 && e->b < c->batch_size) len = kvf_case_seq_len(c, e->b);
-        t->row_open = 1;
-        t->row_b = e->b;
-        t->row_h = e->h;
-        t->row_key[KVF_CLASS_HEAD] = e->h;
-        t->row_key[KVF_CLASS_SEQLEN] = len == 0 ? 0 : 1 + kvf__stats_octave((double)len);
-        t->row_key[KVF_CLASS_SLOT] = len > 0 ? KVF_SLOT_KEY(S, (len - 1) % S) : 0;
-        t->row_wanted[KVF_CLASS_HEAD] = t->row_wanted[KVF_CLASS_SEQLEN] = 1;
-        t->row_wanted[KVF_CLASS_SLOT] = len > 0;
-    }
+    row_enter(p, t, e->b, e->h);
     kvf__cell_add(&t->row, e, finite_pair, mismatch, bits);
     if (e->d < 0) return;
-    if (t->dim_cap < c->head_dim && e->d < c->head_dim) {
-        free(t->dim);
-        t->dim_cap = (t->dim = calloc((size_t)c->head_dim, sizeof *t->dim)) ? c->head_dim : 0;
-        if (!t->dim) p->lost = 1;
-    }
-    if (e->d < c->head_dim && e->d < t->dim_cap) {
+    if (dim_covers(p, t, e->d)) {
         kvf__cell_add(&t->dim[e->d], e, finite_pair, mismatch, bits);
     } else { /* past the case's head_dim (a caller's own element), or no array: at once */
         kvf__cell one;
         memset(&one, 0, sizeof one);
         kvf__cell_add(&one, e, finite_pair, mismatch, bits);
         merge_cell(p, &o->by[KVF_CLASS_DIM], e->d, &one);
+    }
+}
+
+/* What kvf__pending_add does with each element of the run, which has abs, rel, ulp and margin
+ * 0 (each histogram's zero count), passes, is finite and matches: the cells gain an element
+ * with a distance of 0 ulps (0 bits) and nothing else. The density keys follow |exact|, so
+ * equal octaves in a row are counted together. */
+void kvf__pending_add_exact(kvf__pending *p, kvf__outstats *o, const kvf_exact_run *r) {
+    if (r->n <= 0) return;
+    pend_target *t = target_of(p, o, r->output, r->out_of_model);
+    kvf__hist *h[4] = {&o->abs, &o->rel, &o->ulp, &o->margin};
+    for (int k = 0; k < 4; k++) {
+        h[k]->total += r->n;
+        h[k]->zero += r->n;
+    }
+    for (int32_t i = 0; i < r->n;) {
+        const int32_t oct = kvf__stats_octave(fabs(r->exact[i]));
+        int32_t j = i + 1;
+        while (j < r->n && kvf__stats_octave(fabs(r->exact[j])) == oct)
+            j++;
+        pend_count_addn(p, t->dens, &o->dens, KVF_DENS_KEY(KVF_OCT_ZERO, oct), j - i);
+        i = j;
+    }
+    row_enter(p, t, r->b, r->h);
+    t->row.n += r->n;
+    t->row.bits_n += r->n;
+    if (r->d < 0) return;
+    for (int32_t i = 0; i < r->n; i++) {
+        const int32_t d = r->d + i;
+        if (dim_covers(p, t, d)) {
+            t->dim[d].n++;
+            t->dim[d].bits_n++;
+        } else {
+            const kvf__cell one = {.n = 1, .bits_n = 1};
+            merge_cell(p, &o->by[KVF_CLASS_DIM], d, &one);
+        }
     }
 }
 

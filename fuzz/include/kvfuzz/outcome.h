@@ -78,12 +78,14 @@ int kvf_outcome_judge(kvf_outcome *out, const kvf_rule *rules, int nrules, int r
 /* Hooks around each rule's judging, so that a statistics module counts every element while the
  * judge computes it (each case judged once): begin(ctx, r) returns the element observer's
  * context for rule r (NULL: that rule is not observed); end(ctx, scope, verdict) follows with
- * the verdict, or with NULL when judging failed. */
+ * the verdict, or with NULL when judging failed. exact_run (may be NULL) takes runs of
+ * correctly rounded elements in the same scope (kvf_judge_observe_runs). */
 typedef struct kvf_judge_hooks {
     void *(*begin)(void *ctx, int rule);
     kvf_element_observer element;
     void (*end)(void *ctx, void *scope, const kvf_verdict *v);
     void *ctx;
+    kvf_exact_run_observer exact_run;
 } kvf_judge_hooks;
 
 /* kvf_outcome_judge with per-rule hooks (NULL: none). */

@@ -166,6 +166,31 @@ int kvf_judge_observe(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
                       const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
                       kvf_element_observer observer, void *ctx, kvf_error *err);
 
+/* A run of consecutive elements of one row whose kernel bits are the correctly rounded value's,
+ * finite: o elements d .. d + n - 1 of row (b, h), or its lse (d = -1, n = 1). Under every rule
+ * each such element passes with abs, rel and ulp error 0, margin 0 and excess margin 0; only
+ * its position, its exact value, its row's out-of-model flag and its `allowed` tell it apart.
+ * The pointers are the judge's and valid only during the call. */
+typedef struct kvf_exact_run {
+    kvf_output_kind output;
+    int32_t b, h, d, n;
+    int out_of_model;
+    const double *exact; /* [n] their exact values */
+} kvf_exact_run;
+
+/* Offered a run instead of its elements one by one: returns 1 when it has counted them all,
+ * 0 when it wants each element (with its `allowed`) through the element observer instead. */
+typedef int (*kvf_exact_run_observer)(void *ctx, const kvf_exact_run *run);
+
+/* kvf_judge_observe, offering runs of correctly rounded elements to `run` (may be NULL: every
+ * element goes to `observer`) once the output's verdict has its KVF_WORST_ELEMENTS worst
+ * elements (a passing element with margin 0 never enters a full list). The verdict, and what
+ * the two observers see together, are exactly those of kvf_judge_observe. */
+int kvf_judge_observe_runs(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
+                           const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
+                           kvf_element_observer observer, kvf_exact_run_observer run, void *ctx,
+                           kvf_error *err);
+
 /* What a verdict means for a run, the same in every command and report. */
 typedef enum kvf_verdict_status {
     KVF_VERDICT_PASS = 0,             /* the rule passes the case */

@@ -114,7 +114,8 @@ int kvf_stats_judge(kvf_stats *s, const char *kernel, const kvf_stats_case *ref,
 /* The same in three steps, for callers that run the judge themselves:
  *     kvf_stats_scope sc;
  *     kvf_stats_begin(&sc, s, kernel, rule, c, ref, &err);
- *     kvf_judge_observe(&v, rule, c, oracle, o, lse, kvf_stats_observe_element, &sc, &err);
+ *     kvf_judge_observe_runs(&v, rule, c, oracle, o, lse, kvf_stats_observe_element,
+ *                            kvf_stats_observe_exact_run, &sc, &err);
  *     kvf_stats_observe_verdict(&sc, &v);
  * The scope borrows c and ref until kvf_stats_observe_verdict() (or kvf_stats_end() when the
  * judge failed), one of which must end it: the element counts reach the statistics there
@@ -134,6 +135,11 @@ int kvf_stats_begin(kvf_stats_scope *scope, kvf_stats *s, const char *kernel, co
                     const kvf_case *c, const kvf_stats_case *ref, kvf_error *err);
 /* A kvf_element_observer; ctx is the kvf_stats_scope. */
 void kvf_stats_observe_element(void *ctx, const kvf_element_error *e);
+/* A kvf_exact_run_observer for the same scope: counts the run as kvf_stats_observe_element
+ * would count its elements, and returns 1; 0 (nothing counted) when one of them could enter
+ * the worst-element list, which needs each element whole, or when its tables cannot be had.
+ * Judging with both gives statistics equal to judging with the element observer alone. */
+int kvf_stats_observe_exact_run(void *ctx, const kvf_exact_run *r);
 /* Counts the case's verdict by kvf_verdict_status_of() (passed, out of the model, rejected by
  * the rule although correctly rounded, or a kernel failure by class) and ends the scope. */
 void kvf_stats_observe_verdict(kvf_stats_scope *scope, const kvf_verdict *v);

@@ -7,8 +7,9 @@
  *     kvf_stats_sink_case_begin(sink, thread, kernel, rules, nrules, c, &ref);
  *     for each rule r:
  *         kvf_stats_scope *sc = kvf_stats_sink_rule_begin(sink, thread, r);
- *         kvf_judge_observe(&v, &rules[r], c, oracle, o, lse,
- *                           sc ? kvf_stats_observe_element : NULL, sc, &err);
+ *         kvf_judge_observe_runs(&v, &rules[r], c, oracle, o, lse,
+ *                                sc ? kvf_stats_observe_element : NULL,
+ *                                sc ? kvf_stats_observe_exact_run : NULL, sc, &err);
  *         kvf_stats_sink_rule_end(sink, thread, sc, ok ? &v : NULL);
  *
  * so each element is counted as the judge computes it and every case is judged once.
