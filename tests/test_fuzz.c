@@ -1096,6 +1096,9 @@ static void campaign_lifecycle(void) {
     CHECK_INT_EQ(st.judged, 30);
     /* The oracle threads' busy time holds the oracle's and is all in once wait returns. */
     CHECK(st.oracle_s > 0 && st.judge_s >= st.oracle_s);
+    /* Every case has a row at least; the MPFR rows are some of them. */
+    CHECK(st.oracle_rows >= 30 && st.oracle_mpfr_rows >= 0 &&
+          st.oracle_mpfr_rows <= st.oracle_rows);
     /* Started, never waited for: free stops it. */
     o.max_runs = 0;
     CHECK_OK(kvf_campaign_init(&cp, &o, &st, &err), &err);

@@ -243,17 +243,19 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
         fprintf(f, "  corpus: %" PRId64 " entr%s taken in from other campaigns\n",
                 st->corpus_reloaded, st->corpus_reloaded == 1 ? "y" : "ies");
     double util = st->jobs > 0 && st->elapsed_s > 0 ? st->judge_s / (st->jobs * st->elapsed_s) : 0;
-    if (o->oracle_only)
+    fprintf(f,
+            "  busy: oracle threads %.1f s (%.0f%% of %d thread(s)), the oracle %.1f s of it "
+            "(%.1f%% of its rows by MPFR)",
+            st->judge_s, 100 * util, st->jobs, st->oracle_s,
+            st->oracle_rows > 0 ? 100.0 * (double)st->oracle_mpfr_rows / (double)st->oracle_rows
+                                : 0.0);
+    if (!o->oracle_only)
         fprintf(f,
-                "  busy: oracle threads %.1f s (%.0f%% of %d thread(s)), the oracle %.1f s of it\n",
-                st->judge_s, 100 * util, st->jobs, st->oracle_s);
-    else
-        fprintf(f,
-                "  busy: oracle threads %.1f s (%.0f%% of %d thread(s)), the oracle %.1f s of it; "
-                "kernel %.1f s in %d worker(s) of %d lane(s); determinism checks %" PRId64
-                ", worker starts %" PRId64 "\n",
-                st->judge_s, 100 * util, st->jobs, st->oracle_s, st->kernel_s, st->workers,
-                st->lanes > 0 ? st->lanes : 1, st->determinism_checks, st->worker_starts);
+                "; kernel %.1f s in %d worker(s) of %d lane(s); determinism checks %" PRId64
+                ", worker starts %" PRId64,
+                st->kernel_s, st->workers, st->lanes > 0 ? st->lanes : 1, st->determinism_checks,
+                st->worker_starts);
+    fputc('\n', f);
     fprintf(f,
             "  dispatcher waits: for generated cases %.1f s, for the kernel %.1f s (blocked on "
             "the worker %.1f s of it), for room in the oracle queue %.1f s\n",

@@ -2,12 +2,40 @@
  * computes its oracle, judges it under every rule, grows the corpus with cases reaching new
  * error buckets, and files findings. One case per thread, so small cases keep every core
  * busy. */
+#define _GNU_SOURCE /* SCHED_BATCH */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "campaign_internal.h"
+
+/* How far below the campaign's other threads an oracle thread runs (nice steps). */
+#define ORACLE_NICE 10
+
+/* The oracle threads are throughput work that keeps every core it can get; the dispatcher, the
+ * generators and the kernel worker are a pipeline that feeds the kernel, and each waits on the
+ * next. With every core claimed, an oracle thread that preempts the worker's driving thread
+ * idles the GPU and, behind it, the whole campaign. So an oracle thread runs as a batch thread
+ * ten nice steps down: it still gets every core nobody else wants, and yields the ones the
+ * pipeline needs. Lowering one's own priority needs no privilege; where the system refuses, the
+ * thread keeps its priority, which is only slower. */
+static void oracle_thread_yield_priority(void) {
+#ifdef __linux__
+    const struct sched_param batch = {0};
+    (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &batch);
+    const id_t tid = (id_t)syscall(SYS_gettid); /* per thread on Linux */
+    errno = 0;
+    const int now = getpriority(PRIO_PROCESS, tid);
+    if (errno == 0) (void)setpriority(PRIO_PROCESS, tid, now + ORACLE_NICE);
+#endif
+}
 
 static int set_has(const uint64_t *set, size_t n, uint64_t h) {
     for (size_t i = 0; i < n; i++)
@@ -124,6 +152,12 @@ static void count_reach(kvf_campaign_stats *st, const kvf__job *j) {
     if (j->c.batch_size > st->largest_batch) st->largest_batch = j->c.batch_size;
 }
 
+static void count_oracle(kvf_campaign_stats *st, const kvf_oracle_result *r, double seconds) {
+    st->oracle_s += seconds;
+    st->oracle_rows += r->fast_rows + r->fallback_rows;
+    st->oracle_mpfr_rows += r->fallback_rows;
+}
+
 static void judge_job(struct kvf_campaign *cp, kvf__job *j, int thread) {
     const kvf_campaign_opts *o = cp->opts;
     kvf_oracle_opts oo;
@@ -145,7 +179,7 @@ static void judge_job(struct kvf_campaign *cp, kvf__job *j, int thread) {
         pthread_mutex_lock(&cp->mu);
         cp->stats->judged++;
         cp->stats->tokens += kvf_case_total_tokens(&j->c);
-        cp->stats->oracle_s += oracle_s;
+        count_oracle(cp->stats, &oracle, oracle_s);
         count_reach(cp->stats, j);
         pthread_mutex_unlock(&cp->mu);
         kvf_oracle_result_free(&oracle);
@@ -176,7 +210,7 @@ static void judge_job(struct kvf_campaign *cp, kvf__job *j, int thread) {
     }
     st->judged++;
     st->tokens += kvf_case_total_tokens(&j->c);
-    st->oracle_s += oracle_s;
+    count_oracle(st, &oracle, oracle_s);
     count_reach(st, j);
     for (int r = 0; r < cp->nrules; r++) {
         const kvf_verdict *v = &out.verdicts[r];
@@ -235,6 +269,7 @@ void *kvf__oracle_main(void *arg) {
      * dispatcher, which takes the same lock. */
     double busy = 0;
     int unsaved = 0;
+    oracle_thread_yield_priority();
     while ((j = kvf__queue_pop(&cp->judged))) {
         const double t0 = kvf__now_s();
         if (atomic_load(&cp->stop) < KVF__DROP) judge_job(cp, j, self->index);

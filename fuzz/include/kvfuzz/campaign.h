@@ -180,6 +180,9 @@ typedef struct kvf_campaign_stats {
      * hooks and freeing the case. judge_s / (jobs x elapsed_s) is how busy the threads were;
      * near 1 (with the dispatchers waiting for room in their queue) the judging sets the pace. */
     double judge_s;
+    /* Rows the oracle computed, and how many of them its fast path could not certify and MPFR
+     * computed (oracle.h, fallback_rows); the MPFR rows cost about ten times a fast one. */
+    int64_t oracle_rows, oracle_mpfr_rows;
     /* Summed over dispatchers: time blocked waiting for the generators, for kernel results and
      * for room in the oracle queue. The largest names the stage that limits the rate.
      * wait_worker_idle_s is the part of wait_kernel_s spent blocked on the worker itself; the
