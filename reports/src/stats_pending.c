@@ -20,14 +20,21 @@
 #define BITS_TABLE 4096 /* round(1024 log2(u + 1)) tabulated for u below this */
 
 typedef struct pend_count {
-    int64_t key, n; /* n == 0: the slot is free */
+    int64_t key, n;
 } pend_count;
+
+/* A direct-mapped table; a slot holds a count only while its bit in `used` is set, so a table
+ * is emptied by clearing the mask, and flushed by visiting the set bits. */
+typedef struct pend_table {
+    uint64_t used;
+    pend_count slot[SLOTS];
+} pend_table;
 
 /* What one element adds to one of a group's four outstats (o or lse, in or out of the model). */
 typedef struct pend_target {
-    kvf__outstats *o;          /* NULL until the target's first element */
-    pend_count hist[4][SLOTS]; /* buckets of abs, rel, ulp, margin */
-    pend_count dens[SLOTS];
+    kvf__outstats *o;   /* NULL until the target's first element */
+    pend_table hist[4]; /* buckets of abs, rel, ulp, margin */
+    pend_table dens;
     /* The row being counted: its head, sequence-length and slot cells are one cell until the
      * row changes. */
     int row_open;
@@ -84,22 +91,37 @@ static void count_into(kvf__pending *p, kvf__map *m, int64_t key, int64_t n) {
     if (!cnt || kvf__count_add(cnt, n)) p->lost = 1;
 }
 
-static void pend_count_addn(kvf__pending *p, pend_count *slots, kvf__map *m, int64_t key,
-                            int64_t n) {
-    pend_count *s = &slots[((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 58];
-    if (s->n && s->key != key) {
+static void pend_count_addn(kvf__pending *p, pend_table *tb, kvf__map *m, int64_t key, int64_t n) {
+    const unsigned j = (unsigned)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 58);
+    const uint64_t bit = (uint64_t)1 << j;
+    pend_count *s = &tb->slot[j];
+    if (!(tb->used & bit)) {
+        tb->used |= bit;
+        s->key = key;
+        s->n = n;
+    } else if (s->key != key) {
         count_into(p, m, s->key, s->n);
-        s->n = 0;
+        s->key = key;
+        s->n = n;
+    } else {
+        s->n += n;
     }
-    s->key = key;
-    s->n += n;
 }
 
-static void pend_count_add(kvf__pending *p, pend_count *slots, kvf__map *m, int64_t key) {
-    pend_count_addn(p, slots, m, key, 1);
+static void pend_count_add(kvf__pending *p, pend_table *tb, kvf__map *m, int64_t key) {
+    pend_count_addn(p, tb, m, key, 1);
 }
 
-static void pend_hist(kvf__pending *p, kvf__hist *h, pend_count *slots, double v) {
+/* Adds every count of the table to m and empties it. */
+static void pend_table_flush(kvf__pending *p, pend_table *tb, kvf__map *m) {
+    for (uint64_t u = tb->used; u; u &= u - 1) {
+        const pend_count *s = &tb->slot[__builtin_ctzll(u)];
+        count_into(p, m, s->key, s->n);
+    }
+    tb->used = 0;
+}
+
+static void pend_hist(kvf__pending *p, kvf__hist *h, pend_table *slots, double v) {
     h->total++;
     if (isnan(v))
         h->nan++;
@@ -166,13 +188,13 @@ static int dim_covers(kvf__pending *p, pend_target *t, int32_t d) {
 void kvf__pending_add(kvf__pending *p, kvf__outstats *o, const kvf_element_error *e,
                       int finite_pair, int mismatch) {
     pend_target *t = target_of(p, o, e->output, e->out_of_model);
-    pend_hist(p, &o->abs, t->hist[0], e->abs_error);
-    pend_hist(p, &o->rel, t->hist[1], e->rel_error);
-    pend_hist(p, &o->ulp, t->hist[2], e->ulps < 0 ? NAN : (double)e->ulps);
-    pend_hist(p, &o->margin, t->hist[3], e->margin);
+    pend_hist(p, &o->abs, &t->hist[0], e->abs_error);
+    pend_hist(p, &o->rel, &t->hist[1], e->rel_error);
+    pend_hist(p, &o->ulp, &t->hist[2], e->ulps < 0 ? NAN : (double)e->ulps);
+    pend_hist(p, &o->margin, &t->hist[3], e->margin);
     if (!isnan(e->abs_error) && !isnan(e->exact_value))
         pend_count_add(
-            p, t->dens, &o->dens,
+            p, &t->dens, &o->dens,
             KVF_DENS_KEY(kvf__stats_octave(e->abs_error), kvf__stats_octave(fabs(e->exact_value))));
 
     const int64_t bits = bits_of(e->ulps);
@@ -201,19 +223,40 @@ void kvf__pending_add_exact(kvf__pending *p, kvf__outstats *o, const kvf_exact_r
         h[k]->total += r->n;
         h[k]->zero += r->n;
     }
+    /* A run of values in one binade has one octave: the exponent bits of a normal double
+     * (kvf__stats_octave otherwise: zero, subnormal). */
     for (int32_t i = 0; i < r->n;) {
-        const int32_t oct = kvf__stats_octave(fabs(r->exact[i]));
+        uint64_t bits;
+        memcpy(&bits, &r->exact[i], sizeof bits);
+        const uint64_t ex = (bits >> 52) & 0x7ff;
         int32_t j = i + 1;
-        while (j < r->n && kvf__stats_octave(fabs(r->exact[j])) == oct)
-            j++;
-        pend_count_addn(p, t->dens, &o->dens, KVF_DENS_KEY(KVF_OCT_ZERO, oct), j - i);
+        int32_t oct;
+        if (ex != 0 && ex != 0x7ff) {
+            oct = (int32_t)ex - 1023;
+            for (; j < r->n; j++) {
+                uint64_t bj;
+                memcpy(&bj, &r->exact[j], sizeof bj);
+                if (((bj >> 52) & 0x7ff) != ex) break;
+            }
+        } else {
+            oct = kvf__stats_octave(fabs(r->exact[i]));
+            while (j < r->n && kvf__stats_octave(fabs(r->exact[j])) == oct)
+                j++;
+        }
+        pend_count_addn(p, &t->dens, &o->dens, KVF_DENS_KEY(KVF_OCT_ZERO, oct), j - i);
         i = j;
     }
     row_enter(p, t, r->b, r->h);
     t->row.n += r->n;
     t->row.bits_n += r->n;
     if (r->d < 0) return;
-    for (int32_t i = 0; i < r->n; i++) {
+    int32_t i = 0;
+    if (dim_covers(p, t, r->d + r->n - 1)) /* then every d of the run is covered */
+        for (kvf__cell *cell = t->dim + r->d; i < r->n; i++, cell++) {
+            cell->n++;
+            cell->bits_n++;
+        }
+    for (; i < r->n; i++) {
         const int32_t d = r->d + i;
         if (dim_covers(p, t, d)) {
             t->dim[d].n++;
@@ -233,19 +276,17 @@ int kvf__pending_finish(kvf_stats *s, kvf__pending *p) {
         if (!t->o) continue;
         kvf__hist *h[4] = {&t->o->abs, &t->o->rel, &t->o->ulp, &t->o->margin};
         for (int k = 0; k < 4; k++)
-            for (int j = 0; j < SLOTS; j++)
-                if (t->hist[k][j].n)
-                    count_into(p, &h[k]->buckets, t->hist[k][j].key, t->hist[k][j].n);
-        for (int j = 0; j < SLOTS; j++)
-            if (t->dens[j].n) count_into(p, &t->o->dens, t->dens[j].key, t->dens[j].n);
+            pend_table_flush(p, &t->hist[k], &h[k]->buckets);
+        pend_table_flush(p, &t->dens, &t->o->dens);
         row_flush(p, t);
+        /* The head-dim cells are cleared as they go, for the next scope; the array keeps its
+         * room (the tables are empty once flushed). */
         const int32_t nd = D < t->dim_cap ? D : t->dim_cap;
         for (int32_t d = 0; d < nd; d++)
-            if (t->dim[d].n) merge_cell(p, &t->o->by[KVF_CLASS_DIM], d, &t->dim[d]);
-        /* Cleared for the next scope; the head-dim array keeps its room. */
-        memset(t->hist, 0, sizeof t->hist);
-        memset(t->dens, 0, sizeof t->dens);
-        if (nd > 0) memset(t->dim, 0, (size_t)nd * sizeof *t->dim);
+            if (t->dim[d].n) {
+                merge_cell(p, &t->o->by[KVF_CLASS_DIM], d, &t->dim[d]);
+                memset(&t->dim[d], 0, sizeof t->dim[d]);
+            }
         t->o = NULL;
     }
     const int lost = p->lost;
