@@ -22,7 +22,8 @@
 
 #define CASES 12
 
-static const char *const rule_texts[] = {"strict", "fa", "strict:ftz", "fa:ftz", "fib", "ulp:2"};
+static const char *const rule_texts[] = {"strict", "fa",  "strict:ftz",         "fa:ftz",
+                                         "fib",    "sol", "allclose:1e-3:1e-3", "ulp:2"};
 #define NRULES (sizeof rule_texts / sizeof rule_texts[0])
 
 static void observe_nothing(void *ctx, const kvf_element_error *e) {
