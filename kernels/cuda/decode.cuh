@@ -267,17 +267,19 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
     // reading the workspace (griddepcontrol.wait), so triggering early only hides its launch.
     if (p.use_pdl) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
-    // q of the G heads -> f32 in shared memory (read as warp-wide broadcasts).
+    // q of the G heads, loaded into registers now and stored to shared memory as f32 (read as
+    // warp-wide broadcasts) once the first tiles' copies are issued: the page-index loads and
+    // the copies they gate then wait on memory at the same time as q, not after it.
+    constexpr int QV = (G * D / 8 + kThreads - 1) / kThreads; // 16-byte q vectors per thread
+    uint4 qw[QV];
     {
         // B14: every request reads request 0's q.
         const int64_t qrow = KVF_BUG(B, BATCH_INDEX) ? (int64_t)hq0 : (int64_t)b * Hq + hq0;
         const uint4 *qg = reinterpret_cast<const uint4 *>(p.q + qrow * D);
-        for (int i = tid; i < G * D / 8; i += kThreads) {
-            uint4 w = qg[i];
-            float *dst = s_q + i * 8;
-            dst[0] = bf16lo(w.x), dst[1] = bf16hi(w.x), dst[2] = bf16lo(w.y);
-            dst[3] = bf16hi(w.y), dst[4] = bf16lo(w.z), dst[5] = bf16hi(w.z);
-            dst[6] = bf16lo(w.w), dst[7] = bf16hi(w.w);
+#pragma unroll
+        for (int k = 0; k < QV; ++k) {
+            const int i = tid + k * kThreads;
+            if (i < G * D / 8) qw[k] = qg[i];
         }
     }
 
@@ -355,6 +357,18 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
         issue(s, s);
     }
     fetch_pages(kStages - 1);
+    // The first tile's barrier makes these stores visible before any score reads them.
+#pragma unroll
+    for (int k = 0; k < QV; ++k) {
+        const int i = tid + k * kThreads;
+        if (i < G * D / 8) {
+            const uint4 w = qw[k];
+            float *dst = s_q + i * 8;
+            dst[0] = bf16lo(w.x), dst[1] = bf16hi(w.x), dst[2] = bf16lo(w.y);
+            dst[3] = bf16hi(w.y), dst[4] = bf16lo(w.z), dst[5] = bf16hi(w.z);
+            dst[6] = bf16lo(w.w), dst[7] = bf16hi(w.w);
+        }
+    }
 
     // P.V ownership: dims [cpv*VEC, +VEC) of every head, tokens [grp*TPG, +TPG) (contiguous,
     // so each head's weights come in one vector load).
