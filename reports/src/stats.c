@@ -34,17 +34,9 @@ int kvf__group_ptr_cmp(const void *a, const void *b) {
 static const double QUARTER_EDGE[4] = {1.0, 0x1.306fe0a31b715p+0, 0x1.6a09e667f3bcdp+0,
                                        0x1.ae89f995ad3adp+0};
 
-/* The biased exponent of a positive normal double, or 0 when v is anything else (zero,
- * subnormal, infinite, NaN, negative): those take frexp's path. */
-static int normal_exponent(double v, uint64_t *bits) {
-    memcpy(bits, &v, sizeof *bits);
-    const int ex = (int)(*bits >> 52); /* the sign bit makes a negative v >= 0x800 */
-    return ex > 0 && ex < 0x7ff ? ex : 0;
-}
-
 int32_t kvf_stats_bucket(double v) {
     uint64_t bits;
-    const int ex = normal_exponent(v, &bits);
+    const int ex = kvf__normal_exponent(v, &bits);
     if (ex) { /* v = m 2^(ex - 1023), m in [1, 2) read straight from the bits */
         const uint64_t mbits = (bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull;
         double m;
@@ -61,17 +53,6 @@ int32_t kvf_stats_bucket(double v) {
 double kvf_stats_bucket_lo(int32_t i) {
     int32_t k = i >= 0 ? i / 4 : -((-i + 3) / 4); /* floor(i / 4) */
     return ldexp(QUARTER_EDGE[i - 4 * k], k);
-}
-
-int32_t kvf__stats_octave(double v) {
-    uint64_t bits;
-    const int ex = normal_exponent(v, &bits);
-    if (ex) return ex - 1023;
-    if (v == 0) return KVF_OCT_ZERO;
-    if (isinf(v)) return KVF_OCT_INF;
-    int e;
-    frexp(v, &e);
-    return e - 1;
 }
 
 int kvf__counts_merge(kvf__map *dst, const kvf__map *src) {
@@ -219,6 +200,25 @@ int kvf__worst_cmp(const kvf__worst *x, const kvf__worst *y) {
 /* Would cand enter the list? (Checked before copying anything.) */
 int kvf__worst_wants(const kvf__outstats *o, int worst_n, const kvf__worst *cand) {
     return o->worst_count < worst_n || kvf__worst_cmp(cand, &o->worst[o->worst_count - 1]) < 0;
+}
+
+/* How a descending field of the order above (NaN ranks ahead of every number) places an
+ * entry's value v against a candidate's 0: ahead (1), level (0) or behind (-1). */
+static int against_zero(double v) {
+    return v > 0 || isnan(v) ? 1 : v == 0 ? 0 : -1;
+}
+
+/* The list is full and its last entry ranks ahead of any all-zero candidate on the excess
+ * margin, the margin, the distance or the error. An all-zero last entry leaves the order to
+ * the case and the position, which only the candidate itself can settle. */
+int kvf__worst_shuts_out_zero(const kvf__outstats *o, int worst_n) {
+    if (worst_n <= 0) return 1;
+    if (o->worst_count < worst_n) return 0;
+    const kvf_element_error *w = &o->worst[o->worst_count - 1].e;
+    int k;
+    if ((k = against_zero(w->excess_margin)) || (k = against_zero(w->margin))) return k > 0;
+    if (w->ulps != 0) return 1; /* compared unsigned: a one-sided NaN's -1 is the largest */
+    return against_zero(w->abs_error) > 0;
 }
 
 /* Inserts cand (whose ci reference is handed over) keeping the list sorted and at most

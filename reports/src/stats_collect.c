@@ -92,27 +92,6 @@ void kvf_stats_observe_element(void *ctx, const kvf_element_error *e) {
     if (bad) s->incomplete = 1;
 }
 
-/* How a descending field of the worst-element order (kvf__worst_cmp, where NaN ranks ahead of
- * every number) places an entry's value v against an element's 0: ahead (1), level (0) or
- * behind (-1). */
-static int against_zero(double v) {
-    return v > 0 || isnan(v) ? 1 : v == 0 ? 0 : -1;
-}
-
-/* Whether an element with no error and margin 0 (a correctly rounded one) stays out of o's
- * worst list: the list is full and its last entry ranks ahead of any such element on the
- * excess margin, the margin, the distance or the error. An all-zero last entry leaves the order
- * to the case and the position, which only the element itself can settle. */
-static int zero_stays_out(const kvf__outstats *o, int worst_n) {
-    if (worst_n <= 0) return 1;
-    if (o->worst_count < worst_n) return 0;
-    const kvf_element_error *w = &o->worst[o->worst_count - 1].e;
-    int k;
-    if ((k = against_zero(w->excess_margin)) || (k = against_zero(w->margin))) return k > 0;
-    if (w->ulps != 0) return 1; /* compared unsigned: a one-sided NaN's -1 is the largest */
-    return against_zero(w->abs_error) > 0;
-}
-
 int kvf_stats_observe_exact_run(void *ctx, const kvf_exact_run *r) {
     kvf_stats_scope *sc = ctx;
     if (!sc || !sc->group || !r || (r->output != KVF_OUTPUT_O && r->output != KVF_OUTPUT_LSE))
@@ -120,7 +99,7 @@ int kvf_stats_observe_exact_run(void *ctx, const kvf_exact_run *r) {
     kvf_stats *s = sc->stats;
     kvf__group *g = sc->group;
     kvf__outstats *o = r->out_of_model ? &g->oom[r->output] : &g->out[r->output];
-    if (!zero_stays_out(o, s->worst_n)) return 0;
+    if (!kvf__worst_shuts_out_zero(o, s->worst_n)) return 0;
     if (!sc->pending && !(sc->pending = kvf__pending_new(s, sc->c))) return 0;
     /* Every maximum starts at 0 and every figure of these elements is 0: only counts grow. */
     o->elements += r->n;

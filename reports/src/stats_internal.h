@@ -4,8 +4,10 @@
 #ifndef KVFUZZ_REPORTS_STATS_INTERNAL_H
 #define KVFUZZ_REPORTS_STATS_INTERNAL_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "kvfuzz/file.h" /* kvf_write_atomic */
@@ -56,7 +58,27 @@ typedef struct kvf__hist {
 /* 2-D key of the abs-vs-|exact| density: whole octaves floor(log2 v), with two sentinels. */
 #define KVF_OCT_ZERO (-5000)
 #define KVF_OCT_INF 5000
-int32_t kvf__stats_octave(double v); /* v >= 0 or inf; KVF_OCT_ZERO for 0, KVF_OCT_INF for inf */
+
+/* The biased exponent of a positive normal double, or 0 when v is anything else (zero,
+ * subnormal, infinite, NaN, negative): those take frexp's path. Inline, like the octave below:
+ * the statistics take them for every element. */
+static inline int kvf__normal_exponent(double v, uint64_t *bits) {
+    memcpy(bits, &v, sizeof *bits);
+    const int ex = (int)(*bits >> 52); /* the sign bit makes a negative v >= 0x800 */
+    return ex > 0 && ex < 0x7ff ? ex : 0;
+}
+
+/* floor(log2 v) for v >= 0 or inf; KVF_OCT_ZERO for 0, KVF_OCT_INF for inf. */
+static inline int32_t kvf__stats_octave(double v) {
+    uint64_t bits;
+    const int ex = kvf__normal_exponent(v, &bits);
+    if (ex) return ex - 1023;
+    if (v == 0) return KVF_OCT_ZERO;
+    if (isinf(v)) return KVF_OCT_INF;
+    int e;
+    frexp(v, &e);
+    return e - 1;
+}
 #define KVF_DENS_KEY(abs_oct, exact_oct)                                                           \
     (((int64_t)(abs_oct) + 8192) * 16384 + ((exact_oct) + 8192))
 #define KVF_DENS_ABS(key) ((int32_t)((key) / 16384) - 8192)
@@ -218,6 +240,9 @@ int kvf__case_info_cmp(const kvf__case_info *a, const kvf__case_info *b);
 int kvf__worst_cmp(const kvf__worst *x, const kvf__worst *y);
 /* Would cand enter o's list? */
 int kvf__worst_wants(const kvf__outstats *o, int worst_n, const kvf__worst *cand);
+/* Whether no element with zero error, margin and excess margin (a correctly rounded one) can
+ * enter o's list, whatever its case and position. */
+int kvf__worst_shuts_out_zero(const kvf__outstats *o, int worst_n);
 /* Inserts cand, whose case reference is handed over, keeping at most worst_n. */
 void kvf__worst_insert(kvf__outstats *o, int worst_n, kvf__worst cand);
 

@@ -223,26 +223,12 @@ void kvf__pending_add_exact(kvf__pending *p, kvf__outstats *o, const kvf_exact_r
         h[k]->total += r->n;
         h[k]->zero += r->n;
     }
-    /* A run of values in one binade has one octave: the exponent bits of a normal double
-     * (kvf__stats_octave otherwise: zero, subnormal). */
+    /* Equal octaves in a row are counted together. */
     for (int32_t i = 0; i < r->n;) {
-        uint64_t bits;
-        memcpy(&bits, &r->exact[i], sizeof bits);
-        const uint64_t ex = (bits >> 52) & 0x7ff;
+        const int32_t oct = kvf__stats_octave(fabs(r->exact[i]));
         int32_t j = i + 1;
-        int32_t oct;
-        if (ex != 0 && ex != 0x7ff) {
-            oct = (int32_t)ex - 1023;
-            for (; j < r->n; j++) {
-                uint64_t bj;
-                memcpy(&bj, &r->exact[j], sizeof bj);
-                if (((bj >> 52) & 0x7ff) != ex) break;
-            }
-        } else {
-            oct = kvf__stats_octave(fabs(r->exact[i]));
-            while (j < r->n && kvf__stats_octave(fabs(r->exact[j])) == oct)
-                j++;
-        }
+        while (j < r->n && kvf__stats_octave(fabs(r->exact[j])) == oct)
+            j++;
         pend_count_addn(p, &t->dens, &o->dens, KVF_DENS_KEY(KVF_OCT_ZERO, oct), j - i);
         i = j;
     }
@@ -250,6 +236,8 @@ void kvf__pending_add_exact(kvf__pending *p, kvf__outstats *o, const kvf_exact_r
     t->row.n += r->n;
     t->row.bits_n += r->n;
     if (r->d < 0) return;
+    /* One bounds check for the whole run when it lies in the array: checking each element
+     * made the statistics a fifth slower (`kvfuzz bench --oracle`). */
     int32_t i = 0;
     if (dim_covers(p, t, r->d + r->n - 1)) /* then every d of the run is covered */
         for (kvf__cell *cell = t->dim + r->d; i < r->n; i++, cell++) {
