@@ -1,7 +1,8 @@
 /* The fa rule's assumptions (docs/fa-rule.md) tested with independent legitimate
  * implementations, written here and not registered as kernels: fp64, pairwise sums, split-KV
  * chunks of 16 and 1,000 tokens, a per-token online softmax (exact-ish and 2-ulp exp2/log2),
- * q pre-scaled by sm_scale log2(e) with FMA dot products, flush-to-zero arithmetic. Each one
+ * q pre-scaled by sm_scale log2(e) with FMA dot products, flush-to-zero arithmetic, dot products
+ * on an emulated bf16 tensor-core MMA (the behaviour tests/test_mma_model.c measures). Each one
  * keeps its fp32 result before the bf16 store, so the test checks the assumption itself
  * (|y - x| within the rule's pre-rounding allowance E), not only the verdict, which a bf16
  * rounding could hide. It also checks the rule's power: the registry's bf16-partials and
@@ -15,6 +16,7 @@
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/oracle.h"
 #include "kvfuzz/spec.h"
+#include "mma_emulation.h"
 #include "rule_fa.h"
 
 #define LOG2E_F 1.44269504088896340736f
@@ -30,12 +32,14 @@ typedef enum impl_kind {
     IMPL_ONLINE_APPROX,
     IMPL_FMA_PRESCALED,
     IMPL_FTZ,
+    IMPL_MMA,
     IMPL_COUNT
 } impl_kind;
 
 static const char *const impl_names[IMPL_COUNT] = {
-    "fp64",   "pairwise",           "chunk16",         "chunk1000",
-    "online", "online-approx-exp2", "fma-prescaled-q", "ftz-daz"};
+    "fp64",      "pairwise",           "chunk16",         "chunk1000",
+    "online",    "online-approx-exp2", "fma-prescaled-q", "ftz-daz",
+    "mma-logits"};
 
 static int impl_ftz_model(impl_kind k) {
     return k == IMPL_FTZ;
@@ -73,7 +77,8 @@ static const kvf_bf16 *kv_at(const kvf_case *c, const kvf_bf16 *cache, int32_t b
     return cache + kvf_case_kv_offset(c, b, t, g, 0);
 }
 
-/* Base-2 logits of one row in fp32, sequential dot (or FMA on a pre-scaled q). */
+/* Base-2 logits of one row in fp32, sequential dot (or FMA on a pre-scaled q, or chained MMA
+ * steps of 16 dims). */
 static void logits2(const kvf_case *c, int32_t b, int32_t h, impl_kind kind, float *s) {
     const int32_t D = c->head_dim, g = h / (c->num_qo_heads / c->num_kv_heads);
     const kvf_bf16 *q = c->q + ((int64_t)b * c->num_qo_heads + h) * D;
@@ -81,7 +86,13 @@ static void logits2(const kvf_case *c, int32_t b, int32_t h, impl_kind kind, flo
     for (int64_t t = 0; t < kvf_case_seq_len(c, b); t++) {
         const kvf_bf16 *k = kv_at(c, c->k_cache, b, t, g);
         float acc = 0.0f;
-        for (int32_t d = 0; d < D; d++) {
+        for (int32_t d0 = 0; kind == IMPL_MMA && d0 < D; d0 += 16) {
+            float qs[16] = {0}, ks[16] = {0};
+            for (int32_t i = 0; i < 16 && d0 + i < D; i++)
+                qs[i] = kvf_bf16_to_f32(q[d0 + i]), ks[i] = kvf_bf16_to_f32(k[d0 + i]);
+            acc = mma_step_emulated(acc, qs, ks, MMA_EXP_SUM, MMA_TRUNC_ZERO);
+        }
+        for (int32_t d = 0; kind != IMPL_MMA && d < D; d++) {
             float qd = kvf_bf16_to_f32(q[d]), kd = kvf_bf16_to_f32(k[d]);
             if (kind == IMPL_FMA_PRESCALED) {
                 acc = fmaf(qd * folded, kd, acc);

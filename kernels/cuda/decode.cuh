@@ -10,8 +10,11 @@
 //   1. cp.async brings K and V rows of tile i+2 into a 3-stage shared-memory ring (16-byte
 //      copies; rows past the chunk's end are zero-stored, never loaded, so unused last-page
 //      slots never reach shared memory);
-//   2. scores: each warp computes q.k for 32 tokens over a slice of D, all G heads at once
-//      (fp32 FMA of exact bf16 products); slices are summed in a fixed order;
+//   2. scores on tensor cores: each warp computes q.k for 8 tokens and all G heads (the MMA's
+//      16 rows, heads past G zero) with chained mma.sync m16n8k16 bf16 -> fp32 over its slice
+//      of D (all of D for T = 64, half for D = 256); slices are summed in a fixed order. The
+//      MMA's accumulation truncates (measured by tests/test_mma_model.c); docs/strict-rule.md
+//      (K2) models it, and the bf16-qk mutant keeps the CUDA-core FMA dot product it corrupts;
 //   3. softmax (one warp per head): the tile max, one rescale factor alpha = 2^(m_old - m_new),
 //      and p = 2^(s - m_new) with masked tokens set to exactly 0 (by index, not by
 //      multiplication); the denominator is kept per lane and summed once at the end;
@@ -89,8 +92,13 @@ template <int D, int G> struct SplitCfg {
                                                  // per-token LDS.128 of the scores conflict-free
     static constexpr int TB = T / 32;            // 32-token blocks per tile (scores phase)
     static constexpr int NW = kThreads / 32;
-    static constexpr int DS = NW / TB;         // D slices in the scores phase (one per warp group)
+    static constexpr int DS = NW / TB;         // D slices in the FMA scores (one per warp group)
     static constexpr int DSL = D / DS;         // dims per slice
+    static constexpr int NB = T / 8;           // 8-token column blocks of the MMA scores
+    static constexpr int MS = NW / NB;         // D slices of the MMA scores (one warp each)
+    static constexpr int MDSL = D / MS;        // dims per MMA slice
+    static constexpr int KS = MDSL / 16;       // chained MMAs per slice (k = 16 each)
+    static constexpr int MSR = T + 8;          // MMA score row stride: conflict-free float2 stores
     static constexpr int VEC = G <= 8 ? 8 : 4; // P.V dims per thread; 4 keeps G*VEC <= 64 regs
     static constexpr int NC = D / VEC;         // P.V dim chunks
     static constexpr int NG = kThreads / NC;   // P.V token groups
@@ -109,6 +117,8 @@ template <int D, int G> struct SplitCfg {
     // the register cap of 128 that this implies costs a few spills only for G >= 6.
     static constexpr int MIN_BLOCKS = 2 * (SMEM + 1024) <= 233472 ? 2 : 1;
     static_assert(DSL % 8 == 0 && T % NG == 0 && T % RSTEP == 0, "geometry");
+    static_assert(NW % NB == 0 && KS % 2 == 0 && G <= 16, "MMA scores geometry");
+    static_assert(MS * MSR <= DS * T, "MMA scores fit the FMA scores' buffer");
     static_assert((kThreads / 2) * G * VEC * 4 <= OFF_Q, "epilogue buffer fits in the ring");
     static_assert(G <= 2 * NW, "softmax phase: at most two heads per warp");
 };
@@ -165,6 +175,24 @@ __device__ __forceinline__ void cp_async_commit() {
 }
 template <int N> __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Four 8x8 bf16 matrices from shared memory, rows addressed by lanes 8i..8i+7 for matrix i;
+// register i holds this lane's pair of matrix i (row lane / 4, columns 2 (lane % 4), +1).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *smem_row) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(smem_row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+// c += A (16 x 16, bf16, row-major fragments a[4]) * B (16 x 8, bf16, column fragments b0, b1),
+// fp32 accumulation on the tensor cores (truncating: docs/strict-rule.md, K2).
+__device__ __forceinline__ void mma_bf16_16816(float c[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // 2^x with one MUFU.EX2 (relative error about 2^-22, subnormal results flushed to zero): the
@@ -270,18 +298,40 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
     // q of the G heads, loaded into registers now and stored to shared memory as f32 (read as
     // warp-wide broadcasts) once the first tiles' copies are issued: the page-index loads and
     // the copies they gate then wait on memory at the same time as q, not after it.
-    constexpr int QV = (G * D / 8 + kThreads - 1) / kThreads; // 16-byte q vectors per thread
+    // The MMA scores take q as A fragments held in registers for the whole CTA instead: for
+    // MMA kk of this warp's slice, rows (heads) lane / 4 and lane / 4 + 8, dims k0 + 2 (lane %
+    // 4), +1 and +8, +9 (rows past G are zero; for G <= 8 the second half of the rows is).
+    constexpr bool kMma = !KVF_BUG(B, BF16_QK); // the mutant corrupts the FMA dot product
+    constexpr int QV = kMma ? 1 : (G * D / 8 + kThreads - 1) / kThreads; // 16-byte q vectors
     uint4 qw[QV];
+    uint32_t qf[C::KS][4];
     {
         // B14: every request reads request 0's q.
         const int64_t qrow = KVF_BUG(B, BATCH_INDEX) ? (int64_t)hq0 : (int64_t)b * Hq + hq0;
-        const uint4 *qg = reinterpret_cast<const uint4 *>(p.q + qrow * D);
+        if constexpr (kMma) {
+            const int r = lane >> 2, c2 = 2 * (lane & 3), ms = warp / C::NB;
+            const uint32_t *q0 = reinterpret_cast<const uint32_t *>(p.q + (qrow + r) * D);
+            const uint32_t *q8 = reinterpret_cast<const uint32_t *>(p.q + (qrow + r + 8) * D);
 #pragma unroll
-        for (int k = 0; k < QV; ++k) {
-            const int i = tid + k * kThreads;
-            if (i < G * D / 8) qw[k] = qg[i];
+            for (int kk = 0; kk < C::KS; ++kk) {
+                const int k0 = ms * C::MDSL + kk * 16 + c2;
+                qf[kk][0] = r < G ? __ldg(q0 + k0 / 2) : 0u;
+                qf[kk][2] = r < G ? __ldg(q0 + (k0 + 8) / 2) : 0u;
+                qf[kk][1] = G > 8 && r + 8 < G ? __ldg(q8 + k0 / 2) : 0u;
+                qf[kk][3] = G > 8 && r + 8 < G ? __ldg(q8 + (k0 + 8) / 2) : 0u;
+            }
+        } else {
+            const uint4 *qg = reinterpret_cast<const uint4 *>(p.q + qrow * D);
+#pragma unroll
+            for (int k = 0; k < QV; ++k) {
+                const int i = tid + k * kThreads;
+                if (i < G * D / 8) qw[k] = qg[i];
+            }
         }
     }
+    (void)qw, (void)qf;
+    // Score rows: [slice][head][SR] floats; NSL slices to sum.
+    constexpr int SR = kMma ? C::MSR : T, NSL = kMma ? C::MS : C::DS;
 
     // Copy assignment: thread copies 16-byte chunk `cc` of rows row0 + RSTEP*j.
     const int cc = tid % C::CPR, row0 = tid / C::CPR;
@@ -361,7 +411,7 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
 #pragma unroll
     for (int k = 0; k < QV; ++k) {
         const int i = tid + k * kThreads;
-        if (i < G * D / 8) {
+        if (!kMma && i < G * D / 8) {
             const uint4 w = qw[k];
             float *dst = s_q + i * 8;
             dst[0] = bf16lo(w.x), dst[1] = bf16hi(w.x), dst[2] = bf16lo(w.y);
@@ -401,8 +451,29 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
         const uint16_t *sv = sk + C::KV_TILE;
         const int tile_beg = tok_beg + tile * T;
 
-        // Scores: token tb*32+lane, dims [ds*DSL, +DSL), all heads.
-        {
+        // Scores, MMA: tokens [nb*8, +8), dims [ms*MDSL, +MDSL), all heads; the MMAs of a slice
+        // chain through the fp32 accumulator in dim order.
+        if constexpr (kMma) {
+            const int nb = warp % C::NB, ms = warp / C::NB;
+            float acc_s[4] = {0.f, 0.f, 0.f, 0.f};
+            const uint16_t *kb =
+                sk + (nb * 8 + (lane & 7)) * C::ROW + ms * C::MDSL + (lane >> 3) * 8;
+#pragma unroll
+            for (int kk = 0; kk < C::KS; kk += 2) {
+                uint32_t kf[4];
+                ldmatrix_x4(kf, kb + kk * 16);
+                mma_bf16_16816(acc_s, qf[kk], kf[0], kf[1]);
+                mma_bf16_16816(acc_s, qf[kk + 1], kf[2], kf[3]);
+            }
+            const int r = lane >> 2, t = nb * 8 + 2 * (lane & 3);
+            if (r < G)
+                *reinterpret_cast<float2 *>(s_s + (ms * G + r) * SR + t) =
+                    make_float2(acc_s[0], acc_s[1]);
+            if (G > 8 && r + 8 < G)
+                *reinterpret_cast<float2 *>(s_s + (ms * G + r + 8) * SR + t) =
+                    make_float2(acc_s[2], acc_s[3]);
+        } else {
+            // Scores, FMA: token tb*32+lane, dims [ds*DSL, +DSL), all heads.
             const int tb = warp % C::TB, ds = warp / C::TB;
             const int t = tb * 32 + lane;
             const uint16_t *krow = sk + t * C::ROW + ds * C::DSL;
@@ -438,7 +509,7 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
             }
 #pragma unroll
             for (int g = 0; g < G; ++g)
-                s_s[(ds * G + g) * T + t] = dot[g];
+                s_s[(ds * G + g) * SR + t] = dot[g];
         }
         __syncthreads();
 
@@ -452,13 +523,13 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
 #pragma unroll
             for (int k = 0; k < C::TB; ++k) {
                 const int t = lane + 32 * k;
-                float x = s_s[g * T + t];
+                float x = s_s[g * SR + t];
 #pragma unroll
-                for (int ds = 1; ds < C::DS; ++ds) {
+                for (int ds = 1; ds < NSL; ++ds) {
                     if constexpr (KVF_BUG(B, BF16_QK))
-                        x = mut_bf16_round(x + s_s[(ds * G + g) * T + t]);
+                        x = mut_bf16_round(x + s_s[(ds * G + g) * SR + t]);
                     else
-                        x += s_s[(ds * G + g) * T + t];
+                        x += s_s[(ds * G + g) * SR + t];
                 }
                 x *= p.scale_log2;
                 // Mask by token index: tokens past the chunk never count (B13).
@@ -479,7 +550,7 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
                     pk = s[k] == -INFINITY ? 0.f : mut_bf16_round(ex2_approx(s[k] - m_new));
                 else
                     pk = s[k] == -INFINITY ? 0.f : ex2_approx(s[k] - m_new);
-                s_p[g * T + lane + 32 * k] = pk;
+                s_p[g * SR + lane + 32 * k] = pk;
                 l += pk;
                 if constexpr (KVF_BUG(B, TAIL_IN_DENOMINATOR)) {
                     // B13: a zero-padded lane past the end (its K row is zeros: score 0) enters
@@ -507,7 +578,7 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
         float pw[G][C::TPG];
 #pragma unroll
         for (int g = 0; g < G; ++g) {
-            const float *src = s_p + g * T + grp * C::TPG;
+            const float *src = s_p + g * SR + grp * C::TPG;
 #pragma unroll
             for (int j = 0; j < C::TPG; j += 2) {
                 if constexpr (C::TPG % 4 == 0) {

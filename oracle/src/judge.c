@@ -297,6 +297,13 @@ const char *kvf_finding_class_name(kvf_finding_class c) {
 #define U_F32 0x1p-24   /* unit roundoff of binary32, round to nearest */
 #define EPS_EXP 0x1p-21 /* exponential (+ division) relative error */
 #define EPS_LOG 0x1p-21 /* absolute error of a computed log2 of a number in [1/2, 2] */
+/* EPS_MMA: one tensor-core MMA step's error per unit of |c| + sum |a b| over its (at most
+ * MMA_K) bf16 products and fp32 accumulator c (K2): the measured H200 MMA keeps two bits below
+ * the largest term's 24-bit significand, truncating the rest of each of the 16 other terms
+ * (under 16 * 2^-25 = 8u), then truncates the sum to 24 bits (under 2u); 11u leaves the
+ * evaluation room. tests/test_mma_model.c asserts it on the device. */
+#define EPS_MMA (KVF_STRICT_MMA_EPS_U * U_F32)
+#define MMA_K KVF_STRICT_MMA_K
 #define LOG2E 1.4426950408889634
 #define LN2 0.6931471805599453
 
@@ -321,6 +328,25 @@ static double pow_down(double n) {
 /* Bound on |ln(1 + d)| for |d| <= eps < 1 (the worse side is d = -eps). */
 static double log_err(double eps) {
     return -log1p(-eps);
+}
+
+/* A tensor-core dot product over D dims (K2): each product passes at most ceil(D / MMA_K)
+ * steps in all (MMA steps of its slice, plus fp32 additions of slices, each at most EPS_MMA),
+ * then up to three scaling roundings. Bound on |computed - exact| per unit of sum |q_d k_d|. */
+static double mma_logit_rel(double D) {
+    return expm1(ceil(D / MMA_K) * log1p(EPS_MMA) + 3 * log1p(U_F32)) * (1 + 0x1p-40);
+}
+/* The part of it that leans one way whatever the data's signs: each step truncates its result
+ * toward zero, by under one ulp (2u of the result), then the three scaling roundings. fa
+ * counts it as systematic (docs/fa-rule.md, section 1); the terms' alignment truncations are
+ * order-dependent errors there (assumption F5). */
+static double mma_logit_bias_rel(double D) {
+    return expm1(ceil(D / MMA_K) * log1p(2 * U_F32) + 3 * log1p(U_F32)) * (1 + 0x1p-40);
+}
+/* Its underflow: a step may flush each of its terms and its result below 2^-126 (measured
+ * in tests/test_mma_model.c), at most (MMA_K + 1) 2^-126 per step, in raw units. */
+static double mma_logit_tiny(double D, double scale) {
+    return ceil(D / MMA_K) * (MMA_K + 1) * 0x1p-126 * (1 + scale);
 }
 
 static int64_t ceil_log2(int64_t n) {
@@ -390,12 +416,15 @@ static void strict_row_init(strict_row *s, int32_t head_dim, float sm_scale,
     double R = L + Rm;
     double lg = log2(L + 1);
 
-    /* Step 1: logits. Products, up to three scalings and D-1 additions in any order. Below
-     * 2^-126 a result is flushed (ftz model, at most 2^-126) or rounded on the subnormal grid
-     * (at most 2^-150; additions there are exact). */
+    /* Step 1: logits. Products, up to three scalings and D-1 additions in any order (CUDA
+     * cores), or chained tensor-core MMA steps (K2): the larger of the two bounds. Below
+     * 2^-126 a CUDA-core result is flushed (ftz model, at most 2^-126) or rounded on the
+     * subnormal grid (at most 2^-150; additions there are exact). */
     double tiny = ftz ? 0x1p-126 : 0x1p-150;
     double ftz_logit = (D + 3) * tiny * (1 + scale);
-    double h_logit = gamma_n(D + 3) * A + ftz_logit + daz;
+    double mma_tiny = mma_logit_tiny(D, scale);
+    double h_mma = mma_logit_rel(D) * A + mma_tiny;
+    double h_logit = fmax(gamma_n(D + 3) * A + ftz_logit, h_mma) + daz;
     /* Bound on any computed base-2 logit (natural-unit kernels: the same times ln 2). */
     double M2 = LOG2E * (S + h_logit);
 
@@ -412,10 +441,12 @@ static void strict_row_init(strict_row *s, int32_t head_dim, float sm_scale,
     double eh = exp(s->h);
     s->e1 = eh * expm1(s->h);
     /* fa's systematic part: the scaling roundings of K2 (a rounded folded constant is a common
-     * factor on every logit, a temperature error), the exponent argument's two roundings, and
-     * one exponential with its division. */
-    double h_fixed = gamma_n(3) * A + (D + 3) * tiny * (1 + scale) + daz +
-                     LN2 * gamma_n(2) * 2 * M2 + log_err(EPS_EXP);
+     * factor on every logit, a temperature error), or with them a tensor-core dot product's
+     * truncations of its step results (all toward zero: no baseline order makes them), the
+     * exponent argument's two roundings, and one exponential with its division. */
+    double h_fixed =
+        fmax(gamma_n(3) * A + (D + 3) * tiny * (1 + scale), mma_logit_bias_rel(D) * A + mma_tiny) +
+        daz + LN2 * gamma_n(2) * 2 * M2 + log_err(EPS_EXP);
     s->e1_fixed = exp(h_fixed) * expm1(h_fixed);
     s->e2h = eh * eh;
 

@@ -140,6 +140,12 @@ typedef struct kvf_verdict {
 int kvf_judge(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
               const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse, kvf_error *err);
 
+/* The error strict's model allows one bf16 tensor-core MMA step (docs/strict-rule.md, K2), in
+ * units of 2^-24 per unit of |c| + sum |a b| over its accumulator and (at most
+ * KVF_STRICT_MMA_K) products. tests/test_mma_model.c asserts it on the device. */
+#define KVF_STRICT_MMA_EPS_U 11
+#define KVF_STRICT_MMA_K 16
+
 /* The strict rule's allowance for one element (docs/strict-rule.md), exposed for tests and
  * reports: the largest |a - x| a correct kernel may produce (0 for an empty sequence, whose o
  * must be +-0 and whose lse must be -inf exactly). NaN if the indices are out of range or the
