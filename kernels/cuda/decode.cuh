@@ -5,24 +5,26 @@
 //
 // The split-KV kernel (flash-decoding). One CTA handles one work item (a chunk of one sequence's
 // tokens) for one KV head and all G query heads of that head, so every K/V byte is read once per
-// group. Per tile of T >= 32 tokens (the strict rule's model: one running-max rescale per tile,
-// never per token):
-//   1. cp.async brings K and V rows of tile i+2 into a 3-stage shared-memory ring (16-byte
-//      copies; rows past the chunk's end are zero-stored, never loaded, so unused last-page
-//      slots never reach shared memory);
-//   2. scores on tensor cores: each warp computes q.k for 8 tokens and all G heads (the MMA's
-//      16 rows, heads past G zero) with chained mma.sync m16n8k16 bf16 -> fp32 over its slice
-//      of D (all of D for T = 64, half for D = 256); slices are summed in a fixed order. The
-//      MMA's accumulation truncates (measured by tests/test_mma_model.c); docs/strict-rule.md
-//      (K2) models it, and the bf16-qk mutant keeps the CUDA-core FMA dot product it corrupts;
-//   3. softmax (one warp per head): the tile max, one rescale factor alpha = 2^(m_old - m_new),
-//      and p = 2^(s - m_new) with masked tokens set to exactly 0 (by index, not by
-//      multiplication); the denominator is kept per lane and summed once at the end;
-//   4. P.V: each thread owns VEC output dims of every head for TPG consecutive tokens; the
-//      accumulators are rescaled only when alpha != 1.
-// At the end the token groups are summed in a fixed tree order (deterministic bits) and the
-// result is either written out (one split) or stored unnormalized with (m, l) in fp32 for the
-// merge kernel. Measured on an H200 in docs/performance.md.
+// group. Tiles of T tokens (64; 32 for D = 256) go through a 3-stage shared-memory ring filled
+// by cp.async (16-byte copies; rows past the chunk's end are zero-stored, never loaded, so
+// unused last-page slots never reach shared memory). Each warp owns one 8-token block of every
+// tile and keeps an online-softmax state of its own (the strict rule's model: one running-max
+// rescale per tile and head, never per token), so the only CTA barrier per tile is the ring's:
+//   1. scores on tensor cores: q.k for the block's 8 tokens and all G heads (the MMA's 16 rows,
+//      heads past G zero) with chained mma.sync m16n8k16 bf16 -> fp32 over D, q held in
+//      registers as A fragments. The MMA's accumulation truncates (measured by
+//      tests/test_mma_model.c); docs/strict-rule.md (K2) models it. The bf16-qk mutant computes
+//      the same scores with CUDA-core FMAs instead, the dot product it corrupts;
+//   2. softmax in registers: the block's max per head (two shuffles within the 4 lanes that
+//      hold a head), one rescale factor alpha = 2^(m_old - m_new), p = 2^(s - m_new) with masked
+//      tokens set to exactly 0 (by index, not by multiplication); the denominator is kept per
+//      lane; p and alpha go through the warp's own shared-memory buffer to every lane;
+//   3. P.V: each lane owns DPL output dims of every head (of its warp's slice of D, for
+//      D = 256); the accumulators are rescaled only when alpha != 1.
+// At the end the warps' states are merged in a fixed tree order (deterministic bits): each is
+// weighed by 2^(m_warp - m), and the result is either written out (one split) or stored
+// unnormalized with (m, l) in fp32 for the merge kernel. Measured on an H200 in
+// docs/performance.md.
 //
 // Mutants (kernels/mutants.def): the kernels take a bug policy, Bug<KVF__MUT_<ID>> (below), as
 // a template parameter and test it with `if constexpr (KVF_BUG(B, <ID>))`, the way FlashInfer's
@@ -89,38 +91,33 @@ struct SplitParamsMut : SplitParams {
 template <int D, int G> struct SplitCfg {
     static constexpr int T = D == 256 ? 32 : 64; // tile tokens: equal bytes per tile for D=256
     static constexpr int ROW = D + 8;            // smem row stride (bf16): +16 B keeps the
-                                                 // per-token LDS.128 of the scores conflict-free
-    static constexpr int TB = T / 32;            // 32-token blocks per tile (scores phase)
+                                                 // ldmatrix rows and V row reads conflict-free
     static constexpr int NW = kThreads / 32;
-    static constexpr int DS = NW / TB;         // D slices in the FMA scores (one per warp group)
-    static constexpr int DSL = D / DS;         // dims per slice
-    static constexpr int NB = T / 8;           // 8-token column blocks of the MMA scores
-    static constexpr int MS = NW / NB;         // D slices of the MMA scores (one warp each)
-    static constexpr int MDSL = D / MS;        // dims per MMA slice
-    static constexpr int KS = MDSL / 16;       // chained MMAs per slice (k = 16 each)
-    static constexpr int MSR = T + 8;          // MMA score row stride: conflict-free float2 stores
-    static constexpr int VEC = G <= 8 ? 8 : 4; // P.V dims per thread; 4 keeps G*VEC <= 64 regs
-    static constexpr int NC = D / VEC;         // P.V dim chunks
-    static constexpr int NG = kThreads / NC;   // P.V token groups
-    static constexpr int TPG = T / NG;         // tokens per group per tile
-    static constexpr int CPR = D / 8;          // 16-byte chunks per K/V row
+    static constexpr int NB = T / 8;     // 8-token blocks of a tile, one warp each (per slice)
+    static constexpr int MS = NW / NB;   // warps sharing a block: P.V slices of D (1, or 2 for
+                                         // D = 256; both compute the block's scores)
+    static constexpr int DSL = D / MS;   // P.V dims per warp
+    static constexpr int DPL = DSL / 32; // P.V dims per lane
+    static constexpr int KS = D / 16;    // chained MMAs per score (k = 16 each)
+    static constexpr int PW = 12;        // floats per head in a warp's weight buffer: the 8
+                                         // weights, the rescale factor, padding to 16 bytes
+    static constexpr int CPR = D / 8;    // 16-byte chunks per K/V row
     static constexpr int RSTEP = kThreads / CPR;
     static constexpr int LROWS = T / RSTEP; // rows each thread copies per tile (K and V)
     static constexpr int KV_TILE = T * ROW; // bf16 elements of one K (or V) tile
-    // Shared memory, bytes: [kStages][K,V][T][ROW] bf16 | q [G][D] f32 | s [DS][G][T] f32 |
-    // m, l, alpha [16] f32 each. p aliases slice 0 of s.
+    // Shared memory, bytes: [kStages][K,V][T][ROW] bf16 | q [G][D] f32 (bf16-qk mutant) |
+    // weights [NW][G][PW] f32 | per-warp (m, l) [NW][16] f32 each | merge factors [NW][16] |
+    // the CTA's (m, l) [16] each.
     static constexpr int OFF_Q = kStages * 2 * KV_TILE * 2;
-    static constexpr int OFF_S = OFF_Q + G * D * 4;
-    static constexpr int OFF_STAT = OFF_S + DS * G * T * 4;
-    static constexpr int SMEM = OFF_STAT + 3 * 16 * 4;
+    static constexpr int OFF_P = OFF_Q + G * D * 4;
+    static constexpr int OFF_STAT = OFF_P + NW * G * PW * 4;
+    static constexpr int SMEM = OFF_STAT + (3 * NW + 2) * 16 * 4;
     // Two CTAs per SM when their shared memory fits (228 KB per SM, 1 KB reserved per CTA);
-    // the register cap of 128 that this implies costs a few spills only for G >= 6.
+    // the register cap of 128 that this implies costs a few spills only for the largest G.
     static constexpr int MIN_BLOCKS = 2 * (SMEM + 1024) <= 233472 ? 2 : 1;
-    static_assert(DSL % 8 == 0 && T % NG == 0 && T % RSTEP == 0, "geometry");
-    static_assert(NW % NB == 0 && KS % 2 == 0 && G <= 16, "MMA scores geometry");
-    static_assert(MS * MSR <= DS * T, "MMA scores fit the FMA scores' buffer");
-    static_assert((kThreads / 2) * G * VEC * 4 <= OFF_Q, "epilogue buffer fits in the ring");
-    static_assert(G <= 2 * NW, "softmax phase: at most two heads per warp");
+    static_assert(T % RSTEP == 0 && NW % NB == 0 && KS % 2 == 0 && DPL % 2 == 0, "geometry");
+    static_assert(G <= 16, "one MMA's 16 rows hold every head of the group");
+    static_assert((kThreads / 2) * G * DPL * 4 <= OFF_Q, "epilogue buffer fits in the ring");
 };
 
 // bf16 <-> f32. A bf16 is the top half of an f32, so widening is exact.
@@ -265,11 +262,11 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
     extern __shared__ __align__(16) unsigned char smem[];
     uint16_t *s_kv = reinterpret_cast<uint16_t *>(smem);
     float *s_q = reinterpret_cast<float *>(smem + C::OFF_Q);
-    float *s_s = reinterpret_cast<float *>(smem + C::OFF_S);
-    float *s_p = s_s; // p[g][t] overwrites slice 0 of the scores, thread by thread
-    float *s_m = reinterpret_cast<float *>(smem + C::OFF_STAT);
-    float *s_l = s_m + 16;
-    float *s_alpha = s_l + 16;
+    float *s_pw = reinterpret_cast<float *>(smem + C::OFF_P);    // [NW][G][PW]
+    float *s_mw = reinterpret_cast<float *>(smem + C::OFF_STAT); // [NW][16]
+    float *s_lw = s_mw + C::NW * 16;                             // [NW][16]
+    float *s_fw = s_lw + C::NW * 16;                             // [NW][16]
+    float *s_m = s_fw + C::NW * 16, *s_l = s_m + 16;             // [16] each
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     // blockIdx.y: the kv head, or (head_per_cta, G = 1) the q head.
@@ -299,8 +296,8 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
     // warp-wide broadcasts) once the first tiles' copies are issued: the page-index loads and
     // the copies they gate then wait on memory at the same time as q, not after it.
     // The MMA scores take q as A fragments held in registers for the whole CTA instead: for
-    // MMA kk of this warp's slice, rows (heads) lane / 4 and lane / 4 + 8, dims k0 + 2 (lane %
-    // 4), +1 and +8, +9 (rows past G are zero; for G <= 8 the second half of the rows is).
+    // MMA kk, rows (heads) lane / 4 and lane / 4 + 8, dims 16 kk + 2 (lane % 4), +1 and +8, +9
+    // (rows past G are zero; for G <= 8 the second half of the rows is).
     constexpr bool kMma = !KVF_BUG(B, BF16_QK); // the mutant corrupts the FMA dot product
     constexpr int QV = kMma ? 1 : (G * D / 8 + kThreads - 1) / kThreads; // 16-byte q vectors
     uint4 qw[QV];
@@ -309,12 +306,12 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
         // B14: every request reads request 0's q.
         const int64_t qrow = KVF_BUG(B, BATCH_INDEX) ? (int64_t)hq0 : (int64_t)b * Hq + hq0;
         if constexpr (kMma) {
-            const int r = lane >> 2, c2 = 2 * (lane & 3), ms = warp / C::NB;
+            const int r = lane >> 2, c2 = 2 * (lane & 3);
             const uint32_t *q0 = reinterpret_cast<const uint32_t *>(p.q + (qrow + r) * D);
             const uint32_t *q8 = reinterpret_cast<const uint32_t *>(p.q + (qrow + r + 8) * D);
 #pragma unroll
             for (int kk = 0; kk < C::KS; ++kk) {
-                const int k0 = ms * C::MDSL + kk * 16 + c2;
+                const int k0 = kk * 16 + c2;
                 qf[kk][0] = r < G ? __ldg(q0 + k0 / 2) : 0u;
                 qf[kk][2] = r < G ? __ldg(q0 + (k0 + 8) / 2) : 0u;
                 qf[kk][1] = G > 8 && r + 8 < G ? __ldg(q8 + k0 / 2) : 0u;
@@ -330,8 +327,6 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
         }
     }
     (void)qw, (void)qf;
-    // Score rows: [slice][head][SR] floats; NSL slices to sum.
-    constexpr int SR = kMma ? C::MSR : T, NSL = kMma ? C::MS : C::DS;
 
     // Copy assignment: thread copies 16-byte chunk `cc` of rows row0 + RSTEP*j.
     const int cc = tid % C::CPR, row0 = tid / C::CPR;
@@ -420,24 +415,23 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
         }
     }
 
-    // P.V ownership: dims [cpv*VEC, +VEC) of every head, tokens [grp*TPG, +TPG) (contiguous,
-    // so each head's weights come in one vector load).
-    const int cpv = tid % C::NC, grp = tid / C::NC;
-    float acc[G][C::VEC];
+    // This lane's place: token block nb of every tile, P.V dims [ms*DSL + lane*DPL, +DPL);
+    // in the scores and softmax, head rows r and r + 8 and the block's tokens 2 tq, 2 tq + 1.
+    const int nb = warp % C::NB, ms = warp / C::NB, r = lane >> 2, tq = lane & 3;
+    constexpr int HR = G > 8 ? 2 : 1; // head rows per lane
+    float acc[G][C::DPL];
 #pragma unroll
     for (int g = 0; g < G; ++g)
 #pragma unroll
-        for (int v = 0; v < C::VEC; ++v)
+        for (int v = 0; v < C::DPL; ++v)
             acc[g][v] = 0.f;
-
-    // Running max and denominator of the heads this warp owns in the softmax phase (heads warp,
-    // warp + NW): the max is the same in every lane, the denominator is kept per lane (its
-    // tokens) and summed across lanes once at the end, off the per-tile critical path.
-    constexpr int HPW = (G + C::NW - 1) / C::NW;
-    float run_m[HPW], run_l[HPW];
+    // Running max (equal in the 4 lanes of a head) and this lane's share of the denominator,
+    // summed across those lanes once at the end, off the per-tile path.
+    float run_m[HR], run_l[HR];
 #pragma unroll
-    for (int k2 = 0; k2 < HPW; ++k2) // B01: a finite "-inf"
-        run_m[k2] = KVF_BUG(B, FINITE_MASK_SENTINEL) ? -5e4f : -INFINITY, run_l[k2] = 0.f;
+    for (int h = 0; h < HR; ++h) // B01: a finite "-inf"
+        run_m[h] = KVF_BUG(B, FINITE_MASK_SENTINEL) ? -5e4f : -INFINITY, run_l[h] = 0.f;
+    float *pw = s_pw + warp * G * C::PW;
 
     int stage = 0; // tile % kStages, kept incrementally
     for (int tile = 0; tile < ntiles; ++tile) {
@@ -449,218 +443,199 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
         const uint16_t *sk = s_kv + stage * 2 * C::KV_TILE;
         stage = stage == kStages - 1 ? 0 : stage + 1;
         const uint16_t *sv = sk + C::KV_TILE;
-        const int tile_beg = tok_beg + tile * T;
+        const int blk = tok_beg + tile * T + nb * 8; // the block's first token
 
-        // Scores, MMA: tokens [nb*8, +8), dims [ms*MDSL, +MDSL), all heads; the MMAs of a slice
-        // chain through the fp32 accumulator in dim order.
+        // Scores of heads r, r + 8 for tokens 2 tq, 2 tq + 1 of the block (the MMA's C layout).
+        float sc[4] = {0.f, 0.f, 0.f, 0.f};
         if constexpr (kMma) {
-            const int nb = warp % C::NB, ms = warp / C::NB;
-            float acc_s[4] = {0.f, 0.f, 0.f, 0.f};
-            const uint16_t *kb =
-                sk + (nb * 8 + (lane & 7)) * C::ROW + ms * C::MDSL + (lane >> 3) * 8;
+            const uint16_t *kb = sk + (nb * 8 + (lane & 7)) * C::ROW + (lane >> 3) * 8;
 #pragma unroll
             for (int kk = 0; kk < C::KS; kk += 2) {
                 uint32_t kf[4];
                 ldmatrix_x4(kf, kb + kk * 16);
-                mma_bf16_16816(acc_s, qf[kk], kf[0], kf[1]);
-                mma_bf16_16816(acc_s, qf[kk + 1], kf[2], kf[3]);
+                mma_bf16_16816(sc, qf[kk], kf[0], kf[1]);
+                mma_bf16_16816(sc, qf[kk + 1], kf[2], kf[3]);
             }
-            const int r = lane >> 2, t = nb * 8 + 2 * (lane & 3);
-            if (r < G)
-                *reinterpret_cast<float2 *>(s_s + (ms * G + r) * SR + t) =
-                    make_float2(acc_s[0], acc_s[1]);
-            if (G > 8 && r + 8 < G)
-                *reinterpret_cast<float2 *>(s_s + (ms * G + r + 8) * SR + t) =
-                    make_float2(acc_s[2], acc_s[3]);
         } else {
-            // Scores, FMA: token tb*32+lane, dims [ds*DSL, +DSL), all heads.
-            const int tb = warp % C::TB, ds = warp / C::TB;
-            const int t = tb * 32 + lane;
-            const uint16_t *krow = sk + t * C::ROW + ds * C::DSL;
-            const float *qs = s_q + ds * C::DSL;
-            float dot[G];
+            // bf16-qk: q.k accumulated in bf16, the accumulator rounded after every term.
 #pragma unroll
-            for (int g = 0; g < G; ++g)
-                dot[g] = 0.f;
-#pragma unroll
-            for (int d8 = 0; d8 < C::DSL; d8 += 8) {
-                const uint4 w = *reinterpret_cast<const uint4 *>(krow + d8);
-                const float kf[8] = {bf16lo(w.x), bf16hi(w.x), bf16lo(w.y), bf16hi(w.y),
-                                     bf16lo(w.z), bf16hi(w.z), bf16lo(w.w), bf16hi(w.w)};
-#pragma unroll
-                for (int g = 0; g < G; ++g) {
-                    const float4 q0 = *reinterpret_cast<const float4 *>(qs + g * D + d8);
-                    const float4 q1 = *reinterpret_cast<const float4 *>(qs + g * D + d8 + 4);
-                    float a = dot[g];
-                    if constexpr (KVF_BUG(B, BF16_QK)) {
-                        // q.k accumulated in bf16: the accumulator is rounded after every term.
-                        const float qv[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-#pragma unroll
-                        for (int e = 0; e < 8; ++e)
-                            a = mut_bf16_round(fmaf(qv[e], kf[e], a));
-                    } else {
-                        a = fmaf(q0.x, kf[0], a), a = fmaf(q0.y, kf[1], a);
-                        a = fmaf(q0.z, kf[2], a), a = fmaf(q0.w, kf[3], a);
-                        a = fmaf(q1.x, kf[4], a), a = fmaf(q1.y, kf[5], a);
-                        a = fmaf(q1.z, kf[6], a), a = fmaf(q1.w, kf[7], a);
-                    }
-                    dot[g] = a;
+            for (int e = 0; e < 4; ++e) {
+                const int g = r + 8 * (e >> 1);
+                if (g >= G) continue;
+                const uint16_t *krow = sk + (nb * 8 + 2 * tq + (e & 1)) * C::ROW;
+                float a = 0.f;
+                for (int d = 0; d < D; d += 2) {
+                    const uint32_t w = *reinterpret_cast<const uint32_t *>(krow + d);
+                    a = mut_bf16_round(fmaf(s_q[g * D + d], bf16lo(w), a));
+                    a = mut_bf16_round(fmaf(s_q[g * D + d + 1], bf16hi(w), a));
                 }
+                sc[e] = a;
             }
-#pragma unroll
-            for (int g = 0; g < G; ++g)
-                s_s[(ds * G + g) * SR + t] = dot[g];
         }
-        __syncthreads();
 
-        // Online softmax, once per tile and head.
+        // Online softmax of this warp's block, per head row, in registers.
 #pragma unroll
-        for (int k2 = 0; k2 < HPW; ++k2) {
-            const int g = warp + k2 * C::NW;
-            if (g >= G) break;
-            float s[C::TB];
+        for (int h = 0; h < HR; ++h) {
+            const int g = r + 8 * h;
+            float x[2];
             float tmax = -INFINITY;
 #pragma unroll
-            for (int k = 0; k < C::TB; ++k) {
-                const int t = lane + 32 * k;
-                float x = s_s[g * SR + t];
-#pragma unroll
-                for (int ds = 1; ds < NSL; ++ds) {
-                    if constexpr (KVF_BUG(B, BF16_QK))
-                        x = mut_bf16_round(x + s_s[(ds * G + g) * SR + t]);
-                    else
-                        x += s_s[(ds * G + g) * SR + t];
-                }
-                x *= p.scale_log2;
+            for (int k = 0; k < 2; ++k) {
                 // Mask by token index: tokens past the chunk never count (B13).
-                s[k] = tile_beg + t < tok_end ? x : -INFINITY;
-                tmax = fmaxf(tmax, s[k]);
+                x[k] = blk + 2 * tq + k < tok_end ? sc[2 * h + k] * p.scale_log2 : -INFINITY;
+                tmax = fmaxf(tmax, x[k]);
             }
-            tmax = warp_max(tmax);
-            const float m_old = run_m[k2];
+            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+            const float m_old = run_m[h];
             // no-max-subtraction: softmax without subtracting the running max.
             const float m_new = KVF_BUG(B, NO_MAX_SUBTRACTION) ? 0.f : fmaxf(m_old, tmax);
             // -inf - -inf would be NaN (B02): an empty running state scales by 0.
             const float alpha = m_old == -INFINITY ? 0.f : ex2_approx(m_old - m_new);
-            float l = run_l[k2] * alpha; // the same factor as the numerators (exact when 1)
+            float l = run_l[h] * alpha; // the same factor as the numerators (exact when 1)
+            float pk[2];
 #pragma unroll
-            for (int k = 0; k < C::TB; ++k) {
-                float pk;
+            for (int k = 0; k < 2; ++k) {
                 if constexpr (KVF_BUG(B, BF16_PROBS)) // B12: weights rounded to bf16 (and sum)
-                    pk = s[k] == -INFINITY ? 0.f : mut_bf16_round(ex2_approx(s[k] - m_new));
+                    pk[k] = x[k] == -INFINITY ? 0.f : mut_bf16_round(ex2_approx(x[k] - m_new));
                 else
-                    pk = s[k] == -INFINITY ? 0.f : ex2_approx(s[k] - m_new);
-                s_p[g * SR + lane + 32 * k] = pk;
-                l += pk;
+                    pk[k] = x[k] == -INFINITY ? 0.f : ex2_approx(x[k] - m_new);
+                l += pk[k];
                 if constexpr (KVF_BUG(B, TAIL_IN_DENOMINATOR)) {
-                    // B13: a zero-padded lane past the end (its K row is zeros: score 0) enters
+                    // B13: a zero-padded slot past the end (its K row is zeros: score 0) enters
                     // the denominator; it still gets weight 0 in P.V.
-                    if (tile_beg + lane + 32 * k >= tok_end) l += ex2_approx(0.f - m_new);
+                    if (blk + 2 * tq + k >= tok_end) l += ex2_approx(0.f - m_new);
                 }
             }
-            run_l[k2] = l;
-            run_m[k2] = m_new;
-            if (lane == 0) s_alpha[g] = alpha;
+            run_l[h] = l;
+            run_m[h] = m_new;
+            if (g < G) {
+                *reinterpret_cast<float2 *>(pw + g * C::PW + 2 * tq) = make_float2(pk[0], pk[1]);
+                if (tq == 0) pw[g * C::PW + 8] = alpha;
+            }
         }
-        __syncthreads();
+        __syncwarp();
 
         // P.V with at most one rescale of the accumulators per tile; skipped when the maximum
-        // did not move (alpha = 1 exactly: the product would change no bit). Uniform branch.
+        // did not move (alpha = 1 exactly: the product would change no bit). Warp-uniform.
 #pragma unroll
         for (int g = 0; g < G; ++g) {
-            const float a = s_alpha[g];
+            const float a = pw[g * C::PW + 8];
             if (a != 1.f) {
 #pragma unroll
-                for (int v = 0; v < C::VEC; ++v)
+                for (int v = 0; v < C::DPL; ++v)
                     acc[g][v] *= a;
             }
         }
-        float pw[G][C::TPG];
+        const uint16_t *vb = sv + nb * 8 * C::ROW + ms * C::DSL + lane * C::DPL;
 #pragma unroll
-        for (int g = 0; g < G; ++g) {
-            const float *src = s_p + g * SR + grp * C::TPG;
-#pragma unroll
-            for (int j = 0; j < C::TPG; j += 2) {
-                if constexpr (C::TPG % 4 == 0) {
-                    if (j % 4 == 0) {
-                        const float4 w4 = *reinterpret_cast<const float4 *>(src + j);
-                        pw[g][j] = w4.x, pw[g][j + 1] = w4.y, pw[g][j + 2] = w4.z;
-                        pw[g][j + 3] = w4.w;
-                    }
-                } else {
-                    const float2 w2 = *reinterpret_cast<const float2 *>(src + j);
-                    pw[g][j] = w2.x, pw[g][j + 1] = w2.y;
-                }
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < C::TPG; ++j) {
-            const int t = grp * C::TPG + j;
-            float vf[C::VEC];
-            if constexpr (C::VEC == 8) {
-                const uint4 w = *reinterpret_cast<const uint4 *>(sv + t * C::ROW + cpv * 8);
-                vf[0] = bf16lo(w.x), vf[1] = bf16hi(w.x), vf[2] = bf16lo(w.y);
-                vf[3] = bf16hi(w.y), vf[4] = bf16lo(w.z), vf[5] = bf16hi(w.z);
-                vf[6] = bf16lo(w.w), vf[7] = bf16hi(w.w);
-            } else {
-                const uint2 w = *reinterpret_cast<const uint2 *>(sv + t * C::ROW + cpv * 4);
-                vf[0] = bf16lo(w.x), vf[1] = bf16hi(w.x), vf[2] = bf16lo(w.y);
-                vf[3] = bf16hi(w.y);
-            }
+        for (int jh = 0; jh < 8; jh += 4) {
+            float4 w4[G];
 #pragma unroll
             for (int g = 0; g < G; ++g)
+                w4[g] = *reinterpret_cast<const float4 *>(pw + g * C::PW + jh);
 #pragma unroll
-                for (int v = 0; v < C::VEC; ++v) {
-                    if constexpr (KVF_BUG(B, BF16_ACC)) // P.V accumulated in bf16
-                        acc[g][v] = mut_bf16_round(fmaf(pw[g][j], vf[v], acc[g][v]));
-                    else
-                        acc[g][v] = fmaf(pw[g][j], vf[v], acc[g][v]);
+            for (int j = 0; j < 4; ++j) {
+                float vf[C::DPL];
+                const uint16_t *vrow = vb + (jh + j) * C::ROW;
+                if constexpr (C::DPL == 4) {
+                    const uint2 w = *reinterpret_cast<const uint2 *>(vrow);
+                    vf[0] = bf16lo(w.x), vf[1] = bf16hi(w.x), vf[2] = bf16lo(w.y);
+                    vf[3] = bf16hi(w.y);
+                } else {
+                    const uint32_t w = *reinterpret_cast<const uint32_t *>(vrow);
+                    vf[0] = bf16lo(w), vf[1] = bf16hi(w);
                 }
+#pragma unroll
+                for (int g = 0; g < G; ++g) {
+                    const float pj = j == 0   ? w4[g].x
+                                     : j == 1 ? w4[g].y
+                                     : j == 2 ? w4[g].z
+                                              : w4[g].w;
+#pragma unroll
+                    for (int v = 0; v < C::DPL; ++v) {
+                        if constexpr (KVF_BUG(B, BF16_ACC)) // P.V accumulated in bf16
+                            acc[g][v] = mut_bf16_round(fmaf(pj, vf[v], acc[g][v]));
+                        else
+                            acc[g][v] = fmaf(pj, vf[v], acc[g][v]);
+                    }
+                }
+            }
         }
     }
 
-    // Epilogue: publish (m, l) per head, then sum the NG token groups in a fixed tree order
-    // through the (now idle) ring.
+    // Epilogue. Each warp publishes its (m, l) per head (l summed over the head's 4 lanes in a
+    // fixed order); the CTA's maximum m and the factors 2^(m_warp - m) follow, then the warps'
+    // accumulators, each scaled by its factor, are summed over the token blocks in a fixed
+    // tree order through the (now idle) ring, and l likewise in block order.
 #pragma unroll
-    for (int k2 = 0; k2 < HPW; ++k2) {
-        const int g = warp + k2 * C::NW;
-        if (g >= G) break;
-        const float l = warp_sum(run_l[k2]);
-        if (lane == 0) s_m[g] = run_m[k2], s_l[g] = l;
+    for (int h = 0; h < HR; ++h) {
+        const int g = r + 8 * h;
+        float l = run_l[h];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        if (g < G && tq == 0) s_mw[warp * 16 + g] = run_m[h], s_lw[warp * 16 + g] = l;
     }
     cp_async_wait<0>();
     __syncthreads();
+    if (tid < G * C::MS) {
+        const int g = tid % G, sl = tid / G; // one thread per (head, slice)
+        float m = s_mw[sl * C::NB * 16 + g];
+#pragma unroll
+        for (int w = 1; w < C::NB; ++w)
+            m = fmaxf(m, s_mw[(sl * C::NB + w) * 16 + g]);
+        float l = 0.f;
+#pragma unroll
+        for (int w = 0; w < C::NB; ++w) {
+            const int wi = (sl * C::NB + w) * 16 + g;
+            const float mw = s_mw[wi];
+            // A state with nothing in it weighs 0 (its m may be -inf, as m itself may be).
+            const float f = mw == m ? 1.f : mw == -INFINITY ? 0.f : ex2_approx(mw - m);
+            s_fw[wi] = f;
+            l += s_lw[wi] * f;
+        }
+        if (sl == 0) s_m[g] = m, s_l[g] = l;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        const float f = s_fw[warp * 16 + g];
+        if (f != 1.f) {
+#pragma unroll
+            for (int v = 0; v < C::DPL; ++v)
+                acc[g][v] *= f;
+        }
+    }
     float *red = reinterpret_cast<float *>(smem);
-    constexpr int GV = G * C::VEC;
 #pragma unroll 1
-    for (int active = C::NG; active > 1; active >>= 1) {
+    for (int active = C::NB; active > 1; active >>= 1) {
         const int half = active >> 1;
-        if (grp >= half && grp < active) {
-            const int slot = (grp - half) * C::NC + cpv;
+        if (nb >= half && nb < active) {
+            const int slot = ((nb - half) * C::MS + ms) * 32 + lane;
 #pragma unroll
             for (int g = 0; g < G; ++g)
 #pragma unroll
-                for (int v = 0; v < C::VEC; ++v)
-                    red[(g * C::VEC + v) * (kThreads / 2) + slot] = acc[g][v];
+                for (int v = 0; v < C::DPL; ++v)
+                    red[(g * C::DPL + v) * (kThreads / 2) + slot] = acc[g][v];
         }
         __syncthreads();
-        if (grp < half) {
-            const int slot = grp * C::NC + cpv;
+        if (nb < half) {
+            const int slot = (nb * C::MS + ms) * 32 + lane;
 #pragma unroll
             for (int g = 0; g < G; ++g)
 #pragma unroll
-                for (int v = 0; v < C::VEC; ++v) {
+                for (int v = 0; v < C::DPL; ++v) {
                     if constexpr (KVF_BUG(B, BF16_ACC))
                         acc[g][v] = mut_bf16_round(acc[g][v] +
-                                                   red[(g * C::VEC + v) * (kThreads / 2) + slot]);
+                                                   red[(g * C::DPL + v) * (kThreads / 2) + slot]);
                     else
-                        acc[g][v] += red[(g * C::VEC + v) * (kThreads / 2) + slot];
+                        acc[g][v] += red[(g * C::DPL + v) * (kThreads / 2) + slot];
                 }
         }
         __syncthreads();
     }
-    (void)GV;
-    if (grp != 0) return;
+    if (nb != 0) return;
+    const int d0 = ms * C::DSL + lane * C::DPL; // this lane's output dims
 
     if (single) {
         // Whole sequence in this CTA: normalize and store. Empty: o = +0, lse = -inf (B04).
@@ -671,9 +646,9 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
             // B02: the single state is weighed like a merge input, 2^(m - M) with M = m, and
             // nothing guards the empty state: -inf - -inf = NaN. (2^0 = 1 exactly otherwise.)
             const float w = KVF_BUG(B, MERGE_EMPTY_NAN) ? exp2f(m - m) : 1.f, lw = l * w;
-            uint32_t packed[C::VEC / 2];
+            uint32_t packed[C::DPL / 2];
 #pragma unroll
-            for (int v = 0; v < C::VEC; v += 2) {
+            for (int v = 0; v < C::DPL; v += 2) {
                 float o0, o1;
                 if constexpr (KVF_BUG(B, MERGE_EMPTY_NAN)) {
                     o0 = acc[g][v] * w / lw, o1 = acc[g][v + 1] * w / lw;
@@ -686,13 +661,12 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
                 else
                     packed[v / 2] = pack_bf16x2_rn(o0, o1);
             }
-            uint16_t *dst = p.o + row * D + cpv * C::VEC;
-            if constexpr (C::VEC == 8)
-                *reinterpret_cast<uint4 *>(dst) =
-                    make_uint4(packed[0], packed[1], packed[2], packed[3]);
-            else
+            uint16_t *dst = p.o + row * D + d0;
+            if constexpr (C::DPL == 4)
                 *reinterpret_cast<uint2 *>(dst) = make_uint2(packed[0], packed[1]);
-            if (cpv == 0)
+            else
+                *reinterpret_cast<uint32_t *>(dst) = packed[0];
+            if (d0 == 0)
                 p.lse[row] = KVF_BUG(B, MERGE_EMPTY_NAN) ? m + log2f(lw) : row_lse<B>(m, l);
         }
     } else {
@@ -700,25 +674,23 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
 #pragma unroll
         for (int g = 0; g < G; ++g) {
             const int64_t row = (int64_t)item * Hq + hq0 + g;
-            float4 *dst = reinterpret_cast<float4 *>(p.ws_acc + row * D + cpv * C::VEC);
+            float *dst = p.ws_acc + row * D + d0;
+            float st[C::DPL];
 #pragma unroll
-            for (int v = 0; v < C::VEC; v += 4) {
-                if constexpr (KVF_BUG(B, BF16_PARTIALS)) // B12: stored as bf16 before the merge
-                    dst[v / 4] =
-                        make_float4(mut_bf16_round(acc[g][v]), mut_bf16_round(acc[g][v + 1]),
-                                    mut_bf16_round(acc[g][v + 2]), mut_bf16_round(acc[g][v + 3]));
-                else
-                    dst[v / 4] =
-                        make_float4(acc[g][v], acc[g][v + 1], acc[g][v + 2], acc[g][v + 3]);
-            }
+            for (int v = 0; v < C::DPL; ++v) // B12: stored as bf16 before the merge
+                st[v] = KVF_BUG(B, BF16_PARTIALS) ? mut_bf16_round(acc[g][v]) : acc[g][v];
+            if constexpr (C::DPL == 4)
+                *reinterpret_cast<float4 *>(dst) = make_float4(st[0], st[1], st[2], st[3]);
+            else
+                *reinterpret_cast<float2 *>(dst) = make_float2(st[0], st[1]);
             if constexpr (KVF_BUG(B, EMPTY_CHUNK_ZERO_LSE)) {
                 // B16: an empty split reports lse 0 (m = 0, l = 1, o = 0) instead of -inf, so
                 // the merge gives it weight 2^(0 - M).
-                if (cpv == 0)
+                if (d0 == 0)
                     p.ws_ml[row] =
                         s_l[g] > 0.f ? make_float2(s_m[g], s_l[g]) : make_float2(0.f, 1.f);
             } else {
-                if (cpv == 0) p.ws_ml[row] = make_float2(s_m[g], s_l[g]);
+                if (d0 == 0) p.ws_ml[row] = make_float2(s_m[g], s_l[g]);
             }
         }
     }
