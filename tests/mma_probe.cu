@@ -1,10 +1,12 @@
-// One bf16 tensor-core MMA per problem (mma.sync m16n8k16, fp32 accumulator), for
-// test_mma_model.c: D = A·B + C with A [16][16] (m × k), B [16][8] (k × n), C and D [16][8],
-// row-major, one warp per problem. The fragment layout is the PTX ISA's for this shape.
+// One bf16 tensor-core MMA per problem, for test_mma_model.c: D = A·B + C with A [16][16]
+// (m × k), B [16][8] (k × n), C and D [16][8], row-major, one warp per problem, through the
+// split kernel's own wrapper (kvf::mma_bf16_16816, kernels/cuda/decode.cuh), so the test
+// measures the instruction the kernel issues. The fragment layout is the PTX ISA's.
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cuda/decode.cuh"
 #include "mma_probe.h"
 
 __global__ void kvf__mma_probe_kernel(const uint16_t *A, const uint16_t *B, const float *C,
@@ -23,17 +25,14 @@ __global__ void kvf__mma_probe_kernel(const uint16_t *A, const uint16_t *B, cons
     const uint32_t a3 = pack(a[(g + 8) * 16 + 2 * t + 8], a[(g + 8) * 16 + 2 * t + 9]);
     const uint32_t b0 = pack(b[(2 * t) * 8 + g], b[(2 * t + 1) * 8 + g]);
     const uint32_t b1 = pack(b[(2 * t + 8) * 8 + g], b[(2 * t + 9) * 8 + g]);
-    float d0, d1, d2, d3;
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
-                 : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c[g * 8 + 2 * t]),
-                   "f"(c[g * 8 + 2 * t + 1]), "f"(c[(g + 8) * 8 + 2 * t]),
-                   "f"(c[(g + 8) * 8 + 2 * t + 1]));
-    d[g * 8 + 2 * t] = d0;
-    d[g * 8 + 2 * t + 1] = d1;
-    d[(g + 8) * 8 + 2 * t] = d2;
-    d[(g + 8) * 8 + 2 * t + 1] = d3;
+    const uint32_t af[4] = {a0, a1, a2, a3};
+    float acc[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1], c[(g + 8) * 8 + 2 * t],
+                    c[(g + 8) * 8 + 2 * t + 1]};
+    kvf::mma_bf16_16816(acc, af, b0, b1);
+    d[g * 8 + 2 * t] = acc[0];
+    d[g * 8 + 2 * t + 1] = acc[1];
+    d[(g + 8) * 8 + 2 * t] = acc[2];
+    d[(g + 8) * 8 + 2 * t + 1] = acc[3];
 }
 
 extern "C" int kvf_test_mma_bf16(const uint16_t *A, const uint16_t *B, const float *C, float *D,

@@ -292,12 +292,11 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
     // reading the workspace (griddepcontrol.wait), so triggering early only hides its launch.
     if (p.use_pdl) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
-    // q of the G heads, loaded into registers now and stored to shared memory as f32 (read as
-    // warp-wide broadcasts) once the first tiles' copies are issued: the page-index loads and
-    // the copies they gate then wait on memory at the same time as q, not after it.
-    // The MMA scores take q as A fragments held in registers for the whole CTA instead: for
-    // MMA kk, rows (heads) lane / 4 and lane / 4 + 8, dims 16 kk + 2 (lane % 4), +1 and +8, +9
-    // (rows past G are zero; for G <= 8 the second half of the rows is).
+    // q of the G heads, loaded before the first page indices so that both wait on memory at
+    // once. The MMA scores hold it as A fragments in registers for the whole CTA: for MMA kk,
+    // rows (heads) lane / 4 and lane / 4 + 8, dims 16 kk + 2 (lane % 4), +1 and +8, +9 (rows
+    // past G are zero; for G <= 8 the second half of the rows is). The bf16-qk mutant's FMA
+    // scores read it from shared memory as f32, stored once the first tiles' copies are issued.
     constexpr bool kMma = !KVF_BUG(B, BF16_QK); // the mutant corrupts the FMA dot product
     constexpr int QV = kMma ? 1 : (G * D / 8 + kThreads - 1) / kThreads; // 16-byte q vectors
     uint4 qw[QV];

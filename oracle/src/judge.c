@@ -331,20 +331,18 @@ static double log_err(double eps) {
 }
 
 /* A tensor-core dot product over D dims (K2): each product passes at most ceil(D / MMA_K)
- * steps in all (MMA steps of its slice, plus fp32 additions of slices, each at most EPS_MMA),
- * then up to three scaling roundings. Bound on |computed - exact| per unit of sum |q_d k_d|. */
-static double mma_logit_rel(double D) {
-    return expm1(ceil(D / MMA_K) * log1p(EPS_MMA) + 3 * log1p(U_F32)) * (1 + 0x1p-40);
+ * steps in all (MMA steps of its slice, plus fp32 additions of slices), each with relative
+ * error at most eps_step, then up to three scaling roundings. Bound on |computed - exact| per
+ * unit of sum |q_d k_d|. strict takes eps_step = EPS_MMA; fa's systematic part takes 2u, the
+ * step's truncation of its result toward zero (under one ulp), the part that leans one way
+ * whatever the data's signs (docs/fa-rule.md, section 1; the terms' alignment truncations are
+ * order-dependent errors there, assumption F5). */
+static double mma_logit_rel(double D, double eps_step) {
+    return expm1(ceil(D / MMA_K) * log1p(eps_step) + 3 * log1p(U_F32)) * (1 + 0x1p-40);
 }
-/* The part of it that leans one way whatever the data's signs: each step truncates its result
- * toward zero, by under one ulp (2u of the result), then the three scaling roundings. fa
- * counts it as systematic (docs/fa-rule.md, section 1); the terms' alignment truncations are
- * order-dependent errors there (assumption F5). */
-static double mma_logit_bias_rel(double D) {
-    return expm1(ceil(D / MMA_K) * log1p(2 * U_F32) + 3 * log1p(U_F32)) * (1 + 0x1p-40);
-}
-/* Its underflow: a step may flush each of its terms and its result below 2^-126 (measured
- * in tests/test_mma_model.c), at most (MMA_K + 1) 2^-126 per step, in raw units. */
+/* Its underflow: the model lets a step lose each of its terms and its result below 2^-126
+ * (the probes of tests/test_mma_model.c lost none; the grid there is not characterized), at
+ * most (MMA_K + 1) 2^-126 per step, in raw units. */
 static double mma_logit_tiny(double D, double scale) {
     return ceil(D / MMA_K) * (MMA_K + 1) * 0x1p-126 * (1 + scale);
 }
@@ -423,7 +421,7 @@ static void strict_row_init(strict_row *s, int32_t head_dim, float sm_scale,
     double tiny = ftz ? 0x1p-126 : 0x1p-150;
     double ftz_logit = (D + 3) * tiny * (1 + scale);
     double mma_tiny = mma_logit_tiny(D, scale);
-    double h_mma = mma_logit_rel(D) * A + mma_tiny;
+    double h_mma = mma_logit_rel(D, EPS_MMA) * A + mma_tiny;
     double h_logit = fmax(gamma_n(D + 3) * A + ftz_logit, h_mma) + daz;
     /* Bound on any computed base-2 logit (natural-unit kernels: the same times ln 2). */
     double M2 = LOG2E * (S + h_logit);
@@ -444,9 +442,9 @@ static void strict_row_init(strict_row *s, int32_t head_dim, float sm_scale,
      * factor on every logit, a temperature error), or with them a tensor-core dot product's
      * truncations of its step results (all toward zero: no baseline order makes them), the
      * exponent argument's two roundings, and one exponential with its division. */
-    double h_fixed =
-        fmax(gamma_n(3) * A + (D + 3) * tiny * (1 + scale), mma_logit_bias_rel(D) * A + mma_tiny) +
-        daz + LN2 * gamma_n(2) * 2 * M2 + log_err(EPS_EXP);
+    double h_fixed = fmax(gamma_n(3) * A + (D + 3) * tiny * (1 + scale),
+                          mma_logit_rel(D, 2 * U_F32) * A + mma_tiny) +
+                     daz + LN2 * gamma_n(2) * 2 * M2 + log_err(EPS_EXP);
     s->e1_fixed = exp(h_fixed) * expm1(h_fixed);
     s->e2h = eh * eh;
 
