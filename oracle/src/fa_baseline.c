@@ -5,10 +5,9 @@
  * accumulation errors are the largest an ordinary fp32 order produces; and a one-pass online
  * softmax rescales its state at every new running maximum, which on ascending (or, scanned
  * backwards, descending) logits is every token, so its rescale errors are the largest a
- * forward (backward) scan produces. The rule takes the worst of the three (docs/fa-rule.md,
- * assumption F2). Weights are not normalised before P.V (one division at the end),
- * exponentials are libm's expf (below 1 ulp), logits are the fp32 dot product times sm_scale
- * (one rounding) in natural units.
+ * forward (backward) scan produces. Two details cover rows of equal logits (below). The rule
+ * takes the worst of the three (docs/fa-rule.md, assumption F2). Exponentials are libm's expf
+ * (below 1 ulp), logits are the fp32 dot product times sm_scale (one rounding) in natural units.
  *
  * Every intermediate is assigned to a float: under -std=c11 each assignment is one IEEE
  * binary32 rounding and the compiler may not contract across statements. */
@@ -35,6 +34,11 @@ void kvf__fa_baseline_logits(const kvf_case *c, int32_t b, int32_t h, float *s) 
     }
 }
 
+/* The weights are normalised before P.V, by three times their sum, and the output multiplied by
+ * three: torch's softmax-then-matmul and FlashInfer-Bench's reference normalise first, which
+ * rounds every product p.v even on a row of equal logits, where the unnormalised weights are
+ * exactly 1 and sums of exact products make no error to compare with; the factor three keeps
+ * the weights rounding when the sum is a power of two (w / L is then exact). */
 static void two_pass(const kvf_case *c, int32_t b, int32_t g, int64_t L, const float *s, float *w,
                      float *o) {
     const int32_t D = c->head_dim;
@@ -47,19 +51,25 @@ static void two_pass(const kvf_case *c, int32_t b, int32_t g, int64_t L, const f
         w[t] = expf(arg);
         den = den + w[t];
     }
+    const float den3 = 3.0f * den;
     for (int64_t t = 0; t < L; t++) {
         const kvf_bf16 *v = c->v_cache + kvf_case_kv_offset(c, b, t, g, 0);
+        float p = w[t] / den3;
         for (int32_t d = 0; d < D; d++) {
-            float prod = w[t] * kvf_bf16_to_f32(v[d]);
+            float prod = p * kvf_bf16_to_f32(v[d]);
             o[d] = o[d] + prod;
         }
     }
     for (int32_t d = 0; d < D; d++)
-        o[d] = o[d] / den;
+        o[d] = 3.0f * o[d];
 }
 
 /* The running maximum starts at the first token's logit (no exp of -inf is ever formed); a
- * rescale happens only when a logit exceeds it. */
+ * rescale happens only when a logit exceeds it. The backward scan multiplies every weight by
+ * 1 - 2^-24, the float just below 1: a kernel whose weights share one rounded factor (an
+ * exponent argument contracted into an FMA, an approximate exponential) moves every product of
+ * a row of equal logits off the ties its sums would round to even, so those sums round one way
+ * and their error grows with L; a factor just off 1 makes the same error here. */
 static void online(const kvf_case *c, int32_t b, int32_t g, int64_t L, int backward, const float *s,
                    float *o) {
     const int32_t D = c->head_dim;
@@ -75,7 +85,8 @@ static void online(const kvf_case *c, int32_t b, int32_t g, int64_t L, int backw
             m = s[t];
         }
         float arg = s[t] - m;
-        float p = expf(arg);
+        float e = expf(arg);
+        float p = backward ? e * (1.0f - 0x1p-24f) : e;
         den = den + p;
         const kvf_bf16 *v = c->v_cache + kvf_case_kv_offset(c, b, t, g, 0);
         for (int32_t d = 0; d < D; d++) {

@@ -13,9 +13,9 @@
 
 /* The three orders the rule measures (docs/fa-rule.md, §2). */
 typedef enum kvf__fa_order {
-    KVF__FA_TWO_PASS = 0, /* maximum first, then weights and sums, token by token */
+    KVF__FA_TWO_PASS = 0, /* maximum first, then weights normalised (by 3x their sum), sums */
     KVF__FA_ONLINE_FWD,   /* one pass, tokens ascending, rescaled at every new maximum */
-    KVF__FA_ONLINE_BWD,   /* the same, tokens descending */
+    KVF__FA_ONLINE_BWD,   /* the same, tokens descending, every weight times 1 - 2^-24 */
     KVF__FA_ORDERS
 } kvf__fa_order;
 

@@ -17,9 +17,16 @@
  * whatever the length (docs/fa-rule.md, section 3, F2). */
 #define KVF_FA_FLOOR_U 32.0
 
+/* Rows of L tokens whose natural-unit logits all lie within L times this of one another (64
+ * runs of like terms at 2^-23 per run and token), or where one logit value holds most tokens,
+ * are judged by strict: their baselines measure nothing about other kernels
+ * (kvf__fa_row_compute). */
+#define KVF_FA_ALIKE_SPREAD 0x1p-17
+
 typedef struct kvf__fa_row {
-    int usable; /* the baseline is finite wherever the exact o is, and the row is not flagged
-                   overflow or non-finite: judge against it; otherwise fall back to strict */
+    int usable; /* the baseline is finite wherever the exact o is, the row is not flagged
+                   overflow or non-finite, and its weights are not all alike: judge against
+                   it; otherwise fall back to strict */
     double rho; /* max_d |base_d - x_d| / (C_d + |x_d|) over the row's columns with C + |x| > 0 */
 } kvf__fa_row;
 
@@ -36,7 +43,8 @@ typedef struct kvf__fa_scratch {
 } kvf__fa_scratch;
 
 /* Runs every baseline order on row (b, h) of a valid case and measures them (the rule's rho is
- * the largest). x, cond: the row's o_exact and o_cond. */
+ * the largest); a row whose weights are all alike is marked unusable. x, cond: the row's
+ * o_exact and o_cond. */
 void kvf__fa_row_compute(kvf__fa_row *r, const kvf_case *c, int32_t b, int32_t h, const double *x,
                          const double *cond, int flagged, const kvf__fa_scratch *scratch);
 
