@@ -645,24 +645,43 @@ static void test_tie_excess_margin(void) {
     kvf_case_free(&c);
 }
 
+/* Loads tests/cases/NAME and runs the oracle on it. 1 (the caller returns): the source tree is
+ * unknown (counted as skipped) or the case failed to load or to run (counted as failed). */
+static int load_test_case(const char *name, kvf_case *c, kvf_oracle_result *r) {
+    const char *src = getenv("KVF_SOURCE_DIR");
+    if (!src) {
+        printf("SKIP: KVF_SOURCE_DIR is not set\n");
+        check_skipped++;
+        return 1;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/cases/%s", src, name);
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_error err = {0};
+    if (kvf_case_load(path, NULL, c, &lim, &err)) {
+        CHECK_FAIL_AT("%s does not load: %s", path, err.msg);
+        return 1;
+    }
+    kvf_oracle_opts oo;
+    kvf_oracle_opts_default(&oo);
+    if (kvf_oracle_run(r, c, &oo, &err)) {
+        CHECK_FAIL_AT("oracle failed on %s: %s", path, err.msg);
+        kvf_case_free(c);
+        return 1;
+    }
+    return 0;
+}
+
 /* A row whose model terms are unbounded (a heavily cancelling case from an H200 campaign: the
  * exact o is 0 and fp32 kernels are 10^9 off) once gave fa a NaN allowance, which passed every
  * error with margin 1. Every o element must be judged against a number: strict's where fa's
  * own allowance is unbounded. */
 static void test_unbounded_allowance(void) {
-    const char *src = getenv("KVF_SOURCE_DIR");
-    if (!src) CHECK_SKIP("KVF_SOURCE_DIR is not set");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tests/cases/fa-unbounded-allowance.kvfz", src);
-    kvf_limits lim;
-    kvf_limits_default(&lim);
     kvf_case c;
-    kvf_error err = {0};
-    CHECK_OK(kvf_case_load(path, NULL, &c, &lim, &err), &err);
-    kvf_oracle_opts oo;
-    kvf_oracle_opts_default(&oo);
     kvf_oracle_result r;
-    CHECK_OK(kvf_oracle_run(&r, &c, &oo, &err), &err);
+    kvf_error err = {0};
+    if (load_test_case("fa-unbounded-allowance.kvfz", &c, &r)) return;
     kvf_bf16 *o = malloc((size_t)kvf_case_o_elems(&c) * sizeof *o);
     float *lse = malloc((size_t)kvf_case_lse_elems(&c) * sizeof *lse);
     CHECK_OK(kvf_kernel_run_once(kvf_kernel_find("cpu-ref"), &c, o, lse, &err), &err);
@@ -707,19 +726,10 @@ static void test_unbounded_allowance(void) {
  * off, far past the baselines' error (they sum exact ones). fa marks such rows unusable and
  * judges them as strict does; a row of natural logits keeps its baseline. */
 static void test_alike_weights(void) {
-    const char *src = getenv("KVF_SOURCE_DIR");
-    if (!src) CHECK_SKIP("KVF_SOURCE_DIR is not set");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tests/cases/fa-alike-weights.kvfz", src);
-    kvf_limits lim;
-    kvf_limits_default(&lim);
     kvf_case c;
-    kvf_error err = {0};
-    CHECK_OK(kvf_case_load(path, NULL, &c, &lim, &err), &err);
-    kvf_oracle_opts oo;
-    kvf_oracle_opts_default(&oo);
     kvf_oracle_result r;
-    CHECK_OK(kvf_oracle_run(&r, &c, &oo, &err), &err);
+    kvf_error err = {0};
+    if (load_test_case("fa-alike-weights.kvfz", &c, &r)) return;
     const int32_t D = c.head_dim;
     const int64_t rows = kvf_case_lse_elems(&c);
     double *y = malloc((size_t)(rows * D) * sizeof *y), worst_u = 0;
