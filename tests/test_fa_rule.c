@@ -146,29 +146,26 @@ static void chunk_state(const kvf_case *c, int32_t b, int32_t g, const float *s,
     *lse = m + log2f(den);
 }
 
-/* Eight FMA accumulators over x[i] * y[i * stride], combined as a tree: the order of a vectorised
- * BLAS kernel. */
-static float simd_dot(const float *x, const kvf_bf16 *y, int64_t n, int64_t stride, int lanes) {
-    float lane[8] = {0};
-    for (int64_t i = 0; i < n; i++)
-        lane[i % lanes] = fmaf(x[i], kvf_bf16_to_f32(y[i * stride]), lane[i % lanes]);
+/* The lanes of a vectorised BLAS kernel's accumulators, combined as a tree. */
+static float lane_total(const float lane[8]) {
     return ((lane[0] + lane[4]) + (lane[2] + lane[6])) +
            ((lane[1] + lane[5]) + (lane[3] + lane[7]));
 }
 
-/* A BLAS-style row: natural-unit logits from vectorised dot products, exp, a pairwise sum, the
- * weights normalised before P.V, and P.V as vectorised dot products over the tokens. */
-static void blocked_row(const kvf_case *c, int32_t b, int32_t h, float *s, float *w, double *y,
-                        float *lse, int lanes) {
+/* A BLAS-style row with `lanes` FMA accumulators (1: sequential, up to 8): natural-unit
+ * logits, exp, a pairwise sum, the weights normalised before P.V, then P.V over the tokens. */
+static void blocked_row(const kvf_case *c, int32_t b, int32_t h, float *s, double *y, float *lse,
+                        int lanes) {
     const int32_t D = c->head_dim, g = h / (c->num_qo_heads / c->num_kv_heads);
     const int64_t L = kvf_case_seq_len(c, b);
     const kvf_bf16 *q = c->q + ((int64_t)b * c->num_qo_heads + h) * D;
-    float *qf = malloc((size_t)D * sizeof *qf);
-    for (int32_t d = 0; d < D; d++)
-        qf[d] = kvf_bf16_to_f32(q[d]);
     float m = -INFINITY;
     for (int64_t t = 0; t < L; t++) {
-        s[t] = simd_dot(qf, kv_at(c, c->k_cache, b, t, g), D, 1, lanes) * c->sm_scale;
+        const kvf_bf16 *k = kv_at(c, c->k_cache, b, t, g);
+        float lane[8] = {0};
+        for (int32_t d = 0; d < D; d++)
+            lane[d % lanes] = fmaf(kvf_bf16_to_f32(q[d]), kvf_bf16_to_f32(k[d]), lane[d % lanes]);
+        s[t] = lane_total(lane) * c->sm_scale;
         m = s[t] > m ? s[t] : m;
     }
     for (int64_t t = 0; t < L; t++)
@@ -181,12 +178,9 @@ static void blocked_row(const kvf_case *c, int32_t b, int32_t h, float *s, float
         for (int64_t t = 0; t < L; t++)
             lane[t % lanes] =
                 fmaf(s[t], kvf_bf16_to_f32(kv_at(c, c->v_cache, b, t, g)[d]), lane[t % lanes]);
-        y[d] = ((lane[0] + lane[4]) + (lane[2] + lane[6])) +
-               ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+        y[d] = lane_total(lane);
     }
-    (void)w;
     *lse = (m + logf(z)) * LOG2E_F;
-    free(qf);
 }
 
 /* Base-2 weights with the exponent argument contracted into one FMA, exp2(dot * c - fl(m * c)),
@@ -298,7 +292,7 @@ static void impl_row(const kvf_case *c, int32_t b, int32_t h, impl_kind kind, do
     } else if (kind == IMPL_FMA_EXPONENT) {
         fma_exponent_row(c, b, h, s, y, lse);
     } else if (kind == IMPL_BLOCKED || kind == IMPL_NORMALISED) {
-        blocked_row(c, b, h, s, w, y, lse, kind == IMPL_BLOCKED ? 8 : 1);
+        blocked_row(c, b, h, s, y, lse, kind == IMPL_BLOCKED ? 8 : 1);
     } else { /* online softmax, one token at a time: ONLINE, ONLINE_APPROX, FMA, FTZ */
         logits2(c, b, h, kind, s);
         float m = -INFINITY, den = 0.0f;

@@ -5,7 +5,7 @@
  * accumulation errors are the largest an ordinary fp32 order produces; and a one-pass online
  * softmax rescales its state at every new running maximum, which on ascending (or, scanned
  * backwards, descending) logits is every token, so its rescale errors are the largest a
- * forward (backward) scan produces. Two details cover rows of equal logits (below). The rule
+ * forward (backward) scan produces. Two details cover runs of equal weights (below). The rule
  * takes the worst of the three (docs/fa-rule.md, assumption F2). Exponentials are libm's expf
  * (below 1 ulp), logits are the fp32 dot product times sm_scale (one rounding) in natural units.
  *
@@ -36,9 +36,10 @@ void kvf__fa_baseline_logits(const kvf_case *c, int32_t b, int32_t h, float *s) 
 
 /* The weights are normalised before P.V, by three times their sum, and the output multiplied by
  * three: torch's softmax-then-matmul and FlashInfer-Bench's reference normalise first, which
- * rounds every product p.v even on a row of equal logits, where the unnormalised weights are
- * exactly 1 and sums of exact products make no error to compare with; the factor three keeps
- * the weights rounding when the sum is a power of two (w / L is then exact). */
+ * rounds every product p.v even among tokens of equal logits, whose unnormalised weights are
+ * exactly 1 and whose sums of exact products make no error to compare with; the factor three
+ * keeps the weights rounding when the sum is a power of two. (A row where most tokens share a
+ * logit is not measured at all: rule_fa.c, alike_weights. This covers the shorter runs.) */
 static void two_pass(const kvf_case *c, int32_t b, int32_t g, int64_t L, const float *s, float *w,
                      float *o) {
     const int32_t D = c->head_dim;
@@ -68,8 +69,8 @@ static void two_pass(const kvf_case *c, int32_t b, int32_t g, int64_t L, const f
  * rescale happens only when a logit exceeds it. The backward scan multiplies every weight by
  * 1 - 2^-24, the float just below 1: a kernel whose weights share one rounded factor (an
  * exponent argument contracted into an FMA, an approximate exponential) moves every product of
- * a row of equal logits off the ties its sums would round to even, so those sums round one way
- * and their error grows with L; a factor just off 1 makes the same error here. */
+ * a run of equal logits off the ties its sums would round to even, so those sums round one way
+ * and their error grows with the run; a factor just off 1 makes the same error here. */
 static void online(const kvf_case *c, int32_t b, int32_t g, int64_t L, int backward, const float *s,
                    float *o) {
     const int32_t D = c->head_dim;
