@@ -73,6 +73,24 @@ static void check_schedule(const problem *p, const kvf__cuda_split_device *dev,
     }
     CHECK_INT_EQ(sp->info.max_splits, max_splits);
     CHECK_INT_EQ(sp->info.merge, max_splits > 1);
+    /* The arithmetic form (split_item.h) exactly when every sequence has the same length, and
+     * then it gives every item of the table. */
+    int uniform = B > 0;
+    for (int32_t b = 1; b < B; b++)
+        if (tokens[b] != tokens[0]) uniform = 0;
+    CHECK_INT_EQ(sp->form.splits > 0, uniform);
+    if (sp->form.splits > 0) {
+        CHECK_INT_EQ((int64_t)sp->form.splits * B, sp->n_items);
+        CHECK_INT_EQ(sp->form.len, tokens[0]);
+        CHECK_INT_EQ(sp->form.chunk_tokens, chunk);
+        for (int32_t i = 0; i < sp->n_items; i++) {
+            int32_t it[4];
+            kvf__split_form_item(sp->form.splits, sp->form.pages, sp->form.len,
+                                 sp->form.chunk_tokens, sp->form.single, i, it);
+            for (int e = 0; e < 4; e++)
+                CHECK_INT_EQ(it[e], items[4 * (int64_t)i + e]);
+        }
+    }
     CHECK_INT_EQ(sp->info.ctas, (int64_t)sp->n_items * p->pr.num_kv_heads);
     CHECK_INT_EQ(sp->info.num_sms, dev->num_sms);
     CHECK_INT_EQ(sp->info.ctas_per_sm, dev->ctas_per_sm);
@@ -103,6 +121,7 @@ static void test_schedules_cover_every_token(void) {
             x = x * 6364136223846793005ull + 1442695040888963407ull;
             const uint64_t r = x >> 33;
             tokens[b] = r % 7 == 0 ? 0 : (int64_t)(r % (iter % 3 == 0 ? 70000 : 3000));
+            if (iter % 4 == 1 && b > 0) tokens[b] = tokens[0]; /* a uniform batch */
         }
         problem p;
         make_problem(&p, hk * g, hk, D, S, B, tokens);

@@ -42,6 +42,7 @@
 #include <type_traits>
 
 #include "../mutants.h"
+#include "split_item.h"
 
 namespace kvf {
 
@@ -67,6 +68,9 @@ struct SplitParams {
     // instead of a chain of dependent index loads before the first K/V request.
     const int4 *items;
     const int32_t *seq_first; // [B+1] first work item of each sequence (merge kernel)
+    // The schedule's arithmetic form (split_item.h): with form_splits > 0 a CTA computes its
+    // item (chunk_tokens is the form's) and never reads `items`.
+    int32_t form_splits, form_pages, form_len, form_single;
     uint16_t *o;
     float *lse;
     float *ws_acc; // [n_items][Hq][D] unnormalized partial outputs
@@ -274,7 +278,15 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
               hk = head_per_cta<B>() ? mut_kv_head<B>(blockIdx.y, p.num_qo_heads, p.num_kv_heads)
                                      : blockIdx.y;
     const int Hq = p.num_qo_heads, S = p.page_size;
-    const int4 it = p.items[item];
+    int4 it;
+    if (p.form_splits > 0) {
+        int32_t f[4];
+        kvf__split_form_item(p.form_splits, p.form_pages, p.form_len, p.chunk_tokens, p.form_single,
+                             item, f);
+        it = make_int4(f[0], f[1], f[2], f[3]);
+    } else {
+        it = p.items[item];
+    }
     // Token indices fit in int: the host rejects sequences longer than KVF_CUDA_MAX_SEQ_LEN.
     const int b = it.x, pbeg = it.y, tok_beg = it.z, chunk_end = it.w & 0x7fffffff;
     const bool single = it.w < 0;

@@ -10,6 +10,7 @@
 
 #include "decode.cuh"
 #include "kvfuzz/cuda_kernels.h"
+#include "split_item.h"
 #include "split_schedule.cuh"
 
 struct kvf_cuda_plan {
@@ -24,7 +25,8 @@ struct kvf_cuda_plan {
     const kvf::SplitEntry *entry; // the split instance (D, G) of the translation unit's policy
     kvf_cuda_plan_info info;
     int32_t n_items;
-    size_t items_at; // where the work items start in the schedule (split_plan.h)
+    size_t items_at;      // where the work items start in the schedule (split_plan.h)
+    kvf__split_form form; // the schedule's arithmetic form, if it has one (split_item.h)
     kvf__cuda_sched sched;
     // The split-KV partial states live in the caller's workspace (kvf_cuda_tensors): the
     // buffer host poisons and guards it like every other buffer a kernel writes.

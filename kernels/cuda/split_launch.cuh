@@ -85,6 +85,7 @@ static int split_prepare(kvf_cuda_plan *p, const kvf_cuda_problem *pr, kvf_error
     p->ws_acc_bytes = sp.ws_acc_bytes, p->ws_ml_at = sp.ws_ml_at, p->ws_bytes = sp.ws_bytes;
     p->n_items = sp.n_items;
     p->items_at = sp.items_at;
+    p->form = sp.form;
     p->info = sp.info;
     p->ready = 1;
     return 0;
@@ -155,6 +156,8 @@ static int split_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_
     sp.row_elems = p->Hk * p->D;
     sp.page_elems = (int64_t)p->S * p->Hk * p->D;
     sp.chunk_tokens = p->info.chunk_tokens;
+    sp.form_splits = p->form.splits, sp.form_pages = p->form.pages, sp.form_len = p->form.len;
+    sp.form_single = p->form.single;
     sp.scale_log2 = p->scale_log2;
     sp.use_pdl = p->info.merge;
     set_mutant_fields(sp, p);

@@ -194,6 +194,27 @@ static int64_t kvf__split_chunk_tiles(const int64_t *len, int32_t B, int32_t Hk,
     return hi;
 }
 
+/* The arithmetic form of a schedule's n items (split_item.h), or splits = 0: the form is taken
+ * from sequence 0's items and kept only when it reproduces every item of the table. */
+static kvf__split_form kvf__split_find_form(const int32_t *items, int64_t n, int32_t B,
+                                            int32_t chunk_tokens) {
+    kvf__split_form f;
+    memset(&f, 0, sizeof f);
+    if (B < 1 || n % B != 0) return f;
+    const int32_t splits = (int32_t)(n / B);
+    const int32_t pages = B > 1 ? items[4 * (int64_t)splits + 1] : 0;
+    const int32_t len = (int32_t)((uint32_t)items[4 * (int64_t)splits - 1] & 0x7fffffffu);
+    const int32_t single = (int32_t)((uint32_t)items[3] & 0x80000000u);
+    for (int64_t i = 0; i < n; ++i) {
+        int32_t it[4];
+        kvf__split_form_item(splits, pages, len, chunk_tokens, single, (int32_t)i, it);
+        if (memcmp(it, items + 4 * i, sizeof it) != 0) return f;
+    }
+    f.splits = splits, f.pages = pages, f.len = len, f.chunk_tokens = chunk_tokens;
+    f.single = single;
+    return f;
+}
+
 int kvf__cuda_split_build(const kvf_cuda_problem *pr, const kvf__cuda_split_device *dev,
                           kvf__cuda_split_plan *plan, kvf_error *err) {
     memset(plan, 0, sizeof *plan);
@@ -284,6 +305,7 @@ int kvf__cuda_split_build(const kvf_cuda_problem *pr, const kvf__cuda_split_devi
     }
     seq_first[B] = (int32_t)it;
     free(len);
+    plan->form = kvf__split_find_form(items, n_items, B, (int32_t)chunk_tokens);
     if (max_splits > 1) {
         size_t rows = (size_t)n_items * (size_t)pr->num_qo_heads;
         if (KVF_MUT(STALE_SCRATCH)) // B17: room for the rows the last merge reads past the end

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "kvfuzz/cuda_kernels.h"
+#include "split_item.h"
 
 /* What the plan needs to know of the device and the kernel instance. */
 typedef struct kvf__cuda_split_device {
@@ -24,6 +25,7 @@ typedef struct kvf__cuda_split_plan {
     int32_t n_items;         /* work items: blockIdx.x of the split kernel */
     int32_t *sched;          /* the schedule, sched_len entries (layout above) */
     size_t sched_len, items_at;
+    kvf__split_form form; /* the schedule's arithmetic form (split_item.h), splits 0 if none */
     /* Workspace: [rows][D] floats of unnormalized outputs at 0, then [rows] (m, l) float pairs
      * at ws_ml_at (256-byte aligned); all 0 when no sequence has more than one split. */
     size_t ws_acc_bytes, ws_ml_at, ws_bytes;
