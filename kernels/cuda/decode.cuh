@@ -4,12 +4,14 @@
 // (head dim, group) instances compile in parallel.
 //
 // The split-KV kernel (flash-decoding). One CTA handles one work item (a chunk of one sequence's
-// tokens) for one KV head and all G query heads of that head, so every K/V byte is read once per
-// group. Tiles of T tokens (64; 32 for D = 256) go through a 3-stage shared-memory ring filled
-// by cp.async (16-byte copies; rows past the chunk's end are zero-stored, never loaded, so
-// unused last-page slots never reach shared memory). Each warp owns one 8-token block of every
-// tile and keeps an online-softmax state of its own (the strict rule's model: one running-max
-// rescale per tile and head, never per token), so the only CTA barrier per tile is the ring's:
+// tokens; loaded from the plan's schedule, or computed from the CTA's index when every sequence
+// has the same length: split_item.h) for one KV head and all G query heads of that head, so
+// every K/V byte is read once per group. Tiles of T tokens (64; 32 for D = 256) go through a
+// 3-stage shared-memory ring filled by cp.async (16-byte copies; rows past the chunk's end are
+// zero-stored, never loaded, so unused last-page slots never reach shared memory). Each warp owns
+// one 8-token block of every tile and keeps an online-softmax state of its own (the strict rule's
+// model: one running-max rescale per tile and head, never per token), so the only CTA barrier per
+// tile is the ring's:
 //   1. scores on tensor cores: q.k for the block's 8 tokens and all G heads (the MMA's 16 rows,
 //      heads past G zero) with chained mma.sync m16n8k16 bf16 -> fp32 over D, q held in
 //      registers as A fragments. The MMA's accumulation truncates (measured by
@@ -21,9 +23,10 @@
 //      lane; p and alpha go through the warp's own shared-memory buffer to every lane;
 //   3. P.V: each lane owns DPL output dims of every head (of its warp's slice of D, for
 //      D = 256); the accumulators are rescaled only when alpha != 1.
-// At the end the warps' states are merged in a fixed tree order (deterministic bits): each is
-// weighed by 2^(m_warp - m), and the result is either written out (one split) or stored
-// unnormalized with (m, l) in fp32 for the merge kernel. Measured on an H200 in
+// At the end the warps' states are merged in a fixed tree order (deterministic bits), two CTA
+// barriers in all: each is weighed by 2^(m_warp - m), every thread sums 4 output dims of a head
+// over the warps, and the result is either written out (one split) or stored unnormalized
+// with (m, l) in fp32 for the merge kernel. Measured on an H200 in
 // docs/performance.md.
 //
 // Mutants (kernels/mutants.def): the kernels take a bug policy, Bug<KVF__MUT_<ID>> (below), as
@@ -121,7 +124,7 @@ template <int D, int G> struct SplitCfg {
     static constexpr int MIN_BLOCKS = 2 * (SMEM + 1024) <= 233472 ? 2 : 1;
     static_assert(T % RSTEP == 0 && NW % NB == 0 && KS % 2 == 0 && DPL % 2 == 0, "geometry");
     static_assert(G <= 16, "one MMA's 16 rows hold every head of the group");
-    static_assert((kThreads / 2) * G * DPL * 4 <= OFF_Q, "epilogue buffer fits in the ring");
+    static_assert(NB * G * D * 4 <= OFF_Q, "epilogue buffer fits in the ring");
 };
 
 // bf16 <-> f32. A bf16 is the top half of an f32, so widening is exact.
@@ -575,10 +578,12 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
         }
     }
 
-    // Epilogue. Each warp publishes its (m, l) per head (l summed over the head's 4 lanes in a
-    // fixed order); the CTA's maximum m and the factors 2^(m_warp - m) follow, then the warps'
-    // accumulators, each scaled by its factor, are summed over the token blocks in a fixed
-    // tree order through the (now idle) ring, and l likewise in block order.
+    // Epilogue, two barriers. Each warp publishes its (m, l) per head (l summed over the head's
+    // 4 lanes in a fixed order) and, once the ring is idle, its raw accumulators into the ring
+    // as [NB][G][D] (its token block's plane, its slice of D). One thread per (head, slice)
+    // derives the CTA's maximum m, the factors 2^(m_warp - m) and l in block order; then every
+    // thread finishes 4 output dims of a head: each block's value times its factor, summed over
+    // the blocks in a fixed tree order (deterministic bits), normalized or kept as a partial.
 #pragma unroll
     for (int h = 0; h < HR; ++h) {
         const int g = r + 8 * h;
@@ -589,6 +594,18 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
     }
     cp_async_wait<0>();
     __syncthreads();
+    float *red = reinterpret_cast<float *>(smem); // [NB][G][D] over the idle ring
+    {
+        float *dst = red + nb * G * D + ms * C::DSL + lane * C::DPL;
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            if constexpr (C::DPL == 4)
+                *reinterpret_cast<float4 *>(dst + g * D) =
+                    make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
+            else
+                *reinterpret_cast<float2 *>(dst + g * D) = make_float2(acc[g][0], acc[g][1]);
+        }
+    }
     if (tid < G * C::MS) {
         const int g = tid % G, sl = tid / G; // one thread per (head, slice)
         float m = s_mw[sl * C::NB * 16 + g];
@@ -608,100 +625,74 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
         if (sl == 0) s_m[g] = m, s_l[g] = l;
     }
     __syncthreads();
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-        const float f = s_fw[warp * 16 + g];
-        if (f != 1.f) {
-#pragma unroll
-            for (int v = 0; v < C::DPL; ++v)
-                acc[g][v] *= f;
-        }
-    }
-    float *red = reinterpret_cast<float *>(smem);
+
 #pragma unroll 1
-    for (int active = C::NB; active > 1; active >>= 1) {
-        const int half = active >> 1;
-        if (nb >= half && nb < active) {
-            const int slot = ((nb - half) * C::MS + ms) * 32 + lane;
+    for (int c = tid; c < G * D / 4; c += kThreads) {
+        const int g = c / (D / 4), d0 = (c % (D / 4)) * 4, sl = d0 / C::DSL;
+        float t[C::NB][4];
 #pragma unroll
-            for (int g = 0; g < G; ++g)
+        for (int w = 0; w < C::NB; ++w) {
+            const float4 x = *reinterpret_cast<const float4 *>(red + (w * G + g) * D + d0);
+            const float f = s_fw[(sl * C::NB + w) * 16 + g];
+            t[w][0] = x.x, t[w][1] = x.y, t[w][2] = x.z, t[w][3] = x.w;
+            if (f != 1.f) {
 #pragma unroll
-                for (int v = 0; v < C::DPL; ++v)
-                    red[(g * C::DPL + v) * (kThreads / 2) + slot] = acc[g][v];
+                for (int e = 0; e < 4; ++e)
+                    t[w][e] *= f;
+            }
         }
-        __syncthreads();
-        if (nb < half) {
-            const int slot = (nb * C::MS + ms) * 32 + lane;
 #pragma unroll
-            for (int g = 0; g < G; ++g)
+        for (int active = C::NB; active > 1; active >>= 1) {
 #pragma unroll
-                for (int v = 0; v < C::DPL; ++v) {
+            for (int w = 0; w < active / 2; ++w)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
                     if constexpr (KVF_BUG(B, BF16_ACC))
-                        acc[g][v] = mut_bf16_round(acc[g][v] +
-                                                   red[(g * C::DPL + v) * (kThreads / 2) + slot]);
+                        t[w][e] = mut_bf16_round(t[w][e] + t[w + active / 2][e]);
                     else
-                        acc[g][v] += red[(g * C::DPL + v) * (kThreads / 2) + slot];
+                        t[w][e] += t[w + active / 2][e];
                 }
         }
-        __syncthreads();
-    }
-    if (nb != 0) return;
-    const int d0 = ms * C::DSL + lane * C::DPL; // this lane's output dims
-
-    if (single) {
-        // Whole sequence in this CTA: normalize and store. Empty: o = +0, lse = -inf (B04).
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-            const float m = s_m[g], l = s_l[g];
+        const float m = s_m[g], l = s_l[g];
+        if (single) {
+            // Whole sequence in this CTA: normalize and store. Empty: o = +0, lse = -inf (B04).
             const int64_t row = (int64_t)b * Hq + hq0 + g;
             // B02: the single state is weighed like a merge input, 2^(m - M) with M = m, and
             // nothing guards the empty state: -inf - -inf = NaN. (2^0 = 1 exactly otherwise.)
             const float w = KVF_BUG(B, MERGE_EMPTY_NAN) ? exp2f(m - m) : 1.f, lw = l * w;
-            uint32_t packed[C::DPL / 2];
+            uint32_t packed[2];
 #pragma unroll
-            for (int v = 0; v < C::DPL; v += 2) {
+            for (int e = 0; e < 4; e += 2) {
                 float o0, o1;
                 if constexpr (KVF_BUG(B, MERGE_EMPTY_NAN)) {
-                    o0 = acc[g][v] * w / lw, o1 = acc[g][v + 1] * w / lw;
+                    o0 = t[0][e] * w / lw, o1 = t[0][e + 1] * w / lw;
                 } else {
-                    o0 = l > 0.f ? acc[g][v] / l : 0.f;
-                    o1 = l > 0.f ? acc[g][v + 1] / l : 0.f;
+                    o0 = l > 0.f ? t[0][e] / l : 0.f;
+                    o1 = l > 0.f ? t[0][e + 1] / l : 0.f;
                 }
                 if constexpr (KVF_BUG(B, TRUNC_STORE))
-                    packed[v / 2] = mut_bf16_trunc(o0) | mut_bf16_trunc(o1) << 16;
+                    packed[e / 2] = mut_bf16_trunc(o0) | mut_bf16_trunc(o1) << 16;
                 else
-                    packed[v / 2] = pack_bf16x2_rn(o0, o1);
+                    packed[e / 2] = pack_bf16x2_rn(o0, o1);
             }
-            uint16_t *dst = p.o + row * D + d0;
-            if constexpr (C::DPL == 4)
-                *reinterpret_cast<uint2 *>(dst) = make_uint2(packed[0], packed[1]);
-            else
-                *reinterpret_cast<uint32_t *>(dst) = packed[0];
+            *reinterpret_cast<uint2 *>(p.o + row * D + d0) = make_uint2(packed[0], packed[1]);
             if (d0 == 0)
                 p.lse[row] = KVF_BUG(B, MERGE_EMPTY_NAN) ? m + log2f(lw) : row_lse<B>(m, l);
-        }
-    } else {
-        // Partial state, unnormalized, in fp32 (B12: never bf16 before the merge).
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
+        } else {
+            // Partial state, unnormalized, in fp32 (B12: never bf16 before the merge).
             const int64_t row = (int64_t)item * Hq + hq0 + g;
-            float *dst = p.ws_acc + row * D + d0;
-            float st[C::DPL];
+            float st[4];
 #pragma unroll
-            for (int v = 0; v < C::DPL; ++v) // B12: stored as bf16 before the merge
-                st[v] = KVF_BUG(B, BF16_PARTIALS) ? mut_bf16_round(acc[g][v]) : acc[g][v];
-            if constexpr (C::DPL == 4)
-                *reinterpret_cast<float4 *>(dst) = make_float4(st[0], st[1], st[2], st[3]);
-            else
-                *reinterpret_cast<float2 *>(dst) = make_float2(st[0], st[1]);
+            for (int e = 0; e < 4; ++e) // B12: stored as bf16 before the merge
+                st[e] = KVF_BUG(B, BF16_PARTIALS) ? mut_bf16_round(t[0][e]) : t[0][e];
+            *reinterpret_cast<float4 *>(p.ws_acc + row * D + d0) =
+                make_float4(st[0], st[1], st[2], st[3]);
             if constexpr (KVF_BUG(B, EMPTY_CHUNK_ZERO_LSE)) {
                 // B16: an empty split reports lse 0 (m = 0, l = 1, o = 0) instead of -inf, so
                 // the merge gives it weight 2^(0 - M).
-                if (d0 == 0)
-                    p.ws_ml[row] =
-                        s_l[g] > 0.f ? make_float2(s_m[g], s_l[g]) : make_float2(0.f, 1.f);
+                if (d0 == 0) p.ws_ml[row] = l > 0.f ? make_float2(m, l) : make_float2(0.f, 1.f);
             } else {
-                if (d0 == 0) p.ws_ml[row] = make_float2(s_m[g], s_l[g]);
+                if (d0 == 0) p.ws_ml[row] = make_float2(m, l);
             }
         }
     }
