@@ -56,29 +56,51 @@ static void check_schedule(const problem *p, const kvf__cuda_split_device *dev,
         const int32_t n = first[b + 1] - first[b];
         CHECK(n >= 1); /* an empty sequence is written too */
         if (n > max_splits) max_splits = n;
-        int64_t next = 0;
-        for (int32_t k = first[b]; k < first[b + 1]; k++) {
-            const int32_t *it = items + 4 * (int64_t)k;
-            const int64_t end = it[3] & 0x7fffffff;
-            CHECK_INT_EQ(it[0], b);
-            CHECK_INT_EQ(it[1], p->indptr[b]);
-            CHECK_INT_EQ(it[2], next); /* contiguous, from token 0 */
-            CHECK_INT_EQ(it[2] % chunk, 0);
-            CHECK(end - it[2] <= chunk);
-            CHECK_INT_EQ(it[3] < 0, n == 1); /* the "only item" bit */
-            next = end;
-        }
-        CHECK_INT_EQ(next, tokens[b]); /* every token, once */
         if (tokens[b] > 0) CHECK_INT_EQ(n, (tokens[b] + chunk - 1) / chunk);
+        if (tokens[b] == 0) CHECK_INT_EQ(n, 1);
     }
+    /* Split k of sequence b covers [k chunk, min((k + 1) chunk, tokens)), once: with the
+     * counts above, every token exactly once. Its merge row is first[b] + k. */
+    uint8_t *seen = calloc((size_t)sp->n_items + 1, 1);
+    CHECK(seen != NULL);
+    int in_order = 1;
+    int64_t prev_b = -1, prev_k = -1, prev_tiles = INT64_MAX;
+    int ordered_by_tiles = 1;
+    for (int32_t i = 0; i < sp->n_items && seen; i++) {
+        const int32_t *it = items + 4 * (int64_t)i;
+        const int32_t b = it[0];
+        CHECK(b >= 0 && b < B);
+        if (b < 0 || b >= B) break;
+        const int64_t beg = it[2], end = it[3] & 0x7fffffff, n = first[b + 1] - first[b];
+        CHECK_INT_EQ(it[1], p->indptr[b]);
+        CHECK_INT_EQ(beg % chunk, 0);
+        const int64_t k = beg / chunk;
+        CHECK(k >= 0 && k < n);
+        if (k < 0 || k >= n) break;
+        CHECK_INT_EQ(end, beg + chunk < tokens[b] ? beg + chunk : tokens[b]);
+        CHECK_INT_EQ(it[3] < 0, n == 1); /* the "only item" bit */
+        CHECK_INT_EQ(seen[first[b] + k], 0);
+        seen[first[b] + k] = 1;
+        if (b < prev_b || (b == prev_b && k < prev_k)) in_order = 0;
+        const int64_t tiles = (end - beg + T - 1) / T;
+        if (tiles > prev_tiles) ordered_by_tiles = 0;
+        prev_b = b, prev_k = k, prev_tiles = tiles;
+    }
+    free(seen);
+    /* Sequence order within one wave of CTAs; longest first beyond it. */
+    const int64_t slots = (int64_t)dev->num_sms * dev->ctas_per_sm;
+    if ((int64_t)sp->n_items * p->pr.num_kv_heads <= slots)
+        CHECK(in_order);
+    else
+        CHECK(ordered_by_tiles);
     CHECK_INT_EQ(sp->info.max_splits, max_splits);
     CHECK_INT_EQ(sp->info.merge, max_splits > 1);
-    /* The arithmetic form (split_item.h) exactly when every sequence has the same length, and
-     * then it gives every item of the table. */
+    /* The arithmetic form (split_item.h) exactly when every sequence has the same length and
+     * the items are in sequence order, and then it gives every item of the table. */
     int uniform = B > 0;
     for (int32_t b = 1; b < B; b++)
         if (tokens[b] != tokens[0]) uniform = 0;
-    CHECK_INT_EQ(sp->form.splits > 0, uniform);
+    CHECK_INT_EQ(sp->form.splits > 0, uniform && in_order);
     if (sp->form.splits > 0) {
         CHECK_INT_EQ((int64_t)sp->form.splits * B, sp->n_items);
         CHECK_INT_EQ(sp->form.len, tokens[0]);
@@ -133,6 +155,33 @@ static void test_schedules_cover_every_token(void) {
         check_schedule(&p, &dev, &sp, tokens);
         kvf__cuda_split_free(&sp);
     }
+}
+
+/* CTAs beyond one wave: longest first. B 64, Hk 8 (512 CTAs, no split), sequence b of b + 1
+ * tiles: the schedule runs from sequence 63 down to sequence 0. The first 16 sequences with Hk 2
+ * split into 51 items (102 CTAs, one wave), which stay in sequence order. */
+static void test_longest_first_beyond_one_wave(void) {
+    int64_t tokens[64];
+    for (int32_t b = 0; b < 64; b++)
+        tokens[b] = 64 * (int64_t)b + 1;
+    kvf__cuda_split_device dev = h200(64);
+    kvf_error err = {0, {0}};
+    problem p;
+    kvf__cuda_split_plan sp;
+    make_problem(&p, 40, 8, 128, 64, 64, tokens);
+    CHECK_OK(kvf__cuda_split_build(&p.pr, &dev, &sp, &err), &err);
+    CHECK_INT_EQ(sp.info.max_splits, 1);
+    CHECK_INT_EQ(sp.n_items, 64);
+    for (int32_t i = 0; i < sp.n_items; i++)
+        CHECK_INT_EQ(sp.sched[sp.items_at + 4 * (size_t)i], 63 - i);
+    check_schedule(&p, &dev, &sp, tokens);
+    kvf__cuda_split_free(&sp);
+    make_problem(&p, 10, 2, 128, 64, 16, tokens);
+    CHECK_OK(kvf__cuda_split_build(&p.pr, &dev, &sp, &err), &err);
+    CHECK_INT_EQ(sp.n_items, 51);
+    CHECK_INT_EQ(sp.sched[sp.items_at], 0);
+    check_schedule(&p, &dev, &sp, tokens);
+    kvf__cuda_split_free(&sp);
 }
 
 /* Builds p's plan on dev and checks the chunk (tiles of 64 tokens), the splits and the CTAs. */
@@ -308,6 +357,7 @@ static void test_scale_and_group(void) {
 static const check_test tests[] = {
     {"schedules_cover_every_token", test_schedules_cover_every_token},
     {"heuristic_fills_one_wave", test_heuristic_fills_one_wave},
+    {"longest_first_beyond_one_wave", test_longest_first_beyond_one_wave},
     {"forced_chunk_is_clamped_to_the_longest", test_forced_chunk_is_clamped_to_the_longest},
     {"empty_batch_and_empty_sequences", test_empty_batch_and_empty_sequences},
     {"refuses_what_the_kernels_do_not_take", test_refuses_what_the_kernels_do_not_take},

@@ -76,7 +76,7 @@ struct SplitParams {
     int32_t form_splits, form_pages, form_len, form_single;
     uint16_t *o;
     float *lse;
-    float *ws_acc; // [n_items][Hq][D] unnormalized partial outputs
+    float *ws_acc; // [n_items][Hq][D] unnormalized partial outputs, in seq_first's rows
     float2 *ws_ml; // [n_items][Hq] (running max m, sum l), base 2
     int32_t num_qo_heads, num_kv_heads, page_size;
     int32_t page_shift;   // log2(page_size) when a power of two, else -1 (then divide)
@@ -276,10 +276,11 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
     float *s_m = s_fw + C::NW * 16, *s_l = s_m + 16;             // [16] each
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    // blockIdx.y: the kv head, or (head_per_cta, G = 1) the q head.
-    const int item = blockIdx.x,
-              hk = head_per_cta<B>() ? mut_kv_head<B>(blockIdx.y, p.num_qo_heads, p.num_kv_heads)
-                                     : blockIdx.y;
+    // blockIdx.x = item * H + y, y the kv head or (head_per_cta, G = 1) the q head: an item's
+    // CTAs are adjacent, so the grid dispatches in the schedule's order (split_plan.h).
+    const int H = head_per_cta<B>() ? p.num_qo_heads : p.num_kv_heads;
+    const int item = (int)(blockIdx.x / (unsigned)H), hy = (int)blockIdx.x - item * H;
+    const int hk = head_per_cta<B>() ? mut_kv_head<B>(hy, p.num_qo_heads, p.num_kv_heads) : hy;
     const int Hq = p.num_qo_heads, S = p.page_size;
     int4 it;
     if (p.form_splits > 0) {
@@ -301,7 +302,14 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
         const int npages_b = p.kv_indptr[b + 1] - pbeg;
         tok_end = npages_b == 0 ? 0 : (npages_b - 1) * S + p.kv_last_len[b];
     }
-    const int hq0 = head_per_cta<B>() ? (int)blockIdx.y : hk * G;
+    const int hq0 = head_per_cta<B>() ? hy : hk * G;
+    // The merge reads sequence b's partial states as rows seq_first[b] + k, k = tok_beg /
+    // chunk_tokens (token order), wherever its items sit in the schedule. Issued now, needed at
+    // the end.
+    int ws_row = 0;
+    if (!single)
+        ws_row = (p.form_splits > 0 ? b * p.form_splits : __ldg(p.seq_first + b)) +
+                 tok_beg / p.chunk_tokens;
 
     // The merge kernel may be scheduled now; it waits for this grid's completion before
     // reading the workspace (griddepcontrol.wait), so triggering early only hides its launch.
@@ -680,7 +688,7 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
                 p.lse[row] = KVF_BUG(B, MERGE_EMPTY_NAN) ? m + log2f(lw) : row_lse<B>(m, l);
         } else {
             // Partial state, unnormalized, in fp32 (B12: never bf16 before the merge).
-            const int64_t row = (int64_t)item * Hq + hq0 + g;
+            const int64_t row = (int64_t)ws_row * Hq + hq0 + g;
             float st[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) // B12: stored as bf16 before the merge

@@ -162,9 +162,10 @@ static int split_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_
     sp.use_pdl = p->info.merge;
     set_mutant_fields(sp, p);
     void *args[] = {&sp};
-    // One CTA row per kv head, or per q head for the mutants that map heads their own way.
-    const unsigned grid_y = kvf::head_per_cta<SplitBug>() ? (unsigned)p->Hq : (unsigned)p->Hk;
-    KVF_CUDA_TRY(cudaLaunchKernel(p->entry->fn, dim3((unsigned)p->n_items, grid_y),
+    // One CTA per item and kv head, or per q head for the mutants that map heads their own way,
+    // item-major (decode.cuh); the plan keeps the product below 2^31.
+    const unsigned heads = kvf::head_per_cta<SplitBug>() ? (unsigned)p->Hq : (unsigned)p->Hk;
+    KVF_CUDA_TRY(cudaLaunchKernel(p->entry->fn, dim3((unsigned)p->n_items * heads),
                                   dim3(kvf::kThreads), args, (size_t)p->entry->smem_bytes, st),
                  "Launching the split-KV kernel");
     KVF_CUDA_TRY(cudaGetLastError(), "Launching the split-KV kernel");

@@ -10,11 +10,16 @@
  * own namespace with its bug in, and never includes this header: these declarations name the
  * production plan only (the types are in split_plan_types.h).
  *
- * Schedule layout (int32): [B+1] seq_first (the first work item of each sequence; entry B is
- * the item count), zero-padded to a multiple of 4 entries (items_at), then per work item 4
- * entries: sequence, kv_indptr[sequence], first token, end token | 1 << 31 when the item is its
- * sequence's only one (SplitParams::items). Every sequence has at least one item, so an empty
- * one is written too.
+ * Schedule layout (int32): [B+1] seq_first (the number of items of the sequences before each;
+ * entry B is the item count), zero-padded to a multiple of 4 entries (items_at), then per work
+ * item 4 entries: sequence, kv_indptr[sequence], first token, end token | 1 << 31 when the item
+ * is its sequence's only one (SplitParams::items). Every sequence has at least one item, so an
+ * empty one is written too. Items come in sequence and token order, except when their CTAs
+ * (items x kv heads) overflow one wave of slots: then longest first (by tiles, ties in that
+ * order), so that the grid dispatches long CTAs before short ones. Either way split k of
+ * sequence b (first token k x chunk_tokens) keeps its partial state in workspace row
+ * seq_first[b] + k, where the merge kernel reads it. The items also have an arithmetic form
+ * whenever every sequence has the same length and they are in sequence order (split_item.h).
  *
  * Ownership: kvf__cuda_split_build() mallocs plan->sched; kvf__cuda_split_free() frees it (and
  * is safe on a zeroed or freed plan). The problem's arrays are read during the call only.

@@ -194,6 +194,44 @@ static int64_t kvf__split_chunk_tiles(const int64_t *len, int32_t B, int32_t Hk,
     return hi;
 }
 
+/* Orders a schedule's n items longest first (by tiles, ties in sequence order): the split grid
+ * dispatches its CTAs in item order, so when they overflow one wave of slots the long ones start
+ * first and the short ones fill the gaps, instead of long ones starting last (list scheduling,
+ * longest processing time first). Returns 0 when out of memory. */
+typedef struct kvf__split_rank {
+    int32_t tiles, at;
+} kvf__split_rank;
+static int kvf__split_rank_cmp(const void *a, const void *b) {
+    const kvf__split_rank *x = (const kvf__split_rank *)a, *y = (const kvf__split_rank *)b;
+    if (x->tiles != y->tiles) return x->tiles > y->tiles ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+static int kvf__split_longest_first(int32_t *items, int64_t n, int64_t T) {
+    kvf__split_rank *r = (kvf__split_rank *)malloc(sizeof *r * (size_t)(n > 0 ? n : 1));
+    int32_t *copy = (int32_t *)malloc(sizeof(int32_t) * 4 * (size_t)(n > 0 ? n : 1));
+    if (!r || !copy) {
+        free(r);
+        free(copy);
+        return 0;
+    }
+    int sorted = 1;
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t toks = ((uint32_t)items[4 * i + 3] & 0x7fffffffu) - (int64_t)items[4 * i + 2];
+        r[i].tiles = (int32_t)((toks + T - 1) / T);
+        r[i].at = (int32_t)i;
+        if (i > 0 && r[i].tiles > r[i - 1].tiles) sorted = 0;
+    }
+    if (!sorted) {
+        qsort(r, (size_t)n, sizeof *r, kvf__split_rank_cmp);
+        memcpy(copy, items, sizeof(int32_t) * 4 * (size_t)n);
+        for (int64_t i = 0; i < n; ++i)
+            memcpy(items + 4 * i, copy + 4 * (int64_t)r[i].at, sizeof(int32_t) * 4);
+    }
+    free(r);
+    free(copy);
+    return 1;
+}
+
 /* The arithmetic form of a schedule's n items (split_item.h), or splits = 0: the form is taken
  * from sequence 0's items and kept only when it reproduces every item of the table. */
 static kvf__split_form kvf__split_find_form(const int32_t *items, int64_t n, int32_t B,
@@ -273,10 +311,12 @@ int kvf__cuda_split_build(const kvf_cuda_problem *pr, const kvf__cuda_split_devi
         if (s > max_splits) max_splits = (int32_t)s;
         n_items += s;
     }
-    if (n_items > INT32_MAX) {
+    /* One CTA per item and kv head (or q head: kvf__cuda_split_group) in a 1-D grid. */
+    const int64_t heads = kvf__cuda_split_group(pr) == 1 ? pr->num_qo_heads : Hk;
+    if (n_items * heads > INT32_MAX) {
         free(len);
-        return kvf_error_set(err, KVF_EUNSUPPORTED,
-                             "The split plan needs %lld blocks, above 2^31-1.", (long long)n_items);
+        return kvf_error_set(err, KVF_EUNSUPPORTED, "The split plan needs %lld CTAs, above 2^31-1.",
+                             (long long)(n_items * heads));
     }
     const size_t items_at = ((size_t)B + 1 + 3) & ~(size_t)3;
     const size_t sched_len = items_at + 4 * (size_t)n_items;
@@ -305,6 +345,10 @@ int kvf__cuda_split_build(const kvf_cuda_problem *pr, const kvf__cuda_split_devi
     }
     seq_first[B] = (int32_t)it;
     free(len);
+    if (n_items * Hk > slots && !kvf__split_longest_first(items, n_items, T)) {
+        free(sched);
+        return kvf_error_set(err, KVF_ENOMEM, "Out of host memory for the split schedule.");
+    }
     plan->form = kvf__split_find_form(items, n_items, B, (int32_t)chunk_tokens);
     if (max_splits > 1) {
         size_t rows = (size_t)n_items * (size_t)pr->num_qo_heads;

@@ -461,11 +461,11 @@ const kvf_plugin_kernel kernels[] = {
     {sizeof(kvf_plugin_kernel), "flashinfer",
      "FlashInfer BatchDecodeWithPagedKVCache (CUDA cores), its own split-KV plan",
      KVF_PLUGIN_DEVICE_CUDA, KVF_PLUGIN_ROLE_UNDER_TEST, nullptr, fi_supports, fi_create,
-     fi_destroy, fi_plan, fi_workspace_bytes, fi_run, fi_describe},
+     fi_destroy, fi_plan, fi_workspace_bytes, fi_run, fi_describe, /*concurrent_states=*/0},
     {sizeof(kvf_plugin_kernel), "flashinfer-nosplit",
      "FlashInfer BatchDecodeWithPagedKVCache (CUDA cores), split-KV disabled in the plan",
      KVF_PLUGIN_DEVICE_CUDA, KVF_PLUGIN_ROLE_UNDER_TEST, &nosplit_tag, fi_supports, fi_create,
-     fi_destroy, fi_plan, fi_workspace_bytes, fi_run, fi_describe},
+     fi_destroy, fi_plan, fi_workspace_bytes, fi_run, fi_describe, /*concurrent_states=*/0},
 };
 
 const kvf_plugin plugin = {KVF_PLUGIN_ABI_VERSION,
