@@ -443,26 +443,33 @@ typedef struct merge_shape {
     uint16_t pages[3]; /* per sequence; 0 is an empty sequence */
 } merge_shape;
 
-static int merge_case(kvf_case *c, kvf_spec *spec, const merge_shape *m, uint64_t seed,
-                      kvf_error *err) {
+/* A case of the seed preset's values with the given shape and pages per sequence (0: empty),
+ * last pages filled to 1 + (seed + b) % s slots. */
+static int batch_case(kvf_case *c, kvf_spec *spec, int hq, int hk, int d, int s, int batch,
+                      const uint16_t *pages, uint64_t seed, kvf_error *err) {
     memset(c, 0, sizeof *c);
     if (kvf_spec_preset(spec, "seed-h20kv4", seed, err)) return -1;
     kvf_recipe *r = &spec->recipe;
-    r->num_qo_heads = m->hq, r->num_kv_heads = m->hk, r->head_dim = m->d, r->page_size = m->s;
-    r->sm_scale = 1.0f / sqrtf((float)m->d);
+    r->num_qo_heads = hq, r->num_kv_heads = hk, r->head_dim = d, r->page_size = s;
+    r->sm_scale = 1.0f / sqrtf((float)d);
     free(r->num_pages);
     free(r->last_page_len);
-    r->batch_size = 3;
-    r->num_pages = calloc(3, sizeof *r->num_pages);
-    r->last_page_len = calloc(3, sizeof *r->last_page_len);
+    r->batch_size = batch;
+    r->num_pages = calloc((size_t)batch, sizeof *r->num_pages);
+    r->last_page_len = calloc((size_t)batch, sizeof *r->last_page_len);
     if (!r->num_pages || !r->last_page_len) return -1;
-    for (int b = 0; b < 3; b++) {
-        r->num_pages[b] = m->pages[b];
-        r->last_page_len[b] = m->pages[b] ? (uint16_t)(1 + (seed + (uint64_t)b) % m->s) : 0;
+    for (int b = 0; b < batch; b++) {
+        r->num_pages[b] = pages[b];
+        r->last_page_len[b] = pages[b] ? (uint16_t)(1 + (seed + (uint64_t)b) % s) : 0;
     }
     kvf_limits lim;
     kvf_limits_default(&lim);
     return kvf_case_build(c, spec, &lim, err);
+}
+
+static int merge_case(kvf_case *c, kvf_spec *spec, const merge_shape *m, uint64_t seed,
+                      kvf_error *err) {
+    return batch_case(c, spec, m->hq, m->hk, m->d, m->s, 3, m->pages, seed, err);
 }
 
 static void test_merge_many_splits(void) {
@@ -533,6 +540,59 @@ static void test_merge_many_splits(void) {
     }
     if (st) kvf_kernel_destroy(kern, st);
     unsetenv("KVF_CUDA_CHUNK_TILES");
+}
+
+/* ---- CTAs beyond one wave ---------------------------------------------------------------- */
+
+/* Sequences of different lengths whose split CTAs overflow one wave, at the plan's own chunk:
+ * the plan orders their items longest first and each CTA writes its partial state to its
+ * sequence's merge row (kernels/cuda/split_plan.h). 48 sequences of the seed shape, shortest
+ * first, 1 to 142 pages, two of them empty; judged by the oracle under strict, and a second run
+ * on the same state must give the same bits. */
+static void test_longest_first_batch(void) {
+    char why[256];
+    if (gpu_skip_reason(why, sizeof why)) CHECK_SKIP("%s", why);
+    uint16_t pages[48];
+    for (int b = 0; b < 48; b++)
+        pages[b] = (uint16_t)(b == 7 || b == 30 ? 0 : 3 * b + 1);
+    const kvf_kernel *kern = kvf_kernel_find("cuda");
+    CHECK(kern != NULL);
+    if (!kern) return;
+    kvf_error err = {0};
+    void *st = NULL;
+    CHECK_OK(kvf_kernel_create(kern, &st, &err), &err);
+    kvf_spec spec;
+    kvf_case c;
+    kvf_oracle_result orc;
+    memset(&orc, 0, sizeof orc);
+    kvf_rule strict;
+    CHECK_OK(kvf_rule_parse(&strict, "strict", &err), &err);
+    kvf_oracle_opts oo;
+    kvf_oracle_opts_default(&oo);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    oo.threads = (int)(online > 0 ? online : 4);
+    CHECK_OK(batch_case(&c, &spec, 20, 4, 128, 64, 48, pages, 77, &err), &err);
+    CHECK_OK(kvf_oracle_run(&orc, &c, &oo, &err), &err);
+    run_outputs out[2] = {outputs_for(&c), outputs_for(&c)};
+    for (int r = 0; st && r < 2; r++) {
+        CHECK_OK(kvf_kernel_run(kern, st, &c, out[r].o, out[r].lse, &err), &err);
+        kvf_verdict v;
+        CHECK_OK(kvf_judge(&v, &strict, &c, &orc, out[r].o, out[r].lse, &err), &err);
+        if (!v.pass)
+            CHECK_FAIL_AT("run %d fails strict: %s, %lld o and %lld lse violations", r + 1,
+                          kvf_finding_class_name(v.finding), (long long)v.o.violations,
+                          (long long)v.lse.violations);
+    }
+    if (!outputs_same_bits(&out[0], &out[1])) CHECK_FAIL_AT("the second run gives other bits");
+    char facts[256] = "";
+    if (st) kvf_kernel_describe(kern, st, facts, sizeof facts);
+    printf("  48 sequences of 0 to 142 pages: %s\n", facts);
+    outputs_free(&out[0]);
+    outputs_free(&out[1]);
+    kvf_oracle_result_free(&orc);
+    kvf_case_free(&c);
+    kvf_spec_free(&spec);
+    if (st) kvf_kernel_destroy(kern, st);
 }
 
 /* ---- 64-bit offsets ---------------------------------------------------------------------- */
@@ -812,6 +872,7 @@ static const check_test tests[] = {
     {"validation", test_validation},
     {"same_bits_twice", test_same_bits_twice},
     {"merge_many_splits", test_merge_many_splits},
+    {"longest_first_batch", test_longest_first_batch},
     {"high_page_ids", test_high_page_ids},
     {"pool_poison_between_runs", test_pool_poison_between_runs},
     {"staging_in_batches", test_staging_in_batches},
