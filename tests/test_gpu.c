@@ -429,6 +429,15 @@ static void test_same_bits_twice(void) {
     printf("  %ld cases x 2 kernels, 3 runs each\n", n);
 }
 
+/* The oracle's default options with a thread per online core. */
+static kvf_oracle_opts oracle_on_every_core(void) {
+    kvf_oracle_opts oo;
+    kvf_oracle_opts_default(&oo);
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    oo.threads = (int)(online > 0 ? online : 4);
+    return oo;
+}
+
 /* ---- merges of many splits --------------------------------------------------------------- */
 
 /* One tile per split (KVF_CUDA_CHUNK_TILES=1) gives a long sequence more splits than the merge
@@ -491,10 +500,7 @@ static void test_merge_many_splits(void) {
     if (kern) CHECK_OK(kvf_kernel_create(kern, &st, &err), &err);
     kvf_rule strict;
     CHECK_OK(kvf_rule_parse(&strict, "strict", &err), &err);
-    kvf_oracle_opts oo;
-    kvf_oracle_opts_default(&oo);
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    oo.threads = (int)(online > 0 ? online : 4);
+    const kvf_oracle_opts oo = oracle_on_every_core();
     kvf_case cs[sizeof shapes / sizeof shapes[0]];
     kvf_spec specs[sizeof shapes / sizeof shapes[0]];
     kvf_oracle_result orcs[sizeof shapes / sizeof shapes[0]];
@@ -567,10 +573,7 @@ static void test_longest_first_batch(void) {
     memset(&orc, 0, sizeof orc);
     kvf_rule strict;
     CHECK_OK(kvf_rule_parse(&strict, "strict", &err), &err);
-    kvf_oracle_opts oo;
-    kvf_oracle_opts_default(&oo);
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    oo.threads = (int)(online > 0 ? online : 4);
+    const kvf_oracle_opts oo = oracle_on_every_core();
     CHECK_OK(batch_case(&c, &spec, 20, 4, 128, 64, 48, pages, 77, &err), &err);
     CHECK_OK(kvf_oracle_run(&orc, &c, &oo, &err), &err);
     run_outputs out[2] = {outputs_for(&c), outputs_for(&c)};
@@ -621,10 +624,7 @@ static void test_high_page_ids(void) {
         if (c.kv_indices[i] < min_id) min_id = c.kv_indices[i];
     CHECK(min_id > 65536);
     CHECK((int64_t)min_id * kvf_case_page_elems(&c) > INT32_MAX);
-    kvf_oracle_opts oo;
-    kvf_oracle_opts_default(&oo);
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    oo.threads = (int)(online > 0 ? online : 4);
+    const kvf_oracle_opts oo = oracle_on_every_core();
     kvf_oracle_result orc;
     memset(&orc, 0, sizeof orc);
     CHECK_OK(kvf_oracle_run(&orc, &c, &oo, &err), &err);
