@@ -120,19 +120,9 @@ static int run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_size
 }
 
 static const kvf_plugin_kernel kernels[] = {{
-    sizeof(kvf_plugin_kernel),
-    "example-cuda",
-    "one block per (sequence, head), fp32 online softmax in four warps",
-    KVF_PLUGIN_DEVICE_CUDA,
-    KVF_PLUGIN_ROLE_UNDER_TEST,
-    NULL,
-    supports,
-    NULL,
-    NULL,
-    NULL,
-    NULL,
-    run,
-    NULL,
+    sizeof(kvf_plugin_kernel), "example-cuda",
+    "one block per (sequence, head), fp32 online softmax in four warps", KVF_PLUGIN_DEVICE_CUDA,
+    KVF_PLUGIN_ROLE_UNDER_TEST, NULL, supports, NULL, NULL, NULL, NULL, run, NULL,
     8, /* concurrent_states: the kernel keeps no state, so a worker may run 8 cases at once */
 }};
 

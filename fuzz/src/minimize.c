@@ -122,8 +122,8 @@ done:
 static int start(ctx *cx, const kvf_minimize_opts *o, kvf_error *err) {
     cx->opts = o;
     cx->rules[0] = o->rule;
-    kvf_runner_opts ro = {o->kernel, o->case_limits, o->deadline_s > 0 ? o->deadline_s : 10, 0,
-                          o->in_process, 1};
+    kvf_runner_opts ro = {o->kernel, o->case_limits, o->deadline_s > 0 ? o->deadline_s : 10,
+                          0,         o->in_process,  1};
     return kvf_runner_create(&cx->runner, &ro, err);
 }
 
