@@ -70,13 +70,13 @@ struct SplitParams {
     // token, end token | 1 << 31 when the item is its sequence's only one). One 16-byte load
     // instead of a chain of dependent index loads before the first K/V request.
     const int4 *items;
-    const int32_t *seq_first; // [B+1] first work item of each sequence (merge kernel)
+    const int32_t *seq_first; // [B+1] each sequence's first merge row (split_plan.h)
     // The schedule's arithmetic form (split_item.h): with form_splits > 0 a CTA computes its
     // item (chunk_tokens is the form's) and never reads `items`.
     int32_t form_splits, form_pages, form_len, form_single;
     uint16_t *o;
     float *lse;
-    float *ws_acc; // [n_items][Hq][D] unnormalized partial outputs, in seq_first's rows
+    float *ws_acc; // [n_items][Hq][D] unnormalized partial outputs, by merge row
     float2 *ws_ml; // [n_items][Hq] (running max m, sum l), base 2
     int32_t num_qo_heads, num_kv_heads, page_size;
     int32_t page_shift;   // log2(page_size) when a power of two, else -1 (then divide)
