@@ -1,6 +1,11 @@
-// The split-KV merge kernel: combines the fp32 partial states splitkv_kernel (decode.cuh)
-// left in the workspace into o and lse, one block per (q head, sequence) of a sequence with
-// more than one split. Takes the bug policy B of decode.cuh; production instantiates NoBug.
+// The split-KV merge kernels: combine the fp32 partial states splitkv_kernel (decode.cuh) left
+// in the workspace into o and lse for every sequence with more than one split. merge_kernel
+// gives each (q head, sequence) a block, whose warps take the splits round-robin;
+// merge_warp_kernel, for plans of at most kMergeWarpSplits splits a sequence and many rows
+// (split_launch.cuh), gives each a warp, so that a wide batch of few splits does not leave most
+// of every block idle. Both add the
+// splits' weighted states in the same order, so they give the same bits. Take the bug policy B
+// of decode.cuh; production instantiates NoBug.
 #pragma once
 
 #include "decode.cuh"
@@ -14,6 +19,7 @@ struct MergeParams {
     uint16_t *o;
     float *lse;
     int32_t num_qo_heads;
+    int32_t batch; // sequences (merge_warp_kernel's row count is num_qo_heads x batch)
 };
 // A mutant's merge kernel takes one field more (as SplitParamsMut, decode.cuh).
 struct MergeParamsMut : MergeParams {
@@ -21,6 +27,57 @@ struct MergeParamsMut : MergeParams {
 };
 
 constexpr int kMergeThreads = 256;
+constexpr int kMergeWarpSplits = 8; // merge_warp_kernel's limit: one register slot per split
+
+// The pieces both kernels share, with the mutants that live in them.
+// The number of splits of sequence b, and its first merge row in *first.
+template <class B, class P>
+__device__ __forceinline__ int merge_count(const P &p, int b, int *first) {
+    *first = p.seq_first[b];
+    // B17: the merge reads max_splits partial states for every row: those of the following
+    // sequences, or workspace rows no split of this launch wrote (the plan sizes the workspace
+    // for them, so the reads stay in bounds and return what the buffer host left there).
+    if constexpr (KVF_BUG(B, STALE_SCRATCH))
+        return p.max_splits;
+    else
+        return p.seq_first[b + 1] - *first;
+}
+// The weight 2^(m_i - M) of a partial state. An empty partial (m = -inf) weighs 0; never
+// evaluate -inf - -inf (B02: no guard).
+template <class B> __device__ __forceinline__ float merge_weight(float m, float M) {
+    if constexpr (KVF_BUG(B, MERGE_EMPTY_NAN))
+        return ex2_approx(m - M);
+    else
+        return m == -INFINITY ? 0.f : ex2_approx(m - M);
+}
+// One element of o from the merged numerator and denominator, as bf16 bits.
+template <class B> __device__ __forceinline__ uint16_t merge_out(float od, float Lt) {
+    if constexpr (KVF_BUG(B, MERGE_EMPTY_NAN))
+        return __bfloat16_as_ushort(__float2bfloat16_rn(od / Lt));
+    else if constexpr (KVF_BUG(B, TRUNC_STORE))
+        return (uint16_t)mut_bf16_trunc(Lt > 0.f ? od / Lt : 0.f);
+    else
+        return __bfloat16_as_ushort(__float2bfloat16_rn(Lt > 0.f ? od / Lt : 0.f));
+}
+// The row's lse from M and the merged denominator (split_lse_big: B06's largest split lse).
+template <class B>
+__device__ __forceinline__ float merge_lse(float M, float Lt, float split_lse_big) {
+    if constexpr (KVF_BUG(B, SPLIT_LSE)) // B06: the largest split's lse, not the merged one
+        return Lt > 0.f ? split_lse_big : -INFINITY;
+    else if constexpr (KVF_BUG(B, MERGE_EMPTY_NAN))
+        return M + log2f(Lt);
+    else
+        return row_lse<B>(M, Lt);
+}
+// Adds w * l to the denominator, except (B07) the last split's: read before its weight lands
+// in it (a missing barrier); its numerator is in o all the same.
+template <class B>
+__device__ __forceinline__ float merge_add_l(float L, float w, float l, int i, int n) {
+    if constexpr (KVF_BUG(B, MERGE_RACE))
+        return i != n - 1 ? fmaf(w, l, L) : L;
+    else
+        return fmaf(w, l, L);
+}
 
 // One block per (q head, sequence): o = sum_i 2^(m_i-M) acc_i / sum_i 2^(m_i-M) l_i with
 // M = max_i m_i, so each partial is rescaled exactly once. Latency is what matters here (the
@@ -34,15 +91,8 @@ __global__ void __launch_bounds__(kMergeThreads)
     __shared__ float s_lw[NW];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int h = blockIdx.x, b = blockIdx.y, Hq = p.num_qo_heads;
-    // B17: the merge reads max_splits partial states for every row: those of the following
-    // sequences, or workspace rows no split of this launch wrote (the plan sizes the workspace
-    // for them, so the reads stay in bounds and return what the buffer host left there).
-    const int first = p.seq_first[b], n = [&]() -> int {
-        if constexpr (KVF_BUG(B, STALE_SCRATCH))
-            return p.max_splits;
-        else
-            return p.seq_first[b + 1] - first;
-    }();
+    int first;
+    const int n = merge_count<B>(p, b, &first);
     if (n <= 1) return; // the split kernel wrote this sequence itself
     // Programmatic dependent launch: the partial states are complete and visible after this.
     asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -82,19 +132,8 @@ __global__ void __launch_bounds__(kMergeThreads)
         }
 #pragma unroll
         for (int k = 0; k < K; ++k) {
-            // An empty partial (m = -inf) weighs 0; never evaluate -inf - -inf (B02: no guard).
-            float w;
-            if constexpr (KVF_BUG(B, MERGE_EMPTY_NAN))
-                w = ex2_approx(mlr[k].x - M);
-            else
-                w = mlr[k].x == -INFINITY ? 0.f : ex2_approx(mlr[k].x - M);
-            if constexpr (KVF_BUG(B, MERGE_RACE)) {
-                // B07: the normaliser is read before the last split's weight lands in it (a
-                // missing barrier); its numerator is in o all the same.
-                if (round * NW * K + k * NW + warp != n - 1) L = fmaf(w, mlr[k].y, L);
-            } else {
-                L = fmaf(w, mlr[k].y, L);
-            }
+            const float w = merge_weight<B>(mlr[k].x, M);
+            L = merge_add_l<B>(L, w, mlr[k].y, round * NW * K + k * NW + warp, n);
 #pragma unroll
             for (int e = 0; e < PER; ++e)
                 o[e] = fmaf(w, a[k][e], o[e]);
@@ -115,30 +154,84 @@ __global__ void __launch_bounds__(kMergeThreads)
 #pragma unroll
         for (int w = 0; w < NW; ++w)
             od += s_o[w][d];
-        if constexpr (KVF_BUG(B, MERGE_EMPTY_NAN))
-            p.o[orow * D + d] = __bfloat16_as_ushort(__float2bfloat16_rn(od / Lt));
-        else if constexpr (KVF_BUG(B, TRUNC_STORE))
-            p.o[orow * D + d] = (uint16_t)mut_bf16_trunc(Lt > 0.f ? od / Lt : 0.f);
-        else
-            p.o[orow * D + d] = __bfloat16_as_ushort(__float2bfloat16_rn(Lt > 0.f ? od / Lt : 0.f));
+        p.o[orow * D + d] = merge_out<B>(od, Lt);
     }
+    float lse_big = -INFINITY; // B06's largest split lse
     if constexpr (KVF_BUG(B, SPLIT_LSE)) {
-        // B06: the lse of the largest split, m_i + log2(l_i), instead of the merged one.
         if (warp == 0) {
-            float lse_big = -INFINITY;
             for (int i = lane; i < n; i += 32) {
                 const float2 mi = ml[(int64_t)i * Hq];
                 lse_big = fmaxf(lse_big, mi.x + log2f(mi.y));
             }
             lse_big = warp_max(lse_big);
-            if (lane == 0) p.lse[orow] = Lt > 0.f ? lse_big : -INFINITY;
         }
-    } else if (tid == 0) {
-        if constexpr (KVF_BUG(B, MERGE_EMPTY_NAN))
-            p.lse[orow] = M + log2f(Lt);
-        else
-            p.lse[orow] = row_lse<B>(M, Lt);
     }
+    if (tid == 0) p.lse[orow] = merge_lse<B>(M, Lt, lse_big);
+}
+
+// One warp per (q head, sequence), kMergeThreads / 32 rows a block, for plans whose sequences
+// have at most kMergeWarpSplits splits. Each lane loads its D / 32 dims of every split before M
+// is known, weighs each split's state like merge_kernel's warp that holds it (split i goes to
+// warp i there: one split each), and adds the products in split order, as merge_kernel adds
+// its warps' sums: the same bits.
+template <int D, class B>
+__global__ void __launch_bounds__(kMergeThreads)
+    merge_warp_kernel(const ParamsFor<B, MergeParams, MergeParamsMut> p) {
+    constexpr int PER = D / 32, K = kMergeWarpSplits;
+    const int lane = threadIdx.x & 31, Hq = p.num_qo_heads;
+    const int64_t row = (int64_t)blockIdx.x * (kMergeThreads / 32) + (threadIdx.x >> 5);
+    if (row >= (int64_t)Hq * p.batch) return;
+    const int b = (int)(row / Hq), h = (int)(row - (int64_t)b * Hq);
+    int first;
+    const int n = merge_count<B>(p, b, &first);
+    if (n <= 1) return;
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+
+    const float2 *ml = p.ws_ml + (int64_t)first * Hq + h;
+    const float *acc = p.ws_acc + ((int64_t)first * Hq + h) * D + lane * PER;
+    float2 mlr[K];
+    float a[K][PER];
+    float M = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        mlr[k] = make_float2(-INFINITY, 0.f);
+        if (k < n) {
+            mlr[k] = ml[(int64_t)k * Hq];
+#pragma unroll
+            for (int e = 0; e < PER; e += 2) {
+                const float2 v = *reinterpret_cast<const float2 *>(acc + (int64_t)k * Hq * D + e);
+                a[k][e] = v.x, a[k][e + 1] = v.y;
+            }
+            M = fmaxf(M, mlr[k].x);
+        }
+    }
+    // merge_kernel: warp k holds fma(w_k, a_k, 0) and fma(w_k, l_k, 0), then its warps are added
+    // from 0.
+    float o[PER], L = 0.f;
+#pragma unroll
+    for (int e = 0; e < PER; ++e)
+        o[e] = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        if (k < n) {
+            const float w = merge_weight<B>(mlr[k].x, M);
+            L += merge_add_l<B>(0.f, w, mlr[k].y, k, n);
+#pragma unroll
+            for (int e = 0; e < PER; ++e)
+                o[e] += fmaf(w, a[k][e], 0.f);
+        }
+    }
+    const int64_t orow = (int64_t)b * Hq + h;
+#pragma unroll
+    for (int e = 0; e < PER; ++e)
+        p.o[orow * D + lane * PER + e] = merge_out<B>(o[e], L);
+    float lse_big = -INFINITY; // B06's largest split lse
+    if constexpr (KVF_BUG(B, SPLIT_LSE)) {
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+            if (k < n) lse_big = fmaxf(lse_big, mlr[k].x + log2f(mlr[k].y));
+    }
+    if (lane == 0) p.lse[orow] = merge_lse<B>(M, L, lse_big);
 }
 
 } // namespace kvf

@@ -106,9 +106,17 @@ static inline void set_mutant_fields(kvf::MergeParamsMut &mp, const kvf_cuda_pla
     mp.max_splits = p->info.max_splits; // B17
 }
 
-template <int D> static cudaError_t launch_merge(const MergeArgs &mp, dim3 grid, cudaStream_t st) {
+// A warp per (q head, sequence) when the splits are few and the rows many, else a block each
+// (merge.cuh). Measured on an H200 (docs/performance.md, "A warp per row of few splits"): with
+// 640 rows of 2 splits the warps took 2.6 us less; with 20 rows of 8 splits a block per row
+// was 0.4 us faster, its loads spread over 20 SMs instead of 3; at 160 rows the two were even.
+template <int D>
+static cudaError_t launch_merge(const MergeArgs &mp, int max_splits, int num_sms, cudaStream_t st) {
+    const int64_t rows = (int64_t)mp.num_qo_heads * mp.batch, per_block = kvf::kMergeThreads / 32;
+    const bool warp_rows = max_splits <= kvf::kMergeWarpSplits && rows >= 2 * (int64_t)num_sms;
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
+    cfg.gridDim = warp_rows ? dim3((unsigned)((rows + per_block - 1) / per_block))
+                            : dim3((unsigned)mp.num_qo_heads, (unsigned)mp.batch);
     cfg.blockDim = dim3(kvf::kMergeThreads);
     cfg.stream = st;
     // Programmatic dependent launch: the merge grid is scheduled while the split grid drains
@@ -119,17 +127,19 @@ template <int D> static cudaError_t launch_merge(const MergeArgs &mp, dim3 grid,
     attr.val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, kvf::merge_kernel<D, SplitBug>, mp);
+    return warp_rows ? cudaLaunchKernelEx(&cfg, kvf::merge_warp_kernel<D, SplitBug>, mp)
+                     : cudaLaunchKernelEx(&cfg, kvf::merge_kernel<D, SplitBug>, mp);
 }
 
 template <bool kAllDims>
-static cudaError_t launch_merge_for(int D, const MergeArgs &mp, dim3 grid, cudaStream_t st) {
+static cudaError_t launch_merge_for(int D, const MergeArgs &mp, int max_splits, int num_sms,
+                                    cudaStream_t st) {
     if constexpr (kAllDims)
-        return D == 64    ? launch_merge<64>(mp, grid, st)
-               : D == 128 ? launch_merge<128>(mp, grid, st)
-                          : launch_merge<256>(mp, grid, st);
+        return D == 64    ? launch_merge<64>(mp, max_splits, num_sms, st)
+               : D == 128 ? launch_merge<128>(mp, max_splits, num_sms, st)
+                          : launch_merge<256>(mp, max_splits, num_sms, st);
     else
-        return launch_merge<128>(mp, grid, st);
+        return launch_merge<128>(mp, max_splits, num_sms, st);
 }
 
 // Enqueues the split kernel and, when a sequence has more than one split, the merge kernel.
@@ -172,10 +182,10 @@ static int split_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_
     if (!p->info.merge) return 0;
     MergeArgs mp;
     mp.ws_acc = sp.ws_acc, mp.ws_ml = sp.ws_ml, mp.seq_first = sp.seq_first;
-    mp.o = t->o, mp.lse = t->lse, mp.num_qo_heads = p->Hq;
+    mp.o = t->o, mp.lse = t->lse, mp.num_qo_heads = p->Hq, mp.batch = p->B;
     set_mutant_fields(mp, p);
-    const dim3 grid((unsigned)p->Hq, (unsigned)p->B);
-    const cudaError_t e = launch_merge_for<!KVF_MUT_ANY>(p->D, mp, grid, st);
+    const cudaError_t e =
+        launch_merge_for<!KVF_MUT_ANY>(p->D, mp, p->info.max_splits, p->num_sms, st);
     if (e != cudaSuccess) return kvf__cuda_fail(err, e, "Launching the split-KV merge kernel");
     KVF_CUDA_TRY(cudaGetLastError(), "Launching the split-KV merge kernel");
     return 0;

@@ -36,6 +36,7 @@ def sections(path):
 def kernel_name(k):
     for pat, fmt in ((r'_ZN3kvf14splitkv_kernelILi(\d+)ELi(\d+)E', 'splitkv_kernel<%s,%s>'),
                      (r'_ZN3kvf12merge_kernelILi(\d+)E', 'merge_kernel<%s>'),
+                     (r'_ZN3kvf17merge_warp_kernelILi(\d+)E', 'merge_warp_kernel<%s>'),
                      (r'_ZN3kvf12naive_kernelILi(\d+)E', 'naive_kernel<%s>')):
         m = re.match(pat, k)
         if m:
