@@ -199,36 +199,34 @@ static int64_t kvf__split_chunk_tiles(const int64_t *len, int32_t B, int32_t Hk,
  * first and the short ones fill the gaps, instead of long ones starting last (list scheduling,
  * longest processing time first). Returns 0 when out of memory. */
 typedef struct kvf__split_rank {
-    int32_t tiles, at;
+    int32_t tiles, at, item[4];
 } kvf__split_rank;
 static int kvf__split_rank_cmp(const void *a, const void *b) {
     const kvf__split_rank *x = (const kvf__split_rank *)a, *y = (const kvf__split_rank *)b;
     if (x->tiles != y->tiles) return x->tiles > y->tiles ? -1 : 1;
     return x->at < y->at ? -1 : x->at > y->at;
 }
+static int32_t kvf__split_item_tiles(const int32_t *item, int64_t T) {
+    const int64_t toks = ((uint32_t)item[3] & 0x7fffffffu) - (int64_t)item[2];
+    return (int32_t)((toks + T - 1) / T);
+}
 static int kvf__split_longest_first(int32_t *items, int64_t n, int64_t T) {
-    kvf__split_rank *r = (kvf__split_rank *)malloc(sizeof *r * (size_t)(n > 0 ? n : 1));
-    int32_t *copy = (int32_t *)malloc(sizeof(int32_t) * 4 * (size_t)(n > 0 ? n : 1));
-    if (!r || !copy) {
-        free(r);
-        free(copy);
-        return 0;
-    }
-    int sorted = 1;
-    for (int64_t i = 0; i < n; ++i) {
-        const int64_t toks = ((uint32_t)items[4 * i + 3] & 0x7fffffffu) - (int64_t)items[4 * i + 2];
-        r[i].tiles = (int32_t)((toks + T - 1) / T);
+    int64_t i = 1;
+    while (i < n &&
+           kvf__split_item_tiles(items + 4 * i, T) <= kvf__split_item_tiles(items + 4 * (i - 1), T))
+        ++i;
+    if (i >= n) return 1; /* already in order (uniform batches): nothing to move */
+    kvf__split_rank *r = (kvf__split_rank *)malloc(sizeof *r * (size_t)n);
+    if (!r) return 0;
+    for (i = 0; i < n; ++i) {
+        r[i].tiles = kvf__split_item_tiles(items + 4 * i, T);
         r[i].at = (int32_t)i;
-        if (i > 0 && r[i].tiles > r[i - 1].tiles) sorted = 0;
+        memcpy(r[i].item, items + 4 * i, sizeof r[i].item);
     }
-    if (!sorted) {
-        qsort(r, (size_t)n, sizeof *r, kvf__split_rank_cmp);
-        memcpy(copy, items, sizeof(int32_t) * 4 * (size_t)n);
-        for (int64_t i = 0; i < n; ++i)
-            memcpy(items + 4 * i, copy + 4 * (int64_t)r[i].at, sizeof(int32_t) * 4);
-    }
+    qsort(r, (size_t)n, sizeof *r, kvf__split_rank_cmp);
+    for (i = 0; i < n; ++i)
+        memcpy(items + 4 * i, r[i].item, sizeof r[i].item);
     free(r);
-    free(copy);
     return 1;
 }
 
