@@ -595,6 +595,18 @@ static void test_allowance_shape(void) {
  * beyond the final rounding (excess 0) though its margin counts the half ulp. The tie is
  * built: equal logits make o the mean of v, and half the tokens holding 1 and half 1 + 2^-7
  * put that mean at 1 + 2^-8, halfway between two bf16 values. */
+/* The verdict of rule `name` on the outputs o and lse of case c. */
+static kvf_verdict judged_by(const char *name, const kvf_case *c, const kvf_oracle_result *r,
+                             const kvf_bf16 *o, const float *lse) {
+    kvf_error err = {0};
+    kvf_rule rule;
+    kvf_verdict v;
+    memset(&v, 0, sizeof v);
+    CHECK_OK(kvf_rule_parse(&rule, name, &err), &err);
+    CHECK_OK(kvf_judge(&v, &rule, c, r, o, lse, &err), &err);
+    return v;
+}
+
 static void test_tie_excess_margin(void) {
     kvf_spec s;
     kvf_error err = {0};
@@ -625,10 +637,7 @@ static void test_tie_excess_margin(void) {
     CHECK(kvf_bf16_to_f32(o[0]) == 1.0f || kvf_bf16_to_f32(o[0]) == 1.0078125f);
     static const char *const against_exact[] = {"strict", "fa"};
     for (int i = 0; i < 2; i++) {
-        kvf_rule rule;
-        kvf_rule_parse(&rule, against_exact[i], NULL);
-        kvf_verdict vd;
-        CHECK_OK(kvf_judge(&vd, &rule, &c, &r, o, lse, &err), &err);
+        const kvf_verdict vd = judged_by(against_exact[i], &c, &r, o, lse);
         CHECK(vd.pass);
         CHECK(vd.o.max_margin > 0.5);
         CHECK_DBL_EQ(vd.o.max_excess_margin, 0.0);
@@ -746,13 +755,9 @@ static void test_alike_weights(void) {
     printf("normalised-first kernel: worst error %.0f u of C + |x|\n", worst_u);
     CHECK(worst_u > 8 * KVF_FA_FLOOR_U); /* far outside what the baselines would allow */
     static const char *const names[] = {"strict", "fa"};
-    for (int i = 0; i < 2; i++) {
-        kvf_rule rule;
-        kvf_rule_parse(&rule, names[i], NULL);
-        kvf_verdict v;
-        CHECK_OK(kvf_judge(&v, &rule, &c, &r, o, lse, &err), &err);
-        if (!v.pass) CHECK_FAIL_AT("the normalised-first kernel fails %s", names[i]);
-    }
+    for (int i = 0; i < 2; i++)
+        if (!judged_by(names[i], &c, &r, o, lse).pass)
+            CHECK_FAIL_AT("the normalised-first kernel fails %s", names[i]);
     kvf_oracle_result_free(&r);
     kvf_case_free(&c);
     /* The seed workload's natural logits keep their baseline. */
