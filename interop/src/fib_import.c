@@ -188,7 +188,7 @@ int kvf_fib_import(kvf_spec *out, const kvf_fib_definition *def, const char *lin
         rc = kvf_error_set(err, KVF_EINVAL, "workload %s has no axes and inputs objects", uuid);
         goto done;
     }
-    int64_t batch = 0, pool = 0, len_indptr = 0, entries = 0; /* set by axis_value on success */
+    int64_t batch = 0, pool = 0, len_indptr = 0, entries = 0; /* zeros only quiet gcc -O3 */
     if ((rc = axis_value(&x, axes, "batch_size", &batch)) ||
         (rc = axis_value(&x, axes, "num_pages", &pool)) ||
         (rc = axis_value(&x, axes, "len_indptr", &len_indptr)) ||
