@@ -402,8 +402,7 @@ static void measure_case(const kvf_case *c, const kvf_oracle_result *r, const ch
             const kvf_oracle_row *orow = &r->rows[row];
             if (orow->length == 0 || orow->overflow || orow->nonfinite_input) continue;
             int32_t b = (int32_t)(row / c->num_qo_heads), h = (int32_t)(row % c->num_qo_heads);
-            CHECK_INT_EQ(kvf_fa_bound_row(c, r, b, h, impl_ftz_model((impl_kind)k), allowed, pre),
-                         0);
+            CHECK_INT_EQ(kvf_fa_bound_row(c, r, b, h, &fa.precision, allowed, pre), 0);
             if (!isfinite(pre[0])) continue; /* baseline unusable: the row is judged by strict */
             kvf__fa_row fr;
             kvf__fa_scratch sc = {scratch, scratch2, base};
@@ -705,7 +704,7 @@ static void test_unbounded_allowance(void) {
     long numbers = 0;
     for (int32_t b = 0; b < c.batch_size; b++)
         for (int32_t h = 0; h < c.num_qo_heads; h++) {
-            CHECK_INT_EQ(kvf_fa_bound_row(&c, &r, b, h, 0, allowed, pre), 0);
+            CHECK_INT_EQ(kvf_fa_bound_row(&c, &r, b, h, NULL, allowed, pre), 0);
             for (int32_t d = 0; d < D; d++) {
                 const double x = r.o_exact[((int64_t)b * c.num_qo_heads + h) * D + d];
                 if (!isfinite(x)) continue;
@@ -742,7 +741,7 @@ static void test_alike_weights(void) {
     for (int64_t row = 0; row < rows; row++) {
         int32_t b = (int32_t)(row / c.num_qo_heads), h = (int32_t)(row % c.num_qo_heads);
         impl_row(&c, b, h, IMPL_NORMALISED, y + row * D, &lse[row]);
-        CHECK_INT_EQ(kvf_fa_bound_row(&c, &r, b, h, 0, allowed, pre), 0);
+        CHECK_INT_EQ(kvf_fa_bound_row(&c, &r, b, h, NULL, allowed, pre), 0);
         for (int32_t d = 0; d < D; d++) {
             const double x = r.o_exact[row * D + d], sc = r.o_cond[row * D + d] + fabs(x);
             o[row * D + d] = kvf_f32_to_bf16_rne((float)y[row * D + d]);
@@ -765,7 +764,7 @@ static void test_alike_weights(void) {
     CHECK_OK(kvf_spec_preset(&sp, "seed-h20kv4", 1, &err), &err);
     if (build(&sp, &c, &r) == 0) {
         for (int32_t h = 0; h < c.num_qo_heads; h++) {
-            CHECK_INT_EQ(kvf_fa_bound_row(&c, &r, 0, h, 0, allowed, pre), 0);
+            CHECK_INT_EQ(kvf_fa_bound_row(&c, &r, 0, h, NULL, allowed, pre), 0);
             CHECK(isfinite(pre[0]));
         }
         kvf_oracle_result_free(&r);

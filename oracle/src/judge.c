@@ -38,7 +38,9 @@
 #define SOL_RTOL 1e-2
 #define SOL_REQUIRED_RATIO 0.99
 
-#define RULE_EXPECTED "expected fib, sol, allclose:ATOL:RTOL, ulp:N, strict[:ftz] or fa[:ftz]"
+#define RULE_EXPECTED                                                                              \
+    "expected fib, sol, allclose:ATOL:RTOL, ulp:N, strict[:MODEL] or fa[:MODEL] (MODEL a "         \
+    "precision model, as bf16-p+ftz)"
 
 static void rule_set(kvf_rule *out, kvf_rule_kind kind, double atol, double rtol, int64_t ulps,
                      const char *name) {
@@ -52,6 +54,18 @@ static void rule_set(kvf_rule *out, kvf_rule_kind kind, double atol, double rtol
 
 void kvf_rule_default(kvf_rule *out) {
     rule_set(out, KVF_RULE_STRICT, 0, 0, 0, "strict");
+}
+
+void kvf_rule_set_precision(kvf_rule *rule, const kvf_precision *p) {
+    if (!rule || !p || (rule->kind != KVF_RULE_STRICT && rule->kind != KVF_RULE_FA)) return;
+    rule->precision = *p;
+    const char *base = rule->kind == KVF_RULE_STRICT ? "strict" : "fa";
+    char model[KVF_PRECISION_NAME_MAX];
+    kvf_precision_name(p, model, sizeof model);
+    if (kvf_precision_is_f32(p))
+        snprintf(rule->name, sizeof rule->name, "%s", base);
+    else
+        snprintf(rule->name, sizeof rule->name, "%s:%s", base, model);
 }
 
 int kvf_rule_default_set(kvf_rule *out, int max) {
@@ -106,21 +120,30 @@ int kvf_rule_parse(kvf_rule *out, const char *text, kvf_error *err) {
     if (!text || text[0] == '\0')
         return kvf_error_set(err, KVF_EINVAL, "the rule text is empty; " RULE_EXPECTED);
 
-    /* The two model-based rules take one option, the flush-to-zero model (K1). */
+    /* The two model-based rules take a precision model (precision.h), "strict:bf16-p+ftz". */
     static const struct {
         const char *name;
         kvf_rule_kind kind;
-    } model[] = {{"strict:ftz", KVF_RULE_STRICT}, {"fa:ftz", KVF_RULE_FA}, {"fa", KVF_RULE_FA}};
+    } model[] = {{"strict", KVF_RULE_STRICT}, {"fa", KVF_RULE_FA}};
     for (size_t i = 0; i < sizeof model / sizeof model[0]; i++) {
-        if (strcmp(text, model[i].name) == 0) {
-            rule_set(out, model[i].kind, 0, 0, 0, model[i].name);
-            out->ftz = strchr(model[i].name, ':') != NULL;
-            return 0;
+        size_t n = strlen(model[i].name);
+        if (strncmp(text, model[i].name, n) != 0 || (text[n] != '\0' && text[n] != ':')) continue;
+        kvf_precision prec;
+        memset(&prec, 0, sizeof prec);
+        if (text[n] == ':') {
+            if (text[n + 1] == '\0')
+                return kvf_error_set(err, KVF_EINVAL,
+                                     "rule '%.80s' has an empty precision model; use %s or "
+                                     "%s:MODEL, as %s:bf16-p",
+                                     text, model[i].name, model[i].name, model[i].name);
+            kvf_error perr = {0};
+            if (kvf_precision_parse(&prec, text + n + 1, &perr))
+                return kvf_error_set(err, KVF_EINVAL, "rule '%.80s': %s", text, perr.msg);
         }
+        rule_set(out, model[i].kind, 0, 0, 0, model[i].name);
+        kvf_rule_set_precision(out, &prec);
+        return 0;
     }
-    if (strncmp(text, "fa:", 3) == 0 || strncmp(text, "strict:", 7) == 0)
-        return kvf_error_set(err, KVF_EINVAL, "rule '%.80s' takes only the option ftz, as %s:ftz",
-                             text, text[0] == 'f' ? "fa" : "strict");
 
     /* Rules without parameters must match whole; "fib:..." gets its own sentence because it
      * is the likeliest mistake (expecting benchmark rules to take tolerances). */
@@ -129,8 +152,7 @@ int kvf_rule_parse(kvf_rule *out, const char *text, kvf_error *err) {
         kvf_rule_kind kind;
         double atol, rtol;
     } plain[] = {{"fib", KVF_RULE_FIB, FIB_ATOL, FIB_RTOL},
-                 {"sol", KVF_RULE_SOL, SOL_ATOL, SOL_RTOL},
-                 {"strict", KVF_RULE_STRICT, 0, 0}};
+                 {"sol", KVF_RULE_SOL, SOL_ATOL, SOL_RTOL}};
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
         size_t n = strlen(plain[i].name);
         if (strcmp(text, plain[i].name) == 0) {
@@ -213,11 +235,11 @@ const char *kvf_rule_help(kvf_rule_kind kind) {
         return "ulp:N               at most N units in the last place from the correctly rounded "
                "value (bf16 for o, f32 for lse); NaN/inf must match";
     case KVF_RULE_STRICT:
-        return "strict[:ftz]        |a-x| within what a correct fp32-accumulating kernel can lose "
-               "plus the final rounding, worst case over every order (docs/strict-rule.md); "
-               ":ftz admits flush-to-zero and subnormal inputs read as zero; default set";
+        return "strict[:MODEL]      |a-x| within what a correct kernel of the precision model "
+               "(f32 by default; docs/precision.md) can lose plus the final rounding, worst case "
+               "over every order (docs/strict-rule.md); default set";
     case KVF_RULE_FA:
-        return "fa[:ftz]            o: |a-x| within 8x the normalised error of the judge's own "
+        return "fa[:MODEL]          o: |a-x| within 8x the normalised error of the judge's own "
                "fp32 baselines on the row, plus model terms and 32u(C+|x|), plus the bf16 "
                "rounding; lse as strict (docs/fa-rule.md); default set";
     default:
@@ -354,19 +376,31 @@ static int64_t ceil_log2(int64_t n) {
     return k;
 }
 
-/* Everything in the bound that depends only on the row (sequence, q head). */
+/* Everything in the bound that depends only on the row (sequence, q head) and the model. */
 typedef struct strict_row {
     int empty;        /* L = 0: o must be +-0 exactly, lse must be -inf */
     double h;         /* H: bound on |ln| of each weight's relative error */
     double e1;        /* e^H (e^H - 1): the weights' effect on o per unit of (C + |x|) */
     double e2h;       /* e^{2H}: how much perturbed weights can inflate C */
-    double gn, g;     /* gamma_n and gamma_n / (1 - gamma_n), n = L + 2R */
+    double gn, g;     /* gamma_n and gamma_n / (1 - gamma_n), n = L + 2R (+ 4L, P models) */
     double floor_abs; /* flush-to-zero / underflow floor on o */
     double v;         /* V = max |v| of the row */
     double lse_pre;   /* lse error before the final roundings */
     double ln_len;    /* ln(L) + 1, for the oracle's own lse error */
     double e1_fixed;  /* the weights' effect (as e1) of the terms of H that no summation order
                          or length changes, for fa (docs/fa-rule.md, section 1) */
+    /* Precision models (docs/precision.md). */
+    int p_model;      /* 0: P in fp32; 1: P rounded, denominator unrounded; 2: both rounded */
+    double u_p;       /* P's unit roundoff: 2^-8 (bf16) or 2^-11 (fp16) */
+    double delta_m;   /* relative rounding error of a near-maximum token's P (below u_p when
+                         such a weight provably rounds to 1) */
+    double p_abs;     /* P's underflow: its absolute loss over the row per unit of denominator */
+    double share_m;   /* lower bound on the near-maximum tokens' share of sum p */
+    const double *cm; /* [D] lower bounds on their part of C per column; NULL: none */
+    double u_part;    /* bf16 partials: 2^-8, else 0 */
+    double part_tiny; /* a bf16 partial's absolute rounding below the normal range */
+    double g_mma_fa;  /* fa's charge for P.V tensor-core steps' truncation (P models) */
+    double cap_scale; /* the cap's V multiplier: (1 + u_p)(1 + u_part) */
 } strict_row;
 
 /* The ftz model's inputs read as zero (DAZ) in q.k: a product with a subnormal factor may be
@@ -392,15 +426,93 @@ static double daz_logit_bound(const kvf_case *c, int32_t b, int32_t h) {
     return isfinite(worst) ? fabs((double)c->sm_scale) * worst : INFINITY;
 }
 
-/* daz: daz_logit_bound() under the ftz model, 0 otherwise. */
+/* P models: the tokens whose base-2 logit lies within NEAR_MAX_THETA (bf16) of the row's
+ * largest. A kernel computes their weight within a few 2^-12 of 1, which rounds to exactly 1
+ * (docs/precision.md, section 3), so their P carries no bf16 rounding; without this a
+ * dominant token's weight would be charged 2^-8 and a truncating store could hide behind it. */
+#define NEAR_MAX_THETA_BF16 0x1p-12
+#define NEAR_MAX_THETA_FP16 0x1p-15
+
+static double p_unit(int format) {
+    return format == KVF_P_BF16 ? 0x1p-8 : 0x1p-11;
+}
+
+/* The logit of token t in base 2, in double: bf16 products are exact there and the sum of D of
+ * them errs by at most (D + 2) 2^-52 of sum |q k| (returned through abs_err). */
+static double logit2_double(const kvf_case *c, const kvf_bf16 *q, int32_t b, int64_t t, int32_t g,
+                            double *abs_err) {
+    const kvf_bf16 *k = c->k_cache + kvf_case_kv_offset(c, b, t, g, 0);
+    double dot = 0, absdot = 0;
+    for (int32_t d = 0; d < c->head_dim; d++) {
+        double prod = (double)kvf_bf16_to_f32(q[d]) * (double)kvf_bf16_to_f32(k[d]);
+        dot += prod;
+        absdot += fabs(prod);
+    }
+    double scale2 = (double)c->sm_scale * LOG2E;
+    *abs_err = (c->head_dim + 4) * 0x1p-52 * fabs(scale2) * absdot;
+    return scale2 * dot;
+}
+
+/* The near-maximum tokens' share of sum p (returned) and their part of C per column (cm[D]),
+ * each a lower bound: weights 2^{s - lse} from the oracle's lse, whose own error lse_err
+ * (strict step 6b) and the logits' are taken off by a factor. 0 everywhere for rows without a
+ * finite lse or logits, and where the logits' own error reaches theta. */
+static double near_max_compute(const kvf_case *c, int32_t b, int32_t h, double lse_exact,
+                               double lse_err, double theta, double *cm) {
+    const int32_t D = c->head_dim, g = h / (c->num_qo_heads / c->num_kv_heads);
+    for (int32_t d = 0; d < D; d++)
+        cm[d] = 0.0;
+    int64_t L = kvf_case_seq_len(c, b);
+    if (L <= 0 || !isfinite(lse_exact) || !isfinite(lse_err)) return 0.0;
+    const kvf_bf16 *q = c->q + ((int64_t)b * c->num_qo_heads + h) * D;
+    double smax = -INFINITY, dot_err = 0;
+    for (int64_t t = 0; t < L; t++) {
+        double e, s2 = logit2_double(c, q, b, t, g, &e);
+        if (!isfinite(s2)) return 0.0;
+        if (s2 > smax) smax = s2;
+        if (e > dot_err) dot_err = e;
+    }
+    if (4 * dot_err >= theta) return 0.0;
+    double share = 0;
+    for (int64_t t = 0; t < L; t++) {
+        double e, s2 = logit2_double(c, q, b, t, g, &e);
+        /* Within theta less twice the logits' own error: truly within theta of the maximum. */
+        if (s2 < smax - theta + 2 * dot_err) continue;
+        const kvf_bf16 *v = c->v_cache + kvf_case_kv_offset(c, b, t, g, 0);
+        double w = exp2(s2 - lse_exact);
+        share += w;
+        for (int32_t d = 0; d < D; d++)
+            cm[d] += w * fabs((double)kvf_bf16_to_f32(v[d]));
+    }
+    /* Each w carries the lse's error and the logit's, as factors 2^{+-err}; the sums in double
+     * lose far less than the 2^-30 taken besides. */
+    double lower = exp2(-(lse_err + dot_err)) * (1 - 0x1p-30);
+    for (int32_t d = 0; d < D; d++)
+        cm[d] *= lower;
+    share *= lower;
+    return share < 1 ? share : 1.0;
+}
+
+/* The model's row inputs beyond the oracle row: DAZ's logit bound (ftz), and for P models the
+ * near-maximum tokens' share and per-column part of C (near_max_compute; cm may be NULL). */
+typedef struct strict_model_in {
+    const kvf_precision *prec;
+    double daz;
+    double share_m;
+    const double *cm;
+} strict_model_in;
+
 static void strict_row_init(strict_row *s, int32_t head_dim, float sm_scale,
-                            const kvf_oracle_row *row, int ftz, double daz) {
+                            const kvf_oracle_row *row, const strict_model_in *mi) {
     memset(s, 0, sizeof *s);
     int64_t len = row->length;
     if (len <= 0) {
         s->empty = 1;
         return;
     }
+    const kvf_precision *prec = mi->prec;
+    const int ftz = prec->ftz != 0;
+    const double daz = mi->daz;
     double L = (double)len, D = (double)head_dim;
     double A = fabs(row->dot_abs_max), S = fabs(row->logit_abs_max);
     double scale = fabs((double)sm_scale);
@@ -448,10 +560,48 @@ static void strict_row_init(strict_row *s, int32_t head_dim, float sm_scale,
     s->e1_fixed = exp(h_fixed) * expm1(h_fixed);
     s->e2h = eh * eh;
 
+    /* P models (docs/precision.md, section 3): P rounded to bf16 / fp16 for P.V. The P.V
+     * product may then run on tensor-core MMA steps: a step of k tokens errs by at most
+     * (k/2 + 3) u of |c| + sum |p v| (K2's measurement: each term truncated below a grid two
+     * bits under the largest, the sum truncated to 24 bits), steps without a token are exact,
+     * so a term passes at most L/2 + 3L such units: 4L more factors (1 + u). */
+    double n_acc = L + 2 * R;
+    if (prec->p_format != KVF_P_F32) {
+        s->p_model = prec->p_sum_rounded ? 2 : 1;
+        s->u_p = p_unit(prec->p_format);
+        /* A near-maximum token's computed weight lies in [2^{-theta - 2 h2 - a}(1 - eps_exp),
+         * 2^{a}(1 + eps_exp)] (its argument is at most 0 before its two roundings, a =
+         * 2 gamma_2 M2 after them; h2 = log2e h_logit): within eps_m of 1, it rounds to 1
+         * whenever eps_m is below half the spacing under 1. */
+        double theta = prec->p_format == KVF_P_BF16 ? NEAR_MAX_THETA_BF16 : NEAR_MAX_THETA_FP16;
+        double half_below_one = s->u_p / 2;
+        double eps_m =
+            (LN2 * (theta + 2 * LOG2E * h_logit + 2 * gamma_n(2) * M2) + EPS_EXP) * (1 + 0x1p-10);
+        s->delta_m = eps_m < half_below_one ? eps_m / (1 - eps_m) : s->u_p;
+        s->share_m = mi->cm ? mi->share_m : 0.0;
+        s->cm = mi->cm;
+        /* Underflow of P: below fp16's normal range (2^-14) a weight rounds on a 2^-24 grid
+         * (at most 2^-25 lost), flushed under ftz (at most 2^-14); bf16's subnormal grid is
+         * 2^-133 (2^-126 under ftz). A weight is relative to a running maximum, at most e^H
+         * above the final one, and the denominator is at least e^{-2H} in those units. */
+        double tau =
+            prec->p_format == KVF_P_FP16 ? (ftz ? 0x1p-14 : 0x1p-25) : (ftz ? 0x1p-126 : 0x1p-134);
+        s->p_abs = L * tau * exp(3 * s->h);
+        n_acc += 4 * L;
+        /* fa: the steps' final truncation toward zero (under 2u of the result) leans one way
+         * whatever the data; with steps of at least 8 tokens on average (assumption F6,
+         * docs/precision.md) a term passes L/8 + 2 of them. */
+        s->g_mma_fa = pow_up_minus_1(2 * (L / 8 + 2));
+    }
+    if (prec->partials_bf16) {
+        s->u_part = 0x1p-8;
+        s->part_tiny = ftz ? 0x1p-126 : 0x1p-134;
+    }
+    s->cap_scale = (1 + s->u_p) * (1 + s->u_part);
+
     /* Step 3: fp32 accumulation of numerator and denominator. */
     /* |theta| <= (1 + u)^n - 1, and the computed denominator is at least (1 - u)^n of its
      * unrounded value. */
-    const double n_acc = L + 2 * R;
     s->gn = pow_up_minus_1(n_acc);
     s->g = s->gn / pow_down(n_acc);
 
@@ -470,10 +620,18 @@ static void strict_row_init(strict_row *s, int32_t head_dim, float sm_scale,
         s->floor_abs = 0x1p-149 * (L + 2 * R + 1);
         if (2 * M2 + lg + 1 >= 126) s->floor_abs += 0x1p-125 * (L + R) * 2 * s->v;
     }
+    /* P.V on MMA steps may lose each term and the result below 2^-126 (K2: not
+     * characterized there), at most MMA_K + 2 of them per step and L steps. */
+    if (s->p_model) s->floor_abs += 2 * (MMA_K + 2) * L * 0x1p-126 * fmax(1.0, s->v);
 
     /* lse: weights and denominator sum shift log2(d) by at most log2e (H + n ln(1/(1 - u))),
-     * plus the log2 evaluation itself. */
+     * plus the log2 evaluation itself. A denominator of rounded P (p-rsum) moves by at most
+     * e^{2H} (u_p (1 - share_m) + delta_m share_m) relative, plus P's underflow. */
     s->lse_pre = LOG2E * (s->h - n_acc * log1p(-U_F32) * (1 + 0x1p-40)) + eps_log;
+    if (s->p_model == 2) {
+        double rel = s->e2h * (s->u_p * (1 - s->share_m) + s->delta_m * s->share_m) + s->p_abs;
+        s->lse_pre += rel < 1 ? LOG2E * log_err(rel) : INFINITY;
+    }
 }
 
 /* The oracle's x is not the exact value but within 2^-p (5 C + 2|x|) of it (oracle.h), with
@@ -483,28 +641,76 @@ static void strict_row_init(strict_row *s, int32_t head_dim, float sm_scale,
  * y = lse ln 2, 1 <= Z <= L; the constant 5 covers the eta term. */
 #define ORACLE_U 0x1p-24
 
-/* Allowed |a - x| for one o element with exact value x and conditioning C. */
-static double strict_o_allowed(const strict_row *s, double x, double cond) {
+static double oracle_lse_err(double x, double ln_len) {
+    return ORACLE_U * (5 * fabs(x) + 5 + 6 * ln_len) + 0x1p-53 * fabs(x);
+}
+
+/* The precision model's own terms for one o element (0 under f32), given the weights' f32
+ * error w on it and |x|'s upper end ax (docs/precision.md, section 3):
+ *   *wp   rounding P: unrounded denominator, e^{2H} (u_p C_n + delta_m C_m) + p_abs V;
+ *         rounded denominator, the weight lemma with those per-token errors, |o| included;
+ *   *part bf16 partials: u_part (1 + u_p)(1 + g) e^{2H} C, plus their subnormal rounding;
+ *   *cw   the conditioning of the rounded weights, for the accumulation term. */
+static void model_terms(const strict_row *s, double c, double ax, double w, int32_t d, double *wp,
+                        double *part, double *cw) {
+    *wp = *part = 0.0;
+    *cw = s->e2h * c;
+    if (s->p_model) {
+        double cm = s->cm ? fmin(c, s->cm[d]) : 0.0, cn = c - cm;
+        double ao = ax + w;
+        if (s->p_model == 1) {
+            *wp = s->e2h * (s->u_p * cn + s->delta_m * cm) + s->p_abs * s->v;
+            *cw = s->e2h * c * (1 + s->u_p) + s->p_abs * s->v;
+        } else {
+            double ep = 1 / (1 - s->u_p), em = 1 / (1 - s->delta_m);
+            double sm = s->share_m, sn = 1 - sm;
+            *wp = ep * s->e2h * ((ep - 1) * (cn + ao * sn) + (em - 1) * (cm + ao * sm));
+            *wp += s->p_abs < 1 ? s->p_abs * (s->v + ao + *wp) / (1 - s->p_abs) : INFINITY;
+            *cw = s->e2h * c * ep + s->p_abs * s->v;
+        }
+    }
+    if (s->u_part > 0) *part = s->u_part * (1 + s->g) * *cw + s->part_tiny;
+}
+
+/* Allowed |a - x| for one o element (column d) with exact value x and conditioning C. */
+static double strict_o_allowed(const strict_row *s, double x, double cond, int32_t d) {
     if (s->empty) return 0.0;
     double c = fabs(cond);
     double xerr = ORACLE_U * (5 * c + 2 * fabs(x)) + 0x1p-53 * fabs(x);
     double ax = fabs(x) + xerr;
-    double w = s->e1 * (c + ax);                            /* weight errors */
-    double e_pre = w + s->g * (s->e2h * c + ax + w);        /* + accumulation */
+    double w = s->e1 * (c + ax); /* weight errors */
+    double wp, part, cw;
+    model_terms(s, c, ax, w, d, &wp, &part, &cw);
+    double e_model = wp + part;
+    double e_pre = w + e_model + s->g * ((1 + s->u_part) * cw + ax + w + e_model); /* + accum. */
     double e = e_pre + U_F32 * (ax + e_pre) + s->floor_abs; /* + final division */
     /* Whatever the weights, a correct kernel's fp32 result is a near-convex combination of the
-     * row's v values, so |y| <= V (1 + gamma_n)(1 + u)/(1 - gamma_n) (plus the floor). This
-     * caps the bound where H is huge (rows whose logits an fp32 kernel cannot resolve). */
-    double cap = ax + s->v * (1 + s->g) * (1 + U_F32) * (1 + s->gn) + s->floor_abs;
+     * row's v values, so |y| <= V (1 + gamma_n)(1 + u)/(1 - gamma_n) (plus the floor; times
+     * the model's roundings of P and of the partials). This caps the bound where H is huge
+     * (rows whose logits an fp32 kernel cannot resolve). */
+    double cap = ax + s->v * s->cap_scale * (1 + s->g) * (1 + U_F32) * (1 + s->gn) + s->floor_abs;
     if (!(e <= cap)) e = cap;
     /* The bf16 store: round to nearest of y, |y| <= |x| + e, costs half an ulp there. */
     return e + 0.5 * kvf_bf16_ulp(ax + e) + xerr;
 }
 
+/* The model's terms that fa adds to its allowance for one o element (docs/precision.md,
+ * section 4): the rounding of P and of the partials, bounded as strict bounds them, and the
+ * P.V steps' one-way truncation. 0 under f32 and ftz. */
+static double fa_model_extra(const strict_row *s, double x, double cond, int32_t d) {
+    if (s->empty || (!s->p_model && s->u_part == 0)) return 0.0;
+    double c = fabs(cond);
+    double ax = fabs(x) + ORACLE_U * (5 * c + 2 * fabs(x)) + 0x1p-53 * fabs(x);
+    double w = s->e1_fixed * (c + ax);
+    double wp, part, cw;
+    model_terms(s, c, ax, w, d, &wp, &part, &cw);
+    return wp + part + s->g_mma_fa * (cw + ax + w + wp + part);
+}
+
 /* Allowed |a - x| for one lse element (x finite). */
 static double strict_lse_allowed(const strict_row *s, double x) {
     if (s->empty) return 0.0;
-    double xerr = ORACLE_U * (5 * fabs(x) + 5 + 6 * s->ln_len) + 0x1p-53 * fabs(x);
+    double xerr = oracle_lse_err(x, s->ln_len);
     double ax = fabs(x) + xerr;
     /* Two roundings before the final one (m + log2 d, or (m + ln d) * log2e with a rounded
      * constant), each at most u of a quantity bounded by |x| + error. */
@@ -517,41 +723,89 @@ static int oracle_shape_ok(const kvf_case *c, const kvf_oracle_result *oracle) {
            c->num_qo_heads == oracle->num_qo_heads && c->head_dim == oracle->head_dim;
 }
 
-double kvf_strict_bound_o(const kvf_case *c, const kvf_oracle_result *oracle, int32_t b, int32_t h,
-                          int32_t d) {
+/* Everything a strict or fa judgement of one row needs beyond the oracle row, computed from
+ * the case under the model: the DAZ bound (ftz) and the near-maximum data (P models, into
+ * cm[D], which the caller provides). */
+static void model_in_compute(strict_model_in *mi, const kvf_precision *prec, const kvf_case *c,
+                             const kvf_oracle_result *oracle, int64_t row, double *cm) {
+    const kvf_oracle_row *orow = &oracle->rows[row];
+    int32_t b = (int32_t)(row / c->num_qo_heads), h = (int32_t)(row % c->num_qo_heads);
+    mi->prec = prec;
+    mi->daz = prec->ftz && orow->length > 0 ? daz_logit_bound(c, b, h) : 0.0;
+    mi->share_m = 0.0;
+    mi->cm = NULL;
+    if (prec->p_format != KVF_P_F32 && orow->length > 0 && cm && !orow->overflow &&
+        !orow->nonfinite_input) {
+        double lse = oracle->lse_exact[row];
+        double theta = prec->p_format == KVF_P_BF16 ? NEAR_MAX_THETA_BF16 : NEAR_MAX_THETA_FP16;
+        mi->share_m = near_max_compute(
+            c, b, h, lse, oracle_lse_err(lse, log((double)orow->length) + 1), theta, cm);
+        mi->cm = cm;
+    }
+}
+
+static const kvf_precision kvf__f32_model = {0, 0, 0, 0};
+
+double kvf_strict_bound_o_under(const kvf_precision *p, const kvf_case *c,
+                                const kvf_oracle_result *oracle, int32_t b, int32_t h, int32_t d) {
     if (!oracle_shape_ok(c, oracle) || !oracle->rows || !oracle->o_exact || !oracle->o_cond ||
-        b < 0 || b >= oracle->batch_size || h < 0 || h >= oracle->num_qo_heads || d < 0 ||
-        d >= oracle->head_dim)
+        !oracle->lse_exact || b < 0 || b >= oracle->batch_size || h < 0 ||
+        h >= oracle->num_qo_heads || d < 0 || d >= oracle->head_dim)
         return NAN;
     int64_t row = (int64_t)b * oracle->num_qo_heads + h;
     int64_t idx = row * oracle->head_dim + d;
+    double *cm = malloc((size_t)oracle->head_dim * sizeof *cm);
+    if (!cm) return NAN;
+    strict_model_in mi;
+    model_in_compute(&mi, p ? p : &kvf__f32_model, c, oracle, row, cm);
     strict_row s;
-    strict_row_init(&s, oracle->head_dim, c->sm_scale, &oracle->rows[row], 0, 0.0);
-    return strict_o_allowed(&s, oracle->o_exact[idx], oracle->o_cond[idx]);
+    strict_row_init(&s, oracle->head_dim, c->sm_scale, &oracle->rows[row], &mi);
+    double bound = strict_o_allowed(&s, oracle->o_exact[idx], oracle->o_cond[idx], d);
+    free(cm);
+    return bound;
 }
 
-double kvf_strict_bound_lse(const kvf_case *c, const kvf_oracle_result *oracle, int32_t b,
-                            int32_t h) {
+double kvf_strict_bound_o(const kvf_case *c, const kvf_oracle_result *oracle, int32_t b, int32_t h,
+                          int32_t d) {
+    return kvf_strict_bound_o_under(NULL, c, oracle, b, h, d);
+}
+
+double kvf_strict_bound_lse_under(const kvf_precision *p, const kvf_case *c,
+                                  const kvf_oracle_result *oracle, int32_t b, int32_t h) {
     if (!oracle_shape_ok(c, oracle) || !oracle->rows || !oracle->lse_exact || b < 0 ||
         b >= oracle->batch_size || h < 0 || h >= oracle->num_qo_heads)
         return NAN;
     int64_t row = (int64_t)b * oracle->num_qo_heads + h;
+    double *cm = malloc((size_t)(oracle->head_dim > 0 ? oracle->head_dim : 1) * sizeof *cm);
+    if (!cm) return NAN;
+    strict_model_in mi;
+    model_in_compute(&mi, p ? p : &kvf__f32_model, c, oracle, row, cm);
     strict_row s;
-    strict_row_init(&s, oracle->head_dim, c->sm_scale, &oracle->rows[row], 0, 0.0);
+    strict_row_init(&s, oracle->head_dim, c->sm_scale, &oracle->rows[row], &mi);
+    free(cm);
     return strict_lse_allowed(&s, oracle->lse_exact[row]);
 }
 
+double kvf_strict_bound_lse(const kvf_case *c, const kvf_oracle_result *oracle, int32_t b,
+                            int32_t h) {
+    return kvf_strict_bound_lse_under(NULL, c, oracle, b, h);
+}
+
 int kvf_fa_bound_row(const kvf_case *c, const kvf_oracle_result *oracle, int32_t b, int32_t h,
-                     int ftz, double *allowed, double *pre) {
+                     const kvf_precision *p, double *allowed, double *pre) {
     if (!oracle_shape_ok(c, oracle) || !oracle->rows || !oracle->o_exact || !oracle->o_cond ||
-        !allowed || b < 0 || b >= oracle->batch_size || h < 0 || h >= oracle->num_qo_heads)
+        !oracle->lse_exact || !allowed || b < 0 || b >= oracle->batch_size || h < 0 ||
+        h >= oracle->num_qo_heads)
         return KVF_EINVAL;
     const int32_t D = oracle->head_dim;
     int64_t row = (int64_t)b * oracle->num_qo_heads + h;
     const kvf_oracle_row *orow = &oracle->rows[row];
+    double *cm = malloc((size_t)D * sizeof *cm);
+    if (!cm) return KVF_ENOMEM;
+    strict_model_in mi;
+    model_in_compute(&mi, p ? p : &kvf__f32_model, c, oracle, row, cm);
     strict_row s;
-    strict_row_init(&s, D, c->sm_scale, orow, ftz,
-                    ftz && orow->length > 0 ? daz_logit_bound(c, b, h) : 0.0);
+    strict_row_init(&s, D, c->sm_scale, orow, &mi);
     kvf__fa_row f = {0, 0.0};
     if (!s.empty) {
         int64_t len = kvf_case_seq_len(c, b);
@@ -565,25 +819,31 @@ int kvf_fa_bound_row(const kvf_case *c, const kvf_oracle_result *oracle, int32_t
         free(sc.s);
         free(sc.w);
         free(sc.o);
-        if (!ok) return KVF_ENOMEM;
+        if (!ok) {
+            free(cm);
+            return KVF_ENOMEM;
+        }
     }
     for (int32_t d = 0; d < D; d++) {
         double x = oracle->o_exact[row * D + d], cond = fabs(oracle->o_cond[row * D + d]);
         double xerr = ORACLE_U * (5 * cond + 2 * fabs(x)) + 0x1p-53 * fabs(x);
         int usable = f.usable && !s.empty && isfinite(x);
-        double fa = usable ? kvf__fa_o_allowed(&f, x, cond, s.e1_fixed, s.floor_abs, xerr) : NAN;
+        double extra = usable ? fa_model_extra(&s, x, cond, d) : 0.0;
+        double fa =
+            usable ? kvf__fa_o_allowed(&f, x, cond, s.e1_fixed, s.floor_abs + extra, xerr) : NAN;
         /* As the judge applies it (check_fa): an fa allowance that is not finite falls back to
          * strict's. */
         if (!isfinite(fa)) usable = 0;
         allowed[d] = s.empty       ? 0.0
                      : usable      ? fa
-                     : isfinite(x) ? strict_o_allowed(&s, x, cond)
+                     : isfinite(x) ? strict_o_allowed(&s, x, cond, d)
                                    : 0.0;
         if (pre)
             pre[d] = s.empty  ? 0.0
-                     : usable ? kvf__fa_o_pre(&f, x, cond, s.e1_fixed, s.floor_abs, xerr)
+                     : usable ? kvf__fa_o_pre(&f, x, cond, s.e1_fixed, s.floor_abs + extra, xerr)
                               : NAN;
     }
+    free(cm);
     return 0;
 }
 
@@ -701,9 +961,10 @@ static void check_strict(const strict_row *s, const elem_in *in, kvf_element_err
         /* The correctly rounded value always passes, including the inf that an lse beyond the
          * f32 range rounds to (oracle.h), whatever the bound says there. (+-0 compare equal:
          * either zero is accepted for an exact zero, as step 8 allows.) */
-        e->allowed = in->output == KVF_OUTPUT_O && isfinite(x) ? strict_o_allowed(s, x, in->cond)
-                     : isfinite(x)                             ? strict_lse_allowed(s, x)
-                                                               : 0.0;
+        e->allowed = in->output == KVF_OUTPUT_O && isfinite(x)
+                         ? strict_o_allowed(s, x, in->cond, in->d)
+                     : isfinite(x) ? strict_lse_allowed(s, x)
+                                   : 0.0;
         e->fails = 0;
         e->margin = 0.0;
         return;
@@ -717,8 +978,8 @@ static void check_strict(const strict_row *s, const elem_in *in, kvf_element_err
         e->margin = e->fails ? INFINITY : 0.0;
         return;
     }
-    e->allowed =
-        in->output == KVF_OUTPUT_O ? strict_o_allowed(s, x, in->cond) : strict_lse_allowed(s, x);
+    e->allowed = in->output == KVF_OUTPUT_O ? strict_o_allowed(s, x, in->cond, in->d)
+                                            : strict_lse_allowed(s, x);
     if (!isfinite(in->a)) {
         e->fails = 1;
         e->margin = INFINITY;
@@ -738,7 +999,8 @@ static void check_fa(const strict_row *s, const kvf__fa_row *f, const elem_in *i
     if (in->a == in->r && !isnan(in->a)) return; /* correctly rounded: passes (check_strict) */
     double x = in->x, c = fabs(in->cond);
     double xerr = ORACLE_U * (5 * c + 2 * fabs(x)) + 0x1p-53 * fabs(x);
-    double allowed = kvf__fa_o_allowed(f, x, c, s->e1_fixed, s->floor_abs, xerr);
+    double allowed = kvf__fa_o_allowed(f, x, c, s->e1_fixed,
+                                       s->floor_abs + fa_model_extra(s, x, c, in->d), xerr);
     /* Where strict's model terms are unbounded (e1 infinite on rows of huge logits), the sum is
      * infinite or NaN, and a NaN allowance would pass any error: strict's verdict stands. */
     if (!isfinite(allowed)) return;
@@ -971,6 +1233,14 @@ static int offer_run(kvf_exact_run_observer run, void *ctx, kvf_output_kind outp
     return run(ctx, &r) == 1;
 }
 
+/* A row's strict part under the rule's model (cm: the model's column scratch, or NULL). */
+static void strict_row_begin(strict_row *srow, const kvf_rule *rule, const kvf_case *c,
+                             const kvf_oracle_result *oracle, int64_t row, double *cm) {
+    strict_model_in mi;
+    model_in_compute(&mi, &rule->precision, c, oracle, row, cm);
+    strict_row_init(srow, c->head_dim, c->sm_scale, &oracle->rows[row], &mi);
+}
+
 int kvf_judge_observe_runs(kvf_verdict *out, const kvf_rule *rule, const kvf_case *c,
                            const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
                            kvf_element_observer observer, kvf_exact_run_observer run, void *ctx,
@@ -1016,6 +1286,22 @@ int kvf_judge_observe_runs(kvf_verdict *out, const kvf_rule *rule, const kvf_cas
         }
     }
 
+    /* P models: one row's near-maximum part of C per column (model_in_compute). */
+    double *cm = NULL;
+    if ((rule->kind == KVF_RULE_STRICT || rule->kind == KVF_RULE_FA) &&
+        rule->precision.p_format != KVF_P_F32 && rows > 0) {
+        cm = malloc((size_t)D * sizeof *cm);
+        if (!cm) {
+            free(fa.s);
+            free(fa.w);
+            free(fa.o);
+            return kvf_error_set(err, KVF_ENOMEM,
+                                 "the precision model's row scratch (%d columns) could not be "
+                                 "allocated",
+                                 (int)D);
+        }
+    }
+
     memset(out, 0, sizeof *out);
     out->rule = *rule;
     metrics_init(&out->o);
@@ -1045,8 +1331,7 @@ int kvf_judge_observe_runs(kvf_verdict *out, const kvf_rule *rule, const kvf_cas
         int srow_ready = !countable, frow_ready = 0;
         kvf__fa_row frow = {0, 0.0};
         if (!countable && (rule->kind == KVF_RULE_STRICT || rule->kind == KVF_RULE_FA))
-            strict_row_init(&srow, D, c->sm_scale, orow, rule->ftz,
-                            rule->ftz && orow->length > 0 ? daz_logit_bound(c, b, h) : 0.0);
+            strict_row_begin(&srow, rule, c, oracle, row, cm);
         int32_t judged_until = 0; /* o elements below it were declined as a run: judged */
         for (int32_t d = 0; d <= D; d++) {
             int lse_elem = d == D;
@@ -1094,8 +1379,7 @@ int kvf_judge_observe_runs(kvf_verdict *out, const kvf_rule *rule, const kvf_cas
                                kvf_f32_bits(lse[row]),
                                kvf_f32_bits(oracle->lse_rounded[row])};
             if (!srow_ready && (rule->kind == KVF_RULE_STRICT || rule->kind == KVF_RULE_FA))
-                strict_row_init(&srow, D, c->sm_scale, orow, rule->ftz,
-                                rule->ftz && orow->length > 0 ? daz_logit_bound(c, b, h) : 0.0);
+                strict_row_begin(&srow, rule, c, oracle, row, cm);
             srow_ready = 1;
             if (!frow_ready && !lse_elem && rule->kind == KVF_RULE_FA && !srow.empty &&
                 !(in.a == in.r && !isnan(in.a))) {
@@ -1110,6 +1394,7 @@ int kvf_judge_observe_runs(kvf_verdict *out, const kvf_rule *rule, const kvf_cas
     free(fa.s);
     free(fa.w);
     free(fa.o);
+    free(cm);
     out->o.bits_of_error = log2((double)out->o.max_ulps + 1.0);
     out->lse.bits_of_error = log2((double)out->lse.max_ulps + 1.0);
 

@@ -49,6 +49,10 @@ typedef struct kvf_kernel {
     int (*submit)(void *state, const kvf_case *c, kvf_error *err);
     int (*collect)(void *state, kvf_bf16 *o, float *lse, kvf_error *err);
     int concurrent_states;
+    /* The precision model the kernel declares it implements (docs/precision.md): model text as
+     * kvf_precision_parse reads it ("bf16-p", "bf16-partials+ftz"), owned by the kernel; NULL
+     * declares the default model, f32. */
+    const char *precision;
 } kvf_kernel;
 
 /* Registry of built-in kernels. Static objects; the registry never allocates. */

@@ -14,6 +14,7 @@
 
 #include "kvfuzz/case.h"
 #include "kvfuzz/oracle.h"
+#include "kvfuzz/precision.h"
 
 typedef enum kvf_rule_kind {
     KVF_RULE_FIB = 0,  /* FlashInfer-Bench DefaultEvaluator: fail iff abs > 1e-2 AND rel > 1e-2 */
@@ -29,12 +30,14 @@ typedef struct kvf_rule {
     kvf_rule_kind kind;
     double atol, rtol; /* fib, sol, allclose */
     int64_t ulps;      /* ulp */
-    int ftz;           /* strict, fa: the model admits flush-to-zero arithmetic and subnormal
-                          inputs read as zero ("strict:ftz", "fa:ftz"; docs/strict-rule.md K1) */
+    kvf_precision precision; /* strict, fa: the precision model judged against ("strict:ftz",
+                                "fa:bf16-p"; docs/precision.md); f32 by default */
     char name[64];     /* canonical text, e.g. "allclose:0.001:0.001" */
 } kvf_rule;
 
-/* Parses "fib", "sol", "allclose:ATOL:RTOL", "ulp:N", "strict", "strict:ftz", "fa", "fa:ftz". */
+/* Parses "fib", "sol", "allclose:ATOL:RTOL", "ulp:N", "strict", "fa", and "strict:MODEL",
+ * "fa:MODEL" with a precision model (precision.h: "strict:ftz", "fa:bf16-p+ftz"). The name of a
+ * model-based rule under f32 is the bare "strict" / "fa". */
 int kvf_rule_parse(kvf_rule *out, const char *text, kvf_error *err);
 /* The default rule, strict (never fails): the one rule of tools that judge by a single rule
  * (the minimizer). */
@@ -43,6 +46,9 @@ void kvf_rule_default(kvf_rule *out);
  * Writes min(max, KVF_DEFAULT_RULES) rules and returns how many. */
 #define KVF_DEFAULT_RULES 2
 int kvf_rule_default_set(kvf_rule *out, int max);
+/* Sets the precision model of a strict or fa rule (and its name); other rules are left as they
+ * are. */
+void kvf_rule_set_precision(kvf_rule *rule, const kvf_precision *p);
 /* One line per rule kind for `kvfuzz rules`. */
 const char *kvf_rule_help(kvf_rule_kind kind);
 /* What the rule is for (benchmark parity or finding defects) and its known blind spots. */
@@ -154,15 +160,20 @@ double kvf_strict_bound_o(const kvf_case *c, const kvf_oracle_result *oracle, in
                           int32_t d);
 double kvf_strict_bound_lse(const kvf_case *c, const kvf_oracle_result *oracle, int32_t b,
                             int32_t h);
+/* The same under a precision model (NULL: f32). */
+double kvf_strict_bound_o_under(const kvf_precision *p, const kvf_case *c,
+                                const kvf_oracle_result *oracle, int32_t b, int32_t h, int32_t d);
+double kvf_strict_bound_lse_under(const kvf_precision *p, const kvf_case *c,
+                                  const kvf_oracle_result *oracle, int32_t b, int32_t h);
 
 /* The fa rule's allowance for the D o elements of row (b, h) (docs/fa-rule.md), exposed for
  * tests and reports: allowed[d] as the rule applies it, and pre[d] (may be NULL) the bound on
- * the kernel's fp32 result before its bf16 store. Under `ftz` the flush-to-zero model. Rows
+ * the kernel's fp32 result before its bf16 store, under precision model `p` (NULL: f32). Rows
  * whose baseline is unusable (overflow, non-finite input or result) get strict's allowance and
  * pre = NaN; an empty row gets 0. Returns 0, KVF_EINVAL for indices out of range or a shape
  * mismatch, KVF_ENOMEM. */
 int kvf_fa_bound_row(const kvf_case *c, const kvf_oracle_result *oracle, int32_t b, int32_t h,
-                     int ftz, double *allowed, double *pre);
+                     const kvf_precision *p, double *allowed, double *pre);
 
 /* Optional per-element observer (reports' streaming statistics): called once per element
  * judged, after its metrics are computed, row by row ((b, h) ascending): the row's D o

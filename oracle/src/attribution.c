@@ -1,0 +1,58 @@
+/* Attribution of tolerance findings to precision models (attribution.h). */
+#include "kvfuzz/attribution.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *kvf_attribution_kind_name(kvf_attribution_kind k) {
+    switch (k) {
+    case KVF_ATTRIB_PRECISION:
+        return "precision";
+    case KVF_ATTRIB_DEFECT:
+        return "defect";
+    default:
+        return "";
+    }
+}
+
+int kvf_attribute(kvf_attribution *out, const kvf_verdict *v, const kvf_case *c,
+                  const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
+                  kvf_error *err) {
+    memset(out, 0, sizeof *out);
+    if (!v || v->pass || (v->rule.kind != KVF_RULE_STRICT && v->rule.kind != KVF_RULE_FA) ||
+        (v->finding != KVF_FINDING_O_TOLERANCE && v->finding != KVF_FINDING_LSE_TOLERANCE &&
+         v->finding != KVF_FINDING_NONFINITE))
+        return 0;
+    out->declared = v->rule.precision;
+    char declared[KVF_PRECISION_NAME_MAX];
+    kvf_precision_name(&out->declared, declared, sizeof declared);
+    /* A NaN or an infinity where the exact value is finite is outside every model: no rounding
+     * of P or of the partials makes one. It is a defect without judging again. */
+    if (v->finding != KVF_FINDING_NONFINITE) {
+        for (size_t i = 0; i < kvf_precision_ladder_count(); i++) {
+            const kvf_precision *m = kvf_precision_ladder_at(i);
+            if (kvf_precision_equal(m, &out->declared) || !kvf_precision_covers(m, &out->declared))
+                continue;
+            kvf_rule r = v->rule;
+            kvf_rule_set_precision(&r, m);
+            kvf_verdict again;
+            int rc = kvf_judge(&again, &r, c, oracle, o, lse, err);
+            if (rc) return rc;
+            if (kvf_verdict_status_of(&again, 0) == KVF_VERDICT_FAIL) continue;
+            out->kind = KVF_ATTRIB_PRECISION;
+            out->model = *m;
+            out->margin = again.o.max_margin > again.lse.max_margin ? again.o.max_margin
+                                                                    : again.lse.max_margin;
+            char name[KVF_PRECISION_NAME_MAX], margin[32], why[160];
+            kvf_precision_name(m, name, sizeof name);
+            kvf_margin_text(margin, sizeof margin, out->margin);
+            kvf_precision_explain(m, why, sizeof why);
+            snprintf(out->text, sizeof out->text, "fails %s; within %s (margin %s): %s", declared,
+                     name, margin, why);
+            return 0;
+        }
+    }
+    out->kind = KVF_ATTRIB_DEFECT;
+    snprintf(out->text, sizeof out->text, "fails %s; no precision model explains it", declared);
+    return 0;
+}
