@@ -15,6 +15,7 @@
 
 #include "kvfuzz/case.h"
 #include "kvfuzz/error.h"
+#include "kvfuzz/judge.h"
 #include "kvfuzz/kernel.h"
 
 #define KVF_EXIT_OK 0
@@ -129,5 +130,35 @@ void cli_limits(kvf_limits *limits);
 /* "kernel cannot start" is exit 2 in every command: prints "kvfuzz CMD: kernel NAME cannot
  * start: REASON" and returns KVF_EXIT_USAGE. */
 int cli_kernel_cannot_start(const char *cmd, const char *kernel, const char *reason);
+
+/* ---- precision models (cli/precision_opt.c; docs/precision.md) ---------------------------- */
+
+/* The --precision option's help, the same in every command that judges. */
+#define CLI_PRECISION_HELP                                                                         \
+    "judge strict and fa under precision model MODEL (f32, bf16-p, bf16-partials+ftz, ...;\n"      \
+    "`kvfuzz rules` lists them); default: the model the kernel declares, else f32.\n"             \
+    "A rule that names its own model (strict:ftz) keeps it."
+
+/* Where a run's precision model came from, for the line that says which model judges. */
+typedef enum cli_precision_source {
+    CLI_PRECISION_DEFAULT = 0, /* f32: nothing declared, no override */
+    CLI_PRECISION_DECLARED,    /* the kernel's declared model */
+    CLI_PRECISION_OVERRIDE,    /* --precision */
+} cli_precision_source;
+
+/* Checks a --precision value: 0, or prints "kvfuzz CMD: --precision: <why>" and returns
+ * KVF_EXIT_USAGE. */
+int cli_precision_check(const char *cmd, const char *text);
+/* The model a run judges kernel `k` under: the override when not NULL, else the kernel's
+ * declared model, else f32. A declared model that does not parse is the kernel's error:
+ * prints one sentence naming the kernel and returns KVF_EXIT_USAGE. */
+int cli_kernel_precision(const char *cmd, const kvf_kernel *k, const char *override,
+                         kvf_precision *out, cli_precision_source *source);
+/* Applies the model to every strict and fa rule judged under f32 (rules that name their own
+ * model keep it). */
+void cli_rules_apply_precision(kvf_rule *rules, int n, const kvf_precision *p);
+/* "bf16-p (declared by the kernel)", "f32 (default)", "fp16-p (--precision)". */
+void cli_precision_text(const kvf_precision *p, cli_precision_source source, char *buf,
+                        size_t size);
 
 #endif

@@ -44,6 +44,10 @@ static void fuzz_help(void) {
         "                      .json. Cases go to the shapes the kernel's supports() accepts.\n"
         "                      Default: cuda when a GPU is usable, else cpu-splitkv.\n"
         "  --rule R            rule (repeatable; `kvfuzz rules`). Default: strict, fa.\n"
+        "  --precision MODEL   judge strict and fa under this precision model (f32, bf16-p,\n"
+        "                      bf16-partials+ftz, ...; `kvfuzz rules`). Default: the model\n"
+        "                      the kernel declares, else f32. Findings name the tightest\n"
+        "                      model that explains them (docs/precision.md).\n"
         "  --time SEC          stop after SEC seconds.\n"
         "  --runs N            stop after N cases. Without --time or --runs: until stopped.\n"
         "  --jobs N            oracle threads (default: all cores but a quarter, at most\n"
@@ -213,6 +217,15 @@ static void print_verdicts(FILE *f, const kvf_stats *stats, const kvf_campaign_s
         kvf_verdict_counts_print(f, &vc[i], "  ");
     }
     if (n == 0) fprintf(f, "  nothing judged\n");
+    /* Tolerance signatures split by attribution: a defect lies outside every precision model,
+     * the others only below the precision the kernel declared (docs/precision.md). */
+    if (st->signatures_defect + st->signatures_precision > 0)
+        fprintf(f,
+                "  tolerance signatures: %" PRId64 " %s (no precision model explains %s), %" PRId64
+                " within a looser precision model than the one judged (the kernel's precision "
+                "is below what it declares)\n",
+                st->signatures_defect, st->signatures_defect == 1 ? "defect" : "defects",
+                st->signatures_defect == 1 ? "it" : "them", st->signatures_precision);
 }
 
 /* The run's statistics also count launches that gave no output (crashes, hangs, kernel errors,
@@ -253,13 +266,15 @@ enum {
     OPT_RELOAD,
     OPT_LARGE_SHARE,
     OPT_LARGE_WORK,
-    OPT_LANES
+    OPT_LANES,
+    OPT_PRECISION
 };
 
 static const struct option fuzz_options[] = {
     {"help", no_argument, NULL, 'h'},
     {"kernel", required_argument, NULL, OPT_KERNEL},
     {"rule", required_argument, NULL, OPT_RULE},
+    {"precision", required_argument, NULL, OPT_PRECISION},
     {"time", required_argument, NULL, OPT_TIME},
     {"runs", required_argument, NULL, OPT_RUNS},
     {"jobs", required_argument, NULL, OPT_JOBS},
@@ -305,7 +320,7 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     int seed_given = 0;
     static kvf_device_set devices; /* o.devices points here */
     kvf_error derr = {0};
-    const char *kernel_name = NULL, *stats_path = NULL;
+    const char *kernel_name = NULL, *stats_path = NULL, *precision = NULL;
     double stats_interval = 60;
     /* "-": non-options come back as 1 (refused below) instead of being moved to the end;
      * ":": a missing value comes back as ':' so the message is ours. */
@@ -346,6 +361,10 @@ int kvf_cmd_fuzz(int argc, char **argv) {
             break;
         case OPT_KERNEL:
             kernel_name = v;
+            break;
+        case OPT_PRECISION:
+            if (cli_precision_check(cmd, v)) return KVF_EXIT_USAGE;
+            precision = v;
             break;
         case OPT_RULE: {
             kvf_error err = {0};
@@ -484,6 +503,12 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     }
     if (!seed_given) o.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     if (o.nrules == 0) o.nrules = kvf_rule_default_set(o.rules, KVF_MAX_RULES);
+    /* strict and fa judge the kernel within the precision it declares (docs/precision.md). */
+    kvf_precision model;
+    cli_precision_source model_source;
+    if (cli_kernel_precision(cmd, o.kernel, precision, &model, &model_source))
+        return KVF_EXIT_USAGE;
+    cli_rules_apply_precision(o.rules, o.nrules, &model);
 
     /* A corpus that is a file is refused before anything is made (the campaign found it only
      * after writing the statistics); a missing one is created. */
@@ -539,6 +564,11 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     }
     fprintf(stderr, ", %s in %s%s%s\n", o.oracle_only ? "statistics" : "findings", o.findings_dir,
             o.corpus_dir ? ", corpus " : "", o.corpus_dir ? o.corpus_dir : "");
+    if (!o.oracle_only) {
+        char mtext[96];
+        cli_precision_text(&model, model_source, mtext, sizeof mtext);
+        fprintf(stderr, "kvfuzz fuzz: precision model %s\n", mtext);
+    }
     if (stale)
         fprintf(stderr, "kvfuzz fuzz: removed %d temporary file(s) left by an interrupted write\n",
                 stale);

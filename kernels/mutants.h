@@ -20,6 +20,15 @@ enum kvf__mut_id {
 };
 
 #define KVF_MUT(X) ((int)(KVF_MUT_ACTIVE) == (int)KVF__MUT_##X)
+/* Bugs that several mutants share: the bf16-P mutants round the weights as bf16-probs does (a
+ * design they declare, kvf_kernel.precision) and add the bug under test on top. */
+#define KVF_MUT_ROUNDS_P (KVF_MUT(BF16_PROBS) || KVF_MUT(BF16P_ACC) || KVF_MUT(BF16P_TRUNC_STORE))
+#define KVF_MUT_BF16_ACC (KVF_MUT(BF16_ACC) || KVF_MUT(BF16P_ACC))
+#define KVF_MUT_TRUNC_STORE (KVF_MUT(TRUNC_STORE) || KVF_MUT(BF16P_TRUNC_STORE))
+/* The precision model a mutant declares (docs/precision.md): NULL (f32) but for the bf16-P
+ * mutants, whose weights and denominator follow bf16-p-rsum by design. */
+#define KVF_MUT_DECLARED_PRECISION                                                                 \
+    ((KVF_MUT(BF16P_ACC) || KVF_MUT(BF16P_TRUNC_STORE)) ? "bf16-p-rsum" : (const char *)0)
 /* Some mutant is compiled in (a mutant object, not a production one). */
 #define KVF_MUT_ANY ((int)(KVF_MUT_ACTIVE) != (int)KVF__MUT_NONE)
 

@@ -308,6 +308,9 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
         if (st->by_class[c])
             fprintf(f, "; %s %" PRId64, kvf_finding_class_name((kvf_finding_class)c),
                     st->by_class[c]);
+    if (st->signatures_defect + st->signatures_precision > 0)
+        fprintf(f, "; attributed: %" PRId64 " defect, %" PRId64 " precision", st->signatures_defect,
+                st->signatures_precision);
     fprintf(f, "\n");
 }
 

@@ -137,6 +137,19 @@ static json_t *case_json(const kvf_spec *s, const kvf_case *c) {
     return bad ? NULL : j;
 }
 
+/* A tolerance finding's precision attribution (docs/precision.md, section 5); null for a
+ * finding that has none (other classes, or not attributed). */
+static json_t *attribution_json(const kvf_attribution *a) {
+    if (a->kind == KVF_ATTRIB_NONE) return json_null();
+    char declared[KVF_PRECISION_NAME_MAX], model[KVF_PRECISION_NAME_MAX];
+    kvf_precision_name(&a->declared, declared, sizeof declared);
+    kvf_precision_name(&a->model, model, sizeof model);
+    const int within = a->kind == KVF_ATTRIB_PRECISION;
+    return json_pack("{s:s, s:s, s:o, s:o, s:s}", "kind", kvf_attribution_kind_name(a->kind),
+                     "declared", declared, "within", within ? json_string(model) : json_null(),
+                     "margin", within ? kvf_json_number(a->margin) : json_null(), "text", a->text);
+}
+
 json_t *kvf_outcome_to_json(const kvf_outcome *out, const char *kernel, const kvf_spec *s,
                             const kvf_case *c, const json_t *extra) {
     char sig[512], hash[32];
@@ -153,6 +166,7 @@ json_t *kvf_outcome_to_json(const kvf_outcome *out, const char *kernel, const kv
            /* Whether FlashInfer-Bench's rule would have caught it (null: not judged, the run
             * gave no output) */
            kvf_json_set(j, "fib_catches", out->fib < 0 ? json_null() : json_boolean(out->fib)) |
+           kvf_json_set(j, "attribution", attribution_json(&out->attribution)) |
            kvf_json_set(j, "signature", json_string(sig)) |
            kvf_json_set(j, "signature_hash", json_string(hash)) |
            kvf_json_set(j, "status", json_string(kvf_run_status_name(out->status))) |

@@ -105,12 +105,15 @@ void kvf__record_finding(struct kvf_campaign *cp, const kvf_outcome *out, const 
     }
     if (!is_new) return; /* already in the findings folder from an earlier run */
     st->findings_new++;
+    if (out->attribution.kind == KVF_ATTRIB_DEFECT) st->signatures_defect++;
+    if (out->attribution.kind == KVF_ATTRIB_PRECISION) st->signatures_precision++;
     FILE *lf = kvf__log(cp);
-    fprintf(lf, "kvfuzz fuzz: new finding %s [%s]%s%s%s\n", kvf_finding_class_name(out->finding),
-            sig, path[0] ? " -> " : "", path,
+    fprintf(lf, "kvfuzz fuzz: new finding %s [%s]%s%s%s%s%s\n",
+            kvf_finding_class_name(out->finding), sig, path[0] ? " -> " : "", path,
             out->fib < 0 ? ""
             : out->fib   ? "; fib catches it"
-                         : "; fib misses it");
+                         : "; fib misses it",
+            out->attribution.kind != KVF_ATTRIB_NONE ? "; " : "", out->attribution.text);
     if (o->verbose) kvf_outcome_print(lf, out, o->kernel->name, &j->spec, &j->c);
     fflush(lf);
 }
@@ -198,6 +201,9 @@ static void judge_job(struct kvf_campaign *cp, kvf__job *j, int thread) {
         kvf_error ferr = {0};
         if (kvf_outcome_judge_fib(&out, o->require_overflow, &j->c, &oracle, j->o, j->lse, &ferr))
             out.fib = -1; /* said as not judged */
+        /* ... and which precision model, if any, explains it (docs/precision.md). */
+        if (kvf_outcome_attribute(&out, &j->c, &oracle, j->o, j->lse, &ferr))
+            memset(&out.attribution, 0, sizeof out.attribution); /* not attributed */
     }
     pthread_mutex_lock(&cp->mu);
     kvf_campaign_stats *st = cp->stats;

@@ -177,6 +177,13 @@ int kvf_outcome_judge_fib(kvf_outcome *out, int require_overflow, const kvf_case
     return rc;
 }
 
+int kvf_outcome_attribute(kvf_outcome *out, const kvf_case *c, const kvf_oracle_result *oracle,
+                          const kvf_bf16 *o, const float *lse, kvf_error *err) {
+    memset(&out->attribution, 0, sizeof out->attribution);
+    if (out->status != KVF_RUN_OK || out->rule < 0 || out->rule >= out->nrules) return 0;
+    return kvf_attribute(&out->attribution, &out->verdicts[out->rule], c, oracle, o, lse, err);
+}
+
 int kvf_outcome_compare(kvf_outcome *out, const kvf_case *c, const kvf_bf16 *o1, const float *lse1,
                         const kvf_bf16 *o2, const float *lse2) {
     kvf_difference d = {0};
@@ -289,11 +296,16 @@ uint64_t kvf_outcome_signature(const kvf_outcome *out, const char *kernel, char 
     if (out->rule >= 0 && out->rule < out->nrules) {
         const kvf_verdict *v = &out->verdicts[out->rule];
         /* The output that fails: o for o-tolerance, lse for lse-tolerance, for the others the
-         * one whose worst element fails. */
+         * one whose worst element fails. Only an overflow finding is about rows out of the
+         * model; any other class was decided on in-model rows, so o names it only when it
+         * fails there: NaN in o on a row whose logits leave f32, beside an empty sequence's
+         * wrong lse, is the lse's finding (whose in-model failures lead its worst list). */
+        int64_t o_fails = v->o.violations;
+        if (out->finding != KVF_FINDING_OVERFLOW) o_fails -= v->o.violations_out_of_model;
         const kvf_output_metrics *m = &v->o;
         const char *which = "o";
         if (out->finding == KVF_FINDING_LSE_TOLERANCE ||
-            (out->finding != KVF_FINDING_O_TOLERANCE && v->o.violations == 0)) {
+            (out->finding != KVF_FINDING_O_TOLERANCE && o_fails == 0)) {
             m = &v->lse;
             which = "lse";
         }
@@ -380,10 +392,13 @@ static void print_element(FILE *f, const kvf_element_error *e) {
         fprintf(f, "    lse[b=%d h=%d]", e->b, e->h);
     fprintf(f,
             " kernel %.9g (0x%0*x) oracle %.9g (0x%0*x) exact %.17g (%a) ulps %" PRId64
-            " allowed %.3g margin %.3g%s\n",
+            " allowed %.3g margin %.3g%s%s\n",
             e->kernel_value, is_o ? 4 : 8, e->kernel_bits, e->rounded_value, is_o ? 4 : 8,
             e->rounded_bits, e->exact_value, e->exact_value, e->ulps, e->allowed, e->margin,
-            e->fails ? " FAIL" : "");
+            e->fails ? " FAIL" : "",
+            /* Said on the line: such an element is no kernel failure unless overflow is
+             * required, though it may be listed under a finding of another class. */
+            e->out_of_model ? " (row out of the model)" : "");
 }
 
 static const char *signal_name(int sig) {
@@ -397,6 +412,8 @@ void kvf_outcome_print(FILE *f, const kvf_outcome *out, const char *kernel, cons
     if (out->rule >= 0) fprintf(f, ", rule %s", out->verdicts[out->rule].rule.name);
     fprintf(f, ") ====\n");
     if (out->plan[0]) fprintf(f, "plan: %s\n", out->plan);
+    if (out->attribution.kind != KVF_ATTRIB_NONE)
+        fprintf(f, "attribution: %s\n", out->attribution.text);
     if (s) print_case(f, s, c);
     if (out->status != KVF_RUN_OK) {
         fprintf(f, "run: %s: %s\n", kvf_run_status_name(out->status), out->message);

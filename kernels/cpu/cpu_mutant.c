@@ -18,5 +18,6 @@ const kvf_kernel KVF_CAT(kvf_kernel_cpu_mut_, KVF_MUTANT_ID) = {
     .description = KVF_MUTANT_DESC,
     .device = KVF_DEVICE_CPU,
     .models = KVF_MUTANT_CLASS,
+    .precision = KVF_MUT_DECLARED_PRECISION,
     .desc = &cpu_mutant_desc,
 };

@@ -136,12 +136,12 @@ static void splitkv_chunk(const kvf_case *c, int32_t b, int32_t h, int64_t t0, i
             o_part[i] *= alpha;
         for (int64_t j = 0; j < n; j++) {
             float p = exp2f(tile_s[j] - m_new);
-            if (KVF_MUT(BF16_PROBS)) p = round_bf16(p); /* B12: weights rounded before P.V */
+            if (KVF_MUT_ROUNDS_P) p = round_bf16(p); /* B12: weights rounded before P.V */
             const kvf_bf16 *v = splitkv_row(c, c->v_cache, b, tile + j, g);
             l += p;
             for (int32_t i = 0; i < d; i++) {
                 o_part[i] += p * kvf_bf16_to_f32(v[i]);
-                if (KVF_MUT(BF16_ACC)) o_part[i] = round_bf16(o_part[i]); /* P.V in bf16 */
+                if (KVF_MUT_BF16_ACC) o_part[i] = round_bf16(o_part[i]); /* P.V in bf16 */
             }
         }
         if (KVF_MUT(TAIL_IN_DENOMINATOR))
@@ -228,7 +228,7 @@ static int KVF_SPLITKV_FN(void *state, const kvf_case *c, kvf_bf16 *o, float *ls
                         acc += exp2f(lse_parts[k] - big) * o_parts[k * d + i];
                 if (KVF_MUT(MERGE_EMPTY_NAN) && merged_chunks == 0) acc = 0.0f / wsum;
                 /* truncation instead of RNE */
-                oh[i] = KVF_MUT(TRUNC_STORE) ? kvf_f32_to_bf16_trunc(acc / wsum)
+                oh[i] = KVF_MUT_TRUNC_STORE ? kvf_f32_to_bf16_trunc(acc / wsum)
                                              : kvf_f32_to_bf16_rne(acc / wsum);
             }
             if (KVF_MUT(SPLIT_LSE))

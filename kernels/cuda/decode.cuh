@@ -54,6 +54,11 @@ namespace kvf {
 template <int Id> struct Bug { static constexpr int id = Id; };
 using NoBug = Bug<KVF__MUT_NONE>;
 #define KVF_BUG(B, X) ((B::id) == (int)KVF__MUT_##X)
+// Bugs that several mutants share (kernels/mutants.h, KVF_MUT_ROUNDS_P and its neighbours).
+#define KVF_BUG_ROUNDS_P(B)                                                                        \
+    (KVF_BUG(B, BF16_PROBS) || KVF_BUG(B, BF16P_ACC) || KVF_BUG(B, BF16P_TRUNC_STORE))
+#define KVF_BUG_BF16_ACC(B) (KVF_BUG(B, BF16_ACC) || KVF_BUG(B, BF16P_ACC))
+#define KVF_BUG_TRUNC_STORE(B) (KVF_BUG(B, TRUNC_STORE) || KVF_BUG(B, BF16P_TRUNC_STORE))
 
 // The parameters of the kernels of policy B: P for production (NoBug), M for a mutant.
 template <class B, class P, class M>
@@ -518,7 +523,7 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
             float pk[2];
 #pragma unroll
             for (int k = 0; k < 2; ++k) {
-                if constexpr (KVF_BUG(B, BF16_PROBS)) // B12: weights rounded to bf16 (and sum)
+                if constexpr (KVF_BUG_ROUNDS_P(B)) // B12: weights rounded to bf16 (and sum)
                     pk[k] = x[k] == -INFINITY ? 0.f : mut_bf16_round(ex2_approx(x[k] - m_new));
                 else
                     pk[k] = x[k] == -INFINITY ? 0.f : ex2_approx(x[k] - m_new);
@@ -576,7 +581,7 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
                                               : w4[g].w;
 #pragma unroll
                     for (int v = 0; v < C::DPL; ++v) {
-                        if constexpr (KVF_BUG(B, BF16_ACC)) // P.V accumulated in bf16
+                        if constexpr (KVF_BUG_BF16_ACC(B)) // P.V accumulated in bf16
                             acc[g][v] = mut_bf16_round(fmaf(pj, vf[v], acc[g][v]));
                         else
                             acc[g][v] = fmaf(pj, vf[v], acc[g][v]);
@@ -655,7 +660,7 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
             for (int w = 0; w < active / 2; ++w)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    if constexpr (KVF_BUG(B, BF16_ACC))
+                    if constexpr (KVF_BUG_BF16_ACC(B))
                         t[w][e] = mut_bf16_round(t[w][e] + t[w + active / 2][e]);
                     else
                         t[w][e] += t[w + active / 2][e];
@@ -678,7 +683,7 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
                     o0 = l > 0.f ? t[0][e] / l : 0.f;
                     o1 = l > 0.f ? t[0][e + 1] / l : 0.f;
                 }
-                if constexpr (KVF_BUG(B, TRUNC_STORE))
+                if constexpr (KVF_BUG_TRUNC_STORE(B))
                     packed[e / 2] = mut_bf16_trunc(o0) | mut_bf16_trunc(o1) << 16;
                 else
                     packed[e / 2] = pack_bf16x2_rn(o0, o1);

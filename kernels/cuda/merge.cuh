@@ -54,7 +54,7 @@ template <class B> __device__ __forceinline__ float merge_weight(float m, float 
 template <class B> __device__ __forceinline__ uint16_t merge_out(float od, float Lt) {
     if constexpr (KVF_BUG(B, MERGE_EMPTY_NAN))
         return __bfloat16_as_ushort(__float2bfloat16_rn(od / Lt));
-    else if constexpr (KVF_BUG(B, TRUNC_STORE))
+    else if constexpr (KVF_BUG_TRUNC_STORE(B))
         return (uint16_t)mut_bf16_trunc(Lt > 0.f ? od / Lt : 0.f);
     else
         return __bfloat16_as_ushort(__float2bfloat16_rn(Lt > 0.f ? od / Lt : 0.f));

@@ -458,7 +458,7 @@ static double logit2_double(const kvf_case *c, const kvf_bf16 *q, int32_t b, int
  * (strict step 6b) and the logits' are taken off by a factor. 0 everywhere for rows without a
  * finite lse or logits, and where the logits' own error reaches theta. */
 static double near_max_compute(const kvf_case *c, int32_t b, int32_t h, double lse_exact,
-                               double lse_err, double theta, double *cm) {
+                               double lse_err, double theta, double *cm, double *s2) {
     const int32_t D = c->head_dim, g = h / (c->num_qo_heads / c->num_kv_heads);
     for (int32_t d = 0; d < D; d++)
         cm[d] = 0.0;
@@ -467,19 +467,19 @@ static double near_max_compute(const kvf_case *c, int32_t b, int32_t h, double l
     const kvf_bf16 *q = c->q + ((int64_t)b * c->num_qo_heads + h) * D;
     double smax = -INFINITY, dot_err = 0;
     for (int64_t t = 0; t < L; t++) {
-        double e, s2 = logit2_double(c, q, b, t, g, &e);
-        if (!isfinite(s2)) return 0.0;
-        if (s2 > smax) smax = s2;
+        double e;
+        s2[t] = logit2_double(c, q, b, t, g, &e);
+        if (!isfinite(s2[t])) return 0.0;
+        if (s2[t] > smax) smax = s2[t];
         if (e > dot_err) dot_err = e;
     }
     if (4 * dot_err >= theta) return 0.0;
     double share = 0;
     for (int64_t t = 0; t < L; t++) {
-        double e, s2 = logit2_double(c, q, b, t, g, &e);
         /* Within theta less twice the logits' own error: truly within theta of the maximum. */
-        if (s2 < smax - theta + 2 * dot_err) continue;
+        if (s2[t] < smax - theta + 2 * dot_err) continue;
         const kvf_bf16 *v = c->v_cache + kvf_case_kv_offset(c, b, t, g, 0);
-        double w = exp2(s2 - lse_exact);
+        double w = exp2(s2[t] - lse_exact);
         share += w;
         for (int32_t d = 0; d < D; d++)
             cm[d] += w * fabs((double)kvf_bf16_to_f32(v[d]));
@@ -723,9 +723,16 @@ static int oracle_shape_ok(const kvf_case *c, const kvf_oracle_result *oracle) {
            c->num_qo_heads == oracle->num_qo_heads && c->head_dim == oracle->head_dim;
 }
 
+/* Doubles of the scratch model_in_compute needs for any row of the case: D columns of C's
+ * near-maximum part, then one logit per token. */
+static size_t model_scratch_doubles(const kvf_case *c) {
+    int64_t L = kvf_case_max_seq_len(c);
+    return (size_t)c->head_dim + (size_t)(L > 0 ? L : 0) + 1;
+}
+
 /* Everything a strict or fa judgement of one row needs beyond the oracle row, computed from
- * the case under the model: the DAZ bound (ftz) and the near-maximum data (P models, into
- * cm[D], which the caller provides). */
+ * the case under the model: the DAZ bound (ftz) and the near-maximum data (P models, into the
+ * caller's scratch cm of model_scratch_doubles(c)). */
 static void model_in_compute(strict_model_in *mi, const kvf_precision *prec, const kvf_case *c,
                              const kvf_oracle_result *oracle, int64_t row, double *cm) {
     const kvf_oracle_row *orow = &oracle->rows[row];
@@ -738,8 +745,9 @@ static void model_in_compute(strict_model_in *mi, const kvf_precision *prec, con
         !orow->nonfinite_input) {
         double lse = oracle->lse_exact[row];
         double theta = prec->p_format == KVF_P_BF16 ? NEAR_MAX_THETA_BF16 : NEAR_MAX_THETA_FP16;
-        mi->share_m = near_max_compute(
-            c, b, h, lse, oracle_lse_err(lse, log((double)orow->length) + 1), theta, cm);
+        mi->share_m =
+            near_max_compute(c, b, h, lse, oracle_lse_err(lse, log((double)orow->length) + 1),
+                             theta, cm, cm + c->head_dim);
         mi->cm = cm;
     }
 }
@@ -754,7 +762,7 @@ double kvf_strict_bound_o_under(const kvf_precision *p, const kvf_case *c,
         return NAN;
     int64_t row = (int64_t)b * oracle->num_qo_heads + h;
     int64_t idx = row * oracle->head_dim + d;
-    double *cm = malloc((size_t)oracle->head_dim * sizeof *cm);
+    double *cm = malloc(model_scratch_doubles(c) * sizeof *cm);
     if (!cm) return NAN;
     strict_model_in mi;
     model_in_compute(&mi, p ? p : &kvf__f32_model, c, oracle, row, cm);
@@ -776,7 +784,7 @@ double kvf_strict_bound_lse_under(const kvf_precision *p, const kvf_case *c,
         b >= oracle->batch_size || h < 0 || h >= oracle->num_qo_heads)
         return NAN;
     int64_t row = (int64_t)b * oracle->num_qo_heads + h;
-    double *cm = malloc((size_t)(oracle->head_dim > 0 ? oracle->head_dim : 1) * sizeof *cm);
+    double *cm = malloc(model_scratch_doubles(c) * sizeof *cm);
     if (!cm) return NAN;
     strict_model_in mi;
     model_in_compute(&mi, p ? p : &kvf__f32_model, c, oracle, row, cm);
@@ -800,7 +808,7 @@ int kvf_fa_bound_row(const kvf_case *c, const kvf_oracle_result *oracle, int32_t
     const int32_t D = oracle->head_dim;
     int64_t row = (int64_t)b * oracle->num_qo_heads + h;
     const kvf_oracle_row *orow = &oracle->rows[row];
-    double *cm = malloc((size_t)D * sizeof *cm);
+    double *cm = malloc(model_scratch_doubles(c) * sizeof *cm);
     if (!cm) return KVF_ENOMEM;
     strict_model_in mi;
     model_in_compute(&mi, p ? p : &kvf__f32_model, c, oracle, row, cm);
@@ -1023,12 +1031,24 @@ static void metrics_init(kvf_output_metrics *m) {
     memset(m, 0, sizeof *m);
 }
 
+/* Whether e ranks ahead of w in the worst list: a failure on an in-model row before anything
+ * else, then the larger margin. By margin alone, the NaNs of a row whose logits leave f32
+ * (margin inf, one per element) fill the list and hide the in-model failure that decided the
+ * class (an empty sequence's lse beside them), so a finding's report and signature
+ * (fuzz/src/outcome.c) would show an out-of-model element as the kernel's failure. */
+static int kvf__worst_ahead(const kvf_element_error *e, const kvf_element_error *w) {
+    const int e_in = e->fails && !e->out_of_model, w_in = w->fails && !w->out_of_model;
+    if (e_in != w_in) return e_in;
+    return e->margin > w->margin;
+}
+
 static void worst_insert(kvf_output_metrics *m, const kvf_element_error *e) {
     int n = m->worst_count;
-    /* Strictly larger margins move ahead, so among equals the first element seen stays first. */
-    if (n == KVF_WORST_ELEMENTS && !(e->margin > m->worst[n - 1].margin)) return;
+    /* Strictly ahead moves ahead, so among equals the first element seen stays first; a
+     * passing element of margin 0 never enters a full list (the exact runs rely on it). */
+    if (n == KVF_WORST_ELEMENTS && !kvf__worst_ahead(e, &m->worst[n - 1])) return;
     int pos = n < KVF_WORST_ELEMENTS ? n : n - 1;
-    while (pos > 0 && e->margin > m->worst[pos - 1].margin) {
+    while (pos > 0 && kvf__worst_ahead(e, &m->worst[pos - 1])) {
         m->worst[pos] = m->worst[pos - 1];
         pos--;
     }
@@ -1290,15 +1310,15 @@ int kvf_judge_observe_runs(kvf_verdict *out, const kvf_rule *rule, const kvf_cas
     double *cm = NULL;
     if ((rule->kind == KVF_RULE_STRICT || rule->kind == KVF_RULE_FA) &&
         rule->precision.p_format != KVF_P_F32 && rows > 0) {
-        cm = malloc((size_t)D * sizeof *cm);
+        cm = malloc(model_scratch_doubles(c) * sizeof *cm);
         if (!cm) {
             free(fa.s);
             free(fa.w);
             free(fa.o);
             return kvf_error_set(err, KVF_ENOMEM,
-                                 "the precision model's row scratch (%d columns) could not be "
+                                 "the precision model's row scratch (%zu doubles) could not be "
                                  "allocated",
-                                 (int)D);
+                                 model_scratch_doubles(c));
         }
     }
 

@@ -153,6 +153,9 @@ typedef struct kvf_campaign_stats {
     int64_t finding_hits;  /* cases with a counted finding, duplicates included */
     int64_t findings_new;  /* distinct signatures saved by this run */
     int64_t findings_lost; /* distinct signatures whose save failed and never succeeded */
+    /* New tolerance signatures by precision attribution (docs/precision.md): outside every
+     * model (a defect), or within a model looser than the one judged. */
+    int64_t signatures_defect, signatures_precision;
     int64_t by_class[KVF_FINDING_CLASS_COUNT];
     int64_t determinism_checks;
     int64_t crashes_unconfirmed; /* crashes that did not happen again on a re-run: not filed */

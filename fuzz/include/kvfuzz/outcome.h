@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "kvfuzz/json_io.h"
+#include "kvfuzz/attribution.h"
 #include "kvfuzz/judge.h"
 #include "kvfuzz/spec.h"
 
@@ -57,6 +58,9 @@ typedef struct kvf_outcome {
     char plan[160]; /* the kernel's plan facts (its describe()) for the run judged, or "" */
     int fib;        /* whether FlashInfer-Bench's rule catches it: 1 yes, 0 no, -1 not judged
                        (kvf_outcome_judge_fib) */
+    /* A tolerance finding's precision attribution (kvf_outcome_attribute): kind NONE until
+     * attributed, and for every other class. */
+    kvf_attribution attribution;
 } kvf_outcome;
 
 /* An outcome for a run that produced no output (status != KVF_RUN_OK): its finding is
@@ -93,6 +97,13 @@ int kvf_outcome_judge_hooked(kvf_outcome *out, const kvf_rule *rules, int nrules
                              int require_overflow, const kvf_case *c,
                              const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
                              const kvf_judge_hooks *hooks, kvf_error *err);
+
+/* Attributes the outcome's finding (its rule's verdict) to the tightest precision model that
+ * accepts it (kvfuzz/attribution.h), into out->attribution; nothing for a run without output
+ * or a class other than a tolerance or nonfinite one. Costs up to one judging per model of
+ * the ladder: run it for findings to be saved, not per case. */
+int kvf_outcome_attribute(kvf_outcome *out, const kvf_case *c, const kvf_oracle_result *oracle,
+                          const kvf_bf16 *o, const float *lse, kvf_error *err);
 
 /* Compares two runs' outputs bit for bit; on a difference marks the outcome nondeterministic
  * (finding class nondeterminism, unless a higher class is already set) and returns 1. */

@@ -93,4 +93,9 @@ extern "C" const kvf_kernel KVF_CAT(kvf_kernel_cuda_mut_, KVF_MUTANT_ID) = {
     &KVF_MUT_NS::kDesc,
     KVF_PLUGIN_ROLE_UNDER_TEST,
     NULL,
+    NULL,
+    NULL,
+    NULL,
+    0,
+    KVF_MUT_DECLARED_PRECISION,
 };

@@ -1,0 +1,52 @@
+/* The precision model a command judges a kernel under (cli.h, "precision models"). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "kvfuzz/precision.h"
+
+int cli_precision_check(const char *cmd, const char *text) {
+    kvf_precision p;
+    kvf_error err = {0};
+    if (kvf_precision_parse(&p, text, &err))
+        return cli_usage_error(cmd, "--precision: %s", err.msg);
+    return 0;
+}
+
+int cli_kernel_precision(const char *cmd, const kvf_kernel *k, const char *override,
+                         kvf_precision *out, cli_precision_source *source) {
+    memset(out, 0, sizeof *out);
+    *source = CLI_PRECISION_DEFAULT;
+    kvf_error err = {0};
+    if (override) {
+        if (kvf_precision_parse(out, override, &err))
+            return cli_usage_error(cmd, "--precision: %s", err.msg);
+        *source = CLI_PRECISION_OVERRIDE;
+        return 0;
+    }
+    if (k && k->precision && k->precision[0]) {
+        if (kvf_precision_parse(out, k->precision, &err))
+            return cli_usage_error(cmd,
+                                   "kernel %s declares a precision model kvfuzz cannot read: %s",
+                                   k->name, err.msg);
+        *source = kvf_precision_is_f32(out) ? CLI_PRECISION_DEFAULT : CLI_PRECISION_DECLARED;
+    }
+    return 0;
+}
+
+void cli_rules_apply_precision(kvf_rule *rules, int n, const kvf_precision *p) {
+    for (int i = 0; i < n; i++)
+        if ((rules[i].kind == KVF_RULE_STRICT || rules[i].kind == KVF_RULE_FA) &&
+            kvf_precision_is_f32(&rules[i].precision))
+            kvf_rule_set_precision(&rules[i], p);
+}
+
+void cli_precision_text(const kvf_precision *p, cli_precision_source source, char *buf,
+                        size_t size) {
+    char name[KVF_PRECISION_NAME_MAX];
+    kvf_precision_name(p, name, sizeof name);
+    snprintf(buf, size, "%s (%s)", name,
+             source == CLI_PRECISION_OVERRIDE   ? "--precision"
+             : source == CLI_PRECISION_DECLARED ? "declared by the kernel"
+                                                : "default");
+}
