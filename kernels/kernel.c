@@ -245,6 +245,7 @@ static void plugin_kernel_release(kvf_kernel *k) {
     free(r);
     free((char *)k->name);
     free((char *)k->description);
+    free((char *)k->precision);
     free(k);
 }
 
@@ -283,6 +284,12 @@ static kvf_kernel *plugin_kernel_new(const char *path, const kvf__probe_kernel *
     k->role = pk->role;
     k->plugin = r;
     k->release = plugin_kernel_release;
+    /* A failed copy of the declared model would judge the kernel under f32 without a word:
+     * treated as the allocation failure it is. */
+    if (pk->precision[0] && !(k->precision = dup_str(pk->precision))) {
+        plugin_kernel_release(k);
+        return NULL;
+    }
     return k;
 }
 

@@ -21,6 +21,25 @@ int32_t kvf__plugin_kernel_states(const kvf_plugin_kernel *k) {
     return k->struct_size >= end ? k->concurrent_states : 0;
 }
 
+const char *kvf__plugin_kernel_precision(const kvf_plugin_kernel *k) {
+    const size_t end = offsetof(kvf_plugin_kernel, precision) + sizeof k->precision;
+    return k->struct_size >= end ? k->precision : NULL;
+}
+
+/* A precision model text as the ABI allows it: lower-case letters, digits, '-' and '+', at most
+ * KVF_PLUGIN_PRECISION_MAX of them. Whether it names a model is for the command that judges to
+ * say (kvfuzz/precision.h is the oracle's). */
+static int precision_text_ok(const char *s) {
+    size_t n = 0;
+    for (; s[n]; n++) {
+        char ch = s[n];
+        if (n >= KVF_PLUGIN_PRECISION_MAX ||
+            !((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '+'))
+            return 0;
+    }
+    return 1;
+}
+
 int kvf__plugin_kernel_index(const kvf_plugin *p, const char *name) {
     for (uint32_t i = 0; i < p->num_kernels; i++)
         if (strcmp(kvf__plugin_kernel_at(p, i)->name, name) == 0) return (int)i;
@@ -85,6 +104,12 @@ static int check_descriptor(const char *path, const kvf_plugin *p, kvf_error *er
                                  "plugin %s: kernel %s sets concurrent_states to %d; it must be "
                                  "0 to %d",
                                  path, k->name, (int)states, KVF_PLUGIN_MAX_STATES);
+        const char *precision = kvf__plugin_kernel_precision(k);
+        if (precision && !precision_text_ok(precision))
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "plugin %s: kernel %s declares a precision model that is not "
+                                 "1-%d of a-z, 0-9, '-' and '+' (as bf16-p+ftz)",
+                                 path, k->name, KVF_PLUGIN_PRECISION_MAX);
         for (uint32_t j = 0; j < i; j++)
             if (strcmp(kvf__plugin_kernel_at(p, j)->name, k->name) == 0)
                 return kvf_error_set(err, KVF_EINVAL, "plugin %s lists kernel %s twice", path,

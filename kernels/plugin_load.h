@@ -24,6 +24,8 @@ void kvf__plugin_close(kvf__plugin_lib *lib);
 const kvf_plugin_kernel *kvf__plugin_kernel_at(const kvf_plugin *p, uint32_t i);
 /* Its concurrent_states, 0 for an entry that ends before the field. */
 int32_t kvf__plugin_kernel_states(const kvf_plugin_kernel *k);
+/* Its declared precision model, or NULL (also for an entry whose struct_size ends before it). */
+const char *kvf__plugin_kernel_precision(const kvf_plugin_kernel *k);
 /* The most concurrent_states kvfuzz accepts. */
 #define KVF_PLUGIN_MAX_STATES 64
 

@@ -97,6 +97,8 @@ static void probe_main(int fd, const char *path) {
         snprintf(rec.name, sizeof rec.name, "%s", k->name);
         snprintf(rec.description, sizeof rec.description, "%s",
                  k->description ? k->description : "");
+        const char *precision = kvf__plugin_kernel_precision(k);
+        snprintf(rec.precision, sizeof rec.precision, "%s", precision ? precision : "");
         rec.device = k->device;
         rec.role = k->role;
         if (write_all(fd, &rec, sizeof rec)) _exit(1);

@@ -23,6 +23,7 @@ typedef struct kvf__probe_kernel {
     char name[132];
     char description[256];
     int32_t device, role;
+    char precision[64]; /* the declared precision model, "" for none */
 } kvf__probe_kernel;
 
 int kvf__probe_start(const char *path, kvf__probe **out, kvf__probe_kernel **kernels,

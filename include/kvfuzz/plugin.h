@@ -180,11 +180,23 @@ struct kvf_plugin_kernel {
      * reads as 0): how many states one process may hold and run concurrently (see Calls
      * above). 0 or 1: one. */
     int32_t concurrent_states;
+    /* Added later still (reads as NULL when struct_size ends before it): the precision model
+     * the kernel implements, so that kvfuzz judges it within the roundings its design makes
+     * and names any error beyond them a defect. NULL or "f32": fp32 weights and partials.
+     * Otherwise components joined by '+': "bf16-p" (the softmax weights P rounded to bf16 for
+     * the P.V product, the denominator summed from the unrounded P, as FlashAttention-2 and
+     * cuDNN do), "bf16-p-rsum" (the denominator from the rounded P), "fp16-p", "fp16-p-rsum",
+     * "bf16-partials" (split-KV partial outputs stored in bf16, their lse in f32, as
+     * FlashInfer's decode does), "ftz" (flush-to-zero arithmetic: -use_fast_math). At most 63
+     * characters. docs/precision.md defines each model; `kvfuzz kernels` shows it. */
+    const char *precision;
 };
 
 /* The size of a version-1 kernel entry without the fields added later: the smallest
  * struct_size and kernel_struct_size kvfuzz accepts. */
 #define KVF_PLUGIN_KERNEL_V1_SIZE offsetof(kvf_plugin_kernel, concurrent_states)
+/* The longest precision model text kvfuzz accepts, without its NUL. */
+#define KVF_PLUGIN_PRECISION_MAX 63
 
 typedef struct kvf_plugin {
     uint32_t abi_version;        /* KVF_PLUGIN_ABI_VERSION */
