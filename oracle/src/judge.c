@@ -730,6 +730,11 @@ static size_t model_scratch_doubles(const kvf_case *c) {
     return (size_t)c->head_dim + (size_t)(L > 0 ? L : 0) + 1;
 }
 
+/* Only P models read the case's tokens (near_max_compute). */
+static int needs_model_scratch(const kvf_precision *p) {
+    return p && p->p_format != KVF_P_F32;
+}
+
 /* Everything a strict or fa judgement of one row needs beyond the oracle row, computed from
  * the case under the model: the DAZ bound (ftz) and the near-maximum data (P models, into the
  * caller's scratch cm of model_scratch_doubles(c)). */
@@ -762,8 +767,8 @@ double kvf_strict_bound_o_under(const kvf_precision *p, const kvf_case *c,
         return NAN;
     int64_t row = (int64_t)b * oracle->num_qo_heads + h;
     int64_t idx = row * oracle->head_dim + d;
-    double *cm = malloc(model_scratch_doubles(c) * sizeof *cm);
-    if (!cm) return NAN;
+    double *cm = NULL;
+    if (needs_model_scratch(p) && !(cm = malloc(model_scratch_doubles(c) * sizeof *cm))) return NAN;
     strict_model_in mi;
     model_in_compute(&mi, p ? p : &kvf__f32_model, c, oracle, row, cm);
     strict_row s;
@@ -784,8 +789,8 @@ double kvf_strict_bound_lse_under(const kvf_precision *p, const kvf_case *c,
         b >= oracle->batch_size || h < 0 || h >= oracle->num_qo_heads)
         return NAN;
     int64_t row = (int64_t)b * oracle->num_qo_heads + h;
-    double *cm = malloc(model_scratch_doubles(c) * sizeof *cm);
-    if (!cm) return NAN;
+    double *cm = NULL;
+    if (needs_model_scratch(p) && !(cm = malloc(model_scratch_doubles(c) * sizeof *cm))) return NAN;
     strict_model_in mi;
     model_in_compute(&mi, p ? p : &kvf__f32_model, c, oracle, row, cm);
     strict_row s;
@@ -808,8 +813,9 @@ int kvf_fa_bound_row(const kvf_case *c, const kvf_oracle_result *oracle, int32_t
     const int32_t D = oracle->head_dim;
     int64_t row = (int64_t)b * oracle->num_qo_heads + h;
     const kvf_oracle_row *orow = &oracle->rows[row];
-    double *cm = malloc(model_scratch_doubles(c) * sizeof *cm);
-    if (!cm) return KVF_ENOMEM;
+    double *cm = NULL;
+    if (needs_model_scratch(p) && !(cm = malloc(model_scratch_doubles(c) * sizeof *cm)))
+        return KVF_ENOMEM;
     strict_model_in mi;
     model_in_compute(&mi, p ? p : &kvf__f32_model, c, oracle, row, cm);
     strict_row s;
