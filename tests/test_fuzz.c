@@ -894,6 +894,98 @@ static void campaign_confirms_crashes(void) {
 
 /* The oracle pool leaves a quarter of the cores, at most 4, to the threads that set the pace,
  * except when there is no kernel; never fewer than one thread. */
+/* A generated beyond-f32 case of batch 3, lengths 1, 0, 0, judged by the default rules (strict
+ * and fa) on the outputs FlashInfer gave for it: NaN o and lse on sequence 0, whose logits
+ * leave f32 (lse about 1.4e41), and its empty-sequence lse of about -5e4 (its "-inf"). The
+ * finding is nonfinite, and rightly: the empty sequences are in the model. It was filed as
+ * "nonfinite ... o nan", described by the out-of-model NaNs; its signature now names the lse
+ * that decided it, the known FlashInfer empty-sequence finding ("lse|finite"). */
+static void beyond_f32_finding_signature(void) {
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_preset(&s, "beyond-f32-logits", 1, &err), &err);
+    CHECK_OK(kvf_spec_set_batch(&s, 3, &err), &err);
+    kvf_recipe_set_seq_len(&s.recipe, 0, 1);
+    kvf_recipe_set_seq_len(&s.recipe, 1, 0);
+    kvf_recipe_set_seq_len(&s.recipe, 2, 0);
+    kvf_limits cl = case_limits();
+    kvf_case c;
+    CHECK_OK(kvf_case_build(&c, &s, &cl, &err), &err);
+    kvf_oracle_opts oo;
+    kvf_oracle_opts_default(&oo);
+    kvf_oracle_result oracle;
+    CHECK_OK(kvf_oracle_run(&oracle, &c, &oo, &err), &err);
+    const int64_t rows = kvf_case_lse_elems(&c), D = c.head_dim;
+    /* The oracle flags every row of sequence 0 (some with an lse past f32), none of the empty
+     * ones. */
+    int beyond = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        int seq0 = r < c.num_qo_heads;
+        CHECK_INT_EQ(oracle.rows[r].overflow != 0, seq0);
+        CHECK_INT_EQ(oracle.rows[r].nonfinite_input, 0);
+        if (seq0 && isfinite(oracle.lse_exact[r]) && fabs(oracle.lse_exact[r]) > ldexp(1.0, 128))
+            beyond++;
+    }
+    CHECK(beyond > 0);
+    kvf_bf16 *o = malloc((size_t)kvf_case_o_elems(&c) * sizeof *o);
+    float *lse = malloc((size_t)rows * sizeof *lse);
+    if (!o || !lse) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        int seq0 = r < c.num_qo_heads;
+        for (int64_t d = 0; d < D; d++)
+            o[r * D + d] = seq0 ? KVF_BF16_QNAN : 0x0000u;
+        lse[r] = seq0 ? NAN : -INFINITY;
+    }
+    kvf_rule rules[KVF_DEFAULT_RULES];
+    int nr = kvf_rule_default_set(rules, KVF_DEFAULT_RULES);
+    kvf_outcome out;
+    char sig[256];
+    /* Correct empty sequences: only the overflow rows fail, class overflow, no finding. */
+    CHECK_OK(kvf_outcome_judge(&out, rules, nr, 0, &c, &oracle, o, lse, NULL, NULL, &err), &err);
+    for (int r = 0; r < nr; r++)
+        CHECK_INT_EQ(out.verdicts[r].finding, KVF_FINDING_OVERFLOW);
+    CHECK_INT_EQ(out.finding, KVF_FINDING_NONE);
+    CHECK_OK(kvf_outcome_judge(&out, rules, nr, 1, &c, &oracle, o, lse, NULL, NULL, &err), &err);
+    CHECK_INT_EQ(out.finding, KVF_FINDING_OVERFLOW);
+    kvf_outcome_signature(&out, "flashinfer", sig, sizeof sig);
+    CHECK_STR_CONTAINS(sig, "overflow|flashinfer|strict|o|");
+    /* The lse the oracle rounds (+-inf) on those rows: still overflow. */
+    for (int64_t r = 0; r < c.num_qo_heads; r++)
+        lse[r] = oracle.lse_rounded[r];
+    CHECK_OK(kvf_outcome_judge(&out, rules, nr, 0, &c, &oracle, o, lse, NULL, NULL, &err), &err);
+    for (int r = 0; r < nr; r++)
+        CHECK_INT_EQ(out.verdicts[r].finding, KVF_FINDING_OVERFLOW);
+    CHECK_INT_EQ(out.finding, KVF_FINDING_NONE);
+    /* FlashInfer's empty-sequence lse: nonfinite, named by the lse. */
+    for (int64_t r = c.num_qo_heads; r < rows; r++)
+        lse[r] = -49998.4f;
+    CHECK_OK(kvf_outcome_judge(&out, rules, nr, 0, &c, &oracle, o, lse, NULL, NULL, &err), &err);
+    for (int r = 0; r < nr; r++)
+        CHECK_INT_EQ(out.verdicts[r].finding, KVF_FINDING_NONFINITE);
+    CHECK_INT_EQ(out.finding, KVF_FINDING_NONFINITE);
+    kvf_outcome_signature(&out, "flashinfer", sig, sizeof sig);
+    CHECK_STR_CONTAINS(sig, "nonfinite|flashinfer|strict|lse|finite");
+    CHECK_INT_EQ(out.verdicts[0].lse.worst[0].out_of_model, 0);
+    /* A NaN on an in-model row (sequence 1) is the o's finding. */
+    for (int64_t r = c.num_qo_heads; r < rows; r++)
+        lse[r] = -INFINITY;
+    o[(c.num_qo_heads + 1) * D + 3] = KVF_BF16_QNAN;
+    CHECK_OK(kvf_outcome_judge(&out, rules, nr, 0, &c, &oracle, o, lse, NULL, NULL, &err), &err);
+    CHECK_INT_EQ(out.finding, KVF_FINDING_NONFINITE);
+    kvf_outcome_signature(&out, "flashinfer", sig, sizeof sig);
+    CHECK_STR_CONTAINS(sig, "nonfinite|flashinfer|strict|o|nan");
+    CHECK_INT_EQ(out.verdicts[0].o.worst[0].b, 1);
+    CHECK_INT_EQ(out.verdicts[0].o.worst[0].d, 3);
+    free(o);
+    free(lse);
+    kvf_oracle_result_free(&oracle);
+    kvf_case_free(&c);
+    kvf_spec_free(&s);
+}
+
 static void default_jobs(void) {
     kvf_campaign_opts o;
     kvf_campaign_opts_default(&o);
@@ -1252,6 +1344,7 @@ static const check_test tests[] = {
     {"runner_cuda_lanes", runner_cuda_lanes},
     {"campaign_finds_and_minimizes_planted_bug", campaign_finds_and_minimizes_planted_bug},
     {"overflow_needs_asking", overflow_needs_asking},
+    {"beyond_f32_finding_signature", beyond_f32_finding_signature},
     {"default_jobs", default_jobs},
     {"campaign_confirms_crashes", campaign_confirms_crashes},
     {"queue_bounded_mpmc", queue_bounded_mpmc},

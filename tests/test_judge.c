@@ -840,6 +840,89 @@ static void test_classification(void) {
     fx_free(&f);
 }
 
+/* The finding that looked misclassified (FlashInfer on a beyond-f32 case, batch 3 of lengths
+ * 1, 0, 0: "nonfinite", o = NaN where the exact o is 54): the NaNs are on the row whose logits
+ * leave f32 and are class overflow alone; what made the verdict nonfinite is FlashInfer's lse
+ * of about -5e4 on the empty sequences (in the model, exact -inf). The class was right; the
+ * worst list, ranked by margin alone, was filled by the out-of-model NaNs (margin inf, seen
+ * first) and never showed the elements that decided the class. */
+static void test_overflow_row_beside_empty_rows(void) {
+    const int32_t H = 4, D = 4;
+    /* fa needs the case's tensors for its baseline; tests/test_fuzz.c judges it on a real case. */
+    static const char *const rules[] = {"strict", "ulp:1000", "allclose:1:1"};
+    fx f;
+    fx_init(&f, 3, H, D, 1);
+    for (int32_t h = 0; h < H; h++) {
+        /* Sequence 0, one token: logits about 1e41, lse beyond f32 (rounds to +inf). */
+        kvf_oracle_row *row = &f.orc.rows[h];
+        row->overflow = KVF_ORACLE_OVERFLOW_LOGITS;
+        row->dot_abs_max = row->logit_abs_max = 9.5e40;
+        row->v_abs_max = 54.0;
+        fx_set_lse(&f, h, 1.37e41);
+        CHECK(isinf(f.orc.lse_rounded[h]));
+        for (int32_t d = 0; d < D; d++)
+            fx_set_o(&f, h * D + d, 54.0, 54.0);
+        fx_empty_row(&f, H + h);
+        fx_empty_row(&f, 2 * H + h);
+    }
+    /* NaN o (inf - inf in an fp32 kernel), lse NaN or the correctly rounded +inf: overflow. */
+    for (int64_t i = 0; i < (int64_t)H * D; i++)
+        f.o[i] = KVF_BF16_QNAN;
+    for (size_t r = 0; r < sizeof rules / sizeof rules[0]; r++) {
+        CHECK_VERDICT(&f, rules[r], 0, KVF_FINDING_OVERFLOW);
+        for (int32_t h = 0; h < H; h++)
+            f.lse[h] = NAN;
+        CHECK_VERDICT(&f, rules[r], 0, KVF_FINDING_OVERFLOW);
+        kvf_verdict v = fx_judge(&f, rules[r]);
+        CHECK_INT_EQ(kvf_verdict_status_of(&v, 0), KVF_VERDICT_OUT_OF_MODEL);
+        CHECK_INT_EQ(v.o.violations_out_of_model, v.o.violations);
+        CHECK_INT_EQ(v.lse.violations_out_of_model, v.lse.violations);
+        for (int32_t h = 0; h < H; h++)
+            f.lse[h] = INFINITY;
+    }
+    for (int32_t h = 0; h < H; h++)
+        f.lse[h] = NAN;
+    /* FlashInfer's empty-sequence lse (its "-inf" is -5e4): an in-model failure, nonfinite, and
+     * the worst lse elements are those, ahead of the overflow row's NaNs. */
+    for (int32_t h = 0; h < 2 * H; h++)
+        f.lse[H + h] = -49998.4f;
+    for (size_t r = 0; r < sizeof rules / sizeof rules[0]; r++) {
+        kvf_verdict v = fx_judge(&f, rules[r]);
+        if (v.finding != KVF_FINDING_NONFINITE)
+            CHECK_FAIL_AT("rule %s: finding %s, want nonfinite", rules[r],
+                          kvf_finding_class_name(v.finding));
+        CHECK_INT_EQ(v.lse.worst_count, KVF_WORST_ELEMENTS);
+        for (int i = 0; i < v.lse.worst_count; i++) {
+            const kvf_element_error *e = &v.lse.worst[i];
+            if (e->out_of_model || !e->fails || e->b == 0 || e->kernel_value != -49998.4f)
+                CHECK_FAIL_AT("rule %s: worst lse %d is lse[%d,%d] = %g (out of model %d)",
+                              rules[r], i, e->b, e->h, e->kernel_value, e->out_of_model);
+        }
+        /* o fails only out of the model: its list is the NaNs, said as such. */
+        CHECK_INT_EQ(v.o.violations, v.o.violations_out_of_model);
+        CHECK_INT_EQ(v.o.worst[0].out_of_model, 1);
+    }
+    for (int32_t h = 0; h < 2 * H; h++)
+        f.lse[H + h] = -INFINITY;
+    /* A NaN on an in-model row of the same batch is still nonfinite, and it leads o's list. */
+    f.o[(2 * H + 1) * D + 2] = KVF_BF16_QNAN;
+    for (size_t r = 0; r < sizeof rules / sizeof rules[0]; r++) {
+        kvf_verdict v = fx_judge(&f, rules[r]);
+        if (v.finding != KVF_FINDING_NONFINITE)
+            CHECK_FAIL_AT("rule %s: finding %s, want nonfinite", rules[r],
+                          kvf_finding_class_name(v.finding));
+        CHECK_INT_EQ(v.o.violations - v.o.violations_out_of_model, 1);
+        CHECK_INT_EQ(v.o.worst[0].out_of_model, 0);
+        CHECK_INT_EQ(v.o.worst[0].b, 2);
+        CHECK_INT_EQ(v.o.worst[0].h, 1);
+        CHECK_INT_EQ(v.o.worst[0].d, 2);
+        for (int i = 1; i < v.o.worst_count; i++)
+            CHECK_INT_EQ(v.o.worst[i].out_of_model, 1);
+        CHECK_INT_EQ(kvf_verdict_status_of(&v, 0), KVF_VERDICT_FAIL);
+    }
+    fx_free(&f);
+}
+
 static void test_metrics_and_worst(void) {
     fx f;
     fx_init(&f, 1, 1, 16, 8);
@@ -1014,6 +1097,7 @@ static const check_test tests[] = {
     {"excess_margin", test_excess_margin},
     {"rule_rejects_rounded", test_rule_rejects_rounded},
     {"classification", test_classification},
+    {"overflow_row_beside_empty_rows", test_overflow_row_beside_empty_rows},
     {"metrics_and_worst", test_metrics_and_worst},
     {"observer", test_observer},
     {"judge_errors", test_judge_errors},

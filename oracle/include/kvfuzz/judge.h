@@ -128,7 +128,8 @@ typedef struct kvf_output_metrics {
     double max_excess_margin;        /* largest excess_margin: the headroom actually used */
     int nonfinite_mismatch;          /* NaN/inf mismatches, out-of-model rows included */
     int worst_count;
-    kvf_element_error worst[KVF_WORST_ELEMENTS]; /* by margin, largest first */
+    kvf_element_error worst[KVF_WORST_ELEMENTS]; /* failures on in-model rows first, then
+                                                    by margin, largest first */
 } kvf_output_metrics;
 
 typedef struct kvf_verdict {
