@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "kvfuzz/attribution.h"
 #include "kvfuzz/case.h"
 #include "kvfuzz/error.h"
 #include "kvfuzz/judge.h"
@@ -160,5 +161,19 @@ void cli_rules_apply_precision(kvf_rule *rules, int n, const kvf_precision *p);
 /* "bf16-p (declared by the kernel)", "f32 (default)", "fp16-p (--precision)". */
 void cli_precision_text(const kvf_precision *p, cli_precision_source source, char *buf,
                         size_t size);
+
+/* ---- per-kernel rules and attribution (cli/precision_attrib.c) ---- */
+
+/* The rules a command judges kernel `k` by: base[0..n) copied into out, with every strict and
+ * fa rule still under f32 taking the kernel's model (cli_kernel_precision), so that one
+ * kernel's model never reaches another's rules. *model and *source (either may be NULL) say
+ * which model that was. 0, or KVF_EXIT_USAGE after one sentence (a declared model kvfuzz
+ * cannot read, a bad override). */
+int cli_rules_for_kernel(const char *cmd, const kvf_kernel *k, const char *override,
+                         const kvf_rule *base, int n, kvf_rule *out, kvf_precision *model,
+                         cli_precision_source *source);
+/* An attribution as JSON, the shape finding reports use: {"kind", "declared", "within",
+ * "margin", "text"}, or null for kind NONE (NULL only when out of memory). */
+json_t *cli_attribution_json(const kvf_attribution *a);
 
 #endif

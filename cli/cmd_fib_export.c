@@ -29,7 +29,7 @@ static const char *const cmd = "export-fib";
 #define MAX_KERNELS 8
 #define MAX_DEFS 64
 
-enum { EXPORT_KERNEL = 256, EXPORT_DEADLINE, EXPORT_JOBS };
+enum { EXPORT_KERNEL = 256, EXPORT_DEADLINE, EXPORT_JOBS, EXPORT_PRECISION };
 
 static const cli_option export_options[] = {
     {"output", 'o', "DIR",
@@ -38,12 +38,14 @@ static const cli_option export_options[] = {
      "the kernel to run (default: the one each finding's report names)"},
     {"deadline", EXPORT_DEADLINE, "SEC", "per launch (default 60)"},
     {"jobs", EXPORT_JOBS, "N", "oracle threads (default: all cores)"},
+    {"precision", EXPORT_PRECISION, "MODEL", CLI_PRECISION_HELP},
     {0},
 };
 
 static void export_help(void) {
     printf(
-        "usage: kvfuzz export-fib [--kernel K] [--deadline SEC] [--jobs N] -o DIR FINDING...\n\n"
+        "usage: kvfuzz export-fib [--kernel K] [--precision MODEL] [--deadline SEC] [--jobs N]\n"
+        "                         -o DIR FINDING...\n\n"
         "Writes findings (.kvfz files, or folders of them, with the .json report `kvfuzz fuzz`\n"
         "saves beside each) as a FlashInfer-Bench dataset in DIR:\n"
         "  definitions/gqa_paged/<def>.json        the definition of the finding's shape\n"
@@ -60,7 +62,10 @@ static void export_help(void) {
         "Each finding is run again on its kernel and judged under strict, fa and fib; the line\n"
         "printed for it puts the fib verdict beside strict's, so you know whether FIB's check\n"
         "(fail iff abs > 1e-2 and rel > 1e-2) will see the failure when it replays the dataset\n"
-        "(`flashinfer-bench run --local DIR`, with your solution under DIR/solutions/).\n\n");
+        "(`flashinfer-bench run --local DIR`, with your solution under DIR/solutions/).\n"
+        "strict and fa judge within the precision model the kernel declares, or --precision\n"
+        "(a FlashInfer-Bench solution declares none); a failing one's attribution is printed\n"
+        "and kept in the trace's extra.kvfuzz.attribution (docs/precision.md).\n\n");
     cli_print_options(stdout, export_options);
     printf("\nExit status: 0 the dataset was written, 2 bad input or usage.\n");
 }
@@ -120,10 +125,12 @@ typedef struct kernel_slot {
     const kvf_kernel *kernel;
     kvf_runner *runner;
     char spec[512];
+    kvf_rule rules[3]; /* strict and fa within the kernel's precision model, and fib */
 } kernel_slot;
 
 static int get_runner(kernel_slot *slots, size_t *n, const char *spec, const kvf_limits *lim,
-                      double deadline, kernel_slot **out) {
+                      double deadline, const kvf_rule *rules, const char *precision,
+                      kernel_slot **out) {
     for (size_t i = 0; i < *n; i++)
         if (strcmp(slots[i].spec, spec) == 0) {
             *out = &slots[i];
@@ -135,6 +142,11 @@ static int get_runner(kernel_slot *slots, size_t *n, const char *spec, const kvf
     memset(s, 0, sizeof *s);
     snprintf(s->spec, sizeof s->spec, "%s", spec);
     if (cli_one_kernel(cmd, spec, &s->kernel)) return KVF_EXIT_USAGE;
+    /* Each kernel's own copy: findings of several kernels may share one export. */
+    if (cli_rules_for_kernel(cmd, s->kernel, precision, rules, 3, s->rules, NULL, NULL)) {
+        kvf_kernel_free(s->kernel);
+        return KVF_EXIT_USAGE;
+    }
     kvf_error err = {0};
     kvf_runner_opts ro = {s->kernel, *lim, deadline, 0, 0, 1};
     if (kvf_runner_create(&s->runner, &ro, &err) || kvf_runner_start(s->runner, &err)) {
@@ -182,10 +194,11 @@ typedef struct export_state {
     const char *out_dir;   /* where files are written: the partial folder */
     const char *shown_dir; /* the dataset folder named by -o, for messages */
     const char *kernel_override;
+    const char *precision; /* --precision, or NULL: each kernel's declared model */
     double deadline;
     kvf_limits limits;
     kvf_oracle_opts oopts;
-    kvf_rule rules[3]; /* strict, fa, fib */
+    kvf_rule rules[3]; /* strict, fa, fib, as given (each kernel_slot holds its own) */
     kernel_slot kernels[MAX_KERNELS];
     size_t nkernels;
     def_lines defs[MAX_DEFS];
@@ -261,7 +274,8 @@ static int export_one(export_state *st, const char *path) {
         goto done;
     }
     kernel_slot *ks = NULL;
-    if ((rc = get_runner(st->kernels, &st->nkernels, kernel, &st->limits, st->deadline, &ks)))
+    if ((rc = get_runner(st->kernels, &st->nkernels, kernel, &st->limits, st->deadline, st->rules,
+                         st->precision, &ks)))
         goto done;
     def_lines *dl = def_for(st, &c);
     if (!dl) {
@@ -289,7 +303,8 @@ static int export_one(export_state *st, const char *path) {
             goto done;
         }
         have_oracle = 1;
-        if (kvf_outcome_judge(&out, st->rules, 3, 0, &c, &oracle, o, lse, NULL, NULL, &err)) {
+        if (kvf_outcome_judge(&out, ks->rules, 3, 0, &c, &oracle, o, lse, NULL, NULL, &err) ||
+            kvf_outcome_attribute(&out, &c, &oracle, o, lse, &err)) {
             rc = cli_usage_error(cmd, "%s: %s", path, err.msg);
             goto done;
         }
@@ -329,6 +344,9 @@ static int export_one(export_state *st, const char *path) {
                                             metrics_json(&v->o), "lse", metrics_json(&v->lse)));
         }
         json_object_set_new(extra, "verdicts", verdicts);
+        /* The failing strict or fa verdict's precision attribution, as a finding's report
+         * holds it (null when there is none). */
+        json_object_set_new(extra, "attribution", cli_attribution_json(&out.attribution));
         json_object_set_new(
             extra, "ulp",
             json_pack("{s:I, s:I, s:o, s:o}", "o_max_ulps", (json_int_t)out.verdicts[0].o.max_ulps,
@@ -401,6 +419,8 @@ static int export_one(export_state *st, const char *path) {
            fib_fails   ? "FIB reproduces it"
            : kvf_fails ? "FIB will not see it (fib passes)"
                        : "nothing to reproduce (every rule passes)");
+    if (res.status == KVF_RUN_OK && out.attribution.kind != KVF_ATTRIB_NONE)
+        printf("  attribution (%s): %s\n", out.verdicts[out.rule].rule.name, out.attribution.text);
     printf("  workload %s -> %s/"
            "blob/workloads/" KVF_FIB_OP_TYPE "/%s/%s_%s.safetensors\n",
            uuid, st->shown_dir, dl->name, dl->name, uuid);
@@ -439,6 +459,10 @@ int kvf_cmd_export_fib(int argc, char **argv) {
             break;
         case EXPORT_KERNEL:
             st.kernel_override = v;
+            break;
+        case EXPORT_PRECISION:
+            if (cli_precision_check(cmd, v)) return KVF_EXIT_USAGE;
+            st.precision = v;
             break;
         case EXPORT_DEADLINE:
             if (cli_opt_seconds(cmd, "--deadline", v, 86400, &st.deadline)) return KVF_EXIT_USAGE;

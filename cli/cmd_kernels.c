@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "kvfuzz/precision.h"
 #include "kvfuzz/runner.h"
 
 #define MAX_LISTED 64
@@ -19,11 +20,14 @@ static const cli_option kernels_options[] = {
 
 static void kernels_help(void) {
     printf("usage: kvfuzz kernels [--kernel K]...\n\n"
-           "Without --kernel, lists the built-in kernels, one per line: name, device,\n"
-           "description (and the bug class a mutant models).\n"
-           "With --kernel K, lists each kernel K provides with its device and role,\n"
-           "and which group sizes, head dims and page sizes its supports() accepts around the\n"
-           "seed shape (20 q heads, 4 kv heads, head dim 128, page size 64, 3,202 tokens).\n"
+           "Without --kernel, lists the built-in kernels, one per line: name, device, the\n"
+           "precision model it declares (f32 when none; docs/precision.md), description (and\n"
+           "the bug class a mutant models).\n"
+           "With --kernel K, lists each kernel K provides with its device, role and declared\n"
+           "precision model, and which group sizes, head dims and page sizes its supports()\n"
+           "accepts around the seed shape (20 q heads, 4 kv heads, head dim 128, page size 64,\n"
+           "3,202 tokens). strict and fa judge a kernel within its model unless --precision\n"
+           "overrides it.\n"
            "A plugin is loaded in a separate process. Exit status 2 when K cannot be loaded.\n\n");
     cli_print_options(stdout, kernels_options);
 }
@@ -69,9 +73,23 @@ static int print_axis(const kvf_kernel *k, const char *label, const int *values,
     return 0;
 }
 
+/* The model a kernel declares, canonically named ("f32" when it declares none); a declaration
+ * kvfuzz cannot read is shown as given, with why (the judging commands refuse it). */
+static void declared_model(const kvf_kernel *k, char *buf, size_t size) {
+    kvf_precision p;
+    kvf_error err = {0};
+    if (kvf_precision_parse(&p, k->precision ? k->precision : "", &err) == 0)
+        kvf_precision_name(&p, buf, size);
+    else
+        snprintf(buf, size, "%s (unreadable: %s)", k->precision, err.msg);
+}
+
 static void describe(const kvf_kernel *k) {
     printf("%-40s %-4s %-10s %s\n", k->name, k->device == KVF_DEVICE_CUDA ? "cuda" : "cpu",
            k->role == KVF_PLUGIN_ROLE_REFERENCE ? "reference" : "under-test", k->description);
+    char model[KVF_ERROR_MSG_MAX + 64];
+    declared_model(k, model, sizeof model);
+    printf("    %-11s %s\n", "precision", model);
     static const int groups[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
     static const int dims[] = {32, 64, 80, 96, 128, 192, 256, 512};
     static const int pages[] = {1, 2, 8, 16, 32, 64, 128, 256};
@@ -115,9 +133,12 @@ int kvf_cmd_kernels(int argc, char **argv) {
     char why[256] = "";
     /* Asked in a child, like every command that may fork kernel workers. */
     int cuda = kvf_runner_probe_cuda(why, sizeof why);
+    printf("%-40s %-4s %-11s %s\n", "kernel", "dev", "precision", "description");
     for (size_t i = 0; i < kvf_kernel_count(); i++) {
         const kvf_kernel *k = kvf_kernel_at(i);
-        printf("%-40s %-4s %s", k->name, k->device == KVF_DEVICE_CUDA ? "cuda" : "cpu",
+        char model[KVF_ERROR_MSG_MAX + 64];
+        declared_model(k, model, sizeof model);
+        printf("%-40s %-4s %-11s %s", k->name, k->device == KVF_DEVICE_CUDA ? "cuda" : "cpu", model,
                k->description);
         if (k->models) printf(" [models %s]", k->models);
         printf("\n");

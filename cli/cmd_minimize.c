@@ -21,7 +21,8 @@ enum {
     MIN_TIME,
     MIN_REQUIRE_OVERFLOW,
     MIN_IN_PROCESS,
-    MIN_VERBOSE
+    MIN_VERBOSE,
+    MIN_PRECISION
 };
 
 static const cli_option minimize_options[] = {
@@ -30,6 +31,7 @@ static const cli_option minimize_options[] = {
      "kernel: a built-in name (`kvfuzz kernels`), PATH.so:NAME,\npython:MODULE:FUNCTION or a "
      "solution .json. Default: the\nkernel recorded in the finding's .json."},
     {"rule", MIN_RULE, "R", "the rule that must keep failing (`kvfuzz rules`)."},
+    {"precision", MIN_PRECISION, "MODEL", CLI_PRECISION_HELP},
     {"class", MIN_CLASS, "C",
      "the class to keep: nonfinite, o-tolerance, lse-tolerance,\noverflow, kernel-error, crash, "
      "hang, nondeterminism."},
@@ -48,17 +50,21 @@ static const cli_option minimize_options[] = {
 };
 
 static void minimize_help(void) {
-    printf("usage: kvfuzz minimize FILE -o OUT [--kernel K] [--rule R] [--class C] [--jobs N]\n"
-           "                       [--deadline SEC] [--max-tries N] [--time SEC]\n"
-           "                       [--require-overflow] [--in-process] [--verbose]\n\n"
+    printf("usage: kvfuzz minimize FILE -o OUT [--kernel K] [--rule R] [--precision MODEL]\n"
+           "                       [--class C] [--jobs N] [--deadline SEC] [--max-tries N]\n"
+           "                       [--time SEC] [--require-overflow] [--in-process] [--verbose]\n\n"
            "Shrinks a failing case while it keeps failing the same way (same finding class\n"
-           "under the same rule, same kernel): fewer sequences, fewer pages and tokens, a\n"
+           "under the same rule, same kernel, and for a strict or fa tolerance finding the same\n"
+           "precision attribution: a defect stays a defect, a finding within a looser model\n"
+           "stays within that model): fewer sequences, fewer pages and tokens, a\n"
            "smaller shape, simpler values (constants, zeros, fewer distinct values), a simpler\n"
            "page table, fewer overrides. Prints the size before and after and writes OUT.\n"
            "The kernel runs in a worker process, so crashes and hangs minimize too.\n\n"
            "Kernel, rule and class default to those in the finding's report (FILE with .json\n"
            "for .kvfz) when it exists, else to cuda (when a GPU is usable) or cpu-splitkv,\n"
-           "strict, and whatever class the case fails with.\n\n");
+           "strict, and whatever class the case fails with. strict and fa judge under the\n"
+           "model the kernel declares unless the rule names one (strict:bf16-p) or --precision\n"
+           "is given. The attributions of the input and of the minimized case are printed.\n\n");
     cli_print_options(stdout, minimize_options);
     printf("\nExit status: 0 written, 2 bad usage, or a case that does not fail as asked.\n");
 }
@@ -83,6 +89,7 @@ static int parse_class(const char *name, kvf_finding_class *out) {
 int kvf_cmd_minimize(int argc, char **argv) {
     const char *cmd = "minimize";
     const char *in = NULL, *out = NULL, *kernel = NULL, *rule = NULL, *cls = NULL;
+    const char *precision = NULL;
     kvf_minimize_opts o;
     kvf_minimize_opts_default(&o);
     cli_limits(&o.case_limits);
@@ -118,6 +125,10 @@ int kvf_cmd_minimize(int argc, char **argv) {
             break;
         case MIN_CLASS:
             cls = v;
+            break;
+        case MIN_PRECISION:
+            if (cli_precision_check(cmd, v)) return KVF_EXIT_USAGE;
+            precision = v;
             break;
         case MIN_JOBS:
             if (cli_opt_i64(cmd, "--jobs", v, 1, 1024, &n)) return KVF_EXIT_USAGE;
@@ -170,6 +181,15 @@ int kvf_cmd_minimize(int argc, char **argv) {
     }
     kvf_error err = {0};
     if (rule && kvf_rule_parse(&o.rule, rule, &err)) return cli_usage_error(cmd, "%s", err.msg);
+    /* strict and fa judge within the kernel's declared model (or --precision), unless the rule
+     * names its own: a finding's report records "strict:bf16-p" when it was found so. */
+    const int judges_model = o.rule.kind == KVF_RULE_STRICT || o.rule.kind == KVF_RULE_FA;
+    const int rule_names_model = judges_model && !kvf_precision_is_f32(&o.rule.precision);
+    kvf_precision model;
+    cli_precision_source model_source;
+    if (cli_kernel_precision(cmd, o.kernel, precision, &model, &model_source))
+        return KVF_EXIT_USAGE;
+    cli_rules_apply_precision(&o.rule, 1, &model);
     if (cls && parse_class(cls, &o.target))
         return cli_usage_error(cmd, "unknown class \"%s\" (see kvfuzz minimize --help)", cls);
     if (o.target == KVF_FINDING_OVERFLOW) o.require_overflow = 1;
@@ -180,6 +200,15 @@ int kvf_cmd_minimize(int argc, char **argv) {
     char before[256], after[256];
     kvf_spec_size_text(before, sizeof before, &spec);
     printf("kvfuzz minimize: %s with kernel %s, rule %s\n", in, o.kernel->name, o.rule.name);
+    if (judges_model) {
+        char mtext[96], mname[KVF_PRECISION_NAME_MAX];
+        kvf_precision_name(&o.rule.precision, mname, sizeof mname);
+        if (rule_names_model)
+            snprintf(mtext, sizeof mtext, "%s (named by the rule)", mname);
+        else
+            cli_precision_text(&model, model_source, mtext, sizeof mtext);
+        printf("  precision model %s\n", mtext);
+    }
     printf("  before: %s\n", before);
     fflush(stdout);
     kvf_outcome outcome;
@@ -194,6 +223,12 @@ int kvf_cmd_minimize(int argc, char **argv) {
     printf("  kept %lld of %lld candidate run(s) in %.1f s; still fails: ", (long long)st.accepted,
            (long long)st.tries, st.elapsed_s);
     kvf_outcome_line(stdout, &outcome);
+    /* The explanation the minimizer kept constant, said for both cases. */
+    const char *none = "none (only strict and fa tolerance findings are attributed)";
+    printf("  attribution of the input:         %s\n",
+           st.attribution.kind != KVF_ATTRIB_NONE ? st.attribution.text : none);
+    printf("  attribution of the minimized case: %s\n",
+           outcome.attribution.kind != KVF_ATTRIB_NONE ? outcome.attribution.text : none);
     rc = kvf_spec_save(&spec, out, &err);
     kvf_spec_free(&spec);
     if (rc) return cli_usage_error(cmd, "%s", err.msg);

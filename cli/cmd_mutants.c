@@ -52,6 +52,7 @@ typedef struct detection {
     double seconds;
     long cases;
     char finding[32];
+    kvf_attribution attribution; /* the catching verdict's, for a strict or fa tolerance one */
     int start_failed; /* the kernel could not start: why is in start_error, nothing ran */
     char start_error[KVF_ERROR_MSG_MAX];
 } detection;
@@ -202,6 +203,12 @@ static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule
                 if (!v.pass && v.finding != KVF_FINDING_OVERFLOW) {
                     d.caught = 1;
                     snprintf(d.finding, sizeof d.finding, "%s", kvf_finding_class_name(v.finding));
+                    /* Outside the time to detection: a campaign attributes only what it saves,
+                     * and the benchmark times the finding, not its explanation. */
+                    spent += now_seconds() - t0;
+                    if (kvf_attribute(&d.attribution, &v, &cc->c, &cc->oracle, o, lse, NULL))
+                        memset(&d.attribution, 0, sizeof d.attribution);
+                    t0 = now_seconds();
                 }
             }
         }
@@ -432,7 +439,8 @@ enum {
     MUT_SEED,
     MUT_JOBS,
     MUT_SEEDS,
-    MUT_JSON
+    MUT_JSON,
+    MUT_PRECISION
 };
 
 static const cli_option mutants_options[] = {
@@ -450,13 +458,16 @@ static const cli_option mutants_options[] = {
      "seed cases for the per-rule table (default corpus/seeds when\n"
      "that folder exists; none otherwise)"},
     {"json", MUT_JSON, NULL, "one JSON object instead of the table (progress on stderr)"},
+    {"precision", MUT_PRECISION, "MODEL",
+     CLI_PRECISION_HELP "\nHere it applies to every mutant and control; (b) and (c) are\n"
+                        "unaffected."},
     {0},
 };
 
 static void mutants_help(void) {
     printf("usage: kvfuzz mutants [--device cpu|cuda] [--budget S] [--controls-budget S]\n"
            "                      [--control K]... [--seed N] [--jobs N] [--seeds DIR]\n"
-           "                      [--json]\n\n"
+           "                      [--precision MODEL] [--json]\n\n"
            "The bug-finding benchmark. For every mutant kernel (a deliberate bug modelled on a\n"
            "real bug class; `kvfuzz kernels` lists them with the class) it reports whether it\n"
            "is caught by\n"
@@ -470,7 +481,10 @@ static void mutants_help(void) {
            "      allclose(1e-3, 1e-3) against cpu-ref.\n"
            "The production kernels of the device run through (a) under both rules at once as\n"
            "controls. A second table lists, per rule (strict, fa, fib), the seed cases on which\n"
-           "each mutant fails.\n\n");
+           "each mutant fails.\n"
+           "strict and fa judge each mutant and control within the precision model it declares\n"
+           "(f32 when none; `kvfuzz kernels` shows them), or --precision; a mutant that declares\n"
+           "one gets a line naming it and the attribution of its finding (docs/precision.md).\n\n");
     cli_print_options(stdout, mutants_options);
     printf("\nExit status: 0 when kvfuzz catches every mutant and no control reports a finding,\n"
            "1 otherwise, 2 on usage errors or a kernel that cannot start.\n");
@@ -497,7 +511,7 @@ static json_t *finding_json(const detection *d) {
 }
 
 int kvf_cmd_mutants(int argc, char **argv) {
-    const char *cmd = "mutants", *device = "cpu";
+    const char *cmd = "mutants", *device = "cpu", *precision = NULL;
     double budget = 60, controls_budget = -1;
     uint64_t seed = 1;
     int64_t jobs = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
@@ -520,6 +534,10 @@ int kvf_cmd_mutants(int argc, char **argv) {
             break;
         case MUT_JSON:
             json = 1;
+            break;
+        case MUT_PRECISION:
+            bad = cli_precision_check(cmd, v);
+            precision = v;
             break;
         case MUT_CONTROL: {
             const kvf_kernel *got[16];
@@ -601,6 +619,19 @@ int kvf_cmd_mutants(int argc, char **argv) {
         }
     }
     kvf_device dev = strcmp(device, "cuda") == 0 ? KVF_DEVICE_CUDA : KVF_DEVICE_CPU;
+    /* A declared model kvfuzz cannot read is the kernel's error, found before minutes of work
+     * rather than at its turn. */
+    for (size_t i = 0; i < kvf_kernel_count() + nextra; i++) {
+        const kvf_kernel *k =
+            i < kvf_kernel_count() ? kvf_kernel_at(i) : extra[i - kvf_kernel_count()];
+        kvf_precision m;
+        cli_precision_source src;
+        if ((i >= kvf_kernel_count() || k->device == dev) &&
+            cli_kernel_precision(cmd, k, precision, &m, &src)) {
+            cli_free_kernels(extra, nextra);
+            return KVF_EXIT_USAGE;
+        }
+    }
     if (dev == KVF_DEVICE_CUDA) {
         char why[256];
         if (!kvf_cuda_available(why, sizeof why))
@@ -660,12 +691,18 @@ int kvf_cmd_mutants(int argc, char **argv) {
     for (size_t i = 0; i < kvf_kernel_count() && !start_kernel; i++) {
         const kvf_kernel *k = kvf_kernel_at(i);
         if (k->device != dev || !k->models) continue;
+        /* strict and fa within the mutant's own model (checked above: cannot fail here); fib
+         * keeps its place in the seed table. */
+        kvf_rule kset[KVF_DEFAULT_RULES + 1];
+        kvf_precision kmodel;
+        cli_precision_source ksource;
+        cli_rules_for_kernel(cmd, k, precision, seed_rules, nseed_rules, kset, &kmodel, &ksource);
         /* One campaign per rule over the same cases; the default set's detection is the
          * earlier one (the first case either rule fails). */
         detection per[KVF_DEFAULT_RULES];
         detection a = {0};
         for (int r = 0; r < nset && !start_kernel; r++) {
-            per[r] = campaign(k, &cache, &set[r], 1, budget);
+            per[r] = campaign(k, &cache, &kset[r], 1, budget);
             if (per[r].start_failed) {
                 start_kernel = k->name;
                 kvf_error_set(&start_err, KVF_EKERNEL, "%s", per[r].start_error);
@@ -675,7 +712,7 @@ int kvf_cmd_mutants(int argc, char **argv) {
             if (per[r].caught && (!a.caught || per[r].cases < a.cases)) a = per[r];
         }
         if (!start_kernel && seeds.count &&
-            seeds_judge(k, &seeds, seed_rules, nseed_rules,
+            seeds_judge(k, &seeds, kset, nseed_rules,
                         seed_fails + (size_t)mutants * nseed_rules * seeds.count, &start_err))
             start_kernel = k->name;
         int b = start_kernel
@@ -694,22 +731,31 @@ int kvf_cmd_mutants(int argc, char **argv) {
         survivors += !a.caught;
         missed_b += !b;
         missed_c += !c;
+        char kmodel_name[KVF_PRECISION_NAME_MAX], kmodel_text[96];
+        kvf_precision_name(&kmodel, kmodel_name, sizeof kmodel_name);
+        cli_precision_text(&kmodel, ksource, kmodel_text, sizeof kmodel_text);
         if (json) {
             json_t *m = jpush(jmutants, json_object(), &jbad);
             jset(m, "kernel", json_string(k->name), &jbad);
             jset(m, "class", json_string(k->models), &jbad);
+            /* The model strict and fa judged it under; per_rule keeps the rules' plain names
+             * ("strict", "fa") so that readers find them whatever the model. */
+            jset(m, "precision", json_string(kmodel_name), &jbad);
             json_t *kv = jset(m, "kvfuzz", json_object(), &jbad);
             jset(kv, "caught", json_boolean(a.caught), &jbad);
             jset(kv, "seconds", kvf_json_number(a.seconds), &jbad);
             jset(kv, "cases", json_integer(a.cases), &jbad);
             jset(kv, "finding", finding_json(&a), &jbad);
+            jset(kv, "attribution", cli_attribution_json(&a.attribution), &jbad);
             json_t *pr = jset(m, "per_rule", json_object(), &jbad);
             for (int r = 0; r < nseed_rules; r++) {
                 json_t *ro = jset(pr, seed_rules[r].name, json_object(), &jbad);
+                jset(ro, "rule", json_string(kset[r].name), &jbad);
                 if (r < nset) {
                     jset(ro, "caught", json_boolean(per[r].caught), &jbad);
                     jset(ro, "seconds", kvf_json_number(per[r].seconds), &jbad);
                     jset(ro, "cases", json_integer(per[r].cases), &jbad);
+                    jset(ro, "attribution", cli_attribution_json(&per[r].attribution), &jbad);
                 }
                 json_t *failed = jset(ro, "seed_cases_failed", json_array(), &jbad);
                 const int *f = seed_fails + ((size_t)mutants * nseed_rules + r) * seeds.count;
@@ -730,6 +776,14 @@ int kvf_cmd_mutants(int argc, char **argv) {
             printf("%-44s %-9s %-8s %9.2f %7ld %-12s %-9s %-9s %-9s %-9s\n", k->name, k->models,
                    a.caught ? "caught" : "SURVIVED", a.seconds, a.cases, a.caught ? a.finding : "-",
                    sr[0], sr[1], b ? "caught" : "missed", c ? "caught" : "missed");
+            /* A mutant judged under a model of its own says so, and what its finding is: a
+             * defect, or precision below the model it declares. */
+            if (!kvf_precision_is_f32(&kmodel)) {
+                printf("    precision model %s", kmodel_text);
+                if (a.attribution.kind != KVF_ATTRIB_NONE)
+                    printf("; its finding %s", a.attribution.text);
+                printf("\n");
+            }
         }
         fflush(stdout);
         mutants++;
@@ -744,7 +798,12 @@ int kvf_cmd_mutants(int argc, char **argv) {
         if (i < kvf_kernel_count() &&
             (k->device != dev || k->models || strcmp(k->name, "cuda-naive") == 0))
             continue;
-        detection a = campaign(k, &cache, set, nset, controls_budget);
+        kvf_rule kset[KVF_DEFAULT_RULES];
+        kvf_precision kmodel;
+        cli_rules_for_kernel(cmd, k, precision, set, nset, kset, &kmodel, NULL);
+        char kmodel_name[KVF_PRECISION_NAME_MAX];
+        kvf_precision_name(&kmodel, kmodel_name, sizeof kmodel_name);
+        detection a = campaign(k, &cache, kset, nset, controls_budget);
         if (a.start_failed) {
             start_kernel = k->name;
             kvf_error_set(&start_err, KVF_EKERNEL, "%s", a.start_error);
@@ -754,15 +813,20 @@ int kvf_cmd_mutants(int argc, char **argv) {
         if (json) {
             json_t *ct = jpush(jcontrols, json_object(), &jbad);
             jset(ct, "kernel", json_string(k->name), &jbad);
+            jset(ct, "precision", json_string(kmodel_name), &jbad);
             jset(ct, "findings", json_integer(a.caught), &jbad);
             jset(ct, "finding", finding_json(&a), &jbad);
+            jset(ct, "attribution", cli_attribution_json(&a.attribution), &jbad);
             jset(ct, "seconds", kvf_json_number(a.seconds), &jbad);
             jset(ct, "cases", json_integer(a.cases), &jbad);
             fprintf(stderr, "kvfuzz mutants: control %s: %s\n", k->name,
                     a.caught ? a.finding : "no finding");
         } else {
-            printf("  %-20s %s after %ld cases (%.1f s)\n", k->name,
+            printf("  %-20s %s after %ld cases (%.1f s)", k->name,
                    a.caught ? a.finding : "no finding", a.cases, a.seconds);
+            if (!kvf_precision_is_f32(&kmodel)) printf(", precision model %s", kmodel_name);
+            if (a.attribution.kind != KVF_ATTRIB_NONE) printf("; %s", a.attribution.text);
+            printf("\n");
         }
         fflush(stdout);
     }

@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "kvfuzz/attribution.h"
 #include "kvfuzz/judge.h"
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/oracle.h"
@@ -27,7 +28,8 @@ enum {
     REPLAY_JOBS,
     REPLAY_ORACLE,
     REPLAY_REQUIRE_OVERFLOW,
-    REPLAY_STATS
+    REPLAY_STATS,
+    REPLAY_PRECISION
 };
 
 static const cli_option replay_options[] = {
@@ -45,6 +47,7 @@ static const cli_option replay_options[] = {
     {"rule", REPLAY_RULE, "R",
      "rule (repeatable; `kvfuzz rules`). Default: strict, fa, and\n"
      "the failing rule the findings' reports record."},
+    {"precision", REPLAY_PRECISION, "MODEL", CLI_PRECISION_HELP},
     {"jobs", REPLAY_JOBS, "N", "oracle threads (default: all cores)."},
     {"oracle", REPLAY_ORACLE, "P",
      "oracle path: fast (default: double arithmetic with a certified\n"
@@ -62,9 +65,9 @@ static const cli_option replay_options[] = {
 };
 
 static void replay_help(void) {
-    printf("usage: kvfuzz replay [--kernel K]... [--rule R]... [--jobs N] [--require-overflow]\n"
-           "                     [--deadline SEC] [--oracle fast|mpfr] [--stats FILE]\n"
-           "                     FILE|DIR...\n\n"
+    printf("usage: kvfuzz replay [--kernel K]... [--rule R]... [--precision MODEL] [--jobs N]\n"
+           "                     [--require-overflow] [--deadline SEC] [--oracle fast|mpfr]\n"
+           "                     [--stats FILE] FILE|DIR...\n\n"
            "Runs each kernel on each case (.kvfz files; directories are read one level deep),\n"
            "computes the correctly rounded answer with the MPFR oracle and judges the kernel's\n"
            "o and lse under each rule. Prints one line per case and kernel: the verdict per\n"
@@ -74,7 +77,10 @@ static void replay_help(void) {
            "A verdict word \"overflow\" marks a case that fails only on rows out of the input\n"
            "model (logits beyond f32 or non-finite inputs), \"benign\" one the rule fails\n"
            "although the kernel returned the correctly rounded value (fib on an empty\n"
-           "sequence's -inf lse); neither is a kernel failure.\n\n");
+           "sequence's -inf lse); neither is a kernel failure.\n"
+           "Each kernel is judged under its own precision model (a line per kernel names it);\n"
+           "a failing strict or fa verdict is followed by its attribution: the tightest looser\n"
+           "model that accepts it, or \"no precision model explains it\" (docs/precision.md).\n\n");
     cli_print_options(stdout, replay_options);
     printf(
         "\nSIGINT or SIGTERM stops after the case in progress: the summary and the verdicts of\n"
@@ -129,7 +135,7 @@ int kvf_cmd_replay(int argc, char **argv) {
     double deadline = 60;
     int64_t jobs = default_jobs();
     int require_overflow = 0;
-    const char *stats_path = NULL;
+    const char *stats_path = NULL, *precision = NULL;
     char **args = calloc((size_t)argc, sizeof *args);
     int nargs = 0;
     if (!args) return cli_usage_error(cmd, "out of memory");
@@ -175,6 +181,10 @@ int kvf_cmd_replay(int argc, char **argv) {
             break;
         case REPLAY_STATS:
             stats_path = v;
+            break;
+        case REPLAY_PRECISION:
+            bad = cli_precision_check(cmd, v);
+            precision = v;
             break;
         case REPLAY_REQUIRE_OVERFLOW:
             require_overflow = 1;
@@ -244,13 +254,33 @@ int kvf_cmd_replay(int argc, char **argv) {
     }
     if (nrules == 0) {
         nrules = kvf_rule_default_set(rules, MAX_RULES);
-        int have = !recorded || !rec_rule[0];
-        for (int r = 0; r < nrules && !have; r++)
-            have = strcmp(rules[r].name, rec_rule) == 0;
-        if (!have && nrules < MAX_RULES && kvf_rule_parse(&rules[nrules], rec_rule, NULL) == 0) {
+        /* The recorded rule keeps a model it names ("strict:bf16-p"); a bare "strict" or "fa"
+         * takes each kernel's model, as the default set does. It is added unless every
+         * kernel's set already holds it under that kernel's model: a finding of a kernel that
+         * declares bf16-p-rsum records "strict:bf16-p-rsum", its default strict. */
+        int have = 1, add_failed = 0;
+        if (recorded && rec_rule[0] && nrules < MAX_RULES &&
+            kvf_rule_parse(&rules[nrules], rec_rule, NULL) == 0) {
+            have = nkernels > 0;
+            for (size_t k = 0; k < nkernels && have && !add_failed; k++) {
+                kvf_rule mine[MAX_RULES];
+                add_failed = cli_rules_for_kernel(cmd, kernels[k], precision, rules, nrules + 1,
+                                                  mine, NULL, NULL);
+                int found = 0;
+                for (int r = 0; r < nrules && !add_failed; r++)
+                    found |= strcmp(mine[r].name, mine[nrules].name) == 0;
+                have = found;
+            }
+        }
+        if (add_failed) {
+            cli_free_kernels(kernels, nkernels);
+            cli_free_paths(paths, npaths);
+            return KVF_EXIT_USAGE;
+        }
+        if (!have) {
             nrules++;
             fprintf(stderr, "kvfuzz replay: rule %s added, as the findings' reports record\n",
-                    rec_rule);
+                    rules[nrules - 1].name);
         }
     }
     if (nkernels == 0) {
@@ -259,6 +289,21 @@ int kvf_cmd_replay(int argc, char **argv) {
         const kvf_kernel *k =
             kvf_runner_probe_cuda(why, sizeof why) ? kvf_kernel_find("cuda") : NULL;
         kernels[nkernels++] = k ? k : kvf_kernel_find("cpu-splitkv");
+    }
+    /* Rules per kernel: each kernel is judged within the precision model it declares (or
+     * --precision), never another kernel's (docs/precision.md). */
+    static kvf_rule krules[MAX_KERNELS][MAX_RULES];
+    char kmodel[MAX_KERNELS][96];
+    for (size_t k = 0; k < nkernels; k++) {
+        kvf_precision model;
+        cli_precision_source source;
+        if (cli_rules_for_kernel(cmd, kernels[k], precision, rules, nrules, krules[k], &model,
+                                 &source)) {
+            cli_free_kernels(kernels, nkernels);
+            cli_free_paths(paths, npaths);
+            return KVF_EXIT_USAGE;
+        }
+        cli_precision_text(&model, source, kmodel[k], sizeof kmodel[k]);
     }
 
     /* Installed before the statistics file or a worker is created, so a stop request is
@@ -310,9 +355,17 @@ int kvf_cmd_replay(int argc, char **argv) {
     oopts.threads = (int)jobs;
     oopts.path = oracle_path;
 
+    for (size_t k = 0; k < nkernels; k++)
+        printf("precision model for %s: %s\n", kernels[k]->name, kmodel[k]);
     printf("%-34s %-14s", "case", "kernel");
-    for (int r = 0; r < nrules; r++)
-        printf(" %-12s", rules[r].name);
+    /* A column is named as its rule is judged when every kernel judges it alike
+     * ("strict:bf16-p"), else by the rule as given; the lines above say each kernel's model. */
+    for (int r = 0; r < nrules; r++) {
+        const char *name = krules[0][r].name;
+        for (size_t k = 1; k < nkernels; k++)
+            if (strcmp(krules[k][r].name, name) != 0) name = rules[r].name;
+        printf(" %-12s", name);
+    }
     printf(" %11s %11s %8s %7s\n", "max_abs", "max_rel", "max_ulp", "nan/inf");
     /* Each kernel run adds to runs and to at most one of failed_runs and unsupported, so the
      * runs without a failure (their difference) cannot go below 0; a case the oracle could not
@@ -324,7 +377,7 @@ int kvf_cmd_replay(int argc, char **argv) {
     for (size_t k = 0; k < nkernels; k++)
         for (int r = 0; r < nrules; r++) {
             counts[k][r].kernel = kernels[k]->name;
-            counts[k][r].rule = rules[r].name;
+            counts[k][r].rule = krules[k][r].name;
             counts[k][r].signatures = -1;
             counts[k][r].require_overflow = require_overflow;
         }
@@ -388,10 +441,19 @@ int kvf_cmd_replay(int argc, char **argv) {
             kvf_verdict v;
             double max_abs = 0, max_rel = 0;
             int64_t max_ulp = 0, mismatches = 0;
+            /* Each failing strict or fa verdict's attribution, said under the case's line. */
+            static kvf_attribution attr[MAX_RULES];
+            char attr_err[MAX_RULES][KVF_ERROR_MSG_MAX];
             for (int r = 0; r < nrules; r++) {
-                kvf_stats_judge(stats, kernels[k]->name, &ref, &v, &rules[r], &c, &oracle, o, lse,
-                                NULL);
+                const kvf_rule *rule = &krules[k][r];
+                kvf_stats_judge(stats, kernels[k]->name, &ref, &v, rule, &c, &oracle, o, lse, NULL);
                 kvf_verdict_status st = kvf_verdict_status_of(&v, require_overflow);
+                kvf_error aerr = {0};
+                attr_err[r][0] = 0;
+                memset(&attr[r], 0, sizeof attr[r]);
+                if (st == KVF_VERDICT_FAIL &&
+                    kvf_attribute(&attr[r], &v, &c, &oracle, o, lse, &aerr))
+                    snprintf(attr_err[r], sizeof attr_err[r], "%s", aerr.msg);
                 kvf_verdict_counts_add(&counts[k][r], &v, require_overflow);
                 const char *word = st == KVF_VERDICT_PASS ? "pass"
                                    : st == KVF_VERDICT_RULE_REJECTS_ROUNDED
@@ -407,6 +469,19 @@ int kvf_cmd_replay(int argc, char **argv) {
             printf(" %11.3e %11.3e %8lld %7lld\n", max_abs, max_rel, (long long)max_ulp,
                    (long long)mismatches);
             if (failed && res.plan[0]) printf("%-34s   plan: %s\n", "", res.plan);
+            for (int r = 0; r < nrules; r++) {
+                /* A rule that the kernel's model made the same as an earlier one ("strict"
+                 * under bf16-p beside a recorded "strict:bf16-p") is said once. */
+                int dup = 0;
+                for (int j = 0; j < r && !dup; j++)
+                    dup = strcmp(krules[k][j].name, krules[k][r].name) == 0;
+                if (dup) continue;
+                if (attr_err[r][0])
+                    printf("%-34s   attribution (%s): not attributed: %s\n", "", krules[k][r].name,
+                           attr_err[r]);
+                else if (attr[r].kind != KVF_ATTRIB_NONE)
+                    printf("%-34s   attribution (%s): %s\n", "", krules[k][r].name, attr[r].text);
+            }
             if (failed) failed_runs++;
         }
         if (!o || !lse) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvfuzz/attribution.h"
 #include "kvfuzz/env.h"
 #include "kvfuzz/judge.h"
 #include "kvfuzz/kernel.h"
@@ -33,8 +34,12 @@ static struct {
     const kvf_kernel *kernels[MAX_KERNELS];
     void *states[MAX_KERNELS];
     int nkernels;
-    kvf_rule rules[KVF_MAX_RULES];
+    kvf_rule rules[KVF_MAX_RULES]; /* as given: strict and fa under f32 unless they name a model */
     int nrules;
+    /* The rules each kernel is judged by: strict and fa within the model the kernel declares,
+     * or the --precision override (docs/precision.md), one copy per kernel so that one kernel's
+     * model never judges another. */
+    kvf_rule kernel_rules[MAX_KERNELS][KVF_MAX_RULES];
     int require_overflow, keep_going, jobs;
     int64_t max_work, max_pool;
     kvf_limits limits;
@@ -42,6 +47,7 @@ static struct {
     int findings;
     uint64_t execs;
     kvf_outcome judged; /* the verdicts of the outputs last judged (kvf_harness_exec) */
+    int judged_kernel;  /* ... by this kernel's rules */
     /* the case the custom mutator built last */
     uint8_t *stash_bytes;
     size_t stash_size;
@@ -75,6 +81,36 @@ static void add_rule(const char *text) {
     H.nrules++;
 }
 
+/* The model kernel k is judged under: the override when given (`from` names where it came
+ * from, for the message), else its declaration, else f32. A model that does not parse is a
+ * usage error (one sentence, exit 2). */
+static void kernel_precision(const kvf_kernel *k, const char *override, const char *from,
+                             kvf_precision *out) {
+    kvf_error err = {0};
+    if (override) {
+        if (kvf_precision_parse(out, override, &err)) {
+            char msg[KVF_ERROR_MSG_MAX + 64];
+            snprintf(msg, sizeof msg, "%s: %s", from, err.msg);
+            die_usage("%s", msg);
+        }
+        return;
+    }
+    if (kvf_precision_parse(out, k->precision ? k->precision : "", &err)) {
+        char msg[KVF_ERROR_MSG_MAX + 200];
+        snprintf(msg, sizeof msg, "kernel %s declares a precision model kvfuzz cannot read: %s",
+                 k->name, err.msg);
+        die_usage("%s", msg);
+    }
+}
+
+/* Whether kernels a and b are judged by the same rules (a verdict of one stands for the
+ * other's on the same outputs). */
+static int same_rules(int a, int b) {
+    for (int r = 0; r < H.nrules; r++)
+        if (strcmp(H.kernel_rules[a][r].name, H.kernel_rules[b][r].name) != 0) return 0;
+    return 1;
+}
+
 static int64_t parse_count(const char *text, const char *what) {
     char *end;
     long long v = strtoll(text, &end, 10);
@@ -103,6 +139,8 @@ void kvf_harness_init(int *argc, char ***argv, kvf_harness_device device, const 
     const char *rules = getenv("KVF_FUZZ_RULES");
     const char *work = getenv("KVF_FUZZ_MAX_WORK");
     const char *jobs = getenv("KVF_FUZZ_JOBS");
+    const char *precision = getenv("KVF_FUZZ_PRECISION"), *precision_from = "KVF_FUZZ_PRECISION";
+    if (precision && !*precision) precision = NULL; /* empty: the default, as for every variable */
     H.require_overflow = env_flag("KVF_FUZZ_REQUIRE_OVERFLOW");
     H.keep_going = env_flag("KVF_FUZZ_KEEP_GOING");
     H.mlim.allow_nonfinite = env_flag("KVF_FUZZ_ALLOW_NONFINITE");
@@ -125,9 +163,12 @@ void kvf_harness_init(int *argc, char ***argv, kvf_harness_device device, const 
             work = a + 11;
         } else if (strncmp(a, "--jobs=", 7) == 0) {
             jobs = a + 7;
+        } else if (strncmp(a, "--precision=", 12) == 0) {
+            precision = a + 12;
+            precision_from = "--precision";
         } else if (strncmp(a, "--", 2) == 0) {
-            die_usage("unknown option \"%s\" (options: --kernel= --rule= --require-overflow "
-                      "--keep-going --allow-nonfinite --max-work= --jobs=)",
+            die_usage("unknown option \"%s\" (options: --kernel= --rule= --precision= "
+                      "--require-overflow --keep-going --allow-nonfinite --max-work= --jobs=)",
                       a);
         }
     }
@@ -156,6 +197,18 @@ void kvf_harness_init(int *argc, char ***argv, kvf_harness_device device, const 
         }
     } else {
         add_kernels("cuda");
+    }
+    for (int k = 0; k < H.nkernels; k++) {
+        kvf_precision p;
+        kernel_precision(H.kernels[k], precision, precision_from, &p);
+        memcpy(H.kernel_rules[k], H.rules, (size_t)H.nrules * sizeof *H.rules);
+        for (int r = 0; r < H.nrules; r++) {
+            kvf_rule *rule = &H.kernel_rules[k][r];
+            /* A rule that names its own model (strict:ftz) keeps it. */
+            if ((rule->kind == KVF_RULE_STRICT || rule->kind == KVF_RULE_FA) &&
+                kvf_precision_is_f32(&rule->precision))
+                kvf_rule_set_precision(rule, &p);
+        }
     }
     if (device == KVF_HARNESS_CUDA) {
         char why[256];
@@ -360,16 +413,17 @@ int kvf_harness_exec(const uint8_t *data, size_t size) {
             }
             have_oracle = 1;
         }
-        if (have_judged && memcmp(o, o_judged, o_bytes) == 0 &&
+        if (have_judged && same_rules(H.judged_kernel, k) && memcmp(o, o_judged, o_bytes) == 0 &&
             memcmp(lse, lse_judged, lse_bytes) == 0) {
             out = H.judged;
         } else {
-            if (kvf_outcome_judge(&out, H.rules, H.nrules, H.require_overflow, &c, &oracle, o, lse,
-                                  NULL, NULL, &err)) {
+            if (kvf_outcome_judge(&out, H.kernel_rules[k], H.nrules, H.require_overflow, &c,
+                                  &oracle, o, lse, NULL, NULL, &err)) {
                 fprintf(stderr, "%s: could not judge: %s\n", H.target, err.msg);
                 abort();
             }
             H.judged = out;
+            H.judged_kernel = k;
             kvf_bf16 *to = o_judged;
             float *tl = lse_judged;
             o_judged = o, lse_judged = lse; /* the next kernel writes into the other pair */
@@ -384,7 +438,13 @@ int kvf_harness_exec(const uint8_t *data, size_t size) {
             fprintf(stderr, "%s: ", kern->name);
             if (out.finding == KVF_FINDING_NONE) kvf_outcome_line(stderr, &out);
         }
-        if (out.finding != KVF_FINDING_NONE) report(&out, kern, &spec, &c);
+        if (out.finding != KVF_FINDING_NONE) {
+            /* Which precision model, if any, explains a tolerance finding: said in its report.
+             * The outputs judged are in o_judged now (swapped above, or equal to them). */
+            if (kvf_outcome_attribute(&out, &c, &oracle, o_judged, lse_judged, &err))
+                memset(&out.attribution, 0, sizeof out.attribution); /* not attributed */
+            report(&out, kern, &spec, &c);
+        }
     }
     if (have_oracle) kvf_oracle_result_free(&oracle);
     free(o);

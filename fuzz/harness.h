@@ -5,7 +5,10 @@
  * Options come as arguments starting with "--" (libFuzzer passes those through) or from the
  * environment:
  *   --kernel=K[,K]      KVF_FUZZ_KERNEL        kernels to fuzz (default: per target)
- *   --rule=R            KVF_FUZZ_RULES (R,R..) rules (default strict; repeatable)
+ *   --rule=R            KVF_FUZZ_RULES (R,R..) rules (default strict, fa; repeatable)
+ *   --precision=MODEL   KVF_FUZZ_PRECISION     the precision model strict and fa judge every
+ *                                              kernel under (default: the model each kernel
+ *                                              declares, else f32; a rule naming its own keeps it)
  *   --require-overflow  KVF_FUZZ_REQUIRE_OVERFLOW=1  overflow-class violations are findings
  *   --keep-going        KVF_FUZZ_KEEP_GOING=1  report findings without aborting (replays)
  *   --allow-nonfinite   KVF_FUZZ_ALLOW_NONFINITE=1  judge cases whose inputs hold NaN/inf where

@@ -142,6 +142,23 @@ if [ -n "$harness" ]; then
   expect 2 'KVF_FUZZ_KEEP_GOING must be 0 or 1' -- env KVF_FUZZ_KEEP_GOING=yes "$harness" "$seed"
 fi
 
+# ---- a precision model that does not parse is one sentence, in every command that judges ------
+for sub in replay minimize mutants fuzz export-fib; do
+  expect 2 "^kvfuzz $sub: --precision: the precision model 'nonsense' has an unknown component 'nonsense'" -- \
+    "$kvfuzz" "$sub" --precision nonsense -o "$tmp/prec-out" "$seed"
+done
+expect 2 "^kvfuzz replay: --precision: the precision model 'bf16-p\+fp16-p' names P's rounding twice" -- \
+  "$kvfuzz" replay --precision bf16-p+fp16-p "$seed"
+if [ -n "$harness" ]; then
+  expect 2 "^fuzz_decode_cpu: --precision: the precision model 'nonsense'" -- "$harness" --precision=nonsense "$seed"
+  expect 2 "^fuzz_decode_cpu: KVF_FUZZ_PRECISION: the precision model 'nonsense'" -- env KVF_FUZZ_PRECISION=nonsense "$harness" "$seed"
+  # The target judges each kernel within its declared model: bf16p-acc's rules carry bf16-p-rsum.
+  env KVF_FUZZ_KERNEL=cpu-splitkv/mut=bf16p-acc,cpu-splitkv "$harness" --keep-going --rule=strict \
+    "$src/corpus/fuzz_decode_cpu/00-seed-shape-49-tokens.kvfz" >/dev/null 2>"$tmp/h.err"
+  grep -q "^cpu-splitkv/mut=bf16p-acc: [a-z-]* rule strict:bf16-p-rsum " "$tmp/h.err" && grep -q "^cpu-splitkv: none rule strict " "$tmp/h.err" ||
+    fail "the target does not judge each kernel under its own model: $(grep '^cpu' "$tmp/h.err")"
+fi
+
 # A named --seeds folder must hold cases: a missing or empty one was a line on stderr at the
 # start of a run of minutes without the seed table.
 expect 2 "cannot read .*/no-seeds: No such file" -- timeout 20 "$kvfuzz" mutants --seeds "$tmp/no-seeds" --budget 1

@@ -149,7 +149,64 @@ rc=$?
 "$kvfuzz" rules >"$tmp/rules" 2>&1 || fail "rules failed"
 grep -q "^default set (replay, fuzz): strict fa" "$tmp/rules" || fail "rules does not name the default set"
 grep -q "Blind" "$tmp/rules" || fail "rules does not state blind spots"
-expect 2 "takes only the option ftz" -- "$kvfuzz" replay --rule fa:1 "$seed"
+expect 2 "rule 'fa:1': the precision model '1' has an unknown component '1'" -- "$kvfuzz" replay --rule fa:1 "$seed"
+
+# ---- precision models (docs/precision.md) ------------------------------------------------------
+# A finding of the bf16-partials mutant (found by `kvfuzz fuzz --seed 1`), with the report
+# `kvfuzz fuzz` saves beside it: under the default f32 model it fails, and attribution names
+# bf16-partials as the tightest model that explains it.
+mkdir -p "$tmp/prec"
+pf="$tmp/prec/o-tolerance-46a7c23ea3eb.kvfz"
+python3 - "$pf" <<'PY' || fail "could not write the bf16-partials finding"
+import json, sys
+open(sys.argv[1], "wb").write(bytes.fromhex(
+    "4b56465a0200000008024000200004000100000000000000020000000000003e00000500"
+    "0405010606000000480bab859bb722c401001f0001001d0001001f0002000100"))
+json.dump({"kernel": "cpu-splitkv/mut=bf16-partials", "rule": "strict", "class": "o-tolerance"},
+          open(sys.argv[1][:-5] + ".json", "w"))
+PY
+"$kvfuzz" replay "$pf" >"$tmp/prec.out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] || fail "the bf16-partials finding replays with exit $rc, not 1: $(cat "$tmp/prec.out")"
+grep -q "^precision model for cpu-splitkv/mut=bf16-partials: f32 (default)$" "$tmp/prec.out" ||
+  fail "replay does not name the kernel's precision model: $(cat "$tmp/prec.out")"
+grep -q "attribution (strict): fails f32; within bf16-partials (margin 0\.[0-9]*): split-KV partial outputs stored in bf16" "$tmp/prec.out" ||
+  fail "replay does not attribute the finding to bf16-partials: $(cat "$tmp/prec.out")"
+"$kvfuzz" replay --precision bf16-partials "$pf" >"$tmp/prec-b.out" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] || fail "replay --precision bf16-partials of its own finding exits $rc, not 0: $(cat "$tmp/prec-b.out")"
+grep -q "^precision model for cpu-splitkv/mut=bf16-partials: bf16-partials (--precision)$" "$tmp/prec-b.out" &&
+  grep -q "strict:bf16-partials  passes 1 case" "$tmp/prec-b.out" ||
+  fail "replay --precision bf16-partials does not judge strict under it: $(cat "$tmp/prec-b.out")"
+# A rule recorded with its model keeps it, beside the default set under f32.
+python3 -c 'import json,sys; json.dump({"kernel": "cpu-splitkv/mut=bf16-partials", "rule": "strict:bf16-p"}, open(sys.argv[1], "w"))' "${pf%.kvfz}.json"
+"$kvfuzz" replay "$pf" >"$tmp/prec-r.out" 2>&1
+grep -q "cpu-splitkv/mut=bf16-partials  strict:bf16-p  " "$tmp/prec-r.out" && grep -q "cpu-splitkv/mut=bf16-partials  strict  FAILS" "$tmp/prec-r.out" ||
+  fail "the recorded rule strict:bf16-p does not keep its model: $(cat "$tmp/prec-r.out")"
+python3 -c 'import json,sys; json.dump({"kernel": "cpu-splitkv/mut=bf16-partials", "rule": "strict", "class": "o-tolerance"}, open(sys.argv[1], "w"))' "${pf%.kvfz}.json"
+# Kernels declare their model; a mutant that declares bf16-p-rsum is judged under it.
+"$kvfuzz" kernels >"$tmp/kernels" 2>&1 || fail "kernels failed"
+grep -Eq "^cpu-splitkv/mut=bf16p-acc +cpu +bf16-p-rsum " "$tmp/kernels" || fail "kernels does not list bf16p-acc's model: $(grep bf16p-acc "$tmp/kernels")"
+grep -Eq "^cpu-ref +cpu +f32 " "$tmp/kernels" || fail "kernels does not list f32 for a kernel that declares nothing"
+"$kvfuzz" kernels --kernel cpu-splitkv/mut=bf16p-acc | grep -q "^    precision   bf16-p-rsum$" || fail "kernels --kernel does not show the declared model"
+"$kvfuzz" replay --kernel cpu-splitkv/mut=bf16p-acc --kernel cpu-splitkv --rule strict "$seed" >"$tmp/prec-k.out" 2>&1
+grep -q "^precision model for cpu-splitkv/mut=bf16p-acc: bf16-p-rsum (declared by the kernel)$" "$tmp/prec-k.out" &&
+  grep -q "^precision model for cpu-splitkv: f32 (default)$" "$tmp/prec-k.out" &&
+  grep -q "^  cpu-splitkv/mut=bf16p-acc  strict:bf16-p-rsum  " "$tmp/prec-k.out" && grep -q "^  cpu-splitkv  strict  passes" "$tmp/prec-k.out" ||
+  fail "one kernel's declared model leaks into another's rules: $(cat "$tmp/prec-k.out")"
+# minimize keeps the explanation: the minimized case is attributed as the input was.
+"$kvfuzz" minimize "$pf" -o "$tmp/prec-min.kvfz" --jobs 2 >"$tmp/prec-min.out" 2>&1 || fail "minimize of the bf16-partials finding failed: $(cat "$tmp/prec-min.out")"
+grep -q "^  attribution of the input: *fails f32; within bf16-partials " "$tmp/prec-min.out" &&
+  grep -q "^  attribution of the minimized case: fails f32; within bf16-partials " "$tmp/prec-min.out" ||
+  fail "minimize does not keep the attribution: $(cat "$tmp/prec-min.out")"
+"$kvfuzz" replay --kernel cpu-splitkv/mut=bf16-partials --rule strict "$tmp/prec-min.kvfz" >"$tmp/prec-min-r.out" 2>&1
+grep -q "attribution (strict): fails f32; within bf16-partials " "$tmp/prec-min-r.out" || fail "the minimized case replays with another attribution: $(cat "$tmp/prec-min-r.out")"
+"$kvfuzz" minimize "$pf" -o "$tmp/prec-min2.kvfz" --precision bf16-partials >"$tmp/prec-min2.out" 2>"$tmp/err"
+grep -q "does not fail as o-tolerance with kernel cpu-splitkv/mut=bf16-partials under rule strict:bf16-partials" "$tmp/err" ||
+  fail "minimize --precision does not judge under the model: $(cat "$tmp/err")"
+for sub in replay minimize mutants fuzz export-fib; do
+  "$kvfuzz" "$sub" --help | grep -q -- "--precision MODEL" || fail "$sub --help does not document --precision"
+done
 
 [ "$failures" -eq 0 ] && echo "cli: all checks passed" || echo "cli: $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -53,6 +53,10 @@ typedef struct ctx {
     const kvf_minimize_opts *opts;
     kvf_runner *runner;
     kvf_rule rules[1];
+    /* Which failures evaluate() attributes: those of this class, any when NONE. Attribution
+     * costs up to one judging per model of the ladder, so a candidate that no longer fails as
+     * asked is not attributed. */
+    kvf_finding_class attribute_class;
 } ctx;
 
 /* 0 judged (outcome set), 1 the spec does not build (not a candidate), <0 fatal error. */
@@ -108,6 +112,9 @@ static int evaluate(ctx *cx, const kvf_spec *s, kvf_outcome *out, kvf_error *err
     if ((rc = kvf_oracle_run(&oracle, &c, &oo, err))) goto done;
     rc = kvf_outcome_judge(out, cx->rules, 1, o->require_overflow, &c, &oracle, o1, l1, NULL, NULL,
                            err);
+    if (rc == 0 && out->finding != KVF_FINDING_NONE &&
+        (cx->attribute_class == KVF_FINDING_NONE || out->finding == cx->attribute_class))
+        rc = kvf_outcome_attribute(out, &c, &oracle, o1, l1, err);
     snprintf(out->plan, sizeof out->plan, "%s", res.plan);
     kvf_oracle_result_free(&oracle);
 done:
@@ -122,6 +129,7 @@ done:
 static int start(ctx *cx, const kvf_minimize_opts *o, kvf_error *err) {
     cx->opts = o;
     cx->rules[0] = o->rule;
+    cx->attribute_class = o->target;
     kvf_runner_opts ro = {o->kernel, o->case_limits, o->deadline_s > 0 ? o->deadline_s : 10,
                           0,         o->in_process,  1};
     return kvf_runner_create(&cx->runner, &ro, err);
@@ -369,8 +377,16 @@ static const pass_fn passes[] = {pass_remove_sequence, pass_shorten,   pass_drop
 
 /* ---- the loop ------------------------------------------------------------------------------- */
 
-static int same_failure(const kvf_outcome *out, kvf_finding_class target) {
-    return out->finding == target;
+/* The same explanation: the same attribution kind and, within a looser model, the same one
+ * (the margin may move). */
+static int same_attribution(const kvf_attribution *a, const kvf_attribution *b) {
+    if (a->kind != b->kind) return 0;
+    return a->kind != KVF_ATTRIB_PRECISION || kvf_precision_equal(&a->model, &b->model);
+}
+
+static int same_failure(const kvf_outcome *out, kvf_finding_class target,
+                        const kvf_attribution *attribution) {
+    return out->finding == target && same_attribution(&out->attribution, attribution);
 }
 
 int kvf_minimize(kvf_spec *spec, const kvf_minimize_opts *o, kvf_outcome *outcome,
@@ -395,6 +411,8 @@ int kvf_minimize(kvf_spec *spec, const kvf_minimize_opts *o, kvf_outcome *outcom
         goto out;
     }
     st->found = target;
+    st->attribution = first.attribution;
+    cx.attribute_class = target;
     kvf_outcome best = first;
     int64_t max_tries = o->max_tries > 0 ? o->max_tries : 2000;
     FILE *log = o->log ? o->log : stderr;
@@ -428,7 +446,7 @@ int kvf_minimize(kvf_spec *spec, const kvf_minimize_opts *o, kvf_outcome *outcom
                     goto out;
                 }
                 if (er == 0) st->tries++;
-                if (er == 0 && same_failure(&out, target)) {
+                if (er == 0 && same_failure(&out, target, &st->attribution)) {
                     kvf_spec_free(spec);
                     *spec = cand;
                     best = out;

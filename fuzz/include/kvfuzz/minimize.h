@@ -1,7 +1,10 @@
 /* Shrinking a failing case (`kvfuzz minimize`): fewer sequences, fewer pages and tokens, a
  * smaller shape, simpler values (constants, zeros, fewer distinct values), a simpler page table
  * and fewer overrides, keeping every step that still fails the same way: the same finding class
- * under the same rule, with the same kernel. The kernel runs in a worker process (runner.h),
+ * under the same rule, with the same kernel, and the same explanation: a tolerance finding's
+ * precision attribution (kvfuzz/attribution.h: defect, or the tightest looser model that
+ * accepts it) must not change, so a defect never shrinks into a case that only shows the
+ * kernel's precision policy, nor the reverse. The kernel runs in a worker process (runner.h),
  * so crashes and hangs minimize too.
  *
  * Ownership: kvf_minimize edits the caller's spec in place. Errors: KVF_ENOTFOUND when the
@@ -18,7 +21,8 @@
 
 typedef struct kvf_minimize_opts {
     const kvf_kernel *kernel;
-    kvf_rule rule;
+    kvf_rule rule; /* a strict or fa rule carries the precision model it judges under (the
+                      caller applies the kernel's declared one: kvf_rule_set_precision) */
     kvf_finding_class target; /* the class to keep; NONE: whatever the input fails with */
     int require_overflow;     /* the overflow class counts (and can be kept) */
     int jobs;                 /* oracle threads; 0: all cores */
@@ -35,17 +39,23 @@ void kvf_minimize_opts_default(kvf_minimize_opts *opts);
 
 typedef struct kvf_minimize_stats {
     int64_t tries, accepted;
-    kvf_finding_class found; /* the class kept */
+    kvf_finding_class found;     /* the class kept */
+    kvf_attribution attribution; /* the input's attribution, kept by every accepted step (kind
+                                    NONE for a class or rule that has none) */
     double elapsed_s;
 } kvf_minimize_stats;
 
-/* Runs the spec once to learn (or confirm) its failure, then shrinks it. On success *spec is
- * the smallest case found that still fails and *outcome (may be NULL) its outcome. */
+/* Runs the spec once to learn (or confirm) its failure and its attribution, then shrinks it.
+ * On success *spec is the smallest case found that still fails with that attribution and
+ * *outcome (may be NULL) its outcome, its attribution included. Attributing judges the case
+ * again under up to every model of the ladder, so only candidates that still fail as asked are
+ * attributed. */
 int kvf_minimize(kvf_spec *spec, const kvf_minimize_opts *opts, kvf_outcome *outcome,
                  kvf_minimize_stats *stats, kvf_error *err);
 
-/* Evaluates one spec the way kvf_minimize does (kernel in a worker, oracle, the one rule):
- * used for replays. 0 or an error that prevented judging (the case does not build, the kernel
+/* Evaluates one spec the way kvf_minimize does (kernel in a worker, oracle, the one rule, the
+ * attribution of a failure of the target class, or of any when the target is NONE): used for
+ * replays. 0 or an error that prevented judging (the case does not build, the kernel
  * cannot start, the oracle failed). */
 int kvf_minimize_evaluate(const kvf_spec *spec, const kvf_minimize_opts *opts, kvf_outcome *outcome,
                           kvf_error *err);
