@@ -172,8 +172,5 @@ void cli_precision_text(const kvf_precision *p, cli_precision_source source, cha
 int cli_rules_for_kernel(const char *cmd, const kvf_kernel *k, const char *override,
                          const kvf_rule *base, int n, kvf_rule *out, kvf_precision *model,
                          cli_precision_source *source);
-/* An attribution as JSON, the shape finding reports use: {"kind", "declared", "within",
- * "margin", "text"}, or null for kind NONE (NULL only when out of memory). */
-json_t *cli_attribution_json(const kvf_attribution *a);
 
 #endif

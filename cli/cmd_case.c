@@ -500,7 +500,7 @@ int kvf_cmd_rules(int argc, char **argv) {
             printf("usage: kvfuzz rules\n\nLists the tolerance rules, one per line, with the "
                    "syntax the --rule option of\nreplay, fuzz and minimize accepts, each "
                    "followed by what it is for and its known\nblind spots, and the default "
-                   "rule set.\n\n");
+                   "rule set, then the precision models strict and fa take.\n\n");
             cli_print_options(stdout, rules_options);
             return KVF_EXIT_OK;
         }
@@ -510,6 +510,7 @@ int kvf_cmd_rules(int argc, char **argv) {
         return cli_usage_error("rules", "takes no arguments, got \"%s\"", rest[0]);
     for (int k = 0; k < KVF_RULE_KIND_COUNT; k++)
         printf("%s\n    %s\n", kvf_rule_help((kvf_rule_kind)k), kvf_rule_scope((kvf_rule_kind)k));
+    printf("\n%s\n", kvf_precision_help());
     kvf_rule set[KVF_DEFAULT_RULES];
     int n = kvf_rule_default_set(set, KVF_DEFAULT_RULES);
     printf("default set (replay, fuzz):");

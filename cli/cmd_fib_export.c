@@ -346,7 +346,7 @@ static int export_one(export_state *st, const char *path) {
         json_object_set_new(extra, "verdicts", verdicts);
         /* The failing strict or fa verdict's precision attribution, as a finding's report
          * holds it (null when there is none). */
-        json_object_set_new(extra, "attribution", cli_attribution_json(&out.attribution));
+        json_object_set_new(extra, "attribution", kvf_attribution_json(&out.attribution));
         json_object_set_new(
             extra, "ulp",
             json_pack("{s:I, s:I, s:o, s:o}", "o_max_ulps", (json_int_t)out.verdicts[0].o.max_ulps,

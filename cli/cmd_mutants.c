@@ -746,7 +746,7 @@ int kvf_cmd_mutants(int argc, char **argv) {
             jset(kv, "seconds", kvf_json_number(a.seconds), &jbad);
             jset(kv, "cases", json_integer(a.cases), &jbad);
             jset(kv, "finding", finding_json(&a), &jbad);
-            jset(kv, "attribution", cli_attribution_json(&a.attribution), &jbad);
+            jset(kv, "attribution", kvf_attribution_json(&a.attribution), &jbad);
             json_t *pr = jset(m, "per_rule", json_object(), &jbad);
             for (int r = 0; r < nseed_rules; r++) {
                 json_t *ro = jset(pr, seed_rules[r].name, json_object(), &jbad);
@@ -755,7 +755,7 @@ int kvf_cmd_mutants(int argc, char **argv) {
                     jset(ro, "caught", json_boolean(per[r].caught), &jbad);
                     jset(ro, "seconds", kvf_json_number(per[r].seconds), &jbad);
                     jset(ro, "cases", json_integer(per[r].cases), &jbad);
-                    jset(ro, "attribution", cli_attribution_json(&per[r].attribution), &jbad);
+                    jset(ro, "attribution", kvf_attribution_json(&per[r].attribution), &jbad);
                 }
                 json_t *failed = jset(ro, "seed_cases_failed", json_array(), &jbad);
                 const int *f = seed_fails + ((size_t)mutants * nseed_rules + r) * seeds.count;
@@ -816,7 +816,7 @@ int kvf_cmd_mutants(int argc, char **argv) {
             jset(ct, "precision", json_string(kmodel_name), &jbad);
             jset(ct, "findings", json_integer(a.caught), &jbad);
             jset(ct, "finding", finding_json(&a), &jbad);
-            jset(ct, "attribution", cli_attribution_json(&a.attribution), &jbad);
+            jset(ct, "attribution", kvf_attribution_json(&a.attribution), &jbad);
             jset(ct, "seconds", kvf_json_number(a.seconds), &jbad);
             jset(ct, "cases", json_integer(a.cases), &jbad);
             fprintf(stderr, "kvfuzz mutants: control %s: %s\n", k->name,

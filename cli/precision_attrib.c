@@ -19,16 +19,3 @@ int cli_rules_for_kernel(const char *cmd, const kvf_kernel *k, const char *overr
     if (source) *source = src;
     return 0;
 }
-
-json_t *cli_attribution_json(const kvf_attribution *a) {
-    if (a->kind == KVF_ATTRIB_NONE) return json_null();
-    char declared[KVF_PRECISION_NAME_MAX], model[KVF_PRECISION_NAME_MAX];
-    kvf_precision_name(&a->declared, declared, sizeof declared);
-    kvf_precision_name(&a->model, model, sizeof model);
-    const int within = a->kind == KVF_ATTRIB_PRECISION;
-    /* The same members as a finding's report (fuzz/src/finding_json.c), so one reader serves
-     * both. */
-    return json_pack("{s:s, s:s, s:o, s:o, s:s}", "kind", kvf_attribution_kind_name(a->kind),
-                     "declared", declared, "within", within ? json_string(model) : json_null(),
-                     "margin", within ? kvf_json_number(a->margin) : json_null(), "text", a->text);
-}

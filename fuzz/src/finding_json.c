@@ -137,9 +137,7 @@ static json_t *case_json(const kvf_spec *s, const kvf_case *c) {
     return bad ? NULL : j;
 }
 
-/* A tolerance finding's precision attribution (docs/precision.md, section 5); null for a
- * finding that has none (other classes, or not attributed). */
-static json_t *attribution_json(const kvf_attribution *a) {
+json_t *kvf_attribution_json(const kvf_attribution *a) {
     if (a->kind == KVF_ATTRIB_NONE) return json_null();
     char declared[KVF_PRECISION_NAME_MAX], model[KVF_PRECISION_NAME_MAX];
     kvf_precision_name(&a->declared, declared, sizeof declared);
@@ -166,7 +164,7 @@ json_t *kvf_outcome_to_json(const kvf_outcome *out, const char *kernel, const kv
            /* Whether FlashInfer-Bench's rule would have caught it (null: not judged, the run
             * gave no output) */
            kvf_json_set(j, "fib_catches", out->fib < 0 ? json_null() : json_boolean(out->fib)) |
-           kvf_json_set(j, "attribution", attribution_json(&out->attribution)) |
+           kvf_json_set(j, "attribution", kvf_attribution_json(&out->attribution)) |
            kvf_json_set(j, "signature", json_string(sig)) |
            kvf_json_set(j, "signature_hash", json_string(hash)) |
            kvf_json_set(j, "status", json_string(kvf_run_status_name(out->status))) |

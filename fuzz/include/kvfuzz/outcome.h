@@ -105,6 +105,11 @@ int kvf_outcome_judge_hooked(kvf_outcome *out, const kvf_rule *rules, int nrules
 int kvf_outcome_attribute(kvf_outcome *out, const kvf_case *c, const kvf_oracle_result *oracle,
                           const kvf_bf16 *o, const float *lse, kvf_error *err);
 
+/* A precision attribution as the JSON object findings, replay, mutants and FlashInfer-Bench
+ * exports carry (docs/precision.md, section 5): null for kind NONE, else {kind, declared,
+ * within, margin, text}. The caller owns it; NULL when memory ran out. */
+json_t *kvf_attribution_json(const kvf_attribution *a);
+
 /* Compares two runs' outputs bit for bit; on a difference marks the outcome nondeterministic
  * (finding class nondeterminism, unless a higher class is already set) and returns 1. */
 int kvf_outcome_compare(kvf_outcome *out, const kvf_case *c, const kvf_bf16 *o1, const float *lse1,
