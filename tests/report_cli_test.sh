@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `kvfuzz report` and `kvfuzz replay --stats` on the command line: --help, one-sentence errors
-# with exit 2 for bad input, and a report and a merge from real replay statistics.
+# with exit 2 for bad input, a report and a merge from real replay statistics, and the precision
+# attribution of a real campaign's findings (precision only; then beside a defect, unattributed
+# and malformed findings).
 set -u
 kvfuzz=$1
 src=$2
@@ -126,6 +128,83 @@ expect 2 "merging the statistics takes a count past 2\^63 - 1" -- \
 [ -e "$tmp/big-merged.json" ] && fail "an overflowing merge wrote $tmp/big-merged.json"
 expect 2 "sum-past.json: groups\[0\]: passed, out_of_model, rule_rejects_rounded and findings add up past 2\^63 - 1" -- \
   "$kvfuzz" report "$tmp/sum-past.json"
+
+# Precision attribution (docs/reports.md): a mutant that stores its split-KV partial outputs in
+# bf16 declares f32 and fails it, but every finding lies within a looser precision model, so the
+# report still fails and says plainly that no defect was found.
+"$kvfuzz" fuzz --kernel cpu-splitkv/mut=bf16-partials --runs 600 --seed 7 --jobs 2 \
+  --findings "$tmp/attr" >"$tmp/fuzz.out" 2>&1
+ls "$tmp/attr"/o-tolerance-*.json >/dev/null 2>&1 || fail "the bf16-partials mutant gave no finding: $(tail -5 "$tmp/fuzz.out")"
+expect 0 "" -- "$kvfuzz" report -o "$tmp/attr-rep" "$tmp/attr"
+[ -s "$tmp/err" ] && fail "report of attributed findings wrote to stderr: $(cat "$tmp/err")"
+grep -Eq '^verdict: FAIL: no defect found, but the precision is below what was declared \(f32\): all [0-9]+ failing signatures? lies? within a looser precision model \(' "$tmp/out" ||
+  fail "precision-only report: verdict line: $(head -1 "$tmp/out")"
+grep -Eq "  cpu-splitkv/mut=bf16-partials  (strict|fa)  FAILS: [0-9]+ findings? in [0-9]+ signatures?, all within a looser precision model than declared \(.*\): no defect found under this rule, but the kernel's precision is below the declared f32$" "$tmp/out" ||
+  fail "precision-only report: no rule line says no defect was found: $(cat "$tmp/out")"
+grep -q "precision model judged by strict and fa (declared): f32" "$tmp/out" || fail "the report does not name the declared model"
+grep -q 'data-verdict="fail" data-failure="precision"' "$tmp/attr-rep/index.html" || fail "precision-only page: banner"
+grep -q '<th>attribution</th>' "$tmp/attr-rep/index.html" || fail "the findings table has no attribution column"
+grep -q '>precision: within [a-z0-9+-]* (margin 0\.[0-9]*)</td>' "$tmp/attr-rep/index.html" || fail "no 'precision: within MODEL (margin M)' cell"
+python3 - "$tmp/attr-rep/summary.json" <<'PY' || fail "summary.json of attributed findings"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["verdict"] == "fail" and s["failure"] == "precision", (s["verdict"], s["failure"])
+files = s["findings"]["files"]
+assert files and all(f["attribution"]["kind"] == "precision" and f["attribution"]["declared"] == "f32"
+                     and f["attribution"]["within"] and 0 <= f["attribution"]["margin"] <= 1
+                     for f in files), files
+PY
+
+# The same findings beside a defect, a report from before attribution, a null attribution and a
+# malformed one (copies of a real finding under new hashes): only the precision ones leave the
+# defects, and the malformed member is one warning sentence naming its file, exit 0 still.
+python3 - "$tmp/attr" <<'PY'
+import glob, json, os, shutil, sys
+d = sys.argv[1]
+src = sorted(glob.glob(d + "/o-tolerance-*.json"))[0]
+base = json.load(open(src))
+decl = base["attribution"]["declared"]
+variants = {
+    "dddddddddddd0001": {"kind": "defect", "declared": decl, "within": None, "margin": None,
+                         "text": "fails %s; no precision model explains it" % decl},
+    "dddddddddddd0002": "absent",
+    "dddddddddddd0003": None,
+    "dddddddddddd0004": {"kind": "bogus", "declared": decl},
+}
+for h, a in variants.items():
+    j = dict(base)
+    if a == "absent":
+        del j["attribution"]
+    else:
+        j["attribution"] = a
+    json.dump(j, open("%s/o-tolerance-%s.json" % (d, h), "w"), indent=2)
+    shutil.copy(src[:-5] + ".kvfz", "%s/o-tolerance-%s.kvfz" % (d, h))
+PY
+expect 0 "" -- "$kvfuzz" report -o "$tmp/attr-rep2" "$tmp/attr"
+grep -Eq '^verdict: FAIL: 4 defects \(no precision model explains 1; 3 not attributed\); [0-9]+ signatures? within a looser precision model than declared \(' "$tmp/out" ||
+  fail "mixed report: verdict line: $(head -1 "$tmp/out")"
+grep -Eq "FAILS: [0-9]+ findings? in [0-9]+ signatures: 4 defects \(no precision model explains 1; 3 not attributed\); [0-9]+ signatures? within a looser precision model than declared" "$tmp/out" ||
+  fail "mixed report: no rule line splits defects from precision: $(cat "$tmp/out")"
+grep -q "^warning: malformed finding report $tmp/attr/o-tolerance-dddddddddddd0004.json: attribution.kind is \"bogus\", not \"precision\" or \"defect\"; the finding counts as not attributed (a defect)$" "$tmp/out" ||
+  fail "mixed report: no one-sentence warning for the malformed attribution: $(grep warning "$tmp/out")"
+[ "$(grep -c '^warning: malformed finding report' "$tmp/out")" -eq 1 ] || fail "mixed report: more than one malformed finding reported"
+page="$tmp/attr-rep2/index.html"
+grep -q 'data-verdict="fail" data-failure="defect"' "$page" || fail "mixed page: banner"
+[ "$(grep -c 'data-attribution="defect"' "$page")" -eq 1 ] || fail "mixed page: defect cells"
+[ "$(grep -c 'data-attribution="none">defect (not attributed)</td>' "$page")" -eq 2 ] || fail "mixed page: not-attributed cells"
+grep -q 'data-attribution="malformed" title="malformed finding report .*dddddddddddd0004.json' "$page" || fail "mixed page: malformed cell"
+python3 - "$tmp/attr-rep2/summary.json" <<'PY' || fail "summary.json of mixed findings"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["failure"] == "defect", s["failure"]
+by = {f["hash"]: f for f in s["findings"]["files"]}
+assert by["dddddddddddd0001"]["attribution"]["kind"] == "defect"
+assert by["dddddddddddd0002"]["attribution"] is None and by["dddddddddddd0003"]["attribution"] is None
+assert by["dddddddddddd0004"]["attribution"] is None
+assert "attribution.kind" in by["dddddddddddd0004"]["attribution_error"]
+ba = s["findings"]["by_attribution"]
+assert ba["defect"] == 1 and ba["not_attributed"] == 3, ba
+PY
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures failure(s)"

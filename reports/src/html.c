@@ -1237,8 +1237,8 @@ static void figures_table(FILE *f, const kvf__rmodel *m) {
             }
             kvf_verdict_counts vc;
             kvf__report_verdict(m, s, g, &vc);
-            char sentence[512];
-            kvf_verdict_counts_sentence(&vc, sentence, sizeof sentence);
+            char sentence[1024];
+            kvf__report_sentence(m, s, g, sentence, sizeof sentence);
             fprintf(f, "<td%s>", kvf_verdict_counts_failed(&vc) ? " class=\"bad\"" : "");
             html_escape(f, sentence);
             for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++)
@@ -1442,20 +1442,31 @@ static void source_devices(FILE *f, const kvf__source *src) {
 
 /* The answer first: one banner for the whole report and one line per series and rule. */
 static void verdict_banner(FILE *f, const kvf__rmodel *m) {
-    int fails = 0;
-    for (size_t i = 0; i < m->nseries; i++)
-        fails |= kvf__report_series_fails(m, &m->series[i]);
+    char detail[1024];
+    kvf__failure failure = kvf__report_overall(m, detail, sizeof detail);
+    static const char *const failure_names[] = {"none", "defect", "precision"};
+    int fails = failure != KVF__FAILURE_NONE;
+    /* A kernel whose every failure lies within a looser precision model still fails what it
+     * declared (the same FAIL and data-verdict); data-failure and the line under the heading
+     * say that no defect was found. */
     fprintf(f,
-            "<section id=\"kvf-verdict\" class=\"verdict %s\" data-verdict=\"%s\">"
-            "<h2>Verdict: %s</h2>\n<ul>\n",
-            fails ? "vfail" : "vpass", fails ? "fail" : "pass", fails ? "FAIL" : "PASS");
+            "<section id=\"kvf-verdict\" class=\"verdict %s\" data-verdict=\"%s\" "
+            "data-failure=\"%s\"><h2>Verdict: %s</h2>\n",
+            fails ? "vfail" : "vpass", fails ? "fail" : "pass", failure_names[failure],
+            fails ? "FAIL" : "PASS");
+    if (detail[0]) {
+        fputs("<p class=\"vdetail\">", f);
+        html_escape(f, detail);
+        fputs("</p>\n", f);
+    }
+    fputs("<ul>\n", f);
     for (size_t i = 0; i < m->nseries; i++) {
         const kvf__rseries *s = &m->series[i];
         for (size_t g = 0; g < s->ngroups; g++) {
             kvf_verdict_counts vc;
             kvf__report_verdict(m, s, s->groups[g], &vc);
-            char sentence[512], notes[1024];
-            kvf_verdict_counts_sentence(&vc, sentence, sizeof sentence);
+            char sentence[1024], notes[1024];
+            kvf__report_sentence(m, s, s->groups[g], sentence, sizeof sentence);
             kvf_verdict_counts_notes(&vc, "", notes, sizeof notes);
             fprintf(f, "<li data-series=\"%zu\" data-rule-verdict=\"%s\"><b>", i,
                     kvf_verdict_counts_failed(&vc) ? "fail" : "pass");
@@ -1487,6 +1498,39 @@ static void verdict_banner(FILE *f, const kvf__rmodel *m) {
     fputs("</ul></section>\n", f);
 }
 
+/* The model strict and fa judged each series under (the kernel's declared model, or
+ * --precision), which the rule names above carry when it is not f32. */
+static void precision_note(FILE *f, const kvf__rmodel *m) {
+    char shared[256];
+    int models = kvf__report_precision_shared(m, shared, sizeof shared);
+    if (!models) return;
+    fputs("<p class=\"note\" id=\"kvf-precision\">Precision model judged by strict and fa "
+          "(declared by the kernel, or given with --precision; a rule name carries it when it is "
+          "not f32, as in strict:bf16-p):",
+          f);
+    if (models == 1) {
+        fputs(" <b>", f);
+        html_escape(f, shared);
+        fputs("</b> for every series", f);
+    } else {
+        const char *sep = " ";
+        for (size_t i = 0; i < m->nseries; i++) {
+            char p[256];
+            kvf__rseries_precision(&m->series[i], p, sizeof p);
+            if (!p[0]) continue;
+            fputs(sep, f);
+            html_escape(f, m->series[i].name);
+            fputs(" <b>", f);
+            html_escape(f, p);
+            fputs("</b>", f);
+            sep = "; ";
+        }
+    }
+    fputs(". Findings that fail it but lie within a looser model are attributed to that model "
+          "(precision below what was declared), the others are defects.</p>\n",
+          f);
+}
+
 static void link_or_dash(FILE *f, const char *href, const char *label) {
     if (!href) {
         fputs("-", f);
@@ -1497,6 +1541,27 @@ static void link_or_dash(FILE *f, const char *href, const char *label) {
     fputs("\">", f);
     html_escape(f, label);
     fputs("</a>", f);
+}
+
+/* The fuzzer's own sentence (or why the member could not be read) as the tooltip. */
+static void attribution_cell(FILE *f, const kvf__rattribution *a) {
+    static const char *const kinds[] = {"none", "precision", "defect", "malformed"};
+    char cell[160];
+    kvf__attr_cell(a, cell, sizeof cell);
+    fprintf(f, "<td class=\"attr%s\" data-attribution=\"%s\"",
+            a->kind == KVF__ATTR_PRECISION   ? " prec"
+            : a->kind == KVF__ATTR_MALFORMED ? " bad"
+                                             : "",
+            kinds[a->kind]);
+    const char *tip = a->error ? a->error : a->text;
+    if (tip) {
+        fputs(" title=\"", f);
+        html_escape(f, tip);
+        fputs("\"", f);
+    }
+    fputs(">", f);
+    html_escape(f, cell);
+    fputs("</td>", f);
 }
 
 static void findings_table(FILE *f, const kvf__rmodel *m) {
@@ -1518,10 +1583,21 @@ static void findings_table(FILE *f, const kvf__rmodel *m) {
             fputs(")", f);
         }
     }
-    fputs(". Each is a case file and a JSON report named &lt;class&gt;-&lt;hash&gt;.</p>\n", f);
+    fputs(". Each is a case file and a JSON report named &lt;class&gt;-&lt;hash&gt;. "
+          "Attribution: <i>precision</i> when a looser precision model than the one declared "
+          "accepts the finding (the kernel fails what it declared, but no defect is shown; "
+          "hover for the model's roundings), <i>defect</i> when none does or the finding was "
+          "not attributed (crashes, older findings).</p>\n",
+          f);
+    for (size_t i = 0; i < m->nfindings; i++)
+        if (m->findings[i].attr.error) {
+            fputs("<p class=\"note bad attr-error\">", f);
+            html_escape(f, m->findings[i].attr.error);
+            fputs("; the finding counts as not attributed (a defect).</p>\n", f);
+        }
     if (m->nfindings) {
         fputs("<table><tr><th>class</th><th>hash</th><th>case</th><th>report</th>"
-              "<th>kernel</th><th>rule</th><th>detail</th></tr>\n",
+              "<th>kernel</th><th>rule</th><th>attribution</th><th>detail</th></tr>\n",
               f);
         for (size_t i = 0; i < m->nfindings; i++) {
             const kvf__rfinding *fd = &m->findings[i];
@@ -1537,7 +1613,9 @@ static void findings_table(FILE *f, const kvf__rmodel *m) {
             html_escape(f, fd->kernel ? fd->kernel : "");
             fputs("</td><td>", f);
             html_escape(f, fd->rule ? fd->rule : "");
-            fputs("</td><td>", f);
+            fputs("</td>", f);
+            attribution_cell(f, &fd->attr);
+            fputs("<td>", f);
             html_escape(f, fd->detail ? fd->detail : "");
             fputs("</td></tr>\n", f);
         }
@@ -1563,7 +1641,8 @@ static const char CSS[] =
     ".bad{color:#b00020;font-weight:600}\n"
     ".verdict{border:2px solid;border-radius:6px;padding:4px 14px;margin:12px 0}"
     ".verdict h2{border:0;margin:6px 0}.vpass{border-color:#2e933c;background:#eef8ef}"
-    ".vfail{border-color:#b00020;background:#fdeef0}\n"
+    ".vfail{border-color:#b00020;background:#fdeef0}.vdetail{margin:2px 0 6px;font-weight:600}"
+    ".prec{color:#8a5a00}\n"
     ".sw{display:inline-block;width:10px;height:10px;margin-right:6px;border-radius:2px}\n"
     "svg.chart{display:block;max-width:100%;height:auto}"
     "svg text{font:11px system-ui,sans-serif;fill:#333}svg text.axis{font-size:12px}"
@@ -1645,7 +1724,9 @@ int kvf__report_write_html(FILE *f, const kvf__rmodel *m) {
         fprintf(f, " <span class=\"sw\" style=\"background:%s\"></span>", m->series[i].color);
         html_escape(f, m->series[i].name);
     }
-    fputs(".</p>\n<ul class=\"note\">", f);
+    fputs(".</p>\n", f);
+    precision_note(f, m);
+    fputs("<ul class=\"note\">", f);
     for (size_t i = 0; i < m->ninputs; i++) {
         const kvf_stats *st = m->inputs[i].stats;
         fputs("<li><b>", f);

@@ -8,6 +8,8 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include "kvfuzz/json_io.h"
+#include "kvfuzz/precision.h"
 
 /* Distinguishable on white and for the common colour-vision deficiencies, in order of use. */
 static const char *const PALETTE[] = {"#3b6fb6", "#d1495b", "#2e933c", "#e09f3e",
@@ -42,10 +45,16 @@ static int cmp_cstr(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* "strict" (the default rule) first, the others by name. */
+int kvf__rule_is(const char *rule, const char *base) {
+    size_t n = strlen(base);
+    return strncmp(rule, base, n) == 0 && (rule[n] == '\0' || rule[n] == ':');
+}
+
+/* strict (the default rule, under whatever precision model the run declared: its name then
+ * reads "strict:bf16-p") first, the others by name. */
 static int cmp_rule(const void *a, const void *b) {
     const char *x = *(const char *const *)a, *y = *(const char *const *)b;
-    int xs = strcmp(x, "strict") == 0, ys = strcmp(y, "strict") == 0;
+    int xs = kvf__rule_is(x, "strict"), ys = kvf__rule_is(y, "strict");
     if (xs != ys) return ys - xs;
     return strcmp(x, y);
 }
@@ -67,6 +76,15 @@ static int same_dir(const char *dir, const char *recorded) {
     return recorded && realpath(dir, abs) && strcmp(abs, recorded) == 0;
 }
 
+/* Whether a finding file is one of the signatures of a series under a rule. Each finding file
+ * is one signature (docs/fuzzing.md, Findings). They belong to the run that recorded their
+ * directory; a run that recorded none (a replay) has its failures named by class instead, even
+ * when the report lists someone else's findings. */
+static int finding_of(const kvf__rfinding *f, const kvf__rseries *s, const kvf__group *g) {
+    return f->kernel && f->rule && strcmp(f->kernel, s->kernel) == 0 &&
+           strcmp(f->rule, g->rule) == 0 && same_dir(f->dir, s->st->findings_dir);
+}
+
 void kvf__report_verdict(const kvf__rmodel *m, const kvf__rseries *s, const kvf__group *g,
                          kvf_verdict_counts *out) {
     memset(out, 0, sizeof *out);
@@ -78,16 +96,271 @@ void kvf__report_verdict(const kvf__rmodel *m, const kvf__rseries *s, const kvf_
     out->rejects_rounded = g->rejects_rounded;
     memcpy(out->findings, g->findings, sizeof out->findings);
     out->require_overflow = s->st->require_overflow;
-    /* Each finding file is one signature (docs/fuzzing.md, Findings). They belong to the run
-     * that recorded their directory; a run that recorded none (a replay) has its failures
-     * named by class instead, even when the report lists someone else's findings. */
     out->signatures = -1;
-    for (size_t i = 0; i < m->nfindings; i++) {
-        const kvf__rfinding *f = &m->findings[i];
-        if (!f->kernel || !f->rule || strcmp(f->kernel, s->kernel) != 0 ||
-            strcmp(f->rule, g->rule) != 0 || !same_dir(f->dir, s->st->findings_dir))
-            continue;
-        out->signatures = out->signatures < 0 ? 1 : out->signatures + 1;
+    for (size_t i = 0; i < m->nfindings; i++)
+        if (finding_of(&m->findings[i], s, g))
+            out->signatures = out->signatures < 0 ? 1 : out->signatures + 1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Attribution: defects apart from precision below the declared model                         */
+/* ------------------------------------------------------------------------------------------ */
+
+static void attrib_add(kvf__rattrib_counts *a, const kvf__rattribution *fa) {
+    a->signatures = a->signatures < 0 ? 1 : a->signatures + 1;
+    if (fa->declared && !a->declared) a->declared = fa->declared;
+    if (fa->kind == KVF__ATTR_DEFECT) {
+        a->defect++;
+        return;
+    }
+    if (fa->kind != KVF__ATTR_PRECISION) {
+        a->unattributed++;
+        return;
+    }
+    a->precision++;
+    size_t w = 0;
+    while (w < a->nwithin && strcmp(a->within[w].model, fa->within) != 0)
+        w++;
+    if (w == KVF__MAX_WITHIN) w--; /* more models than the ladder has: counted with the last */
+    if (w == a->nwithin) {
+        a->within[w].model = fa->within;
+        a->within[w].n = 0;
+        a->nwithin++;
+    }
+    a->within[w].n++;
+}
+
+/* Sums b into a (the report's total over its series and rules). */
+static void attrib_merge(kvf__rattrib_counts *a, const kvf__rattrib_counts *b) {
+    if (b->signatures < 0) return;
+    a->signatures = (a->signatures < 0 ? 0 : a->signatures) + b->signatures;
+    a->defect += b->defect;
+    a->unattributed += b->unattributed;
+    a->precision += b->precision;
+    if (!a->declared) a->declared = b->declared;
+    for (size_t i = 0; i < b->nwithin; i++) {
+        size_t w = 0;
+        while (w < a->nwithin && strcmp(a->within[w].model, b->within[i].model) != 0)
+            w++;
+        if (w == KVF__MAX_WITHIN) w--;
+        if (w == a->nwithin) {
+            a->within[w].model = b->within[i].model;
+            a->within[w].n = 0;
+            a->nwithin++;
+        }
+        a->within[w].n += b->within[i].n;
+    }
+}
+
+/* Most frequent model first, then by name, so the same findings always read the same. */
+static void attrib_sort(kvf__rattrib_counts *a) {
+    for (size_t i = 1; i < a->nwithin; i++)
+        for (size_t j = i; j > 0; j--) {
+            long dn = a->within[j].n - a->within[j - 1].n;
+            if (dn < 0 || (dn == 0 && strcmp(a->within[j].model, a->within[j - 1].model) >= 0))
+                break;
+            const char *tm = a->within[j].model;
+            long tn = a->within[j].n;
+            a->within[j] = a->within[j - 1];
+            a->within[j - 1].model = tm;
+            a->within[j - 1].n = tn;
+        }
+}
+
+void kvf__report_attrib(const kvf__rmodel *m, const kvf__rseries *s, const kvf__group *g,
+                        kvf__rattrib_counts *out) {
+    memset(out, 0, sizeof *out);
+    out->signatures = -1;
+    for (size_t i = 0; i < m->nfindings; i++)
+        if (finding_of(&m->findings[i], s, g)) attrib_add(out, &m->findings[i].attr);
+    attrib_sort(out);
+}
+
+/* Appends to buf at *n, never past size (text that does not fit is cut, as in verdict.c). */
+static void put(char *buf, size_t size, size_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t size, size_t *n, const char *fmt, ...) {
+    if (*n >= size) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + *n, size - *n, fmt, ap);
+    va_end(ap);
+    if (k > 0) *n = *n + (size_t)k < size ? *n + (size_t)k : size;
+}
+
+/* "(bf16-partials: 5, fp16-p: 1)" */
+static void put_within(char *buf, size_t size, size_t *n, const kvf__rattrib_counts *a) {
+    for (size_t w = 0; w < a->nwithin; w++)
+        put(buf, size, n, "%s%s: %ld", w ? ", " : "(", a->within[w].model, a->within[w].n);
+    put(buf, size, n, ")");
+}
+
+/* "2 defects (no precision model explains them)", naming those never attributed apart: they
+ * count as defects, as every failure did before attribution, but nothing was tried on them. */
+static void put_defects(char *buf, size_t size, size_t *n, const kvf__rattrib_counts *a) {
+    long d = a->defect + a->unattributed;
+    put(buf, size, n, "%ld %s ", d, d == 1 ? "defect" : "defects");
+    if (a->unattributed == 0)
+        put(buf, size, n, "(no precision model explains %s)", d == 1 ? "it" : "them");
+    else if (a->defect == 0)
+        put(buf, size, n, "(not attributed)");
+    else
+        put(buf, size, n, "(no precision model explains %ld; %ld not attributed)", a->defect,
+            a->unattributed);
+}
+
+static void put_precision(char *buf, size_t size, size_t *n, const kvf__rattrib_counts *a) {
+    put(buf, size, n, "%ld %s within a looser precision model than declared ", a->precision,
+        a->precision == 1 ? "signature" : "signatures");
+    put_within(buf, size, n, a);
+}
+
+void kvf__report_sentence(const kvf__rmodel *m, const kvf__rseries *s, const kvf__group *g,
+                          char *buf, size_t size) {
+    kvf_verdict_counts vc;
+    kvf__report_verdict(m, s, g, &vc);
+    kvf_verdict_counts_sentence(&vc, buf, size);
+    kvf__rattrib_counts a;
+    kvf__report_attrib(m, s, g, &a);
+    /* Findings from before attribution (or a replay's failures, which have no files) read as
+     * they always did. */
+    if (!kvf_verdict_counts_failed(&vc) || a.signatures <= 0 || a.precision + a.defect == 0) return;
+    size_t n = strlen(buf);
+    if (a.precision == a.signatures) {
+        put(buf, size, &n, ", all within a looser precision model than declared ");
+        put_within(buf, size, &n, &a);
+        put(buf, size, &n,
+            ": no defect found under this rule, but the kernel's precision is below the declared "
+            "%s",
+            a.declared ? a.declared : "model");
+        return;
+    }
+    put(buf, size, &n, ": ");
+    put_defects(buf, size, &n, &a);
+    if (a.precision) {
+        put(buf, size, &n, "; ");
+        put_precision(buf, size, &n, &a);
+    }
+}
+
+kvf__failure kvf__report_overall(const kvf__rmodel *m, char *buf, size_t size) {
+    if (size) buf[0] = '\0';
+    kvf__rattrib_counts all;
+    memset(&all, 0, sizeof all);
+    all.signatures = -1;
+    int fails = 0;
+    long run_error_series = 0, unfiled_series = 0; /* failures no finding file stands for */
+    int one_declared = 1; /* every attributed finding failed the same model */
+    for (size_t i = 0; i < m->nseries; i++) {
+        const kvf__rseries *s = &m->series[i];
+        fails |= kvf__report_series_fails(m, s);
+        run_error_series += kvf__rseries_run_errors(s) > 0;
+        /* A campaign files each failing case once, under the first rule it fails, so a rule
+         * can fail with no file of its own (fa on the cases strict filed): the series' files
+         * stand for all its failures. Only a series that failed and filed nothing (a replay)
+         * has failures no finding speaks for. */
+        int failed = 0;
+        long filed = 0;
+        for (size_t g = 0; g < s->ngroups; g++) {
+            kvf_verdict_counts vc;
+            kvf__report_verdict(m, s, s->groups[g], &vc);
+            if (!kvf_verdict_counts_failed(&vc)) continue;
+            failed = 1;
+            kvf__rattrib_counts a;
+            kvf__report_attrib(m, s, s->groups[g], &a);
+            if (a.signatures <= 0) continue;
+            filed += a.signatures;
+            if (a.declared && all.declared && strcmp(a.declared, all.declared) != 0)
+                one_declared = 0;
+            attrib_merge(&all, &a);
+        }
+        unfiled_series += failed && !filed;
+    }
+    if (!fails) return KVF__FAILURE_NONE;
+    attrib_sort(&all);
+    long defects = all.defect + all.unattributed;
+    int precision_only = all.precision > 0 && defects == 0 && !run_error_series && !unfiled_series;
+    /* Nothing attributed anywhere: "FAIL" says it all, as it did before attribution. */
+    if (all.precision + all.defect == 0) return KVF__FAILURE_DEFECT;
+    size_t n = 0;
+    if (precision_only) {
+        put(buf, size, &n, "no defect found, but the precision is below what was declared");
+        if (one_declared && all.declared) put(buf, size, &n, " (%s)", all.declared);
+        put(buf, size, &n, ": all %ld failing %s within a looser precision model ", all.precision,
+            all.precision == 1 ? "signature lies" : "signatures lie");
+        put_within(buf, size, &n, &all);
+        return KVF__FAILURE_PRECISION;
+    }
+    const char *sep = "";
+    if (defects) {
+        put_defects(buf, size, &n, &all);
+        sep = "; ";
+    }
+    if (all.precision) {
+        put(buf, size, &n, "%s", sep);
+        put_precision(buf, size, &n, &all);
+        sep = "; ";
+    }
+    if (run_error_series) {
+        put(buf, size, &n, "%srun errors in %ld series", sep, run_error_series);
+        sep = "; ";
+    }
+    if (unfiled_series)
+        put(buf, size, &n, "%sfailures with no finding file in %ld series", sep, unfiled_series);
+    return KVF__FAILURE_DEFECT;
+}
+
+void kvf__rseries_precision(const kvf__rseries *s, char *buf, size_t size) {
+    size_t n = 0;
+    if (size) buf[0] = '\0';
+    for (size_t g = 0; g < s->ngroups; g++) {
+        const char *rule = s->groups[g]->rule;
+        if (!kvf__rule_is(rule, "strict") && !kvf__rule_is(rule, "fa")) continue;
+        const char *colon = strchr(rule, ':');
+        const char *model = colon ? colon + 1 : "f32"; /* the model judge.c leaves unnamed */
+        /* Listed once: strict and fa of one run carry the same model. */
+        int seen = 0;
+        for (size_t h = 0; h < g && !seen; h++) {
+            const char *r2 = s->groups[h]->rule;
+            if (!kvf__rule_is(r2, "strict") && !kvf__rule_is(r2, "fa")) continue;
+            const char *c2 = strchr(r2, ':');
+            seen = strcmp(c2 ? c2 + 1 : "f32", model) == 0;
+        }
+        if (!seen) put(buf, size, &n, "%s%s", n ? ", " : "", model);
+    }
+}
+
+int kvf__report_precision_shared(const kvf__rmodel *m, char *buf, size_t size) {
+    int any = 0, same = 1;
+    if (size) buf[0] = '\0';
+    for (size_t i = 0; i < m->nseries; i++) {
+        char p[256];
+        kvf__rseries_precision(&m->series[i], p, sizeof p);
+        if (!p[0]) continue;
+        if (!any) snprintf(buf, size, "%s", p);
+        same &= strcmp(buf, p) == 0;
+        any = 1;
+    }
+    if (any && !same && size) buf[0] = '\0';
+    return !any ? 0 : same ? 1 : 2;
+}
+
+void kvf__attr_cell(const kvf__rattribution *a, char *buf, size_t size) {
+    char margin[32];
+    switch (a->kind) {
+    case KVF__ATTR_PRECISION:
+        kvf_margin_text(margin, sizeof margin, a->margin);
+        snprintf(buf, size, "precision: within %s (margin %s)", a->within, margin);
+        break;
+    case KVF__ATTR_DEFECT:
+        snprintf(buf, size, "defect");
+        break;
+    case KVF__ATTR_MALFORMED:
+        snprintf(buf, size, "defect (attribution unreadable)");
+        break;
+    default:
+        snprintf(buf, size, "defect (not attributed)");
+        break;
     }
 }
 
@@ -176,6 +449,10 @@ void kvf__report_model_free(kvf__rmodel *m) {
         free(f->kernel);
         free(f->rule);
         free(f->detail);
+        free(f->attr.declared);
+        free(f->attr.within);
+        free(f->attr.text);
+        free(f->attr.error);
     }
     free(m->findings);
     for (size_t i = 0; i < m->nfinding_dirs; i++) {
@@ -208,7 +485,7 @@ static char *input_label(const kvf_report_input *in, size_t i) {
 static const kvf__group *pick_primary(const kvf__group *const *groups, size_t n) {
     const kvf__group *best = NULL;
     for (size_t i = 0; i < n; i++) {
-        if (strcmp(groups[i]->rule, "strict") == 0) return groups[i];
+        if (kvf__rule_is(groups[i]->rule, "strict")) return groups[i];
         if (!best || groups[i]->out[0].elements > best->out[0].elements) best = groups[i];
     }
     return best;
@@ -292,14 +569,118 @@ static char *json_member_string(const json_t *root, const char *key) {
     return json_is_string(v) ? strdup(json_string_value(v)) : NULL;
 }
 
+static const char *json_type_word(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    default:
+        return "null";
+    }
+}
+
+/* A model name member of the attribution, canonicalized; NULL with why[] set when it is not a
+ * model kvfuzz knows. */
+static char *attr_model(const json_t *obj, const char *key, char *why, size_t size) {
+    const json_t *v = json_object_get(obj, key);
+    if (!json_is_string(v)) {
+        snprintf(why, size, "attribution.%s is %s, not a precision model name", key,
+                 v ? json_type_word(v) : "missing");
+        return NULL;
+    }
+    kvf_precision p;
+    kvf_error err = {0};
+    if (kvf_precision_parse(&p, json_string_value(v), &err)) {
+        snprintf(why, size, "attribution.%s \"%.60s\": %.400s", key, json_string_value(v), err.msg);
+        return NULL;
+    }
+    char name[KVF_PRECISION_NAME_MAX];
+    kvf_precision_name(&p, name, sizeof name);
+    return strdup(name);
+}
+
+/* The "attribution" member (fuzz/src/finding_json.c): absent or null reads as not attributed;
+ * anything else must be what the fuzzer writes, or the finding keeps one sentence saying what
+ * is wrong (and counts as a defect, as a finding that was never attributed). Returns -1 only
+ * when memory ran out. */
+static int read_attribution(kvf__rattribution *a, const json_t *root, const char *path) {
+    const json_t *j = json_object_get(root, "attribution");
+    if (!j || json_is_null(j)) return 0;
+    char why[640] = ""; /* room for the model parser's sentence */
+    const json_t *kind = json_object_get(j, "kind");
+    const json_t *within = json_object_get(j, "within"), *margin = json_object_get(j, "margin");
+    const json_t *text = json_object_get(j, "text");
+    int precision = 0;
+    if (!json_is_object(j)) {
+        snprintf(why, sizeof why, "attribution is %s, not an object or null", json_type_word(j));
+    } else if (!json_is_string(kind)) {
+        snprintf(why, sizeof why, "attribution.kind is %s, not \"precision\" or \"defect\"",
+                 kind ? json_type_word(kind) : "missing");
+    } else if (!(precision = strcmp(json_string_value(kind), "precision") == 0) &&
+               strcmp(json_string_value(kind), "defect") != 0) {
+        snprintf(why, sizeof why, "attribution.kind is \"%.40s\", not \"precision\" or \"defect\"",
+                 json_string_value(kind));
+    } else if (text && !json_is_string(text)) {
+        snprintf(why, sizeof why, "attribution.text is %s, not a string", json_type_word(text));
+    } else if (!(a->declared = attr_model(j, "declared", why, sizeof why))) {
+        /* why says it */
+    } else if (precision) {
+        double mv;
+        if ((a->within = attr_model(j, "within", why, sizeof why)) == NULL) {
+            /* why says it */
+        } else if (kvf_json_to_double(margin, &mv) || !(mv >= 0 && mv <= 1)) {
+            /* A model that accepts the finding leaves every element within its allowance. */
+            if (!margin || !json_is_number(margin))
+                snprintf(why, sizeof why, "attribution.margin is %s, not a number in [0, 1]",
+                         margin ? json_type_word(margin) : "missing");
+            else
+                snprintf(why, sizeof why,
+                         "attribution.margin is %g, not in [0, 1] (a model that accepts the "
+                         "finding leaves every margin at most 1)",
+                         json_number_value(margin));
+        } else {
+            a->margin = mv;
+        }
+    } else if ((within && !json_is_null(within)) || (margin && !json_is_null(margin))) {
+        snprintf(why, sizeof why,
+                 "a defect's attribution.within and attribution.margin must be null (no model "
+                 "accepts a defect)");
+    }
+    if (why[0]) {
+        free(a->declared);
+        free(a->within);
+        memset(a, 0, sizeof *a);
+        a->kind = KVF__ATTR_MALFORMED;
+        size_t n = strlen(path) + strlen(why) + 40;
+        if (!(a->error = malloc(n))) return -1;
+        snprintf(a->error, n, "malformed finding report %s: %s", path, why);
+        return 0;
+    }
+    a->kind = precision ? KVF__ATTR_PRECISION : KVF__ATTR_DEFECT;
+    if (text && !(a->text = strdup(json_string_value(text)))) return -1;
+    return 0;
+}
+
 /* What the finding's .json says, read leniently: the campaign owns that format, the report
- * only shows kernel, rule and a one-line detail when the file has them as strings. */
-static void read_finding_json(kvf__rfinding *f, const char *path) {
+ * only shows kernel, rule and a one-line detail when the file has them as strings, and its
+ * attribution (which decides whether the finding is a defect) when it has one. Returns -1
+ * only when memory ran out. */
+static int read_finding_json(kvf__rfinding *f, const char *path) {
     struct stat st;
-    if (stat(path, &st) != 0 || st.st_size > (1 << 20)) return;
+    if (stat(path, &st) != 0 || st.st_size > (1 << 20)) return 0;
     char *data;
     size_t size;
-    if (kvf_read_file(path, &data, &size)) return;
+    if (kvf_read_file(path, &data, &size)) return 0;
+    int rc = 0;
     /* Numbers as reals: the report carries 64-bit seeds past int64, which jansson's integers
      * refuse, and only the strings matter here. */
     json_t *root = json_loadb(data, size, JSON_DECODE_INT_AS_REAL, NULL);
@@ -309,9 +690,11 @@ static void read_finding_json(kvf__rfinding *f, const char *path) {
         static const char *const detail_keys[] = {"detail", "message", "summary", "reason"};
         for (size_t i = 0; i < 4 && !f->detail; i++)
             f->detail = json_member_string(root, detail_keys[i]);
+        rc = read_attribution(&f->attr, root, path);
         json_decref(root);
     }
     free(data);
+    return rc;
 }
 
 static int cmp_finding(const void *a, const void *b) {
@@ -384,7 +767,10 @@ static int scan_findings(kvf__rmodel *m, size_t di) {
             f->kvfz = kvf__report_link(m, full);
         } else {
             f->json = kvf__report_link(m, full);
-            read_finding_json(f, full);
+            if (read_finding_json(f, full)) {
+                free(full);
+                goto oom;
+            }
         }
         free(full);
     }

@@ -49,11 +49,51 @@ static json_t *figures_json(const kvf__outstats *o) {
     return j;
 }
 
+/* The signatures of a series under a rule split by attribution; null when the run recorded
+ * no findings directory (no signature is known). */
+static json_t *rule_attrib_json(const kvf__rattrib_counts *a) {
+    if (a->signatures < 0) return json_null();
+    json_t *j = json_object(), *w = json_object();
+    int bad = !j || !w || kvf_json_set(j, "signatures", i64(a->signatures)) ||
+              kvf_json_set(j, "defect", i64(a->defect)) ||
+              kvf_json_set(j, "not_attributed", i64(a->unattributed)) ||
+              kvf_json_set(j, "precision", i64(a->precision)) ||
+              kvf_json_set(j, "declared", kvf_json_string_or_null(a->declared));
+    for (size_t i = 0; !bad && i < a->nwithin; i++)
+        bad = kvf_json_set(w, a->within[i].model, i64(a->within[i].n));
+    bad = bad || json_object_set(j, "within", w);
+    json_decref(w);
+    if (bad) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* A finding's attribution as its JSON stated it (canonical model names), or null. */
+static json_t *finding_attrib_json(const kvf__rattribution *a) {
+    if (a->kind != KVF__ATTR_PRECISION && a->kind != KVF__ATTR_DEFECT) return json_null();
+    int within = a->kind == KVF__ATTR_PRECISION;
+    json_t *j = json_object();
+    int bad = !j || kvf_json_set(j, "kind", json_string(within ? "precision" : "defect")) ||
+              kvf_json_set(j, "declared", json_string(a->declared)) ||
+              kvf_json_set(j, "within", within ? json_string(a->within) : json_null()) ||
+              kvf_json_set(j, "margin", within ? kvf_json_number(a->margin) : json_null()) ||
+              kvf_json_set(j, "text", kvf_json_string_or_null(a->text));
+    if (bad) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
 static json_t *rule_json(const kvf__rmodel *m, const kvf__rseries *s, const kvf__group *gr) {
     kvf_verdict_counts vc;
     kvf__report_verdict(m, s, gr, &vc);
-    char sentence[512];
-    kvf_verdict_counts_sentence(&vc, sentence, sizeof sentence);
+    char sentence[1024];
+    kvf__report_sentence(m, s, gr, sentence, sizeof sentence);
+    kvf__rattrib_counts ac;
+    kvf__report_attrib(m, s, gr, &ac);
     json_t *j = json_object(), *f = json_object(), *oom = json_object();
     int bad = !j || !f || !oom;
     bad = bad || kvf_json_set(j, "cases", i64(gr->cases)) ||
@@ -62,6 +102,7 @@ static json_t *rule_json(const kvf__rmodel *m, const kvf__rseries *s, const kvf_
           kvf_json_set(j, "out_of_model", i64(gr->out_of_model)) ||
           kvf_json_set(j, "rule_rejects_rounded", i64(gr->rejects_rounded)) ||
           kvf_json_set(j, "signatures", vc.signatures < 0 ? json_null() : i64(vc.signatures)) ||
+          kvf_json_set(j, "attribution", rule_attrib_json(&ac)) ||
           kvf_json_set(j, "verdict", json_string(sentence));
     for (int c = 1; !bad && c < KVF_FINDING_CLASS_COUNT; c++)
         bad = kvf_json_set(f, kvf_finding_class_name((kvf_finding_class)c), i64(gr->findings[c]));
@@ -82,6 +123,8 @@ static json_t *rule_json(const kvf__rmodel *m, const kvf__rseries *s, const kvf_
 
 static json_t *series_json(const kvf__rmodel *m, const kvf__rseries *s) {
     const kvf__kernel_runs *kr = s->runs;
+    char precision[256];
+    kvf__rseries_precision(s, precision, sizeof precision);
     json_t *j = json_object(), *runs = json_object(), *rules = json_object();
     int bad = !j || !runs || !rules;
     bad =
@@ -90,6 +133,7 @@ static json_t *series_json(const kvf__rmodel *m, const kvf__rseries *s) {
         kvf_json_set(j, "kernel", json_string(s->kernel)) ||
         kvf_json_set(j, "primary_rule",
                      kvf_json_string_or_null(s->primary ? s->primary->rule : NULL)) ||
+        kvf_json_set(j, "precision", kvf_json_string_or_null(precision[0] ? precision : NULL)) ||
         kvf_json_set(j, "verdict", json_string(kvf__report_series_fails(m, s) ? "fail" : "pass")) ||
         kvf_json_set(runs, "ran", i64(kr ? kr->ran : 0)) ||
         kvf_json_set(runs, "unsupported", i64(kr ? kr->unsupported : 0));
@@ -112,8 +156,10 @@ static json_t *series_json(const kvf__rmodel *m, const kvf__rseries *s) {
 static json_t *summary_json(const kvf__rmodel *m) {
     json_t *root = json_object(), *inputs = json_array(), *rules = json_array(),
            *series = json_array(), *fd = json_object(), *dirs = json_array(),
-           *by_class = json_object(), *files = json_array(), *out = json_object();
-    int bad = !root || !inputs || !rules || !series || !fd || !dirs || !by_class || !files || !out;
+           *by_class = json_object(), *files = json_array(), *out = json_object(),
+           *by_attr = json_object();
+    int bad = !root || !inputs || !rules || !series || !fd || !dirs || !by_class || !files ||
+              !out || !by_attr;
     bad = bad || kvf_json_set(root, "format", json_string(KVF_REPORT_SUMMARY_FORMAT)) ||
           kvf_json_set(root, "version", i64(KVF_REPORT_SUMMARY_VERSION)) ||
           kvf_json_set(root, "generated", json_string(m->generated)) ||
@@ -134,6 +180,10 @@ static json_t *summary_json(const kvf__rmodel *m) {
     int fails = 0;
     for (size_t i = 0; i < m->nseries; i++)
         fails |= kvf__report_series_fails(m, &m->series[i]);
+    char detail[1024];
+    static const char *const failure_names[] = {"none", "defect", "precision"};
+    kvf__failure failure = kvf__report_overall(m, detail, sizeof detail);
+    int64_t nattr[3] = {0, 0, 0}; /* precision, defect, not attributed */
     for (size_t i = 0; !bad && i < m->nseries; i++)
         bad = kvf_json_push(series, series_json(m, &m->series[i]));
     for (size_t i = 0; !bad && i < m->nfinding_dirs; i++)
@@ -149,20 +199,30 @@ static json_t *summary_json(const kvf__rmodel *m) {
               kvf_json_set(o, "kvfz", kvf_json_string_or_null(f->kvfz)) ||
               kvf_json_set(o, "json", kvf_json_string_or_null(f->json)) ||
               kvf_json_set(o, "kernel", kvf_json_string_or_null(f->kernel)) ||
-              kvf_json_set(o, "rule", kvf_json_string_or_null(f->rule));
+              kvf_json_set(o, "rule", kvf_json_string_or_null(f->rule)) ||
+              kvf_json_set(o, "attribution", finding_attrib_json(&f->attr)) ||
+              kvf_json_set(o, "attribution_error", kvf_json_string_or_null(f->attr.error));
+        nattr[f->attr.kind == KVF__ATTR_PRECISION ? 0 : f->attr.kind == KVF__ATTR_DEFECT ? 1 : 2]++;
     }
-    bad = bad || json_object_set(fd, "dirs", dirs) ||
-          kvf_json_set(fd, "count", i64((int64_t)m->nfindings)) ||
-          json_object_set(fd, "by_class", by_class) || json_object_set(fd, "files", files) ||
-          kvf_json_set(out, "summary", json_string("summary.json")) ||
-          kvf_json_set(out, "errors_csv", json_string("errors.csv")) ||
-          kvf_json_set(out, "html", json_string("index.html")) ||
-          kvf_json_set(out, "cases_dir", json_string("cases")) ||
-          json_object_set(root, "inputs", inputs) || json_object_set(root, "rules", rules) ||
-          kvf_json_set(root, "verdict", json_string(fails ? "fail" : "pass")) ||
-          json_object_set(root, "series", series) || json_object_set(root, "findings", fd) ||
-          json_object_set(root, "files", out);
-    json_t *parts[] = {inputs, rules, series, fd, dirs, by_class, files, out};
+    bad =
+        bad || json_object_set(fd, "dirs", dirs) ||
+        kvf_json_set(fd, "count", i64((int64_t)m->nfindings)) ||
+        json_object_set(fd, "by_class", by_class) ||
+        kvf_json_set(by_attr, "precision", i64(nattr[0])) ||
+        kvf_json_set(by_attr, "defect", i64(nattr[1])) ||
+        kvf_json_set(by_attr, "not_attributed", i64(nattr[2])) ||
+        json_object_set(fd, "by_attribution", by_attr) || json_object_set(fd, "files", files) ||
+        kvf_json_set(out, "summary", json_string("summary.json")) ||
+        kvf_json_set(out, "errors_csv", json_string("errors.csv")) ||
+        kvf_json_set(out, "html", json_string("index.html")) ||
+        kvf_json_set(out, "cases_dir", json_string("cases")) ||
+        json_object_set(root, "inputs", inputs) || json_object_set(root, "rules", rules) ||
+        kvf_json_set(root, "verdict", json_string(fails ? "fail" : "pass")) ||
+        kvf_json_set(root, "failure", json_string(failure_names[failure])) ||
+        kvf_json_set(root, "verdict_detail", kvf_json_string_or_null(detail[0] ? detail : NULL)) ||
+        json_object_set(root, "series", series) || json_object_set(root, "findings", fd) ||
+        json_object_set(root, "files", out);
+    json_t *parts[] = {inputs, rules, series, fd, dirs, by_class, files, out, by_attr};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         json_decref(parts[i]);
     if (bad) {
@@ -310,17 +370,20 @@ static int write_cases(const kvf__rmodel *m, const char *dir, kvf_error *err) {
 
 /* Verdicts first (what a reader needs), then the figures behind them. */
 static void print_terminal(FILE *t, const kvf__rmodel *m) {
-    int fails = 0;
-    for (size_t i = 0; i < m->nseries; i++)
-        fails |= kvf__report_series_fails(m, &m->series[i]);
-    fprintf(t, "verdict: %s\n", fails ? "FAIL" : "PASS");
+    char detail[1024];
+    kvf__failure failure = kvf__report_overall(m, detail, sizeof detail);
+    /* The pass/fail word is unchanged by attribution (failing the declared model is failing);
+     * the detail says whether any failure is a defect. */
+    fprintf(t, "verdict: %s%s%s\n", failure ? "FAIL" : "PASS", detail[0] ? ": " : "", detail);
     for (size_t i = 0; i < m->nseries; i++) {
         const kvf__rseries *s = &m->series[i];
         for (size_t g = 0; g < s->ngroups; g++) {
             kvf_verdict_counts vc;
             kvf__report_verdict(m, s, s->groups[g], &vc);
-            vc.kernel = s->name;
-            kvf_verdict_counts_print(t, &vc, "  ");
+            char sentence[1024], notes[1024];
+            kvf__report_sentence(m, s, s->groups[g], sentence, sizeof sentence);
+            kvf_verdict_counts_notes(&vc, "      ", notes, sizeof notes);
+            fprintf(t, "  %s  %s  %s\n%s", s->name, s->groups[g]->rule, sentence, notes);
         }
         if (kvf__rseries_run_errors(s)) {
             const kvf__kernel_runs *r = s->runs;
@@ -338,6 +401,23 @@ static void print_terminal(FILE *t, const kvf__rmodel *m) {
                     "  %s: --require-overflow: failures out of the input model count as "
                     "kernel failures\n",
                     m->labels[i]);
+    /* The model strict and fa judged under: their rule names carry it unless it is f32. */
+    char shared[256];
+    int models = kvf__report_precision_shared(m, shared, sizeof shared);
+    if (models == 1)
+        fprintf(t, "  precision model judged by strict and fa (declared): %s\n", shared);
+    else if (models == 2) {
+        fputs("  precision model judged by strict and fa (declared):", t);
+        const char *sep = " ";
+        for (size_t i = 0; i < m->nseries; i++) {
+            char p[256];
+            kvf__rseries_precision(&m->series[i], p, sizeof p);
+            if (!p[0]) continue;
+            fprintf(t, "%s%s %s", sep, m->series[i].name, p);
+            sep = "; ";
+        }
+        fputc('\n', t);
+    }
     int sw = 6, rw = 4;
     for (size_t i = 0; i < m->nseries; i++)
         if ((int)strlen(m->series[i].name) > sw) sw = (int)strlen(m->series[i].name);
@@ -387,10 +467,23 @@ static void print_terminal(FILE *t, const kvf__rmodel *m) {
                 n += strcmp(m->findings[j].cls, m->findings[i].cls) == 0;
             fprintf(t, "%s%zu %s", i ? ", " : " (", n, m->findings[i].cls);
         }
+        size_t prec = 0, defect = 0;
+        for (size_t i = 0; i < m->nfindings; i++) {
+            prec += m->findings[i].attr.kind == KVF__ATTR_PRECISION;
+            defect += m->findings[i].attr.kind == KVF__ATTR_DEFECT;
+        }
+        /* Only when the findings carry attributions: older ones read as they always did. */
+        if (prec + defect)
+            fprintf(t, "; %zu %s, %zu within a looser precision model", m->nfindings - prec,
+                    m->nfindings - prec == 1 ? "defect" : "defects", prec);
         fprintf(t, "%s in", m->nfindings ? ")" : "");
         for (size_t i = 0; i < m->nfinding_dirs; i++)
             fprintf(t, " %s", m->finding_dirs[i]);
         fputc('\n', t);
+        for (size_t i = 0; i < m->nfindings; i++)
+            if (m->findings[i].attr.error)
+                fprintf(t, "warning: %s; the finding counts as not attributed (a defect)\n",
+                        m->findings[i].attr.error);
     }
     fputs("failed: kernel failures; o.o.m.: cases failing only on rows out of the input model "
           "(counted apart); o: violations, max and 99th-percentile ULP distance (an upper bound "
