@@ -408,8 +408,9 @@ static void measure_case(const kvf_case *c, const kvf_oracle_result *r, const ch
                 CHECK_OK(kvf_attribute(&at, &v32, c, r, o, lse, &err), &err);
                 /* The declared model accepts this case (checked below), so the tightest model
                  * that does is at most as far down the ladder. */
-                /* An fp16 design judged under f32 is named by a bf16 model: attribution tries
-                 * fp16 models only for kernels that declare them (docs/precision.md, 5). */
+                /* An fp16 design judged under f32 may be named by a bf16 model: attribution
+                 * tries fp16 models last for kernels that do not declare them
+                 * (docs/precision.md, section 5). */
                 int fp16 = declared.p_format == KVF_P_FP16;
                 if (at.kind == KVF_ATTRIB_PRECISION &&
                     (fp16 || ladder_index(&at.model) <= ladder_index(&declared)))

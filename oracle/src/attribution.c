@@ -27,17 +27,20 @@ int kvf_attribute(kvf_attribution *out, const kvf_verdict *v, const kvf_case *c,
     char declared[KVF_PRECISION_NAME_MAX];
     kvf_precision_name(&out->declared, declared, sizeof declared);
     /* A NaN or an infinity where the exact value is finite is outside every model: no rounding
-     * of P or of the partials makes one. It is a defect without judging again. */
-    if (v->finding != KVF_FINDING_NONFINITE) {
+     * of P or of the partials makes one. It is a defect without judging again (no pass). */
+    /* fp16 weights explain small errors of any kind (their unit is 2^-11), so a bf16 design's
+     * finding would often read "P rounded to fp16", a mechanism the kernel does not have. With
+     * bf16 inputs that design is rare: for a kernel that does not declare it, the fp16 models
+     * come after every other (pass 1), where they name what only they explain (a weight below
+     * fp16's normal range lost). */
+    const int declared_fp16 = out->declared.p_format == KVF_P_FP16;
+    for (int pass = 0; pass < 2 && v->finding != KVF_FINDING_NONFINITE; pass++) {
         for (size_t i = 0; i < kvf_precision_ladder_count(); i++) {
             const kvf_precision *m = kvf_precision_ladder_at(i);
             if (kvf_precision_equal(m, &out->declared) || !kvf_precision_covers(m, &out->declared))
                 continue;
-            /* fp16 weights explain small errors of any kind (their unit is 2^-11), so a bf16
-             * design's finding would often read "P rounded to fp16", a mechanism the kernel
-             * does not have. With bf16 inputs that design is rare: it is named only for a
-             * kernel that declares it. */
-            if (m->p_format == KVF_P_FP16 && out->declared.p_format != KVF_P_FP16) continue;
+            int late = m->p_format == KVF_P_FP16 && !declared_fp16;
+            if (late != (pass == 1)) continue;
             kvf_rule r = v->rule;
             kvf_rule_set_precision(&r, m);
             kvf_verdict again;
