@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
 # Python kernels through the command line: the torch reference passes replay of the seeds and a
-# short campaign with 0 findings; each broken kernel of tests/python/bad_kernels.py gives a
-# finding of its own class (kernel-error with the exception's line, crash with the signal or
-# exit status, unwritten-output, out-of-bounds-write, input-modified, hang); a missing module,
-# function or torch is exit 2 and one sentence. Skips (77) where python3 has no torch.
+# short campaign with 0 findings, as does a kernel whose supports() declines some shapes; each
+# broken kernel of tests/python/bad_kernels.py gives a finding of its own class (kernel-error
+# with the exception's line, crash with the signal or exit status, unwritten-output,
+# out-of-bounds-write, input-modified, hang); a missing module, function or torch is exit 2 and
+# one sentence. Skips (77) where no python3 kvfuzz would use has torch.
 set -u
 kvfuzz=$1
 src=$2
 seconds=${KVF_PYTHON_FUZZ_SECONDS:-20}
+# The interpreter kvfuzz runs kernels under: KVF_PYTHON, else the first of the PATH's python3 and
+# /usr/bin/python3 that imports torch.
 py=${KVF_PYTHON:-}
-[ -n "$py" ] || { [ -x /usr/bin/python3 ] && py=/usr/bin/python3 || py=python3; }
-if ! "$py" -c 'import torch' >/dev/null 2>&1; then
-  echo "SKIP: $py cannot import torch (Debian: python3-torch)"
+if [ -z "$py" ]; then
+  for candidate in "$(command -v python3)" /usr/bin/python3; do
+    if [ -x "$candidate" ] && "$candidate" -c 'import torch' >/dev/null 2>&1; then
+      py=$candidate
+      break
+    fi
+  done
+fi
+if [ -z "$py" ] || ! "$py" -c 'import torch' >/dev/null 2>&1; then
+  echo "SKIP: no python3 kvfuzz would use imports torch (Debian: python3-torch)"
   exit 77
 fi
 tmp=$(mktemp -d)
@@ -46,6 +56,11 @@ run 0 -- "$kvfuzz" fuzz --kernel "$ref" --time "$seconds" --findings "$tmp/ref"
 grep -q "findings: 0 new" "$tmp/out" || fail "the reference's campaign: $(tail -8 "$tmp/out")"
 grep "cases [0-9]* (" "$tmp/out" | sed 's/^ */torch reference campaign: /'
 ls "$tmp/ref"/*.kvfz >/dev/null 2>&1 && fail "the reference has findings: $(ls "$tmp/ref")"
+
+# A kernel with a supports(): only the shapes it accepts run, and they pass.
+run 0 -- "$kvfuzz" fuzz --kernel python:tests/python/declared_kernels.py:small_head_dims --time 10 --findings "$tmp/small"
+grep -q "findings: 0 new" "$tmp/out" || fail "small_head_dims' campaign: $(tail -8 "$tmp/out")"
+grep -q "x head_dim [0-9]* is" "$tmp/out" || fail "small_head_dims declined no shape: $(tail -12 "$tmp/out")"
 
 # ---- broken kernels: FUNCTION CLASS WORDS ------------------------------------------------------
 while read -r fn class words; do

@@ -3,8 +3,10 @@
  * dies takes the process running the kernel with it, by the same signal or exit status; an
  * output left unwritten, a write past the output and an input changed in place reach the
  * host's buffers, where the buffer host's checks see them; every load failure is one sentence.
- * The kernels run on kvfuzz's CPU buffer host (kernel_host.h). Skips, with the reason, where
- * python3 has no torch. */
+ * The kernels run on kvfuzz's CPU buffer host (kernel_host.h). Tests that run a kernel skip, with
+ * the reason, where no python3 imports torch. Those that only load kernels and ask their
+ * supports() (the default interpreter's choice, kvfuzz_precision, kvfuzz_supports) run anywhere
+ * python3 does, with tests/python/stub_torch standing in for torch. */
 #include <dirent.h>
 #include <signal.h>
 #include <stdint.h>
@@ -25,12 +27,21 @@ static const char *source_dir(void) {
     return s ? s : ".";
 }
 
+/* The interpreter kernels run under (KVF_PYTHON, else kvfuzz's choice), into py[n]; 0 when
+ * there is none. */
+static int kernel_python(char *py, size_t n) {
+    char *chosen = NULL;
+    if (kvf__python_choose(&chosen, NULL, NULL)) return 0;
+    snprintf(py, n, "%s", chosen);
+    free(chosen);
+    return 1;
+}
+
 /* The interpreter the kernel would use, asked whether it has torch. */
 static int torch_missing(void) {
-    const char *py = getenv("KVF_PYTHON");
-    if (!py || !*py) py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s -c 'import torch' >/dev/null 2>&1", py);
+    char py[1024], cmd[1200];
+    if (!kernel_python(py, sizeof py)) return 1;
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import torch' >/dev/null 2>&1", py);
     return system(cmd) != 0;
 }
 
@@ -222,11 +233,10 @@ static void test_large_pool_sends_referenced_pages(void) {
 /* The Triton example, where torch sees a GPU (KVF_PYTHON_DEVICE left at its default). */
 static void test_triton_on_gpu(void) {
     NEED_TORCH();
-    const char *py = getenv("KVF_PYTHON");
-    if (!py || !*py) py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
-    char cmd[512];
+    char py[1024], cmd[1400];
+    kernel_python(py, sizeof py);
     snprintf(cmd, sizeof cmd,
-             "%s -c 'import sys, torch, triton; sys.exit(0 if torch.cuda.is_available() else 1)' "
+             "'%s' -c 'import sys, torch, triton; sys.exit(0 if torch.cuda.is_available() else 1)' "
              ">/dev/null 2>&1",
              py);
     if (system(cmd) != 0) CHECK_SKIP("python3 has no triton or torch sees no GPU");
@@ -368,6 +378,324 @@ static void test_load_errors(void) {
     unsetenv("KVF_PYTHON");
     unlink(wrapper);
     rmdir(dir);
+}
+
+/* ---- without torch: the interpreter's choice, declared precision, supports() --------------- */
+
+/* python3 on the PATH, else /usr/bin/python3, into py[n]: the interpreter the stand-in runs
+ * under. 0 when there is none. */
+static int some_python(char *py, size_t n) {
+    const char *path = getenv("PATH");
+    for (const char *p = path ? path : ""; *p;) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len && (size_t)snprintf(py, n, "%.*s/python3", (int)len, p) < n &&
+            access(py, X_OK) == 0)
+            return 1;
+        p += len + (end ? 1 : 0);
+    }
+    snprintf(py, n, "/usr/bin/python3");
+    return access(py, X_OK) == 0;
+}
+
+#define NEED_PYTHON(py)                                                                            \
+    do {                                                                                           \
+        if (!some_python(py, sizeof py)) CHECK_SKIP("no python3 on the PATH or in /usr/bin");      \
+    } while (0)
+
+/* Environment variables saved to be put back. */
+typedef struct saved_env {
+    char *value[4];
+} saved_env;
+
+static const char *const saved_names[4] = {"PATH", "KVF_PYTHON", "PYTHONPATH",
+                                           "PYTHONDONTWRITEBYTECODE"};
+
+static void env_save(saved_env *e) {
+    for (int i = 0; i < 4; i++) {
+        const char *v = getenv(saved_names[i]);
+        e->value[i] = v ? strdup(v) : NULL;
+    }
+}
+
+static void env_restore(saved_env *e) {
+    for (int i = 0; i < 4; i++) {
+        if (e->value[i])
+            setenv(saved_names[i], e->value[i], 1);
+        else
+            unsetenv(saved_names[i]);
+        free(e->value[i]);
+    }
+}
+
+/* Kernels load under py with tests/python/stub_torch in place of torch (no bytecode written into
+ * the source tree). */
+static void use_stub_torch(saved_env *e, const char *py) {
+    char stub[1024];
+    env_save(e);
+    snprintf(stub, sizeof stub, "%s/tests/python/stub_torch", source_dir());
+    setenv("KVF_PYTHON", py, 1);
+    setenv("PYTHONPATH", stub, 1);
+    setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
+}
+
+static void write_script(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+    chmod(path, 0755);
+}
+
+/* Without KVF_PYTHON the first of the PATH's python3 and /usr/bin/python3 that imports torch
+ * runs the kernels; with none that does, the PATH's all the same; KVF_PYTHON always wins. The
+ * PATH's python3 here is a wrapper: one that finds the stand-in torch, one that finds none. */
+static void test_interpreter_choice(void) {
+    char py[1024];
+    NEED_PYTHON(py);
+    saved_env env;
+    env_save(&env);
+    unsetenv("KVF_PYTHON");
+    unsetenv("PYTHONPATH");
+    setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
+    char with[] = "/tmp/kvfuzz-test-with-torch-XXXXXX",
+         without[] = "/tmp/kvfuzz-test-no-torch-XXXXXX";
+    CHECK(mkdtemp(with) && mkdtemp(without));
+    char text[4096], path[4200], want[1100], spec[1024];
+    snprintf(text, sizeof text,
+             "#!/bin/sh\nPYTHONPATH='%s/tests/python/stub_torch' exec '%s' \"$@\"\n", source_dir(),
+             py);
+    snprintf(want, sizeof want, "%s/python3", with);
+    write_script(want, text);
+    snprintf(text, sizeof text, "#!/bin/sh\nexec '%s' -S -E \"$@\"\n", py);
+    snprintf(path, sizeof path, "%s/python3", without);
+    write_script(path, text);
+
+    char *chosen = NULL;
+    int torch = -2;
+    kvf_error err = {0};
+    snprintf(text, sizeof text, "%s:%s", with, env.value[0] ? env.value[0] : "");
+    setenv("PATH", text, 1);
+    CHECK_OK(kvf__python_choose(&chosen, &torch, &err), &err);
+    CHECK(chosen && strcmp(chosen, want) == 0);
+    CHECK_INT_EQ(torch, 1);
+    free(chosen);
+    /* The kernel loads under it: the stand-in's version is in its description. */
+    spec_for(spec, sizeof spec, "tests/python/declared_kernels.py", "precise");
+    kvf_kernel *k = make(spec);
+    if (k) CHECK_STR_CONTAINS(k->description, "with torch 0+kvfuzz.stub");
+    kvf__python_kernel_free(k);
+
+    /* No torch on the PATH's: /usr/bin/python3 where it has torch, else the PATH's anyway. */
+    snprintf(text, sizeof text, "%s:%s", without, env.value[0] ? env.value[0] : "");
+    setenv("PATH", text, 1);
+    int usr_torch = access("/usr/bin/python3", X_OK) == 0 &&
+                    system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
+    CHECK_OK(kvf__python_choose(&chosen, &torch, &err), &err);
+    CHECK(chosen && strcmp(chosen, usr_torch ? "/usr/bin/python3" : path) == 0);
+    CHECK_INT_EQ(torch, usr_torch);
+    free(chosen);
+    if (!usr_torch) {
+        spec_for(spec, sizeof spec, "examples/python/torch_decode.py", "decode");
+        expect_make_error(spec, KVF_ENOTFOUND, "cannot import torch");
+        expect_make_error(spec, KVF_ENOTFOUND, "no python3 kvfuzz tried");
+    }
+
+    /* KVF_PYTHON is taken as it is, unprobed. */
+    setenv("KVF_PYTHON", path, 1);
+    CHECK_OK(kvf__python_choose(&chosen, &torch, &err), &err);
+    CHECK(chosen && strcmp(chosen, path) == 0);
+    CHECK_INT_EQ(torch, -1);
+    free(chosen);
+    setenv("KVF_PYTHON", "/nonexistent/python3", 1);
+    CHECK_INT_EQ(kvf__python_choose(&chosen, &torch, &err), KVF_ENOTFOUND);
+    CHECK_STR_CONTAINS(err.msg, "KVF_PYTHON names /nonexistent/python3");
+
+    env_restore(&env);
+    unlink(want);
+    unlink(path);
+    rmdir(with);
+    rmdir(without);
+}
+
+static void write_solution(const char *path, const char *language, const char *entry,
+                           const char *source_path, const char *definition);
+
+/* fn.kvfuzz_precision reaches kvf_kernel.precision (NULL when absent); a malformed one is a load
+ * error of one sentence; a solution's function is not asked. */
+static void test_precision_attribute(void) {
+    char py[1024], spec[1024];
+    NEED_PYTHON(py);
+    saved_env env;
+    use_stub_torch(&env, py);
+    spec_for(spec, sizeof spec, "tests/python/declared_kernels.py", "precise");
+    kvf_kernel *k = make(spec);
+    CHECK(k && k->precision && strcmp(k->precision, "bf16-partials+ftz") == 0);
+    kvf__python_kernel_free(k);
+    spec_for(spec, sizeof spec, "examples/python/torch_decode.py", "decode");
+    k = make(spec);
+    CHECK(k && k->precision && strcmp(k->precision, "f32") == 0);
+    kvf__python_kernel_free(k);
+    spec_for(spec, sizeof spec, "tests/python/bad_kernels.py", "raises");
+    k = make(spec);
+    CHECK(k && k->precision == NULL);
+    kvf__python_kernel_free(k);
+
+    static const char *const bad[][2] = {
+        {"precision_not_a_string", "kvfuzz_precision is 16 of type int, not a string"},
+        {"precision_too_long", "kvfuzz_precision is 66 characters long, more than the 63"},
+        {"precision_bad_character", "kvfuzz_precision 'BF16_P' has the character 'B'"},
+        {"precision_empty", "kvfuzz_precision is empty"},
+        {"supports_not_callable", "kvfuzz_supports is 3 of type int, not a function"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        spec_for(spec, sizeof spec, "tests/python/declared_kernels.py", bad[i][0]);
+        expect_make_error(spec, KVF_EINVAL, bad[i][1]);
+    }
+
+    /* A solution whose source is torch_decode.py, which declares f32: not read. */
+    char dir[] = "/tmp/kvfuzz-test-precision-XXXXXX", path[256];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/solution.json", dir);
+    write_solution(path, "python", "main.py::decode", "main.py",
+                   "gqa_paged_decode_h20_kv4_d128_ps64");
+    k = make(path);
+    CHECK(k && k->precision == NULL);
+    kvf__python_kernel_free(k);
+    unlink(path);
+    rmdir(dir);
+    env_restore(&env);
+}
+
+static kvf_plugin_shape seed_shape(void) {
+    kvf_plugin_shape sh = {.struct_size = sizeof sh};
+    sh.num_qo_heads = 20, sh.num_kv_heads = 4, sh.head_dim = 128, sh.page_size = 64;
+    sh.batch_size = 3, sh.num_pages = 60, sh.num_entries = 51, sh.total_tokens = 3202;
+    sh.max_seq_len = 2000, sh.sm_scale = 0.125f;
+    return sh;
+}
+
+/* fn.kvfuzz_supports: a declined shape is unsupported with the function's reason, in the
+ * process that made the kernel (its probe), in a process running it (its worker) and in any
+ * other (a probe for the question); the function gets the whole shape. */
+static void test_supports_declines_shapes(void) {
+    char py[1024], spec[1024], why[256];
+    NEED_PYTHON(py);
+    saved_env env;
+    use_stub_torch(&env, py);
+    spec_for(spec, sizeof spec, "tests/python/declared_kernels.py", "small_head_dims");
+    kvf_kernel *k = make(spec);
+    if (k) {
+        CHECK(k->precision == NULL);
+        kvf_plugin_shape sh = seed_shape();
+        CHECK_INT_EQ(k->desc->supports(k->desc, &sh, why, sizeof why), 1);
+        sh.head_dim = 100;
+        CHECK_INT_EQ(k->desc->supports(k->desc, &sh, why, sizeof why), 0);
+        CHECK_STR_CONTAINS(why, "head_dim 100 is not a multiple of 8");
+        sh.head_dim = 192;
+        CHECK_INT_EQ(kvf_kernel_supports(k, &sh, why, sizeof why), 0);
+        CHECK_STR_CONTAINS(why, "head_dim 192 is over 128");
+    }
+    kvf__python_kernel_free(k);
+
+    spec_for(spec, sizeof spec, "tests/python/declared_kernels.py", "declines_with_shape");
+    k = make(spec);
+    if (k) {
+        kvf_plugin_shape sh = seed_shape();
+        CHECK_INT_EQ(k->desc->supports(k->desc, &sh, why, sizeof why), 0);
+        static const char *const fields[] = {
+            "batch_size=3",   "device=cpu",     "head_dim=128",     "max_seq_len=2000",
+            "num_entries=51", "num_kv_heads=4", "num_pages=60",     "num_qo_heads=20",
+            "page_size=64",   "sm_scale=0.125", "total_tokens=3202"};
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+            CHECK_STR_CONTAINS(why, fields[i]);
+    }
+    kvf__python_kernel_free(k);
+
+    spec_for(spec, sizeof spec, "tests/python/declared_kernels.py", "declines_all");
+    k = make(spec);
+    kvf_host *h = k ? create(k) : NULL;
+    kvf_case c;
+    if (h && seed_case(&c) == 0) {
+        host_run r;
+        run_case(h, &c, &r);
+        CHECK_INT_EQ(r.rc, KVF_EUNSUPPORTED);
+        CHECK_STR_CONTAINS(r.err.msg, "this kernel declines every shape");
+        host_run_free(&r);
+        /* A forked process: asked with no worker there (a probe for the question), then with
+         * the worker it starts (which answers). Its exit status has a bit for each miss. */
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            int miss = 0;
+            kvf_plugin_shape sh = seed_shape();
+            char w[256] = "";
+            if (k->desc->supports(k->desc, &sh, w, sizeof w) != 0 ||
+                !strstr(w, "declines every shape"))
+                miss |= 1;
+            kvf_host *h2 = NULL;
+            if (kvf_host_create(k->desc, &h2, NULL) != 0) _exit(90);
+            host_run r2;
+            run_case(h2, &c, &r2);
+            if (r2.rc != KVF_EUNSUPPORTED || !strstr(r2.err.msg, "declines every shape")) miss |= 2;
+            kvf_host_destroy(h2);
+            _exit(miss);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        CHECK(WIFEXITED(status));
+        if (WIFEXITED(status)) CHECK_INT_EQ(WEXITSTATUS(status), 0);
+        kvf_case_free(&c);
+    }
+    kvf_host_destroy(h);
+    kvf__python_kernel_free(k);
+    env_restore(&env);
+}
+
+/* An exception in supports() accepts the shape, and the launch reports it: a kernel error with
+ * the exception's line, launch after launch. */
+static void test_supports_exception_is_kernel_error(void) {
+    char py[1024], spec[1024], why[256] = "";
+    NEED_PYTHON(py);
+    saved_env env;
+    use_stub_torch(&env, py);
+    spec_for(spec, sizeof spec, "tests/python/declared_kernels.py", "supports_raises");
+    kvf_kernel *k = make(spec);
+    kvf_host *h = k ? create(k) : NULL;
+    kvf_case c;
+    if (h && seed_case(&c) == 0) {
+        kvf_plugin_shape sh = seed_shape();
+        CHECK_INT_EQ(k->desc->supports(k->desc, &sh, why, sizeof why), 1);
+        for (int i = 0; i < 2; i++) {
+            host_run r;
+            run_case(h, &c, &r);
+            CHECK_INT_EQ(r.rc, KVF_EKERNEL);
+            CHECK_STR_CONTAINS(r.err.msg, "declared_kernels.supports_raises.kvfuzz_supports raised "
+                                          "ValueError: planted failure in supports");
+            host_run_free(&r);
+        }
+        kvf_case_free(&c);
+    }
+    kvf_host_destroy(h);
+    kvf__python_kernel_free(k);
+    env_restore(&env);
+}
+
+/* With torch: a kernel with a supports() runs the shapes it accepts and passes strict. */
+static void test_supports_accepted_shapes_run(void) {
+    NEED_TORCH();
+    char spec[1024];
+    spec_for(spec, sizeof spec, "tests/python/declared_kernels.py", "small_head_dims");
+    kvf_kernel *k = make(spec);
+    kvf_host *h = k ? create(k) : NULL;
+    kvf_case c;
+    if (h && seed_case(&c) == 0) {
+        CHECK(judge_one(k, h, &c, "01-mixed-lengths through small_head_dims"));
+        kvf_case_free(&c);
+    }
+    kvf_host_destroy(h);
+    kvf__python_kernel_free(k);
 }
 
 /* ---- FlashInfer-Bench solutions ------------------------------------------------------------ */
@@ -608,6 +936,11 @@ out:
 
 static const check_test tests[] = {
     {"load_errors", test_load_errors},
+    {"interpreter_choice", test_interpreter_choice},
+    {"precision_attribute", test_precision_attribute},
+    {"supports_declines_shapes", test_supports_declines_shapes},
+    {"supports_exception_is_kernel_error", test_supports_exception_is_kernel_error},
+    {"supports_accepted_shapes_run", test_supports_accepted_shapes_run},
     {"solution_json", test_solution_json},
     {"solution_definitions", test_solution_definitions},
     {"torch_reference_passes", test_torch_reference_passes},

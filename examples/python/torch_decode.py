@@ -10,7 +10,8 @@ Sequence b owns pages kv_indices[kv_indptr[b]:kv_indptr[b+1]]; with n pages it h
 Numerics are FlashInfer-Bench's reference: fp32 logits times sm_scale, softmax with the maximum
 subtracted, the weights normalised before P.V, one rounding to bf16 at the end, lse in base 2.
 An empty sequence gives output 0 and lse -inf. Only tokens inside a sequence are read: the
-slots past its last token hold NaN in kvfuzz's pools. Runs on the CPU or a GPU."""
+slots past its last token hold NaN in kvfuzz's pools. Runs on the CPU or a GPU. Every step is in
+f32 with one rounding at the end: it declares the precision model f32."""
 
 import math
 
@@ -43,3 +44,6 @@ def decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scal
         o = torch.einsum("hgn,nhd->hgd", e / z, v)
         output[b] = o.reshape(hq, dim).to(torch.bfloat16)
         lse[b] = ((m + torch.log(z)) * LOG2E).reshape(hq)
+
+
+decode.kvfuzz_precision = "f32"

@@ -6,9 +6,13 @@ destination-passing style.
 Same contract as torch_decode.py. One program per (sequence, query head) walks the sequence in
 blocks of BLOCK_N tokens with an online softmax in fp32 (running maximum, rescaled sum and
 accumulator), masks the slots past the last token so their NaN poison is never loaded, and
-rounds to bf16 once at the end. An empty sequence gives output 0 and lse -inf."""
+rounds to bf16 once at the end: it declares the precision model f32. An empty sequence gives
+output 0 and lse -inf. Its kvfuzz_supports declines every shape where kvfuzz puts the tensors on
+the CPU (no GPU, or KVF_PYTHON_DEVICE=cpu), so a CPU-only machine finds no shape to run rather
+than an error per case."""
 
 import math
+import os
 
 import torch
 import triton
@@ -72,3 +76,15 @@ def decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scal
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         output.stride(0), output.stride(1), lse.stride(0),
         GROUP=hq // hk, PAGE=page, D=dim, BLOCK_D=block_d, BLOCK_N=block_n, LOG2E_C=LOG2E)
+
+
+def _supports(shape):
+    if shape.get("device", "cuda" if torch.cuda.is_available() else "cpu") == "cuda":
+        return True
+    where = ("KVF_PYTHON_DEVICE=cpu" if os.environ.get("KVF_PYTHON_DEVICE") == "cpu"
+             else "torch sees no CUDA device")
+    return False, "triton_decode runs on a GPU only, and the tensors are on the CPU (%s)" % where
+
+
+decode.kvfuzz_precision = "f32"
+decode.kvfuzz_supports = _supports

@@ -1,19 +1,37 @@
 """kvfuzz's Python kernel worker: runs one Python decode-attention function for kvfuzz.
 
-kvfuzz (kernels/python/python_kernel.c) starts this script in one of two modes:
+kvfuzz (kernels/python/python_kernel.c) starts this script in one of three modes:
 
   kvfuzz_worker.py check PYTHON TARGET... imports torch and the target, checks the function's
-                                          signature, prints one line and exits: 0 and a
-                                          description when usable, 3 and one sentence when
+                                          signature and its kvfuzz_* attributes, prints one line
+                                          and exits: 0 and "KVFUZZ-OK<TAB>precision<TAB>supports
+                                          <TAB>description" when usable, 3 and one sentence when
                                           something is missing, 4 when something is wrong.
   kvfuzz_worker.py serve PYTHON SOCK MEMFD TARGET...
                                           the persistent worker: loads the target, answers
-                                          "ready", then serves one request per launch.
+                                          "ready", then serves one request per launch (and the
+                                          supports questions of the process that started it).
+  kvfuzz_worker.py probe PYTHON SOCK TARGET...
+                                          serve without shared memory: answers the function's
+                                          supports questions only (kvfuzz asks them of every
+                                          generated shape, away from the process running it).
 
 PYTHON is the interpreter as kvfuzz names it (for messages). TARGET is `module NAME FUNCTION` (NAME a dotted module importable from the working directory or
 PYTHONPATH, or a path to a .py file) or `solution DIR ENTRY_FILE FUNCTION NARGS` (the sources of a
 FlashInfer-Bench solution written into DIR; NARGS 8 for a definition without kv_last_page_len,
 whose function is called without it).
+
+A module target's function may carry two attributes (docs/python-kernels.md):
+
+  fn.kvfuzz_precision = "bf16-p"   the precision model it implements (absent: f32); at most 63
+                                   characters of a-z, 0-9, '+' and '-', parsed by kvfuzz
+  fn.kvfuzz_supports = callable    called with the shape (a dict: SHAPE_KEYS, and "device",
+                                   "cuda" or "cpu") before kvfuzz spends a case on it: True
+                                   accepts; False, None, a string (the reason) or
+                                   (False, "reason") declines, which is not a finding; an
+                                   exception is the kernel's error
+
+A FlashInfer-Bench solution's function has neither: its definition fixes its shapes.
 
 The protocol (all little-endian). Requests arrive on the socket SOCK; the tensors live in the
 shared memory MEMFD, which kvfuzz lays out, grows and fills: q, the K/V page pool, the index
@@ -24,8 +42,11 @@ changed), calls
 
   fn(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, output, lse)
 
-in FlashInfer-Bench's destination-passing style, and replies with a status and one line. It
-never writes to stdout: kvfuzz points stdout at stderr anyway, since kernels may print. """
+in FlashInfer-Bench's destination-passing style, and replies with a status and one line. A
+supports question (magic KVFS) carries a shape and gets status 0 with "1" (accepted) or "0" and
+the reason, or status 1 and the exception's line. A launch asks supports() first too, so that
+its exception becomes the launch's error whichever process asked before. It never writes to
+stdout: kvfuzz points stdout at stderr anyway, since kernels may print. """
 
 import importlib
 import importlib.util
@@ -37,12 +58,20 @@ import struct
 import sys
 import traceback
 
-REQUEST = struct.Struct("<4sIQiiiiiqqfi8Q")
+# A launch: flags, arena size, Hq, Hk, D, S, B, pages sent, entries, sm_scale, guard bytes, the
+# eight offsets, then the shape's num_pages, total_tokens and max_seq_len.
+REQUEST = struct.Struct("<4sIQiiiiiqqfi8Qqqq")
 REQUEST_MAGIC = b"KVFQ"
+# A supports question: Hq, Hk, D, S, B, num_pages, num_entries, total_tokens, max_seq_len,
+# sm_scale.
+SUPPORTS = struct.Struct("<4siiiiiqqqqf")
+SUPPORTS_MAGIC = b"KVFS"
 REPLY = struct.Struct("<4sII")
 REPLY_MAGIC = b"KVFA"
 STATUS_OK, STATUS_EXCEPTION, STATUS_INTERNAL = 0, 1, 2
 EXIT_OK, EXIT_NOTFOUND, EXIT_INVALID = 0, 3, 4
+PRECISION_MAX = 63
+PRECISION_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789+-")
 ARGS = "q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, output, lse"
 ARGS_8 = "q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale, output, lse"
 
@@ -152,6 +181,74 @@ def load_function(target):
     return fn, "%s.%s" % (name, func), nargs
 
 
+def short(value):
+    """repr(value) for a message: ASCII, one line, at most 40 characters."""
+    text = " ".join(ascii(value).split())
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def attributes(fn, shown, kind):
+    """The function's declared precision model (None: f32) and supports callable (None: every
+    shape). Checked here, at load, so a wrong attribute is a load error and not a finding. A
+    solution's function is not asked: FlashInfer-Bench solutions carry neither."""
+    if kind != "module":
+        return None, None
+    try:
+        precision = getattr(fn, "kvfuzz_precision", None)
+        supports = getattr(fn, "kvfuzz_supports", None)
+    except Exception as e:  # an object whose __getattr__ fails
+        raise TargetError(EXIT_INVALID, "%s's attributes cannot be read: %s" % (shown, last_line(e)))
+    if precision is not None:
+        if not isinstance(precision, str):
+            raise TargetError(EXIT_INVALID, "%s.kvfuzz_precision is %s of type %s, not a string "
+                              "naming a precision model such as \"bf16-p\""
+                              % (shown, short(precision), type(precision).__name__))
+        if not precision:
+            raise TargetError(EXIT_INVALID, "%s.kvfuzz_precision is empty; leave it out to declare "
+                              "f32" % shown)
+        if len(precision) > PRECISION_MAX:
+            raise TargetError(EXIT_INVALID, "%s.kvfuzz_precision is %d characters long, more than "
+                              "the %d a precision model may have" % (shown, len(precision), PRECISION_MAX))
+        bad = [c for c in precision if c not in PRECISION_CHARS]
+        if bad:
+            raise TargetError(EXIT_INVALID, "%s.kvfuzz_precision %s has the character %s; a "
+                              "precision model is written with a-z, 0-9, '+' and '-'"
+                              % (shown, ascii(precision), ascii(bad[0])))
+    if supports is not None and not callable(supports):
+        raise TargetError(EXIT_INVALID, "%s.kvfuzz_supports is %s of type %s, not a function of "
+                          "the shape" % (shown, short(supports), type(supports).__name__))
+    return precision, supports
+
+
+SHAPE_KEYS = ("num_qo_heads", "num_kv_heads", "head_dim", "page_size", "batch_size", "num_pages",
+              "num_entries", "total_tokens", "max_seq_len", "sm_scale")
+
+
+class KernelError(Exception):
+    """The kernel's own failure, reported as its error (a kernel-error finding)."""
+
+
+def ask_supports(supports, shown, shape):
+    """(1, "") when the function's supports() accepts the shape, (0, reason) when it declines.
+    Raises KernelError with the exception's line when supports() raises."""
+    try:
+        answer = supports(dict(shape))
+    except Exception as e:  # SystemExit and KeyboardInterrupt end the worker: a crash
+        raise KernelError("%s.kvfuzz_supports raised %s" % (shown, last_line(e)))
+    why = ""
+    if isinstance(answer, tuple) and len(answer) == 2:
+        answer, why = answer
+        why = "" if why is None else str(why)
+    elif isinstance(answer, str):
+        answer, why = False, answer  # a string is a refusal that says why
+    try:
+        yes = bool(answer)
+    except Exception as e:  # an object that refuses to be a truth value
+        raise KernelError("%s.kvfuzz_supports returned %s, which is neither true nor false (%s)"
+                          % (shown, type(answer).__name__, last_line(e)))
+    return (1, "") if yes else (0, " ".join(why.split()))
+
+
 def pick_device(torch):
     want = os.environ.get("KVF_PYTHON_DEVICE", "")
     if want == "cpu":
@@ -169,11 +266,14 @@ def check(target):
     try:
         torch = import_torch()
         device = pick_device(torch)
-        _, shown, _ = load_function(target)
+        fn, shown, _ = load_function(target)
+        precision, supports = attributes(fn, shown, target[0])
     except TargetError as e:
-        print(str(e))
+        print(str(e), flush=True)
         return e.code
-    print("%s with torch %s on %s" % (shown, torch.__version__, device))
+    # One tagged line, so that whatever the module printed on import cannot pass for it.
+    print("KVFUZZ-OK\t%s\t%d\t%s with torch %s on %s"
+          % (precision or "", supports is not None, shown, torch.__version__, device), flush=True)
     return EXIT_OK
 
 
@@ -193,11 +293,14 @@ def reply(sock, status, text):
 
 
 def serve(sock_fd, mem_fd, target):
+    """Serves launches (mem_fd: the shared memory) and supports questions; mem_fd None: a probe,
+    which answers supports questions only."""
     sock = socket.socket(fileno=sock_fd)
     try:
         torch = import_torch()
         device = pick_device(torch)
         fn, shown, nargs = load_function(target)
+        _, supports = attributes(fn, shown, target[0])
     except TargetError as e:
         reply(sock, STATUS_INTERNAL, str(e))
         return 0
@@ -205,14 +308,42 @@ def serve(sock_fd, mem_fd, target):
 
     arena, arena_size = None, 0
     while True:
-        head = recv_exact(sock, REQUEST.size)
-        if head is None:
+        magic = recv_exact(sock, 4)
+        if magic is None:
             return 0  # kvfuzz closed the socket: its kernel was destroyed
-        (magic, _flags, size, hq, hk, d, s, b, p, n_entries, sm_scale, guard,
-         off_q, off_k, off_v, off_indptr, off_indices, off_last, off_o, off_lse) = REQUEST.unpack(head)
-        if magic != REQUEST_MAGIC:
+        if magic == SUPPORTS_MAGIC:
+            body = recv_exact(sock, SUPPORTS.size - 4)
+            if body is None:
+                return 0
+            shape = dict(zip(SHAPE_KEYS, SUPPORTS.unpack(magic + body)[1:]), device=device)
+            if supports is None:
+                reply(sock, STATUS_OK, "1")
+                continue
+            try:
+                yes, why = ask_supports(supports, shown, shape)
+            except KernelError as e:
+                reply(sock, STATUS_EXCEPTION, str(e))
+                continue
+            reply(sock, STATUS_OK, "%d%s" % (yes, why))
+            continue
+        body = recv_exact(sock, REQUEST.size - 4) if magic == REQUEST_MAGIC else None
+        if body is None or mem_fd is None:
             reply(sock, STATUS_INTERNAL, "the worker received a malformed request")
             return 1
+        (magic, _flags, size, hq, hk, d, s, b, p, n_entries, sm_scale, guard,
+         off_q, off_k, off_v, off_indptr, off_indices, off_last, off_o, off_lse,
+         num_pages, total_tokens, max_seq_len) = REQUEST.unpack(magic + body)
+        if supports is not None:
+            # Whoever asked before (a probe, this worker) may have met an exception and let the
+            # case through: asking again here makes it this launch's error. The answer itself
+            # was given already.
+            shape = dict(zip(SHAPE_KEYS, (hq, hk, d, s, b, num_pages, n_entries, total_tokens,
+                                          max_seq_len, sm_scale)), device=device)
+            try:
+                ask_supports(supports, shown, shape)
+            except KernelError as e:
+                reply(sock, STATUS_EXCEPTION, str(e))
+                continue
         if size != arena_size:
             # The arena grew. Tensors of the last launch may still view the old mapping, so it
             # is dropped rather than closed.
@@ -270,6 +401,9 @@ def main(argv):
     if len(argv) >= 5 and argv[1] == "serve":
         PYTHON = argv[2]
         return serve(int(argv[3]), int(argv[4]), argv[5:])
+    if len(argv) >= 4 and argv[1] == "probe":
+        PYTHON = argv[2]
+        return serve(int(argv[3]), None, argv[4:])
     sys.stderr.write("kvfuzz_worker.py is started by kvfuzz; see docs/python-kernels.md\n")
     return 2
 

@@ -11,7 +11,16 @@
  * is done to the host's buffer, so the buffer host's checks report it with their own finding
  * classes. The output copies have guard bytes of the host's size (KVF_HOST_GUARD_BYTES, the
  * buffer host's contract in kernel_host.h) on both sides; a changed guard byte is written into
- * the host's guard at the same distance from the output. */
+ * the host's guard at the same distance from the output.
+ *
+ * Why supports() goes through a Python process of its own: kvfuzz asks supports() of every
+ * shape it generates, in the process that made the kernel (generator threads, no worker
+ * there), and the buffer host asks it again before each launch, in the process running the
+ * kernel. The first asks a probe (kvfuzz_worker.py probe) started with the kernel; the second
+ * asks that process's own Python worker, which is at hand; any other process starts a probe for
+ * the question. An exception in supports() lets the case through, and the worker, which asks
+ * supports() again before each launch, turns it into the launch's error: a kernel-error
+ * finding, as a plugin's failing supports() would be. */
 #define _GNU_SOURCE /* memfd_create, close_range */
 
 #include "python_kernel.h"
@@ -20,6 +29,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,7 +51,9 @@
 
 #define REQUEST_MAGIC "KVFQ"
 #define REPLY_MAGIC "KVFA"
-#define REQUEST_SIZE 124 /* struct "<4sIQiiiiiqqfi8Q" of kvfuzz_worker.py */
+#define REQUEST_SIZE 148 /* struct "<4sIQiiiiiqqfi8Qqqq" of kvfuzz_worker.py */
+#define SUPPORTS_MAGIC "KVFS"
+#define SUPPORTS_SIZE 60 /* "<4siiiiiqqqqf" */
 #define REPLY_SIZE 12    /* "<4sII" */
 #define STATUS_OK 0
 #define STATUS_EXCEPTION 1
@@ -55,8 +67,17 @@
 #define FULL_POOL_BYTES ((size_t)256 << 20)
 #define CHECK_TIMEOUT_S 300
 #define START_TIMEOUT_S 300
+/* A supports() slower than this is taken for hung: its probe is stopped and shapes are no
+ * longer filtered before they run (a launch then meets the hang under its own deadline). */
+#define SUPPORTS_TIMEOUT_S 60
+/* How long `python3 -c "import torch"` may take when choosing the interpreter: a cold import
+ * of torch from a slow disk takes seconds, never a minute. */
+#define TORCH_PROBE_TIMEOUT_S 60
+#define CHECK_OK_TAG "KVFUZZ-OK\t" /* the check's line for a usable kernel */
 
 /* ---- the kernel and its configuration -------------------------------------------------- */
+
+typedef struct pystate pystate;
 
 typedef struct pyk {
     kvf_kernel kernel; /* first: kvf__python_kernel_free casts back */
@@ -67,9 +88,24 @@ typedef struct pyk {
                         NARGS */
     int ntarget;
     kvf__solution solution; /* zeroed for python:MODULE:FUNCTION */
+    char *precision;        /* fn.kvfuzz_precision; NULL when absent (f32) */
+    int has_supports;       /* fn.kvfuzz_supports exists */
+    /* The supports() probe of the process that made the kernel (`owner`): one Python process,
+     * one question at a time under probe_mu. A forked process never touches these (the mutex
+     * may have been held by another thread at the fork, the socket closed since). */
+    pid_t owner;
+    pthread_mutex_t probe_mu;
+    pid_t probe_pid;
+    int probe_sock;
+    int probe_dead; /* it died or hung: shapes are no longer filtered */
+    /* The state whose Python worker answers supports() in a process other than the owner (a
+     * campaign's kernel worker). Used only by the thread running that state, as the buffer
+     * host asks supports() right before each launch. */
+    pystate *live;
+    pid_t live_pid;
 } pyk;
 
-typedef struct pystate {
+struct pystate {
     const pyk *cfg;
     pid_t pid;
     int sock, memfd;
@@ -79,7 +115,7 @@ typedef struct pystate {
     size_t pages_cap;
     char device[16];
     char facts[96];
-} pystate;
+};
 
 static char *dup_str(const char *s) {
     size_t n = strlen(s) + 1;
@@ -102,7 +138,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* ---- finding the interpreter and the worker script ------------------------------------- */
+/* ---- finding programs and the worker script ------------------------------------------- */
 
 static char *search_path(const char *prog) {
     if (strchr(prog, '/')) return access(prog, X_OK) == 0 ? dup_str(prog) : NULL;
@@ -118,26 +154,6 @@ static char *search_path(const char *prog) {
         p += n + (end ? 1 : 0);
     }
     return NULL;
-}
-
-/* KVF_PYTHON, else /usr/bin/python3 (where Debian's python3-torch lives; a python3 earlier on
- * the PATH, a pyenv one say, often has no torch), else python3 on the PATH. */
-static int find_python(char **out, kvf_error *err) {
-    const char *env = getenv("KVF_PYTHON");
-    if (env && *env) {
-        *out = search_path(env);
-        if (!*out)
-            return kvf_error_set(err, KVF_ENOTFOUND,
-                                 "KVF_PYTHON names %s, which is not an executable", env);
-        return 0;
-    }
-    *out = access("/usr/bin/python3", X_OK) == 0 ? dup_str("/usr/bin/python3")
-                                                 : search_path("python3");
-    if (!*out)
-        return kvf_error_set(err, KVF_ENOTFOUND,
-                             "no python3 found (not /usr/bin/python3, not on the PATH; set "
-                             "KVF_PYTHON)");
-    return 0;
 }
 
 /* KVF_PYTHON_WORKER, else installed beside the executable (bin/../share/kvfuzz/python), else
@@ -219,7 +235,128 @@ static int reap(pid_t pid, double seconds) {
     return status;
 }
 
-/* Runs the worker's check mode: imports torch and the target in a short-lived process. */
+/* ---- choosing the interpreter ------------------------------------------------------- */
+
+/* Whether `python` imports torch: one short-lived `python -c "import torch"`, its output
+ * discarded, killed past TORCH_PROBE_TIMEOUT_S (a hung import counts as no torch). */
+static int imports_torch(const char *python) {
+    int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (devnull < 0) return 0;
+    char *argv[] = {(char *)python, "-c", "import torch", NULL};
+    fflush(NULL);
+    pid_t pid = spawn(argv, NULL, 0, devnull);
+    close(devnull);
+    if (pid < 0) return 0;
+    int status = reap(pid, TORCH_PROBE_TIMEOUT_S);
+    return status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* The default interpreter, chosen once per process (per PATH and PYTHONPATH, which decide what
+ * the candidates find): the first of python3 on the PATH and /usr/bin/python3 that imports
+ * torch. The PATH's comes first because a virtual environment or conda python3 holding torch
+ * (and Triton) is put first on the PATH on purpose, while /usr/bin/python3 has torch where
+ * Debian's python3-torch is installed. When neither imports torch the PATH's python3 (else
+ * /usr/bin/python3) is used all the same, and its check says what is missing. */
+static pthread_mutex_t kvf__choice_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *kvf__choice;         /* the interpreter chosen, NULL before the first choice */
+static char *kvf__choice_key;     /* "PATH\nPYTHONPATH" it was chosen under */
+static int kvf__choice_torch;     /* whether it imports torch */
+static int kvf__choice_announced; /* the choice was printed (once per process) */
+
+static char *choice_key(void) {
+    const char *path = getenv("PATH"), *pp = getenv("PYTHONPATH");
+    size_t n = strlen(path ? path : "") + strlen(pp ? pp : "") + 2;
+    char *key = malloc(n);
+    if (key) snprintf(key, n, "%s\n%s", path ? path : "", pp ? pp : "");
+    return key;
+}
+
+static int same_file(const char *a, const char *b) {
+    char ra[PATH_MAX], rb[PATH_MAX];
+    return realpath(a, ra) && realpath(b, rb) && strcmp(ra, rb) == 0;
+}
+
+int kvf__python_choose(char **python, int *torch, kvf_error *err) {
+    *python = NULL;
+    if (torch) *torch = -1;
+    const char *env = getenv("KVF_PYTHON");
+    if (env && *env) {
+        if (!(*python = search_path(env)))
+            return kvf_error_set(err, KVF_ENOTFOUND,
+                                 "KVF_PYTHON names %s, which is not an executable", env);
+        return 0;
+    }
+    char *key = choice_key();
+    if (!key) return kvf_error_set(err, KVF_ENOMEM, "out of memory");
+    pthread_mutex_lock(&kvf__choice_mu);
+    if (!kvf__choice || strcmp(kvf__choice_key, key) != 0) {
+        char *cands[2] = {search_path("python3"), NULL};
+        if (access("/usr/bin/python3", X_OK) == 0 &&
+            !(cands[0] && same_file(cands[0], "/usr/bin/python3")))
+            cands[1] = dup_str("/usr/bin/python3");
+        int pick = -1, has = 0;
+        for (int i = 0; i < 2 && pick < 0; i++)
+            if (cands[i] && imports_torch(cands[i])) pick = i, has = 1;
+        if (pick < 0) pick = cands[0] ? 0 : 1;
+        free(kvf__choice);
+        free(kvf__choice_key);
+        kvf__choice = cands[pick];
+        cands[pick] = NULL;
+        kvf__choice_key = key;
+        key = NULL;
+        kvf__choice_torch = has;
+        free(cands[0]);
+        free(cands[1]);
+    }
+    free(key);
+    int rc = 0;
+    if (!kvf__choice)
+        rc = kvf_error_set(err, KVF_ENOTFOUND,
+                           "no python3 found (none on the PATH, no /usr/bin/python3; set "
+                           "KVF_PYTHON)");
+    else if (!(*python = dup_str(kvf__choice)))
+        rc = kvf_error_set(err, KVF_ENOMEM, "out of memory");
+    if (torch) *torch = kvf__choice_torch;
+    pthread_mutex_unlock(&kvf__choice_mu);
+    return rc;
+}
+
+/* Prints the default interpreter's choice on stderr, the first time a kernel loads under it in
+ * this process (a load error says which interpreter failed in its own sentence). */
+static void announce_choice(const char *python, int torch) {
+    pthread_mutex_lock(&kvf__choice_mu);
+    int first = !kvf__choice_announced;
+    kvf__choice_announced = 1;
+    pthread_mutex_unlock(&kvf__choice_mu);
+    if (first)
+        fprintf(stderr, "kvfuzz: python kernels run under %s (%s)\n", python,
+                torch ? "imports torch" : "no python3 kvfuzz tried imports torch");
+}
+
+/* Reads the check's verdict for a usable kernel, "KVFUZZ-OK<TAB>precision<TAB>supports<TAB>
+ * description", from the last line that carries the tag (a module may print on import, before
+ * or, through its own exit handlers, after it). Returns 0 when there is one. */
+static int read_verdict(pyk *k, const char *out, char *line, size_t line_size) {
+    const char *hit = NULL;
+    for (const char *p = out; (p = strstr(p, CHECK_OK_TAG)); p++)
+        if (p == out || p[-1] == '\n') hit = p;
+    if (!hit) return -1;
+    const char *prec = hit + strlen(CHECK_OK_TAG), *tab1 = strchr(prec, '\t');
+    const char *tab2 = tab1 ? strchr(tab1 + 1, '\t') : NULL,
+               *end = tab2 ? strchr(tab2, '\n') : NULL;
+    if (!tab2) return -1;
+    if (!end) end = tab2 + strlen(tab2);
+    if (tab1 > prec && !(k->precision = strndup(prec, (size_t)(tab1 - prec)))) return -1;
+    k->has_supports = tab1[1] == '1';
+    size_t n = (size_t)(end - tab2 - 1);
+    if (n >= line_size) n = line_size - 1;
+    memcpy(line, tab2 + 1, n);
+    line[n] = 0;
+    return 0;
+}
+
+/* Runs the worker's check mode: imports torch and the target in a short-lived process, and
+ * learns the function's precision model and whether it has a supports(). */
 static int run_check(pyk *k, char *line, size_t line_size, kvf_error *err) {
     char *argv[10] = {k->python, k->worker, "check", k->python};
     int argc = 4;
@@ -279,7 +416,12 @@ static int run_check(pyk *k, char *line, size_t line_size, kvf_error *err) {
                              CHECK_TIMEOUT_S);
     if (status >= 0 && WIFEXITED(status)) {
         int code = WEXITSTATUS(status);
-        if (code == 0) return 0;
+        if (code == 0) {
+            if (read_verdict(k, out, line, line_size) == 0) return 0;
+            return kvf_error_set(err, KVF_EIO,
+                                 "the Python check of %s exited without its verdict line%s%s",
+                                 k->name, *line ? ": " : "", line);
+        }
         if (code == CHECK_EXIT_NOTFOUND) return kvf_error_set(err, KVF_ENOTFOUND, "%s", line);
         if (code == CHECK_EXIT_INVALID) return kvf_error_set(err, KVF_EINVAL, "%s", line);
         if (code == 127 && !*line)
@@ -296,6 +438,16 @@ static int run_check(pyk *k, char *line, size_t line_size, kvf_error *err) {
 }
 
 /* ---- the socket protocol ----------------------------------------------------------------- */
+
+static void put32(uint8_t **p, uint32_t v) {
+    memcpy(*p, &v, 4);
+    *p += 4;
+}
+
+static void put64(uint8_t **p, uint64_t v) {
+    memcpy(*p, &v, 8);
+    *p += 8;
+}
 
 static int send_all(int fd, const void *data, size_t n) {
     const uint8_t *p = data;
@@ -375,11 +527,126 @@ static void die_like_worker(pystate *st) {
     _exit(code);
 }
 
+/* ---- Python processes and supports() ------------------------------------------------------ */
+
+/* Starts kvfuzz_worker.py in `mode`: "serve" with the shared memory memfd, or "probe" (memfd
+ * < 0), which answers supports() only. Waits for its ready line (into ready). Returns 0 with
+ * *pid and *sock set, or -1 with one sentence in msg and nothing left running. */
+static int start_python(const pyk *k, const char *mode, int memfd, pid_t *pid, int *sock,
+                        char *ready, size_t ready_size, char *msg, size_t msg_size) {
+    *pid = 0;
+    *sock = -1;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        snprintf(msg, msg_size, "cannot create the Python worker's socket: %s", strerror(errno));
+        return -1;
+    }
+    char *argv[12] = {k->python, k->worker, (char *)mode, k->python, "3"};
+    int argc = 5;
+    if (memfd >= 0) argv[argc++] = "4";
+    for (int i = 0; i < k->ntarget; i++)
+        argv[argc++] = k->target[i];
+    argv[argc] = NULL;
+    const int keep[2] = {sv[1], memfd};
+    fflush(NULL);
+    pid_t p = spawn(argv, keep, memfd >= 0 ? 2 : 1, -1);
+    close(sv[1]);
+    if (p < 0) {
+        close(sv[0]);
+        snprintf(msg, msg_size, "cannot start the Python worker: %s", strerror(errno));
+        return -1;
+    }
+    reply r;
+    int rc = recv_reply(sv[0], &r, now_s() + START_TIMEOUT_S);
+    if (rc == 0 && r.status == STATUS_OK) {
+        *pid = p;
+        *sock = sv[0];
+        snprintf(ready, ready_size, "%s", r.text);
+        return 0;
+    }
+    close(sv[0]); /* a worker still loading reads end of stream later and exits */
+    int status = reap(p, rc == -2 ? 0 : 2.0);
+    if (rc == 0)
+        snprintf(msg, msg_size, "%s", r.text);
+    else if (rc == -2)
+        snprintf(msg, msg_size, "the Python worker did not start within %d s", START_TIMEOUT_S);
+    else
+        snprintf(msg, msg_size, "the Python worker ended while starting (%s %d)",
+                 status >= 0 && WIFSIGNALED(status) ? "signal" : "exit status",
+                 status < 0            ? -1
+                 : WIFSIGNALED(status) ? WTERMSIG(status)
+                                       : WEXITSTATUS(status));
+    return -1;
+}
+
+/* Ends a worker or probe: at end of stream it exits; reaped, killed past 2 s. */
+static void stop_python(pid_t pid, int sock) {
+    if (sock >= 0) close(sock);
+    if (pid > 0) reap(pid, 2.0);
+}
+
+/* Asks a worker's or probe's supports() about a shape: 0 with its reply in r, -1 when the
+ * process is gone, -2 past the deadline (< 0: none). */
+static int ask_python(int sock, const kvf_plugin_shape *sh, double deadline, reply *r) {
+    uint8_t req[SUPPORTS_SIZE], *p = req;
+    memcpy(p, SUPPORTS_MAGIC, 4), p += 4;
+    put32(&p, (uint32_t)sh->num_qo_heads), put32(&p, (uint32_t)sh->num_kv_heads);
+    put32(&p, (uint32_t)sh->head_dim), put32(&p, (uint32_t)sh->page_size);
+    put32(&p, (uint32_t)sh->batch_size);
+    put64(&p, (uint64_t)sh->num_pages), put64(&p, (uint64_t)sh->num_entries);
+    put64(&p, (uint64_t)sh->total_tokens), put64(&p, (uint64_t)sh->max_seq_len);
+    memcpy(p, &sh->sm_scale, 4);
+    if (send_all(sock, req, sizeof req)) return -1;
+    return recv_reply(sock, r, deadline);
+}
+
+/* The answer in a supports reply: 1 accepted, 0 declined (the reason into why). An exception
+ * accepts: the launch asks again and reports it as the kernel's error. */
+static int supports_answer(const reply *r, char *why, size_t why_size) {
+    if (r->status != STATUS_OK || r->text[0] != '0') return 1;
+    if (why && why_size)
+        snprintf(why, why_size, "%s", r->text[1] ? r->text + 1 : "kvfuzz_supports returned false");
+    return 0;
+}
+
+/* supports() in the process that made the kernel: its probe, one question at a time. */
+static int owner_supports(pyk *k, const kvf_plugin_shape *sh, char *why, size_t why_size) {
+    int yes = 1;
+    pthread_mutex_lock(&k->probe_mu);
+    if (!k->probe_dead && k->probe_sock >= 0) {
+        reply r;
+        int rc = ask_python(k->probe_sock, sh, now_s() + SUPPORTS_TIMEOUT_S, &r);
+        if (rc == 0) {
+            yes = supports_answer(&r, why, why_size);
+        } else {
+            /* Generation goes on unfiltered; a launch meets the same hang or crash in the
+             * kernel's worker, where it is a finding. */
+            if (rc == -2) kill(k->probe_pid, SIGKILL);
+            stop_python(k->probe_pid, k->probe_sock);
+            k->probe_pid = 0;
+            k->probe_sock = -1;
+            k->probe_dead = 1;
+            if (rc == -2)
+                fprintf(stderr,
+                        "kvfuzz: the kvfuzz_supports of %s did not answer within %d s; shapes "
+                        "are no longer filtered before they run\n",
+                        k->name, SUPPORTS_TIMEOUT_S);
+            else
+                fprintf(stderr,
+                        "kvfuzz: the Python process answering the kvfuzz_supports of %s ended; "
+                        "shapes are no longer filtered before they run\n",
+                        k->name);
+        }
+    }
+    pthread_mutex_unlock(&k->probe_mu);
+    return yes;
+}
+
 /* ---- the descriptor ---------------------------------------------------------------------- */
 
 static int py_supports(const kvf_plugin_kernel *self, const kvf_plugin_shape *shape, char *why,
                        size_t why_size) {
-    const pyk *k = self->user;
+    pyk *k = self->user; /* the probe and the live state are per-process bookkeeping */
     const kvf__solution *s = &k->solution;
     const char *what = NULL;
     int32_t have = 0, want = 0;
@@ -391,18 +658,39 @@ static int py_supports(const kvf_plugin_kernel *self, const kvf_plugin_shape *sh
         what = "head dim", have = shape->head_dim, want = s->head_dim;
     else if (s->page_size && shape->page_size != s->page_size)
         what = "page size", have = shape->page_size, want = s->page_size;
-    if (!what) return 1;
-    if (why && why_size)
-        snprintf(why, why_size, "definition %s fixes %s at %d, not %d", s->definition, what, want,
-                 have);
-    return 0;
+    if (what) {
+        if (why && why_size)
+            snprintf(why, why_size, "definition %s fixes %s at %d, not %d", s->definition, what,
+                     want, have);
+        return 0;
+    }
+    if (!k->has_supports) return 1;
+    const pid_t self_pid = getpid();
+    if (self_pid == k->owner) return owner_supports(k, shape, why, why_size);
+    if (k->live && k->live_pid == self_pid) {
+        /* The buffer host asks right before a launch: the worker that will run it answers. */
+        reply r;
+        if (ask_python(k->live->sock, shape, -1, &r)) die_like_worker(k->live);
+        return supports_answer(&r, why, why_size);
+    }
+    /* Another process with no worker of its own: a probe for this one question. */
+    pid_t pid;
+    int sock;
+    char ready[KVF_ERROR_MSG_MAX], msg[KVF_ERROR_MSG_MAX];
+    if (start_python(k, "probe", -1, &pid, &sock, ready, sizeof ready, msg, sizeof msg)) return 1;
+    reply r;
+    int rc = ask_python(sock, shape, now_s() + SUPPORTS_TIMEOUT_S, &r);
+    if (rc == -2) kill(pid, SIGKILL);
+    stop_python(pid, sock);
+    return rc ? 1 : supports_answer(&r, why, why_size);
 }
 
 static void py_destroy(void *state) {
     pystate *st = state;
     if (!st) return;
-    if (st->sock >= 0) close(st->sock); /* the worker reads end of stream and exits */
-    if (st->pid > 0) reap(st->pid, 2.0);
+    pyk *k = (pyk *)st->cfg;
+    if (k->live == st && k->live_pid == getpid()) k->live = NULL;
+    stop_python(st->pid, st->sock); /* the worker reads end of stream and exits */
     if (st->arena) munmap(st->arena, st->arena_size);
     if (st->memfd >= 0) close(st->memfd);
     free(st->pages);
@@ -410,57 +698,31 @@ static void py_destroy(void *state) {
 }
 
 static int py_create(const kvf_plugin_kernel *self, void **state, char *msg, size_t msg_size) {
-    const pyk *k = self->user;
+    pyk *k = self->user;
     pystate *st = calloc(1, sizeof *st);
     if (!st) return snprintf(msg, msg_size, "out of memory"), KVF_PLUGIN_NOMEM;
     st->cfg = k;
-    st->sock = st->memfd = -1;
-    int sv[2] = {-1, -1};
+    st->sock = -1;
     st->memfd = memfd_create("kvfuzz-python", MFD_CLOEXEC);
-    if (st->memfd < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-        snprintf(msg, msg_size, "cannot create the Python worker's shared memory or socket: %s",
+    if (st->memfd < 0) {
+        snprintf(msg, msg_size, "cannot create the Python worker's shared memory: %s",
                  strerror(errno));
         py_destroy(st);
         return KVF_PLUGIN_ERROR;
     }
-    st->sock = sv[0];
-    char *argv[12] = {k->python, k->worker, "serve", k->python, "3", "4"};
-    int argc = 6;
-    for (int i = 0; i < k->ntarget; i++)
-        argv[argc++] = k->target[i];
-    argv[argc] = NULL;
-    const int keep[2] = {sv[1], st->memfd};
-    fflush(NULL);
-    st->pid = spawn(argv, keep, 2, -1);
-    close(sv[1]);
-    if (st->pid < 0) {
-        st->pid = 0;
-        snprintf(msg, msg_size, "cannot start the Python worker: %s", strerror(errno));
-        py_destroy(st);
-        return KVF_PLUGIN_ERROR;
-    }
-    reply r;
-    int rc = recv_reply(st->sock, &r, now_s() + START_TIMEOUT_S);
-    if (rc || r.status != STATUS_OK) {
-        if (rc == 0)
-            snprintf(msg, msg_size, "%s", r.text);
-        else if (rc == -2)
-            snprintf(msg, msg_size, "the Python worker did not start within %d s", START_TIMEOUT_S);
-        else {
-            int status = reap(st->pid, 2.0);
-            st->pid = 0;
-            snprintf(msg, msg_size, "the Python worker ended while starting (%s %d)",
-                     status >= 0 && WIFSIGNALED(status) ? "signal" : "exit status",
-                     status < 0            ? -1
-                     : WIFSIGNALED(status) ? WTERMSIG(status)
-                                           : WEXITSTATUS(status));
-        }
+    char ready[KVF_ERROR_MSG_MAX];
+    if (start_python(k, "serve", st->memfd, &st->pid, &st->sock, ready, sizeof ready, msg,
+                     msg_size)) {
         py_destroy(st);
         return KVF_PLUGIN_ERROR;
     }
     /* The ready line ends with "on cpu" or "on cuda". */
-    const char *on = strrchr(r.text, ' ');
+    const char *on = strrchr(ready, ' ');
     snprintf(st->device, sizeof st->device, "%s", on ? on + 1 : "?");
+    if (k->has_supports && (!k->live || k->live_pid != getpid())) {
+        k->live = st;
+        k->live_pid = getpid();
+    }
     *state = st;
     return KVF_PLUGIN_OK;
 }
@@ -511,16 +773,6 @@ static int cmp_i32(const void *a, const void *b) {
 static int32_t compact_id(const pystate *st, size_t n, int32_t p) {
     const int32_t *hit = bsearch(&p, st->pages, n, sizeof *st->pages, cmp_i32);
     return hit ? (int32_t)(hit - st->pages) : -1;
-}
-
-static void put32(uint8_t **p, uint32_t v) {
-    memcpy(*p, &v, 4);
-    *p += 4;
-}
-
-static void put64(uint8_t **p, uint64_t v) {
-    memcpy(*p, &v, 8);
-    *p += 8;
 }
 
 /* Mirrors the changed bytes of one guard into the host's guard (NULL when the host's output is
@@ -619,6 +871,9 @@ static int py_run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_s
     const size_t offs[8] = {o_q, o_k, o_v, o_ip, o_ix, o_last, o_o, o_lse};
     for (int i = 0; i < 8; i++)
         put64(&p, offs[i]);
+    /* The shape as supports() saw it (the pool sent may be renumbered). */
+    put64(&p, (uint64_t)sh->num_pages), put64(&p, (uint64_t)sh->total_tokens);
+    put64(&p, (uint64_t)sh->max_seq_len);
     reply r;
     if (send_all(st->sock, req, sizeof req) || recv_reply(st->sock, &r, -1)) die_like_worker(st);
     if (r.status == STATUS_EXCEPTION || r.status == STATUS_INTERNAL) {
@@ -707,6 +962,11 @@ void kvf__python_kernel_free(kvf_kernel *kernel) {
     for (int i = 0; i < k->ntarget; i++)
         free(k->target[i]);
     kvf__solution_free(&k->solution);
+    free(k->precision);
+    /* Only the process that made the kernel owns its probe: in a forked copy the socket's
+     * number may name something else by now. */
+    if (k->owner == getpid()) stop_python(k->probe_pid, k->probe_sock);
+    pthread_mutex_destroy(&k->probe_mu);
     free(k);
 }
 
@@ -720,6 +980,9 @@ int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err) 
     *out = NULL;
     pyk *k = calloc(1, sizeof *k);
     if (!k) return kvf_error_set(err, KVF_ENOMEM, "out of memory");
+    pthread_mutex_init(&k->probe_mu, NULL);
+    k->owner = getpid();
+    k->probe_sock = -1;
     int rc = 0;
     if (strncmp(spec, "python:", 7) == 0) {
         const char *mod = spec + 7, *colon = strrchr(mod, ':');
@@ -743,9 +1006,33 @@ int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err) 
                           "kernel %s is neither python:MODULE:FUNCTION nor a solution .json", spec);
         goto fail;
     }
-    if ((rc = find_python(&k->python, err)) || (rc = find_worker(&k->worker, err))) goto fail;
+    int torch = -1; /* -1: KVF_PYTHON named the interpreter */
+    if ((rc = kvf__python_choose(&k->python, &torch, err)) || (rc = find_worker(&k->worker, err)))
+        goto fail;
     char line[KVF_ERROR_MSG_MAX];
-    if ((rc = run_check(k, line, sizeof line, err))) goto fail;
+    if ((rc = run_check(k, line, sizeof line, err))) {
+        if (torch == 0 && rc == KVF_ENOTFOUND && err && strstr(err->msg, "cannot import torch")) {
+            char said[KVF_ERROR_MSG_MAX];
+            snprintf(said, sizeof said, "%s", err->msg);
+            rc = kvf_error_set(err, rc,
+                               "%s; no python3 kvfuzz tried (the PATH's, /usr/bin/python3) "
+                               "imports torch, so set KVF_PYTHON to one that does",
+                               said);
+        }
+        goto fail;
+    }
+    /* Probed now, from the thread loading the kernel (the process's main thread, for the
+     * command line), which the probe's death signal is tied to: a generator thread that
+     * asked first could end before the campaign does. */
+    if (k->has_supports) {
+        char ready[KVF_ERROR_MSG_MAX], msg[KVF_ERROR_MSG_MAX];
+        if (start_python(k, "probe", -1, &k->probe_pid, &k->probe_sock, ready, sizeof ready, msg,
+                         sizeof msg)) {
+            rc = kvf_error_set(err, KVF_EINVAL, "the supports() process of %s did not start: %s",
+                               k->name, msg);
+            goto fail;
+        }
+    }
     char desc[2 * KVF_ERROR_MSG_MAX];
     if (k->solution.name)
         snprintf(desc, sizeof desc, "FlashInfer-Bench %s solution for %s: %s", k->solution.language,
@@ -771,6 +1058,8 @@ int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err) 
     k->kernel.desc = &k->desc;
     k->kernel.role = KVF_PLUGIN_ROLE_UNDER_TEST;
     k->kernel.release = kvf__python_kernel_free;
+    k->kernel.precision = k->precision;
+    if (torch >= 0) announce_choice(k->python, torch);
     *out = &k->kernel;
     return 0;
 nomem:

@@ -12,14 +12,20 @@
  * modified) judge the Python kernel as they judge any other. docs/python-kernels.md has the
  * whole contract.
  *
- * Environment: KVF_PYTHON (the interpreter; default /usr/bin/python3 where it exists, else
- * python3 on the PATH), KVF_PYTHON_WORKER (the worker script; default: installed beside the
- * executable in ../share/kvfuzz/python, else the source tree's), KVF_PYTHON_DEVICE (cpu or
- * cuda; default cuda when torch sees a GPU).
+ * The function may declare its precision model (fn.kvfuzz_precision, into kvf_kernel.precision)
+ * and the shapes it handles (fn.kvfuzz_supports, asked through the descriptor's supports(); see
+ * python_kernel.c for which Python process answers where).
  *
- * Ownership: kvf__python_kernel_make allocates the kernel, its descriptor, its strings and, for
- * a solution, a private temporary folder holding the solution's sources; the caller owns them
- * all and releases them with kvf__python_kernel_free (which removes the folder). The worker
+ * Environment: KVF_PYTHON (the interpreter; default: the first of python3 on the PATH and
+ * /usr/bin/python3 that imports torch, see kvf__python_choose), KVF_PYTHON_WORKER (the worker
+ * script; default: installed beside the executable in ../share/kvfuzz/python, else the source
+ * tree's), KVF_PYTHON_DEVICE (cpu or cuda; default cuda when torch sees a GPU).
+ *
+ * Ownership: kvf__python_kernel_make allocates the kernel, its descriptor, its strings (the
+ * precision model included) and, for a solution, a private temporary folder holding the
+ * solution's sources; for a function with a supports(), it starts a probe process that answers
+ * it in the calling process. The caller owns them all and releases them with
+ * kvf__python_kernel_free (which removes the folder and stops the probe). The worker
  * process belongs to the descriptor's state: started by create() in the process that runs the
  * kernel, stopped by destroy(), and killed by the kernel (PR_SET_PDEATHSIG) when that process
  * dies. */
@@ -33,12 +39,23 @@
  * working directory or PYTHONPATH, or a path ending in .py) or for the path of a
  * FlashInfer-Bench Solution JSON (language python or triton, destination-passing style).
  * Checks at once, in a short-lived python3 subprocess, that python3, torch, the module and the
- * function exist and that the function takes nine arguments. Errors, each with one sentence:
- * KVF_ENOTFOUND (no interpreter, no torch, no module, no function, no such file, no worker
- * script), KVF_EINVAL (a malformed spec or JSON, a wrong language, an entry point or source
- * file missing from the solution, a module that fails to import, a wrong signature),
+ * function exist, that the function takes nine arguments and that its kvfuzz_precision (a
+ * string of at most 63 characters of a-z, 0-9, '+', '-') and kvfuzz_supports (callable) are
+ * well formed. The first kernel loaded under the default interpreter prints, once per process,
+ * which interpreter that is on stderr. Errors, each with one sentence: KVF_ENOTFOUND (no
+ * interpreter, no torch, no module, no function, no such file, no worker script), KVF_EINVAL (a
+ * malformed spec or JSON, a wrong language, an entry point or source file missing from the
+ * solution, a module that fails to import, a wrong signature, a malformed attribute),
  * KVF_ENOMEM, KVF_EIO. */
 int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err);
+
+/* The interpreter Python kernels run under, into *python (the caller frees it): KVF_PYTHON when
+ * set (*torch = -1, not probed), else the first of python3 on the PATH and /usr/bin/python3
+ * that imports torch (*torch = 1), else python3 on the PATH, else /usr/bin/python3 (*torch =
+ * 0). Each candidate is probed by one `python3 -c "import torch"` (killed after 60 s), once per
+ * process and PATH/PYTHONPATH. Thread-safe. KVF_ENOTFOUND when KVF_PYTHON names no executable
+ * or there is no python3 at all. torch may be NULL. */
+int kvf__python_choose(char **python, int *torch, kvf_error *err);
 
 /* Releases a kernel from kvf__python_kernel_make (NULL is fine). */
 void kvf__python_kernel_free(kvf_kernel *k);
