@@ -143,9 +143,10 @@ json_t *kvf_attribution_json(const kvf_attribution *a) {
     kvf_precision_name(&a->declared, declared, sizeof declared);
     kvf_precision_name(&a->model, model, sizeof model);
     const int within = a->kind == KVF_ATTRIB_PRECISION;
-    return json_pack("{s:s, s:s, s:o, s:o, s:s}", "kind", kvf_attribution_kind_name(a->kind),
+    return json_pack("{s:s, s:s, s:o, s:o, s:o, s:s}", "kind", kvf_attribution_kind_name(a->kind),
                      "declared", declared, "within", within ? json_string(model) : json_null(),
-                     "margin", within ? kvf_json_number(a->margin) : json_null(), "text", a->text);
+                     "margin", within ? kvf_json_number(a->margin) : json_null(), "also",
+                     within && a->also[0] ? json_string(a->also) : json_null(), "text", a->text);
 }
 
 json_t *kvf_outcome_to_json(const kvf_outcome *out, const char *kernel, const kvf_spec *s,

@@ -107,7 +107,7 @@ int kvf_outcome_attribute(kvf_outcome *out, const kvf_case *c, const kvf_oracle_
 
 /* A precision attribution as the JSON object findings, replay, mutants and FlashInfer-Bench
  * exports carry (docs/precision.md, section 5): null for kind NONE, else {kind, declared,
- * within, margin, text}. The caller owns it; NULL when memory ran out. */
+ * within, margin, also, text}. The caller owns it; NULL when memory ran out. */
 json_t *kvf_attribution_json(const kvf_attribution *a);
 
 /* Compares two runs' outputs bit for bit; on a difference marks the outcome nondeterministic

@@ -23,9 +23,14 @@ typedef struct kvf_attribution {
     kvf_precision declared; /* the model the verdict was judged under */
     kvf_precision model;    /* KVF_ATTRIB_PRECISION: the tightest model that accepts it */
     double margin;          /* ... and the largest element margin under it (<= 1) */
+    /* Other models as simple as `model` (as many components) that accept it too, with their
+     * margins, "bf16-partials (margin 0.52)"; "" when none. One case cannot tell their
+     * mechanisms apart. */
+    char also[160];
     /* For people: "fails f32; within bf16-p (margin 0.41): P rounded to bf16 before P.V
-     * (denominator from the unrounded P)", or "fails f32; no precision model explains it". */
-    char text[400];
+     * (denominator from the unrounded P)", with ", equally within ..." before the colon when
+     * `also` is not empty, or "fails f32; no precision model explains it". */
+    char text[600];
 } kvf_attribution;
 
 /* Attributes a failing strict or fa verdict `v` (as kvf_judge returned it for this case and
