@@ -492,7 +492,44 @@ static void test_models(void) {
     }
 }
 
+/* Every model's allowances are finite on every in-model row with a finite exact value, however
+ * large the logits: an infinite one would pass any error (an lse off by 1.7e5 passed
+ * bf16-p-rsum on FlashInfer's -5e4 sentinel rows before the rounded sum's term was bounded by
+ * u_p). And a model's allowance is never below f32's. */
+static void test_allowances_finite(void) {
+    static const char *const presets[] = {"huge-logits", "very-negative-logits", "spike-logit",
+                                          "mixed-lengths", "subnormal-values"};
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        kvf_spec s;
+        kvf_error err = {0};
+        CHECK_OK(kvf_spec_preset(&s, presets[i], 2, &err), &err);
+        kvf_case c;
+        kvf_oracle_result r;
+        if (build(&s, &c, &r)) continue;
+        for (size_t m = 0; m < kvf_precision_ladder_count(); m++) {
+            const kvf_precision *p = kvf_precision_ladder_at(m);
+            char name[KVF_PRECISION_NAME_MAX];
+            kvf_precision_name(p, name, sizeof name);
+            for (int32_t b = 0; b < c.batch_size; b++)
+                for (int32_t h = 0; h < c.num_qo_heads; h++) {
+                    const kvf_oracle_row *row = &r.rows[(int64_t)b * c.num_qo_heads + h];
+                    if (row->length == 0 || row->overflow || row->nonfinite_input) continue;
+                    double lse = kvf_strict_bound_lse_under(p, &c, &r, b, h);
+                    double lse32 = kvf_strict_bound_lse_under(NULL, &c, &r, b, h);
+                    double o = kvf_strict_bound_o_under(p, &c, &r, b, h, 0);
+                    double o32 = kvf_strict_bound_o_under(NULL, &c, &r, b, h, 0);
+                    if (!(isfinite(lse) && isfinite(o) && lse >= lse32 && o >= o32))
+                        CHECK_FAIL_AT("%s, %s row (%d,%d): lse %g (f32 %g), o %g (f32 %g)",
+                                      presets[i], name, b, h, lse, lse32, o, o32);
+                }
+        }
+        kvf_oracle_result_free(&r);
+        kvf_case_free(&c);
+    }
+}
+
 static const check_test tests[] = {
+    {"allowances_finite", test_allowances_finite},
     {"parse_and_names", test_parse_and_names},
     {"covers_and_ladder", test_covers_and_ladder},
     {"models", test_models},

@@ -586,7 +586,9 @@ static void strict_row_init(strict_row *s, int32_t head_dim, float sm_scale,
          * above the final one, and the denominator is at least e^{-2H} in those units. */
         double tau =
             prec->p_format == KVF_P_FP16 ? (ftz ? 0x1p-14 : 0x1p-25) : (ftz ? 0x1p-126 : 0x1p-134);
-        s->p_abs = L * tau * exp(3 * s->h);
+        /* Only the rescale factors carry a weight from its own running maximum to the final
+         * one, so the logits' own errors (h_logit, huge on rows of huge logits) do not enter. */
+        s->p_abs = L * tau * exp(3 * (s->h - h_logit));
         n_acc += 4 * L;
         /* fa: the steps' final truncation toward zero (under 2u of the result) leans one way
          * whatever the data; with steps of at least 8 tokens on average (assumption F6,
@@ -629,8 +631,19 @@ static void strict_row_init(strict_row *s, int32_t head_dim, float sm_scale,
      * e^{2H} (u_p (1 - share_m) + delta_m share_m) relative, plus P's underflow. */
     s->lse_pre = LOG2E * (s->h - n_acc * log1p(-U_F32) * (1 + 0x1p-40)) + eps_log;
     if (s->p_model == 2) {
-        double rel = s->e2h * (s->u_p * (1 - s->share_m) + s->delta_m * s->share_m) + s->p_abs;
-        s->lse_pre += rel < 1 ? LOG2E * log_err(rel) : INFINITY;
+        /* A weighted mean of the weights' relative roundings is at most the largest, u_p;
+         * the near-maximum refinement (exact shares, hence e^{2H}) helps only below that. The
+         * bound stays finite: an infinite allowance would pass any lse. */
+        double rel =
+            fmin(s->u_p, s->e2h * (s->u_p * (1 - s->share_m) + s->delta_m * s->share_m)) + s->p_abs;
+        if (rel <= 0.5) {
+            s->lse_pre += LOG2E * log_err(rel);
+        } else {
+            /* Underflow bounds nothing useful: the sum may grow by at most rel, and it cannot
+             * fall below the maximum token's own weight, which never underflows (1 before its
+             * rounding, at least 1/(L + 1) of the sum, within the weights' f32 error). */
+            s->lse_pre += fmax(log2(1 + rel), log2(L + 1) + LOG2E * log_err(s->u_p));
+        }
     }
 }
 
