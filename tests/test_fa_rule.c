@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "case_oracle.h"
 #include "check.h"
 #include "fa_baseline.h"
 #include "kvfuzz/judge.h"
@@ -335,27 +336,6 @@ typedef struct tally {
 
 static tally tallies[IMPL_COUNT];
 
-static int build(kvf_spec *s, kvf_case *c, kvf_oracle_result *r) {
-    kvf_limits lim;
-    kvf_limits_default(&lim);
-    kvf_error err = {0};
-    int rc = kvf_case_build(c, s, &lim, &err);
-    kvf_spec_free(s);
-    if (rc) {
-        CHECK_FAIL_AT("case does not build: %s", err.msg);
-        return rc;
-    }
-    kvf_oracle_opts oo;
-    kvf_oracle_opts_default(&oo);
-    oo.threads = 2;
-    rc = kvf_oracle_run(r, c, &oo, &err);
-    if (rc) {
-        CHECK_FAIL_AT("oracle failed: %s", err.msg);
-        kvf_case_free(c);
-    }
-    return rc;
-}
-
 /* Runs every implementation on one case: verdicts under strict and fa (the :ftz forms for the
  * flush-to-zero one), and the pre-rounding check of every o element of every usable row. */
 static void measure_case(const kvf_case *c, const kvf_oracle_result *r, const char *what) {
@@ -448,7 +428,7 @@ static void test_legitimate_implementations(void) {
         CHECK_OK(kvf_spec_random(&s, 7000 + seed, &ro, &err), &err);
         kvf_case c;
         kvf_oracle_result r;
-        if (build(&s, &c, &r)) continue;
+        if (kvf_test_case_and_oracle(&s, &c, &r)) continue;
         char what[64];
         snprintf(what, sizeof what, "random seed %llu", (unsigned long long)(7000 + seed));
         measure_case(&c, &r, what);
@@ -463,7 +443,7 @@ static void test_legitimate_implementations(void) {
         CHECK_OK(kvf_spec_preset(&s, presets[i], 3, &err), &err);
         kvf_case c;
         kvf_oracle_result r;
-        if (build(&s, &c, &r)) continue;
+        if (kvf_test_case_and_oracle(&s, &c, &r)) continue;
         measure_case(&c, &r, presets[i]);
         kvf_oracle_result_free(&r);
         kvf_case_free(&c);
@@ -524,7 +504,7 @@ static void test_power_on_seed(void) {
     CHECK_OK(kvf_spec_preset(&s, "seed-h20kv4", 1, &err), &err);
     kvf_case c;
     kvf_oracle_result r;
-    if (build(&s, &c, &r)) return;
+    if (kvf_test_case_and_oracle(&s, &c, &r)) return;
     kvf_bf16 *o = malloc((size_t)kvf_case_o_elems(&c) * sizeof *o);
     float *lse = malloc((size_t)kvf_case_lse_elems(&c) * sizeof *lse);
     for (int i = 0; i < 4; i++) {
@@ -762,7 +742,7 @@ static void test_alike_weights(void) {
     /* The seed workload's natural logits keep their baseline. */
     kvf_spec sp;
     CHECK_OK(kvf_spec_preset(&sp, "seed-h20kv4", 1, &err), &err);
-    if (build(&sp, &c, &r) == 0) {
+    if (kvf_test_case_and_oracle(&sp, &c, &r) == 0) {
         for (int32_t h = 0; h < c.num_qo_heads; h++) {
             CHECK_INT_EQ(kvf_fa_bound_row(&c, &r, 0, h, NULL, allowed, pre), 0);
             CHECK(isfinite(pre[0]));

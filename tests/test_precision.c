@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "case_oracle.h"
 #include "check.h"
 #include "kvfuzz/attribution.h"
 #include "kvfuzz/judge.h"
@@ -331,27 +332,6 @@ typedef struct tally {
 
 static tally tallies[IMPL_COUNT];
 
-static int build(kvf_spec *s, kvf_case *c, kvf_oracle_result *r) {
-    kvf_limits lim;
-    kvf_limits_default(&lim);
-    kvf_error err = {0};
-    int rc = kvf_case_build(c, s, &lim, &err);
-    kvf_spec_free(s);
-    if (rc) {
-        CHECK_FAIL_AT("case does not build: %s", err.msg);
-        return rc;
-    }
-    kvf_oracle_opts oo;
-    kvf_oracle_opts_default(&oo);
-    oo.threads = 2;
-    rc = kvf_oracle_run(r, c, &oo, &err);
-    if (rc) {
-        CHECK_FAIL_AT("oracle failed: %s", err.msg);
-        kvf_case_free(c);
-    }
-    return rc;
-}
-
 static int verdict_fails(const kvf_verdict *v) {
     return kvf_verdict_status_of(v, 0) == KVF_VERDICT_FAIL;
 }
@@ -440,7 +420,7 @@ static void measure_case(const kvf_case *c, const kvf_oracle_result *r, const ch
 static void run_case(kvf_spec *s, const char *what) {
     kvf_case c;
     kvf_oracle_result r;
-    if (build(s, &c, &r)) return;
+    if (kvf_test_case_and_oracle(s, &c, &r)) return;
     measure_case(&c, &r, what);
     kvf_oracle_result_free(&r);
     kvf_case_free(&c);
@@ -505,7 +485,7 @@ static void test_allowances_finite(void) {
         CHECK_OK(kvf_spec_preset(&s, presets[i], 2, &err), &err);
         kvf_case c;
         kvf_oracle_result r;
-        if (build(&s, &c, &r)) continue;
+        if (kvf_test_case_and_oracle(&s, &c, &r)) continue;
         for (size_t m = 0; m < kvf_precision_ladder_count(); m++) {
             const kvf_precision *p = kvf_precision_ladder_at(m);
             char name[KVF_PRECISION_NAME_MAX];
