@@ -26,7 +26,7 @@
 
 static const char *const cmd = "export-fib";
 
-#define MAX_KERNELS 8
+#define MAX_KERNELS 32 /* each holds a worker process while the export runs */
 #define MAX_DEFS 64
 
 enum { EXPORT_KERNEL = 256, EXPORT_DEADLINE, EXPORT_JOBS, EXPORT_PRECISION };
@@ -53,16 +53,23 @@ static void export_help(void) {
         "  blob/workloads/gqa_paged/<def>/<def>_<uuid>.safetensors\n"
         "                                          every input tensor, q, k_cache and v_cache\n"
         "                                          included (FIB's random inputs are unseeded)\n"
-        "  traces/gqa_paged/<def>.jsonl            one trace per finding: its evaluation's\n"
+        "  solutions/<author>/gqa_paged/<def>/<name>.json\n"
+        "                                          the kernel's solution record: a FIB solution\n"
+        "                                          kernel's own (author and name its own), else\n"
+        "                                          kvfuzz's, which names a kvfuzz kernel FIB\n"
+        "                                          cannot run (author kvfuzz)\n"
+        "  traces/<author>/gqa_paged/<def>.jsonl   one trace per finding, naming that record:\n"
+        "                                          what FIB's evaluator would record for the run;\n"
         "                                          correctness.extra.kvfuzz holds kvfuzz's "
         "verdict\n"
         "                                          per rule, the ulp statistics and the signature\n"
         "A finding (a case with a report) goes out under its file name as the uuid; a case as\n"
-        "imported from FIB under its workload's uuid.\n"
+        "imported from FIB under its workload's uuid. A case without a page-table entry (every\n"
+        "sequence empty) is refused: FIB requires every axis, num_kv_indices too, positive.\n"
         "Each finding is run again on its kernel and judged under strict, fa and fib; the line\n"
         "printed for it puts the fib verdict beside strict's, so you know whether FIB's check\n"
         "(fail iff abs > 1e-2 and rel > 1e-2) will see the failure when it replays the dataset\n"
-        "(`flashinfer-bench run --local DIR`, with your solution under DIR/solutions/).\n"
+        "(`flashinfer-bench run --local DIR --solutions NAME` for a FIB solution kernel).\n"
         "strict and fa judge within the precision model the kernel declares, or --precision\n"
         "(a FlashInfer-Bench solution declares none); a failing one's attribution is printed\n"
         "and kept in the trace's extra.kvfuzz.attribution (docs/precision.md).\n\n");
@@ -70,11 +77,21 @@ static void export_help(void) {
     printf("\nExit status: 0 the dataset was written, 2 bad input or usage.\n");
 }
 
+/* One author's traces of one definition: traces/<author>/gqa_paged/<def>.jsonl, the layout
+ * FIB's add_traces writes and its validator reads (it skips any other). */
+typedef struct trace_file {
+    char author[KVF_ORIGIN_NAME_MAX + 1];
+    char *text; /* JSONL so far */
+    size_t len;
+} trace_file;
+
 typedef struct def_lines {
     char name[KVF_ORIGIN_NAME_MAX + 1];
     int32_t hq, hk, d, s;
-    char *workloads, *traces; /* JSONL text so far */
-    size_t wlen, tlen;
+    char *workloads; /* JSONL text so far */
+    size_t wlen;
+    trace_file traces[MAX_KERNELS]; /* one per author: at most one per kernel */
+    size_t ntraces;
 } def_lines;
 
 static int append(char **buf, size_t *len, const char *line) {
@@ -89,7 +106,7 @@ static int append(char **buf, size_t *len, const char *line) {
     return 0;
 }
 
-/* FIB writes non-finite errors as the strings "NaN" and "Infinity" (pydantic's
+/* FIB writes non-finite errors as the strings "NaN" and "Infinity" (Correctness's
  * ser_json_inf_nan="strings"). */
 static json_t *fib_number(double x) {
     if (isnan(x)) return json_string("NaN");
@@ -106,14 +123,6 @@ static json_t *metrics_json(const kvf_output_metrics *m) {
                      m->nonfinite_mismatch);
 }
 
-/* What FIB's max errors become when a NaN or an infinity is involved: |a - r| over all
- * elements is NaN when either side is NaN, else infinite. */
-static double worst_nonfinite(const kvf_output_metrics *m) {
-    for (int i = 0; i < m->worst_count; i++)
-        if (isnan(m->worst[i].kernel_value) || isnan(m->worst[i].rounded_value)) return NAN;
-    return INFINITY;
-}
-
 static const char *verdict_word(const kvf_verdict *v) {
     kvf_verdict_status st = kvf_verdict_status_of(v, 0);
     return st == KVF_VERDICT_PASS                   ? "pass"
@@ -126,7 +135,17 @@ typedef struct kernel_slot {
     kvf_runner *runner;
     char spec[512];
     kvf_rule rules[3]; /* strict and fa within the kernel's precision model, and fib */
+    json_t *solution;  /* a FIB solution kernel's own record, as its file holds it; else NULL */
 } kernel_slot;
+
+/* A solution record the traces of one kernel on one definition name (FIB resolves a trace's
+ * solution by name among solutions/<author>/<op_type>/<def>/<name>.json). */
+typedef struct solution_rec {
+    const kernel_slot *kernel;
+    const def_lines *def;
+    char author[KVF_ORIGIN_NAME_MAX + 1];
+    char name[KVF_ORIGIN_NAME_MAX + 1];
+} solution_rec;
 
 static int get_runner(kernel_slot *slots, size_t *n, const char *spec, const kvf_limits *lim,
                       double deadline, const kvf_rule *rules, const char *precision,
@@ -142,9 +161,20 @@ static int get_runner(kernel_slot *slots, size_t *n, const char *spec, const kvf
     memset(s, 0, sizeof *s);
     snprintf(s->spec, sizeof s->spec, "%s", spec);
     if (cli_one_kernel(cmd, spec, &s->kernel)) return KVF_EXIT_USAGE;
+    /* A FIB solution (FILE.json) goes into the dataset as it is, so FIB can run it there. */
+    size_t len = strlen(spec);
+    if (len > 5 && strcmp(spec + len - 5, ".json") == 0) {
+        json_t *j = json_load_file(spec, 0, NULL);
+        if (json_is_object(j) && json_is_object(json_object_get(j, "spec")) &&
+            json_is_array(json_object_get(j, "sources")))
+            s->solution = j;
+        else
+            json_decref(j);
+    }
     /* Each kernel's own copy: findings of several kernels may share one export. */
     if (cli_rules_for_kernel(cmd, s->kernel, precision, rules, 3, s->rules, NULL, NULL)) {
         kvf_kernel_free(s->kernel);
+        json_decref(s->solution);
         return KVF_EXIT_USAGE;
     }
     kvf_error err = {0};
@@ -152,6 +182,7 @@ static int get_runner(kernel_slot *slots, size_t *n, const char *spec, const kvf
     if (kvf_runner_create(&s->runner, &ro, &err) || kvf_runner_start(s->runner, &err)) {
         kvf_runner_destroy(s->runner);
         kvf_kernel_free(s->kernel);
+        json_decref(s->solution);
         return cli_usage_error(cmd, "kernel %s could not start: %s", spec, err.msg);
     }
     (*n)++;
@@ -166,14 +197,14 @@ static void sanitize(char *s) {
             *s = '-';
 }
 
+/* Writes root/<sub>/<name><ext> (sub a relative folder, created as needed). */
 static int write_text(const char *root, const char *sub, const char *name, const char *ext,
                       const char *text, size_t len, kvf_error *err) {
     char dir[PATH_MAX], path[PATH_MAX + 160];
-    snprintf(dir, sizeof dir, "%s/%s/" KVF_FIB_OP_TYPE, root, sub);
-    char top[PATH_MAX];
-    snprintf(top, sizeof top, "%s/%s", root, sub);
-    mkdir(top, 0777);
-    mkdir(dir, 0777);
+    if ((size_t)snprintf(dir, sizeof dir, "%s/%s", root, sub) >= sizeof dir)
+        return kvf_error_set(err, KVF_EIO, "the dataset path %.80s is too long", root);
+    int rc = kvf_mkdirs(dir, err);
+    if (rc) return rc;
     snprintf(path, sizeof path, "%s/%s%s", dir, name, ext);
     return kvf_write_atomic_bytes(path, text, len, err);
 }
@@ -203,6 +234,8 @@ typedef struct export_state {
     size_t nkernels;
     def_lines defs[MAX_DEFS];
     size_t ndefs;
+    solution_rec solutions[MAX_DEFS * MAX_KERNELS];
+    size_t nsolutions;
     char **uuids;
     size_t nuuids;
 } export_state;
@@ -219,6 +252,117 @@ static def_lines *def_for(export_state *st, const kvf_case *c) {
     snprintf(d->name, sizeof d->name, "%.128s", name);
     d->hq = c->num_qo_heads, d->hk = c->num_kv_heads, d->d = c->head_dim, d->s = c->page_size;
     return d;
+}
+
+/* s as a Python string literal's body: backslash and quote escaped, anything outside printable
+ * ASCII as \xNN (the name only appears in a message, so a byte is as good as a character). */
+static void python_escape(const char *s, char *out, size_t n) {
+    size_t at = 0;
+    for (; *s && at + 5 < n; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '\\' || ch == '"')
+            at += (size_t)snprintf(out + at, n - at, "\\%c", ch);
+        else if (ch < 0x20 || ch >= 0x7f)
+            at += (size_t)snprintf(out + at, n - at, "\\x%02x", ch);
+        else
+            out[at++] = (char)ch;
+    }
+    out[at] = 0;
+}
+
+/* The record kvfuzz writes for a kernel of its own (built in, or a plugin library): FIB cannot
+ * run it, so its one source says so when called, with the definition's signature in
+ * destination-passing style; it exists so that the traces name a solution FIB resolves. */
+static json_t *kvfuzz_solution(const solution_rec *r) {
+    char name[1100], source[2600], desc[1400];
+    python_escape(r->kernel->kernel->name, name, sizeof name);
+    snprintf(source, sizeof source,
+             "# kvfuzz's traces name this solution for the kernel they were recorded on, "
+             "KERNEL below.\n"
+             "# It runs inside kvfuzz only (built in, or a plugin library kvfuzz loads), so\n"
+             "# FlashInfer-Bench cannot run it: replay a finding with\n"
+             "# `kvfuzz replay --kernel KERNEL FINDING.kvfz`.\n"
+             "KERNEL = \"%s\"\n\n\n"
+             "def run(q, k_cache, v_cache, kv_indptr, kv_indices, %ssm_scale, output, lse):\n"
+             "    raise NotImplementedError(KERNEL + \" runs inside kvfuzz only; "
+             "FlashInfer-Bench cannot run it\")\n",
+             name, r->def->s == 1 ? "" : "kv_last_page_len, ");
+    snprintf(desc, sizeof desc,
+             "kvfuzz's kernel %s, which runs inside kvfuzz only: this record names the kernel "
+             "kvfuzz's traces were recorded on (calling it raises NotImplementedError).",
+             name);
+    return json_pack("{s:s, s:s, s:s, s:{s:s, s:[s], s:s, s:[], s:b}, s:[{s:s, s:s}], s:s}", "name",
+                     r->name, "definition", r->def->name, "author", r->author, "spec", "language",
+                     "python", "target_hardware",
+                     r->kernel->kernel->device == KVF_DEVICE_CUDA ? "cuda" : "cpu", "entry_point",
+                     "main.py::run", "dependencies", "destination_passing_style", 1, "sources",
+                     "path", "main.py", "content", source, "description", desc);
+}
+
+/* A FIB solution kernel's own record, named and placed as this export holds it (its
+ * definition is the one the export writes for the shape). */
+static json_t *fib_solution(const solution_rec *r) {
+    json_t *j = json_deep_copy(r->kernel->solution);
+    if (j && (json_object_set_new(j, "name", json_string(r->name)) ||
+              json_object_set_new(j, "definition", json_string(r->def->name)) ||
+              json_object_set_new(j, "author", json_string(r->author)))) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* The record for kernel ks's traces on definition dl, made on first use. Its name is unique in
+ * the export (FIB's TraceSet refuses two solutions of one name): a FIB solution keeps its own
+ * when it can, a kvfuzz kernel gets kvfuzz-<kernel>-<shape>. */
+static const solution_rec *solution_for(export_state *st, const kernel_slot *ks,
+                                        const def_lines *dl) {
+    for (size_t i = 0; i < st->nsolutions; i++)
+        if (st->solutions[i].kernel == ks && st->solutions[i].def == dl) return &st->solutions[i];
+    if (st->nsolutions == sizeof st->solutions / sizeof st->solutions[0]) return NULL;
+    solution_rec *r = &st->solutions[st->nsolutions];
+    memset(r, 0, sizeof *r);
+    r->kernel = ks, r->def = dl;
+    const char *shape = dl->name + strlen(KVF_FIB_FAMILY "_");
+    char want[KVF_ORIGIN_NAME_MAX + 1];
+    const char *author =
+        ks->solution ? json_string_value(json_object_get(ks->solution, "author")) : NULL;
+    const char *own =
+        ks->solution ? json_string_value(json_object_get(ks->solution, "name")) : NULL;
+    snprintf(r->author, sizeof r->author, "%.100s", author && *author ? author : "kvfuzz");
+    sanitize(r->author);
+    /* A plugin kernel is PATH.so:NAME: its folders would only lengthen the name. */
+    const char *kernel = ks->kernel->name, *lib = kvf_kernel_plugin_path(ks->kernel);
+    if (lib && strncmp(kernel, lib, strlen(lib)) == 0 && strrchr(lib, '/'))
+        kernel += strrchr(lib, '/') - lib + 1;
+    if (own && *own)
+        snprintf(want, sizeof want, "%.100s", own);
+    else
+        snprintf(want, sizeof want, "kvfuzz-%.90s-%.30s", kernel, shape);
+    sanitize(want);
+    snprintf(r->name, sizeof r->name, "%s", want);
+    for (int k = 1;; k++) {
+        int used = 0;
+        for (size_t i = 0; i < st->nsolutions && !used; i++)
+            used = strcmp(st->solutions[i].name, r->name) == 0;
+        if (!used) break;
+        if (k == 1)
+            snprintf(r->name, sizeof r->name, "%.90s-%.30s", want, shape);
+        else
+            snprintf(r->name, sizeof r->name, "%.85s-%.30s-%d", want, shape, k);
+    }
+    st->nsolutions++;
+    return r;
+}
+
+/* The trace file of `author` for definition dl. */
+static trace_file *trace_file_for(def_lines *dl, const char *author) {
+    for (size_t i = 0; i < dl->ntraces; i++)
+        if (strcmp(dl->traces[i].author, author) == 0) return &dl->traces[i];
+    if (dl->ntraces == MAX_KERNELS) return NULL;
+    trace_file *t = &dl->traces[dl->ntraces++];
+    snprintf(t->author, sizeof t->author, "%s", author);
+    return t;
 }
 
 /* A uuid not used yet in this export: the finding's name for a finding (a fuzzed case is a
@@ -277,8 +421,15 @@ static int export_one(export_state *st, const char *path) {
     if ((rc = get_runner(st->kernels, &st->nkernels, kernel, &st->limits, st->deadline, st->rules,
                          st->precision, &ks)))
         goto done;
+    /* A case FIB cannot hold is refused before it is run. */
+    if (kvf_fib_check_exportable(&c, &err)) {
+        rc = cli_usage_error(cmd, "%s: %s", path, err.msg);
+        goto done;
+    }
     def_lines *dl = def_for(st, &c);
-    if (!dl) {
+    const solution_rec *sol = dl ? solution_for(st, ks, dl) : NULL;
+    trace_file *tf = sol ? trace_file_for(dl, sol->author) : NULL;
+    if (!dl || !sol || !tf) {
         rc = cli_usage_error(cmd, "the findings have more than %d shapes", MAX_DEFS);
         goto done;
     }
@@ -326,6 +477,10 @@ static int export_one(export_state *st, const char *path) {
     json_t *extra = json_pack("{s:s, s:s, s:s, s:s, s:s}", "finding", base, "kernel",
                               ks->kernel->name, "class", kvf_finding_class_name(out.finding),
                               "signature", sig, "signature_hash", hash_text);
+    /* The class the finding's report recorded: a re-run cannot show every class again (a
+     * nondeterminism finding needs two runs). */
+    const char *report_class = json_string_value(json_object_get(report, "class"));
+    if (report_class) json_object_set_new(extra, "report_class", json_string(report_class));
     if (spec.has_origin)
         json_object_set_new(extra, "origin",
                             json_pack("{s:s, s:s}", "definition", spec.origin.definition,
@@ -353,16 +508,14 @@ static int export_one(export_state *st, const char *path) {
                       "lse_max_ulps", (json_int_t)out.verdicts[0].lse.max_ulps, "o_bits_of_error",
                       fib_number(out.verdicts[0].o.bits_of_error), "lse_bits_of_error",
                       fib_number(out.verdicts[0].lse.bits_of_error)));
-        const kvf_verdict *fib = &out.verdicts[2];
-        double abs = fmax(fib->o.max_abs, fib->lse.max_abs);
-        double rel = fmax(fib->o.max_rel_fib, fib->lse.max_rel_fib);
-        if (fib->o.nonfinite_mismatch || fib->lse.nonfinite_mismatch) {
-            abs = rel =
-                fib->o.nonfinite_mismatch ? worst_nonfinite(&fib->o) : worst_nonfinite(&fib->lse);
-        }
-        status = fib->pass ? "PASSED" : "INCORRECT_NUMERICAL";
-        correctness = json_pack("{s:o, s:o, s:{s:o}}", "max_relative_error", fib_number(rel),
-                                "max_absolute_error", fib_number(abs), "extra", "kvfuzz", extra);
+        /* What FIB's evaluator records, with the correctly rounded result as its reference
+         * (docs/fib.md, "Error figures"). */
+        kvf_fib_evaluation ev;
+        kvf_fib_evaluate(&c, o, lse, oracle.o_rounded, oracle.lse_rounded, &ev);
+        status = ev.passed ? "PASSED" : "INCORRECT_NUMERICAL";
+        correctness = json_pack("{s:o, s:o, s:{s:o}}", "max_relative_error",
+                                fib_number(ev.max_relative_error), "max_absolute_error",
+                                fib_number(ev.max_absolute_error), "extra", "kvfuzz", extra);
         extra = NULL;
     } else {
         status = res.status == KVF_RUN_HANG ? "TIMEOUT" : "RUNTIME_ERROR";
@@ -370,8 +523,6 @@ static int export_one(export_state *st, const char *path) {
     char stamp[32];
     time_t now = time(NULL);
     strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    char solution[600];
-    snprintf(solution, sizeof solution, "kvfuzz:%s", ks->kernel->name);
     /* FIB's schema: PASSED carries performance, INCORRECT_NUMERICAL only correctness, other
      * statuses neither (kvfuzz measures no latency: FIB's defaults, 0). */
     json_t *eval = json_pack("{s:s, s:{s:s, s:{}}, s:s, s:s}", "status", status, "environment",
@@ -392,14 +543,14 @@ static int export_one(export_state *st, const char *path) {
         json_decref(extra);
     }
     trace = json_pack("{s:s, s:O, s:s, s:o}", "definition", dl->name, "workload", wl, "solution",
-                      solution, "evaluation", eval);
+                      sol->name, "evaluation", eval);
     json_t *wtrace = json_pack("{s:s, s:n, s:O, s:n}", "definition", dl->name, "solution",
                                "workload", wl, "evaluation");
     char *wline = wtrace ? json_dumps(wtrace, JSON_COMPACT) : NULL;
     json_decref(wtrace);
     tline = trace ? json_dumps(trace, JSON_COMPACT) : NULL;
     if (!wline || !tline || append(&dl->workloads, &dl->wlen, wline) ||
-        append(&dl->traces, &dl->tlen, tline)) {
+        append(&tf->text, &tf->len, tline)) {
         free(wline);
         rc = cli_usage_error(cmd, "out of memory writing %s", path);
         goto done;
@@ -414,16 +565,32 @@ static int export_one(export_state *st, const char *path) {
                                                    : kvf_finding_class_name(out.finding);
     int fib_fails = res.status != KVF_RUN_OK || !out.verdicts[2].pass;
     int kvf_fails = res.status != KVF_RUN_OK || !out.verdicts[0].pass || !out.verdicts[1].pass;
-    printf("%s (kernel %s): strict %s, fa %s, fib %s: %s\n", base, ks->kernel->name, strict_word,
-           fa_word, fib_word,
-           fib_fails   ? "FIB reproduces it"
-           : kvf_fails ? "FIB will not see it (fib passes)"
-                       : "nothing to reproduce (every rule passes)");
+    /* fib fails only where the kernel is bit for bit right: the -inf lse of an empty sequence,
+     * which FIB's check fails in every kernel. Its INCORRECT_NUMERICAL says nothing of a
+     * defect. */
+    int wrong_reason = res.status == KVF_RUN_OK && kvf_verdict_status_of(&out.verdicts[2], 0) ==
+                                                       KVF_VERDICT_RULE_REJECTS_ROUNDED;
+    int empty_seq = 0;
+    for (int32_t b = 0; b < c.batch_size && !empty_seq; b++)
+        empty_seq = c.kv_indptr[b + 1] == c.kv_indptr[b];
+    const char *why = empty_seq ? "its check fails the -inf lse of an empty sequence, which is "
+                                  "correct, in every kernel"
+                                : "every element its check fails is one the kernel got bit for "
+                                  "bit right";
+    printf("%s (kernel %s): strict %s, fa %s, fib %s: ", base, ks->kernel->name, strict_word,
+           fa_word, fib_word);
+    if (wrong_reason)
+        printf("FIB flags it for the wrong reason (%s)%s\n", why,
+               kvf_fails ? "; the defect itself passes FIB's check" : "");
+    else
+        printf("%s\n", fib_fails   ? "FIB reproduces it"
+                       : kvf_fails ? "FIB will not see it (fib passes)"
+                                   : "nothing to reproduce (every rule passes)");
     if (res.status == KVF_RUN_OK && out.attribution.kind != KVF_ATTRIB_NONE)
         printf("  attribution (%s): %s\n", out.verdicts[out.rule].rule.name, out.attribution.text);
     printf("  workload %s -> %s/"
-           "blob/workloads/" KVF_FIB_OP_TYPE "/%s/%s_%s.safetensors\n",
-           uuid, st->shown_dir, dl->name, dl->name, uuid);
+           "blob/workloads/" KVF_FIB_OP_TYPE "/%s/%s_%s.safetensors, trace of solution %s\n",
+           uuid, st->shown_dir, dl->name, dl->name, uuid, sol->name);
 done:
     free(line);
     free(tline);
@@ -530,15 +697,39 @@ int kvf_cmd_export_fib(int argc, char **argv) {
             rc = cli_usage_error(cmd, "out of memory writing definition %s", d->name);
             break;
         }
-        if (write_text(st.out_dir, "definitions", d->name, ".json", def, strlen(def), &err) ||
-            write_text(st.out_dir, "workloads", d->name, ".jsonl", d->workloads, d->wlen, &err) ||
-            write_text(st.out_dir, "traces", d->name, ".jsonl", d->traces, d->tlen, &err))
+        if (write_text(st.out_dir, "definitions/" KVF_FIB_OP_TYPE, d->name, ".json", def,
+                       strlen(def), &err) ||
+            write_text(st.out_dir, "workloads/" KVF_FIB_OP_TYPE, d->name, ".jsonl", d->workloads,
+                       d->wlen, &err))
             rc = cli_usage_error(cmd, "%s", err.msg);
+        for (size_t t = 0; t < d->ntraces && rc == KVF_EXIT_OK; t++) {
+            char sub[512];
+            snprintf(sub, sizeof sub, "traces/%s/" KVF_FIB_OP_TYPE, d->traces[t].author);
+            if (d->traces[t].len && write_text(st.out_dir, sub, d->name, ".jsonl",
+                                               d->traces[t].text, d->traces[t].len, &err))
+                rc = cli_usage_error(cmd, "%s", err.msg);
+        }
         free(def);
+    }
+    /* The solution records the traces name (only of definitions that went out). */
+    for (size_t i = 0; i < st.nsolutions && rc == KVF_EXIT_OK; i++) {
+        const solution_rec *r = &st.solutions[i];
+        if (!r->def->wlen) continue;
+        json_t *j = r->kernel->solution ? fib_solution(r) : kvfuzz_solution(r);
+        char *text = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+        json_decref(j);
+        char sub[512];
+        snprintf(sub, sizeof sub, "solutions/%s/" KVF_FIB_OP_TYPE "/%s", r->author, r->def->name);
+        if (!text)
+            rc = cli_usage_error(cmd, "out of memory writing solution %s", r->name);
+        else if (write_text(st.out_dir, sub, r->name, ".json", text, strlen(text), &err))
+            rc = cli_usage_error(cmd, "%s", err.msg);
+        free(text);
     }
     for (size_t i = 0; i < st.ndefs; i++) {
         free(st.defs[i].workloads);
-        free(st.defs[i].traces);
+        for (size_t t = 0; t < st.defs[i].ntraces; t++)
+            free(st.defs[i].traces[t].text);
     }
     for (size_t i = 0; i < st.nuuids; i++)
         free(st.uuids[i]);
@@ -546,6 +737,7 @@ int kvf_cmd_export_fib(int argc, char **argv) {
     for (size_t i = 0; i < st.nkernels; i++) {
         kvf_runner_destroy(st.kernels[i].runner);
         kvf_kernel_free(st.kernels[i].kernel);
+        json_decref(st.kernels[i].solution);
     }
     cli_free_paths(paths, npaths);
     int written = rc == KVF_EXIT_OK && npaths > refused;
@@ -558,8 +750,9 @@ int kvf_cmd_export_fib(int argc, char **argv) {
     }
     if (!written) (void)kvf_remove_tree(partial);
     if (written)
-        printf("\n%zu finding(s) written to %s (%zu definition(s)); replay in FIB with "
-               "`flashinfer-bench run --local %s`\n",
+        printf("\n%zu finding(s) written to %s (%zu definition(s)); FIB's validate_dataset reads "
+               "it, and `flashinfer-bench run --local %s --solutions NAME` replays a FIB "
+               "solution's findings (kvfuzz's own kernels run only in kvfuzz)\n",
                npaths - refused, final_dir, ndefs, final_dir);
     return refused ? KVF_EXIT_USAGE : rc;
 }

@@ -40,7 +40,10 @@ static void import_help(void) {
         "`random` are drawn by kvfuzz's generator from the seed (normal, variance 1, rounded to\n"
         "bf16), and the case records the definition name, the workload uuid, which inputs were\n"
         "drawn and the seed (`kvfuzz show` prints them). The head counts, head dim and page size\n"
-        "come from the definition's const axes.\n\n");
+        "come from the definition's const axes. An axis or input without \"type\" (FIB's own\n"
+        "writer leaves a defaulted one out) is read as FIB's models read it: {\"value\": N} a\n"
+        "const axis, {} a var one; an input with path and tensor_key safetensors, with a\n"
+        "numeric value scalar, else random.\n\n");
     cli_print_options(stdout, import_options);
     printf(
         "\nA workload kvfuzz cannot replay faithfully is refused with one sentence and exit 2: a\n"

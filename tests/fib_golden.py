@@ -5,7 +5,10 @@ writers: only json and struct, every byte laid out here from FIB's documented fo
   fib_golden.py make OUT SEED_DEFINITION.json
       OUT/good: a dataset (a tiny gqa_paged_decode definition, the seed definition, a gemm
       definition kvfuzz skips, workloads with safetensors, scalar and random inputs, their
-      blobs, a trace whose errors are the strings "NaN" and "Infinity"); OUT/bad/<name>/: one
+      blobs, a trace whose errors are the strings "NaN" and "Infinity"); OUT/typeless: a
+      definition and workloads as FIB's own serializer writes them with exclude_unset (axes
+      {} and {"value": N}, inputs without "type"); OUT/empty: a batch whose every sequence is
+      empty and one with an empty sequence between non-empty ones; OUT/bad/<name>/: one
       definition.json + workloads.jsonl (+ blob) per malformed input.
   fib_golden.py check-kvfz CASE.kvfz UUID
       decodes the .kvfz (docs/case-format.md) and compares its tensors bit for bit with what
@@ -13,8 +16,23 @@ writers: only json and struct, every byte laid out here from FIB's documented fo
   fib_golden.py check-export DIR UUID...
       reads the dataset kvfuzz exported and compares every blob tensor bit for bit with what
       `make` wrote, and checks the definition, workload and trace records.
+  fib_golden.py check-fib DIR
+      checks a dataset as FIB reads it: every file where FIB's validator looks for it
+      (definitions/<op_type>/<def>.json, workloads/<op_type>/<def>.jsonl,
+      solutions/<author>/<op_type>/<def>/<name>.json, traces/<author>/<op_type>/<def>.jsonl),
+      every record valid under FIB's pydantic models (Definition, Trace, Workload, Solution,
+      Evaluation, Correctness, Performance), and validate_dataset's CPU checks (path fields,
+      positive axes, inputs, blob keys and shapes, traces naming a solution it indexes).
+  fib_golden.py trace DIR UUID
+      prints the status, max_absolute_error and max_relative_error of the trace of UUID, as
+      FIB's models read them (JSON numbers, or "NaN" / "Infinity" strings).
+The FIB rules are FlashInfer-Bench's as of commit 40e6ca78 (flashinfer_bench/data/*.py,
+data/validate.py); no FIB code is used.
 """
+import ast
+import glob
 import json
+import math
 import os
 import struct
 import sys
@@ -45,6 +63,12 @@ def bf16_values(n, seed):
             # sign, an exponent around 1.0 (120..132), 7 mantissa bits
             out.append(((r >> 15) & 1) << 15 | (120 + r % 13) << 7 | (r >> 4) & 0x7F)
     return out
+
+
+def bf16_plain(n, seed):
+    """bf16_values without the largest finite values, whose products overflow float32 (rows
+    out of kvfuzz's input model): for workloads whose every row a kernel can hold."""
+    return [v if v & 0x7FFF != 0x7F7F else v & 0x8000 | 0x3F80 for v in bf16_values(n, seed)]
 
 
 def safetensors(tensors, metadata=None):
@@ -127,7 +151,7 @@ def tensors_of(uuid, w, hq=HQ, hk=HK, d=D, s=S):
             n = 1
             for x in sizes[name]:
                 n *= x
-            vals = bf16_values(n, seed * 7 + i)
+            vals = (bf16_plain if w.get("plain") else bf16_values)(n, seed * 7 + i)
             out[name] = ("BF16", sizes[name], u16(vals), vals)
     out["kv_indptr"] = ("I32", [b + 1], i32(w["indptr"]), w["indptr"])
     out["kv_indices"] = ("I32", [len(w["indices"])], i32(w["indices"]), w["indices"])
@@ -211,13 +235,81 @@ def make_good(out, seed_def_path):
     line = workload_line(PS1_DEF, "w-ps1", w, t)
     del line["workload"]["inputs"]["kv_last_page_len"]
     write(out + "/workloads/gqa_paged/%s.jsonl" % PS1_DEF, json.dumps(line) + "\n")
-    # A trace as FIB writes a failed evaluation: non-finite errors as strings.
+    # A trace as FIB writes a failed evaluation (traces/<author>/<op_type>/<def>.jsonl): non-finite
+    # errors as strings.
     trace = workload_line(DEF, "w-all-stored", WORKLOADS["w-all-stored"], tensors_of("w-all-stored", WORKLOADS["w-all-stored"]))
     trace["solution"] = "some_solution"
     trace["evaluation"] = {"status": "INCORRECT_NUMERICAL", "environment": {"hardware": "NVIDIA_H200", "libs": {}},
                            "timestamp": "2026-01-01T00:00:00", "log": "",
                            "correctness": {"max_relative_error": "NaN", "max_absolute_error": "Infinity", "extra": None}}
-    write(out + "/traces/gqa_paged/%s.jsonl" % DEF, json.dumps(trace) + "\n")
+    write(out + "/traces/some_author/gqa_paged/%s.jsonl" % DEF, json.dumps(trace) + "\n")
+
+
+# FIB's save_json_file writes model_dump_json(exclude_unset=True): a field left at its default
+# is not written, so AxisVar() is {}, AxisConst(value=2) is {"value": 2}, and a TensorSpec, a
+# SafetensorsInput or a ScalarInput built without "type" has none (flashinfer_bench/data/
+# json_utils.py, definition.py, workload.py). Definition's fields in their declared order:
+# name, op_type, axes, inputs, outputs, reference (tags, description, constraints unset).
+TYPELESS_DEF = "gqa_paged_decode_h4_kv2_d8_ps2"
+TYPELESS = {
+    # every input stored, as Trace(...).model_dump_json(exclude_unset=True) writes it
+    "w-typeless": dict(indptr=[0, 2, 3], indices=[3, 0, 1], last=[1, 2], pool=4,
+                       stored=("q", "k_cache", "v_cache"), scale=("scalar", 0.25)),
+    # q as {} (RandomInput: the only member that validates), sm_scale {"value": "0.125"} (a
+    # string pydantic's lax mode reads as a ScalarInput's number)
+    "w-lax": dict(indptr=[0, 1], indices=[2], last=[2], pool=3, stored=("k_cache", "v_cache"),
+                  scale=("scalar", 0.125)),
+}
+
+
+def typeless_definition():
+    d = definition(TYPELESS_DEF, HQ, HK, D, 2)
+    axes = {k: ({"value": v["value"]} if v["type"] == "const" else {}) for k, v in d["axes"].items()}
+    return {"name": d["name"], "op_type": d["op_type"], "axes": axes, "inputs": d["inputs"],
+            "outputs": d["outputs"], "reference": d["reference"]}
+
+
+def make_typeless(out):
+    write(out + "/definitions/gqa_paged/%s.json" % TYPELESS_DEF,
+          json.dumps(typeless_definition(), indent=2))
+    lines = []
+    for uuid, w in TYPELESS.items():
+        t = tensors_of(uuid, w, s=2)
+        write(out + "/" + blob_rel(TYPELESS_DEF, uuid), blob_bytes(t))
+        typed = workload_line(TYPELESS_DEF, uuid, w, t)["workload"]
+        inputs = {}
+        for name, desc in typed["inputs"].items():
+            desc = {k: v for k, v in desc.items() if k != "type"}
+            if name == "sm_scale" and uuid == "w-lax":
+                desc = {"value": str(w["scale"][1])}
+            inputs[name] = desc
+        # Workload's fields in their declared order (axes, inputs, uuid); Trace's solution and
+        # evaluation unset, so absent; compact, as model_dump_json(indent=None) writes.
+        rec = {"definition": TYPELESS_DEF,
+               "workload": {"axes": typed["axes"], "inputs": inputs, "uuid": uuid}}
+        lines.append(json.dumps(rec, separators=(",", ":")))
+    write(out + "/workloads/gqa_paged/%s.jsonl" % TYPELESS_DEF, "\n".join(lines) + "\n")
+
+
+# An empty batch: every sequence empty, so num_kv_indices = kv_indptr[-1] = 0, which FIB's
+# validator rejects (axis values must be positive); and an empty sequence between non-empty
+# ones, on values no row overflows.
+EMPTY = {
+    "w-all-empty": dict(indptr=[0, 0, 0], indices=[], last=[1, 1], pool=1,
+                        stored=("q", "k_cache", "v_cache"), scale=("scalar", 0.5), plain=True),
+    "w-empty-mid": dict(indptr=[0, 2, 2, 3], indices=[1, 0, 2], last=[3, 1, 4], pool=3,
+                        stored=("q", "k_cache", "v_cache"), scale=("scalar", 0.5), plain=True),
+}
+
+
+def make_empty(out):
+    write(out + "/definitions/gqa_paged/%s.json" % DEF, json.dumps(definition(DEF, HQ, HK, D, S)))
+    lines = []
+    for uuid, w in EMPTY.items():
+        t = tensors_of(uuid, w)
+        write(out + "/" + blob_rel(DEF, uuid), blob_bytes(t))
+        lines.append(json.dumps(workload_line(DEF, uuid, w, t)))
+    write(out + "/workloads/gqa_paged/%s.jsonl" % DEF, "\n".join(lines) + "\n")
 
 
 def make_bad(out):
@@ -283,6 +375,19 @@ def make_bad(out):
     case("offsets-gap", blob=with_offsets(gap) + b"\0\0\0\0")
     case("offsets-past-end", blob=with_offsets(past)[:-12])
     case("header-over-100MB", blob=struct.pack("<Q", 100_000_001) + b"{" + b" " * 15)
+    # Without "type", {"value": 3} is an AxisConst and {} an AxisVar (pydantic picks the union
+    # member with the most fields set): a var axis with a value, or a const one without, is
+    # not what the definition says.
+    d = typeless_definition()
+    d["name"] = DEF
+    d["axes"]["page_size"] = {"value": S}
+    d["axes"]["batch_size"] = {"value": 3}
+    case("typeless-var-axis-with-value", defn=d)
+    d = typeless_definition()
+    d["name"] = DEF
+    d["axes"]["page_size"] = {"value": S}
+    d["axes"]["num_kv_heads"] = {"description": "no value: an AxisVar"}
+    case("typeless-const-axis-without-value", defn=d)
 
 
 # ---- checks ---------------------------------------------------------------------------------
@@ -338,6 +443,10 @@ def decode_kvfz(path):
 
 
 def expected(uuid):
+    if uuid in TYPELESS:
+        return TYPELESS_DEF, TYPELESS[uuid], tensors_of(uuid, TYPELESS[uuid], s=2)
+    if uuid in EMPTY:
+        return DEF, EMPTY[uuid], tensors_of(uuid, EMPTY[uuid])
     if uuid == "w-ps1":
         t = tensors_of("w-ps1", PS1_W, s=1)
         del t["kv_last_page_len"]
@@ -413,7 +522,8 @@ def check_export(root, uuids):
         sc = found["workload"]["inputs"]["sm_scale"]
         if sc["type"] != "scalar" or struct.pack("<f", sc["value"]) != struct.pack("<f", w["scale"][1]):
             fail("exported sm_scale of %s is %r" % (uuid, sc))
-        traces = [json.loads(l) for l in open(root + "/traces/gqa_paged/%s.jsonl" % defname)]
+        traces = [json.loads(l) for f in sorted(glob.glob(root + "/traces/*/gqa_paged/%s.jsonl" % defname))
+                  for l in open(f)]
         tr = [x for x in traces if x["workload"]["uuid"] == uuid]
         if len(tr) != 1:
             fail("%d traces for %s" % (len(tr), uuid))
@@ -428,14 +538,344 @@ def check_export(root, uuids):
     print("export: %d workload(s) bit for bit, with definitions, workloads and traces" % len(uuids))
 
 
+# ---- FIB's schema and validator (commit 40e6ca78), without FIB ------------------------------
+
+DTYPES = {"float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1", "int64",
+          "int32", "int16", "int8", "bool"}
+LANGUAGES = {"python", "triton", "cpp", "cuda", "tilelang"}
+STATUSES = {"PASSED", "INCORRECT_SHAPE", "INCORRECT_NUMERICAL", "INCORRECT_DTYPE", "RUNTIME_ERROR",
+            "COMPILE_ERROR", "TIMEOUT"}
+
+
+def nonempty(v):
+    return isinstance(v, str) and len(v) >= 1
+
+
+def fib_uint(v):
+    """NonNegativeInt as FIB's JSON carries it (kvfuzz writes plain integers)."""
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def fib_float(v):
+    """A float field of a model with ser_json_inf_nan="strings": a number or one of those
+    strings; None if it is neither."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    if v in ("NaN", "Infinity", "-Infinity"):
+        return float(v.replace("Infinity", "inf"))
+    return None
+
+
+def axis_kind(a):
+    """Union[AxisConst, AxisVar]: the "type" given, else const when "value" is an integer."""
+    if not isinstance(a, dict):
+        return None
+    t = a.get("type")
+    if t is None:
+        return "const" if fib_uint(a.get("value")) else "var"
+    if t == "const":
+        return "const" if fib_uint(a.get("value")) else None
+    return "var" if t == "var" else None
+
+
+def lax_number(v):
+    """ScalarInput.value, Union[int, float, bool], in pydantic's lax mode: numbers, booleans and
+    numeric strings."""
+    if isinstance(v, (int, float)):
+        return True
+    if isinstance(v, str) and "x" not in v.lower():
+        try:
+            float(v)
+            return True
+        except ValueError:
+            return False
+    return False
+
+
+def input_kind(i):
+    """Union[RandomInput, SafetensorsInput, ScalarInput]: the "type" given, else the member that
+    validates with the most fields set."""
+    if not isinstance(i, dict):
+        return None
+    t = i.get("type")
+    if t is None:
+        t = "safetensors" if nonempty(i.get("path")) and nonempty(i.get("tensor_key")) else \
+            "scalar" if lax_number(i.get("value")) else "random"
+    if t == "safetensors" and not (nonempty(i.get("path")) and nonempty(i.get("tensor_key"))):
+        return None
+    if t == "scalar" and not lax_number(i.get("value")):
+        return None
+    return t if t in ("random", "scalar", "safetensors") else None
+
+
+def definition_errors(d):
+    """Definition's fields and model validators."""
+    e = []
+    if not (isinstance(d, dict) and nonempty(d.get("name")) and nonempty(d.get("op_type"))):
+        return ["name or op_type missing"]
+    axes = d.get("axes")
+    if not isinstance(axes, dict) or any(axis_kind(a) is None for a in axes.values()):
+        return ["axes are not const / var axes"]
+    for part in ("inputs", "outputs"):
+        specs = d.get(part)
+        if not isinstance(specs, dict):
+            return ["%s is not an object" % part]
+        for name, spec in specs.items():
+            shape = spec.get("shape", "missing") if isinstance(spec, dict) else "missing"
+            if spec.get("dtype") not in DTYPES or not (shape is None or (
+                    isinstance(shape, list) and all(nonempty(x) for x in shape))):
+                e.append("%s %s: shape %r dtype %r" % (part, name, shape, spec.get("dtype")))
+            elif shape is not None and any(x not in axes for x in shape):
+                e.append("%s %s references an undefined axis" % (part, name))
+    if set(d["inputs"]) & set(d["outputs"]):
+        e.append("input and output names overlap")
+    try:
+        mod = ast.parse(d.get("reference") or "", mode="exec")
+        if not any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in mod.body):
+            e.append("reference has no top-level run")
+    except SyntaxError as x:
+        e.append("reference is not Python: %s" % x)
+    for c in d.get("constraints", []):
+        try:
+            ast.parse(c, mode="eval")
+        except SyntaxError:
+            e.append("constraint %r is not an expression" % c)
+    return e
+
+
+def workload_errors(t):
+    """Trace's and Workload's fields."""
+    w = t.get("workload") if isinstance(t, dict) else None
+    if not (isinstance(t, dict) and nonempty(t.get("definition")) and isinstance(w, dict)):
+        return ["not a trace with a definition and a workload"]
+    e = []
+    if not nonempty(w.get("uuid")):
+        e.append("workload without uuid")
+    if not isinstance(w.get("axes"), dict) or not all(fib_uint(v) for v in w["axes"].values()):
+        e.append("workload axes are not non-negative integers")
+    if not isinstance(w.get("inputs"), dict) or any(input_kind(i) is None for i in w["inputs"].values()):
+        e.append("workload inputs are not random / scalar / safetensors inputs")
+    return e
+
+
+def evaluation_errors(ev):
+    """Evaluation, Environment, Correctness and Performance, with their model validators."""
+    if not isinstance(ev, dict) or ev.get("status") not in STATUSES:
+        return ["evaluation status %r" % (ev or {}).get("status")]
+    e = []
+    env = ev.get("environment")
+    if not (isinstance(env, dict) and nonempty(env.get("hardware")) and
+            all(isinstance(v, str) for v in env.get("libs", {}).values())):
+        e.append("environment")
+    if not nonempty(ev.get("timestamp")) or not isinstance(ev.get("log", ""), str):
+        e.append("timestamp or log")
+    corr, perf = ev.get("correctness"), ev.get("performance")
+    if corr is not None:
+        for k in ("max_relative_error", "max_absolute_error"):
+            x = fib_float(corr.get(k, 0.0))
+            if x is None or (not math.isnan(x) and x < 0):
+                e.append("correctness.%s %r is not non-negative or NaN" % (k, corr.get(k)))
+        if not (corr.get("extra") is None or isinstance(corr.get("extra"), dict)):
+            e.append("correctness.extra")
+    if perf is not None and any(not isinstance(perf.get(k, 0.0), (int, float)) or perf.get(k, 0.0) < 0
+                                for k in ("latency_ms", "reference_latency_ms", "speedup_factor")):
+        e.append("performance")
+    st = ev["status"]
+    if st == "PASSED" and (corr is None or perf is None):
+        e.append("PASSED without correctness and performance")
+    elif st == "INCORRECT_NUMERICAL" and (corr is None or perf is not None):
+        e.append("INCORRECT_NUMERICAL needs correctness and no performance")
+    elif st not in ("PASSED", "INCORRECT_NUMERICAL") and (corr is not None or perf is not None):
+        e.append("%s must carry neither correctness nor performance" % st)
+    return e
+
+
+def solution_errors(s):
+    """Solution, BuildSpec and SourceFile, with their model validators."""
+    if not (isinstance(s, dict) and all(nonempty(s.get(k)) for k in ("name", "definition", "author"))):
+        return ["name, definition or author missing"]
+    e = []
+    spec = s.get("spec")
+    if not isinstance(spec, dict) or spec.get("language") not in LANGUAGES:
+        return ["spec.language %r" % (spec or {}).get("language")]
+    hw = spec.get("target_hardware")
+    if not (isinstance(hw, list) and len(hw) >= 1 and all(isinstance(x, str) for x in hw)):
+        e.append("spec.target_hardware must list at least one")
+    ep = spec.get("entry_point")
+    if not nonempty(ep) or ep.count("::") != 1:
+        e.append("spec.entry_point %r is not FILE::FUNCTION" % ep)
+    if not all(nonempty(x) for x in spec.get("dependencies", [])):
+        e.append("spec.dependencies")
+    if not isinstance(spec.get("destination_passing_style", True), bool):
+        e.append("spec.destination_passing_style")
+    if spec.get("binding") not in (None, "tvm-ffi", "torch"):
+        e.append("spec.binding")
+    src = s.get("sources")
+    if not (isinstance(src, list) and len(src) >= 1):
+        return e + ["no sources"]
+    paths = []
+    for f in src:
+        p = f.get("path") if isinstance(f, dict) else None
+        if not (nonempty(p) and nonempty(f.get("content"))) or p.startswith("/") or ".." in p.split("/"):
+            e.append("source %r" % p)
+        paths.append(p)
+    if len(set(paths)) != len(paths):
+        e.append("duplicate source paths")
+    if nonempty(ep) and ep.split("::")[0] not in paths:
+        e.append("entry file %s is not among the sources" % ep.split("::")[0])
+    return e
+
+
+def check_fib(root):
+    errors = []
+
+    def err(where, msg):
+        errors.append("%s: %s" % (where, msg))
+
+    def rel(p):
+        return os.path.relpath(p, root)
+
+    # FIB's validator indexes only these depths; anything else under its folders it skips
+    # without a word, which is a file FIB does not read.
+    depth = {"definitions": 2, "workloads": 2, "solutions": 4, "traces": 3}
+    for top, n in depth.items():
+        for p in glob.glob(root + "/" + top + "/**/*", recursive=True):
+            if os.path.isfile(p) and len(rel(p).split(os.sep)) - 1 != n:
+                err(rel(p), "not where FIB's validator looks (%s/ holds files %d deep)" % (top, n))
+    defs, workloads, solutions = {}, {}, {}
+    for p in sorted(glob.glob(root + "/definitions/*/*.json")):
+        d = json.load(open(p))
+        op, name = rel(p).split(os.sep)[1], os.path.basename(p)[:-5]
+        for m in definition_errors(d):
+            err(rel(p), m)
+        if d.get("name") != name or d.get("op_type") != op:
+            err(rel(p), "name / op_type %r / %r differ from the path" % (d.get("name"), d.get("op_type")))
+        if name in defs:
+            err(rel(p), "duplicate definition name")
+        defs[name] = (op, d)
+    for p in sorted(glob.glob(root + "/solutions/*/*/*/*.json")):
+        s = json.load(open(p))
+        author, op, dname, fname = rel(p).split(os.sep)[1:]
+        for m in solution_errors(s):
+            err(rel(p), m)
+        if (s.get("author"), s.get("definition"), s.get("name")) != (author, dname, fname[:-5]):
+            err(rel(p), "author / definition / name differ from the path")
+        if dname in defs and defs[dname][0] != op:
+            err(rel(p), "op_type folder differs from the definition's")
+        if s.get("name") in [x for v in solutions.values() for x in v]:
+            err(rel(p), "duplicate solution name (TraceSet.from_path refuses it)")
+        solutions.setdefault(dname, []).append(fname[:-5])
+    for p in sorted(glob.glob(root + "/workloads/*/*.jsonl")):
+        op, name = rel(p).split(os.sep)[1], os.path.basename(p)[:-6]
+        if name not in defs:
+            err(rel(p), "no definition")
+            continue
+        d = defs[name][1]
+        if op != defs[name][0]:
+            err(rel(p), "op_type folder differs from the definition's")
+        var = {k for k, a in d["axes"].items() if axis_kind(a) == "var"}
+        for n, line in enumerate(l for l in open(p) if l.strip()):
+            t = json.loads(line)
+            where = "%s line %d" % (rel(p), n + 1)
+            ms = workload_errors(t)
+            for m in ms:
+                err(where, m)
+            if ms:
+                continue
+            w = t["workload"]
+            workloads.setdefault(name, set()).add(w["uuid"])
+            if t.get("solution") is not None or t.get("evaluation") is not None:
+                err(where, "a workload entry with a solution or evaluation")
+            if t["definition"] != name:
+                err(where, "definition %s" % t["definition"])
+            if set(w["axes"]) != var:
+                err(where, "axes %s, the definition's var axes are %s" % (sorted(w["axes"]), sorted(var)))
+            for k, v in w["axes"].items():
+                if v <= 0:
+                    err(where, "axis %s has non-positive value %d" % (k, v))
+            if set(w["inputs"]) != set(d["inputs"]):
+                err(where, "inputs %s differ from the definition's" % sorted(w["inputs"]))
+                continue
+            sizes = dict(w["axes"], **{k: a["value"] for k, a in d["axes"].items() if axis_kind(a) == "const"})
+            for k, i in w["inputs"].items():
+                spec, kind = d["inputs"][k], input_kind(i)
+                if (kind == "scalar") == (spec["shape"] is not None) or \
+                        (kind != "scalar" and spec["shape"] is None):
+                    err(where, "%s is %s but the definition expects %s" % (
+                        k, kind, "a scalar" if spec["shape"] is None else "a tensor"))
+                    continue
+                if kind == "safetensors":
+                    bp = os.path.join(root, i["path"])
+                    if not os.path.exists(bp):
+                        err(where, "blob missing at %s" % i["path"])
+                        continue
+                    tensors, _ = read_safetensors(bp)
+                    if i["tensor_key"] not in tensors:
+                        err(where, "tensor key %s not in %s" % (i["tensor_key"], i["path"]))
+                    elif tensors[i["tensor_key"]][1] != [sizes.get(a) for a in spec["shape"]]:
+                        err(where, "%s shape %r, the definition gives %r" % (
+                            k, tensors[i["tensor_key"]][1], [sizes.get(a) for a in spec["shape"]]))
+    for p in sorted(glob.glob(root + "/traces/*/*/*.jsonl")):
+        author, op, fname = rel(p).split(os.sep)[1:]
+        name = fname[:-6]
+        if name not in defs:
+            err(rel(p), "no definition %s" % name)
+            continue
+        if op != defs[name][0]:
+            err(rel(p), "op_type folder differs from the definition's")
+        covered = set()
+        for n, line in enumerate(l for l in open(p) if l.strip()):
+            t = json.loads(line)
+            where = "%s line %d" % (rel(p), n + 1)
+            for m in workload_errors(t):
+                err(where, m)
+            if t.get("definition") != name:
+                err(where, "definition %s" % t.get("definition"))
+            if t.get("solution") is None or t.get("evaluation") is None:
+                err(where, "missing solution or evaluation")
+                continue
+            for m in evaluation_errors(t["evaluation"]):
+                err(where, m)
+            if t["solution"] not in solutions.get(name, []):
+                err(where, "trace references unknown solution '%s'" % t["solution"])
+            covered.add(t["workload"]["uuid"])
+        if workloads.get(name, set()) - covered:  # a warning in FIB's validator
+            print("FIB warning: %s: author %s misses %d workload(s)" % (
+                rel(p), author, len(workloads[name] - covered)))
+    for e in errors:
+        print("FIB: " + e)
+    if errors:
+        fail("%s: %d error(s) as FIB reads it" % (root, len(errors)))
+    print("%s: %d definition(s), %d workload(s), %d solution(s) valid as FIB reads them" % (
+        root, len(defs), sum(map(len, workloads.values())), sum(map(len, solutions.values()))))
+
+
+def show_trace(root, uuid):
+    for p in glob.glob(root + "/traces/*/*/*.jsonl"):
+        for line in open(p):
+            t = json.loads(line)
+            if t["workload"]["uuid"] == uuid:
+                ev = t["evaluation"]
+                c = ev.get("correctness") or {}
+                print(ev["status"], c.get("max_absolute_error"), c.get("max_relative_error"))
+                return
+    fail("no trace of %s in %s" % (uuid, root))
+
+
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "make":
         make_good(sys.argv[2] + "/good", sys.argv[3])
+        make_typeless(sys.argv[2] + "/typeless")
+        make_empty(sys.argv[2] + "/empty")
         make_bad(sys.argv[2])
     elif len(sys.argv) == 4 and sys.argv[1] == "check-kvfz":
         check_kvfz(sys.argv[2], sys.argv[3])
     elif len(sys.argv) >= 4 and sys.argv[1] == "check-export":
         check_export(sys.argv[2], sys.argv[3:])
+    elif len(sys.argv) == 3 and sys.argv[1] == "check-fib":
+        check_fib(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "trace":
+        show_trace(sys.argv[2], sys.argv[3])
     else:
         print(__doc__)
         sys.exit(2)

@@ -2,9 +2,13 @@
 # FlashInfer-Bench interop (docs/fib.md) against golden data that tests/fib_golden.py writes with
 # json and struct only: the import keeps every stored tensor bit for bit, the definition name,
 # the workload uuid and the random inputs' seed; a workload of the seed definition gives the
-# seed preset's case shape; the export writes the definition, workloads, blobs and traces FIB
-# reads, puts the fib verdict beside strict's, and import -> export -> import is identical;
-# every malformed input is refused with exit 2 and one sentence.
+# seed preset's case shape; definitions and workloads as FIB's own serializer writes them
+# (no "type" on axes and inputs) import as FIB's models read them; the export writes the
+# definition, workloads, blobs, solution records and traces where FIB's validator reads them and
+# as its schema and validator accept them (fib_golden.py check-fib), puts the fib verdict beside
+# strict's (and says when FIB flags a workload for the wrong reason), records the error figures
+# FIB's evaluator would, refuses a batch without a page-table entry, and import -> export ->
+# import is identical; every malformed input is refused with exit 2 and one sentence.
 set -u
 kvfuzz=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") # absolute: one check runs from elsewhere
 src=$2
@@ -12,6 +16,15 @@ mkdir -p "$3"
 work=$(cd "$3" && pwd)
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+refuse() { # what, expected text, args...
+  local what=$1 want=$2
+  shift 2
+  timeout 60 "$kvfuzz" "$@" >/dev/null 2>"$work/err" # a hang shows as 124
+  local rc=$?
+  [ $rc -eq 2 ] || fail "$what: exit $rc, not 2: $(head -3 "$work/err")"
+  [ "$(wc -l <"$work/err")" -eq 1 ] || fail "$what: not one line: $(head -3 "$work/err")"
+  grep -q -- "$want" "$work/err" || fail "$what: \"$want\" not in: $(cat "$work/err")"
+}
 rm -rf "$work"
 mkdir -p "$work"
 golden="python3 $src/tests/fib_golden.py"
@@ -76,6 +89,18 @@ done
 $golden check-export "$work/D2" w-all-stored w-random-q w-random-qkv seed-w1 w-ps1 || fail "the export differs from the golden data"
 grep -q "^${D}_w-random-qkv.kvfz (kernel cpu-ref): strict pass, fa pass, fib pass" "$work/export.out" \
   || fail "export does not print strict and fib verdicts: $(cat "$work/export.out")"
+$golden check-fib "$work/D2" || fail "the export is not valid as FIB reads it"
+[ -e "$work/D2/traces/gqa_paged" ] && fail "traces/gqa_paged/ is written: FIB's validator reads traces/<author>/<op_type>/"
+python3 - "$work/D2" $D <<'PY' || fail "the traces do not name the kvfuzz solution record beside them"
+import json, sys
+root, d = sys.argv[1], sys.argv[2]
+t = json.loads(open("%s/traces/kvfuzz/gqa_paged/%s.jsonl" % (root, d)).readline())
+name = "kvfuzz-cpu-ref-h4_kv2_d8_ps4"
+s = json.load(open("%s/solutions/kvfuzz/gqa_paged/%s/%s.json" % (root, d, name)))
+assert t["solution"] == name == s["name"] and s["author"] == "kvfuzz" and s["definition"] == d, (t["solution"], s)
+src = s["sources"][0]["content"]
+assert 'KERNEL = "cpu-ref"' in src and "def run(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, output, lse):" in src, src
+PY
 "$kvfuzz" import-fib -o "$work/B" "$work/D2" >/dev/null 2>"$work/b.err" || fail "re-import of the export: $(cat "$work/b.err")"
 for f in "$work"/A/*.kvfz; do
   cmp -s "$f" "$work/B/$(basename "$f")" || fail "import -> export -> import changed $(basename "$f")"
@@ -102,10 +127,11 @@ mkdir -p "$work/empty-out"
 "$kvfuzz" export-fib --kernel cpu-splitkv/mut=trunc-store -o "$work/M1" "$work/A/${D}_w-random-qkv.kvfz" >"$work/m1.out" 2>&1
 grep -q "strict o-tolerance, fa o-tolerance, fib pass: FIB will not see it" "$work/m1.out" || fail "trunc-store export: $(cat "$work/m1.out")"
 python3 -c "import json,sys; t=json.loads(open(sys.argv[1]).readline()); e=t['evaluation']; assert e['status']=='PASSED' and e['correctness']['extra']['kvfuzz']['verdicts'][0]['pass'] is False" \
-  "$work/M1/traces/gqa_paged/$D.jsonl" || fail "the trunc-store trace does not record strict's failure under a FIB PASSED status"
+  "$work/M1/traces/kvfuzz/gqa_paged/$D.jsonl" || fail "the trunc-store trace does not record strict's failure under a FIB PASSED status"
 "$kvfuzz" export-fib --kernel cpu-splitkv/mut=natural-log-lse -o "$work/M2" "$work/A/${D}_w-random-qkv.kvfz" >"$work/m2.out" 2>&1
 grep -q "strict lse-tolerance, fa [a-z-]*, fib lse-tolerance: FIB reproduces it" "$work/m2.out" || fail "natural-log-lse export: $(cat "$work/m2.out")"
-grep -q '"status":"INCORRECT_NUMERICAL"' "$work/M2/traces/gqa_paged/$D.jsonl" || fail "the natural-log-lse trace is not INCORRECT_NUMERICAL"
+grep -q '"status":"INCORRECT_NUMERICAL"' "$work/M2/traces/kvfuzz/gqa_paged/$D.jsonl" || fail "the natural-log-lse trace is not INCORRECT_NUMERICAL"
+for m in M1 M2; do $golden check-fib "$work/$m" >/dev/null || fail "the $m export is not valid as FIB reads it"; done
 # The shipped seed definition is the one the export writes for that shape.
 cmp -s "$seed_def" "$work/D2/definitions/gqa_paged/$S.json" || fail "the export's $S.json differs from $seed_def"
 
@@ -124,18 +150,82 @@ rc=$?
   || fail "the unexportable finding's sentence: $(cat "$work/d3.err")"
 grep -q "o-tolerance-0123456789ab.kvfz (kernel cpu-splitkv): strict pass" "$work/d3.out" || fail "the finding's kernel: $(cat "$work/d3.out")"
 python3 -c "import json,sys; t=json.loads(open(sys.argv[1]).readline()); x=t['evaluation']['correctness']['extra']['kvfuzz']; assert t['workload']['uuid']=='o-tolerance-0123456789ab' and x['origin']=={'definition': sys.argv[2], 'workload_uuid': 'w-random-q'}" \
-  "$work/D3/traces/gqa_paged/$D.jsonl" $D || fail "the finding's trace does not carry its name and origin"
+  "$work/D3/traces/kvfuzz/gqa_paged/$D.jsonl" $D || fail "the finding's trace does not carry its name and origin"
+$golden check-fib "$work/D3" >/dev/null || fail "the D3 export is not valid as FIB reads it"
+
+# ---- what FIB's own writers leave out: "type" --------------------------------------------------
+# save_json_file writes exclude_unset: AxisVar() is {}, AxisConst(value=2) {"value": 2}, and
+# inputs built without "type" have none; pydantic defaults them (docs/fib.md).
+T=gqa_paged_decode_h4_kv2_d8_ps2
+"$kvfuzz" import-fib -o "$work/T" "$work/g/typeless" >"$work/t.out" 2>&1 || fail "import of typeless definitions and inputs: $(cat "$work/t.out")"
+for u in w-typeless w-lax; do
+  $golden check-kvfz "$work/T/${T}_$u.kvfz" $u >/dev/null || fail "typeless $u differs from the golden data"
+done
+grep -q "workload w-lax: .*random q from seed 0" "$work/t.out" || fail "an input {} is not drawn as random: $(cat "$work/t.out")"
+
+# ---- a kernel that is a FIB solution: its own record goes into the dataset ---------------------
+# The stand-in torch makes its launch fail (a crash finding, a RUNTIME_ERROR trace): what is
+# checked is the record, under the solution's author and name, which the trace names.
+python3 - "$work/my_decode.json" <<'PY'
+import json, sys
+json.dump({"name": "my_decode", "definition": "gqa_paged_decode_h4_kv2_d8_ps4", "author": "me",
+           "spec": {"language": "python", "target_hardware": ["cpu"], "entry_point": "main.py::run",
+                    "destination_passing_style": True},
+           "sources": [{"path": "main.py", "content": "def run(*args):\n    raise RuntimeError\n"}]},
+          open(sys.argv[1], "w"))
+PY
+PYTHONPATH="$src/tests/python/stub_torch" "$kvfuzz" export-fib --kernel "$work/my_decode.json" -o "$work/S" \
+  "$work/A/${D}_w-random-q.kvfz" >"$work/s.out" 2>&1 || fail "export with a FIB solution kernel: $(cat "$work/s.out")"
+$golden check-fib "$work/S" >/dev/null || fail "the FIB solution's export is not valid as FIB reads it"
+python3 - "$work/S" "$work/my_decode.json" <<'PY' || fail "the FIB solution's record is not its own"
+import json, sys
+root, orig = sys.argv[1], json.load(open(sys.argv[2]))
+s = json.load(open(root + "/solutions/me/gqa_paged/gqa_paged_decode_h4_kv2_d8_ps4/my_decode.json"))
+assert s == orig, s
+t = json.loads(open(root + "/traces/me/gqa_paged/gqa_paged_decode_h4_kv2_d8_ps4.jsonl").readline())
+assert t["solution"] == "my_decode" and t["evaluation"]["status"] == "RUNTIME_ERROR", t["evaluation"]
+PY
+
+# ---- empty batches, FIB's error figures and the wrong reason -----------------------------------
+# A batch whose every sequence is empty has num_kv_indices = kv_indptr[-1] = 0, which FIB's
+# validator rejects: refused in one sentence. An empty sequence between non-empty ones exports;
+# on it each kernel's trace holds what FIB's DefaultEvaluator records: the correct -inf lse
+# stops its check with inf and inf (INCORRECT_NUMERICAL for every kernel: the wrong reason), a
+# finite lse there gives abs inf and rel inf/inf = NaN, which Python's max() drops (PASSED), a
+# NaN gives NaN and NaN.
+"$kvfuzz" import-fib -o "$work/E" "$work/g/empty" >/dev/null 2>&1 || fail "import of the empty batches"
+refuse "a batch without a page-table entry" \
+  "w-all-empty.kvfz: the case has no page-table entry (every sequence is empty), and FIB's validator requires num_kv_indices, which must equal kv_indptr\[-1\], to be positive" \
+  export-fib --kernel cpu-ref -o "$work/E1" "$work/E/${D}_w-all-empty.kvfz"
+[ -e "$work/E1" ] && fail "a refused empty batch left a dataset"
+mkdir -p "$work/ef"
+for k in cpu-ref cpu-splitkv/mut=trunc-store cpu-splitkv/mut=finite-mask-sentinel cpu-splitkv/mut=merge-empty-nan; do
+  n=${k##*=}
+  cp "$work/E/${D}_w-empty-mid.kvfz" "$work/ef/$n.kvfz"
+  echo "{\"kernel\": \"$k\"}" >"$work/ef/$n.json"
+done
+cp "$work/E/${D}_w-all-empty.kvfz" "$work/ef/all-empty.kvfz"
+echo '{"kernel": "cpu-ref"}' >"$work/ef/all-empty.json"
+"$kvfuzz" export-fib -o "$work/E2" "$work/ef" >"$work/e2.out" 2>"$work/e2.err"
+[ $? -eq 2 ] || fail "an export with an empty batch among its findings does not exit 2"
+grep -q "all-empty.kvfz: the case has no page-table entry" "$work/e2.err" && [ "$(wc -l <"$work/e2.err")" -eq 1 ] ||
+  fail "the empty batch's sentence: $(cat "$work/e2.err")"
+$golden check-fib "$work/E2" >/dev/null || fail "the export with an empty sequence is not valid as FIB reads it"
+wrong="FIB flags it for the wrong reason (its check fails the -inf lse of an empty sequence, which is correct, in every kernel)"
+grep -qF "cpu-ref.kvfz (kernel cpu-ref): strict pass, fa pass, fib benign: $wrong" "$work/e2.out" ||
+  fail "a correct kernel on an empty sequence: $(grep cpu-ref.kvfz "$work/e2.out")"
+grep -qF "trunc-store.kvfz (kernel cpu-splitkv/mut=trunc-store): strict o-tolerance, fa o-tolerance, fib benign: $wrong; the defect itself passes FIB's check" "$work/e2.out" ||
+  fail "a defect FIB passes beside an empty sequence: $(grep trunc-store.kvfz "$work/e2.out")"
+figures() { [ "$($golden trace "$work/E2" "$1")" = "$2" ] || fail "$1's trace records $($golden trace "$work/E2" "$1"), FIB's evaluator $2"; }
+figures cpu-ref "INCORRECT_NUMERICAL Infinity Infinity"
+figures trunc-store "INCORRECT_NUMERICAL Infinity Infinity"
+figures merge-empty-nan "INCORRECT_NUMERICAL NaN NaN"
+case "$($golden trace "$work/E2" finite-mask-sentinel)" in
+  "PASSED Infinity "[0-9]*) ;; # rel: the output's, finite: the lse's NaN was dropped
+  *) fail "finite-mask-sentinel's trace records $($golden trace "$work/E2" finite-mask-sentinel)" ;;
+esac
 
 # ---- malformed inputs: exit 2 and one sentence each ------------------------------------------
-refuse() { # what, expected text, args...
-  local what=$1 want=$2
-  shift 2
-  timeout 60 "$kvfuzz" "$@" >/dev/null 2>"$work/err" # a hang shows as 124
-  local rc=$?
-  [ $rc -eq 2 ] || fail "$what: exit $rc, not 2: $(head -3 "$work/err")"
-  [ "$(wc -l <"$work/err")" -eq 1 ] || fail "$what: not one line: $(head -3 "$work/err")"
-  grep -q -- "$want" "$work/err" || fail "$what: \"$want\" not in: $(cat "$work/err")"
-}
 bad() { refuse "$1" "$2" import-fib -o "$work/bad-out" "$work/g/bad/$1/definition.json" "$work/g/bad/$1/workloads.jsonl"; }
 bad lfs-pointer "is a Git LFS pointer, not the tensor data"
 bad shape-mismatch "q is BF16 \[3, 4, 9\] in blob.safetensors, but the definition says bfloat16 \[3, 4, 8\]"
@@ -153,6 +243,8 @@ bad offsets-overlap "overlap the tensor before it"
 bad offsets-gap "leaving a gap after byte"
 bad offsets-past-end "run past the"
 bad header-over-100MB "over the limit of 100 MB"
+bad typeless-var-axis-with-value "axis batch_size is not var (FIB reads an axis with an integer value and no type as const)"
+bad typeless-const-axis-without-value "axis num_kv_heads is not const with a value in \[1, 65535\]"
 # A workload whose pool the memory budget refuses is refused before the pool is drawn (it was
 # drawn and written, a case every other command then refused), and writes nothing; a batch
 # size at the top of int64 is named, not overflowed into len_indptr's check.

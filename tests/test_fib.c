@@ -1,5 +1,6 @@
 /* The interop module (interop/, docs/fib.md): the safetensors writer's layout and the reader's
  * checks, the case file's origin section, and FIB definition parsing. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,11 +219,165 @@ static void test_definition_parse(void) {
     free(text);
 }
 
+/* A gqa_paged_decode_h4_kv2_d8_ps4 definition whose num_qo_heads and batch_size axes are the
+ * JSON given, the others as FIB's own writer leaves them (save_json_file, exclude_unset: no
+ * "type"). */
+static int parse_with_axes(const char *qo_heads, const char *batch, kvf_fib_definition *d,
+                           kvf_error *err) {
+    static const char *const tensors =
+        "\"inputs\": {\"q\": {\"shape\": [\"batch_size\", \"num_qo_heads\", \"head_dim\"], "
+        "\"dtype\": \"bfloat16\"}, \"k_cache\": {\"shape\": [\"num_pages\", \"page_size\", "
+        "\"num_kv_heads\", \"head_dim\"], \"dtype\": \"bfloat16\"}, \"v_cache\": {\"shape\": "
+        "[\"num_pages\", \"page_size\", \"num_kv_heads\", \"head_dim\"], \"dtype\": \"bfloat16\"}, "
+        "\"kv_indptr\": {\"shape\": [\"len_indptr\"], \"dtype\": \"int32\"}, \"kv_indices\": "
+        "{\"shape\": [\"num_kv_indices\"], \"dtype\": \"int32\"}, \"kv_last_page_len\": "
+        "{\"shape\": [\"batch_size\"], \"dtype\": \"int32\"}, \"sm_scale\": {\"shape\": null, "
+        "\"dtype\": \"float32\"}}, \"outputs\": {\"output\": {\"shape\": [\"batch_size\", "
+        "\"num_qo_heads\", \"head_dim\"], \"dtype\": \"bfloat16\"}, \"lse\": {\"shape\": "
+        "[\"batch_size\", \"num_qo_heads\"], \"dtype\": \"float32\"}}";
+    char text[4096];
+    snprintf(text, sizeof text,
+             "{\"name\": \"gqa_paged_decode_h4_kv2_d8_ps4\", \"op_type\": \"gqa_paged\", "
+             "\"axes\": {\"batch_size\": %s, \"num_qo_heads\": %s, \"num_kv_heads\": "
+             "{\"value\": 2}, \"head_dim\": {\"value\": 8}, \"num_pages\": {}, \"page_size\": "
+             "{\"value\": 4}, \"len_indptr\": {}, \"num_kv_indices\": {}}, %s, \"reference\": "
+             "\"def run():\\n    pass\\n\"}",
+             batch, qo_heads, tensors);
+    return kvf_fib_definition_parse(d, text, strlen(text), "test", err);
+}
+
+/* Axes without "type", as FIB's pydantic models (Union[AxisConst, AxisVar], pydantic 2.13.4)
+ * read them: AxisConst when "value" validates as a NonNegativeInt in lax mode (the member with
+ * the most fields set), else AxisVar. Each row was checked against FIB's models. */
+static void test_definition_axes_without_type(void) {
+    static const struct {
+        const char *axis;
+        int32_t value; /* 0: not const */
+    } const_rows[] = {
+        {"{\"value\": 4}", 4},
+        {"{\"value\": 4, \"description\": \"q heads\"}", 4},
+        {"{\"type\": \"const\", \"value\": 4}", 4},
+        {"{\"value\": 4.0}", 4},
+        {"{\"value\": \"4\"}", 4},
+        {"{\"value\": \" +4.00 \"}", 4},
+        {"{\"value\": \"1_2\"}", 12},
+        {"{\"value\": true}", 1},
+        {"{}", 0},                                /* AxisVar */
+        {"{\"value\": \"4.\"}", 0},               /* not an int to pydantic: AxisVar */
+        {"{\"value\": 4.5}", 0},                  /* likewise */
+        {"{\"value\": -4}", 0},                   /* ge=0 fails: AxisVar */
+        {"{\"value\": \"0x4\"}", 0},              /* no hex */
+        {"{\"type\": \"var\", \"value\": 4}", 0}, /* the type given wins */
+    };
+    kvf_error err = {0};
+    kvf_fib_definition d;
+    for (size_t i = 0; i < sizeof const_rows / sizeof const_rows[0]; i++) {
+        int rc = parse_with_axes(const_rows[i].axis, "{}", &d, &err);
+        if (const_rows[i].value) {
+            CHECK_OK(rc, &err);
+            CHECK_INT_EQ(d.num_qo_heads, const_rows[i].value);
+        } else {
+            CHECK(rc == KVF_EINVAL);
+            CHECK_STR_CONTAINS(err.msg,
+                               "axis num_qo_heads is not const with a value in [1, 65535]");
+        }
+    }
+    static const struct {
+        const char *axis;
+        int var;
+    } var_rows[] = {
+        {"{}", 1},
+        {"{\"description\": \"sequences\"}", 1},
+        {"{\"type\": \"var\"}", 1},
+        {"{\"value\": \"abc\"}", 1}, /* an AxisVar ignores what it does not know */
+        {"{\"value\": null}", 1},
+        {"{\"value\": 3}", 0}, /* AxisConst */
+        {"{\"value\": \"3\"}", 0},
+        {"{\"type\": \"const\"}", 0}, /* FIB refuses it */
+        {"[]", 0},
+    };
+    for (size_t i = 0; i < sizeof var_rows / sizeof var_rows[0]; i++) {
+        int rc = parse_with_axes("{\"value\": 4}", var_rows[i].axis, &d, &err);
+        if (var_rows[i].var) {
+            CHECK_OK(rc, &err);
+        } else {
+            CHECK(rc == KVF_EINVAL);
+            CHECK_STR_CONTAINS(err.msg, "axis batch_size is not var");
+        }
+    }
+    CHECK(parse_with_axes("{\"value\": 4}", "{\"value\": 3}", &d, &err) == KVF_EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "(FIB reads an axis with an integer value and no type as const)");
+}
+
+/* One evaluation of a batch of one sequence, Hq 1, D 2: o, lse against ref_o, ref_lse. */
+static void evaluate(const float o[2], float lse, const float ref_o[2], float ref_lse,
+                     kvf_fib_evaluation *ev) {
+    kvf_case c;
+    memset(&c, 0, sizeof c);
+    c.batch_size = 1, c.num_qo_heads = 1, c.head_dim = 2;
+    kvf_bf16 ob[2], rb[2];
+    for (int i = 0; i < 2; i++) {
+        ob[i] = kvf_f32_to_bf16_rne(o[i]);
+        rb[i] = kvf_f32_to_bf16_rne(ref_o[i]);
+    }
+    kvf_fib_evaluate(&c, ob, &lse, rb, &ref_lse, ev);
+}
+
+/* kvf_fib_evaluate against what FIB's DefaultEvaluator.check_correctness computes
+ * (flashinfer_bench/bench/evaluators/default.py, bench/utils.py compute_error_stats): the
+ * kernel's output, then its lse; an inf, else a NaN, in the kernel's tensor stops with both
+ * errors inf (NaN); else float32 abs = |a - r|, rel = abs / (|r| + 1e-8), torch's max per
+ * output (NaN if any), folded by Python's max(running, new), which drops a NaN. */
+static void test_fib_evaluate(void) {
+    const float inf = INFINITY, nan = NAN;
+    kvf_fib_evaluation ev;
+    const float ref[2] = {1.0f, -0.5f};
+    /* Equal: PASSED, 0 and 0. */
+    evaluate(ref, 3.0f, ref, 3.0f, &ev);
+    CHECK(ev.passed && ev.max_absolute_error == 0 && ev.max_relative_error == 0 && !ev.stopped_at);
+    /* Within: abs 0.5 but rel 0.0099 < 1e-2 passes (both must exceed). */
+    evaluate(ref, 50.5f, ref, 50.0f, &ev);
+    CHECK(ev.passed);
+    CHECK_DBL_EQ(ev.max_absolute_error, 0.5);
+    CHECK_DBL_EQ(ev.max_relative_error, (double)(0.5f / (50.0f + 1e-8f)));
+    /* An lse off by a factor ln 2: INCORRECT_NUMERICAL with its maxima. */
+    evaluate(ref, 3.0f * 0.6931472f, ref, 3.0f, &ev);
+    CHECK(!ev.passed && !ev.stopped_at);
+    CHECK_DBL_EQ(ev.max_absolute_error, (double)fabsf(3.0f * 0.6931472f - 3.0f));
+    /* inf in the output: stops there, inf and inf, whatever lse is. */
+    const float o_inf[2] = {inf, -0.5f};
+    evaluate(o_inf, nan, ref, 3.0f, &ev);
+    CHECK(!ev.passed && ev.stopped_at == 1 && isinf(ev.max_absolute_error) &&
+          isinf(ev.max_relative_error));
+    /* NaN in the output (no inf): NaN and NaN. */
+    const float o_nan[2] = {nan, -0.5f};
+    evaluate(o_nan, 3.0f, ref, 3.0f, &ev);
+    CHECK(!ev.passed && ev.stopped_at == 1 && isnan(ev.max_absolute_error) &&
+          isnan(ev.max_relative_error));
+    /* The correct -inf lse of an empty sequence: inf and inf, INCORRECT_NUMERICAL, though the
+     * kernel is right (and its output's errors are dropped). */
+    const float zero[2] = {0, 0}, off[2] = {0.25f, 0};
+    evaluate(off, -inf, zero, -inf, &ev);
+    CHECK(!ev.passed && ev.stopped_at == 2 && isinf(ev.max_absolute_error) &&
+          isinf(ev.max_relative_error));
+    /* A finite lse where the reference is -inf: abs inf, rel inf/inf = NaN, which Python's
+     * max drops: the relative error is the output's (here 0.0), and nothing exceeds (NaN >
+     * rtol is false): PASSED with max_absolute_error inf. */
+    evaluate(zero, -5e4f, zero, -inf, &ev);
+    CHECK(ev.passed && isinf(ev.max_absolute_error) && ev.max_relative_error == 0.0);
+    /* Likewise a finite output against a NaN reference: abs NaN, dropped. */
+    const float ref_nan[2] = {nan, -0.5f};
+    evaluate(ref, 3.0f, ref_nan, 3.0f, &ev);
+    CHECK(ev.passed && ev.max_absolute_error == 0 && ev.max_relative_error == 0);
+}
+
 static const check_test tests[] = {
     {"writer_layout_and_round_trip", test_writer_layout_and_round_trip},
     {"reader_refuses", test_reader_refuses},
     {"origin_section_round_trip", test_origin_section_round_trip},
     {"definition_parse", test_definition_parse},
+    {"definition_axes_without_type", test_definition_axes_without_type},
+    {"fib_evaluate", test_fib_evaluate},
     {NULL, NULL},
 };
 

@@ -1,5 +1,7 @@
 /* FIB definitions (fib.h): the gqa_paged_decode signature, reading a definition and writing
  * the one FIB gives a shape. */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +37,115 @@ static const char *const var_axes[4] = {"batch_size", "num_pages", "len_indptr",
 const char *kvf__fib_get_str(json_t *o, const char *key) {
     json_t *v = json_object_get(o, key);
     return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* Python's str.strip() for ASCII: the span of s without leading and trailing blanks. */
+static void strip_blanks(const char **b, const char **e) {
+    while (*b < *e && **b && strchr(" \t\n\r\v\f", **b))
+        (*b)++;
+    while (*e > *b && (*e)[-1] && strchr(" \t\n\r\v\f", (*e)[-1]))
+        (*e)--;
+}
+
+int kvf__fib_lax_uint(json_t *v, int64_t *out) {
+    if (json_is_integer(v)) {
+        *out = json_integer_value(v);
+        return *out >= 0;
+    }
+    if (json_is_boolean(v)) {
+        *out = json_is_true(v);
+        return 1;
+    }
+    if (json_is_real(v)) {
+        double x = json_real_value(v);
+        if (!isfinite(x) || x != floor(x) || x <= -1) return 0;
+        *out = x >= 0x1p63 ? INT64_MAX : (int64_t)x;
+        return 1;
+    }
+    if (!json_is_string(v)) return 0;
+    const char *b = json_string_value(v), *e = b + json_string_length(v);
+    strip_blanks(&b, &e);
+    int negative = b < e && *b == '-';
+    if (b < e && (*b == '+' || *b == '-')) b++;
+    /* digit groups joined by single underscores */
+    uint64_t x = 0;
+    int digits = 0, clamped = 0;
+    for (; b < e; b++) {
+        if (*b >= '0' && *b <= '9') {
+            if (x > (UINT64_MAX - 9) / 10) clamped = 1;
+            x = clamped ? x : x * 10 + (uint64_t)(*b - '0');
+            digits++;
+        } else if (*b == '_' && digits && b + 1 < e && b[1] >= '0' && b[1] <= '9' && b[-1] != '_') {
+            continue;
+        } else {
+            break;
+        }
+    }
+    if (!digits) return 0;
+    if (b < e && *b == '.') { /* "20.0" reads as 20, "20." does not */
+        if (++b == e) return 0;
+        for (; b < e && *b == '0'; b++)
+            ;
+    }
+    if (b != e || (negative && x != 0)) return 0;
+    *out = clamped || x > INT64_MAX ? INT64_MAX : (int64_t)x;
+    return 1;
+}
+
+int kvf__fib_lax_number(json_t *v, double *out) {
+    if (json_is_number(v)) {
+        *out = json_number_value(v);
+        return 1;
+    }
+    if (json_is_boolean(v)) {
+        *out = json_is_true(v);
+        return 1;
+    }
+    if (!json_is_string(v)) return 0;
+    const char *b = json_string_value(v), *e = b + json_string_length(v);
+    strip_blanks(&b, &e);
+    char buf[128];
+    size_t n = 0;
+    for (const char *p = b; p < e; p++) {
+        if (*p == 'x' || *p == 'X' || *p == 'p' || *p == 'P' || !*p) return 0; /* no hex */
+        /* an underscore only between digits, as Python's float() takes it */
+        if (*p == '_') {
+            if (p == b || p + 1 == e || p[-1] < '0' || p[-1] > '9' || p[1] < '0' || p[1] > '9')
+                return 0;
+            continue;
+        }
+        if (n + 1 == sizeof buf) return 0;
+        buf[n++] = *p;
+    }
+    buf[n] = 0;
+    if (!n) return 0;
+    char *end;
+    double x = strtod(buf, &end);
+    if (*end) return 0;
+    *out = x;
+    return 1;
+}
+
+int kvf__fib_axis_kind(json_t *axis, int64_t *value) {
+    if (!json_is_object(axis)) return 0;
+    json_t *type = json_object_get(axis, "type");
+    int is_uint = kvf__fib_lax_uint(json_object_get(axis, "value"), value);
+    if (!type) return is_uint ? 'c' : 'v';
+    const char *t = json_string_value(type);
+    if (t && strcmp(t, "const") == 0) return is_uint ? 'c' : 0;
+    if (t && strcmp(t, "var") == 0) return 'v';
+    return 0;
+}
+
+const char *kvf__fib_input_type(json_t *desc) {
+    if (!json_is_object(desc)) return NULL;
+    json_t *type = json_object_get(desc, "type");
+    if (type) return json_string_value(type);
+    const char *path = kvf__fib_get_str(desc, "path"), *key = kvf__fib_get_str(desc, "tensor_key");
+    double x;
+    if (path && *path && key && *key) return "safetensors";
+    if (kvf__fib_lax_number(json_object_get(desc, "value"), &x)) return "scalar";
+    return "random";
 }
 
 static int known_fib_dtype(const char *s) {
@@ -144,24 +255,29 @@ int kvf_fib_definition_parse(kvf_fib_definition *out, const char *text, size_t s
                              &kvf__fib_outputs[i], err)))
             goto done;
     int32_t *fields[4] = {&out->num_qo_heads, &out->num_kv_heads, &out->head_dim, &out->page_size};
+    /* An axis without "type" is what FIB's own writer makes of AxisConst(value=20) and
+     * AxisVar(): {"value": 20} and {}. */
     for (int i = 0; i < 4; i++) {
-        json_t *ax = json_object_get(axes, const_axes[i]);
-        const char *type = kvf__fib_get_str(ax, "type");
-        json_t *v = json_object_get(ax, "value");
-        if (!type || strcmp(type, "const") != 0 || !json_is_integer(v) ||
-            json_integer_value(v) < 1 || json_integer_value(v) > 65535) {
+        int64_t v = 0;
+        if (kvf__fib_axis_kind(json_object_get(axes, const_axes[i]), &v) != 'c' || v < 1 ||
+            v > 65535) {
             rc = kvf_error_set(err, KVF_EINVAL,
                                "definition %s's axis %s is not const with a value in [1, 65535]",
                                name, const_axes[i]);
             goto done;
         }
-        *fields[i] = (int32_t)json_integer_value(v);
+        *fields[i] = (int32_t)v;
     }
     for (int i = 0; i < 4; i++) {
-        const char *type = kvf__fib_get_str(json_object_get(axes, var_axes[i]), "type");
-        if (!type || strcmp(type, "var") != 0) {
-            rc = kvf_error_set(err, KVF_EINVAL, "definition %s's axis %s is not var", name,
-                               var_axes[i]);
+        int64_t v;
+        int kind = kvf__fib_axis_kind(json_object_get(axes, var_axes[i]), &v);
+        if (kind != 'v') {
+            rc = kvf_error_set(
+                err, KVF_EINVAL, "definition %s's axis %s is not var%s", name, var_axes[i],
+                kind == 'c' && !json_object_get(json_object_get(axes, var_axes[i]), "type")
+                    ? " (FIB reads an axis with an integer value and no type as "
+                      "const)"
+                    : "");
             goto done;
         }
     }

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,18 +16,83 @@
 #error "the safetensors blobs are written straight from memory: little-endian hosts only"
 #endif
 
-int kvf_fib_export(const char *root, const char *def_name, const char *uuid, const kvf_spec *spec,
-                   const kvf_case *c, char **line, kvf_error *err) {
-    *line = NULL;
-    if (!kvf_origin_name_ok(def_name) || !kvf_origin_name_ok(uuid))
-        return kvf_error_set(err, KVF_EINVAL, "%.80s / %.80s cannot name a FIB blob", def_name,
-                             uuid);
+int kvf_fib_check_exportable(const kvf_case *c, kvf_error *err) {
     /* A blob holds the whole pool: refuse pools a FIB run could not load either. */
     if (c->pool_bytes > ((size_t)1 << 30))
         return kvf_error_set(err, KVF_ELIMIT,
                              "the case's page pool is %zu bytes per cache; a FIB blob holds every "
                              "page, and kvfuzz writes at most 1 GiB per cache",
                              c->pool_bytes);
+    /* No smaller valid shape keeps the case: num_kv_indices must equal kv_indptr[-1], so a
+     * page-table entry could only come with a page for some sequence, another case. */
+    if (c->batch_size == 0 || c->kv_indptr[c->batch_size] == 0)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "the case has no page-table entry (%s), and FIB's validator requires "
+                             "num_kv_indices, which must equal kv_indptr[-1], to be positive; a "
+                             "batch with one sequence that has a page beside the empty ones "
+                             "exports",
+                             c->batch_size ? "every sequence is empty" : "its batch is empty");
+    return 0;
+}
+
+/* One output as DefaultEvaluator sees it: 0, or 1 when the kernel's tensor holds an inf, 2 a
+ * NaN (inf is tested first); else folds its maxima into ev and sets *exceeds. */
+static int evaluate_output(int64_t n, const kvf_bf16 *o, const float *lse, const kvf_bf16 *ref_o,
+                           const float *ref_lse, kvf_fib_evaluation *ev, int *exceeds) {
+    int inf = 0, nan = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float a = o ? kvf_bf16_to_f32(o[i]) : lse[i];
+        inf |= isinf(a);
+        nan |= isnan(a);
+    }
+    if (inf || nan) return inf ? 1 : 2;
+    if (n == 0) return 0; /* compute_error_stats: (0.0, 0.0), which max() keeps out */
+    const float atol = 1e-2f, rtol = 1e-2f, eps = 1e-8f; /* torch casts them to float32 */
+    float max_abs = 0, max_rel = 0;
+    int abs_nan = 0, rel_nan = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float a = o ? kvf_bf16_to_f32(o[i]) : lse[i];
+        float r = o ? kvf_bf16_to_f32(ref_o[i]) : ref_lse[i];
+        float abs = fabsf(a - r);
+        float rel = abs / (fabsf(r) + eps);
+        *exceeds |= abs > atol && rel > rtol;
+        abs_nan |= isnan(abs);
+        rel_nan |= isnan(rel);
+        if (abs > max_abs) max_abs = abs;
+        if (rel > max_rel) max_rel = rel;
+    }
+    /* torch's max is NaN when an element is; Python's max(running, NaN) keeps running. */
+    if (!abs_nan && max_abs > ev->max_absolute_error) ev->max_absolute_error = max_abs;
+    if (!rel_nan && max_rel > ev->max_relative_error) ev->max_relative_error = max_rel;
+    return 0;
+}
+
+void kvf_fib_evaluate(const kvf_case *c, const kvf_bf16 *o, const float *lse, const kvf_bf16 *ref_o,
+                      const float *ref_lse, kvf_fib_evaluation *out) {
+    memset(out, 0, sizeof *out);
+    int exceeds = 0;
+    for (int k = 0; k < 2; k++) {
+        int stop =
+            k == 0
+                ? evaluate_output(kvf_case_o_elems(c), o, NULL, ref_o, NULL, out, &exceeds)
+                : evaluate_output(kvf_case_lse_elems(c), NULL, lse, NULL, ref_lse, out, &exceeds);
+        if (stop) {
+            out->max_absolute_error = out->max_relative_error = stop == 1 ? INFINITY : NAN;
+            out->stopped_at = k + 1;
+            return;
+        }
+    }
+    out->passed = !exceeds;
+}
+
+int kvf_fib_export(const char *root, const char *def_name, const char *uuid, const kvf_spec *spec,
+                   const kvf_case *c, char **line, kvf_error *err) {
+    *line = NULL;
+    if (!kvf_origin_name_ok(def_name) || !kvf_origin_name_ok(uuid))
+        return kvf_error_set(err, KVF_EINVAL, "%.80s / %.80s cannot name a FIB blob", def_name,
+                             uuid);
+    int rc = kvf_fib_check_exportable(c, err);
+    if (rc) return rc;
     /* Names are at most KVF_ORIGIN_NAME_MAX characters, so the relative paths fit. */
     char rel_dir[512], rel[1024], dir[PATH_MAX], path[PATH_MAX];
     snprintf(rel_dir, sizeof rel_dir, "blob/workloads/" KVF_FIB_OP_TYPE "/%.128s", def_name);
@@ -34,7 +100,7 @@ int kvf_fib_export(const char *root, const char *def_name, const char *uuid, con
     if ((size_t)snprintf(dir, sizeof dir, "%s/%s", root, rel_dir) >= sizeof dir ||
         (size_t)snprintf(path, sizeof path, "%s/%s", root, rel) >= sizeof path)
         return kvf_error_set(err, KVF_EIO, "the dataset path %.80s is too long", root);
-    int rc = kvf_mkdirs(dir, err);
+    rc = kvf_mkdirs(dir, err);
     if (rc) return rc;
     int64_t B = c->batch_size, entries = c->kv_indptr[B];
     kvf_st_out t[IN_COUNT - 1] = {

@@ -143,12 +143,11 @@ static int parse_random_meta(import_ctx *x, const kvf_st_file *f, kvf_origin *o)
 }
 
 static int axis_value(import_ctx *x, json_t *axes, const char *name, int64_t *v) {
-    json_t *a = json_object_get(axes, name);
-    if (!json_is_integer(a) || json_integer_value(a) < 0)
+    /* Workload.axes is Dict[str, NonNegativeInt]: what pydantic reads as one. */
+    if (!kvf__fib_lax_uint(json_object_get(axes, name), v))
         return kvf_error_set(x->err, KVF_EINVAL,
                              "workload %s has no non-negative integer value for the axis %s",
                              x->uuid, name);
-    *v = json_integer_value(a);
     return 0;
 }
 
@@ -237,7 +236,7 @@ int kvf_fib_import(kvf_spec *out, const kvf_fib_definition *def, const char *lin
         for (int i = 0; i < IN_COUNT; i++)
             known |= strcmp(key, kvf__fib_inputs[i].name) == 0 &&
                      (i != IN_LAST || def->has_last_page_len);
-        const char *type = kvf__fib_get_str(desc, "type");
+        const char *type = kvf__fib_input_type(desc);
         if (!known) {
             rc = kvf_error_set(err, KVF_EINVAL, "workload %s has an input %.40s that %s does not",
                                uuid, key, def->name);
@@ -260,8 +259,7 @@ int kvf_fib_import(kvf_spec *out, const kvf_fib_definition *def, const char *lin
         if (i == IN_LAST && !def->has_last_page_len) continue;
         const kvf__fib_tensor *wi = &kvf__fib_inputs[i];
         desc = json_object_get(inputs, wi->name);
-        const char *type =
-            desc ? kvf__fib_get_str(desc, "type") : "random"; /* absent: FIB draws it */
+        const char *type = desc ? kvf__fib_input_type(desc) : "random"; /* absent: FIB draws it */
         if (strcmp(type, "safetensors") == 0) {
             if ((rc = get_tensor(&x, desc, i, wi->rank < 0 ? 0 : wi->rank, shapes[i], &t[i])))
                 goto done;
@@ -339,13 +337,16 @@ int kvf_fib_import(kvf_spec *out, const kvf_fib_definition *def, const char *lin
     if (t[IN_SCALE]) {
         scale = kvf_f32_from_bits((uint32_t)le_i32(t[IN_SCALE]->data));
     } else {
+        /* ScalarInput.value is Union[int, float, bool]: a number, or a string pydantic reads
+         * as one; a boolean is no softmax scale. */
         json_t *v = json_object_get(json_object_get(inputs, "sm_scale"), "value");
-        if (!json_is_number(v)) {
+        double value;
+        if (json_is_boolean(v) || !kvf__fib_lax_number(v, &value)) {
             rc = kvf_error_set(err, KVF_EINVAL, "workload %s's sm_scale scalar has no number value",
                                uuid);
             goto done;
         }
-        scale = (float)json_number_value(v);
+        scale = (float)value;
     }
     if (!isfinite(scale)) {
         rc = kvf_error_set(err, KVF_EINVAL, "workload %s's sm_scale %g is not a finite float32",

@@ -24,4 +24,25 @@ extern const kvf__fib_tensor kvf__fib_outputs[2];
 /* A member's string value, or NULL. */
 const char *kvf__fib_get_str(json_t *o, const char *key);
 
+/* FIB's models give "type" a default, and FIB's own writer (save_json_file, exclude_unset)
+ * leaves a defaulted type out; pydantic then picks the union member. These read a JSON value
+ * the way pydantic's lax mode does (observed with pydantic 2.13.4): */
+/* as a non-negative int (NonNegativeInt): a JSON integer, a JSON number with an integral value,
+ * true / false, or a string of decimal digits (underscores between digits, an optional sign,
+ * ".0..." and surrounding blanks allowed). 1 and the value in *out (clamped to INT64_MAX), or
+ * 0. */
+int kvf__fib_lax_uint(json_t *v, int64_t *out);
+/* as Union[int, float, bool]: a JSON number or boolean, or a string Python's float() reads
+ * (hex excepted). 1 and the value in *out (true 1, false 0), or 0. */
+int kvf__fib_lax_number(json_t *v, double *out);
+/* An axis: 'c' const (its value in *value), 'v' var, 0 what FIB refuses. Without "type",
+ * AxisConst when "value" reads as a NonNegativeInt (it then has the most fields set), else
+ * AxisVar, which takes any object. */
+int kvf__fib_axis_kind(json_t *axis, int64_t *value);
+/* An input description's type: its "type" string when it has one; without, what pydantic
+ * makes of the union RandomInput | SafetensorsInput | ScalarInput: safetensors when "path"
+ * and "tensor_key" are non-empty strings, else scalar when "value" reads as a number, else
+ * random. NULL when FIB refuses it (not an object, or a "type" that is not a string). */
+const char *kvf__fib_input_type(json_t *desc);
+
 #endif

@@ -5,9 +5,11 @@
  * A dataset is definitions/<op_type>/<def>.json, workloads/<op_type>/<def>.jsonl (one trace
  * object {definition, workload: {uuid, axes, inputs}, solution: null, evaluation: null} per
  * line; a bare workload object is accepted too), blob/workloads/<op_type>/<def>/
- * <def>_<uuid>.safetensors and traces/<op_type>/<def>.jsonl. An input is {type: random},
- * {type: scalar, value} or {type: safetensors, path, tensor_key}, the path relative to the
- * dataset root.
+ * <def>_<uuid>.safetensors, solutions/<author>/<op_type>/<def>/<name>.json and
+ * traces/<author>/<op_type>/<def>.jsonl (FIB's validator reads only these paths). An input is
+ * {type: random}, {type: scalar, value} or {type: safetensors, path, tensor_key}, the path
+ * relative to the dataset root; FIB's own writer may leave a defaulted "type" out, of inputs
+ * and of axes, and the reader defaults it as FIB's pydantic models do.
  *
  * Ownership: kvf_fib_definition is a plain struct (no heap). kvf_fib_import fills a
  * caller-owned kvf_spec (kvf_spec_free releases it). kvf_fib_definition_json returns malloc'd text
@@ -64,6 +66,31 @@ void kvf_fib_definition_name(char *out, size_t size, int32_t num_qo_heads, int32
  * outputs, constraints and a torch reference with FIB's semantics (docs/fib.md). */
 char *kvf_fib_definition_json(int32_t num_qo_heads, int32_t num_kv_heads, int32_t head_dim,
                               int32_t page_size);
+
+/* Whether case c can be a FIB workload: KVF_ELIMIT for a pool over 1 GiB per cache (a blob
+ * holds every page), KVF_EINVAL for a case without a page-table entry (every sequence empty,
+ * or no sequence): FIB's validator requires every axis to be positive, and num_kv_indices
+ * equals kv_indptr[-1], which is then 0. */
+int kvf_fib_check_exportable(const kvf_case *c, kvf_error *err);
+
+/* What FIB's DefaultEvaluator.check_correctness records for a kernel's o and lse against a
+ * reference (flashinfer_bench/bench/evaluators/default.py, bench/utils.py compute_error_stats,
+ * commit 40e6ca78), outputs in the definition's order, output then lse:
+ * - an output of the kernel holding an inf stops the check: INCORRECT_NUMERICAL with both
+ *   errors inf; else one holding a NaN: both NaN (the -inf lse of an empty sequence, correct
+ *   as it is, stops it too);
+ * - else abs = |a - r| and rel = abs / (|r| + 1e-8) in float32, an element exceeds when both
+ *   pass 1e-2, and the output's maxima are torch's max (NaN when one is NaN), folded into the
+ *   running maxima by Python's max(running, new), which keeps the running value when the new
+ *   one is NaN;
+ * - INCORRECT_NUMERICAL when an element exceeds, else PASSED. */
+typedef struct kvf_fib_evaluation {
+    int passed;
+    double max_absolute_error, max_relative_error;
+    int stopped_at; /* 0, or the output whose inf or NaN stopped the check: 1 output, 2 lse */
+} kvf_fib_evaluation;
+void kvf_fib_evaluate(const kvf_case *c, const kvf_bf16 *o, const float *lse, const kvf_bf16 *ref_o,
+                      const float *ref_lse, kvf_fib_evaluation *out);
 
 /* Writes case c (built from spec) as a FIB workload into the dataset at root: its blob
  * blob/workloads/gqa_paged/<def>/<def>_<uuid>.safetensors with every input tensor (the
