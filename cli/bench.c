@@ -31,8 +31,6 @@
 #include "kvfuzz/kernel_host.h"
 #endif
 
-#define BENCH_MAX_KERNELS 16
-
 enum {
     BENCH_ORACLE = 256,
     BENCH_KERNEL,
@@ -48,12 +46,16 @@ enum {
     BENCH_JSON
 };
 
+/* --help names the plugin kernel limit in words. */
+_Static_assert(KVF_PLUGIN_MAX_KERNELS == 4096u, "--help states the plugin kernel limit");
+
 static const cli_option bench_options[] = {
     {"oracle", BENCH_ORACLE, NULL,
      "oracle throughput instead (first; kvfuzz bench --oracle --help)"},
     {"kernel", BENCH_KERNEL, "K",
      "a CUDA kernel: cuda, cuda-naive, cuda/mut=..., PATH.so (every CUDA\n"
-     "kernel of a plugin) or PATH.so:NAME; repeat it or give a comma-\n"
+     "kernel of a plugin, any number; a plugin lists at most 4096) or\n"
+     "PATH.so:NAME; repeat it or give a comma-\n"
      "separated list (default: cuda and cuda-naive)"},
     {"preset", BENCH_PRESET, "P",
      "seed:  batch 1, 51 pages of 64, the last holding 2 (3202 tokens),\n"
@@ -110,8 +112,7 @@ typedef struct bench_opts {
     int iters, warmup;
     uint64_t seed;
     int json;
-    const kvf_kernel *kernels[BENCH_MAX_KERNELS];
-    size_t nk;
+    kvf_kernel_list kernels; /* grows: PATH.so adds every CUDA kernel of a plugin */
 } bench_opts;
 
 static uint64_t splitmix(uint64_t *state) {
@@ -183,7 +184,7 @@ static const kvf_plugin_kernel *bench_desc(const kvf_kernel *k) {
 typedef struct bench_run {
     void *host;
     cudaStream_t stream;
-    const kvf_plugin_kernel *descs[BENCH_MAX_KERNELS + 1]; /* the timed ones, then cuda-naive */
+    const kvf_plugin_kernel **descs; /* [timed + 1]: the timed ones, then cuda-naive */
     int n, timed, ref;
     void *flush;
     uint32_t *sink;
@@ -394,12 +395,18 @@ static int bench_one(bench_run *br, const bench_workload *w, const bench_opts *o
     kvf_error err = {0};
     int rc = -1;
     void *roof = NULL;
-    kvf_bf16 *outs_o[BENCH_MAX_KERNELS + 1] = {0};
-    float *outs_lse[BENCH_MAX_KERNELS + 1] = {0};
-    bench_result res[BENCH_MAX_KERNELS];
-    int runnable[BENCH_MAX_KERNELS] = {0};
-    double med[BENCH_MAX_KERNELS + 1], mn[BENCH_MAX_KERNELS + 1];
-    memset(res, 0, sizeof res);
+    /* As many entries as kernels (and the reference): a plugin may add thousands. */
+    const size_t nk = (size_t)br->n;
+    kvf_bf16 **outs_o = calloc(nk, sizeof *outs_o);
+    float **outs_lse = calloc(nk, sizeof *outs_lse);
+    bench_result *res = calloc(nk, sizeof *res);
+    int *runnable = calloc(nk, sizeof *runnable);
+    double *med = calloc(nk + 1, sizeof *med), *mn = calloc(nk + 1, sizeof *mn);
+    memset(&c, 0, sizeof c);
+    if (!outs_o || !outs_lse || !res || !runnable || !med || !mn) {
+        fprintf(stderr, "kvfuzz bench: out of host memory.\n");
+        goto out;
+    }
     if (build_case(w, o, br->first_row, &c)) goto out;
     const int64_t tokens = kvf_case_total_tokens(&c);
     const size_t q_b = (size_t)kvf_case_q_elems(&c) * 2, lse_b = (size_t)kvf_case_lse_elems(&c) * 4;
@@ -452,10 +459,16 @@ static int bench_one(bench_run *br, const bench_workload *w, const bench_opts *o
     }
     fflush(stdout);
 out:
-    for (int k = 0; k <= BENCH_MAX_KERNELS; k++) {
+    for (size_t k = 0; k < nk && outs_o && outs_lse; k++) {
         free(outs_o[k]);
         free(outs_lse[k]);
     }
+    free(outs_o);
+    free(outs_lse);
+    free(res);
+    free(runnable);
+    free(med);
+    free(mn);
     if (roof) cudaFree(roof);
     /* The host keeps its buffers for the next workload; the case is bench's own. */
     free(c.kv_indptr);
@@ -474,9 +487,14 @@ static int run_bench(bench_workload *w, int nw, const bench_opts *o) {
     br.first_row = 1;
     json_t *root = NULL;
     const kvf_kernel *naive = kvf_kernel_find("cuda-naive");
-    for (size_t i = 0; i < o->nk; i++) {
-        br.descs[br.n] = bench_desc(o->kernels[i]);
-        if (!br.descs[br.n]) return KVF_EXIT_USAGE; /* bench_desc said why */
+    br.descs = calloc(o->kernels.count + 1, sizeof *br.descs);
+    if (!br.descs) return cli_usage_error("bench", "out of memory for the kernels");
+    for (size_t i = 0; i < o->kernels.count; i++) {
+        br.descs[br.n] = bench_desc(o->kernels.items[i]);
+        if (!br.descs[br.n]) { /* bench_desc said why */
+            free(br.descs);
+            return KVF_EXIT_USAGE;
+        }
         if (br.descs[br.n] == naive->desc) br.ref = br.n;
         br.n++;
     }
@@ -487,8 +505,10 @@ static int run_bench(bench_workload *w, int nw, const bench_opts *o) {
     }
     int rc = KVF_EXIT_FINDINGS, nev = 0;
     kvf_error err = {0};
-    if (kvf__cuda_host_create_many(br.descs, br.n, &br.host, &err))
+    if (kvf__cuda_host_create_many(br.descs, br.n, &br.host, &err)) {
+        free(br.descs);
         return cli_usage_error("bench", "the kernels cannot start: %s", err.msg);
+    }
     br.stream = (cudaStream_t)kvf__cuda_host_stream(br.host);
     const int events = o->iters * (br.timed + 1) * 2;
     br.ev = calloc((size_t)events, sizeof *br.ev);
@@ -552,27 +572,33 @@ out:
     if (br.flush) cudaFree(br.flush);
     if (br.sink) cudaFree(br.sink);
     kvf__cuda_host_destroy(br.host);
+    free(br.descs);
     return rc;
 }
 #endif
 
 /* Adds the kernels one --kernel token names; only CUDA kernels can be timed. */
 static int add_kernels(const char *cmd, bench_opts *o, const char *spec) {
-    const kvf_kernel *found[BENCH_MAX_KERNELS];
-    size_t n = 0;
+    const size_t before = o->kernels.count;
     kvf_error err = {0};
-    int rc = kvf_kernel_resolve(spec, NULL, found, BENCH_MAX_KERNELS, &n, &err);
-    if (rc) return cli_usage_error(cmd, "%s", err.msg);
-    for (size_t i = 0; i < n; i++) {
-        if (found[i]->device != KVF_DEVICE_CUDA) {
-            if (n == 1) return cli_usage_error(cmd, "%s is not a CUDA kernel", found[i]->name);
-            continue; /* PATH.so: its CUDA kernels */
+    /* No test kernels (the resolver's `extra`): they have no descriptor for bench to time. */
+    if (kvf_kernel_resolve_list(spec, NULL, &o->kernels, &err))
+        return cli_usage_error(cmd, "%s", err.msg);
+    const size_t n = o->kernels.count - before;
+    size_t kept = before;
+    int rc = 0;
+    for (size_t i = before; i < o->kernels.count; i++) {
+        const kvf_kernel *k = o->kernels.items[i];
+        if (k->device == KVF_DEVICE_CUDA) {
+            o->kernels.items[kept++] = k;
+            continue;
         }
-        if (o->nk == BENCH_MAX_KERNELS)
-            return cli_usage_error(cmd, "at most %d kernels at a time", BENCH_MAX_KERNELS);
-        o->kernels[o->nk++] = found[i];
+        /* PATH.so: its CUDA kernels; a kernel named alone must be one. */
+        if (n == 1) rc = cli_usage_error(cmd, "%s is not a CUDA kernel", k->name);
+        kvf_kernel_free(k);
     }
-    return 0;
+    o->kernels.count = kept;
+    return rc;
 }
 
 int kvf_cmd_bench(int argc, char **argv) {
@@ -665,8 +691,7 @@ int kvf_cmd_bench(int argc, char **argv) {
             break;
         }
         if (key == CLI_HELP || rc) {
-            for (size_t i = 0; i < o.nk; i++)
-                kvf_kernel_free(o.kernels[i]);
+            kvf_kernel_list_free(&o.kernels);
             return key == CLI_HELP ? KVF_EXIT_OK : rc;
         }
     }
@@ -675,11 +700,12 @@ int kvf_cmd_bench(int argc, char **argv) {
         return cli_usage_error(cmd, "unexpected argument \"%s\" (see `kvfuzz bench --help`)",
                                rest[0]);
     if ((batch >= 0) != (len >= 0)) return cli_usage_error(cmd, "--batch and --len go together");
-    if (o.nk == 0) {
+    if (o.kernels.count == 0) {
         const char *dflt[2] = {"cuda", "cuda-naive"};
         for (int i = 0; i < 2; i++) {
             const kvf_kernel *k = kvf_kernel_find(dflt[i]);
-            if (k) o.kernels[o.nk++] = k;
+            if (k && kvf_kernel_list_push(&o.kernels, k, NULL))
+                return cli_usage_error(cmd, "out of memory for the kernel list");
         }
     }
     if (batch >= 0 && preset)
@@ -725,7 +751,6 @@ int kvf_cmd_bench(int argc, char **argv) {
                                   "CUDA, and bench times the CUDA kernels only");
 #endif
     free_workloads(w, nw);
-    for (size_t i = 0; i < o.nk; i++)
-        kvf_kernel_free(o.kernels[i]); /* plugin kernels; built-in ones are static */
+    kvf_kernel_list_free(&o.kernels); /* plugin kernels; built-in ones are static */
     return rc;
 }

@@ -115,11 +115,12 @@ int cli_collect_cases(const char *cmd, char **args, int nargs, char ***paths, si
 void cli_free_paths(char **paths, size_t count);
 
 /* Resolves one --kernel value (a built-in or test kernel name, PATH.so[:NAME],
- * python:MODULE:FUNCTION, a solution .json) into kernels[*count], at most max. On failure
- * prints "kvfuzz CMD: <one sentence>" and returns KVF_EXIT_USAGE. cli_free_kernels releases
- * what it allocated. */
-int cli_add_kernel(const char *cmd, const char *spec, const kvf_kernel **kernels, size_t max,
-                   size_t *count);
+ * python:MODULE:FUNCTION, a solution .json) and appends its kernels to the list, which grows:
+ * PATH.so adds every kernel of the plugin, however many it lists (a plugin may list up to
+ * KVF_PLUGIN_MAX_KERNELS; more is a load error). On failure prints "kvfuzz CMD: <one
+ * sentence>", leaves the list as it was and returns KVF_EXIT_USAGE. kvf_kernel_list_free
+ * releases the list. */
+int cli_add_kernel(const char *cmd, const char *spec, kvf_kernel_list *kernels);
 void cli_free_kernels(const kvf_kernel **kernels, size_t count);
 /* The same for a command that runs one kernel: a plugin with several needs PATH.so:NAME. */
 int cli_one_kernel(const char *cmd, const char *spec, const kvf_kernel **kernel);

@@ -7,8 +7,6 @@
 #include "kvfuzz/precision.h"
 #include "kvfuzz/runner.h"
 
-#define MAX_LISTED 64
-
 enum { KERNELS_KERNEL = 256 };
 
 static const cli_option kernels_options[] = {
@@ -28,7 +26,10 @@ static void kernels_help(void) {
            "accepts around the seed shape (20 q heads, 4 kv heads, head dim 128, page size 64,\n"
            "3,202 tokens). strict and fa judge a kernel within its model unless --precision\n"
            "overrides it.\n"
-           "A plugin is loaded in a separate process. Exit status 2 when K cannot be loaded.\n\n");
+           "A plugin is loaded in a separate process; PATH.so lists every kernel it holds (at\n"
+           "most %u: a plugin listing more fails to load). Exit status 2 when K cannot be\n"
+           "loaded.\n\n",
+           (unsigned)KVF_PLUGIN_MAX_KERNELS);
     cli_print_options(stdout, kernels_options);
 }
 
@@ -103,31 +104,30 @@ static void describe(const kvf_kernel *k) {
 
 int kvf_cmd_kernels(int argc, char **argv) {
     const char *cmd = "kernels";
-    const kvf_kernel *ks[MAX_LISTED];
-    size_t n = 0;
+    kvf_kernel_list ks = {0};
     cli_parser p;
     cli_parser_init(&p, cmd, argc, argv, kernels_options);
     const char *v;
     for (int key; (key = cli_next(&p, &v)) != CLI_END;) {
         if (key == CLI_HELP || key == CLI_ERROR) {
             if (key == CLI_HELP) kernels_help();
-            cli_free_kernels(ks, n);
+            kvf_kernel_list_free(&ks);
             return key == CLI_HELP ? KVF_EXIT_OK : KVF_EXIT_USAGE;
         }
-        if (cli_add_kernel(cmd, v, ks, MAX_LISTED, &n)) {
-            cli_free_kernels(ks, n);
+        if (cli_add_kernel(cmd, v, &ks)) {
+            kvf_kernel_list_free(&ks);
             return KVF_EXIT_USAGE;
         }
     }
     char **rest;
     if (cli_operands(&p, &rest)) {
-        cli_free_kernels(ks, n);
+        kvf_kernel_list_free(&ks);
         return cli_usage_error(cmd, "unknown argument \"%s\" (see kvfuzz kernels --help)", rest[0]);
     }
-    if (n) {
-        for (size_t i = 0; i < n; i++)
-            describe(ks[i]);
-        cli_free_kernels(ks, n);
+    if (ks.count) {
+        for (size_t i = 0; i < ks.count; i++)
+            describe(ks.items[i]);
+        kvf_kernel_list_free(&ks);
         return KVF_EXIT_OK;
     }
     char why[256] = "";

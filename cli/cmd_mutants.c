@@ -443,11 +443,15 @@ enum {
     MUT_PRECISION
 };
 
+/* --help names the plugin kernel limit in words. */
+_Static_assert(KVF_PLUGIN_MAX_KERNELS == 4096u, "--help states the plugin kernel limit");
+
 static const cli_option mutants_options[] = {
     {"control", MUT_CONTROL, "K",
      "also run kernel K through (a) as a control (repeatable): a\n"
-     "plugin's kernels of role reference for PATH.so, or the one\n"
-     "named by PATH.so:NAME, python:MODULE:FUNCTION, a built-in"},
+     "plugin's kernels of role reference for PATH.so (all of them;\n"
+     "a plugin lists at most 4096 kernels), or the one named by\n"
+     "PATH.so:NAME, python:MODULE:FUNCTION, a built-in"},
     {"device", MUT_DEVICE, "D", "cpu (default) or cuda"},
     {"budget", MUT_BUDGET, "S", "seconds of (a) per mutant (default 60)"},
     {"controls-budget", MUT_CONTROLS_BUDGET, "S",
@@ -516,8 +520,8 @@ int kvf_cmd_mutants(int argc, char **argv) {
     uint64_t seed = 1;
     int64_t jobs = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
     int json = 0;
-    const kvf_kernel *extra[16];
-    size_t nextra = 0;
+    /* The controls --control adds: grows, as a plugin may list any number of references. */
+    kvf_kernel_list extras = {0};
     const char *seeds_dir = access("corpus/seeds", R_OK) == 0 ? "corpus/seeds" : NULL;
     cli_parser p;
     cli_parser_init(&p, cmd, argc, argv, mutants_options);
@@ -527,7 +531,7 @@ int kvf_cmd_mutants(int argc, char **argv) {
         switch (key) {
         case CLI_HELP:
             mutants_help();
-            cli_free_kernels(extra, nextra);
+            kvf_kernel_list_free(&extras);
             return KVF_EXIT_OK;
         case CLI_ERROR:
             bad = 1;
@@ -540,25 +544,22 @@ int kvf_cmd_mutants(int argc, char **argv) {
             precision = v;
             break;
         case MUT_CONTROL: {
-            const kvf_kernel *got[16];
-            size_t n = 0;
-            if (cli_add_kernel(cmd, v, got, 16, &n)) {
+            const size_t before = extras.count;
+            if (cli_add_kernel(cmd, v, &extras)) {
                 bad = 1;
                 break;
             }
             /* A whole plugin contributes its reference kernels; a named kernel is taken as is. */
-            size_t kept = 0;
-            for (size_t j = 0; j < n; j++) {
-                if (n > 1 && got[j]->role != KVF_PLUGIN_ROLE_REFERENCE) {
-                    kvf_kernel_free(got[j]);
-                } else if (nextra < 16) {
-                    extra[nextra++] = got[j];
-                    kept++;
-                } else {
-                    kvf_kernel_free(got[j]);
-                }
+            const size_t n = extras.count - before;
+            size_t kept = before;
+            for (size_t j = before; j < extras.count; j++) {
+                if (n > 1 && extras.items[j]->role != KVF_PLUGIN_ROLE_REFERENCE)
+                    kvf_kernel_free(extras.items[j]);
+                else
+                    extras.items[kept++] = extras.items[j];
             }
-            if (!kept)
+            extras.count = kept;
+            if (kept == before)
                 bad = cli_usage_error(cmd,
                                       "%s lists no kernel of role reference; name one with "
                                       "PATH.so:NAME",
@@ -603,32 +604,32 @@ int kvf_cmd_mutants(int argc, char **argv) {
         bad =
             cli_usage_error(cmd, "unexpected argument \"%s\" (see kvfuzz mutants --help)", rest[0]);
     if (bad) {
-        cli_free_kernels(extra, nextra);
+        kvf_kernel_list_free(&extras);
         return KVF_EXIT_USAGE;
     }
     if (controls_budget < 0) controls_budget = budget;
     /* A control that cannot start fails the run before any case runs, as replay does. */
-    for (size_t i = 0; i < nextra; i++) {
+    for (size_t i = 0; i < extras.count; i++) {
         kvf_limits lim;
         cli_limits(&lim);
         kvf_error err = {0};
-        if (can_start(extra[i], &lim, &err)) {
-            int urc = cli_kernel_cannot_start(cmd, extra[i]->name, err.msg);
-            cli_free_kernels(extra, nextra);
+        if (can_start(extras.items[i], &lim, &err)) {
+            int urc = cli_kernel_cannot_start(cmd, extras.items[i]->name, err.msg);
+            kvf_kernel_list_free(&extras);
             return urc;
         }
     }
     kvf_device dev = strcmp(device, "cuda") == 0 ? KVF_DEVICE_CUDA : KVF_DEVICE_CPU;
     /* A declared model kvfuzz cannot read is the kernel's error, found before minutes of work
      * rather than at its turn. */
-    for (size_t i = 0; i < kvf_kernel_count() + nextra; i++) {
+    for (size_t i = 0; i < kvf_kernel_count() + extras.count; i++) {
         const kvf_kernel *k =
-            i < kvf_kernel_count() ? kvf_kernel_at(i) : extra[i - kvf_kernel_count()];
+            i < kvf_kernel_count() ? kvf_kernel_at(i) : extras.items[i - kvf_kernel_count()];
         kvf_precision m;
         cli_precision_source src;
         if ((i >= kvf_kernel_count() || k->device == dev) &&
             cli_kernel_precision(cmd, k, precision, &m, &src)) {
-            cli_free_kernels(extra, nextra);
+            kvf_kernel_list_free(&extras);
             return KVF_EXIT_USAGE;
         }
     }
@@ -792,9 +793,9 @@ int kvf_cmd_mutants(int argc, char **argv) {
         jcontrols = jset(root, "controls", json_array(), &jbad);
     else if (!start_kernel)
         printf("\ncontrols (production kernels, %g s of generated cases each):\n", controls_budget);
-    for (size_t i = 0; i < kvf_kernel_count() + nextra && !start_kernel; i++) {
+    for (size_t i = 0; i < kvf_kernel_count() + extras.count && !start_kernel; i++) {
         const kvf_kernel *k =
-            i < kvf_kernel_count() ? kvf_kernel_at(i) : extra[i - kvf_kernel_count()];
+            i < kvf_kernel_count() ? kvf_kernel_at(i) : extras.items[i - kvf_kernel_count()];
         if (i < kvf_kernel_count() &&
             (k->device != dev || k->models || strcmp(k->name, "cuda-naive") == 0))
             continue;
@@ -901,6 +902,6 @@ out:
     free(mut_names);
     seeds_free(&seeds);
     cache_free(&cache);
-    cli_free_kernels(extra, nextra);
+    kvf_kernel_list_free(&extras);
     return rc;
 }

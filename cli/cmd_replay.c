@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,7 +20,6 @@
 #include "kvfuzz/verdict.h"
 
 #define MAX_RULES 16
-#define MAX_KERNELS 16
 
 enum {
     REPLAY_KERNEL = 256,
@@ -32,10 +32,14 @@ enum {
     REPLAY_PRECISION
 };
 
+/* --help names the limit in words. */
+_Static_assert(KVF_PLUGIN_MAX_KERNELS == 4096u, "replay --help states the plugin kernel limit");
+
 static const cli_option replay_options[] = {
     {"kernel", REPLAY_KERNEL, "K",
      "kernel to run (repeatable): a built-in name (`kvfuzz\n"
-     "kernels`), PATH.so (every kernel of a plugin), PATH.so:NAME,\n"
+     "kernels`), PATH.so (every kernel of a plugin: any number up\n"
+     "to the 4096 one library may list), PATH.so:NAME,\n"
      "python:MODULE:FUNCTION or a FlashInfer-Bench solution .json.\n"
      "Default: the kernel the files' finding reports (.json beside\n"
      "them) record, when all record the same; else cuda when a GPU\n"
@@ -121,6 +125,30 @@ static int recorded_run(char **paths, size_t n, char *kernel, size_t ksize, char
     return n > 0;
 }
 
+/* The per-kernel tables, as many rows as kernels: a plugin may list thousands. */
+static void replay_free_tables(kvf_rule (*krules)[MAX_RULES], char (*kmodel)[96],
+                               kvf_runner **runners, kvf_verdict_counts (*counts)[MAX_RULES]) {
+    free(krules);
+    free(kmodel);
+    free(runners);
+    free(counts);
+}
+
+/* Each worker holds a socket in this process: a plugin of thousands of kernels needs more
+ * descriptors than the common soft limit of 1024, so the soft limit is raised toward the hard
+ * one. Returns 0, or -1 with *allowed set when the hard limit is too low, so the run stops
+ * with one sentence before it starts hundreds of workers. */
+static int raise_fd_limit(size_t nkernels, size_t *allowed) {
+    struct rlimit rl;
+    const rlim_t want = (rlim_t)nkernels * 2 + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
+        return 0;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= want) return 0;
+    *allowed = (size_t)rl.rlim_max;
+    return -1;
+}
+
 static int default_jobs(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
@@ -130,8 +158,7 @@ int kvf_cmd_replay(int argc, char **argv) {
     const char *cmd = "replay";
     kvf_rule rules[MAX_RULES];
     int nrules = 0;
-    const kvf_kernel *kernels[MAX_KERNELS];
-    size_t nkernels = 0;
+    kvf_kernel_list kernels = {0}; /* grows: PATH.so adds every kernel of a plugin */
     double deadline = 60;
     int64_t jobs = default_jobs();
     int require_overflow = 0;
@@ -150,14 +177,14 @@ int kvf_cmd_replay(int argc, char **argv) {
         switch (key) {
         case CLI_HELP:
             replay_help();
-            cli_free_kernels(kernels, nkernels);
+            kvf_kernel_list_free(&kernels);
             free(args);
             return KVF_EXIT_OK;
         case CLI_ERROR:
             bad = 1;
             break;
         case REPLAY_KERNEL:
-            bad = cli_add_kernel(cmd, v, kernels, MAX_KERNELS, &nkernels);
+            bad = cli_add_kernel(cmd, v, &kernels);
             break;
         case REPLAY_RULE: {
             kvf_error err = {0};
@@ -191,7 +218,7 @@ int kvf_cmd_replay(int argc, char **argv) {
             break;
         }
         if (bad) {
-            cli_free_kernels(kernels, nkernels);
+            kvf_kernel_list_free(&kernels);
             free(args);
             return KVF_EXIT_USAGE;
         }
@@ -201,7 +228,7 @@ int kvf_cmd_replay(int argc, char **argv) {
     for (int i = 0; i < nargs; i++)
         args[i] = rest[i];
     if (nargs == 0) {
-        cli_free_kernels(kernels, nkernels);
+        kvf_kernel_list_free(&kernels);
         free(args);
         return cli_usage_error(cmd, "no case files given (see kvfuzz replay --help)");
     }
@@ -209,13 +236,13 @@ int kvf_cmd_replay(int argc, char **argv) {
     size_t npaths;
     if (cli_collect_cases(cmd, args, nargs, &paths, &npaths)) {
         free(args);
-        cli_free_kernels(kernels, nkernels);
+        kvf_kernel_list_free(&kernels);
         return KVF_EXIT_USAGE;
     }
     free(args);
     if (npaths == 0) {
         cli_free_paths(paths, npaths);
-        cli_free_kernels(kernels, nkernels);
+        kvf_kernel_list_free(&kernels);
         return cli_usage_error(cmd, "no .kvfz files found in the given paths");
     }
     /* The statistics are written before any case is read: a --stats that names a case of the
@@ -233,7 +260,7 @@ int kvf_cmd_replay(int argc, char **argv) {
                                 stats_path,
                                 m ? "the report of a case to replay" : "a case to replay");
                 cli_free_paths(paths, npaths);
-                cli_free_kernels(kernels, nkernels);
+                kvf_kernel_list_free(&kernels);
                 return KVF_EXIT_USAGE;
             }
         }
@@ -243,10 +270,10 @@ int kvf_cmd_replay(int argc, char **argv) {
      * report and all name the same kernel. */
     char rec_kernel[4200] = "", rec_rule[128] = "";
     int recorded =
-        (nkernels == 0 || nrules == 0) &&
+        (kernels.count == 0 || nrules == 0) &&
         recorded_run(paths, npaths, rec_kernel, sizeof rec_kernel, rec_rule, sizeof rec_rule);
-    if (recorded && nkernels == 0) {
-        if (cli_add_kernel(cmd, rec_kernel, kernels, MAX_KERNELS, &nkernels)) {
+    if (recorded && kernels.count == 0) {
+        if (cli_add_kernel(cmd, rec_kernel, &kernels)) {
             cli_free_paths(paths, npaths);
             return KVF_EXIT_USAGE;
         }
@@ -261,11 +288,11 @@ int kvf_cmd_replay(int argc, char **argv) {
         int have = 1, add_failed = 0;
         if (recorded && rec_rule[0] && nrules < MAX_RULES &&
             kvf_rule_parse(&rules[nrules], rec_rule, NULL) == 0) {
-            have = nkernels > 0;
-            for (size_t k = 0; k < nkernels && have && !add_failed; k++) {
+            have = kernels.count > 0;
+            for (size_t k = 0; k < kernels.count && have && !add_failed; k++) {
                 kvf_rule mine[MAX_RULES];
-                add_failed = cli_rules_for_kernel(cmd, kernels[k], precision, rules, nrules + 1,
-                                                  mine, NULL, NULL);
+                add_failed = cli_rules_for_kernel(cmd, kernels.items[k], precision, rules,
+                                                  nrules + 1, mine, NULL, NULL);
                 int found = 0;
                 for (int r = 0; r < nrules && !add_failed; r++)
                     found |= strcmp(mine[r].name, mine[nrules].name) == 0;
@@ -273,7 +300,7 @@ int kvf_cmd_replay(int argc, char **argv) {
             }
         }
         if (add_failed) {
-            cli_free_kernels(kernels, nkernels);
+            kvf_kernel_list_free(&kernels);
             cli_free_paths(paths, npaths);
             return KVF_EXIT_USAGE;
         }
@@ -283,23 +310,36 @@ int kvf_cmd_replay(int argc, char **argv) {
                     rules[nrules - 1].name);
         }
     }
-    if (nkernels == 0) {
+    if (kernels.count == 0) {
         char why[256];
         /* Asked in a child: this process forks the kernel workers and must not touch CUDA. */
         const kvf_kernel *k =
             kvf_runner_probe_cuda(why, sizeof why) ? kvf_kernel_find("cuda") : NULL;
-        kernels[nkernels++] = k ? k : kvf_kernel_find("cpu-splitkv");
+        if (kvf_kernel_list_push(&kernels, k ? k : kvf_kernel_find("cpu-splitkv"), NULL)) {
+            cli_free_paths(paths, npaths);
+            return cli_usage_error(cmd, "out of memory for the kernel list");
+        }
     }
     /* Rules per kernel: each kernel is judged within the precision model it declares (or
      * --precision), never another kernel's (docs/precision.md). */
-    static kvf_rule krules[MAX_KERNELS][MAX_RULES];
-    char kmodel[MAX_KERNELS][96];
-    for (size_t k = 0; k < nkernels; k++) {
+    const size_t nk = kernels.count;
+    kvf_rule(*krules)[MAX_RULES] = calloc(nk, sizeof *krules);
+    char(*kmodel)[96] = calloc(nk, sizeof *kmodel);
+    kvf_runner **runners = calloc(nk, sizeof *runners);
+    kvf_verdict_counts(*counts)[MAX_RULES] = calloc(nk, sizeof *counts);
+    if (!krules || !kmodel || !runners || !counts) {
+        replay_free_tables(krules, kmodel, runners, counts);
+        kvf_kernel_list_free(&kernels);
+        cli_free_paths(paths, npaths);
+        return cli_usage_error(cmd, "out of memory for %zu kernels", nk);
+    }
+    for (size_t k = 0; k < kernels.count; k++) {
         kvf_precision model;
         cli_precision_source source;
-        if (cli_rules_for_kernel(cmd, kernels[k], precision, rules, nrules, krules[k], &model,
+        if (cli_rules_for_kernel(cmd, kernels.items[k], precision, rules, nrules, krules[k], &model,
                                  &source)) {
-            cli_free_kernels(kernels, nkernels);
+            replay_free_tables(krules, kmodel, runners, counts);
+            kvf_kernel_list_free(&kernels);
             cli_free_paths(paths, npaths);
             return KVF_EXIT_USAGE;
         }
@@ -328,6 +368,8 @@ int kvf_cmd_replay(int argc, char **argv) {
         so.require_overflow = require_overflow;
         if (kvf_stats_create(&stats, &so, &err) || kvf_stats_write(stats, stats_path, &err)) {
             kvf_stats_free(stats);
+            replay_free_tables(krules, kmodel, runners, counts);
+            kvf_kernel_list_free(&kernels);
             cli_free_paths(paths, npaths);
             return cli_usage_error(cmd, "%s", err.msg);
         }
@@ -336,15 +378,26 @@ int kvf_cmd_replay(int argc, char **argv) {
     cli_limits(&limits);
     /* Each kernel in a worker process of its own, started now so that one that cannot start
      * is reported before any case runs. */
-    kvf_runner *runners[MAX_KERNELS] = {0};
-    for (size_t k = 0; k < nkernels; k++) {
+    size_t allowed = 0;
+    if (raise_fd_limit(nk, &allowed)) {
+        replay_free_tables(krules, kmodel, runners, counts);
+        kvf_kernel_list_free(&kernels);
+        cli_free_paths(paths, npaths);
+        kvf_stats_free(stats);
+        return cli_usage_error(cmd,
+                               "%zu kernels need %zu open files (a worker each), and the limit "
+                               "is %zu: raise it with ulimit -n",
+                               nk, nk * 2 + 64, allowed);
+    }
+    for (size_t k = 0; k < kernels.count; k++) {
         kvf_error err = {0};
-        kvf_runner_opts ro = {kernels[k], limits, deadline, 0, 0, 1};
+        kvf_runner_opts ro = {kernels.items[k], limits, deadline, 0, 0, 1};
         if (kvf_runner_create(&runners[k], &ro, &err) || kvf_runner_start(runners[k], &err)) {
-            int urc = cli_kernel_cannot_start(cmd, kernels[k]->name, err.msg);
+            int urc = cli_kernel_cannot_start(cmd, kernels.items[k]->name, err.msg);
             for (size_t j = 0; j <= k; j++)
                 kvf_runner_destroy(runners[j]);
-            cli_free_kernels(kernels, nkernels);
+            replay_free_tables(krules, kmodel, runners, counts);
+            kvf_kernel_list_free(&kernels);
             cli_free_paths(paths, npaths);
             kvf_stats_free(stats);
             return urc;
@@ -355,14 +408,14 @@ int kvf_cmd_replay(int argc, char **argv) {
     oopts.threads = (int)jobs;
     oopts.path = oracle_path;
 
-    for (size_t k = 0; k < nkernels; k++)
-        printf("precision model for %s: %s\n", kernels[k]->name, kmodel[k]);
+    for (size_t k = 0; k < kernels.count; k++)
+        printf("precision model for %s: %s\n", kernels.items[k]->name, kmodel[k]);
     printf("%-34s %-14s", "case", "kernel");
     /* A column is named as its rule is judged when every kernel judges it alike
      * ("strict:bf16-p"), else by the rule as given; the lines above say each kernel's model. */
     for (int r = 0; r < nrules; r++) {
         const char *name = krules[0][r].name;
-        for (size_t k = 1; k < nkernels; k++)
+        for (size_t k = 1; k < kernels.count; k++)
             if (strcmp(krules[k][r].name, name) != 0) name = rules[r].name;
         printf(" %-12s", name);
     }
@@ -372,11 +425,9 @@ int kvf_cmd_replay(int argc, char **argv) {
      * judge runs no kernel and counts in not_judged alone. */
     size_t cases_ok = 0, bad_inputs = 0, not_judged = 0, runs = 0, failed_runs = 0, unsupported = 0,
            done = 0;
-    static kvf_verdict_counts counts[MAX_KERNELS][MAX_RULES];
-    memset(counts, 0, sizeof counts);
-    for (size_t k = 0; k < nkernels; k++)
+    for (size_t k = 0; k < kernels.count; k++)
         for (int r = 0; r < nrules; r++) {
-            counts[k][r].kernel = kernels[k]->name;
+            counts[k][r].kernel = kernels.items[k]->name;
             counts[k][r].rule = krules[k][r].name;
             counts[k][r].signatures = -1;
             counts[k][r].require_overflow = require_overflow;
@@ -411,9 +462,9 @@ int kvf_cmd_replay(int argc, char **argv) {
         kvf_bf16 *o = malloc((size_t)(kvf_case_o_elems(&c) ? kvf_case_o_elems(&c) : 1) * sizeof *o);
         float *lse =
             malloc((size_t)(kvf_case_lse_elems(&c) ? kvf_case_lse_elems(&c) : 1) * sizeof *lse);
-        for (size_t k = 0; k < nkernels && o && lse; k++) {
+        for (size_t k = 0; k < kernels.count && o && lse; k++) {
             runs++;
-            printf("%-34s %-14s", base, kernels[k]->name);
+            printf("%-34s %-14s", base, kernels.items[k]->name);
             kvf_run_result res;
             if (kvf_runner_run(runners[k], &c, o, lse, &res, &err)) {
                 res.status = KVF_RUN_KERNEL_ERROR;
@@ -422,7 +473,7 @@ int kvf_cmd_replay(int argc, char **argv) {
             kvf_outcome run_out;
             kvf_outcome_from_run(&run_out, res.status, res.message);
             if (stats)
-                kvf_stats_count_run(stats, kernels[k]->name,
+                kvf_stats_count_run(stats, kernels.items[k]->name,
                                     res.status == KVF_RUN_OK            ? KVF_STATS_RAN
                                     : res.status == KVF_RUN_UNSUPPORTED ? KVF_STATS_UNSUPPORTED
                                                                         : (int)run_out.finding,
@@ -446,7 +497,8 @@ int kvf_cmd_replay(int argc, char **argv) {
             char attr_err[MAX_RULES][KVF_ERROR_MSG_MAX];
             for (int r = 0; r < nrules; r++) {
                 const kvf_rule *rule = &krules[k][r];
-                kvf_stats_judge(stats, kernels[k]->name, &ref, &v, rule, &c, &oracle, o, lse, NULL);
+                kvf_stats_judge(stats, kernels.items[k]->name, &ref, &v, rule, &c, &oracle, o, lse,
+                                NULL);
                 kvf_verdict_status st = kvf_verdict_status_of(&v, require_overflow);
                 kvf_error aerr = {0};
                 attr_err[r][0] = 0;
@@ -497,7 +549,7 @@ int kvf_cmd_replay(int argc, char **argv) {
             fprintf(stderr, "kvfuzz replay: %s\n", err.msg);
         fflush(stdout);
     }
-    for (size_t k = 0; k < nkernels; k++)
+    for (size_t k = 0; k < kernels.count; k++)
         kvf_runner_destroy(runners[k]);
     const int stopped = replay_stop;
     sigaction(SIGINT, &old_int, NULL);
@@ -511,10 +563,11 @@ int kvf_cmd_replay(int argc, char **argv) {
     if (not_judged) printf(", %zu not judged (the oracle failed)", not_judged);
     printf("\n");
     printf("verdict:\n");
-    for (size_t k = 0; k < nkernels; k++)
+    for (size_t k = 0; k < kernels.count; k++)
         for (int r = 0; r < nrules; r++)
             kvf_verdict_counts_print(stdout, &counts[k][r], "  ");
-    cli_free_kernels(kernels, nkernels); /* after the verdicts, which name them */
+    replay_free_tables(krules, kmodel, runners, counts);
+    kvf_kernel_list_free(&kernels); /* after the verdicts, which name them */
     cli_free_paths(paths, npaths);
     if (failed_runs) rc = KVF_EXIT_FINDINGS;
     if (stats) {

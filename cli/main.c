@@ -380,10 +380,9 @@ int cli_kernel_cannot_start(const char *cmd, const char *kernel, const char *rea
     return cli_usage_error(cmd, "kernel %s could not start: %s", kernel, reason);
 }
 
-int cli_add_kernel(const char *cmd, const char *spec, const kvf_kernel **kernels, size_t max,
-                   size_t *count) {
+int cli_add_kernel(const char *cmd, const char *spec, kvf_kernel_list *kernels) {
     kvf_error err = {0};
-    if (kvf_kernel_resolve(spec, kvf_fuzz_kernel_find, kernels, max, count, &err))
+    if (kvf_kernel_resolve_list(spec, kvf_fuzz_kernel_find, kernels, &err))
         return cli_usage_error(cmd, "%s", err.msg);
     return KVF_EXIT_OK;
 }
@@ -394,19 +393,20 @@ void cli_free_kernels(const kvf_kernel **kernels, size_t count) {
 }
 
 int cli_one_kernel(const char *cmd, const char *spec, const kvf_kernel **kernel) {
-    const kvf_kernel *ks[64];
-    size_t n = 0;
-    if (cli_add_kernel(cmd, spec, ks, 64, &n)) return KVF_EXIT_USAGE;
-    if (n != 1) {
+    kvf_kernel_list ks = {0};
+    if (cli_add_kernel(cmd, spec, &ks)) return KVF_EXIT_USAGE;
+    if (ks.count != 1) {
         char names[512] = "";
         size_t at = 0;
-        for (size_t i = 0; i < n && at + 2 < sizeof names; i++)
-            at +=
-                (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", ks[i]->name);
-        cli_free_kernels(ks, n);
+        for (size_t i = 0; i < ks.count && at + 2 < sizeof names; i++)
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "",
+                                   ks.items[i]->name);
+        const size_t n = ks.count;
+        kvf_kernel_list_free(&ks);
         return cli_usage_error(cmd, "%s holds %zu kernels; this command runs one: name it (%s)",
                                spec, n, names);
     }
-    *kernel = ks[0];
+    *kernel = ks.items[0];
+    free(ks.items);
     return KVF_EXIT_OK;
 }

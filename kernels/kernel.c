@@ -3,6 +3,7 @@
  * found in its library when the process that runs it creates it; a kernel with only the
  * case-level vtable calls it directly. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +72,8 @@ int kvf_kernel_create(const kvf_kernel *k, void **state, kvf_error *err) {
     h->desc = desc;
     int rc = kvf_host_create(desc, &h->host, err);
     if (rc) {
-        kvf__plugin_close(&h->lib);
+        /* Not closed: the plugin's create() may have run, and plugin.h promises that a library
+         * whose kernel kvfuzz has called stays mapped until the process exits. */
         free(h);
         return rc;
     }
@@ -293,58 +295,76 @@ static kvf_kernel *plugin_kernel_new(const char *path, const kvf__probe_kernel *
     return k;
 }
 
-static int resolve_plugin(const char *path, const char *only, const kvf_kernel **out, size_t max,
-                          size_t *count, kvf_error *err) {
+int kvf_kernel_list_push(kvf_kernel_list *list, const kvf_kernel *k, kvf_error *err) {
+    if (list->count == list->cap) {
+        /* Doubling: a plugin's thousands of kernels cost a dozen reallocations. */
+        size_t cap = list->cap ? list->cap * 2 : 8;
+        const kvf_kernel **items =
+            cap > SIZE_MAX / sizeof *items ? NULL : realloc(list->items, cap * sizeof *items);
+        if (!items) return kvf_error_set(err, KVF_ENOMEM, "out of memory for the kernel list");
+        list->items = items;
+        list->cap = cap;
+    }
+    list->items[list->count++] = k;
+    return 0;
+}
+
+void kvf_kernel_list_free(kvf_kernel_list *list) {
+    for (size_t i = 0; i < list->count; i++)
+        kvf_kernel_free(list->items[i]);
+    free(list->items);
+    memset(list, 0, sizeof *list);
+}
+
+/* Releases the kernels appended after `from`, leaving the list as it was then. */
+static void list_truncate(kvf_kernel_list *list, size_t from) {
+    while (list->count > from)
+        kvf_kernel_free(list->items[--list->count]);
+}
+
+static int resolve_plugin(const char *path, const char *only, kvf_kernel_list *list,
+                          kvf_error *err) {
     kvf__probe *probe = NULL;
-    kvf__probe_kernel *list = NULL;
+    kvf__probe_kernel *probed = NULL;
     uint32_t n = 0;
-    int rc = kvf__probe_start(path, &probe, &list, &n, err);
+    int rc = kvf__probe_start(path, &probe, &probed, &n, err);
     if (rc) return rc;
-    size_t added = 0;
+    const size_t before = list->count;
     for (uint32_t i = 0; i < n && !rc; i++) {
-        if (only && strcmp(list[i].name, only) != 0) continue;
-        if (*count >= max) {
-            rc = kvf_error_set(err, KVF_ELIMIT, "too many kernels: at most %zu", max);
-            break;
-        }
-        kvf_kernel *k = plugin_kernel_new(path, &list[i], i, probe);
+        if (only && strcmp(probed[i].name, only) != 0) continue;
+        kvf_kernel *k = plugin_kernel_new(path, &probed[i], i, probe);
         if (!k) {
             rc = kvf_error_set(err, KVF_ENOMEM, "out of memory for plugin kernels");
             break;
         }
-        out[(*count)++] = k;
-        added++;
+        if ((rc = kvf_kernel_list_push(list, k, err))) kvf_kernel_free(k);
     }
-    if (!rc && only && added == 0) {
+    if (!rc && only && list->count == before) {
         char names[256] = {0};
         size_t at = 0;
         for (uint32_t i = 0; i < n && at + 2 < sizeof names; i++)
             at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "",
-                                   list[i].name);
+                                   probed[i].name);
         rc = kvf_error_set(err, KVF_ENOTFOUND, "plugin %s has no kernel %s (it has: %s)", path,
                            only, names);
     }
-    free(list);
-    if (rc)
-        for (; added > 0; added--)
-            kvf_kernel_free(out[--(*count)]);
+    free(probed);
+    if (rc) list_truncate(list, before);
     kvf__probe_stop(probe); /* the kernels hold their own references */
     return rc;
 }
 
-int kvf_kernel_resolve(const char *spec, kvf_kernel_lookup_fn extra, const kvf_kernel **out,
-                       size_t max, size_t *count, kvf_error *err) {
+int kvf_kernel_resolve_list(const char *spec, kvf_kernel_lookup_fn extra, kvf_kernel_list *list,
+                            kvf_error *err) {
     if (!spec || !*spec) return kvf_error_set(err, KVF_EINVAL, "an empty kernel name");
     if (strncmp(spec, "python:", 7) == 0 || has_suffix(spec, ".json")) {
 #ifdef KVF_HAVE_PYTHON_KERNELS
-        if (*count >= max)
-            return kvf_error_set(err, KVF_ELIMIT, "too many kernels: at most %zu", max);
         kvf_kernel *k = NULL;
         int rc = kvf__python_kernel_make(spec, &k, err);
         if (rc) return rc;
         k->release = kvf__python_kernel_free;
-        out[(*count)++] = k;
-        return 0;
+        if ((rc = kvf_kernel_list_push(list, k, err))) kvf_kernel_free(k);
+        return rc;
 #else
         return kvf_error_set(err, KVF_EINVAL,
                              "kernel %s is a Python kernel, and this kvfuzz was built without "
@@ -354,13 +374,8 @@ int kvf_kernel_resolve(const char *spec, kvf_kernel_lookup_fn extra, const kvf_k
     }
     const kvf_kernel *k = kvf_kernel_find(spec);
     if (!k && extra) k = extra(spec);
-    if (k) {
-        if (*count >= max)
-            return kvf_error_set(err, KVF_ELIMIT, "too many kernels: at most %zu", max);
-        out[(*count)++] = k;
-        return 0;
-    }
-    if (is_file(spec)) return resolve_plugin(spec, NULL, out, max, count, err);
+    if (k) return kvf_kernel_list_push(list, k, err);
+    if (is_file(spec)) return resolve_plugin(spec, NULL, list, err);
     /* PATH:NAME, split at the last colon (a kernel name has none). */
     const char *colon = strrchr(spec, ':');
     if (colon && colon > spec && colon[1]) {
@@ -370,14 +385,31 @@ int kvf_kernel_resolve(const char *spec, kvf_kernel_lookup_fn extra, const kvf_k
             memcpy(path, spec, n);
             path[n] = 0;
             if (is_file(path) || looks_like_library(path))
-                return resolve_plugin(path, colon + 1, out, max, count, err);
+                return resolve_plugin(path, colon + 1, list, err);
         }
     }
-    if (looks_like_library(spec)) return resolve_plugin(spec, NULL, out, max, count, err);
+    if (looks_like_library(spec)) return resolve_plugin(spec, NULL, list, err);
     return kvf_error_set(err, KVF_ENOTFOUND,
                          "unknown kernel %s (`kvfuzz kernels` lists the built-in ones; a plugin "
                          "is PATH.so or PATH.so:NAME)",
                          spec);
+}
+
+/* The fixed-array form, for callers whose own limit is real (a harness's counters per kernel):
+ * resolved in full first, so the limit is checked against what spec names, never half-added. */
+int kvf_kernel_resolve(const char *spec, kvf_kernel_lookup_fn extra, const kvf_kernel **out,
+                       size_t max, size_t *count, kvf_error *err) {
+    kvf_kernel_list got = {0};
+    int rc = kvf_kernel_resolve_list(spec, extra, &got, err);
+    if (rc) return rc;
+    if (got.count > max - (*count < max ? *count : max)) {
+        kvf_kernel_list_free(&got);
+        return kvf_error_set(err, KVF_ELIMIT, "too many kernels: at most %zu", max);
+    }
+    for (size_t i = 0; i < got.count; i++)
+        out[(*count)++] = got.items[i];
+    free(got.items);
+    return 0;
 }
 
 void kvf_kernel_free(const kvf_kernel *k) {

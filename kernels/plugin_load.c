@@ -76,6 +76,13 @@ static int check_descriptor(const char *path, const kvf_plugin *p, kvf_error *er
                              KVF_PLUGIN_ABI_VERSION);
     if (p->num_kernels == 0 || !p->kernels)
         return kvf_error_set(err, KVF_EINVAL, "plugin %s lists no kernels", path);
+    /* Checked before any entry is read: a garbage count would otherwise walk far past the
+     * array, and every kernel listed costs a worker process in `replay`. */
+    if (p->num_kernels > KVF_PLUGIN_MAX_KERNELS)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "plugin %s lists %u kernels; kvfuzz loads at most %u from one "
+                             "library",
+                             path, p->num_kernels, (unsigned)KVF_PLUGIN_MAX_KERNELS);
     for (uint32_t i = 0; i < p->num_kernels; i++) {
         const kvf_plugin_kernel *k = kvf__plugin_kernel_at(p, i);
         if (k->struct_size < KVF_PLUGIN_KERNEL_V1_SIZE || k->struct_size > p->kernel_struct_size)

@@ -97,7 +97,14 @@ grep -q "skipped .* whose shape the kernel does not support" "$tmp/out" \
 grep -q "not dispatched" "$tmp/out" || fail "the summary does not say why"
 
 # ---- the example plugin, out of tree, through pkg-config ---------------------------------------
+# As the README's walk-through does it: install, build the example against the installed
+# headers (plugin.h and plugin_helpers.h), and run it with the installed kvfuzz.
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null || fail "cmake --install failed"
+for h in plugin.h plugin_helpers.h; do
+  [ -f "$tmp/prefix/include/kvfuzz/$h" ] || fail "cmake --install does not install kvfuzz/$h"
+done
+[ -x "$tmp/prefix/bin/kvfuzz" ] && kvfuzz="$tmp/prefix/bin/kvfuzz" \
+  || fail "cmake --install does not install bin/kvfuzz"
 if command -v pkg-config >/dev/null; then
   PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" cmake -S "$src/examples/plugin-cpu" -B "$tmp/ex" \
     >"$tmp/cfg.log" 2>&1 || fail "the example does not configure: $(tail -5 "$tmp/cfg.log")"

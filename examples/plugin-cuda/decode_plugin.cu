@@ -6,43 +6,34 @@
 #include <math.h>
 #include <stdio.h>
 
-#include <kvfuzz/plugin.h>
+#include <kvfuzz/plugin_helpers.h> /* includes kvfuzz/plugin.h; its helpers run on the device */
 
 #define WARPS 4
 #define MAX_D 256 /* eight fp32 accumulators per lane */
-
-__device__ float bf2f(uint16_t h) {
-    return __uint_as_float((uint32_t)h << 16);
-}
-
-__device__ uint16_t f2bf(float f) { /* round to nearest even; the kernel writes no NaN itself */
-    uint32_t u = __float_as_uint(f);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
 
 __global__ void __launch_bounds__(WARPS * 32)
     decode(kvf_plugin_args a, int hq, int hk, int d, int page) {
     const int b = blockIdx.x, h = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int kh = h / (hq / hk), per_lane = d / 32;
-    const int first = a.kv_indptr[b], pages = a.kv_indptr[b + 1] - first;
-    const int len = pages ? (pages - 1) * page + a.kv_last_page_len[b] : 0;
-    const uint16_t *q = a.q + b * a.q_stride_batch + h * a.q_stride_head;
+    /* args.shape is a host pointer: the page size comes as an argument. */
+    const int64_t len = kvf_plugin_seq_len(a.kv_indptr, a.kv_last_page_len, page, b);
+    const uint16_t *q = kvf_plugin_q_row(&a, b, h);
     /* Logits in base 2 (scaled by log2 e) so one exp2f per token serves softmax and lse. */
     const float scale = a.sm_scale * 1.4426950408889634f;
     float qv[MAX_D / 32], acc[MAX_D / 32], m = -INFINITY, l = 0.0f;
     /* Loops over MAX_D / 32 with a guard, unrolled, keep qv and acc in registers. */
 #pragma unroll
     for (int i = 0; i < MAX_D / 32; i++) {
-        qv[i] = i < per_lane ? bf2f(q[lane + 32 * i]) : 0.0f;
+        qv[i] = i < per_lane ? kvf_plugin_bf16_to_f32(q[lane + 32 * i]) : 0.0f;
         acc[i] = 0.0f;
     }
-    for (int t = warp; t < len; t += WARPS) {
-        const int64_t base = (int64_t)a.kv_indices[first + t / page] * a.kv_stride_page +
-                             (int64_t)(t % page) * a.kv_stride_slot + kh * a.kv_stride_head;
+    for (int64_t t = warp; t < len; t += WARPS) {
+        const uint16_t *k = kvf_plugin_k_token(&a, b, t, kh, page);
+        const uint16_t *v = kvf_plugin_v_token(&a, b, t, kh, page);
         float s = 0.0f;
 #pragma unroll
         for (int i = 0; i < MAX_D / 32; i++)
-            if (i < per_lane) s += qv[i] * bf2f(a.k_cache[base + lane + 32 * i]);
+            if (i < per_lane) s += qv[i] * kvf_plugin_bf16_to_f32(k[lane + 32 * i]);
         for (int off = 16; off; off /= 2)
             s += __shfl_xor_sync(0xffffffffu, s, off);
         s *= scale;
@@ -51,7 +42,8 @@ __global__ void __launch_bounds__(WARPS * 32)
         l = l * shrink + p;
 #pragma unroll
         for (int i = 0; i < MAX_D / 32; i++)
-            if (i < per_lane) acc[i] = acc[i] * shrink + p * bf2f(a.v_cache[base + lane + 32 * i]);
+            if (i < per_lane)
+                acc[i] = acc[i] * shrink + p * kvf_plugin_bf16_to_f32(v[lane + 32 * i]);
         m = m_new;
     }
     /* Merge the warps' states: rescale each to the block maximum, then sum. */
@@ -72,14 +64,14 @@ __global__ void __launch_bounds__(WARPS * 32)
         wgt[w] = sm[w] == -INFINITY ? 0.0f : exp2f(sm[w] - mb); /* a warp that saw no token */
         lb += sl[w] * wgt[w];
     }
-    uint16_t *o = a.o + b * a.o_stride_batch + h * a.o_stride_head;
+    uint16_t *o = kvf_plugin_o_row(&a, b, h);
     for (int x = threadIdx.x; x < d; x += blockDim.x) {
         float sum = 0.0f;
         for (int w = 0; w < WARPS; w++)
             sum += so[w][x] * wgt[w];
-        o[x] = len ? f2bf(sum / lb) : 0; /* an empty sequence: o = 0 */
+        o[x] = len ? kvf_plugin_f32_to_bf16(sum / lb) : 0; /* an empty sequence: o = 0 */
     }
-    if (threadIdx.x == 0) a.lse[b * a.lse_stride_batch + h] = len ? mb + log2f(lb) : -INFINITY;
+    if (threadIdx.x == 0) *kvf_plugin_lse_at(&a, b, h) = len ? mb + log2f(lb) : -INFINITY;
 }
 
 static void say(char *buf, size_t size, const char *text) {
@@ -123,7 +115,8 @@ static const kvf_plugin_kernel kernels[] = {{
     sizeof(kvf_plugin_kernel), "example-cuda",
     "one block per (sequence, head), fp32 online softmax in four warps", KVF_PLUGIN_DEVICE_CUDA,
     KVF_PLUGIN_ROLE_UNDER_TEST, NULL, supports, NULL, NULL, NULL, NULL, run, NULL,
-    8, /* concurrent_states: the kernel keeps no state, so a worker may run 8 cases at once */
+    8,    /* concurrent_states: the kernel keeps no state, so a worker may run 8 cases at once */
+    NULL, /* precision: f32 */
 }};
 
 static const kvf_plugin plugin = {KVF_PLUGIN_ABI_VERSION,
@@ -133,6 +126,6 @@ static const kvf_plugin plugin = {KVF_PLUGIN_ABI_VERSION,
                                   1,
                                   kernels};
 
-extern "C" __attribute__((visibility("default"))) const kvf_plugin *kvf_plugin_v1(void) {
+KVF_PLUGIN_EXPORT const kvf_plugin *kvf_plugin_v1(void) {
     return &plugin;
 }

@@ -1,12 +1,25 @@
 /* kvfuzz plugin ABI, version 1: how a shared library offers decode-attention kernels to kvfuzz.
  *
  * A plugin is a shared library that exports one C function, `kvf_plugin_v1` (KVF_PLUGIN_ENTRY),
- * returning a pointer to a static kvf_plugin descriptor. The descriptor starts with the ABI
- * version and its own size, and lists one or more kernels. kvfuzz loads the library with
- * dlopen() inside its worker process (after fork), so anything a kernel does wrong, a crash, a
- * hang, an abort, exit(), a CUDA fault, ends as a replayable finding, never as a kvfuzz crash.
- * This header depends on nothing but the C standard library; it is the whole contract
- * (docs/plugins.md walks through it with an example).
+ * returning a pointer to a kvf_plugin descriptor. The descriptor starts with the ABI version and
+ * its own size, and lists one or more kernels (at most KVF_PLUGIN_MAX_KERNELS). kvfuzz loads the
+ * library with dlopen() inside its worker process (after fork), so anything a kernel does
+ * wrong, a crash, a hang, an abort, exit(), a CUDA fault, ends as a replayable finding, never as
+ * a kvfuzz crash. This header depends on nothing but the C standard library; it is the whole
+ * contract (docs/plugins.md walks through it with an example; kvfuzz/plugin_helpers.h, installed
+ * beside it, has optional inline helpers: bf16 conversions, sequence lengths, row addressing,
+ * the export macro).
+ *
+ * The descriptor's lifetime. The descriptor, its kernel array and every string and `user`
+ * datum they point to must stay valid and unchanged until the library is unloaded. kvfuzz
+ * unloads a library only in a process where it has called none of its kernel functions (its
+ * descriptor failed the load checks, or no longer lists the kernel asked for); once kvfuzz has
+ * called a kernel function of a library (supports() included), the library stays loaded until
+ * that process (worker or probe) exits: kvfuzz never calls dlclose() on it. So a static
+ * descriptor works, and so does one built at load time: the entry point may build it on its
+ * first call (under pthread_once or C11 call_once, since kvfuzz may call the entry point more
+ * than once in one process, each time a kernel state is created) into storage it never frees,
+ * and must return the same, unchanged descriptor on every call.
  *
  * The operation. One query token per sequence, paged K/V in NHD layout:
  *   q        bf16 [B][Hq][D]          strides q_stride_batch, q_stride_head, 1 (elements)
@@ -157,7 +170,11 @@ struct kvf_plugin_kernel {
     const char *description; /* one line */
     int32_t device;          /* kvf_plugin_device */
     int32_t role;            /* kvf_plugin_role */
-    void *user;              /* the plugin's own; kvfuzz only passes `self` back */
+    /* The plugin's own; kvfuzz never reads or writes through it, it only passes `self` back.
+     * It may point to const data: store it as (void *)&table and read it back as
+     * (const my_table *)self->user (casting away const is defined as long as nothing writes
+     * through the pointer, and kvfuzz does not). */
+    void *user;
 
     /* 1 when the kernel computes this shape, 0 when not (then `why`, if the plugin writes it,
      * says what it lacks, e.g. "group size 5 is not dispatched"). Required. */
@@ -198,16 +215,22 @@ struct kvf_plugin_kernel {
 /* The longest precision model text kvfuzz accepts, without its NUL. */
 #define KVF_PLUGIN_PRECISION_MAX 63
 
+/* The most kernels one library may list: a larger num_kernels fails the load (exit status 2)
+ * rather than costing thousands of worker processes in `replay --kernel PATH.so`. */
+#define KVF_PLUGIN_MAX_KERNELS 4096u
+
 typedef struct kvf_plugin {
     uint32_t abi_version;        /* KVF_PLUGIN_ABI_VERSION */
     uint32_t struct_size;        /* sizeof(kvf_plugin) */
     const char *name;            /* the plugin's name, for messages */
     uint32_t kernel_struct_size; /* sizeof(kvf_plugin_kernel): the stride of `kernels` */
-    uint32_t num_kernels;        /* at least 1 */
+    uint32_t num_kernels;        /* 1 to KVF_PLUGIN_MAX_KERNELS */
     const kvf_plugin_kernel *kernels;
 } kvf_plugin;
 
-/* The entry point every plugin exports (declared here so the compiler checks its type). */
+/* The entry point every plugin exports (declared here so the compiler checks its type). With
+ * -fvisibility=hidden, define it with KVF_PLUGIN_EXPORT (kvfuzz/plugin_helpers.h) or
+ * __attribute__((visibility("default"))). */
 const kvf_plugin *kvf_plugin_v1(void);
 typedef const kvf_plugin *(*kvf_plugin_entry_fn)(void);
 

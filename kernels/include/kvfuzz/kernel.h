@@ -119,6 +119,24 @@ int kvf_kernel_resolve(const char *spec, kvf_kernel_lookup_fn extra, const kvf_k
                        size_t max, size_t *count, kvf_error *err);
 void kvf_kernel_free(const kvf_kernel *k);
 
+/* A list of kernels that grows as kernels are added: a PATH.so names every kernel of its
+ * plugin, and a plugin may list up to KVF_PLUGIN_MAX_KERNELS (plugin.h), so commands that take
+ * PATH.so keep their kernels here rather than in a fixed array. Zero-initialise it; the
+ * array is the list's own, the kernels the caller's (kvf_kernel_list_free releases both). */
+typedef struct kvf_kernel_list {
+    const kvf_kernel **items;
+    size_t count, cap;
+} kvf_kernel_list;
+
+/* Appends one kernel: 0, or KVF_ENOMEM (with one sentence in err when err is not NULL). */
+int kvf_kernel_list_push(kvf_kernel_list *list, const kvf_kernel *k, kvf_error *err);
+/* kvf_kernel_resolve without a limit: appends every kernel spec names to list. On failure the
+ * list holds what it held before. */
+int kvf_kernel_resolve_list(const char *spec, kvf_kernel_lookup_fn extra, kvf_kernel_list *list,
+                            kvf_error *err);
+/* Releases every kernel in the list (kvf_kernel_free) and its array; the list reads empty. */
+void kvf_kernel_list_free(kvf_kernel_list *list);
+
 /* The kernel's descriptor: a built-in's own, or a plugin kernel's, loading (and checking) its
  * library in this process, where it stays loaded until exit. For commands that must call a
  * descriptor in process (bench times launches; a worker would time the pipe). Errors as
