@@ -121,7 +121,6 @@ void cli_free_paths(char **paths, size_t count);
  * sentence>", leaves the list as it was and returns KVF_EXIT_USAGE. kvf_kernel_list_free
  * releases the list. */
 int cli_add_kernel(const char *cmd, const char *spec, kvf_kernel_list *kernels);
-void cli_free_kernels(const kvf_kernel **kernels, size_t count);
 /* The same for a command that runs one kernel: a plugin with several needs PATH.so:NAME. */
 int cli_one_kernel(const char *cmd, const char *spec, const kvf_kernel **kernel);
 

@@ -387,11 +387,6 @@ int cli_add_kernel(const char *cmd, const char *spec, kvf_kernel_list *kernels) 
     return KVF_EXIT_OK;
 }
 
-void cli_free_kernels(const kvf_kernel **kernels, size_t count) {
-    for (size_t i = 0; i < count; i++)
-        kvf_kernel_free(kernels[i]);
-}
-
 int cli_one_kernel(const char *cmd, const char *spec, const kvf_kernel **kernel) {
     kvf_kernel_list ks = {0};
     if (cli_add_kernel(cmd, spec, &ks)) return KVF_EXIT_USAGE;
