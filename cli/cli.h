@@ -137,7 +137,7 @@ int cli_kernel_cannot_start(const char *cmd, const char *kernel, const char *rea
 /* The --precision option's help, the same in every command that judges. */
 #define CLI_PRECISION_HELP                                                                         \
     "judge strict and fa under precision model MODEL (f32, bf16-p, bf16-partials+ftz, ...;\n"      \
-    "`kvfuzz rules` lists them); default: the model the kernel declares, else f32.\n"             \
+    "`kvfuzz rules` lists them); default: the model the kernel declares, else f32.\n"              \
     "A rule that names its own model (strict:ftz) keeps it."
 
 /* Where a run's precision model came from, for the line that says which model judges. */

@@ -229,7 +229,7 @@ static int KVF_SPLITKV_FN(void *state, const kvf_case *c, kvf_bf16 *o, float *ls
                 if (KVF_MUT(MERGE_EMPTY_NAN) && merged_chunks == 0) acc = 0.0f / wsum;
                 /* truncation instead of RNE */
                 oh[i] = KVF_MUT_TRUNC_STORE ? kvf_f32_to_bf16_trunc(acc / wsum)
-                                             : kvf_f32_to_bf16_rne(acc / wsum);
+                                            : kvf_f32_to_bf16_rne(acc / wsum);
             }
             if (KVF_MUT(SPLIT_LSE))
                 lse[(int64_t)b * hq + h] = big; /* B06: lse of the largest split only */

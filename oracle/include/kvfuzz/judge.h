@@ -28,11 +28,11 @@ typedef enum kvf_rule_kind {
 
 typedef struct kvf_rule {
     kvf_rule_kind kind;
-    double atol, rtol; /* fib, sol, allclose */
-    int64_t ulps;      /* ulp */
+    double atol, rtol;       /* fib, sol, allclose */
+    int64_t ulps;            /* ulp */
     kvf_precision precision; /* strict, fa: the precision model judged against ("strict:ftz",
                                 "fa:bf16-p"; docs/precision.md); f32 by default */
-    char name[64];     /* canonical text, e.g. "allclose:0.001:0.001" */
+    char name[64];           /* canonical text, e.g. "allclose:0.001:0.001" */
 } kvf_rule;
 
 /* Parses "fib", "sol", "allclose:ATOL:RTOL", "ulp:N", "strict", "fa", and "strict:MODEL",
