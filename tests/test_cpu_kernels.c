@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "case_oracle.h"
 #include "check.h"
 #include "kvfuzz/judge.h"
 #include "kvfuzz/kernel.h"
@@ -50,28 +51,14 @@ static int judge_case(const kvf_case *c, const kvf_oracle_result *r, const kvf_k
 }
 
 static int build_random(uint64_t seed, kvf_case *c, kvf_oracle_result *r) {
-    kvf_limits lim;
-    kvf_limits_default(&lim);
     kvf_random_opts ro;
     kvf_random_opts_default(&ro);
     ro.max_work = 1 << 19;
     kvf_spec s;
     kvf_error err = {0};
     CHECK_OK(kvf_spec_random(&s, seed, &ro, &err), &err);
-    int rc = kvf_case_build(c, &s, &lim, &err);
-    kvf_spec_free(&s);
-    if (rc) {
-        CHECK_FAIL_AT("seed %llu does not build: %s", (unsigned long long)seed, err.msg);
-        return rc;
-    }
-    kvf_oracle_opts oo;
-    kvf_oracle_opts_default(&oo);
-    oo.threads = 2;
-    rc = kvf_oracle_run(r, c, &oo, &err);
-    if (rc) {
-        CHECK_FAIL_AT("oracle failed on seed %llu: %s", (unsigned long long)seed, err.msg);
-        kvf_case_free(c);
-    }
+    int rc = kvf_test_case_and_oracle(&s, c, r);
+    if (rc) CHECK_FAIL_AT("random seed %llu", (unsigned long long)seed);
     return rc;
 }
 

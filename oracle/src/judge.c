@@ -437,6 +437,10 @@ static double p_unit(int format) {
     return format == KVF_P_BF16 ? 0x1p-8 : 0x1p-11;
 }
 
+static double near_max_theta(int format) {
+    return format == KVF_P_BF16 ? NEAR_MAX_THETA_BF16 : NEAR_MAX_THETA_FP16;
+}
+
 /* The logit of token t in base 2, in double: bf16 products are exact there and the sum of D of
  * them errs by at most (D + 2) 2^-52 of sum |q k| (returned through abs_err). */
 static double logit2_double(const kvf_case *c, const kvf_bf16 *q, int32_t b, int64_t t, int32_t g,
@@ -573,7 +577,7 @@ static void strict_row_init(strict_row *s, int32_t head_dim, float sm_scale,
          * 2^{a}(1 + eps_exp)] (its argument is at most 0 before its two roundings, a =
          * 2 gamma_2 M2 after them; h2 = log2e h_logit): within eps_m of 1, it rounds to 1
          * whenever eps_m is below half the spacing under 1. */
-        double theta = prec->p_format == KVF_P_BF16 ? NEAR_MAX_THETA_BF16 : NEAR_MAX_THETA_FP16;
+        double theta = near_max_theta(prec->p_format);
         double half_below_one = s->u_p / 2;
         double eps_m =
             (LN2 * (theta + 2 * LOG2E * h_logit + 2 * gamma_n(2) * M2) + EPS_EXP) * (1 + 0x1p-10);
@@ -762,7 +766,7 @@ static void model_in_compute(strict_model_in *mi, const kvf_precision *prec, con
     if (prec->p_format != KVF_P_F32 && orow->length > 0 && cm && !orow->overflow &&
         !orow->nonfinite_input) {
         double lse = oracle->lse_exact[row];
-        double theta = prec->p_format == KVF_P_BF16 ? NEAR_MAX_THETA_BF16 : NEAR_MAX_THETA_FP16;
+        double theta = near_max_theta(prec->p_format);
         mi->share_m =
             near_max_compute(c, b, h, lse, oracle_lse_err(lse, log((double)orow->length) + 1),
                              theta, cm, cm + c->head_dim);
