@@ -226,11 +226,13 @@ __device__ void copy_vecs(uint4 *dst, const uint4 *src, int64_t n) {
 //      their guards written (filled here rather than uploaded: the outputs cost no transfer);
 //   3. the checksums of what the kernel will read.
 __global__ void prepare_kernel(const CheckParams p) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-        CheckResult r;
-        memset(&r, 0, sizeof r);
-        r.ws_first = kNone;
-        *p.res = r;
+    // The whole result block is written, padding included: post_kernel copies all of it back,
+    // and a copy of bytes never written reads uninitialized memory (compute-sanitizer initcheck).
+    if (blockIdx.x == 0) {
+        for (size_t i = threadIdx.x; i < kResBytes / 16; i += blockDim.x)
+            ((uint4 *)p.res)[i] = make_uint4(0, 0, 0, 0);
+        // Vector 0, which holds ws_first, was zeroed by this same thread.
+        if (threadIdx.x == 0) p.res->ws_first = kNone;
     }
     copy_vecs((uint4 *)p.in, p.up_in, p.in_vecs);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n_ids;
