@@ -279,37 +279,6 @@ const char *kvf_rule_scope(kvf_rule_kind kind) {
     }
 }
 
-const char *kvf_finding_class_name(kvf_finding_class c) {
-    switch (c) {
-    case KVF_FINDING_NONE:
-        return "none";
-    case KVF_FINDING_NONFINITE:
-        return "nonfinite";
-    case KVF_FINDING_O_TOLERANCE:
-        return "o-tolerance";
-    case KVF_FINDING_LSE_TOLERANCE:
-        return "lse-tolerance";
-    case KVF_FINDING_OVERFLOW:
-        return "overflow";
-    case KVF_FINDING_KERNEL_ERROR:
-        return "kernel-error";
-    case KVF_FINDING_CRASH:
-        return "crash";
-    case KVF_FINDING_HANG:
-        return "hang";
-    case KVF_FINDING_NONDETERMINISM:
-        return "nondeterminism";
-    case KVF_FINDING_UNWRITTEN_OUTPUT:
-        return "unwritten-output";
-    case KVF_FINDING_OOB_WRITE:
-        return "out-of-bounds-write";
-    case KVF_FINDING_INPUT_MODIFIED:
-        return "input-modified";
-    default:
-        return "unknown";
-    }
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* The strict bound (docs/strict-rule.md; symbols as there)                                    */
 /* ------------------------------------------------------------------------------------------ */

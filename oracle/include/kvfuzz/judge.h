@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "kvfuzz/case.h"
+#include "kvfuzz/finding_class.h"
 #include "kvfuzz/oracle.h"
 #include "kvfuzz/precision.h"
 
@@ -55,27 +56,6 @@ const char *kvf_rule_help(kvf_rule_kind kind);
 const char *kvf_rule_scope(kvf_rule_kind kind);
 
 typedef enum kvf_output_kind { KVF_OUTPUT_O = 0, KVF_OUTPUT_LSE = 1 } kvf_output_kind;
-
-/* Finding classes (docs/design.md, "Finding classes"), in priority order for one verdict. */
-typedef enum kvf_finding_class {
-    KVF_FINDING_NONE = 0,
-    KVF_FINDING_NONFINITE, /* NaN/inf where the exact result is finite, or the reverse */
-    KVF_FINDING_O_TOLERANCE,
-    KVF_FINDING_LSE_TOLERANCE,
-    KVF_FINDING_OVERFLOW, /* every violation is on a row out of the input model: logits
-                             beyond f32 or a non-finite input the row reads (oracle row
-                             flags); not a kernel failure unless overflow is required */
-    KVF_FINDING_KERNEL_ERROR,
-    KVF_FINDING_CRASH,
-    KVF_FINDING_HANG,
-    KVF_FINDING_NONDETERMINISM,
-    KVF_FINDING_UNWRITTEN_OUTPUT, /* an output element still held kvfuzz's poison after the run */
-    KVF_FINDING_OOB_WRITE,        /* a guard byte around an output or the workspace changed */
-    KVF_FINDING_INPUT_MODIFIED,   /* an input byte (q, pages, index arrays) changed */
-    KVF_FINDING_CLASS_COUNT
-} kvf_finding_class;
-
-const char *kvf_finding_class_name(kvf_finding_class c); /* "o-tolerance", ... */
 
 /* One element's comparison. */
 typedef struct kvf_element_error {
