@@ -114,7 +114,22 @@ static void sync_parent_dir(const char *path) {
     free(dir);
 }
 
-int kvf_write_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ctx, kvf_error *err) {
+/* Puts the finished temporary file in place: rename() replaces path; link() leaves an existing
+ * path alone (EEXIST), which is how the first of several writers of one name wins. */
+static int place(const char *tmp, const char *path, kvf_write_mode mode, int *created) {
+    if (mode == KVF_WRITE_REPLACE) return rename(tmp, path);
+    if (link(tmp, path) != 0) {
+        if (errno != EEXIST) return -1;
+        *created = 0;
+    }
+    unlink(tmp);
+    return 0;
+}
+
+int kvf_write_atomic_ex(const char *path, kvf_write_mode mode, int (*fill)(FILE *f, void *ctx),
+                        void *ctx, int *created, kvf_error *err) {
+    int made = 1;
+    if (created) *created = 0;
     size_t n = strlen(path);
     char *tmp = malloc(n + 16);
     if (!tmp) return kvf_error_set(err, KVF_ENOMEM, "out of memory writing %s", path);
@@ -142,7 +157,7 @@ int kvf_write_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ct
     if (f ? fclose(f) != 0 : close(fd) != 0) {
         if (rc == 0) rc = -1, saved = errno;
     }
-    if (rc == 0 && rename(tmp, path) != 0) rc = -1, saved = errno;
+    if (rc == 0 && place(tmp, path, mode, &made) != 0) rc = -1, saved = errno;
     if (rc) {
         unlink(tmp);
         free(tmp);
@@ -150,8 +165,13 @@ int kvf_write_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ct
                              path, strerror(saved));
     }
     free(tmp);
-    sync_parent_dir(path);
+    if (made) sync_parent_dir(path);
+    if (created) *created = made;
     return 0;
+}
+
+int kvf_write_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ctx, kvf_error *err) {
+    return kvf_write_atomic_ex(path, KVF_WRITE_REPLACE, fill, ctx, NULL, err);
 }
 
 typedef struct bytes_ctx {
@@ -164,9 +184,14 @@ static int fill_bytes(FILE *f, void *ctx) {
     return b->size && fwrite(b->data, 1, b->size, f) != b->size ? -1 : 0;
 }
 
-int kvf_write_atomic_bytes(const char *path, const void *data, size_t size, kvf_error *err) {
+int kvf_write_atomic_bytes_ex(const char *path, kvf_write_mode mode, const void *data, size_t size,
+                              int *created, kvf_error *err) {
     bytes_ctx b = {data, size};
-    return kvf_write_atomic(path, fill_bytes, &b, err);
+    return kvf_write_atomic_ex(path, mode, fill_bytes, &b, created, err);
+}
+
+int kvf_write_atomic_bytes(const char *path, const void *data, size_t size, kvf_error *err) {
+    return kvf_write_atomic_bytes_ex(path, KVF_WRITE_REPLACE, data, size, NULL, err);
 }
 
 int kvf_glob_escape(const char *path, char *out, size_t size) {

@@ -34,6 +34,22 @@ int kvf_write_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ct
 /* The same for bytes already in memory. */
 int kvf_write_atomic_bytes(const char *path, const void *data, size_t size, kvf_error *err);
 
+/* How the _ex writers put the file in place. */
+typedef enum kvf_write_mode {
+    KVF_WRITE_REPLACE = 0,   /* rename() over path, as kvf_write_atomic does */
+    KVF_WRITE_KEEP_EXISTING, /* link() to path: when path exists it is kept and nothing is
+                                written, so of several writers of one name (other processes
+                                included) the first wins */
+} kvf_write_mode;
+
+/* kvf_write_atomic and kvf_write_atomic_bytes with a mode. *created (may be NULL) is 1 when this
+ * call put the file in place, 0 when KVF_WRITE_KEEP_EXISTING found path there or on an error.
+ * The directory is fsync'd whenever the file was put in place. */
+int kvf_write_atomic_ex(const char *path, kvf_write_mode mode, int (*fill)(FILE *f, void *ctx),
+                        void *ctx, int *created, kvf_error *err);
+int kvf_write_atomic_bytes_ex(const char *path, kvf_write_mode mode, const void *data, size_t size,
+                              int *created, kvf_error *err);
+
 /* Copies path into out (size bytes) with glob(3)'s special characters (* ? [ \\) escaped, so
  * a folder named "data[1]" is matched as itself when a pattern is built on it. 0, or -1 when
  * it does not fit. */

@@ -165,11 +165,13 @@ int kvf_outcome_judge_fib(kvf_outcome *out, int require_overflow, const kvf_case
                           const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
                           kvf_error *err);
 
-/* Saves a finding into dir as <class>-<12 hex digits of the signature>.kvfz and .json, each
- * written to a temporary name, flushed and then linked into place, so a reader (or a SIGINT)
- * never sees a partial file and two writers of the same signature cannot both win. Returns 0
- * and sets *is_new to 1 when this call created it, 0 when that signature was already there.
- * path_out (may be NULL) receives the .kvfz path. c may be NULL (crash before the build). */
+/* Saves a finding into dir as <class>-<12 hex digits of the signature>.kvfz and .json through
+ * core's atomic writer (kvfuzz/file.h: temporary file, fsync, into place, fsync of the folder),
+ * so a reader (or a SIGINT) never sees a partial file. The case goes into place without
+ * replacing (KVF_WRITE_KEEP_EXISTING), so two writers of the same signature cannot both win, and
+ * only the winner writes the report. Returns 0 and sets *is_new to 1 when this call created it,
+ * 0 when that signature was already there. path_out (may be NULL) receives the .kvfz path. c
+ * may be NULL (crash before the build). */
 int kvf_finding_save(const char *dir, const kvf_outcome *out, const char *kernel,
                      const kvf_spec *spec, const kvf_case *c, const json_t *extra, int *is_new,
                      char *path_out, size_t path_size, kvf_error *err);
