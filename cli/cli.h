@@ -155,9 +155,6 @@ int cli_precision_check(const char *cmd, const char *text);
  * prints one sentence naming the kernel and returns KVF_EXIT_USAGE. */
 int cli_kernel_precision(const char *cmd, const kvf_kernel *k, const char *override,
                          kvf_precision *out, cli_precision_source *source);
-/* Applies the model to every strict and fa rule judged under f32 (rules that name their own
- * model keep it). */
-void cli_rules_apply_precision(kvf_rule *rules, int n, const kvf_precision *p);
 /* "bf16-p (declared by the kernel)", "f32 (default)", "fp16-p (--precision)". */
 void cli_precision_text(const kvf_precision *p, cli_precision_source source, char *buf,
                         size_t size);

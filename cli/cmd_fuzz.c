@@ -508,7 +508,7 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     cli_precision_source model_source;
     if (cli_kernel_precision(cmd, o.kernel, precision, &model, &model_source))
         return KVF_EXIT_USAGE;
-    cli_rules_apply_precision(o.rules, o.nrules, &model);
+    kvf_rules_apply_precision(o.rules, o.nrules, &model);
 
     /* A corpus that is a file is refused before anything is made (the campaign found it only
      * after writing the statistics); a missing one is created. */

@@ -183,13 +183,13 @@ int kvf_cmd_minimize(int argc, char **argv) {
     if (rule && kvf_rule_parse(&o.rule, rule, &err)) return cli_usage_error(cmd, "%s", err.msg);
     /* strict and fa judge within the kernel's declared model (or --precision), unless the rule
      * names its own: a finding's report records "strict:bf16-p" when it was found so. */
-    const int judges_model = o.rule.kind == KVF_RULE_STRICT || o.rule.kind == KVF_RULE_FA;
+    const int judges_model = kvf_rule_takes_precision(&o.rule);
     const int rule_names_model = judges_model && !kvf_precision_is_f32(&o.rule.precision);
     kvf_precision model;
     cli_precision_source model_source;
     if (cli_kernel_precision(cmd, o.kernel, precision, &model, &model_source))
         return KVF_EXIT_USAGE;
-    cli_rules_apply_precision(&o.rule, 1, &model);
+    kvf_rules_apply_precision(&o.rule, 1, &model);
     if (cls && parse_class(cls, &o.target))
         return cli_usage_error(cmd, "unknown class \"%s\" (see kvfuzz minimize --help)", cls);
     if (o.target == KVF_FINDING_OVERFLOW) o.require_overflow = 1;

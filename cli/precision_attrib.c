@@ -14,7 +14,7 @@ int cli_rules_for_kernel(const char *cmd, const kvf_kernel *k, const char *overr
     /* A copy per kernel: applying the model in place would leave it on the caller's set for
      * the next kernel, which may declare another (or none). */
     if (n > 0) memcpy(out, base, (size_t)n * sizeof *out);
-    cli_rules_apply_precision(out, n, &p);
+    kvf_rules_apply_precision(out, n, &p);
     if (model) *model = p;
     if (source) *source = src;
     return 0;

@@ -34,13 +34,6 @@ int cli_kernel_precision(const char *cmd, const kvf_kernel *k, const char *overr
     return 0;
 }
 
-void cli_rules_apply_precision(kvf_rule *rules, int n, const kvf_precision *p) {
-    for (int i = 0; i < n; i++)
-        if ((rules[i].kind == KVF_RULE_STRICT || rules[i].kind == KVF_RULE_FA) &&
-            kvf_precision_is_f32(&rules[i].precision))
-            kvf_rule_set_precision(&rules[i], p);
-}
-
 void cli_precision_text(const kvf_precision *p, cli_precision_source source, char *buf,
                         size_t size) {
     char name[KVF_PRECISION_NAME_MAX];

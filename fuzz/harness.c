@@ -202,13 +202,8 @@ void kvf_harness_init(int *argc, char ***argv, kvf_harness_device device, const 
         kvf_precision p;
         kernel_precision(H.kernels[k], precision, precision_from, &p);
         memcpy(H.kernel_rules[k], H.rules, (size_t)H.nrules * sizeof *H.rules);
-        for (int r = 0; r < H.nrules; r++) {
-            kvf_rule *rule = &H.kernel_rules[k][r];
-            /* A rule that names its own model (strict:ftz) keeps it. */
-            if ((rule->kind == KVF_RULE_STRICT || rule->kind == KVF_RULE_FA) &&
-                kvf_precision_is_f32(&rule->precision))
-                kvf_rule_set_precision(rule, &p);
-        }
+        /* A rule that names its own model (strict:ftz) keeps it. */
+        kvf_rules_apply_precision(H.kernel_rules[k], H.nrules, &p);
     }
     if (device == KVF_HARNESS_CUDA) {
         char why[256];

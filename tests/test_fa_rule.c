@@ -21,7 +21,7 @@
 #include "kvfuzz/oracle.h"
 #include "kvfuzz/spec.h"
 #include "mma_emulation.h"
-#include "rule_fa.h"
+#include "fa_allow.h"
 
 #define LOG2E_F 1.44269504088896340736f
 

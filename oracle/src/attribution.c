@@ -23,7 +23,7 @@ int kvf_attribute(kvf_attribution *out, const kvf_verdict *v, const kvf_case *c,
                   const kvf_oracle_result *oracle, const kvf_bf16 *o, const float *lse,
                   kvf_error *err) {
     memset(out, 0, sizeof *out);
-    if (!v || v->pass || (v->rule.kind != KVF_RULE_STRICT && v->rule.kind != KVF_RULE_FA) ||
+    if (!v || v->pass || !kvf_rule_takes_precision(&v->rule) ||
         (v->finding != KVF_FINDING_O_TOLERANCE && v->finding != KVF_FINDING_LSE_TOLERANCE &&
          v->finding != KVF_FINDING_NONFINITE))
         return 0;

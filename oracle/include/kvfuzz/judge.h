@@ -17,13 +17,17 @@
 #include "kvfuzz/oracle.h"
 #include "kvfuzz/precision.h"
 
+/* The rules, from the rule table kvfuzz/rules.def (each rule's words: kvf_rule_help):
+ *   fib       FlashInfer-Bench DefaultEvaluator: fail iff abs > 1e-2 AND rel > 1e-2;
+ *   sol       SOL-ExecBench: abs > atol + rtol|r|; pass if >= 99% of elements pass;
+ *   allclose  torch.allclose(ATOL, RTOL);
+ *   ulp       at most N ulps (bf16 for o, f32 for lse) from the rounded value;
+ *   strict    condition-aware bound on |a - x| (docs/strict-rule.md);
+ *   fa        o error within F x an fp32 baseline's, plus a floor (docs/fa-rule.md). */
 typedef enum kvf_rule_kind {
-    KVF_RULE_FIB = 0,  /* FlashInfer-Bench DefaultEvaluator: fail iff abs > 1e-2 AND rel > 1e-2 */
-    KVF_RULE_SOL,      /* SOL-ExecBench: abs > atol + rtol|r|; pass if >= 99% of elements pass */
-    KVF_RULE_ALLCLOSE, /* torch.allclose(ATOL, RTOL) */
-    KVF_RULE_ULP,      /* at most N ulps (bf16 for o, f32 for lse) from the rounded value */
-    KVF_RULE_STRICT,   /* condition-aware bound on |a - x| (docs/strict-rule.md) */
-    KVF_RULE_FA,       /* o error within F x an fp32 baseline's, plus a floor (docs/fa-rule.md) */
+#define KVF_RULE(id, ops) KVF_RULE_##id,
+#include "kvfuzz/rules.def"
+#undef KVF_RULE
     KVF_RULE_KIND_COUNT
 } kvf_rule_kind;
 
@@ -47,9 +51,14 @@ void kvf_rule_default(kvf_rule *out);
  * Writes min(max, KVF_DEFAULT_RULES) rules and returns how many. */
 #define KVF_DEFAULT_RULES 2
 int kvf_rule_default_set(kvf_rule *out, int max);
-/* Sets the precision model of a strict or fa rule (and its name); other rules are left as they
- * are. */
+/* Whether the rule takes a precision model (strict, fa). */
+int kvf_rule_takes_precision(const kvf_rule *rule);
+/* Sets the precision model of a rule that takes one (and its name); other rules are left as
+ * they are. */
 void kvf_rule_set_precision(kvf_rule *rule, const kvf_precision *p);
+/* Sets model p on each of the n rules that takes one and does not name its own (a rule that
+ * names its own, strict:ftz, keeps it). */
+void kvf_rules_apply_precision(kvf_rule *rules, int n, const kvf_precision *p);
 /* One line per rule kind for `kvfuzz rules`. */
 const char *kvf_rule_help(kvf_rule_kind kind);
 /* What the rule is for (benchmark parity or finding defects) and its known blind spots. */

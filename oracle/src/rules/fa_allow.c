@@ -4,7 +4,7 @@
  * before the bf16 store, then half a bf16 ulp at |x| + E for the store itself. Only E differs:
  * strict takes the worst case over every summation order, fa takes F times what the judge's
  * fp32 baseline actually lost on this row, in units of (C + |x|), plus a floor. */
-#include "rule_fa.h"
+#include "fa_allow.h"
 
 #include <math.h>
 

@@ -1,10 +1,10 @@
-/* The `fa` rule (docs/fa-rule.md): a kernel's error on each o element may be at most a fixed
- * multiple of what the judge's own fp32 baseline loses on the same row, plus a floor, plus
- * the final bf16 rounding. lse and non-finite values are judged as `strict` judges them.
+/* The `fa` rule's allowance (docs/fa-rule.md): a kernel's error on each o element may be at most
+ * a fixed multiple of what the judge's own fp32 baseline loses on the same row, plus a floor,
+ * plus the final bf16 rounding. lse and non-finite values are judged as `strict` judges them.
  *
- * Internal to the oracle library; judge.c calls it. Pure functions, no allocation. */
-#ifndef KVFUZZ_RULE_FA_H
-#define KVFUZZ_RULE_FA_H
+ * Internal to the oracle library; the fa rule (fa.c) calls it. Pure functions, no allocation. */
+#ifndef KVFUZZ_RULES_FA_ALLOW_H
+#define KVFUZZ_RULES_FA_ALLOW_H
 
 #include <stdint.h>
 
