@@ -238,6 +238,45 @@ static void test_parse_errors(void) {
     }
 }
 
+/* The rule table (kvfuzz/rules.def): every kind has its words and parses back from its name,
+ * the sentence for an unknown rule lists every rule, and only strict and fa take a model. */
+static void test_rule_table(void) {
+    kvf_error err = {0};
+    kvf_rule bad;
+    CHECK(kvf_rule_parse(&bad, "no-such-rule", &err) == KVF_EINVAL);
+    for (int k = 0; k < KVF_RULE_KIND_COUNT; k++) {
+        const char *help = kvf_rule_help((kvf_rule_kind)k);
+        char name[32];
+        size_t n = strcspn(help, " :[");
+        CHECK(n > 0 && n < sizeof name);
+        memcpy(name, help, n);
+        name[n] = '\0';
+        CHECK_STR_CONTAINS(err.msg, name);
+        CHECK(strlen(kvf_rule_scope((kvf_rule_kind)k)) > 10);
+        kvf_rule r;
+        const char *text = strcmp(name, "allclose") == 0 ? "allclose:1e-3:1e-3"
+                           : strcmp(name, "ulp") == 0    ? "ulp:2"
+                                                         : name;
+        CHECK(kvf_rule_parse(&r, text, NULL) == 0);
+        CHECK_INT_EQ(r.kind, k);
+        CHECK_INT_EQ(kvf_rule_takes_precision(&r), k == KVF_RULE_STRICT || k == KVF_RULE_FA);
+    }
+    CHECK(strcmp(kvf_rule_help(KVF_RULE_KIND_COUNT), "unknown rule kind") == 0);
+    /* A model applies to the rules that take one and name none. */
+    kvf_rule rs[4];
+    CHECK(kvf_rule_parse(&rs[0], "strict", NULL) == 0);
+    CHECK(kvf_rule_parse(&rs[1], "fa:ftz", NULL) == 0);
+    CHECK(kvf_rule_parse(&rs[2], "fib", NULL) == 0);
+    CHECK(kvf_rule_parse(&rs[3], "fa", NULL) == 0);
+    kvf_precision p;
+    CHECK(kvf_precision_parse(&p, "bf16-p", NULL) == 0);
+    kvf_rules_apply_precision(rs, 4, &p);
+    CHECK(strcmp(rs[0].name, "strict:bf16-p") == 0);
+    CHECK(strcmp(rs[1].name, "fa:ftz") == 0);
+    CHECK(strcmp(rs[2].name, "fib") == 0);
+    CHECK(strcmp(rs[3].name, "fa:bf16-p") == 0);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* fib                                                                                         */
 /* ------------------------------------------------------------------------------------------ */
@@ -1081,6 +1120,7 @@ static const check_test tests[] = {
     {"strict_very_long_rows", test_strict_very_long_rows},
     {"parse_valid", test_parse_valid},
     {"parse_errors", test_parse_errors},
+    {"rule_table", test_rule_table},
     {"fib_and_mask", test_fib_and_mask},
     {"fib_nonfinite", test_fib_nonfinite},
     {"empty_lse_each_rule", test_empty_lse_each_rule},

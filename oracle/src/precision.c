@@ -1,5 +1,5 @@
 /* Precision models: names, parsing, containment and the attribution ladder (precision.h;
- * the bounds each model implies are in judge.c, derived in docs/precision.md). */
+ * the bounds each model implies are in rules/strict_bound.c, derived in docs/precision.md). */
 #include "kvfuzz/precision.h"
 
 #include <stdio.h>
