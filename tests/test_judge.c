@@ -1056,19 +1056,6 @@ static void test_judge_errors(void) {
     fx_free(&f);
 }
 
-static void test_finding_names(void) {
-    CHECK(strcmp(kvf_finding_class_name(KVF_FINDING_NONE), "none") == 0);
-    CHECK(strcmp(kvf_finding_class_name(KVF_FINDING_NONFINITE), "nonfinite") == 0);
-    CHECK(strcmp(kvf_finding_class_name(KVF_FINDING_O_TOLERANCE), "o-tolerance") == 0);
-    CHECK(strcmp(kvf_finding_class_name(KVF_FINDING_LSE_TOLERANCE), "lse-tolerance") == 0);
-    CHECK(strcmp(kvf_finding_class_name(KVF_FINDING_OVERFLOW), "overflow") == 0);
-    CHECK(strcmp(kvf_finding_class_name(KVF_FINDING_KERNEL_ERROR), "kernel-error") == 0);
-    CHECK(strcmp(kvf_finding_class_name(KVF_FINDING_CRASH), "crash") == 0);
-    CHECK(strcmp(kvf_finding_class_name(KVF_FINDING_HANG), "hang") == 0);
-    CHECK(strcmp(kvf_finding_class_name(KVF_FINDING_NONDETERMINISM), "nondeterminism") == 0);
-    CHECK(strcmp(kvf_finding_class_name(KVF_FINDING_CLASS_COUNT), "unknown") == 0);
-}
-
 /* Margins as people read them: a passing margin never prints as the limit. */
 static void margin_is(double m, const char *want) {
     char b[32];
@@ -1141,7 +1128,6 @@ static const check_test tests[] = {
     {"metrics_and_worst", test_metrics_and_worst},
     {"observer", test_observer},
     {"judge_errors", test_judge_errors},
-    {"finding_names", test_finding_names},
     {NULL, NULL},
 };
 
