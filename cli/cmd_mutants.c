@@ -157,9 +157,9 @@ static int can_start(const kvf_kernel *k, const kvf_limits *lim, kvf_error *err)
     return rc;
 }
 
-/* (a): generated cases until the first finding under any of the rules (overflow-class
- * violations do not count, as in replay without --require-overflow) or until the budget is
- * spent. */
+/* (a): generated cases until the first finding under any of the rules (a verdict that is no
+ * kernel failure does not count, as in replay without --require-overflow:
+ * kvf_verdict_status_of) or until the budget is spent. */
 static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule *rules, int nrules,
                           double budget) {
     detection d = {0};
@@ -200,7 +200,7 @@ static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule
             for (int r = 0; r < nrules && !d.caught; r++) {
                 kvf_verdict v;
                 kvf_judge(&v, &rules[r], &cc->c, &cc->oracle, o, lse, NULL);
-                if (!v.pass && v.finding != KVF_FINDING_OVERFLOW) {
+                if (kvf_verdict_status_of(&v, 0) == KVF_VERDICT_FAIL) {
                     d.caught = 1;
                     snprintf(d.finding, sizeof d.finding, "%s", kvf_finding_class_name(v.finding));
                     /* Outside the time to detection: a campaign attributes only what it saves,
@@ -307,8 +307,8 @@ static void seeds_free(seed_set *s) {
     free(s->ok);
 }
 
-/* Which seed cases kernel k fails under each rule: fails[r * count + i]. Overflow-class
- * verdicts do not count; a kernel error counts for every rule. */
+/* Which seed cases kernel k fails under each rule: fails[r * count + i]. Only kernel failures
+ * count (kvf_verdict_status_of, overflow not required); a kernel error counts for every rule. */
 static int seeds_judge(const kvf_kernel *k, const seed_set *s, const kvf_rule *rules, int nrules,
                        int *fails, kvf_error *start_err) {
     runner_or_state rs = {0};
@@ -326,7 +326,7 @@ static int seeds_judge(const kvf_kernel *k, const seed_set *s, const kvf_rule *r
             } else if (rc == 0) {
                 kvf_verdict v;
                 kvf_judge(&v, &rules[r], &s->cases[i], &s->oracles[i], o, lse, NULL);
-                fails[(size_t)r * s->count + i] = !v.pass && v.finding != KVF_FINDING_OVERFLOW;
+                fails[(size_t)r * s->count + i] = kvf_verdict_status_of(&v, 0) == KVF_VERDICT_FAIL;
             }
         }
         free(o);
@@ -419,7 +419,7 @@ static int style_check(const kvf_kernel *k, const workload *ws, size_t nw, int t
                 } else if (rc == 0) {
                     kvf_verdict v;
                     kvf_judge(&v, rule, &c, &ref, o, lse, NULL);
-                    caught = !v.pass;
+                    caught = kvf_verdict_status_of(&v, 0) == KVF_VERDICT_FAIL;
                 }
                 free(o);
                 free(lse);

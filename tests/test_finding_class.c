@@ -1,13 +1,15 @@
 /* Unit tests of the finding-class table (core/include/kvfuzz/finding_classes.def): the names
  * that findings' files, JSON, statistics and reports carry, their parser, which classes are
  * kernel failures, and docs/design.md §7, whose table must say what the def file says, row for
- * row. */
+ * row; and that an outcome files a finding only for a kernel failure, as replay counts one. */
 #include "check.h"
 
 #include <ctype.h>
 
+#include "case_oracle.h"
 #include "kvfuzz/file.h"
 #include "kvfuzz/finding_class.h"
+#include "kvfuzz/outcome.h"
 
 typedef struct def_row {
     kvf_finding_class id;
@@ -178,12 +180,54 @@ static void test_design_table_matches_def(void) {
     free(text);
 }
 
+/* ---- which verdicts an outcome files --------------------------------------------------------- */
+
+/* fib fails the exact -inf lse of an empty sequence: a verdict that fails, but only where the
+ * kernel is bit for bit right (KVF_VERDICT_RULE_REJECTS_ROUNDED). Replay counts no kernel
+ * failure there, and neither does the outcome the campaigns, the harness and the minimizer
+ * use; a wrong value on that row is a finding. */
+static void test_outcome_files_only_failures(void) {
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_preset(&s, "seed-h20kv4", 3, &err), &err);
+    s.recipe.page_size = 16;
+    CHECK_OK(kvf_spec_set_batch(&s, 2, &err), &err);
+    s.recipe.num_pages[0] = 2, s.recipe.last_page_len[0] = 7;
+    s.recipe.num_pages[1] = 0, s.recipe.last_page_len[1] = 0;
+    kvf_case c;
+    kvf_oracle_result r;
+    if (kvf_test_case_and_oracle(&s, &c, &r)) return;
+    const int64_t nl = kvf_case_lse_elems(&c);
+    float *lse = malloc((size_t)nl * sizeof *lse);
+    memcpy(lse, r.lse_rounded, (size_t)nl * sizeof *lse);
+    kvf_rule rules[2];
+    CHECK_OK(kvf_rule_parse(&rules[0], "fib", &err), &err);
+    CHECK_OK(kvf_rule_parse(&rules[1], "strict", &err), &err);
+    kvf_outcome *out = malloc(sizeof *out);
+    CHECK_OK(kvf_outcome_judge(out, rules, 2, 0, &c, &r, r.o_rounded, lse, NULL, NULL, &err), &err);
+    CHECK_INT_EQ(out->verdicts[0].pass, 0);
+    CHECK_INT_EQ(kvf_verdict_status_of(&out->verdicts[0], 0), KVF_VERDICT_RULE_REJECTS_ROUNDED);
+    CHECK_INT_EQ(out->verdicts[1].pass, 1);
+    CHECK_INT_EQ(out->finding, KVF_FINDING_NONE);
+    CHECK_INT_EQ(out->rule, -1);
+    lse[c.num_qo_heads] = 0.0f; /* the empty sequence's first head: a finite sentinel */
+    CHECK_OK(kvf_outcome_judge(out, rules, 2, 0, &c, &r, r.o_rounded, lse, NULL, NULL, &err), &err);
+    CHECK_INT_EQ(kvf_verdict_status_of(&out->verdicts[1], 0), KVF_VERDICT_FAIL);
+    CHECK_INT_EQ(out->finding, out->verdicts[1].finding);
+    CHECK_INT_EQ(out->rule, 1);
+    free(out);
+    free(lse);
+    kvf_oracle_result_free(&r);
+    kvf_case_free(&c);
+}
+
 static const check_test tests[] = {
     {"names", test_names},
     {"parse_round_trip", test_parse_round_trip},
     {"accessors_follow_the_table", test_accessors_follow_the_table},
     {"fails", test_fails},
     {"design_table_matches_def", test_design_table_matches_def},
+    {"outcome_files_only_failures", test_outcome_files_only_failures},
     {NULL, NULL},
 };
 

@@ -117,9 +117,11 @@ int kvf_outcome_judge_hooked(kvf_outcome *out, const kvf_rule *rules, int nrules
         if (scope && hooks->end) hooks->end(hooks->ctx, scope, rc ? NULL : &out->verdicts[r]);
         if (rc) return rc;
         const kvf_verdict *v = &out->verdicts[r];
-        /* Overflow-class violations (rows whose logits leave f32) are reported but count only
-         * when asked for, as in `kvfuzz replay --require-overflow` (docs/design.md §4). */
-        int counts = !v->pass && (v->finding != KVF_FINDING_OVERFLOW || require_overflow);
+        /* Only a kernel failure is a finding, decided where replay and the statistics decide
+         * it: not a verdict failing only on rows out of the input model (unless overflow is
+         * required, docs/design.md §4), nor one whose every violation is the correctly rounded
+         * value (the rule, not the kernel, fails: fib on an empty sequence's -inf lse). */
+        int counts = kvf_verdict_status_of(v, require_overflow) == KVF_VERDICT_FAIL;
         if (counts && out->finding == KVF_FINDING_NONE) {
             out->finding = v->finding;
             out->rule = r;
