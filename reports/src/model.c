@@ -1,6 +1,6 @@
 /* The report's model (report_internal.h): the inputs gathered into series and rules, their
  * verdicts, and the findings on disk, with links relative to the output directory. The
- * writers (report.c) and the page (html.c) only read it. */
+ * writers (report.c) and the page (page.c) only read it. */
 #include "report_internal.h"
 
 #include <dirent.h>

@@ -1,5 +1,5 @@
 /* `kvfuzz report`'s writers: summary.json, errors.csv, the embedded cases and index.html
- * (html.c), plus the terminal summary, all from the model (model.c). Every file is written
+ * (page.c), plus the terminal summary, all from the model (model.c). Every file is written
  * atomically so a report being regenerated next to a browser never shows half a page. */
 #include "report_internal.h"
 

@@ -1,5 +1,5 @@
 /* The report's model: series, rules, verdicts and findings gathered from the inputs, shared by
- * the summary / CSV / terminal writers (report.c) and the HTML page (html.c). Private to
+ * the summary / CSV / terminal writers (report.c) and the HTML page (page.c and its parts). Private to
  * reports/. */
 #ifndef KVFUZZ_REPORTS_REPORT_INTERNAL_H
 #define KVFUZZ_REPORTS_REPORT_INTERNAL_H
@@ -150,7 +150,7 @@ void kvf__report_model_free(kvf__rmodel *m);
 /* Short numbers for tables: 3 significant digits, or "inf" / "NaN". */
 void kvf__fmt_num(char *buf, size_t size, double x);
 
-/* The page (html.c), which reads the model and nothing else. -1 (errno set) on failure. */
+/* The page (page.c), which reads the model and nothing else. -1 (errno set) on failure. */
 int kvf__report_write_html(FILE *f, const kvf__rmodel *m);
 
 #endif
