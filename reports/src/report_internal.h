@@ -1,6 +1,6 @@
 /* The report's model: series, rules, verdicts and findings gathered from the inputs, shared by
- * the summary / CSV / terminal writers (report.c) and the HTML page (page.c and its parts). Private to
- * reports/. */
+ * the summary / CSV / terminal writers (report.c) and the HTML page (page.c and its parts).
+ * Private to reports/. */
 #ifndef KVFUZZ_REPORTS_REPORT_INTERNAL_H
 #define KVFUZZ_REPORTS_REPORT_INTERNAL_H
 
