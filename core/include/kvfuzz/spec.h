@@ -1,7 +1,12 @@
 /* The case file's content (docs/design.md §6): a compact recipe, optional explicit overrides,
  * optional explicit tensors and an optional origin (an imported workload's names); its .kvfz
  * codec (versions 1 and 2, which differ only in the expansion they name); and the deterministic
- * generator that expands a spec into a kvf_case.
+ * generator that expands a spec into a kvf_case. What a spec costs, and the budgets, are
+ * kvfuzz/cost.h, included here.
+ *
+ * Definitions in core/src: spec.c (the spec as a value: domain check, copy, comparison,
+ * names), spec_codec.c (the .kvfz bytes), spec_file.c (case files), gen_expand.c (expansion),
+ * gen_presets.c (presets), gen_random.c (random recipes and edge lengths).
  *
  * Ownership: a kvf_spec owns its arrays (per-sequence lists, overrides, explicit tensors);
  * kvf_spec_free() releases them. kvf_spec_encode() returns a malloc'd buffer the caller frees.
@@ -15,6 +20,8 @@
 #include <stdint.h>
 
 #include "kvfuzz/case.h"
+#include "kvfuzz/cost.h"
+#include "kvfuzz/prng.h"
 
 /* The newest format version read and written. The version byte names the expansion: version 1
  * files expand with expansion 1, version 2 files with expansion 2 (docs/case-format.md,
@@ -183,6 +190,10 @@ int64_t kvf_recipe_seq_len(const kvf_recipe *rp, uint32_t b);
 /* Sets sequence b to `len` tokens: page count and last-page length (0 and 0 for len <= 0);
  * a length past 65535 pages is cut to 65535 full pages. */
 void kvf_recipe_set_seq_len(kvf_recipe *rp, uint32_t b, int64_t len);
+/* Entries of the page table: the sum of the sequences' page counts. */
+int64_t kvf_recipe_entries(const kvf_recipe *rp);
+/* Elements of one page of one cache: S x Hk x D. */
+int64_t kvf_recipe_page_elems(const kvf_recipe *rp);
 
 /* Sets the batch and (re)allocates the per-sequence arrays (new entries: 1 page, full). */
 int kvf_spec_set_batch(kvf_spec *spec, uint16_t batch_size, kvf_error *err);
@@ -221,65 +232,33 @@ void kvf_random_opts_default(kvf_random_opts *opts);
  * S in {1,2,3,16,64,128,256} among others. */
 int kvf_spec_random(kvf_spec *out, uint64_t seed, const kvf_random_opts *opts, kvf_error *err);
 
+/* Sequence lengths where bugs live, for random recipes and mutations alike: the kinds a menu of
+ * kvf_edge_length_pick lists. S is the page size, max the longest length allowed. */
+typedef enum kvf_edge_length {
+    KVF_EDGE_EMPTY = 0,  /* 0 */
+    KVF_EDGE_ONE,        /* 1 */
+    KVF_EDGE_PAGE_BELOW, /* S - 1 */
+    KVF_EDGE_PAGE,       /* S */
+    KVF_EDGE_PAGE_ABOVE, /* S + 1 */
+    KVF_EDGE_TWO_PAGES,  /* 2S - 1, 2S or 2S + 1 (one draw) */
+    KVF_EDGE_TILE,       /* 32 k - 1, 32 k or 32 k + 1 for k in 1..8: 32-token tile edges */
+    KVF_EDGE_MAX,        /* max */
+    KVF_EDGE_MAX_BELOW,  /* max - 1 */
+    KVF_EDGE_ANY,        /* uniform in [1, max] (0 when max is 0) */
+    KVF_EDGE_COUNT
+} kvf_edge_length;
+
+/* One length, clamped into [0, max_len]: the kind menu[i] for i drawn uniformly from [0, n)
+ * (n >= 1), then that kind's own draws, one at a time in the order listed above, so a seed
+ * means the same length on every compiler. A caller chooses the mix by the menu: repeating a
+ * kind makes it likelier. Nothing fails. */
+int64_t kvf_edge_length_pick(kvf_prng *rng, const uint8_t *menu, uint32_t n, int32_t page_size,
+                             int64_t max_len);
+
 /* Names for printing and parsing ("shuffled", "normal", "spike", ...). */
 const char *kvf_table_name(int kind);
 const char *kvf_dist_name(int kind);
 const char *kvf_logits_name(int kind);
-
-/* What judging a case costs, estimated from its recipe alone, before anything is allocated
- * (docs/case-format.md, "Budgets"). Upper estimates, not measurements: tensors count q, the
- * table and every referenced page twice (the case, and its copy in the kernel's worker); the
- * oracle its outputs and the working memory of its longest row on one thread; kernel buffers
- * the kernel's outputs twice (the determinism re-run) and the judge's per-token scratch. */
-typedef struct kvf_case_cost {
-    int64_t tensor_bytes;
-    int64_t oracle_bytes;
-    int64_t kernel_bytes;
-    int64_t memory_bytes; /* the sum of the three */
-    int64_t work;         /* Hq x (sum over sequences of L x (D + 64) + B x D): the oracle's time */
-} kvf_case_cost;
-
-/* Working memory of the oracle, one thread (docs/oracle.md, "Memory"). Each path keeps
- * per-token values for a row only while they fit in KVF_ORACLE_ROW_STORE_BYTES: the MPFR path's
- * workspace takes KVF_ORACLE_MPFR_TOKEN_BYTES per token at the first precision (oracle.c), the
- * fast path's KVF_ORACLE_FAST_TOKEN_BYTES(G) for a kv group of G q heads (oracle_fast.c). A
- * longer row streams: its tokens are recomputed in every pass, in blocks within the same limit,
- * so a thread's memory does not grow with the row (an exact-tie test on a streamed row holds
- * one entry per distinct logit, within a quarter of the memory budget). The oracle runs fewer
- * threads when more would pass the memory budget. */
-#define KVF_ORACLE_ROW_STORE_BYTES ((int64_t)32 << 20)
-#define KVF_ORACLE_MPFR_TOKEN_BYTES 688
-#define KVF_ORACLE_FAST_TOKEN_BYTES(G) (24 * (int64_t)(G) + 40)
-#define KVF_ORACLE_TOKEN_BYTES(G) (KVF_ORACLE_MPFR_TOKEN_BYTES + KVF_ORACLE_FAST_TOKEN_BYTES(G))
-/* One thread's working memory for a case whose longest row has `longest` tokens: both paths'
- * stores, with the streamed MPFR path's exact weight sum (at most 2^21 bits, twice). */
-#define KVF_ORACLE_THREAD_BYTES(longest, G)                                                        \
-    ((longest)*KVF_ORACLE_TOKEN_BYTES(G) < 2 * KVF_ORACLE_ROW_STORE_BYTES + ((int64_t)1 << 19)     \
-         ? (longest)*KVF_ORACLE_TOKEN_BYTES(G)                                                     \
-         : 2 * KVF_ORACLE_ROW_STORE_BYTES + ((int64_t)1 << 19))
-/* Bytes of the oracle's outputs per output element (o) and per row (lse, row data). */
-#define KVF_ORACLE_ELEM_BYTES 18
-#define KVF_ORACLE_ROW_BYTES 64
-
-/* Defaults of the budgets (KVF_MAX_MEMORY_MIB and KVF_MAX_WORK override them). */
-#define KVF_DEFAULT_MAX_MEMORY_BYTES ((int64_t)2 << 30)
-#define KVF_DEFAULT_MAX_WORK ((int64_t)1 << 33)
-
-void kvf_recipe_cost(const kvf_recipe *rp, kvf_case_cost *out);
-
-/* The budgets in force for `limits`: its fields when positive, else KVF_MAX_MEMORY_MIB (MiB)
- * and KVF_MAX_WORK when set and not empty, else the defaults. KVF_EINVAL, with a sentence
- * naming the variable, when one is set to anything but a decimal integer in its range (the
- * environment table, kvfuzz/env.h). */
-int kvf_limits_budgets(const kvf_limits *limits, int64_t *max_memory_bytes, int64_t *max_work,
-                       kvf_error *err);
-
-/* The memory budget of a case that carries an explicit pool of `pool` pages (every page of k
- * and v held by the spec and again by the case) beside what kvf_recipe_cost() counts: the
- * decoder and the FlashInfer-Bench import check it before allocating the pool. KVF_ELIMIT with
- * one sentence when it is past the budget; the errors of kvf_limits_budgets(). */
-int kvf_explicit_pool_budget(const kvf_recipe *recipe, int64_t pool, const kvf_limits *limits,
-                             kvf_error *err);
 
 /* Reads a file and decodes + builds it. spec_out may be NULL. KVF_EIO if unreadable. */
 int kvf_case_load(const char *path, kvf_spec *spec_out, kvf_case *case_out,

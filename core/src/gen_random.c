@@ -1,0 +1,163 @@
+/* Random recipes (kvf_spec_random) over the whole strategy space, and the edge-length picker
+ * they share with the mutator (fuzz/src/mutate.c), so that "the lengths where bugs live" are
+ * defined once.
+ *
+ * Every choice comes from one stream (KVF__STREAM_PICK of the seed), one draw per statement:
+ * a seed must mean the same recipe on every compiler, and the golden hashes of
+ * tests/test_gen_hash.c hold the recipes of many seeds to their recorded bits. A new choice is
+ * drawn after all the old ones, so every earlier field keeps its value for the same seed. */
+#include <math.h>
+#include <string.h>
+
+#include "gen_internal.h"
+#include "kvfuzz/prng.h"
+#include "kvfuzz/spec.h"
+
+/* Uniform in [0, n); 0 without a draw when n is 0 (an empty range has one answer). */
+static uint64_t below(kvf_prng *r, uint64_t n) {
+    return n ? kvf_prng_below(r, n) : 0;
+}
+
+int64_t kvf_edge_length_pick(kvf_prng *rng, const uint8_t *menu, uint32_t n, int32_t page_size,
+                             int64_t max_len) {
+    const int64_t s = page_size;
+    int64_t len;
+    switch (menu[below(rng, n)]) {
+    case KVF_EDGE_EMPTY:
+        len = 0;
+        break;
+    case KVF_EDGE_ONE:
+        len = 1;
+        break;
+    case KVF_EDGE_PAGE_BELOW:
+        len = s - 1;
+        break;
+    case KVF_EDGE_PAGE:
+        len = s;
+        break;
+    case KVF_EDGE_PAGE_ABOVE:
+        len = s + 1;
+        break;
+    case KVF_EDGE_TWO_PAGES:
+        len = 2 * s - 1 + (int64_t)below(rng, 3);
+        break;
+    case KVF_EDGE_TILE:
+        len = 32 * (1 + (int64_t)below(rng, 8));
+        len += (int64_t)below(rng, 3) - 1; /* separate statements: draws happen in one order */
+        break;
+    case KVF_EDGE_MAX:
+        len = max_len;
+        break;
+    case KVF_EDGE_MAX_BELOW:
+        len = max_len - 1;
+        break;
+    case KVF_EDGE_ANY:
+    default:
+        len = 1 + (int64_t)below(rng, (uint64_t)max_len);
+        break;
+    }
+    if (len > max_len) len = max_len;
+    return len < 0 ? 0 : len;
+}
+
+void kvf_random_opts_default(kvf_random_opts *o) {
+    o->max_batch = 4;
+    o->max_pages = 8;
+    o->max_tokens = 2048;
+    o->max_work = (int64_t)1 << 21;
+    o->allow_overflow = 1;
+    o->allow_high_ids = 1;
+    o->expansion = KVF_EXPANSION_DEFAULT;
+}
+
+/* A random recipe's lengths: the page edges and tile edges, the rest anywhere up to max. */
+static const uint8_t recipe_lengths[] = {KVF_EDGE_EMPTY, KVF_EDGE_ONE,        KVF_EDGE_PAGE_BELOW,
+                                         KVF_EDGE_PAGE,  KVF_EDGE_PAGE_ABOVE, KVF_EDGE_TILE,
+                                         KVF_EDGE_ANY,   KVF_EDGE_ANY};
+
+static uint64_t pick(kvf_prng *r, uint64_t n) {
+    return kvf_prng_below(r, n);
+}
+
+/* Sequence lengths within the token and work budgets, drawn sequence by sequence. */
+static void pick_lengths(kvf_recipe *rp, kvf_prng *r, const kvf_random_opts *o) {
+    const int64_t page = rp->page_size;
+    int64_t budget = o->max_tokens;
+    int64_t work_tokens = o->max_work / ((int64_t)rp->num_qo_heads * rp->head_dim);
+    if (budget > work_tokens) budget = work_tokens;
+    for (uint32_t b = 0; b < rp->batch_size; b++) {
+        int64_t len = kvf_edge_length_pick(r, recipe_lengths, sizeof recipe_lengths, (int32_t)page,
+                                           (int64_t)o->max_pages * page);
+        if (len > budget) len = budget;
+        if (len < 0) len = 0;
+        budget -= len;
+        kvf_recipe_set_seq_len(rp, b, len);
+    }
+}
+
+/* page_id_base of a high-ids table: past the 2^31-element mark when the 8 GiB pool allows,
+ * else as high as fits. */
+static void pick_page_id_base(kvf_recipe *rp, kvf_prng *r) {
+    int64_t page_elems = kvf_recipe_page_elems(rp);
+    int64_t entries = kvf_recipe_entries(rp);
+    int64_t max_base = ((int64_t)8 << 30) / (page_elems * 2) - 3 * entries - 8;
+    int64_t overflow_at = ((int64_t)1 << 31) / page_elems;
+    int64_t base = overflow_at - (int64_t)pick(r, 4);
+    if (base > max_base) base = max_base - (int64_t)pick(r, 16);
+    rp->page_id_base = (uint32_t)(base > 0 ? base : 0);
+}
+
+/* The q, k and v distributions. */
+static void pick_dists(kvf_recipe *rp, kvf_prng *r) {
+    kvf_dist *dists[3] = {&rp->q, &rp->k, &rp->v};
+    for (int i = 0; i < 3; i++) {
+        kvf_dist *dd = dists[i];
+        dd->kind = (uint8_t)(pick(r, 3) ? KVF_DIST_NORMAL : pick(r, KVF_DIST_COUNT));
+        /* q and k extremes (bf16 max) would put the logits past f32: that is the overflow
+         * class, drawn only through the logit pattern when allowed. */
+        if (i < 2 && dd->kind == KVF_DIST_SPECIAL) dd->kind = KVF_DIST_LOG_UNIFORM;
+        dd->log2_scale = (int8_t)(i < 2 ? (int)pick(r, 9) - 4 : (int)pick(r, 21) - 10);
+        dd->param =
+            (uint8_t)(dd->kind == KVF_DIST_LOG_UNIFORM ? 1 + pick(r, i < 2 ? 12 : 60) : pick(r, 8));
+    }
+}
+
+int kvf_spec_random(kvf_spec *out, uint64_t seed, const kvf_random_opts *o, kvf_error *err) {
+    memset(out, 0, sizeof *out);
+    kvf_prng r;
+    kvf_prng_seed_stream(&r, seed, KVF__STREAM_PICK);
+    static const int kv_heads[] = {1, 2, 4, 8};
+    static const int groups[] = {1, 2, 3, 4, 5, 5, 6, 7, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    static const int dims[] = {64, 128, 256};
+    static const int pages[] = {1, 2, 3, 7, 16, 32, 64, 64, 128, 255, 256};
+    int hk = kv_heads[pick(&r, 4)], g = groups[pick(&r, sizeof groups / sizeof groups[0])];
+    int d = dims[pick(&r, 3)], page = pages[pick(&r, sizeof pages / sizeof pages[0])];
+    kvf__base_recipe(out, seed, hk * g, hk, d, page);
+    kvf_recipe *rp = &out->recipe;
+    rp->expansion = (uint8_t)(o->expansion ? o->expansion : KVF_EXPANSION_DEFAULT);
+    int batch = 1 + (int)pick(&r, (uint64_t)(o->max_batch > 0 ? o->max_batch : 1));
+    if (kvf_spec_set_batch(out, (uint16_t)batch, err)) return KVF_ENOMEM;
+    pick_lengths(rp, &r, o);
+    rp->table = (uint8_t)pick(&r, KVF_TABLE_COUNT);
+    if (rp->table == KVF_TABLE_HIGH_IDS && !o->allow_high_ids) rp->table = KVF_TABLE_SCATTERED;
+    if (rp->table == KVF_TABLE_HIGH_IDS) pick_page_id_base(rp, &r);
+    rp->spare_pages = (uint16_t)pick(&r, 5);
+    rp->poison = (uint8_t)(pick(&r, 2) ? pick(&r, 16) : 0);
+    int logit_kinds = o->allow_overflow ? KVF_LOGITS_COUNT : KVF_LOGITS_BEYOND_F32;
+    rp->logits = (uint8_t)(pick(&r, 2) ? KVF_LOGITS_NATURAL : pick(&r, (uint64_t)logit_kinds));
+    pick_dists(rp, &r);
+    switch (pick(&r, 4)) {
+    case 0:
+        rp->sm_scale = (float)ldexp(1.0, (int)pick(&r, 9) - 6);
+        break;
+    case 1:
+        rp->sm_scale = (float)(0.01 + 2.0 * kvf_prng_unit(&r));
+        break;
+    default:
+        break; /* 1/sqrt(D) */
+    }
+    /* The ascending pattern came after the others; it is drawn last, from natural logits only,
+     * so that every recipe field drawn before keeps the value it had for the same seed. */
+    if (rp->logits == KVF_LOGITS_NATURAL && pick(&r, 8) == 0) rp->logits = KVF_LOGITS_ASCENDING;
+    return 0;
+}
