@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvfuzz/kernel_host.h"
+#include "host_internal.h"
 
 int32_t *kvf__host_used_slots(const kvf_case *c, int64_t max_pages, kvf_error *err) {
     if (c->num_pages > max_pages) {

@@ -1,5 +1,5 @@
-/* The CPU buffer host (kernel_host.h): host buffers for KVF_PLUGIN_DEVICE_CPU descriptors, and
- * kvf_host_* dispatch to the CUDA host for device descriptors.
+/* The CPU buffer host (kernel_host.h): host buffers for KVF_PLUGIN_DEVICE_CPU descriptors,
+ * reached through the dispatcher (host.c) as kvf__cpu_host_* (host_internal.h).
  *
  * Each buffer is one allocation laid out as [guard | data | guard]. The page pools are mapped
  * fresh per case (lazily zero; pools poisoned whole reuse one mapping, laid out as a fresh one)
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "kvfuzz/kernel.h"
-#include "kvfuzz/kernel_host.h"
+#include "host_internal.h"
 
 #define KVF_HOST_MAX_PAGES ((int64_t)1 << 31)
 #define G KVF_HOST_GUARD_BYTES
@@ -62,16 +62,6 @@ static kvf_bf16 *whole_at(cpu_host *h, int i, size_t bytes) {
     memset(start + bytes, 0, span - bytes);
     return (kvf_bf16 *)start;
 }
-
-struct kvf_host {
-    int cuda;
-    void *impl; /* cpu_host or the CUDA host */
-    /* A submitted run not yet collected: the case (a CPU host runs it in collect) and, when
-     * the CUDA host's submit failed, its error. */
-    const kvf_case *submitted;
-    int submit_rc;
-    kvf_error submit_err;
-};
 
 static void *data_of(guarded *g) {
     return g->base + G;
@@ -273,7 +263,7 @@ static int pools_check(const pools *pl, const kvf_case *c, kvf_error *err) {
     return rc;
 }
 
-static int cpu_create(const kvf_plugin_kernel *desc, cpu_host **out, kvf_error *err) {
+int kvf__cpu_host_create(const kvf_plugin_kernel *desc, void **out, kvf_error *err) {
     cpu_host *h = calloc(1, sizeof *h);
     if (!h) return kvf_error_set(err, KVF_ENOMEM, "out of memory for the kernel host");
     h->desc = desc;
@@ -293,7 +283,8 @@ static int cpu_create(const kvf_plugin_kernel *desc, cpu_host **out, kvf_error *
     return 0;
 }
 
-static void cpu_destroy(cpu_host *h) {
+void kvf__cpu_host_destroy(void *hv) {
+    cpu_host *h = hv;
     if (!h) return;
     if (h->desc->destroy) h->desc->destroy(h->state);
     guarded *all[] = {&h->q, &h->indptr, &h->indices, &h->last, &h->o, &h->lse, &h->ws};
@@ -304,7 +295,8 @@ static void cpu_destroy(cpu_host *h) {
     free(h);
 }
 
-static int cpu_run(cpu_host *h, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
+int kvf__cpu_host_run(void *hv, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
+    cpu_host *h = hv;
     const kvf_plugin_kernel *d = h->desc;
     int rc = kvf__host_check_case(c, err);
     if (rc) return rc;
@@ -368,101 +360,10 @@ static int cpu_run(cpu_host *h, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_
     return rc;
 }
 
-static void cpu_describe(cpu_host *h, char *buf, size_t n) {
+void kvf__cpu_host_describe(void *hv, char *buf, size_t n) {
+    cpu_host *h = hv;
     if (!n) return;
     buf[0] = 0;
     if (h->desc->describe) h->desc->describe(h->state, buf, n);
     buf[n - 1] = 0;
-}
-
-/* ---- dispatch ------------------------------------------------------------------------------- */
-
-#ifndef KVF_HAVE_CUDA
-/* Without CUDA no device descriptor can run; the dispatch below says so. */
-int kvf__cuda_host_create(const kvf_plugin_kernel *desc, void **out, kvf_error *err) {
-    (void)out;
-    return kvf_error_set(err, KVF_EDEVICE, "%s is a CUDA kernel and kvfuzz was built without CUDA",
-                         desc->name);
-}
-int kvf__cuda_host_run(void *h, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
-    (void)h, (void)c, (void)o, (void)lse;
-    return kvf_error_set(err, KVF_EDEVICE, "kvfuzz was built without CUDA");
-}
-int kvf__cuda_host_submit(void *h, const kvf_case *c, kvf_error *err) {
-    return kvf__cuda_host_run(h, c, NULL, NULL, err);
-}
-int kvf__cuda_host_collect(void *h, kvf_bf16 *o, float *lse, kvf_error *err) {
-    return kvf__cuda_host_run(h, NULL, o, lse, err);
-}
-void kvf__cuda_host_describe(void *h, char *buf, size_t n) {
-    (void)h;
-    if (n) buf[0] = 0;
-}
-void kvf__cuda_host_destroy(void *h) {
-    (void)h;
-}
-#endif
-
-int kvf_host_create(const kvf_plugin_kernel *desc, kvf_host **out, kvf_error *err) {
-    kvf_host *h = calloc(1, sizeof *h);
-    if (!h) return kvf_error_set(err, KVF_ENOMEM, "out of memory for the kernel host");
-    h->cuda = desc->device == KVF_PLUGIN_DEVICE_CUDA;
-    int rc = h->cuda ? kvf__cuda_host_create(desc, &h->impl, err)
-                     : cpu_create(desc, (cpu_host **)&h->impl, err);
-    if (rc) {
-        free(h);
-        return rc;
-    }
-    *out = h;
-    return 0;
-}
-
-int kvf_host_run(kvf_host *h, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
-    if (h->submitted)
-        return kvf_error_set(err, KVF_EINVAL, "a run was submitted and not yet collected");
-    return h->cuda ? kvf__cuda_host_run(h->impl, c, o, lse, err) : cpu_run(h->impl, c, o, lse, err);
-}
-
-int kvf_host_submit(kvf_host *h, const kvf_case *c, kvf_error *err) {
-    if (h->submitted)
-        return kvf_error_set(err, KVF_EINVAL, "a run was submitted and not yet collected");
-    if (!c) return kvf_error_set(err, KVF_EINVAL, "NULL case");
-    h->submitted = c;
-    h->submit_rc = 0;
-    kvf_error_clear(&h->submit_err);
-    if (h->cuda) h->submit_rc = kvf__cuda_host_submit(h->impl, c, &h->submit_err);
-    if (h->submit_rc && err) *err = h->submit_err;
-    return h->submit_rc;
-}
-
-int kvf_host_collect(kvf_host *h, kvf_bf16 *o, float *lse, kvf_error *err) {
-    const kvf_case *c = h->submitted;
-    if (!c) return kvf_error_set(err, KVF_EINVAL, "no run was submitted");
-    h->submitted = NULL;
-    if (h->submit_rc) {
-        if (err) *err = h->submit_err;
-        return h->submit_rc;
-    }
-    return h->cuda ? kvf__cuda_host_collect(h->impl, o, lse, err)
-                   : cpu_run(h->impl, c, o, lse, err);
-}
-
-int kvf_host_overlaps(const kvf_host *h) {
-    return h->cuda;
-}
-
-void kvf_host_describe(kvf_host *h, char *buf, size_t buf_size) {
-    if (h->cuda)
-        kvf__cuda_host_describe(h->impl, buf, buf_size);
-    else
-        cpu_describe(h->impl, buf, buf_size);
-}
-
-void kvf_host_destroy(kvf_host *h) {
-    if (!h) return;
-    if (h->cuda)
-        kvf__cuda_host_destroy(h->impl);
-    else
-        cpu_destroy(h->impl);
-    free(h);
 }

@@ -55,7 +55,7 @@
 
 extern "C" {
 #include "kvfuzz/kernel.h"
-#include "kvfuzz/kernel_host.h"
+#include "host_internal.h"
 }
 
 namespace {

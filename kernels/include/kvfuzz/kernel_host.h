@@ -12,8 +12,9 @@
  * guard byte KVF_EOOBWRITE, a changed input byte KVF_EINPUTMOD, each with one sentence naming
  * the first place (buffer, b, h, d or byte offset). A kernel whose supports() accepted the
  * shape but whose plan or run refused it is KVF_EKERNEL ("claims support it lacks").
- * The CPU host lives in host_cpu.c; the CUDA host (device buffers, stream, synchronization) in
- * cuda/host_cuda.cu; both use the layout and checks of host_check.c.
+ * host.c chooses the host for a descriptor: the CPU host (host_cpu.c) or the CUDA host (device
+ * buffers, stream, synchronization; cuda/host_cuda.cu and its neighbours); both use the layout
+ * and checks of host_check.c, declared with the other internals in kernels/host_internal.h.
  *
  * Ownership: a host is created per worker process by kvf_host_create and released by
  * kvf_host_destroy; it owns the descriptor's state and every buffer. The descriptor must
@@ -57,74 +58,32 @@ int kvf_host_submit(kvf_host *h, const kvf_case *c, kvf_error *err);
 int kvf_host_collect(kvf_host *h, kvf_bf16 *o, float *lse, kvf_error *err);
 int kvf_host_overlaps(const kvf_host *h);
 
-/* ---- shared by the CPU and CUDA hosts (host_check.c) ---------------------------------------- */
-
-/* Tokens used in each page of the pool: for page p, the largest number of leading slots any
- * sequence reads (S for a page that is not some sequence's last, last_page_len for a last
- * page), 0 for pages no sequence references. Returns a malloc'd array of c->num_pages entries
- * for pools of at most `max_pages` pages, else NULL with *err set (KVF_ELIMIT). */
-int32_t *kvf__host_used_slots(const kvf_case *c, int64_t max_pages, kvf_error *err);
-
-/* Writes into dst the page `p` of cache (k or v) as the kernel must see it: the case's data in
- * used slots, KVF_HOST_POISON_INPUT elsewhere. */
-void kvf__host_page_image(const kvf_case *c, const kvf_bf16 *cache, int64_t p, int32_t used,
-                          kvf_bf16 *dst);
-
-/* Checks what the kernels do not: pointers, the page table against the pool, lengths. A
- * malformed case is KVF_EINVAL with one sentence before any kernel sees it; a pool past 2^62
- * bytes KVF_EUNSUPPORTED. Both hosts call it before anything else of a run. */
-int kvf__host_check_case(const kvf_case *c, kvf_error *err);
-
-/* Fills n bytes of guard / n elements of poison. */
-void kvf__host_fill_guard(void *p, size_t n);
-void kvf__host_poison_o(kvf_bf16 *o, int64_t n);
-void kvf__host_poison_lse(float *lse, int64_t n);
-
-/* The post-run checks on host images of the buffers. Each returns 0 or the error with one
- * sentence naming the first offending place. `name` names the buffer in the sentence. */
-int kvf__host_check_guard(const void *guard, size_t n, const char *name, const char *side,
-                          kvf_error *err);
-int kvf__host_check_outputs(const kvf_case *c, const kvf_bf16 *o, const float *lse, kvf_error *err);
-
-/* The args for a contiguous layout of this case (strides of an exactly sized buffer). Pointers
- * are left NULL for the host to fill. */
-void kvf__host_contiguous_args(const kvf_case *c, const kvf_plugin_shape *shape,
-                               kvf_plugin_args *args);
-
-/* Calls desc->supports and turns "no" into KVF_EUNSUPPORTED with the reason. */
-int kvf__host_supports(const kvf_plugin_kernel *desc, const kvf_plugin_shape *shape,
-                       kvf_error *err);
-
-/* Turns a plugin status and its message into a kvfuzz error: UNSUPPORTED -> KVF_EUNSUPPORTED
- * (or KVF_EKERNEL when supports() had accepted the shape), NOMEM -> KVF_ENOMEM, anything else
- * KVF_EKERNEL. `what` names the call ("plan", "run"). */
-int kvf__host_status(const kvf_plugin_kernel *desc, int status, const char *msg, const char *what,
-                     kvf_error *err);
-
-/* ---- the CUDA host (cuda/host_cuda.cu; only when built with CUDA) ------------------------- */
-
-/* kvf_host_create/run/describe/destroy forward here for KVF_PLUGIN_DEVICE_CUDA descriptors.
- * Same contract as above; device and CUDA API errors are KVF_EDEVICE, with the cudaError
- * name (cudaErrorIllegalAddress, ...) in the sentence. The host runs the kernel on a stream of
- * its own and synchronizes that stream, never the device, before its checks.
- * Its device pools are poisoned whole (stronger than KVF_HOST_POISON_POOL_BYTES asks) and kept
- * between runs: a run writes only the pages the case reads and the next re-poisons them. The
- * input check is a checksum of q, the index arrays and the pools (the whole pools while each
- * is at most 64 MiB, else the pages the case reads), before and after the run, on the device.
+/* CUDA descriptors (KVF_PLUGIN_DEVICE_CUDA; builds with CUDA only, else kvf_host_create is
+ * KVF_EDEVICE): device and CUDA API errors are KVF_EDEVICE, with the cudaError name
+ * (cudaErrorIllegalAddress, ...) in the sentence. The host runs the kernel on a stream of its
+ * own and synchronizes that stream, never the device, before its checks. Its device pools are
+ * poisoned whole (stronger than KVF_HOST_POISON_POOL_BYTES asks) and kept between runs: a run
+ * writes only the pages the case reads and the next re-poisons them. The input check is a
+ * checksum of q, the index arrays and the pools (the whole pools while each is at most 64 MiB,
+ * else the pages the case reads), before and after the run, on the device.
  * Environment, read at creation: KVF_CUDA_VERIFY_POOL=1 checks, once a run's pages are written,
  * that no pool byte outside them is anything but poison (tests: it reads both pools whole);
  * KVF_CUDA_HOST_TIMING=1 prints, every 5 s, where the runs' host and device time went;
  * KVF_CUDA_STAGE_BYTES=N (a multiple of 16, 32 to 2^30) sizes the pinned staging buffer the
  * pages go up through (default 64 MiB; tests of uploads in several batches), KVF_EINVAL on a
  * malformed value, KVF_EUNSUPPORTED from run when a K/V page pair does not fit. */
-int kvf__cuda_host_create(const kvf_plugin_kernel *desc, void **out, kvf_error *err);
-int kvf__cuda_host_run(void *h, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err);
-/* kvf__cuda_host_run in the two phases of kvf_host_submit / kvf_host_collect. A failed submit
- * has ended its run: no collect follows it. */
-int kvf__cuda_host_submit(void *h, const kvf_case *c, kvf_error *err);
-int kvf__cuda_host_collect(void *h, kvf_bf16 *o, float *lse, kvf_error *err);
-void kvf__cuda_host_describe(void *h, char *buf, size_t buf_size);
-void kvf__cuda_host_destroy(void *h);
+
+/* Tokens used in each page of the pool: for page p, the largest number of leading slots any
+ * sequence reads (S for a page that is not some sequence's last, last_page_len for a last
+ * page), 0 for pages no sequence references. Returns a malloc'd array of c->num_pages entries
+ * for pools of at most `max_pages` pages, else NULL with *err set (KVF_ELIMIT).
+ * Internal to kvfuzz (host_check.c; the rest of the hosts' internals are in kernels/
+ * host_internal.h): declared here only because fuzz/src/test_kernels.c uses it. */
+int32_t *kvf__host_used_slots(const kvf_case *c, int64_t max_pages, kvf_error *err);
+
+/* ---- for `kvfuzz bench` (cuda/host_cuda.cu) ------------------------------------------------ */
+
+void kvf__cuda_host_destroy(void *h); /* NULL is fine */
 
 /* More than one descriptor on one set of device buffers (`kvfuzz bench`: every kernel reads the
  * same pools and writes the same guarded outputs). kvf__cuda_host_create is this with n = 1;
