@@ -32,9 +32,7 @@ static const cli_option minimize_options[] = {
      "solution .json. Default: the\nkernel recorded in the finding's .json."},
     {"rule", MIN_RULE, "R", "the rule that must keep failing (`kvfuzz rules`)."},
     {"precision", MIN_PRECISION, "MODEL", CLI_PRECISION_HELP},
-    {"class", MIN_CLASS, "C",
-     "the class to keep: nonfinite, o-tolerance, lse-tolerance,\noverflow, kernel-error, crash, "
-     "hang, nondeterminism."},
+    {"class", MIN_CLASS, "C", "the class to keep (the classes are listed below)."},
     {"jobs", MIN_JOBS, "N", "oracle threads (default: all cores)."},
     {"deadline", MIN_DEADLINE, "SEC",
      "per-launch deadline for hangs (default 10; not with\n--in-process)."},
@@ -48,6 +46,23 @@ static const cli_option minimize_options[] = {
     {"verbose", MIN_VERBOSE, NULL, "print each step kept."},
     {0},
 };
+
+/* The classes --class takes, from the finding-class table, wrapped as the help text is. */
+static void print_classes(void) {
+    printf("\nClasses (--class, docs/design.md section 7):\n ");
+    int col = 1;
+    for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++) {
+        const char *name = kvf_finding_class_name((kvf_finding_class)c);
+        const int width = 1 + (int)strlen(name) + 1; /* " name," */
+        if (col + width > 80) {
+            printf("\n ");
+            col = 1;
+        }
+        printf(" %s%c", name, c + 1 < KVF_FINDING_CLASS_COUNT ? ',' : '.');
+        col += width;
+    }
+    printf("\n");
+}
 
 static void minimize_help(void) {
     printf("usage: kvfuzz minimize FILE -o OUT [--kernel K] [--rule R] [--precision MODEL]\n"
@@ -66,6 +81,7 @@ static void minimize_help(void) {
            "model the kernel declares unless the rule names one (strict:bf16-p) or --precision\n"
            "is given. The attributions of the input and of the minimized case are printed.\n\n");
     cli_print_options(stdout, minimize_options);
+    print_classes();
     printf("\nExit status: 0 written, 2 bad usage, or a case that does not fail as asked.\n");
 }
 
@@ -77,13 +93,19 @@ static const char *report_field(json_t *report, const char *key, char *out, size
     return out;
 }
 
+/* A class to keep, by its name; "none" is no class to keep. */
 static int parse_class(const char *name, kvf_finding_class *out) {
-    for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++)
-        if (strcmp(name, kvf_finding_class_name((kvf_finding_class)c)) == 0) {
-            *out = (kvf_finding_class)c;
-            return 0;
-        }
-    return -1;
+    int c = kvf_finding_class_parse(name);
+    if (c <= KVF_FINDING_NONE) return -1;
+    *out = (kvf_finding_class)c;
+    return 0;
+}
+
+/* Whether class cls (may be NULL) is minimized only through a worker process: in this one a
+ * crash ends the minimizer with the kernel, and there is no deadline to catch a hang. */
+static int needs_worker(const char *cls) {
+    const int c = cls ? kvf_finding_class_parse(cls) : -1;
+    return c == KVF_FINDING_CRASH || c == KVF_FINDING_HANG;
 }
 
 int kvf_cmd_minimize(int argc, char **argv) {
@@ -156,7 +178,7 @@ int kvf_cmd_minimize(int argc, char **argv) {
     /* In this process there is no deadline, and a crash ends the minimizer with the kernel. */
     if (o.in_process && deadline_given)
         return cli_usage_error(cmd, "--deadline needs a worker process: not with --in-process");
-    if (o.in_process && cls && (strcmp(cls, "crash") == 0 || strcmp(cls, "hang") == 0))
+    if (o.in_process && needs_worker(cls))
         return cli_usage_error(cmd, "a %s finding cannot be minimized --in-process", cls);
 
     /* Defaults from the finding's report beside the case. */

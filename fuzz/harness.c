@@ -257,59 +257,31 @@ void kvf_harness_stash(const uint8_t *data, size_t size, kvf_case *c) {
 
 /* ---- the abort sites: one function per class, so crash de-duplication keeps them apart --- */
 
-__attribute__((noinline)) void kvf_found_nonfinite(void) {
-    fprintf(stderr, "kvfuzz: NaN/inf where the exact result is finite (or the reverse)\n");
-    abort();
-}
-__attribute__((noinline)) void kvf_found_o_tolerance(void) {
-    fprintf(stderr, "kvfuzz: o outside the rule's tolerance\n");
-    abort();
-}
-__attribute__((noinline)) void kvf_found_lse_tolerance(void) {
-    fprintf(stderr, "kvfuzz: lse outside the rule's tolerance\n");
-    abort();
-}
-__attribute__((noinline)) void kvf_found_overflow(void) {
-    fprintf(stderr, "kvfuzz: violation on rows whose logits leave the f32 range\n");
-    abort();
-}
-__attribute__((noinline)) void kvf_found_kernel_error(void) {
-    fprintf(stderr, "kvfuzz: the kernel returned an error\n");
-    abort();
-}
-__attribute__((noinline)) void kvf_found_crash(void) {
-    fprintf(stderr, "kvfuzz: the kernel faulted on the device (illegal address, trap)\n");
-    abort();
-}
-__attribute__((noinline)) void kvf_found_nondeterminism(void) {
-    fprintf(stderr, "kvfuzz: two runs of the same case gave different bits\n");
-    abort();
-}
+/* kvf_found_<class> for every class of kvfuzz/finding_classes.def (found_sites.inc is made from
+ * it by fuzz/CMakeLists.txt): each a frame of its own on the stack libFuzzer reports, never
+ * inlined into found(). */
+#define KVF__FOUND_SITE(id, lower)                                                                 \
+    __attribute__((noinline)) void kvf_found_##lower(void) {                                       \
+        fprintf(stderr, "kvfuzz: %s: %s\n", kvf_finding_class_name(KVF_FINDING_##id),              \
+                kvf_finding_class_doc(KVF_FINDING_##id));                                          \
+        abort();                                                                                   \
+    }
+#include "found_sites.inc"
+#undef KVF__FOUND_SITE
 
 static void found(kvf_finding_class c) {
     switch (c) {
-    case KVF_FINDING_NONFINITE:
-        kvf_found_nonfinite();
+#define KVF__FOUND_SITE(id, lower)                                                                 \
+    case KVF_FINDING_##id:                                                                         \
+        kvf_found_##lower();                                                                       \
         break;
-    case KVF_FINDING_O_TOLERANCE:
-        kvf_found_o_tolerance();
-        break;
-    case KVF_FINDING_LSE_TOLERANCE:
-        kvf_found_lse_tolerance();
-        break;
-    case KVF_FINDING_OVERFLOW:
-        kvf_found_overflow();
-        break;
-    case KVF_FINDING_NONDETERMINISM:
-        kvf_found_nondeterminism();
-        break;
-    case KVF_FINDING_CRASH:
-        kvf_found_crash();
-        break;
-    default:
-        kvf_found_kernel_error();
+#include "found_sites.inc"
+#undef KVF__FOUND_SITE
+    default: /* no class: report() is called for findings only */
         break;
     }
+    fprintf(stderr, "kvfuzz: a finding of class %d, which kvfuzz does not know\n", (int)c);
+    abort();
 }
 
 static void report(const kvf_outcome *out, const kvf_kernel *k, const kvf_spec *s,

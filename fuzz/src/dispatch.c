@@ -107,22 +107,35 @@ static void timed_judge_push(struct kvf_campaign *cp, kvf__job *j, double *wait_
     *wait_s += kvf__now_s() - t0;
 }
 
-/* Counts a launch that produced no output, tells the statistics, and files its finding
- * (the first run's, for a confirmed crash). */
+/* The named counts the summary, the progress line and the statistics file read, from the
+ * counts by class they are part of. */
+static void name_run_counts(int64_t *crashes, int64_t *hangs, int64_t *kernel_errors,
+                            const int64_t *by_class) {
+    *crashes = by_class[KVF_FINDING_CRASH];
+    *hangs = by_class[KVF_FINDING_HANG];
+    *kernel_errors = by_class[KVF_FINDING_KERNEL_ERROR];
+}
+
+/* Files the finding of a launch that produced no output (the first run's, for a confirmed
+ * crash), which counts it by class in the campaign's by_class, counts it for its device, and
+ * tells the statistics. */
 static void run_failed(kvf__dispatcher *d, const kvf_run_result *res, const kvf__job *j) {
     struct kvf_campaign *cp = d->cp;
     kvf_outcome out;
     kvf_outcome_from_run(&out, res->status, res->message);
+    kvf__record_run_finding(cp, res, j);
     pthread_mutex_lock(&cp->mu);
-    kvf_campaign_device none = {0}, *dev = d->device >= 0 ? &cp->stats->device[d->device] : &none;
-    if (out.finding == KVF_FINDING_CRASH) cp->stats->crashes++, dev->crashes++;
-    if (out.finding == KVF_FINDING_HANG) cp->stats->hangs++, dev->hangs++;
-    if (out.finding == KVF_FINDING_KERNEL_ERROR) cp->stats->kernel_errors++, dev->kernel_errors++;
+    kvf_campaign_stats *st = cp->stats;
+    name_run_counts(&st->crashes, &st->hangs, &st->kernel_errors, st->by_class);
+    if (d->device >= 0) {
+        kvf_campaign_device *dev = &st->device[d->device];
+        dev->run_findings[out.finding]++;
+        name_run_counts(&dev->crashes, &dev->hangs, &dev->kernel_errors, dev->run_findings);
+    }
     pthread_mutex_unlock(&cp->mu);
     const kvf_campaign_opts *o = cp->opts;
     if (o->run_observer && out.finding != KVF_FINDING_NONE)
         o->run_observer(o->observer_ctx, (int)out.finding);
-    kvf__record_run_finding(cp, res, j);
 }
 
 static void run_unsupported(struct kvf_campaign *cp) {

@@ -12,13 +12,16 @@
 
 const char *const kvf__output_name[2] = {"o", "lse"};
 const char *const kvf__class_name[KVF_CLASS_COUNT] = {"by_head", "by_dim", "by_seqlen", "by_slot"};
-const int kvf__run_error_classes[KVF__N_RUN_ERRORS] = {KVF_FINDING_KERNEL_ERROR,
-                                                       KVF_FINDING_CRASH,
-                                                       KVF_FINDING_HANG,
-                                                       KVF_FINDING_NONDETERMINISM,
-                                                       KVF_FINDING_UNWRITTEN_OUTPUT,
-                                                       KVF_FINDING_OOB_WRITE,
-                                                       KVF_FINDING_INPUT_MODIFIED};
+/* A class is listed when its producer is RUN or HOST (stats_internal.h). */
+#define KVF__RUN_ERROR_JUDGE(c)
+#define KVF__RUN_ERROR_RUN(c) c,
+#define KVF__RUN_ERROR_HOST(c) c,
+const int kvf__run_error_classes[KVF__N_RUN_ERRORS] = {
+#define KVF_FINDING_CLASS(id, name, producer, fails, doc)                                          \
+    KVF__RUN_ERROR_##producer(KVF_FINDING_##id)
+#include "kvfuzz/finding_classes.def"
+#undef KVF_FINDING_CLASS
+};
 
 int kvf__group_ptr_cmp(const void *a, const void *b) {
     const kvf__group *x = *(kvf__group *const *)a, *y = *(kvf__group *const *)b;

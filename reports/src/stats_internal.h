@@ -156,7 +156,7 @@ typedef struct kvf__group {
 typedef struct kvf__kernel_runs {
     char *kernel;
     int64_t ran, unsupported;
-    int64_t errors[KVF_FINDING_CLASS_COUNT]; /* kernel-error, crash, hang, nondeterminism */
+    int64_t errors[KVF_FINDING_CLASS_COUNT]; /* by class: the run errors' */
 } kvf__kernel_runs;
 
 typedef struct kvf__source {
@@ -189,9 +189,18 @@ struct kvf_stats {
 
 extern const char *const kvf__output_name[2];              /* "o", "lse" */
 extern const char *const kvf__class_name[KVF_CLASS_COUNT]; /* "by_head", ... */
-#define KVF__N_RUN_ERRORS 7
-/* kernel-error, crash, hang, nondeterminism, unwritten-output, out-of-bounds-write,
- * input-modified: findings of a run, not of a verdict */
+/* The run errors, findings of a run rather than of a verdict: the classes the worker (RUN) or
+ * the buffer checks (HOST) produce, in the order of kvfuzz/finding_classes.def, which is the
+ * order the statistics file and the reports list them in. */
+#define KVF__IS_RUN_ERROR_JUDGE 0
+#define KVF__IS_RUN_ERROR_RUN 1
+#define KVF__IS_RUN_ERROR_HOST 1
+enum {
+    KVF__N_RUN_ERRORS = 0
+#define KVF_FINDING_CLASS(id, name, producer, fails, doc) +KVF__IS_RUN_ERROR_##producer
+#include "kvfuzz/finding_classes.def"
+#undef KVF_FINDING_CLASS
+};
 extern const int kvf__run_error_classes[KVF__N_RUN_ERRORS];
 
 /* *a += b for two counts: -1 when the sum is past INT64_MAX. Counts read from a file are

@@ -124,6 +124,10 @@ int kvf_campaign_default_jobs(const kvf_campaign_opts *opts, long cores);
 typedef struct kvf_campaign_device {
     int ordinal;   /* as listed in --devices */
     int64_t cases; /* launches collected from its workers, re-runs excluded */
+    /* Its launches that gave no output, by the class they were filed as (crashes once
+     * confirmed); crashes, hangs and kernel_errors are three of them by name, for the summary
+     * and the statistics file. */
+    int64_t run_findings[KVF_FINDING_CLASS_COUNT];
     int64_t crashes, hangs, kernel_errors, worker_starts;
     double kernel_s;             /* summed time in the kernel's run() */
     double active_s;             /* from the start until its last worker retired, or the end */
@@ -159,7 +163,9 @@ typedef struct kvf_campaign_stats {
     int64_t by_class[KVF_FINDING_CLASS_COUNT];
     int64_t determinism_checks;
     int64_t crashes_unconfirmed; /* crashes that did not happen again on a re-run: not filed */
-    int64_t crashes, hangs, kernel_errors; /* launches filed so (crashes once confirmed) */
+    /* Launches filed so (crashes once confirmed): by_class's counts of these classes by name,
+     * for the summary and the progress line. */
+    int64_t crashes, hangs, kernel_errors;
     int64_t worker_starts;
     int workers;
     int lanes; /* cases a worker ran at once (the most of any worker) */
