@@ -7,6 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Whether CUDA takes a CUDA_VISIBLE_DEVICES entry as a device: an ordinal (digits) or a GPU or
+ * MIG UUID. CUDA stops at the first entry that is neither (`-1`, or Slurm's `NoDevFiles` for a
+ * GPU allocation without device files): it and the entries after it are hidden, so a worker
+ * pinned to one would see no GPU. */
+static int cuda_entry(const char *p, size_t len) {
+    if (len >= 5 && (strncmp(p, "GPU-", 4) == 0 || strncmp(p, "MIG-", 4) == 0)) return 1;
+    if (len == 0) return 0;
+    for (size_t i = 0; i < len; i++)
+        if (p[i] < '0' || p[i] > '9') return 0;
+    return 1;
+}
+
 /* The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries (or driver ordinals).
  * Returns how many, or -1 when nothing says (no variable, no driver listing). */
 static int visible_devices(char ids[][KVF_DEVICE_ID_MAX], int max) {
@@ -16,7 +28,8 @@ static int visible_devices(char ids[][KVF_DEVICE_ID_MAX], int max) {
         const char *p = env;
         while (*p && n < max) {
             size_t len = strcspn(p, ",");
-            if (len > 0 && len < KVF_DEVICE_ID_MAX) {
+            if (!cuda_entry(p, len)) break; /* as CUDA reads it: this and the rest are hidden */
+            if (len < KVF_DEVICE_ID_MAX) {
                 memcpy(ids[n], p, len);
                 ids[n][len] = 0;
                 n++;
@@ -59,11 +72,16 @@ int kvf_devices_parse(kvf_device_set *out, const char *text, kvf_error *err) {
     if (!text || !*text)
         return kvf_error_set(err, KVF_EINVAL, "--devices needs `all` or a list such as 0,1");
     if (strcmp(text, "all") == 0) {
+        const char *env = getenv("CUDA_VISIBLE_DEVICES");
+        if (nvis <= 0 && env)
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "--devices all: no GPU is visible (CUDA_VISIBLE_DEVICES=\"%.64s\" "
+                                 "names none)",
+                                 env);
         if (nvis <= 0)
-            return kvf_error_set(err, KVF_EINVAL, "--devices all: no GPU is visible (%s)",
-                                 nvis == 0 ? "CUDA_VISIBLE_DEVICES lists none"
-                                           : "no NVIDIA driver lists a GPU under "
-                                             "/proc/driver/nvidia/gpus");
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "--devices all: no GPU is visible (no NVIDIA driver lists a GPU "
+                                 "under /proc/driver/nvidia/gpus)");
         for (int i = 0; i < nvis; i++) {
             out->ordinal[i] = i;
             snprintf(out->visible[i], KVF_DEVICE_ID_MAX, "%s", ids[i]);
