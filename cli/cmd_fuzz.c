@@ -28,7 +28,7 @@ static void fuzz_help(void) {
         "                   [--max-page-size N] [--max-work N] [--large-share PCT]\n"
         "                   [--large-work N] [--require-overflow] [--stop-on-finding]\n"
         "                   [--max-findings N] [--workers N] [--lanes N] [--devices all|LIST]\n"
-        "                   [--generators N]\n"
+        "                   [--generators N] [--tag TEXT]\n"
         "                   [--in-process] [--oracle-only] [--oracle fast|mpfr] [--verbose]\n\n"
         "Generates cases (random recipes over every strategy, and structure-aware mutations\n"
         "of a corpus that grows with cases reaching new error buckets), runs the kernel in a\n"
@@ -59,6 +59,10 @@ static void fuzz_help(void) {
         "                      every row); both give the same correctly rounded results.\n"
         "  --seed N            campaign seed, a decimal integer (default: from the clock;\n"
         "                      printed at the start).\n"
+        "  --tag TEXT          a name for this campaign among others sharing a findings\n"
+        "                      folder (a batch job's array task, say), printed at the start.\n"
+        "                      The statistics' provenance keeps the campaign's command line\n"
+        "                      (with the tag, and the seed when it was drawn from the clock).\n"
         "  --corpus DIR        cases to start from; new cases reaching new error buckets are\n"
         "                      added to it (created if missing). Copy a committed corpus\n"
         "                      first rather than fuzzing into it.\n"
@@ -267,7 +271,8 @@ enum {
     OPT_LARGE_SHARE,
     OPT_LARGE_WORK,
     OPT_LANES,
-    OPT_PRECISION
+    OPT_PRECISION,
+    OPT_TAG
 };
 
 static const struct option fuzz_options[] = {
@@ -303,8 +308,53 @@ static const struct option fuzz_options[] = {
     {"reload", required_argument, NULL, OPT_RELOAD},
     {"large-share", required_argument, NULL, OPT_LARGE_SHARE},
     {"large-work", required_argument, NULL, OPT_LARGE_WORK},
+    {"tag", required_argument, NULL, OPT_TAG},
     {NULL, 0, NULL, 0},
 };
+
+/* A tag is one line of the summary and of the report's provenance: printable, and short. */
+static int tag_ok(const char *v) {
+    size_t n = strlen(v);
+    if (n == 0 || n > 200) return 0;
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+        if (*p < 0x20 || *p == 0x7f) return 0;
+    return 1;
+}
+
+/* The statistics' provenance ("command"): this campaign's command line, and the seed it drew
+ * when none was given, so that among many runs merged into one report (the tasks of a batch
+ * array, say) each can be told apart and its random choices repeated. Arguments that are not
+ * plain words are single-quoted as a POSIX shell reads them. NULL when memory runs out. */
+static char *command_line(int argc, char **argv, int seed_given, uint64_t seed) {
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    if (!f) return NULL;
+    fputs("kvfuzz", f);
+    for (int i = 0; i < argc; i++) { /* argv[0] is the subcommand, "fuzz" */
+        const char *a = argv[i];
+        int plain = *a != 0;
+        for (const char *p = a; *p && plain; p++)
+            plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                           "_@%+=:,./-",
+                           *p) != NULL;
+        fputc(' ', f);
+        if (plain) {
+            fputs(a, f);
+            continue;
+        }
+        fputc('\'', f);
+        for (const char *p = a; *p; p++)
+            *p == '\'' ? fputs("'\\''", f) : fputc(*p, f);
+        fputc('\'', f);
+    }
+    if (!seed_given) fprintf(f, " --seed %" PRIu64, seed);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
 
 /* The option as the user wrote it, for messages. */
 static const char *option_text(char **argv, int index) {
@@ -320,7 +370,7 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     int seed_given = 0;
     static kvf_device_set devices; /* o.devices points here */
     kvf_error derr = {0};
-    const char *kernel_name = NULL, *stats_path = NULL, *precision = NULL;
+    const char *kernel_name = NULL, *stats_path = NULL, *precision = NULL, *tag = NULL;
     double stats_interval = 60;
     /* "-": non-options come back as 1 (refused below) instead of being moved to the end;
      * ":": a missing value comes back as ':' so the message is ours. */
@@ -361,6 +411,12 @@ int kvf_cmd_fuzz(int argc, char **argv) {
             break;
         case OPT_KERNEL:
             kernel_name = v;
+            break;
+        case OPT_TAG:
+            if (!tag_ok(v))
+                return cli_usage_error(cmd, "--tag must be 1 to 200 characters without control "
+                                            "characters");
+            tag = v;
             break;
         case OPT_PRECISION:
             if (cli_precision_check(cmd, v)) return KVF_EXIT_USAGE;
@@ -542,14 +598,17 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     kvf_stats_opts so;
     kvf_stats_opts_default(&so);
     so.findings_dir = o.findings_dir;
-    so.command = "kvfuzz fuzz";
+    char *command = command_line(argc, argv, seed_given, o.seed);
+    so.command = command ? command : "kvfuzz fuzz";
     so.flush_interval_s = stats_interval;
     so.require_overflow = o.require_overflow;
     fs.o = &o;
     fs.hooks.kernel = o.kernel ? o.kernel->name : NULL;
     fs.hooks.rules = o.rules;
     fs.hooks.nrules = o.nrules;
-    if (kvf_stats_sink_create(&fs.hooks.sink, &so, stats_path, KVF_CAMPAIGN_MAX_JOBS, &err)) {
+    int made = kvf_stats_sink_create(&fs.hooks.sink, &so, stats_path, KVF_CAMPAIGN_MAX_JOBS, &err);
+    free(command); /* the statistics keep their own copy */
+    if (made) {
         kvf_campaign_release_signals();
         return cli_usage_error(cmd, "%s", err.msg);
     }
@@ -558,7 +617,8 @@ int kvf_cmd_fuzz(int argc, char **argv) {
         fprintf(stderr, "kvfuzz fuzz: oracle only (no kernel, nothing judged), seed %" PRIu64,
                 o.seed);
     } else {
-        fprintf(stderr, "kvfuzz fuzz: kernel %s, seed %" PRIu64 ", rules", o.kernel->name, o.seed);
+        fprintf(stderr, "kvfuzz fuzz: kernel %s, seed %" PRIu64 "%s%s, rules", o.kernel->name,
+                o.seed, tag ? ", tag " : "", tag ? tag : "");
         for (int r = 0; r < o.nrules; r++)
             fprintf(stderr, " %s", o.rules[r].name);
     }
