@@ -1,5 +1,7 @@
-/* Precision models (docs/precision.md) tested with legitimate implementations of each model,
- * written here and registered nowhere, and with kernels that break the model they declare:
+/* The rules under a declared precision model (docs/precision.md; strict's bounds under a model,
+ * oracle/src/rules/strict_bound.c, fa, and attribution, oracle/src/attribution.c) tested with
+ * legitimate implementations of each model, written here and registered nowhere, and with
+ * kernels that break the model they declare:
  *   - FlashAttention-2 style: 64-token tiles, online softmax in fp32, P rounded to bf16 (or
  *     fp16) and multiplied with V on emulated tensor-core MMA steps (tests/mma_emulation.h, the
  *     H200's behaviour), the denominator summed from the unrounded P (or the rounded one);
@@ -8,7 +10,8 @@
  * Each must pass `strict` and `fa` under its own model on random and preset cases; under f32
  * the bf16 ones must fail somewhere, and attribution must name their model. A bf16-P kernel
  * that accumulates P.V in bf16, and one that truncates its output store, must fail under
- * bf16-p: the declared model keeps its power. */
+ * bf16-p: the declared model keeps its power. Every model's allowances are finite and never
+ * below f32's. The models' texts, covering and ladder: tests/test_precision_model.c. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,82 +27,6 @@
 #include "mma_emulation.h"
 
 #define LOG2E_F 1.44269504088896340736f
-
-/* ---- model texts -------------------------------------------------------------------------- */
-
-static void test_parse_and_names(void) {
-    static const struct {
-        const char *text, *name;
-    } good[] = {
-        {"f32", "f32"},
-        {"", "f32"},
-        {"ftz", "ftz"},
-        {"bf16-p", "bf16-p"},
-        {"ftz+bf16-p", "bf16-p+ftz"},
-        {"bf16-partials+ftz", "bf16-partials+ftz"},
-        {"ftz+bf16-partials+fp16-p-rsum", "fp16-p-rsum+bf16-partials+ftz"},
-    };
-    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
-        kvf_precision p;
-        kvf_error err = {0};
-        CHECK_OK(kvf_precision_parse(&p, good[i].text, &err), &err);
-        char name[KVF_PRECISION_NAME_MAX];
-        kvf_precision_name(&p, name, sizeof name);
-        CHECK(strcmp(name, good[i].name) == 0);
-    }
-    static const struct {
-        const char *text, *needle;
-    } bad[] = {
-        {"bf16", "unknown component 'bf16'"}, {"bf16-p+fp16-p", "names P's rounding twice"},
-        {"ftz+ftz", "names ftz twice"},       {"f32+ftz", "f32 stands alone"},
-        {"bf16-p+", "ends with '+'"},         {"+ftz", "empty component"},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        kvf_precision p;
-        kvf_error err = {0};
-        CHECK_INT_EQ(kvf_precision_parse(&p, bad[i].text, &err), KVF_EINVAL);
-        CHECK_STR_CONTAINS(err.msg, bad[i].needle);
-    }
-    kvf_rule r;
-    kvf_error err = {0};
-    CHECK_OK(kvf_rule_parse(&r, "strict:ftz+bf16-p", &err), &err);
-    CHECK(strcmp(r.name, "strict:bf16-p+ftz") == 0);
-    CHECK_OK(kvf_rule_parse(&r, "fa:f32", &err), &err);
-    CHECK(strcmp(r.name, "fa") == 0);
-    CHECK_INT_EQ(kvf_rule_parse(&r, "strict:", &err), KVF_EINVAL);
-    CHECK_STR_CONTAINS(err.msg, "empty precision model");
-}
-
-static void test_covers_and_ladder(void) {
-    kvf_precision f32, bp, bpr, hp, part, ftz, fi;
-    kvf_precision_parse(&f32, "f32", NULL);
-    kvf_precision_parse(&bp, "bf16-p", NULL);
-    kvf_precision_parse(&bpr, "bf16-p-rsum", NULL);
-    kvf_precision_parse(&hp, "fp16-p", NULL);
-    kvf_precision_parse(&part, "bf16-partials", NULL);
-    kvf_precision_parse(&ftz, "ftz", NULL);
-    kvf_precision_parse(&fi, "bf16-partials+ftz", NULL);
-    CHECK(kvf_precision_covers(&bp, &f32));
-    CHECK(kvf_precision_covers(&bpr, &bp));
-    CHECK(!kvf_precision_covers(&bp, &bpr));
-    CHECK(!kvf_precision_covers(&bp, &hp));
-    CHECK(!kvf_precision_covers(&hp, &bp));
-    CHECK(kvf_precision_covers(&fi, &part));
-    CHECK(kvf_precision_covers(&fi, &ftz));
-    CHECK(!kvf_precision_covers(&part, &fi));
-    /* The ladder starts at f32, holds every model once, and never lists a model after one
-     * that it contains strictly (the tighter explanation comes first). */
-    size_t n = kvf_precision_ladder_count();
-    CHECK_INT_EQ((long long)n, 20);
-    CHECK(kvf_precision_is_f32(kvf_precision_ladder_at(0)));
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = i + 1; j < n; j++) {
-            const kvf_precision *a = kvf_precision_ladder_at(i), *b = kvf_precision_ladder_at(j);
-            CHECK(!kvf_precision_equal(a, b));
-            if (kvf_precision_covers(a, b) && !kvf_precision_equal(a, b))
-                CHECK_FAIL_AT("ladder entry %zu contains the later entry %zu", i, j);
-        }
-}
 
 /* ---- implementations ---------------------------------------------------------------------- */
 
@@ -510,8 +437,6 @@ static void test_allowances_finite(void) {
 
 static const check_test tests[] = {
     {"allowances_finite", test_allowances_finite},
-    {"parse_and_names", test_parse_and_names},
-    {"covers_and_ladder", test_covers_and_ladder},
     {"models", test_models},
     {NULL, NULL},
 };
