@@ -1,7 +1,7 @@
 /* `kvfuzz bench`: times CUDA decode kernels, built in or from plugins, side by side in one
  * process against a read roofline measured in the same run.
  *
- * Method: every kernel runs through the CUDA buffer host (kernel_host.h) on one set of device
+ * Method: every kernel runs through the CUDA buffer host (kernel_bench.h) on one set of device
  * buffers: K/V pools generated on the device (a hash of index and seed; page tables shuffled
  * on the host, one spare page, every slot no sequence reads poisoned with NaN), q and the index
  * arrays uploaded, guarded outputs and workspace. Before timing, each kernel runs once with the
@@ -28,7 +28,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kvfuzz/cuda_kernels.h"
-#include "kvfuzz/kernel_host.h"
+#include "kvfuzz/kernel_bench.h"
 #endif
 
 enum {
@@ -182,7 +182,7 @@ static const kvf_plugin_kernel *bench_desc(const kvf_kernel *k) {
 }
 
 typedef struct bench_run {
-    void *host;
+    kvf_bench_host *host;
     cudaStream_t stream;
     const kvf_plugin_kernel **descs; /* [timed + 1]: the timed ones, then cuda-naive */
     int n, timed, ref;
@@ -239,7 +239,7 @@ static int time_round_robin(bench_run *br, const bench_opts *o, const int *runna
             cudaEvent_t *ev = br->ev + 2 * ((size_t)(t < 0 ? 0 : t) * entries + e);
             if (t >= 0 && !cuda_ok(cudaEventRecord(ev[0], br->stream), "event")) return -1;
             int rc = e == 0 ? kvf_cuda_roofline_launch(roof, bytes, br->sink, br->stream, &err)
-                            : kvf__cuda_host_launch(br->host, e - 1, &err);
+                            : kvf_bench_host_launch(br->host, e - 1, &err);
             if (rc) {
                 fprintf(stderr, "kvfuzz bench: %s\n", err.msg);
                 return -1;
@@ -412,7 +412,7 @@ static int bench_one(bench_run *br, const bench_workload *w, const bench_opts *o
     const size_t q_b = (size_t)kvf_case_q_elems(&c) * 2, lse_b = (size_t)kvf_case_lse_elems(&c) * 4;
     const int64_t bytes =
         (int64_t)q_b + tokens * o->hk * o->d * 2 * 2 + (int64_t)q_b + (int64_t)lse_b;
-    if (kvf__cuda_host_load_generated(br->host, &c, o->seed, &err)) {
+    if (kvf_bench_host_load_generated(br->host, &c, o->seed, &err)) {
         fprintf(stderr, "kvfuzz bench: %s\n", err.msg);
         goto out;
     }
@@ -422,12 +422,12 @@ static int bench_one(bench_run *br, const bench_workload *w, const bench_opts *o
         outs_lse[k] = malloc(lse_b + 4);
         if (!outs_o[k] || !outs_lse[k]) goto out;
         kvf_error e = {0};
-        int st = kvf__cuda_host_check(br->host, k, outs_o[k], outs_lse[k], &e);
+        int st = kvf_bench_host_check(br->host, k, outs_o[k], outs_lse[k], &e);
         if (k < br->timed) {
             res[k].kernel = br->descs[k]->name;
             res[k].status = st;
             snprintf(res[k].why, sizeof res[k].why, "%s", e.msg);
-            kvf__cuda_host_describe_at(br->host, k, res[k].plan, sizeof res[k].plan);
+            kvf_bench_host_describe(br->host, k, res[k].plan, sizeof res[k].plan);
             runnable[k] = st == 0;
         } else if (st) {
             fprintf(stderr, "kvfuzz bench: the reference %s fails on %s: %s\n", br->descs[k]->name,
@@ -505,11 +505,11 @@ static int run_bench(bench_workload *w, int nw, const bench_opts *o) {
     }
     int rc = KVF_EXIT_FINDINGS, nev = 0;
     kvf_error err = {0};
-    if (kvf__cuda_host_create_many(br.descs, br.n, &br.host, &err)) {
+    if (kvf_bench_host_create(br.descs, br.n, &br.host, &err)) {
         free(br.descs);
         return cli_usage_error("bench", "the kernels cannot start: %s", err.msg);
     }
-    br.stream = (cudaStream_t)kvf__cuda_host_stream(br.host);
+    br.stream = (cudaStream_t)kvf_bench_host_stream(br.host);
     const int events = o->iters * (br.timed + 1) * 2;
     br.ev = calloc((size_t)events, sizeof *br.ev);
     if (!br.ev) goto out;
@@ -571,7 +571,7 @@ out:
     free(br.ev);
     if (br.flush) cudaFree(br.flush);
     if (br.sink) cudaFree(br.sink);
-    kvf__cuda_host_destroy(br.host);
+    kvf_bench_host_destroy(br.host);
     free(br.descs);
     return rc;
 }
@@ -599,6 +599,40 @@ static int add_kernels(const char *cmd, bench_opts *o, const char *spec) {
     }
     o->kernels.count = kept;
     return rc;
+}
+
+/* The workloads of --batch/--len or --preset (seed by default) into *w and *nw; nonzero when
+ * out of memory (what was added stays in *w for free_workloads). */
+static int build_workloads(const char *preset, int64_t batch, int64_t len, uint64_t seed,
+                           bench_workload **w, int *nw) {
+    int oom = 0;
+    char name[48];
+    if (batch >= 0) {
+        snprintf(name, sizeof name, "b%lld-l%lld", (long long)batch, (long long)len);
+        oom |= add_uniform(w, nw, name, (int32_t)batch, (int32_t)len);
+    } else if (!preset || strcmp(preset, "seed") == 0) {
+        /* The seed case file's length (corpus/seeds/00-seed-h20kv4.kvfz): 51 pages of 64, the
+         * last holding 2 tokens, so the benchmark and the case file are one workload. */
+        oom |= add_uniform(w, nw, "seed", 1, 50 * 64 + 2);
+    } else if (strcmp(preset, "sweep") == 0) {
+        static const int32_t bs[] = {1, 8, 32, 128}, ls[] = {512, 4096, 32768};
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 3; j++) {
+                snprintf(name, sizeof name, "b%d-l%d", bs[i], ls[j]);
+                oom |= add_uniform(w, nw, name, bs[i], ls[j]);
+            }
+    } else {
+        /* Mixed: lengths log-uniform in [1, 16384], two empty sequences among them. */
+        int32_t lens[64];
+        uint64_t st = seed ^ 0x6d69786564ull;
+        for (int b = 0; b < 64; b++) {
+            double u = (double)(splitmix(&st) >> 11) / 9007199254740992.0;
+            lens[b] = (int32_t)floor(pow(16384.0, u));
+        }
+        lens[5] = 0, lens[40] = 0;
+        oom |= add_workload(w, nw, "mixed", 64, lens);
+    }
+    return oom;
 }
 
 int kvf_cmd_bench(int argc, char **argv) {
@@ -712,33 +746,8 @@ int kvf_cmd_bench(int argc, char **argv) {
         return cli_usage_error(cmd, "give either --preset or --batch/--len, not both");
 
     bench_workload *w = NULL;
-    int nw = 0, oom = 0;
-    char name[48];
-    if (batch >= 0) {
-        snprintf(name, sizeof name, "b%lld-l%lld", (long long)batch, (long long)len);
-        oom |= add_uniform(&w, &nw, name, (int32_t)batch, (int32_t)len);
-    } else if (!preset || strcmp(preset, "seed") == 0) {
-        /* The seed case file's length (corpus/seeds/00-seed-h20kv4.kvfz): 51 pages of 64, the
-         * last holding 2 tokens, so the benchmark and the case file are one workload. */
-        oom |= add_uniform(&w, &nw, "seed", 1, 50 * 64 + 2);
-    } else if (strcmp(preset, "sweep") == 0) {
-        static const int32_t bs[] = {1, 8, 32, 128}, ls[] = {512, 4096, 32768};
-        for (int i = 0; i < 4; i++)
-            for (int j = 0; j < 3; j++) {
-                snprintf(name, sizeof name, "b%d-l%d", bs[i], ls[j]);
-                oom |= add_uniform(&w, &nw, name, bs[i], ls[j]);
-            }
-    } else {
-        /* Mixed: lengths log-uniform in [1, 16384], two empty sequences among them. */
-        int32_t lens[64];
-        uint64_t st = o.seed ^ 0x6d69786564ull;
-        for (int b = 0; b < 64; b++) {
-            double u = (double)(splitmix(&st) >> 11) / 9007199254740992.0;
-            lens[b] = (int32_t)floor(pow(16384.0, u));
-        }
-        lens[5] = 0, lens[40] = 0;
-        oom |= add_workload(&w, &nw, "mixed", 64, lens);
-    }
+    int nw = 0;
+    const int oom = build_workloads(preset, batch, len, o.seed, &w, &nw);
     if (oom) {
         free_workloads(w, nw);
         fprintf(stderr, "kvfuzz bench: out of host memory.\n");

@@ -1,5 +1,5 @@
 // CUDA errors as kvfuzz errors, shared by the kernels' host code (plan, launches) and the CUDA
-// buffer host (host_cuda.cu): out of device memory is KVF_ENOMEM, any other error KVF_EDEVICE,
+// buffer host (host_*.cu): out of device memory is KVF_ENOMEM, any other error KVF_EDEVICE,
 // each with the cudaError name so that the runner can tell a device fault from a launch error.
 #ifndef KVFUZZ_CUDA_ERROR_CUH
 #define KVFUZZ_CUDA_ERROR_CUH

@@ -1,5 +1,5 @@
 // Device and pinned host buffers that grow on demand, shared by the CUDA buffer host
-// (host_cuda.cu: pools, staging, the mapped inputs and outputs) and the split plan's schedule
+// (host_pools.cu: pools, staging, the mapped inputs and outputs) and the split plan's schedule
 // (split_schedule.cu). Neither keeps the contents across a growth: callers refill the buffer.
 // Errors: KVF_ENOMEM when CUDA is out of memory, KVF_EDEVICE otherwise (cuda_error.cuh), with
 // `what` naming the buffer; on error *buf is NULL and *cap 0.

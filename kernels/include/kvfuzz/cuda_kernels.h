@@ -33,8 +33,8 @@ extern "C" {
 #define KVF_CUDA_CONCURRENT_STATES 8
 
 /* The registered kernels: plugin-ABI descriptors (kvf_kernel.desc) that run through the CUDA
- * buffer host (kernel_host.h, cuda/host_cuda.cu) like any plugin: it owns the poisoned device
- * pools, the guarded outputs and workspace, and the checks after each run. */
+ * buffer host (kernel_host.h, cuda/host_cuda.cu and its neighbours) like any plugin: it owns
+ * the poisoned device pools, the guarded outputs and workspace, and the checks after each run. */
 extern const kvf_kernel kvf_kernel_cuda;
 extern const kvf_kernel kvf_kernel_cuda_naive;
 

@@ -81,38 +81,4 @@ int kvf_host_overlaps(const kvf_host *h);
  * host_internal.h): declared here only because fuzz/src/test_kernels.c uses it. */
 int32_t *kvf__host_used_slots(const kvf_case *c, int64_t max_pages, kvf_error *err);
 
-/* ---- for `kvfuzz bench` (cuda/host_cuda.cu) ------------------------------------------------ */
-
-void kvf__cuda_host_destroy(void *h); /* NULL is fine */
-
-/* More than one descriptor on one set of device buffers (`kvfuzz bench`: every kernel reads the
- * same pools and writes the same guarded outputs). kvf__cuda_host_create is this with n = 1;
- * kvf__cuda_host_run and _describe use kernel 0. */
-int kvf__cuda_host_create_many(const kvf_plugin_kernel *const *descs, int n, void **out,
-                               kvf_error *err);
-
-/* Loads a case whose K/V pools are generated on the device instead of uploaded (c->k_cache and
- * c->v_cache are not read): bf16 uniform in [-1, 1] from a hash of (seed, element), every slot
- * no sequence reads set to KVF_HOST_POISON_INPUT. q and the index arrays come from c. Then
- * asks supports() and plan() of every kernel and sizes the workspace for the largest. Returns
- * 0 once the inputs are on the device (a kernel that refused the case says so in _check and
- * _launch), else KVF_EINVAL for a malformed case, KVF_EDEVICE / KVF_ENOMEM. The case must
- * outlive every call until the next load. */
-int kvf__cuda_host_load_generated(void *h, const kvf_case *c, uint64_t seed, kvf_error *err);
-
-/* One run of kernel k on the loaded inputs with fresh poison and all checks of a host run
- * (errors as kvf_host_run); o and lse receive the outputs. */
-int kvf__cuda_host_check(void *h, int k, kvf_bf16 *o, float *lse, kvf_error *err);
-
-/* Enqueues kernel k's run() on the loaded inputs and the host's stream, and returns: no poison,
- * no synchronization, no checks (the timed part of `kvfuzz bench`, after a _check). Errors:
- * the kernel's status (kvf__host_status), KVF_EDEVICE for a launch error. */
-int kvf__cuda_host_launch(void *h, int k, kvf_error *err);
-
-/* The host's stream (a cudaStream_t), for timing events and L2 flushes around _launch. */
-void *kvf__cuda_host_stream(void *h);
-
-/* describe() of kernel k for the loaded case ("" when it has none or refused the case). */
-void kvf__cuda_host_describe_at(void *h, int k, char *buf, size_t buf_size);
-
 #endif
