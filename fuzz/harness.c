@@ -14,6 +14,7 @@
 #include "kvfuzz/outcome.h"
 #include "kvfuzz/spec.h"
 #include "kvfuzz/test_kernels.h"
+#include "kvfuzz/trial.h"
 
 #define MAX_KERNELS 4
 #define FEATURES_PER_KERNEL                                                                        \
@@ -384,8 +385,9 @@ int kvf_harness_exec(const uint8_t *data, size_t size) {
             memcmp(lse, lse_judged, lse_bytes) == 0) {
             out = H.judged;
         } else {
-            if (kvf_outcome_judge(&out, H.kernel_rules[k], H.nrules, H.require_overflow, &c,
-                                  &oracle, o, lse, NULL, NULL, &err)) {
+            const kvf_trial_rules judge = {H.kernel_rules[k], H.nrules, H.require_overflow, 0, 0,
+                                           KVF_FINDING_NONE};
+            if (kvf_trial_judge(&out, &judge, &c, &oracle, o, lse, NULL, &err)) {
                 fprintf(stderr, "%s: could not judge: %s\n", H.target, err.msg);
                 abort();
             }
@@ -408,8 +410,9 @@ int kvf_harness_exec(const uint8_t *data, size_t size) {
         if (out.finding != KVF_FINDING_NONE) {
             /* Which precision model, if any, explains a tolerance finding: said in its report.
              * The outputs judged are in o_judged now (swapped above, or equal to them). */
-            if (kvf_outcome_attribute(&out, &c, &oracle, o_judged, lse_judged, &err))
-                memset(&out.attribution, 0, sizeof out.attribution); /* not attributed */
+            const kvf_trial_rules explain = {H.kernel_rules[k], H.nrules, H.require_overflow, 0, 1,
+                                             KVF_FINDING_NONE};
+            kvf_trial_explain(&out, &explain, &c, &oracle, o_judged, lse_judged);
             report(&out, kern, &spec, &c);
         }
     }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "campaign_internal.h"
+#include "kvfuzz/trial.h"
 
 /* How far below the campaign's other threads an oracle thread runs (nice steps). */
 #define ORACLE_NICE 10
@@ -192,19 +193,18 @@ static void judge_job(struct kvf_campaign *cp, kvf__job *j, int thread) {
     kvf_judge_hooks hooks;
     int hooked =
         o->judge_hooks && o->judge_hooks(o->observer_ctx, thread, &j->spec, &j->c, &hooks) == 0;
-    int rc = kvf_outcome_judge_hooked(&out, cp->rules, cp->nrules, o->require_overflow, &j->c,
-                                      &oracle, j->o, j->lse, hooked ? &hooks : NULL, &err);
+    const kvf_trial_rules judge = {cp->rules, cp->nrules, o->require_overflow,
+                                   0,         0,          KVF_FINDING_NONE};
+    const kvf_trial_rules explain = {cp->rules, cp->nrules, o->require_overflow,
+                                     1,         1,          KVF_FINDING_NONE};
+    int rc =
+        kvf_trial_judge(&out, &judge, &j->c, &oracle, j->o, j->lse, hooked ? &hooks : NULL, &err);
     snprintf(out.plan, sizeof out.plan, "%s", j->plan);
-    /* A finding to be saved says whether FlashInfer-Bench's rule would have caught it: judged
-     * here, outside the lock, and only for a signature not saved yet (recurrences are many). */
-    if (rc == 0 && out.finding != KVF_FINDING_NONE && !signature_saved(cp, &out)) {
-        kvf_error ferr = {0};
-        if (kvf_outcome_judge_fib(&out, o->require_overflow, &j->c, &oracle, j->o, j->lse, &ferr))
-            out.fib = -1; /* said as not judged */
-        /* ... and which precision model, if any, explains it (docs/precision.md). */
-        if (kvf_outcome_attribute(&out, &j->c, &oracle, j->o, j->lse, &ferr))
-            memset(&out.attribution, 0, sizeof out.attribution); /* not attributed */
-    }
+    /* A finding to be saved says whether FlashInfer-Bench's rule would have caught it and which
+     * precision model, if any, explains it (docs/precision.md): judged here, outside the lock,
+     * and only for a signature not saved yet (recurrences are many). */
+    if (rc == 0 && out.finding != KVF_FINDING_NONE && !signature_saved(cp, &out))
+        kvf_trial_explain(&out, &explain, &j->c, &oracle, j->o, j->lse);
     pthread_mutex_lock(&cp->mu);
     kvf_campaign_stats *st = cp->stats;
     if (rc) {
@@ -220,7 +220,7 @@ static void judge_job(struct kvf_campaign *cp, kvf__job *j, int thread) {
     count_reach(st, j);
     for (int r = 0; r < cp->nrules; r++) {
         const kvf_verdict *v = &out.verdicts[r];
-        if (!v->pass && v->finding == KVF_FINDING_OVERFLOW && !o->require_overflow) continue;
+        if (kvf_verdict_status_of(v, o->require_overflow) == KVF_VERDICT_OUT_OF_MODEL) continue;
         double m = fmax(v->o.max_margin, v->lse.max_margin);
         if (m > st->worst_margin[r] || isnan(m)) st->worst_margin[r] = m;
         double x = fmax(v->o.max_excess_margin, v->lse.max_excess_margin);

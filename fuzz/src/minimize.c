@@ -12,6 +12,7 @@
 
 #include "kvfuzz/oracle.h"
 #include "kvfuzz/runner.h"
+#include "kvfuzz/trial.h"
 
 void kvf_minimize_opts_default(kvf_minimize_opts *o) {
     memset(o, 0, sizeof *o);
@@ -53,11 +54,29 @@ typedef struct ctx {
     const kvf_minimize_opts *opts;
     kvf_runner *runner;
     kvf_rule rules[1];
-    /* Which failures evaluate() attributes: those of this class, any when NONE. Attribution
-     * costs up to one judging per model of the ladder, so a candidate that no longer fails as
-     * asked is not attributed. */
-    kvf_finding_class attribute_class;
+    /* Which failures the trial attributes: those of the target class, any when NONE.
+     * Attribution costs up to one judging per model of the ladder, so a candidate that no longer
+     * fails as asked is not attributed. */
+    kvf_trial_rules trial;
 } ctx;
+
+/* Nondeterminism needs only the bits: the case run again (up to three times) and compared, no
+ * oracle. out holds the first run's outcome, b its outputs. */
+static int evaluate_determinism(ctx *cx, const kvf_case *c, const kvf_trial_buffers *b,
+                                kvf_outcome *out, kvf_error *err) {
+    kvf_trial_buffers b2 = {NULL, NULL};
+    int rc = kvf_trial_buffers_alloc(&b2, c, err);
+    if (rc) return rc;
+    kvf_outcome_from_run(out, KVF_RUN_OK, NULL);
+    kvf_run_result res;
+    for (int i = 0; i < 3 && !out->nondeterministic; i++) {
+        if ((rc = kvf_runner_run(cx->runner, c, b2.o, b2.lse, &res, err))) break;
+        if (res.status != KVF_RUN_OK) break;
+        kvf_outcome_compare(out, c, b->o, b->lse, b2.o, b2.lse);
+    }
+    kvf_trial_buffers_free(&b2);
+    return rc;
+}
 
 /* 0 judged (outcome set), 1 the spec does not build (not a candidate), <0 fatal error. */
 static int evaluate(ctx *cx, const kvf_spec *s, kvf_outcome *out, kvf_error *err) {
@@ -72,56 +91,24 @@ static int evaluate(ctx *cx, const kvf_spec *s, kvf_outcome *out, kvf_error *err
         kvf_case_free(&c);
         return 1;
     }
-    int rc = 0;
-    kvf_bf16 *o1 = malloc((size_t)(kvf_case_o_elems(&c) + 1) * sizeof *o1);
-    float *l1 = malloc((size_t)(kvf_case_lse_elems(&c) + 1) * sizeof *l1);
-    kvf_bf16 *o2 = NULL;
-    float *l2 = NULL;
-    if (rc == 0 && (!o1 || !l1)) rc = kvf_error_set(err, KVF_ENOMEM, "out of memory");
-    kvf_run_result res;
-    if (rc == 0) rc = kvf_runner_run(cx->runner, &c, o1, l1, &res, err);
-    if (rc) goto done;
-    if (res.status != KVF_RUN_OK) {
-        kvf_outcome_from_run(out, res.status, res.message);
-        out->signal = res.signal;
-        out->exit_code = res.exit_code;
-        if (res.status == KVF_RUN_HANG) out->deadline = o->deadline_s;
-        goto done;
+    kvf_trial_buffers b = {NULL, NULL};
+    int rc = kvf_trial_buffers_alloc(&b, &c, err);
+    if (rc == 0 && o->target == KVF_FINDING_NONDETERMINISM) {
+        kvf_run_result res;
+        rc = kvf_runner_run(cx->runner, &c, b.o, b.lse, &res, err);
+        if (rc == 0 && res.status != KVF_RUN_OK)
+            kvf_trial_outcome_of_run(out, &res, o->deadline_s);
+        else if (rc == 0)
+            rc = evaluate_determinism(cx, &c, &b, out, err);
+    } else if (rc == 0) {
+        kvf_oracle_opts oo;
+        kvf_oracle_opts_default(&oo);
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        oo.threads = o->jobs > 0 ? o->jobs : (cores > 0 ? (int)cores : 1);
+        rc =
+            kvf_trial_run(out, cx->runner, &c, NULL, &oo, &cx->trial, o->deadline_s, &b, NULL, err);
     }
-    if (o->target == KVF_FINDING_NONDETERMINISM) {
-        /* Only the bits matter: run again and compare, no oracle needed. */
-        o2 = malloc((size_t)(kvf_case_o_elems(&c) + 1) * sizeof *o2);
-        l2 = malloc((size_t)(kvf_case_lse_elems(&c) + 1) * sizeof *l2);
-        if (!o2 || !l2) {
-            rc = kvf_error_set(err, KVF_ENOMEM, "out of memory");
-            goto done;
-        }
-        kvf_outcome_from_run(out, KVF_RUN_OK, NULL);
-        for (int i = 0; i < 3 && !out->nondeterministic; i++) {
-            if ((rc = kvf_runner_run(cx->runner, &c, o2, l2, &res, err))) goto done;
-            if (res.status != KVF_RUN_OK) break;
-            kvf_outcome_compare(out, &c, o1, l1, o2, l2);
-        }
-        goto done;
-    }
-    kvf_oracle_opts oo;
-    kvf_oracle_opts_default(&oo);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    oo.threads = o->jobs > 0 ? o->jobs : (cores > 0 ? (int)cores : 1);
-    kvf_oracle_result oracle;
-    if ((rc = kvf_oracle_run(&oracle, &c, &oo, err))) goto done;
-    rc = kvf_outcome_judge(out, cx->rules, 1, o->require_overflow, &c, &oracle, o1, l1, NULL, NULL,
-                           err);
-    if (rc == 0 && out->finding != KVF_FINDING_NONE &&
-        (cx->attribute_class == KVF_FINDING_NONE || out->finding == cx->attribute_class))
-        rc = kvf_outcome_attribute(out, &c, &oracle, o1, l1, err);
-    snprintf(out->plan, sizeof out->plan, "%s", res.plan);
-    kvf_oracle_result_free(&oracle);
-done:
-    free(o1);
-    free(l1);
-    free(o2);
-    free(l2);
+    kvf_trial_buffers_free(&b);
     kvf_case_free(&c);
     return rc;
 }
@@ -129,7 +116,7 @@ done:
 static int start(ctx *cx, const kvf_minimize_opts *o, kvf_error *err) {
     cx->opts = o;
     cx->rules[0] = o->rule;
-    cx->attribute_class = o->target;
+    cx->trial = (kvf_trial_rules){cx->rules, 1, o->require_overflow, 0, 1, o->target};
     kvf_runner_opts ro = {o->kernel, o->case_limits, o->deadline_s > 0 ? o->deadline_s : 10,
                           0,         o->in_process,  1};
     return kvf_runner_create(&cx->runner, &ro, err);
@@ -412,7 +399,7 @@ int kvf_minimize(kvf_spec *spec, const kvf_minimize_opts *o, kvf_outcome *outcom
     }
     st->found = target;
     st->attribution = first.attribution;
-    cx.attribute_class = target;
+    cx.trial.attribute_class = target;
     kvf_outcome best = first;
     int64_t max_tries = o->max_tries > 0 ? o->max_tries : 2000;
     FILE *log = o->log ? o->log : stderr;
