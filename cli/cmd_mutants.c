@@ -25,6 +25,7 @@
 #include "kvfuzz/oracle.h"
 #include "kvfuzz/runner.h"
 #include "kvfuzz/spec.h"
+#include "kvfuzz/trial.h"
 
 typedef struct cached_case {
     kvf_case c;
@@ -197,19 +198,19 @@ static detection campaign(const kvf_kernel *k, case_cache *cache, const kvf_rule
             d.caught = 1;
             snprintf(d.finding, sizeof d.finding, "kernel-error");
         } else if (rc == 0) {
-            for (int r = 0; r < nrules && !d.caught; r++) {
-                kvf_verdict v;
-                kvf_judge(&v, &rules[r], &cc->c, &cc->oracle, o, lse, NULL);
-                if (kvf_verdict_status_of(&v, 0) == KVF_VERDICT_FAIL) {
-                    d.caught = 1;
-                    snprintf(d.finding, sizeof d.finding, "%s", kvf_finding_class_name(v.finding));
-                    /* Outside the time to detection: a campaign attributes only what it saves,
-                     * and the benchmark times the finding, not its explanation. */
-                    spent += now_seconds() - t0;
-                    if (kvf_attribute(&d.attribution, &v, &cc->c, &cc->oracle, o, lse, NULL))
-                        memset(&d.attribution, 0, sizeof d.attribution);
-                    t0 = now_seconds();
-                }
+            kvf_trial_rules tr = {rules, nrules, 0, 0, 0, KVF_FINDING_NONE};
+            kvf_outcome out;
+            if (kvf_trial_judge(&out, &tr, &cc->c, &cc->oracle, o, lse, NULL, NULL) == 0 &&
+                out.finding != KVF_FINDING_NONE) {
+                d.caught = 1;
+                snprintf(d.finding, sizeof d.finding, "%s", kvf_finding_class_name(out.finding));
+                /* Outside the time to detection: a campaign attributes only what it saves, and
+                 * the benchmark times the finding, not its explanation. */
+                spent += now_seconds() - t0;
+                tr.with_attribution = 1;
+                kvf_trial_explain(&out, &tr, &cc->c, &cc->oracle, o, lse);
+                d.attribution = out.attribution;
+                t0 = now_seconds();
             }
         }
         free(o);
@@ -324,9 +325,12 @@ static int seeds_judge(const kvf_kernel *k, const seed_set *s, const kvf_rule *r
             if (rc && rc != KVF_EUNSUPPORTED) {
                 fails[(size_t)r * s->count + i] = 1;
             } else if (rc == 0) {
-                kvf_verdict v;
-                kvf_judge(&v, &rules[r], &s->cases[i], &s->oracles[i], o, lse, NULL);
-                fails[(size_t)r * s->count + i] = kvf_verdict_status_of(&v, 0) == KVF_VERDICT_FAIL;
+                const kvf_trial_rules tr = {&rules[r], 1, 0, 0, 0, KVF_FINDING_NONE};
+                kvf_outcome out;
+                fails[(size_t)r * s->count + i] =
+                    kvf_trial_judge(&out, &tr, &s->cases[i], &s->oracles[i], o, lse, NULL, NULL) ==
+                        0 &&
+                    out.finding != KVF_FINDING_NONE;
             }
         }
         free(o);
@@ -417,9 +421,10 @@ static int style_check(const kvf_kernel *k, const workload *ws, size_t nw, int t
                 if (rc && rc != KVF_EUNSUPPORTED) {
                     caught = 1;
                 } else if (rc == 0) {
-                    kvf_verdict v;
-                    kvf_judge(&v, rule, &c, &ref, o, lse, NULL);
-                    caught = kvf_verdict_status_of(&v, 0) == KVF_VERDICT_FAIL;
+                    const kvf_trial_rules tr = {rule, 1, 0, 0, 0, KVF_FINDING_NONE};
+                    kvf_outcome out;
+                    caught = kvf_trial_judge(&out, &tr, &c, &ref, o, lse, NULL, NULL) == 0 &&
+                             out.finding != KVF_FINDING_NONE;
                 }
                 free(o);
                 free(lse);
