@@ -461,6 +461,7 @@ void kvf__report_model_free(kvf__rmodel *m) {
     }
     free(m->finding_dirs);
     free(m->finding_dir_notes);
+    kvf_groups_free(&m->groups);
     free(m->out_abs);
 }
 
@@ -839,7 +840,14 @@ int kvf__report_model_build(kvf__rmodel *m, const kvf_report_input *inputs, size
         if (scan_findings(m, i)) goto oom;
     if (opts->findings_dir && m->finding_dir_notes[0])
         return kvf_error_set(err, KVF_EIO, "%s", m->finding_dir_notes[0]);
-    return 0;
+    /* The groups over the directories that could be read (the others are noted above). */
+    const char **readable = calloc(m->nfinding_dirs ? m->nfinding_dirs : 1, sizeof *readable);
+    if (!readable) goto oom;
+    for (size_t i = 0; i < m->nfinding_dirs; i++)
+        readable[i] = m->finding_dir_notes[i] ? NULL : m->finding_dirs[i];
+    int grc = kvf_groups_scan(&m->groups, readable, m->nfinding_dirs, err);
+    free(readable);
+    return grc;
 oom:
     return kvf_error_set(err, KVF_ENOMEM, "out of memory building the report");
 }

@@ -316,6 +316,7 @@ int kvf__report_write_html(FILE *f, const kvf__rmodel *m) {
     fputs(".</p>\n", f);
     precision_note(f, m);
     input_list(f, m);
+    kvf__groups_table(f, m);
     kvf__figures_table(f, m);
     kvf__out_of_model_panel(f, m);
     rc |= error_charts(f, m, &charts);

@@ -220,6 +220,7 @@ static json_t *summary_json(const kvf__rmodel *m) {
         kvf_json_set(root, "verdict", json_string(fails ? "fail" : "pass")) ||
         kvf_json_set(root, "failure", json_string(failure_names[failure])) ||
         kvf_json_set(root, "verdict_detail", kvf_json_string_or_null(detail[0] ? detail : NULL)) ||
+        kvf_json_set(root, "groups", kvf__groups_json(m)) ||
         json_object_set(root, "series", series) || json_object_set(root, "findings", fd) ||
         json_object_set(root, "files", out);
     json_t *parts[] = {inputs, rules, series, fd, dirs, by_class, files, out, by_attr};
@@ -375,6 +376,8 @@ static void print_terminal(FILE *t, const kvf__rmodel *m) {
     /* The pass/fail word is unchanged by attribution (failing the declared model is failing);
      * the detail says whether any failure is a defect. */
     fprintf(t, "verdict: %s%s%s\n", failure ? "FAIL" : "PASS", detail[0] ? ": " : "", detail);
+    /* The defects next, one line each: what an overnight run's reader asks first. */
+    kvf__groups_print(t, m);
     for (size_t i = 0; i < m->nseries; i++) {
         const kvf__rseries *s = &m->series[i];
         for (size_t g = 0; g < s->ngroups; g++) {

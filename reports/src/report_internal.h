@@ -4,8 +4,10 @@
 #ifndef KVFUZZ_REPORTS_REPORT_INTERNAL_H
 #define KVFUZZ_REPORTS_REPORT_INTERNAL_H
 
+#include <jansson.h>
 #include <stdio.h>
 
+#include "kvfuzz/groups.h"
 #include "kvfuzz/report.h"
 #include "kvfuzz/verdict.h"
 #include "stats_internal.h"
@@ -92,7 +94,8 @@ typedef struct kvf__rmodel {
     const char *title;
     char generated[32];
     const char *out_dir;
-    char *out_abs; /* absolute output directory, for relative links */
+    char *out_abs;     /* absolute output directory, for relative links */
+    kvf_groups groups; /* the findings of every readable findings directory, as defects */
 } kvf__rmodel;
 
 /* The group of a series for one rule, or NULL. */
@@ -149,6 +152,12 @@ void kvf__report_model_free(kvf__rmodel *m);
 
 /* Short numbers for tables: 3 significant digits, or "inf" / "NaN". */
 void kvf__fmt_num(char *buf, size_t size, double x);
+
+/* The finding groups (groups_out.c): summary.json's "groups" array (NULL when memory ran out),
+ * the page's first table, and the terminal's list of groups. */
+json_t *kvf__groups_json(const kvf__rmodel *m);
+void kvf__groups_table(FILE *f, const kvf__rmodel *m);
+void kvf__groups_print(FILE *t, const kvf__rmodel *m);
 
 /* The page (page.c), which reads the model and nothing else. -1 (errno set) on failure. */
 int kvf__report_write_html(FILE *f, const kvf__rmodel *m);

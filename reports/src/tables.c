@@ -189,6 +189,13 @@ static void worst_rows(FILE *f, const kvf__rmodel *m, const kvf__rseries *s, con
             is_lse = 1;
         }
         const kvf_element_error *e = &w->e;
+        /* The collector keeps the two apart already (stats_collect.c); a stats file read from
+         * elsewhere is not trusted to, so that an out-of-model row never stands among a kernel's
+         * worst elements. */
+        if ((e->out_of_model != 0) != (oom != 0)) {
+            shown--;
+            continue;
+        }
         fputs("<tr>", f);
         swatch(f, s);
         fputs("<td>", f);
