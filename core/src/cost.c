@@ -1,10 +1,32 @@
-/* The cost model (kvfuzz/cost.h): estimates of what a case costs to build and judge, the
- * budgets they are held to, and the check that refuses a recipe past them. */
+/* The cost model (kvfuzz/cost.h): estimates of what a case costs to build, judge and search,
+ * the budgets they are held to, and the check that refuses a recipe past them.
+ *
+ * The oracle's time is counted in one unit everywhere, dot-product terms (oracle_terms), with
+ * two weightings: the budget's (kvf_case_cost.work, an upper bound that refuses cases) and the
+ * search's (kvf_spec_work, measured, that sizes fuzzed cases). They are not merged: each is
+ * pinned by what depends on it (KVF_MAX_WORK's meaning; every mutation and campaign seed). */
 #include "kvfuzz/cost.h"
 
 #include "cost_internal.h"
 #include "kvfuzz/env.h"
 #include "kvfuzz/spec.h"
+
+/* The oracle's time in dot-product terms: for each of the Hq heads of each sequence, one term per
+ * token and dimension plus `token_extra` per token (its exponential and bookkeeping), and
+ * `output_weight` terms per output element (its correct rounding). */
+static int64_t oracle_terms(int64_t hq, int64_t d, int64_t tokens, int64_t batch,
+                            int64_t token_extra, int64_t output_weight) {
+    return hq * (tokens * (d + token_extra) + batch * d * output_weight);
+}
+
+/* The budget's weighting: generous per token, one term per output element. */
+#define BUDGET_TOKEN_EXTRA 64
+#define BUDGET_OUTPUT_WEIGHT 1
+/* The search's weighting, measured on the oracle (MPFR, one core): an exact dot-product term
+ * costs about 27 ns and a correctly rounded output about 1.2 us, some 45 terms; outputs are
+ * weighted accordingly. */
+#define SEARCH_TOKEN_EXTRA 0
+#define SEARCH_OUTPUT_WEIGHT 32
 
 /* ---- budgets (docs/case-format.md, "Budgets") ------------------------------------------- */
 
@@ -32,7 +54,7 @@ void kvf_recipe_cost(const kvf_recipe *rp, kvf_case_cost *out) {
                         KVF_ORACLE_THREAD_BYTES(longest, g) + d * 256;
     out->kernel_bytes = 2 * (elems * 2 + rows * 4) + elems * 8 + longest * 16;
     out->memory_bytes = out->tensor_bytes + out->oracle_bytes + out->kernel_bytes;
-    out->work = hq * (tokens * (d + 64) + b * d);
+    out->work = oracle_terms(hq, d, tokens, b, BUDGET_TOKEN_EXTRA, BUDGET_OUTPUT_WEIGHT);
 }
 
 int kvf_limits_budgets(const kvf_limits *lim, int64_t *max_memory, int64_t *max_work,
@@ -91,4 +113,44 @@ int kvf__recipe_check_budgets(const kvf_recipe *rp, const kvf_limits *lim, kvf_e
                              "%lld (KVF_MAX_WORK raises it)",
                              (long long)c.work, (long long)max_work);
     return 0;
+}
+
+/* ---- the search's sizes --------------------------------------------------------------------- */
+
+int64_t kvf_spec_tokens(const kvf_spec *s) {
+    int64_t t = 0;
+    for (uint32_t b = 0; b < s->recipe.batch_size; b++)
+        t += kvf_recipe_seq_len(&s->recipe, b);
+    return t;
+}
+
+int64_t kvf_spec_work(const kvf_spec *s) {
+    const kvf_recipe *rp = &s->recipe;
+    return oracle_terms(rp->num_qo_heads, rp->head_dim, kvf_spec_tokens(s), rp->batch_size,
+                        SEARCH_TOKEN_EXTRA, SEARCH_OUTPUT_WEIGHT);
+}
+
+int64_t kvf_spec_pool_elems(const kvf_spec *s) {
+    const kvf_recipe *rp = &s->recipe;
+    int64_t e = kvf_recipe_page_elems(rp), entries = kvf_recipe_entries(rp);
+    int64_t spare = rp->spare_pages;
+    if (s->has_explicit) return s->explicit_tensors.num_pages * e;
+    switch (rp->table) {
+    case KVF_TABLE_SCATTERED:
+        return (2 * entries + spare + 1) * e;
+    case KVF_TABLE_HIGH_IDS: {
+        /* The generator's pool is base + (E - 1) k + 1 + spare pages, the stride k drawn from
+         * 1..3: between `lo` and `hi`. Written whole when it is at most KVF_FULL_POOL_BYTES,
+         * which a short stride can make it although the longest is past that. */
+        int64_t hi = rp->page_id_base + 3 * entries + spare;
+        int64_t lo = rp->page_id_base + entries + spare;
+        if (hi * e * 2 <= KVF_FULL_POOL_BYTES) return hi * e;
+        if (lo * e * 2 <= KVF_FULL_POOL_BYTES) return KVF_FULL_POOL_BYTES / 2;
+        return (entries +
+                (2 * entries < KVF_POOL_NEIGHBOUR_PAGES ? 2 * entries : KVF_POOL_NEIGHBOUR_PAGES)) *
+               e;
+    }
+    default:
+        return (entries + spare) * e;
+    }
 }

@@ -8,11 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The generator writes every page of a pool up to this size (core/src/gen.c), and only the
- * neighbours of referenced pages of a larger one; the budget estimate follows that rule. */
-#define FULL_POOL_BYTES ((int64_t)64 << 20)
+/* The address space a high-ids pool must stay inside (kvf_limits_default's max_pool_bytes).
+ * Which of its pages the generator writes is the pool rule of kvfuzz/cost.h. */
 #define MAX_POOL_BYTES ((int64_t)8 << 30)
-#define NEIGHBOUR_PAGES 64
 
 static const char *const mutation_names[KVF_MUT_COUNT] = {
     "batch",  "seq-remove", "seq-duplicate", "seq-length",    "seq-pages", "last-len", "page-size",
@@ -42,56 +40,9 @@ static uint64_t below(kvf_prng *rng, uint64_t n) {
     return n ? kvf_prng_below(rng, n) : 0;
 }
 
-int64_t kvf_spec_tokens(const kvf_spec *s) {
-    int64_t t = 0;
-    for (uint32_t b = 0; b < s->recipe.batch_size; b++)
-        t += kvf_recipe_seq_len(&s->recipe, b);
-    return t;
-}
-
-static int64_t table_entries(const kvf_recipe *rp) {
-    int64_t n = 0;
-    for (uint32_t b = 0; b < rp->batch_size; b++)
-        n += rp->num_pages[b];
-    return n;
-}
-
-static int64_t page_elems(const kvf_recipe *rp) {
-    return (int64_t)rp->page_size * rp->num_kv_heads * rp->head_dim;
-}
-
-/* Measured on the oracle (MPFR, one core): an exact dot-product term costs about 27 ns and a
- * correctly rounded output about 1.2 us, some 45 terms; outputs are weighted accordingly. */
-#define OUTPUT_WEIGHT 32
-
-int64_t kvf_spec_work(const kvf_spec *s) {
-    const kvf_recipe *rp = &s->recipe;
-    return (kvf_spec_tokens(s) + OUTPUT_WEIGHT * (int64_t)rp->batch_size) * rp->num_qo_heads *
-           rp->head_dim;
-}
-
-/* Elements the generator writes into one cache: what it costs to build the case. */
-int64_t kvf_spec_pool_elems(const kvf_spec *s) {
-    const kvf_recipe *rp = &s->recipe;
-    int64_t e = page_elems(rp), entries = table_entries(rp), spare = rp->spare_pages;
-    if (s->has_explicit) return s->explicit_tensors.num_pages * e;
-    switch (rp->table) {
-    case KVF_TABLE_SCATTERED:
-        return (2 * entries + spare + 1) * e;
-    case KVF_TABLE_HIGH_IDS: {
-        /* The generator's pool is base + (E - 1) k + 1 + spare pages, the stride k drawn from
-         * 1..3: between `lo` and `hi`. Written whole when it is at most FULL_POOL_BYTES, which a
-         * short stride can make it although the longest is past that. */
-        int64_t hi = rp->page_id_base + 3 * entries + spare;
-        int64_t lo = rp->page_id_base + entries + spare;
-        if (hi * e * 2 <= FULL_POOL_BYTES) return hi * e;
-        if (lo * e * 2 <= FULL_POOL_BYTES) return FULL_POOL_BYTES / 2;
-        return (entries + (2 * entries < NEIGHBOUR_PAGES ? 2 * entries : NEIGHBOUR_PAGES)) * e;
-    }
-    default:
-        return (entries + spare) * e;
-    }
-}
+/* The cost model (kvf_spec_work, kvf_spec_pool_elems, kvf_spec_tokens) is core's,
+ * kvfuzz/cost.h: the fitting below holds a spec to the same estimates the campaign and the
+ * harnesses read. */
 
 void kvf_mutate_random_opts(kvf_random_opts *o, const kvf_mutate_limits *lim) {
     kvf_random_opts_default(o);
@@ -161,45 +112,16 @@ static void remove_sequence(kvf_spec *s, uint32_t b) {
 
 /* ---- value pickers -------------------------------------------------------------------------- */
 
-/* Lengths where bugs live: empty, one token, the page edges, the 32-token tile edges. */
+/* Lengths where bugs live (kvf_edge_length_pick): empty, one token, the page edges, two pages,
+ * the 32-token tile edges, the longest allowed and one less; a quarter anywhere. */
+static const uint8_t mutation_lengths[] = {KVF_EDGE_EMPTY, KVF_EDGE_ONE,        KVF_EDGE_PAGE_BELOW,
+                                           KVF_EDGE_PAGE,  KVF_EDGE_PAGE_ABOVE, KVF_EDGE_TWO_PAGES,
+                                           KVF_EDGE_TILE,  KVF_EDGE_MAX,        KVF_EDGE_MAX_BELOW,
+                                           KVF_EDGE_ANY,   KVF_EDGE_ANY,        KVF_EDGE_ANY};
+
 static int64_t pick_length(kvf_prng *rng, int32_t s, int32_t max_pages) {
-    int64_t max_len = (int64_t)s * max_pages;
-    int64_t len;
-    switch (below(rng, 12)) {
-    case 0:
-        len = 0;
-        break;
-    case 1:
-        len = 1;
-        break;
-    case 2:
-        len = s - 1;
-        break;
-    case 3:
-        len = s;
-        break;
-    case 4:
-        len = s + 1;
-        break;
-    case 5:
-        len = 2 * (int64_t)s - 1 + (int64_t)below(rng, 3);
-        break;
-    case 6:
-        len = 32 * (1 + (int64_t)below(rng, 8));
-        len += (int64_t)below(rng, 3) - 1; /* separate statements: draws happen in one order */
-        break;
-    case 7:
-        len = max_len;
-        break;
-    case 8:
-        len = max_len - 1;
-        break;
-    default:
-        len = 1 + (int64_t)below(rng, (uint64_t)max_len);
-        break;
-    }
-    if (len > max_len) len = max_len;
-    return len < 0 ? 0 : len;
+    return kvf_edge_length_pick(rng, mutation_lengths, sizeof mutation_lengths, s,
+                                (int64_t)s * max_pages);
 }
 
 /* bf16 patterns kernels mishandle: signed zeros, infinities, NaN payloads of both signs, the
@@ -255,7 +177,7 @@ static float pick_sm_scale(kvf_prng *rng, const kvf_recipe *rp) {
 /* page_id_base near the edges where offsets overflow: page * page_elems past 2^31 or 2^32
  * elements, ids past 65535, clamped so the pool stays inside the 8 GiB address space. */
 static uint32_t pick_page_id_base(kvf_prng *rng, const kvf_recipe *rp) {
-    int64_t e = page_elems(rp), entries = table_entries(rp);
+    int64_t e = kvf_recipe_page_elems(rp), entries = kvf_recipe_entries(rp);
     int64_t max_base = MAX_POOL_BYTES / (2 * e) - 3 * entries - rp->spare_pages - 2;
     int64_t base;
     switch (below(rng, 5)) {
@@ -269,7 +191,7 @@ static uint32_t pick_page_id_base(kvf_prng *rng, const kvf_recipe *rp) {
         base = 65536 - (int64_t)below(rng, 3);
         break;
     case 3:
-        base = FULL_POOL_BYTES / (2 * e) + 1 + (int64_t)below(rng, 64);
+        base = KVF_FULL_POOL_BYTES / (2 * e) + 1 + (int64_t)below(rng, 64);
         break;
     default:
         base = (int64_t)below(rng, (uint64_t)(max_base > 1 ? max_base : 1));
@@ -380,9 +302,9 @@ static int mutate_value(kvf_spec *s, kvf_prng *rng, const kvf_case *c, int allow
 static int mutate_explicit(kvf_spec *s, kvf_prng *rng, int allow_nonfinite) {
     kvf_explicit *ex = &s->explicit_tensors;
     const kvf_recipe *rp = &s->recipe;
-    int64_t entries = table_entries(rp);
+    int64_t entries = kvf_recipe_entries(rp);
     int64_t q_elems = (int64_t)rp->batch_size * rp->num_qo_heads * rp->head_dim;
-    int64_t pool_elems = ex->num_pages * page_elems(rp);
+    int64_t pool_elems = ex->num_pages * kvf_recipe_page_elems(rp);
     switch (below(rng, 4)) {
     case 0:
         if (entries == 0 || ex->num_pages == 0) return 1;
@@ -422,6 +344,129 @@ static int changes_structure(int m) {
     }
 }
 
+/* Moves that take more than a few lines; each returns 0 applied or 1 not applicable. */
+
+/* One sequence's page count: one more or less, the most, one, or any. */
+static int move_seq_pages(kvf_recipe *rp, kvf_prng *rng, const kvf_mutate_limits *lim, int32_t S) {
+    if (rp->batch_size == 0) return 1;
+    uint32_t b = (uint32_t)below(rng, rp->batch_size);
+    int64_t n = rp->num_pages[b];
+    switch (below(rng, 5)) {
+    case 0:
+        n = n + 1;
+        break;
+    case 1:
+        n = n - 1;
+        break;
+    case 2:
+        n = lim->max_pages;
+        break;
+    case 3:
+        n = 1;
+        break;
+    default:
+        n = (int64_t)below(rng, (uint64_t)lim->max_pages + 1);
+        break;
+    }
+    if (n < 0) n = 0;
+    rp->num_pages[b] = (uint16_t)n;
+    if (n == 0)
+        rp->last_page_len[b] = 0;
+    else if (rp->last_page_len[b] == 0)
+        rp->last_page_len[b] = (uint16_t)(1 + below(rng, (uint64_t)S));
+    return 0;
+}
+
+/* One sequence's last-page length: 1, S - 1, S or any. */
+static int move_last_len(kvf_recipe *rp, kvf_prng *rng, int32_t S) {
+    if (rp->batch_size == 0) return 1;
+    uint32_t b = (uint32_t)below(rng, rp->batch_size);
+    if (rp->num_pages[b] == 0) return 1;
+    static const int kind_count = 4;
+    switch (below(rng, (uint64_t)kind_count)) {
+    case 0:
+        rp->last_page_len[b] = 1;
+        break;
+    case 1:
+        rp->last_page_len[b] = (uint16_t)(S > 1 ? S - 1 : 1);
+        break;
+    case 2:
+        rp->last_page_len[b] = (uint16_t)S;
+        break;
+    default:
+        rp->last_page_len[b] = (uint16_t)(1 + below(rng, (uint64_t)S));
+        break;
+    }
+    return 0;
+}
+
+/* The page size, from a list of edge sizes, the lengths kept where they fit. */
+static int move_page_size(kvf_recipe *rp, kvf_prng *rng, const kvf_mutate_limits *lim, int32_t S) {
+    static const uint16_t sizes[] = {1,  2,  3,  4,  7,  8,  15,  16, 17,
+                                     31, 32, 33, 63, 64, 65, 128, 256};
+    uint16_t ns = sizes[below(rng, sizeof sizes / sizeof sizes[0])];
+    if (ns > lim->max_page_size || ns == S) return 1;
+    int64_t lens[65536 / 16];
+    uint32_t nb = rp->batch_size < 4096 ? rp->batch_size : 4096;
+    for (uint32_t b = 0; b < nb; b++)
+        lens[b] = kvf_recipe_seq_len(rp, b);
+    rp->page_size = ns;
+    for (uint32_t b = 0; b < nb; b++)
+        kvf_recipe_set_seq_len(rp, b, lens[b]);
+    return 0;
+}
+
+/* Hk, the group Hq / Hk or D, within the limits. */
+static int move_shape(kvf_recipe *rp, kvf_prng *rng, const kvf_mutate_limits *lim) {
+    static const uint8_t kv[] = {1, 2, 4, 8};
+    static const uint8_t groups[] = {1, 2, 3, 4, 5, 5, 6, 7, 7, 8, 16};
+    static const uint16_t dims[] = {64, 128, 128, 256, 32, 16, 8, 1, 96};
+    int hk = rp->num_kv_heads, g = rp->num_qo_heads / rp->num_kv_heads, d = rp->head_dim;
+    switch (below(rng, 3)) {
+    case 0:
+        hk = kv[below(rng, sizeof kv)];
+        break;
+    case 1:
+        g = below(rng, 4) ? groups[below(rng, sizeof groups)]
+                          : 1 + (int)below(rng, (uint64_t)lim->max_group);
+        break;
+    default: /* mostly the sizes real models use; sometimes odd ones */
+        d = dims[below(rng, 5) ? below(rng, 4) : below(rng, sizeof dims / sizeof dims[0])];
+        break;
+    }
+    if (hk > lim->max_kv_heads) hk = lim->max_kv_heads;
+    if (g > lim->max_group) g = lim->max_group;
+    if (d > lim->max_head_dim) d = lim->max_head_dim;
+    if (hk * g > 255) g = 255 / hk;
+    rp->num_kv_heads = (uint8_t)hk;
+    rp->num_qo_heads = (uint8_t)(hk * g);
+    rp->head_dim = (uint16_t)d;
+    return 0;
+}
+
+/* One of the q, k and v distributions: its kind, scale or parameter. */
+static int move_dist(kvf_recipe *rp, kvf_prng *rng) {
+    kvf_dist *d = below(rng, 3) == 0 ? &rp->q : below(rng, 2) ? &rp->k : &rp->v;
+    int is_v = d == &rp->v;
+    switch (below(rng, 4)) {
+    case 0:
+        d->kind = (uint8_t)below(rng, KVF_DIST_COUNT);
+        break;
+    case 1:
+        d->log2_scale = (int8_t)(d->log2_scale + (below(rng, 2) ? 1 : -1));
+        break;
+    case 2:
+        /* q and k scales far from 0 push logits past 5e4 or f32; v scales are free. */
+        d->log2_scale = (int8_t)(is_v ? (int)below(rng, 81) - 40 : (int)below(rng, 25) - 12);
+        break;
+    default:
+        d->param = (uint8_t)below(rng, 64);
+        break;
+    }
+    if (d->log2_scale < -126) d->log2_scale = -126;
+    return 0;
+}
+
 /* 0 applied, 1 not applicable here, -1 out of memory. */
 static int apply(kvf_spec *s, kvf_prng *rng, int m, const kvf_mutate_limits *lim,
                  const kvf_limits *case_limits) {
@@ -459,96 +504,14 @@ static int apply(kvf_spec *s, kvf_prng *rng, int m, const kvf_mutate_limits *lim
         kvf_recipe_set_seq_len(rp, b, pick_length(rng, S, lim->max_pages));
         return 0;
     }
-    case KVF_MUT_SEQ_PAGES: {
-        if (rp->batch_size == 0) return 1;
-        uint32_t b = (uint32_t)below(rng, rp->batch_size);
-        int64_t n = rp->num_pages[b];
-        switch (below(rng, 5)) {
-        case 0:
-            n = n + 1;
-            break;
-        case 1:
-            n = n - 1;
-            break;
-        case 2:
-            n = lim->max_pages;
-            break;
-        case 3:
-            n = 1;
-            break;
-        default:
-            n = (int64_t)below(rng, (uint64_t)lim->max_pages + 1);
-            break;
-        }
-        if (n < 0) n = 0;
-        rp->num_pages[b] = (uint16_t)n;
-        if (n == 0)
-            rp->last_page_len[b] = 0;
-        else if (rp->last_page_len[b] == 0)
-            rp->last_page_len[b] = (uint16_t)(1 + below(rng, (uint64_t)S));
-        return 0;
-    }
-    case KVF_MUT_LAST_LEN: {
-        if (rp->batch_size == 0) return 1;
-        uint32_t b = (uint32_t)below(rng, rp->batch_size);
-        if (rp->num_pages[b] == 0) return 1;
-        static const int kind_count = 4;
-        switch (below(rng, (uint64_t)kind_count)) {
-        case 0:
-            rp->last_page_len[b] = 1;
-            break;
-        case 1:
-            rp->last_page_len[b] = (uint16_t)(S > 1 ? S - 1 : 1);
-            break;
-        case 2:
-            rp->last_page_len[b] = (uint16_t)S;
-            break;
-        default:
-            rp->last_page_len[b] = (uint16_t)(1 + below(rng, (uint64_t)S));
-            break;
-        }
-        return 0;
-    }
-    case KVF_MUT_PAGE_SIZE: {
-        static const uint16_t sizes[] = {1,  2,  3,  4,  7,  8,  15,  16, 17,
-                                         31, 32, 33, 63, 64, 65, 128, 256};
-        uint16_t ns = sizes[below(rng, sizeof sizes / sizeof sizes[0])];
-        if (ns > lim->max_page_size || ns == S) return 1;
-        int64_t lens[65536 / 16];
-        uint32_t nb = rp->batch_size < 4096 ? rp->batch_size : 4096;
-        for (uint32_t b = 0; b < nb; b++)
-            lens[b] = kvf_recipe_seq_len(rp, b);
-        rp->page_size = ns;
-        for (uint32_t b = 0; b < nb; b++)
-            kvf_recipe_set_seq_len(rp, b, lens[b]);
-        return 0;
-    }
-    case KVF_MUT_SHAPE: {
-        static const uint8_t kv[] = {1, 2, 4, 8};
-        static const uint8_t groups[] = {1, 2, 3, 4, 5, 5, 6, 7, 7, 8, 16};
-        static const uint16_t dims[] = {64, 128, 128, 256, 32, 16, 8, 1, 96};
-        int hk = rp->num_kv_heads, g = rp->num_qo_heads / rp->num_kv_heads, d = rp->head_dim;
-        switch (below(rng, 3)) {
-        case 0:
-            hk = kv[below(rng, sizeof kv)];
-            break;
-        case 1:
-            g = below(rng, 4) ? groups[below(rng, sizeof groups)]
-                              : 1 + (int)below(rng, (uint64_t)lim->max_group);
-            break;
-        default: /* mostly the sizes real models use; sometimes odd ones */
-            d = dims[below(rng, 5) ? below(rng, 4) : below(rng, sizeof dims / sizeof dims[0])];
-            break;
-        }
-        if (hk > lim->max_kv_heads) hk = lim->max_kv_heads;
-        if (g > lim->max_group) g = lim->max_group;
-        if (d > lim->max_head_dim) d = lim->max_head_dim;
-        if (hk * g > 255) g = 255 / hk;
-        rp->num_kv_heads = (uint8_t)hk;
-        rp->num_qo_heads = (uint8_t)(hk * g);
-        rp->head_dim = (uint16_t)d;
-        return 0;
-    }
+    case KVF_MUT_SEQ_PAGES:
+        return move_seq_pages(rp, rng, lim, S);
+    case KVF_MUT_LAST_LEN:
+        return move_last_len(rp, rng, S);
+    case KVF_MUT_PAGE_SIZE:
+        return move_page_size(rp, rng, lim, S);
+    case KVF_MUT_SHAPE:
+        return move_shape(rp, rng, lim);
     case KVF_MUT_TABLE: {
         int kind = (int)below(rng, KVF_TABLE_COUNT);
         if (kind == KVF_TABLE_HIGH_IDS && !lim->allow_high_ids) kind = KVF_TABLE_SCATTERED;
@@ -569,27 +532,8 @@ static int apply(kvf_spec *s, kvf_prng *rng, int m, const kvf_mutate_limits *lim
         kvf_case_free(&c);
         return rc;
     }
-    case KVF_MUT_DIST: {
-        kvf_dist *d = below(rng, 3) == 0 ? &rp->q : below(rng, 2) ? &rp->k : &rp->v;
-        int is_v = d == &rp->v;
-        switch (below(rng, 4)) {
-        case 0:
-            d->kind = (uint8_t)below(rng, KVF_DIST_COUNT);
-            break;
-        case 1:
-            d->log2_scale = (int8_t)(d->log2_scale + (below(rng, 2) ? 1 : -1));
-            break;
-        case 2:
-            /* q and k scales far from 0 push logits past 5e4 or f32; v scales are free. */
-            d->log2_scale = (int8_t)(is_v ? (int)below(rng, 81) - 40 : (int)below(rng, 25) - 12);
-            break;
-        default:
-            d->param = (uint8_t)below(rng, 64);
-            break;
-        }
-        if (d->log2_scale < -126) d->log2_scale = -126;
-        return 0;
-    }
+    case KVF_MUT_DIST:
+        return move_dist(rp, rng);
     case KVF_MUT_POISON:
         rp->poison ^= (uint8_t)(1u << below(rng, 4));
         return 0;
@@ -698,12 +642,12 @@ void kvf_spec_fit(kvf_spec *s, const kvf_mutate_limits *lim) {
     while (kvf_spec_work(s) > lim->max_work || kvf_spec_pool_elems(s) > lim->max_pool_elems) {
         drop_explicit(s);
         if (rp->table == KVF_TABLE_HIGH_IDS &&
-            (int64_t)(rp->page_id_base + table_entries(rp) + rp->spare_pages) * page_elems(rp) *
-                    2 <=
-                FULL_POOL_BYTES &&
+            (int64_t)(rp->page_id_base + kvf_recipe_entries(rp) + rp->spare_pages) *
+                    kvf_recipe_page_elems(rp) * 2 <=
+                KVF_FULL_POOL_BYTES &&
             rp->page_id_base > 0) {
             /* A small high-ids pool is written whole: move the ids up so only neighbours are. */
-            int64_t base = FULL_POOL_BYTES / (2 * page_elems(rp)) + 1;
+            int64_t base = KVF_FULL_POOL_BYTES / (2 * kvf_recipe_page_elems(rp)) + 1;
             rp->page_id_base = (uint32_t)(base < INT32_MAX / 2 ? base : INT32_MAX / 2);
             continue;
         }
@@ -738,10 +682,10 @@ void kvf_spec_fit(kvf_spec *s, const kvf_mutate_limits *lim) {
         }
     }
     if (rp->table != KVF_TABLE_HIGH_IDS) rp->page_id_base = 0;
-    if (rp->table == KVF_TABLE_HIGH_IDS && page_elems(rp) > 0) {
+    if (rp->table == KVF_TABLE_HIGH_IDS && kvf_recipe_page_elems(rp) > 0) {
         /* Keep the pool inside the address space the case limits allow. */
-        int64_t max_base =
-            MAX_POOL_BYTES / (2 * page_elems(rp)) - 3 * table_entries(rp) - rp->spare_pages - 2;
+        int64_t max_base = MAX_POOL_BYTES / (2 * kvf_recipe_page_elems(rp)) -
+                           3 * kvf_recipe_entries(rp) - rp->spare_pages - 2;
         if ((int64_t)rp->page_id_base > max_base)
             rp->page_id_base = (uint32_t)(max_base > 0 ? max_base : 0);
     }

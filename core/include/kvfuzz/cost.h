@@ -1,11 +1,12 @@
-/* The cost model: what a case costs to build and judge, estimated from its spec alone
+/* The cost model: what a case costs to build, judge and search, estimated from its spec alone
  * before anything is allocated, the budgets those estimates are held to (docs/case-format.md,
  * "Budgets"), and the pool rule that decides which pages the generator writes, which the
  * estimates follow. One model for the whole program: the decoder and kvf_case_build check
  * every recipe against the budgets (kvf_recipe_check), the FlashInfer-Bench import checks
  * explicit pools (kvf_explicit_pool_budget), the oracle sizes its threads by the KVF_ORACLE_*
  * figures and reads the budgets (kvf_limits_budgets), the generator (core/src/gen_expand.c)
- * follows the pool rule. Definitions: core/src/cost.c.
+ * follows the pool rule, and the mutator, the campaign and the fuzz harnesses size cases by
+ * kvf_spec_work and kvf_spec_pool_elems. Definitions: core/src/cost.c.
  *
  * This header names the spec types by their struct tags only, so that kvfuzz/spec.h can include
  * it without an include circle.
@@ -21,6 +22,7 @@
 #include "kvfuzz/case.h"
 
 struct kvf_recipe;
+struct kvf_spec;
 
 /* What judging a case costs, estimated from its recipe alone, before anything is allocated
  * (docs/case-format.md, "Budgets"). Upper estimates, not measurements: tensors count q, the
@@ -84,5 +86,18 @@ int kvf_explicit_pool_budget(const struct kvf_recipe *recipe, int64_t pool,
  * high-ids pool of gigabytes stays sparse. Fewer when the resident-bytes limit allows fewer. */
 #define KVF_FULL_POOL_BYTES ((int64_t)64 << 20)
 #define KVF_POOL_NEIGHBOUR_PAGES 64
+
+/* Total tokens of a spec: the sum of its sequences' lengths. */
+int64_t kvf_spec_tokens(const struct kvf_spec *spec);
+
+/* The oracle's cost as the search sizes cases: (tokens + 32 x batch) x Hq x D. Measured on the
+ * MPFR oracle, a correctly rounded output costs about as much as 32 tokens' dot products. The
+ * same terms as kvf_case_cost.work, weighted as measured rather than as an upper bound. */
+int64_t kvf_spec_work(const struct kvf_spec *spec);
+
+/* The generator's cost: elements it writes into each cache under the pool rule (all of a small
+ * pool; the referenced pages and their neighbours in a large one). Explicit pools count whole.
+ * For a high-ids table, whose stride the seed draws from 1..3, the largest pool of the three. */
+int64_t kvf_spec_pool_elems(const struct kvf_spec *spec);
 
 #endif
