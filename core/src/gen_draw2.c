@@ -1,6 +1,6 @@
 /* Expansion 2's value draws (docs/case-format.md, "Expansion 2").
  *
- * Why a second set of draws exists: expansion 1 (gen.c) spends most of its time in the serial
+ * Why a second set of draws exists: expansion 1 (gen_draw1.c) spends most of its time in the serial
  * xoshiro256** chain of one stream per purpose, four steps per normal value and two per NaN.
  * Its bits are fixed by every version 1 file, so the speed could only come from a new
  * expansion, named by the file's version byte. This one draws the same laws from fewer and
