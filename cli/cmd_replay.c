@@ -17,9 +17,11 @@
 #include "kvfuzz/runner.h"
 #include "kvfuzz/spec.h"
 #include "kvfuzz/stats.h"
+#include "kvfuzz/trial.h"
 #include "kvfuzz/verdict.h"
+#include "stats_hooks.h"
 
-#define MAX_RULES 16
+#define MAX_RULES KVF_MAX_RULES
 
 enum {
     REPLAY_KERNEL = 256,
@@ -125,15 +127,6 @@ static int recorded_run(char **paths, size_t n, char *kernel, size_t ksize, char
     return n > 0;
 }
 
-/* The per-kernel tables, as many rows as kernels: a plugin may list thousands. */
-static void replay_free_tables(kvf_rule (*krules)[MAX_RULES], char (*kmodel)[96],
-                               kvf_runner **runners, kvf_verdict_counts (*counts)[MAX_RULES]) {
-    free(krules);
-    free(kmodel);
-    free(runners);
-    free(counts);
-}
-
 /* Each worker holds a socket in this process: a plugin of thousands of kernels needs more
  * descriptors than the common soft limit of 1024, so the soft limit is raised toward the hard
  * one. Returns 0, or -1 with *allowed set when the hard limit is too low, so the run stops
@@ -154,434 +147,477 @@ static int default_jobs(void) {
     return n > 0 ? (int)n : 1;
 }
 
-int kvf_cmd_replay(int argc, char **argv) {
-    const char *cmd = "replay";
+/* One replay: its options, its kernels with their rules, runners and verdict counts (one row
+ * per kernel: a plugin may list thousands), and the run's tallies. Each kernel run adds to runs
+ * and to at most one of failed_runs and unsupported, so the runs without a failure (their
+ * difference) cannot go below 0; a case the oracle could not judge runs no kernel and counts in
+ * not_judged alone. */
+typedef struct replay {
+    const char *cmd;
     kvf_rule rules[MAX_RULES];
-    int nrules = 0;
-    kvf_kernel_list kernels = {0}; /* grows: PATH.so adds every kernel of a plugin */
-    double deadline = 60;
-    int64_t jobs = default_jobs();
-    int require_overflow = 0;
-    const char *stats_path = NULL, *precision = NULL;
-    char **args = calloc((size_t)argc, sizeof *args);
-    int nargs = 0;
-    if (!args) return cli_usage_error(cmd, "out of memory");
-    int oracle_path = kvf_oracle_default_path();
-    int rc = KVF_EXIT_OK;
-    cli_parser cp;
-    cli_parser_init(&cp, cmd, argc, argv, replay_options);
-    const char *optv;
-    for (int key; (key = cli_next(&cp, &optv)) != CLI_END;) {
-        const char *v = optv;
-        int bad = 0;
-        switch (key) {
-        case CLI_HELP:
-            replay_help();
-            kvf_kernel_list_free(&kernels);
-            free(args);
-            return KVF_EXIT_OK;
-        case CLI_ERROR:
-            bad = 1;
-            break;
-        case REPLAY_KERNEL:
-            bad = cli_add_kernel(cmd, v, &kernels);
-            break;
-        case REPLAY_RULE: {
-            kvf_error err = {0};
-            if (nrules == MAX_RULES)
-                bad = cli_usage_error(cmd, "at most %d rules per run", MAX_RULES);
-            else if (kvf_rule_parse(&rules[nrules], v, &err))
-                bad = cli_usage_error(cmd, "%s", err.msg);
-            else
-                nrules++;
-            break;
-        }
-        case REPLAY_JOBS:
-            bad = cli_opt_i64(cmd, "--jobs", v, 1, 1024, &jobs);
-            break;
-        case REPLAY_DEADLINE:
-            bad = cli_opt_seconds(cmd, "--deadline", v, 86400, &deadline);
-            break;
-        case REPLAY_ORACLE:
-            if (kvf_oracle_path_parse(v, &oracle_path))
-                bad = cli_usage_error(cmd, "--oracle needs fast or mpfr, got \"%s\"", v);
-            break;
-        case REPLAY_STATS:
-            stats_path = v;
-            break;
-        case REPLAY_PRECISION:
-            bad = cli_precision_check(cmd, v);
-            precision = v;
-            break;
-        case REPLAY_REQUIRE_OVERFLOW:
-            require_overflow = 1;
-            break;
-        }
-        if (bad) {
-            kvf_kernel_list_free(&kernels);
-            free(args);
-            return KVF_EXIT_USAGE;
-        }
-    }
-    char **rest;
-    nargs = cli_operands(&cp, &rest);
-    for (int i = 0; i < nargs; i++)
-        args[i] = rest[i];
-    if (nargs == 0) {
-        kvf_kernel_list_free(&kernels);
-        free(args);
-        return cli_usage_error(cmd, "no case files given (see kvfuzz replay --help)");
-    }
+    int nrules;
+    kvf_kernel_list kernels;
+    double deadline;
+    int64_t jobs;
+    int require_overflow, oracle_path;
+    const char *stats_path, *precision;
     char **paths;
     size_t npaths;
-    if (cli_collect_cases(cmd, args, nargs, &paths, &npaths)) {
-        free(args);
-        kvf_kernel_list_free(&kernels);
+    kvf_rule (*krules)[MAX_RULES];
+    char (*kmodel)[96];
+    kvf_runner **runners;
+    kvf_verdict_counts (*counts)[MAX_RULES];
+    kvf_stats *stats;
+    kvf_limits limits;
+    kvf_oracle_opts oopts;
+    struct sigaction old_int, old_term;
+    int signals_set;
+    size_t cases_ok, bad_inputs, not_judged, runs, failed_runs, unsupported, done;
+} replay;
+
+static void replay_free(replay *r) {
+    for (size_t k = 0; r->runners && k < r->kernels.count; k++)
+        kvf_runner_destroy(r->runners[k]);
+    free(r->krules);
+    free(r->kmodel);
+    free(r->runners);
+    free(r->counts);
+    kvf_kernel_list_free(&r->kernels);
+    if (r->paths) cli_free_paths(r->paths, r->npaths);
+    kvf_stats_free(r->stats);
+    if (r->signals_set) {
+        sigaction(SIGINT, &r->old_int, NULL);
+        sigaction(SIGTERM, &r->old_term, NULL);
+    }
+    memset(r, 0, sizeof *r);
+}
+
+static int replay_option(replay *r, int key, const char *v) {
+    switch (key) {
+    case CLI_ERROR:
+        return 1;
+    case REPLAY_KERNEL:
+        return cli_add_kernel(r->cmd, v, &r->kernels);
+    case REPLAY_RULE: {
+        kvf_error err = {0};
+        if (r->nrules == MAX_RULES)
+            return cli_usage_error(r->cmd, "at most %d rules per run", MAX_RULES);
+        if (kvf_rule_parse(&r->rules[r->nrules], v, &err))
+            return cli_usage_error(r->cmd, "%s", err.msg);
+        r->nrules++;
+        return 0;
+    }
+    case REPLAY_JOBS:
+        return cli_opt_i64(r->cmd, "--jobs", v, 1, 1024, &r->jobs);
+    case REPLAY_DEADLINE:
+        return cli_opt_seconds(r->cmd, "--deadline", v, 86400, &r->deadline);
+    case REPLAY_ORACLE:
+        if (kvf_oracle_path_parse(v, &r->oracle_path))
+            return cli_usage_error(r->cmd, "--oracle needs fast or mpfr, got \"%s\"", v);
+        return 0;
+    case REPLAY_STATS:
+        r->stats_path = v;
+        return 0;
+    case REPLAY_PRECISION:
+        r->precision = v;
+        return cli_precision_check(r->cmd, v);
+    case REPLAY_REQUIRE_OVERFLOW:
+        r->require_overflow = 1;
+        return 0;
+    }
+    return 0;
+}
+
+/* The options and the case files: -1 to go on, else the exit status. */
+static int replay_parse(replay *r, int argc, char **argv) {
+    cli_parser cp;
+    cli_parser_init(&cp, r->cmd, argc, argv, replay_options);
+    const char *v;
+    for (int key; (key = cli_next(&cp, &v)) != CLI_END;) {
+        if (key == CLI_HELP) {
+            replay_help();
+            return KVF_EXIT_OK;
+        }
+        if (replay_option(r, key, v)) return KVF_EXIT_USAGE;
+    }
+    char **rest;
+    int nargs = cli_operands(&cp, &rest);
+    if (nargs == 0)
+        return cli_usage_error(r->cmd, "no case files given (see kvfuzz replay --help)");
+    if (cli_collect_cases(r->cmd, rest, nargs, &r->paths, &r->npaths)) {
+        r->paths = NULL;
         return KVF_EXIT_USAGE;
     }
-    free(args);
-    if (npaths == 0) {
-        cli_free_paths(paths, npaths);
-        kvf_kernel_list_free(&kernels);
-        return cli_usage_error(cmd, "no .kvfz files found in the given paths");
-    }
-    /* The statistics are written before any case is read: a --stats that names a case of the
-     * run, or the report beside one, would replace it. */
+    if (r->npaths == 0) return cli_usage_error(r->cmd, "no .kvfz files found in the given paths");
+    return -1;
+}
+
+/* The statistics are written before any case is read: a --stats that names a case of the run,
+ * or the report beside one, would replace it. 0, or the exit status. */
+static int replay_check_stats_path(const replay *r) {
     struct stat sst;
-    for (size_t i = 0; stats_path && stat(stats_path, &sst) == 0 && i < npaths; i++) {
+    for (size_t i = 0; r->stats_path && stat(r->stats_path, &sst) == 0 && i < r->npaths; i++) {
         char report[4096];
-        size_t len = strlen(paths[i]);
-        snprintf(report, sizeof report, "%.*s.json", (int)(len > 5 ? len - 5 : len), paths[i]);
-        const char *mine[2] = {paths[i], report};
+        size_t len = strlen(r->paths[i]);
+        snprintf(report, sizeof report, "%.*s.json", (int)(len > 5 ? len - 5 : len), r->paths[i]);
+        const char *mine[2] = {r->paths[i], report};
         for (int m = 0; m < 2; m++) {
             struct stat cst;
-            if (stat(mine[m], &cst) == 0 && cst.st_dev == sst.st_dev && cst.st_ino == sst.st_ino) {
-                cli_usage_error(cmd, "--stats %s is %s: writing the statistics would replace it",
-                                stats_path,
-                                m ? "the report of a case to replay" : "a case to replay");
-                cli_free_paths(paths, npaths);
-                kvf_kernel_list_free(&kernels);
-                return KVF_EXIT_USAGE;
-            }
+            if (stat(mine[m], &cst) == 0 && cst.st_dev == sst.st_dev && cst.st_ino == sst.st_ino)
+                return cli_usage_error(
+                    r->cmd, "--stats %s is %s: writing the statistics would replace it",
+                    r->stats_path, m ? "the report of a case to replay" : "a case to replay");
         }
     }
-    /* Findings replay the way they were found: without --kernel (and --rule), the kernel (and
-     * the failing rule, beside the default set) their reports recorded, when every file has a
-     * report and all name the same kernel. */
+    return 0;
+}
+
+/* The default set, plus the rule the findings' reports record. It keeps a model it names
+ * ("strict:bf16-p"); a bare "strict" or "fa" takes each kernel's model, as the default set does.
+ * It is added unless every kernel's set already holds it under that kernel's model: a finding of
+ * a kernel that declares bf16-p-rsum records "strict:bf16-p-rsum", its default strict. */
+static int replay_default_rules(replay *r, int recorded, const char *rec_rule) {
+    r->nrules = kvf_rule_default_set(r->rules, MAX_RULES);
+    int have = 1;
+    if (recorded && rec_rule[0] && r->nrules < MAX_RULES &&
+        kvf_rule_parse(&r->rules[r->nrules], rec_rule, NULL) == 0) {
+        have = r->kernels.count > 0;
+        for (size_t k = 0; k < r->kernels.count && have; k++) {
+            kvf_rule mine[MAX_RULES];
+            if (cli_rules_for_kernel(r->cmd, r->kernels.items[k], r->precision, r->rules,
+                                     r->nrules + 1, mine, NULL, NULL))
+                return KVF_EXIT_USAGE;
+            int found = 0;
+            for (int j = 0; j < r->nrules; j++)
+                found |= strcmp(mine[j].name, mine[r->nrules].name) == 0;
+            have = found;
+        }
+    }
+    if (!have) {
+        r->nrules++;
+        fprintf(stderr, "kvfuzz replay: rule %s added, as the findings' reports record\n",
+                r->rules[r->nrules - 1].name);
+    }
+    return 0;
+}
+
+/* Findings replay the way they were found: without --kernel (and --rule), the kernel (and the
+ * failing rule, beside the default set) their reports recorded, when every file has a report
+ * and all name the same kernel; else cuda when a GPU is usable, else cpu-splitkv. */
+static int replay_defaults(replay *r) {
     char rec_kernel[4200] = "", rec_rule[128] = "";
     int recorded =
-        (kernels.count == 0 || nrules == 0) &&
-        recorded_run(paths, npaths, rec_kernel, sizeof rec_kernel, rec_rule, sizeof rec_rule);
-    if (recorded && kernels.count == 0) {
-        if (cli_add_kernel(cmd, rec_kernel, &kernels)) {
-            cli_free_paths(paths, npaths);
-            return KVF_EXIT_USAGE;
-        }
+        (r->kernels.count == 0 || r->nrules == 0) &&
+        recorded_run(r->paths, r->npaths, rec_kernel, sizeof rec_kernel, rec_rule, sizeof rec_rule);
+    if (recorded && r->kernels.count == 0) {
+        if (cli_add_kernel(r->cmd, rec_kernel, &r->kernels)) return KVF_EXIT_USAGE;
         fprintf(stderr, "kvfuzz replay: kernel %s, as the findings' reports record\n", rec_kernel);
     }
-    if (nrules == 0) {
-        nrules = kvf_rule_default_set(rules, MAX_RULES);
-        /* The recorded rule keeps a model it names ("strict:bf16-p"); a bare "strict" or "fa"
-         * takes each kernel's model, as the default set does. It is added unless every
-         * kernel's set already holds it under that kernel's model: a finding of a kernel that
-         * declares bf16-p-rsum records "strict:bf16-p-rsum", its default strict. */
-        int have = 1, add_failed = 0;
-        if (recorded && rec_rule[0] && nrules < MAX_RULES &&
-            kvf_rule_parse(&rules[nrules], rec_rule, NULL) == 0) {
-            have = kernels.count > 0;
-            for (size_t k = 0; k < kernels.count && have && !add_failed; k++) {
-                kvf_rule mine[MAX_RULES];
-                add_failed = cli_rules_for_kernel(cmd, kernels.items[k], precision, rules,
-                                                  nrules + 1, mine, NULL, NULL);
-                int found = 0;
-                for (int r = 0; r < nrules && !add_failed; r++)
-                    found |= strcmp(mine[r].name, mine[nrules].name) == 0;
-                have = found;
-            }
-        }
-        if (add_failed) {
-            kvf_kernel_list_free(&kernels);
-            cli_free_paths(paths, npaths);
-            return KVF_EXIT_USAGE;
-        }
-        if (!have) {
-            nrules++;
-            fprintf(stderr, "kvfuzz replay: rule %s added, as the findings' reports record\n",
-                    rules[nrules - 1].name);
-        }
-    }
-    if (kernels.count == 0) {
+    if (r->nrules == 0 && replay_default_rules(r, recorded, rec_rule)) return KVF_EXIT_USAGE;
+    if (r->kernels.count == 0) {
         char why[256];
         /* Asked in a child: this process forks the kernel workers and must not touch CUDA. */
         const kvf_kernel *k =
             kvf_runner_probe_cuda(why, sizeof why) ? kvf_kernel_find("cuda") : NULL;
-        if (kvf_kernel_list_push(&kernels, k ? k : kvf_kernel_find("cpu-splitkv"), NULL)) {
-            cli_free_paths(paths, npaths);
-            return cli_usage_error(cmd, "out of memory for the kernel list");
-        }
+        if (kvf_kernel_list_push(&r->kernels, k ? k : kvf_kernel_find("cpu-splitkv"), NULL))
+            return cli_usage_error(r->cmd, "out of memory for the kernel list");
     }
-    /* Rules per kernel: each kernel is judged within the precision model it declares (or
-     * --precision), never another kernel's (docs/precision.md). */
-    const size_t nk = kernels.count;
-    kvf_rule(*krules)[MAX_RULES] = calloc(nk, sizeof *krules);
-    char(*kmodel)[96] = calloc(nk, sizeof *kmodel);
-    kvf_runner **runners = calloc(nk, sizeof *runners);
-    kvf_verdict_counts(*counts)[MAX_RULES] = calloc(nk, sizeof *counts);
-    if (!krules || !kmodel || !runners || !counts) {
-        replay_free_tables(krules, kmodel, runners, counts);
-        kvf_kernel_list_free(&kernels);
-        cli_free_paths(paths, npaths);
-        return cli_usage_error(cmd, "out of memory for %zu kernels", nk);
-    }
-    for (size_t k = 0; k < kernels.count; k++) {
+    return 0;
+}
+
+/* Rules per kernel: each kernel is judged within the precision model it declares (or
+ * --precision), never another kernel's (docs/precision.md). */
+static int replay_kernel_rules(replay *r) {
+    const size_t nk = r->kernels.count;
+    r->krules = calloc(nk, sizeof *r->krules);
+    r->kmodel = calloc(nk, sizeof *r->kmodel);
+    r->runners = calloc(nk, sizeof *r->runners);
+    r->counts = calloc(nk, sizeof *r->counts);
+    if (!r->krules || !r->kmodel || !r->runners || !r->counts)
+        return cli_usage_error(r->cmd, "out of memory for %zu kernels", nk);
+    for (size_t k = 0; k < nk; k++) {
         kvf_precision model;
         cli_precision_source source;
-        if (cli_rules_for_kernel(cmd, kernels.items[k], precision, rules, nrules, krules[k], &model,
-                                 &source)) {
-            replay_free_tables(krules, kmodel, runners, counts);
-            kvf_kernel_list_free(&kernels);
-            cli_free_paths(paths, npaths);
+        if (cli_rules_for_kernel(r->cmd, r->kernels.items[k], r->precision, r->rules, r->nrules,
+                                 r->krules[k], &model, &source))
             return KVF_EXIT_USAGE;
+        cli_precision_text(&model, source, r->kmodel[k], sizeof r->kmodel[k]);
+        for (int j = 0; j < r->nrules; j++) {
+            kvf_verdict_counts *vc = &r->counts[k][j];
+            vc->kernel = r->kernels.items[k]->name;
+            vc->rule = r->krules[k][j].name;
+            vc->signatures = -1;
+            vc->require_overflow = r->require_overflow;
         }
-        cli_precision_text(&model, source, kmodel[k], sizeof kmodel[k]);
     }
+    return 0;
+}
 
-    /* Installed before the statistics file or a worker is created, so a stop request is
-     * always answered with the summary; SA_RESTART, so the worker pipes are not interrupted
-     * and the case in flight completes before the loop stops. */
+/* Installed before the statistics file or a worker is created, so a stop request is always
+ * answered with the summary; SA_RESTART, so the worker pipes are not interrupted and the case
+ * in flight completes before the loop stops. */
+static void replay_signals(replay *r) {
     replay_stop = 0;
-    struct sigaction sa, old_int, old_term;
+    struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;
     sa.sa_flags = SA_RESTART | SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    /* Statistics are written once before any work, so a path that cannot be written fails
-     * the run at once instead of after hours. */
-    kvf_stats *stats = NULL;
-    if (stats_path) {
+    sigaction(SIGINT, &sa, &r->old_int);
+    sigaction(SIGTERM, &sa, &r->old_term);
+    r->signals_set = 1;
+}
+
+/* The statistics (written once before any work, so a path that cannot be written fails the run
+ * at once instead of after hours) and each kernel in a worker process of its own, started now
+ * so that one that cannot start is reported before any case runs. 0, or the exit status. */
+static int replay_start(replay *r) {
+    if (r->stats_path) {
         kvf_error err = {0};
         kvf_stats_opts so;
         kvf_stats_opts_default(&so);
         so.command = "kvfuzz replay";
-        so.require_overflow = require_overflow;
-        if (kvf_stats_create(&stats, &so, &err) || kvf_stats_write(stats, stats_path, &err)) {
-            kvf_stats_free(stats);
-            replay_free_tables(krules, kmodel, runners, counts);
-            kvf_kernel_list_free(&kernels);
-            cli_free_paths(paths, npaths);
-            return cli_usage_error(cmd, "%s", err.msg);
-        }
+        so.require_overflow = r->require_overflow;
+        if (kvf_stats_create(&r->stats, &so, &err) ||
+            kvf_stats_write(r->stats, r->stats_path, &err))
+            return cli_usage_error(r->cmd, "%s", err.msg);
     }
-    kvf_limits limits;
-    cli_limits(&limits);
-    /* Each kernel in a worker process of its own, started now so that one that cannot start
-     * is reported before any case runs. */
+    cli_limits(&r->limits);
+    const size_t nk = r->kernels.count;
     size_t allowed = 0;
-    if (raise_fd_limit(nk, &allowed)) {
-        replay_free_tables(krules, kmodel, runners, counts);
-        kvf_kernel_list_free(&kernels);
-        cli_free_paths(paths, npaths);
-        kvf_stats_free(stats);
-        return cli_usage_error(cmd,
+    if (raise_fd_limit(nk, &allowed))
+        return cli_usage_error(r->cmd,
                                "%zu kernels need %zu open files (a worker each), and the limit "
                                "is %zu: raise it with ulimit -n",
                                nk, nk * 2 + 64, allowed);
-    }
-    for (size_t k = 0; k < kernels.count; k++) {
+    for (size_t k = 0; k < nk; k++) {
         kvf_error err = {0};
-        kvf_runner_opts ro = {kernels.items[k], limits, deadline, 0, 0, 1};
-        if (kvf_runner_create(&runners[k], &ro, &err) || kvf_runner_start(runners[k], &err)) {
-            int urc = cli_kernel_cannot_start(cmd, kernels.items[k]->name, err.msg);
-            for (size_t j = 0; j <= k; j++)
-                kvf_runner_destroy(runners[j]);
-            replay_free_tables(krules, kmodel, runners, counts);
-            kvf_kernel_list_free(&kernels);
-            cli_free_paths(paths, npaths);
-            kvf_stats_free(stats);
-            return urc;
-        }
+        kvf_runner_opts ro = {r->kernels.items[k], r->limits, r->deadline, 0, 0, 1};
+        if (kvf_runner_create(&r->runners[k], &ro, &err) || kvf_runner_start(r->runners[k], &err))
+            return cli_kernel_cannot_start(r->cmd, r->kernels.items[k]->name, err.msg);
     }
-    kvf_oracle_opts oopts;
-    kvf_oracle_opts_default(&oopts);
-    oopts.threads = (int)jobs;
-    oopts.path = oracle_path;
+    kvf_oracle_opts_default(&r->oopts);
+    r->oopts.threads = (int)r->jobs;
+    r->oopts.path = r->oracle_path;
+    return 0;
+}
 
-    for (size_t k = 0; k < kernels.count; k++)
-        printf("precision model for %s: %s\n", kernels.items[k]->name, kmodel[k]);
+/* The kernels' models and the table's header. A column is named as its rule is judged when
+ * every kernel judges it alike ("strict:bf16-p"), else by the rule as given; the lines above it
+ * say each kernel's model. */
+static void replay_header(const replay *r) {
+    for (size_t k = 0; k < r->kernels.count; k++)
+        printf("precision model for %s: %s\n", r->kernels.items[k]->name, r->kmodel[k]);
     printf("%-34s %-14s", "case", "kernel");
-    /* A column is named as its rule is judged when every kernel judges it alike
-     * ("strict:bf16-p"), else by the rule as given; the lines above say each kernel's model. */
-    for (int r = 0; r < nrules; r++) {
-        const char *name = krules[0][r].name;
-        for (size_t k = 1; k < kernels.count; k++)
-            if (strcmp(krules[k][r].name, name) != 0) name = rules[r].name;
+    for (int j = 0; j < r->nrules; j++) {
+        const char *name = r->krules[0][j].name;
+        for (size_t k = 1; k < r->kernels.count; k++)
+            if (strcmp(r->krules[k][j].name, name) != 0) name = r->rules[j].name;
         printf(" %-12s", name);
     }
     printf(" %11s %11s %8s %7s\n", "max_abs", "max_rel", "max_ulp", "nan/inf");
-    /* Each kernel run adds to runs and to at most one of failed_runs and unsupported, so the
-     * runs without a failure (their difference) cannot go below 0; a case the oracle could not
-     * judge runs no kernel and counts in not_judged alone. */
-    size_t cases_ok = 0, bad_inputs = 0, not_judged = 0, runs = 0, failed_runs = 0, unsupported = 0,
-           done = 0;
-    for (size_t k = 0; k < kernels.count; k++)
-        for (int r = 0; r < nrules; r++) {
-            counts[k][r].kernel = kernels.items[k]->name;
-            counts[k][r].rule = krules[k][r].name;
-            counts[k][r].signatures = -1;
-            counts[k][r].require_overflow = require_overflow;
-        }
-    for (size_t p = 0; p < npaths && !replay_stop; p++, done++) {
-        const char *base = strrchr(paths[p], '/') ? strrchr(paths[p], '/') + 1 : paths[p];
-        kvf_case c;
-        kvf_spec spec;
-        kvf_error err = {0};
-        if (kvf_case_load(paths[p], &spec, &c, &limits, &err)) {
-            cli_usage_error("replay", "%s: %s", paths[p], err.msg);
-            printf("%-34s %-14s bad input\n", base, "-");
-            bad_inputs++;
-            continue;
-        }
-        cases_ok++;
-        /* The statistics identify a case by its canonical bytes (the file's, for any file
-         * that decodes) so their worst elements can be replayed from the report. */
-        kvf_stats_case ref = {paths[p], NULL, 0};
-        uint8_t *kvfz = NULL;
-        if (stats && kvf_spec_encode(&spec, &kvfz, &ref.kvfz_size, NULL) == 0) ref.kvfz = kvfz;
-        kvf_spec_free(&spec);
-        kvf_oracle_result oracle;
-        if (kvf_oracle_run(&oracle, &c, &oopts, &err)) {
-            cli_usage_error("replay", "%s: the oracle failed: %s", paths[p], err.msg);
-            printf("%-34s %-14s not judged: the oracle failed\n", base, "-");
-            kvf_case_free(&c);
-            free(kvfz);
-            not_judged++;
-            continue;
-        }
-        kvf_bf16 *o = malloc((size_t)(kvf_case_o_elems(&c) ? kvf_case_o_elems(&c) : 1) * sizeof *o);
-        float *lse =
-            malloc((size_t)(kvf_case_lse_elems(&c) ? kvf_case_lse_elems(&c) : 1) * sizeof *lse);
-        for (size_t k = 0; k < kernels.count && o && lse; k++) {
-            runs++;
-            printf("%-34s %-14s", base, kernels.items[k]->name);
-            kvf_run_result res;
-            if (kvf_runner_run(runners[k], &c, o, lse, &res, &err)) {
-                res.status = KVF_RUN_KERNEL_ERROR;
-                snprintf(res.message, sizeof res.message, "%s", err.msg);
-            }
-            kvf_outcome run_out;
-            kvf_outcome_from_run(&run_out, res.status, res.message);
-            if (stats)
-                kvf_stats_count_run(stats, kernels.items[k]->name,
-                                    res.status == KVF_RUN_OK            ? KVF_STATS_RAN
-                                    : res.status == KVF_RUN_UNSUPPORTED ? KVF_STATS_UNSUPPORTED
-                                                                        : (int)run_out.finding,
-                                    NULL);
-            if (res.status == KVF_RUN_UNSUPPORTED) {
-                printf(" unsupported: %s\n", res.message);
-                unsupported++;
-                continue;
-            }
-            if (res.status != KVF_RUN_OK) {
-                printf(" %s: %s\n", kvf_finding_class_name(run_out.finding), res.message);
-                failed_runs++;
-                continue;
-            }
-            int failed = 0;
-            kvf_verdict v;
-            double max_abs = 0, max_rel = 0;
-            int64_t max_ulp = 0, mismatches = 0;
-            /* Each failing strict or fa verdict's attribution, said under the case's line. */
-            static kvf_attribution attr[MAX_RULES];
-            char attr_err[MAX_RULES][KVF_ERROR_MSG_MAX];
-            for (int r = 0; r < nrules; r++) {
-                const kvf_rule *rule = &krules[k][r];
-                kvf_stats_judge(stats, kernels.items[k]->name, &ref, &v, rule, &c, &oracle, o, lse,
-                                NULL);
-                kvf_verdict_status st = kvf_verdict_status_of(&v, require_overflow);
-                kvf_error aerr = {0};
-                attr_err[r][0] = 0;
-                memset(&attr[r], 0, sizeof attr[r]);
-                if (st == KVF_VERDICT_FAIL &&
-                    kvf_attribute(&attr[r], &v, &c, &oracle, o, lse, &aerr))
-                    snprintf(attr_err[r], sizeof attr_err[r], "%s", aerr.msg);
-                kvf_verdict_counts_add(&counts[k][r], &v, require_overflow);
-                const char *word = st == KVF_VERDICT_PASS ? "pass"
-                                   : st == KVF_VERDICT_RULE_REJECTS_ROUNDED
-                                       ? "benign"
-                                       : kvf_finding_class_name(v.finding);
-                if (st == KVF_VERDICT_FAIL) failed = 1;
-                printf(" %-12s", word);
-                max_abs = v.o.max_abs;
-                max_rel = v.o.max_rel_fib;
-                max_ulp = v.o.max_ulps;
-                mismatches = v.o.nonfinite_mismatch + v.lse.nonfinite_mismatch;
-            }
-            printf(" %11.3e %11.3e %8lld %7lld\n", max_abs, max_rel, (long long)max_ulp,
-                   (long long)mismatches);
-            if (failed && res.plan[0]) printf("%-34s   plan: %s\n", "", res.plan);
-            for (int r = 0; r < nrules; r++) {
-                /* A rule that the kernel's model made the same as an earlier one ("strict"
-                 * under bf16-p beside a recorded "strict:bf16-p") is said once. */
-                int dup = 0;
-                for (int j = 0; j < r && !dup; j++)
-                    dup = strcmp(krules[k][j].name, krules[k][r].name) == 0;
-                if (dup) continue;
-                if (attr_err[r][0])
-                    printf("%-34s   attribution (%s): not attributed: %s\n", "", krules[k][r].name,
-                           attr_err[r]);
-                else if (attr[r].kind != KVF_ATTRIB_NONE)
-                    printf("%-34s   attribution (%s): %s\n", "", krules[k][r].name, attr[r].text);
-            }
-            if (failed) failed_runs++;
-        }
-        if (!o || !lse) {
-            cli_usage_error("replay", "out of memory for %s", paths[p]);
-            not_judged++;
-        }
-        free(o);
-        free(lse);
-        kvf_oracle_result_free(&oracle);
-        kvf_case_free(&c);
-        free(kvfz);
-        if (stats && kvf_stats_tick(stats, stats_path, &err))
-            fprintf(stderr, "kvfuzz replay: %s\n", err.msg);
-        fflush(stdout);
+}
+
+/* The verdicts of kernel k's output on one case: a word per rule, o's error figures, the plan
+ * of a failing run and each failing strict or fa verdict's attribution under the line. */
+static void replay_verdicts(replay *r, size_t k, const kvf_case *c, const kvf_oracle_result *oracle,
+                            const kvf_stats_case *ref, const kvf_bf16 *o, const float *lse,
+                            const kvf_run_result *res) {
+    /* One trial judges every rule, counting each rule's elements into the statistics while it
+     * judges them. */
+    static kvf_outcome out;
+    static kvf_attribution attr[MAX_RULES];
+    char attr_err[MAX_RULES][KVF_ERROR_MSG_MAX];
+    cli_case_stats cs = {.stats = r->stats,
+                         .kernel = r->kernels.items[k]->name,
+                         .rules = r->krules[k],
+                         .c = c,
+                         .ref = ref};
+    kvf_judge_hooks hooks;
+    cli_case_stats_hooks(&cs, &hooks);
+    const kvf_trial_rules tr = {r->krules[k],    r->nrules, r->require_overflow, 0, 0,
+                                KVF_FINDING_NONE};
+    kvf_error err = {0};
+    if (kvf_trial_judge(&out, &tr, c, oracle, o, lse, r->stats ? &hooks : NULL, &err)) {
+        printf(" not judged: %s\n", err.msg);
+        r->failed_runs++;
+        return;
     }
-    for (size_t k = 0; k < kernels.count; k++)
-        kvf_runner_destroy(runners[k]);
+    int failed = 0;
+    for (int j = 0; j < r->nrules; j++) {
+        const kvf_verdict *v = &out.verdicts[j];
+        kvf_verdict_status st = kvf_verdict_status_of(v, r->require_overflow);
+        kvf_error aerr = {0};
+        attr_err[j][0] = 0;
+        memset(&attr[j], 0, sizeof attr[j]);
+        if (st == KVF_VERDICT_FAIL && kvf_attribute(&attr[j], v, c, oracle, o, lse, &aerr))
+            snprintf(attr_err[j], sizeof attr_err[j], "%s", aerr.msg);
+        kvf_verdict_counts_add(&r->counts[k][j], v, r->require_overflow);
+        const char *word = st == KVF_VERDICT_PASS ? "pass"
+                           : st == KVF_VERDICT_RULE_REJECTS_ROUNDED
+                               ? "benign"
+                               : kvf_finding_class_name(v->finding);
+        if (st == KVF_VERDICT_FAIL) failed = 1;
+        printf(" %-12s", word);
+    }
+    const kvf_verdict *last = &out.verdicts[r->nrules - 1];
+    printf(" %11.3e %11.3e %8lld %7lld\n", last->o.max_abs, last->o.max_rel_fib,
+           (long long)last->o.max_ulps,
+           (long long)(last->o.nonfinite_mismatch + last->lse.nonfinite_mismatch));
+    if (failed && res->plan[0]) printf("%-34s   plan: %s\n", "", res->plan);
+    for (int j = 0; j < r->nrules; j++) {
+        /* A rule that the kernel's model made the same as an earlier one ("strict" under
+         * bf16-p beside a recorded "strict:bf16-p") is said once. */
+        int dup = 0;
+        for (int i = 0; i < j && !dup; i++)
+            dup = strcmp(r->krules[k][i].name, r->krules[k][j].name) == 0;
+        if (dup) continue;
+        if (attr_err[j][0])
+            printf("%-34s   attribution (%s): not attributed: %s\n", "", r->krules[k][j].name,
+                   attr_err[j]);
+        else if (attr[j].kind != KVF_ATTRIB_NONE)
+            printf("%-34s   attribution (%s): %s\n", "", r->krules[k][j].name, attr[j].text);
+    }
+    if (failed) r->failed_runs++;
+}
+
+/* Kernel k on one case: its run, counted in the statistics, then its verdicts. */
+static void replay_kernel(replay *r, size_t k, const char *base, const kvf_case *c,
+                          const kvf_oracle_result *oracle, const kvf_stats_case *ref,
+                          kvf_trial_buffers *b) {
+    r->runs++;
+    printf("%-34s %-14s", base, r->kernels.items[k]->name);
+    kvf_run_result res;
+    kvf_error err = {0};
+    if (kvf_runner_run(r->runners[k], c, b->o, b->lse, &res, &err)) {
+        res.status = KVF_RUN_KERNEL_ERROR;
+        snprintf(res.message, sizeof res.message, "%s", err.msg);
+    }
+    kvf_outcome run_out;
+    kvf_outcome_from_run(&run_out, res.status, res.message);
+    if (r->stats)
+        kvf_stats_count_run(r->stats, r->kernels.items[k]->name,
+                            res.status == KVF_RUN_OK            ? KVF_STATS_RAN
+                            : res.status == KVF_RUN_UNSUPPORTED ? KVF_STATS_UNSUPPORTED
+                                                                : (int)run_out.finding,
+                            NULL);
+    if (res.status == KVF_RUN_UNSUPPORTED) {
+        printf(" unsupported: %s\n", res.message);
+        r->unsupported++;
+    } else if (res.status != KVF_RUN_OK) {
+        printf(" %s: %s\n", kvf_finding_class_name(run_out.finding), res.message);
+        r->failed_runs++;
+    } else {
+        replay_verdicts(r, k, c, oracle, ref, b->o, b->lse, &res);
+    }
+}
+
+/* One case file: read, the oracle once, then every kernel. */
+static void replay_case(replay *r, const char *path) {
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    kvf_case c;
+    kvf_spec spec;
+    kvf_error err = {0};
+    if (kvf_case_load(path, &spec, &c, &r->limits, &err)) {
+        cli_usage_error("replay", "%s: %s", path, err.msg);
+        printf("%-34s %-14s bad input\n", base, "-");
+        r->bad_inputs++;
+        return;
+    }
+    r->cases_ok++;
+    /* The statistics identify a case by its canonical bytes (the file's, for any file that
+     * decodes) so their worst elements can be replayed from the report. */
+    kvf_stats_case ref = {path, NULL, 0};
+    uint8_t *kvfz = NULL;
+    if (r->stats && kvf_spec_encode(&spec, &kvfz, &ref.kvfz_size, NULL) == 0) ref.kvfz = kvfz;
+    kvf_spec_free(&spec);
+    kvf_oracle_result oracle;
+    if (kvf_oracle_run(&oracle, &c, &r->oopts, &err)) {
+        cli_usage_error("replay", "%s: the oracle failed: %s", path, err.msg);
+        printf("%-34s %-14s not judged: the oracle failed\n", base, "-");
+        r->not_judged++;
+    } else {
+        kvf_trial_buffers b = {NULL, NULL};
+        if (kvf_trial_buffers_alloc(&b, &c, NULL)) {
+            cli_usage_error("replay", "out of memory for %s", path);
+            r->not_judged++;
+        }
+        for (size_t k = 0; k < r->kernels.count && b.o; k++)
+            replay_kernel(r, k, base, &c, &oracle, &ref, &b);
+        kvf_trial_buffers_free(&b);
+        kvf_oracle_result_free(&oracle);
+    }
+    kvf_case_free(&c);
+    free(kvfz);
+    if (r->stats && kvf_stats_tick(r->stats, r->stats_path, &err))
+        fprintf(stderr, "kvfuzz replay: %s\n", err.msg);
+    fflush(stdout);
+}
+
+/* The summary and the verdicts; the exit status. */
+static int replay_summary(replay *r) {
     const int stopped = replay_stop;
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
     if (stopped)
-        printf("\nstopped by %s after %zu of %zu case file(s)\n", strsignal(stopped), done, npaths);
+        printf("\nstopped by %s after %zu of %zu case file(s)\n", strsignal(stopped), r->done,
+               r->npaths);
     printf("\n%zu case(s), %zu kernel run(s): %zu without a kernel failure, %zu with one, %zu "
            "unsupported, %zu bad input(s)",
-           cases_ok + bad_inputs, runs, runs - failed_runs - unsupported, failed_runs, unsupported,
-           bad_inputs);
-    if (not_judged) printf(", %zu not judged (the oracle failed)", not_judged);
+           r->cases_ok + r->bad_inputs, r->runs, r->runs - r->failed_runs - r->unsupported,
+           r->failed_runs, r->unsupported, r->bad_inputs);
+    if (r->not_judged) printf(", %zu not judged (the oracle failed)", r->not_judged);
     printf("\n");
     printf("verdict:\n");
-    for (size_t k = 0; k < kernels.count; k++)
-        for (int r = 0; r < nrules; r++)
-            kvf_verdict_counts_print(stdout, &counts[k][r], "  ");
-    replay_free_tables(krules, kmodel, runners, counts);
-    kvf_kernel_list_free(&kernels); /* after the verdicts, which name them */
-    cli_free_paths(paths, npaths);
-    if (failed_runs) rc = KVF_EXIT_FINDINGS;
-    if (stats) {
+    for (size_t k = 0; k < r->kernels.count; k++)
+        for (int j = 0; j < r->nrules; j++)
+            kvf_verdict_counts_print(stdout, &r->counts[k][j], "  ");
+    int rc = r->failed_runs ? KVF_EXIT_FINDINGS : KVF_EXIT_OK;
+    if (r->stats) {
         kvf_error err = {0};
-        if (kvf_stats_write(stats, stats_path, &err)) {
+        if (kvf_stats_write(r->stats, r->stats_path, &err)) {
             fprintf(stderr, "kvfuzz replay: %s\n", err.msg);
             rc = KVF_EXIT_USAGE;
         } else {
-            printf("statistics: %s\n", stats_path);
+            printf("statistics: %s\n", r->stats_path);
         }
-        kvf_stats_free(stats);
     }
     /* A file we could not judge outranks a verdict. */
-    if (bad_inputs || not_judged) rc = KVF_EXIT_USAGE;
+    if (r->bad_inputs || r->not_judged) rc = KVF_EXIT_USAGE;
     if (stopped && rc == KVF_EXIT_OK) rc = 128 + stopped;
+    return rc;
+}
+
+int kvf_cmd_replay(int argc, char **argv) {
+    static replay r;
+    memset(&r, 0, sizeof r);
+    r.cmd = "replay";
+    r.deadline = 60;
+    r.jobs = default_jobs();
+    r.oracle_path = kvf_oracle_default_path();
+    int rc = replay_parse(&r, argc, argv);
+    if (rc >= 0) { /* --help, or bad usage */
+        replay_free(&r);
+        return rc;
+    }
+    rc = replay_check_stats_path(&r);
+    if (rc == 0) rc = replay_defaults(&r);
+    if (rc == 0) rc = replay_kernel_rules(&r);
+    if (rc == 0) {
+        replay_signals(&r);
+        rc = replay_start(&r);
+    }
+    if (rc == 0) {
+        replay_header(&r);
+        for (size_t p = 0; p < r.npaths && !replay_stop; p++, r.done++)
+            replay_case(&r, r.paths[p]);
+        for (size_t k = 0; k < r.kernels.count; k++) {
+            kvf_runner_destroy(r.runners[k]);
+            r.runners[k] = NULL;
+        }
+        sigaction(SIGINT, &r.old_int, NULL);
+        sigaction(SIGTERM, &r.old_term, NULL);
+        r.signals_set = 0;
+        rc = replay_summary(&r);
+    }
+    replay_free(&r);
     return rc;
 }

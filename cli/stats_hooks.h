@@ -10,6 +10,7 @@
 #include "kvfuzz/campaign.h"
 #include "kvfuzz/outcome.h"
 #include "kvfuzz/spec.h"
+#include "kvfuzz/stats.h"
 #include "kvfuzz/stats_sink.h"
 
 typedef struct cli_stats_hooks {
@@ -28,5 +29,20 @@ typedef struct cli_stats_hooks {
  * (then judge without hooks). */
 int cli_stats_hooks_begin(cli_stats_hooks *hs, int thread, const kvf_spec *spec, const kvf_case *c,
                           kvf_judge_hooks *hooks);
+
+/* Replay's statistics (a kvf_stats) as judge hooks for one case and kernel: each rule's
+ * elements counted in a scope of its own, as kvf_stats_judge counts them. A rule whose scope
+ * cannot begin is judged without being counted. The struct borrows everything it points to
+ * for the judgement. */
+typedef struct cli_case_stats {
+    kvf_stats *stats;
+    const char *kernel;
+    const kvf_rule *rules; /* the rules judged, in order */
+    const kvf_case *c;
+    const kvf_stats_case *ref;
+    kvf_stats_scope scopes[KVF_MAX_RULES];
+} cli_case_stats;
+
+void cli_case_stats_hooks(cli_case_stats *cs, kvf_judge_hooks *hooks);
 
 #endif

@@ -56,6 +56,9 @@ static struct {
     int stash_valid;
 } H;
 
+#define KVF__STR_(x) #x
+#define KVF__STR(x) KVF__STR_(x)
+
 static void die_usage(const char *fmt, const char *arg) {
     fprintf(stderr, "%s: ", H.target);
     fprintf(stderr, fmt, arg);
@@ -77,7 +80,8 @@ static void add_kernels(const char *list) {
 
 static void add_rule(const char *text) {
     kvf_error err = {0};
-    if (H.nrules == KVF_MAX_RULES) die_usage("at most 8 rules, got \"%s\"", text);
+    if (H.nrules == KVF_MAX_RULES)
+        die_usage("at most " KVF__STR(KVF_MAX_RULES) " rules, got \"%s\"", text);
     if (kvf_rule_parse(&H.rules[H.nrules], text, &err)) die_usage("%s", err.msg);
     H.nrules++;
 }

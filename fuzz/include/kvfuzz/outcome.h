@@ -17,7 +17,7 @@
 #include "kvfuzz/judge.h"
 #include "kvfuzz/spec.h"
 
-#define KVF_MAX_RULES 8
+#define KVF_MAX_RULES 16
 
 typedef enum kvf_run_status {
     KVF_RUN_OK = 0,         /* the kernel wrote o and lse */
@@ -176,9 +176,6 @@ int kvf_finding_save(const char *dir, const kvf_outcome *out, const char *kernel
                      const kvf_spec *spec, const kvf_case *c, const json_t *extra, int *is_new,
                      char *path_out, size_t path_size, kvf_error *err);
 
-/* Writes bytes to path atomically (temporary file in the same folder, fsync, rename). */
-int kvf_fuzz_write_atomic(const char *path, const void *data, size_t size, kvf_error *err);
-
 /* Whether a file can be created in dir (a temporary one is made and removed), so a campaign
  * fails at its start rather than at its first finding. 0 or KVF_EIO with one sentence. */
 int kvf_fuzz_check_writable(const char *dir, kvf_error *err);
@@ -188,8 +185,5 @@ int kvf_fuzz_check_writable(const char *dir, kvf_error *err);
  * younger one may be another campaign's write in progress). Returns how many were removed;
  * a folder that cannot be read removes none. */
 int kvf_fuzz_remove_stale_temps(const char *dir, double min_age_s);
-
-/* Creates dir (and missing parents) when absent. 0 or KVF_EIO. */
-int kvf_fuzz_mkdirs(const char *dir, kvf_error *err);
 
 #endif
