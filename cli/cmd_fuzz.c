@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "stats_hooks.h"
 #include "kvfuzz/campaign.h"
+#include "kvfuzz/file.h"
 #include "kvfuzz/oracle.h"
 #include "kvfuzz/runner.h"
 #include "kvfuzz/stats.h"
@@ -577,8 +578,7 @@ int kvf_cmd_fuzz(int argc, char **argv) {
     kvf_campaign_catch_signals();
     {
         kvf_error werr = {0};
-        if (kvf_fuzz_mkdirs(o.findings_dir, &werr) ||
-            kvf_fuzz_check_writable(o.findings_dir, &werr)) {
+        if (kvf_mkdirs(o.findings_dir, &werr) || kvf_fuzz_check_writable(o.findings_dir, &werr)) {
             kvf_campaign_release_signals();
             return cli_usage_error(cmd, "%s", werr.msg);
         }

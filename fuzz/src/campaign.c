@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "campaign_internal.h"
+#include "kvfuzz/file.h"
 
 void kvf_campaign_opts_default(kvf_campaign_opts *o) {
     memset(o, 0, sizeof *o);
@@ -349,7 +350,7 @@ int kvf_campaign_init(kvf_campaign **out, const kvf_campaign_opts *o, kvf_campai
         return kvf_error_set(err, KVF_ENOMEM, "out of memory");
     int rc;
     if ((rc = kvf__corpus_load(&cp->corpus, kvf__log(cp), err))) return rc;
-    if (o->findings_dir && (rc = kvf_fuzz_mkdirs(o->findings_dir, err))) return rc;
+    if (o->findings_dir && (rc = kvf_mkdirs(o->findings_dir, err))) return rc;
     if (o->findings_dir && (rc = kvf_fuzz_check_writable(o->findings_dir, err))) return rc;
     st->corpus_size = (int64_t)kvf__corpus_size(&cp->corpus);
 

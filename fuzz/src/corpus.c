@@ -162,7 +162,7 @@ static size_t take_in(kvf__corpus *c, char **names, size_t n, size_t *skipped) {
 
 int kvf__corpus_load(kvf__corpus *c, FILE *log, kvf_error *err) {
     if (!c->dir) return 0;
-    int rc = kvf_fuzz_mkdirs(c->dir, err);
+    int rc = kvf_mkdirs(c->dir, err);
     if (rc) return rc;
     pthread_mutex_lock(&c->mu);
     char **names = NULL;
@@ -245,7 +245,7 @@ int kvf__corpus_add(kvf__corpus *c, const uint8_t *bytes, size_t size, kvf_error
         snprintf(name, sizeof name, "%016" PRIx64 ".kvfz", kvf_hash64(bytes, size));
         snprintf(path, sizeof path, "%s/%s", c->dir, name);
         names_add(c, name_key(name)); /* our own: never read back */
-        if (access(path, F_OK) != 0 && kvf_fuzz_write_atomic(path, bytes, size, err)) rc = -1;
+        if (access(path, F_OK) != 0 && kvf_write_atomic_bytes(path, bytes, size, err)) rc = -1;
     }
     pthread_mutex_unlock(&c->mu);
     return rc;

@@ -14,16 +14,6 @@
 #include "kvfuzz/file.h"
 #include "kvfuzz/outcome.h"
 
-/* kvf_fuzz_mkdirs and kvf_fuzz_write_atomic are core's kvf_mkdirs and kvf_write_atomic_bytes
- * under the names the corpus, the campaign and `kvfuzz fuzz` still call. */
-int kvf_fuzz_mkdirs(const char *dir, kvf_error *err) {
-    return kvf_mkdirs(dir, err);
-}
-
-int kvf_fuzz_write_atomic(const char *path, const void *data, size_t size, kvf_error *err) {
-    return kvf_write_atomic_bytes(path, data, size, err);
-}
-
 /* The finding's report as JSON text in memory: made before anything is written, so a report
  * that cannot be made leaves no case without its report behind. */
 static int report_text(const kvf_outcome *out, const char *kernel, const kvf_spec *spec,

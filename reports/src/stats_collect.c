@@ -166,12 +166,16 @@ int kvf_stats_count_run(kvf_stats *s, const char *kernel, int outcome, kvf_error
     int known = outcome == KVF_STATS_RAN || outcome == KVF_STATS_UNSUPPORTED;
     for (int i = 0; i < KVF__N_RUN_ERRORS; i++)
         known |= outcome == kvf__run_error_classes[i];
-    if (!known)
+    if (!known) {
+        char names[256] = "";
+        for (int i = 0, n = 0; i < KVF__N_RUN_ERRORS && n >= 0 && (size_t)n < sizeof names; i++)
+            n += snprintf(names + n, sizeof names - (size_t)n, "%s%s", i ? ", " : "",
+                          kvf_finding_class_name((kvf_finding_class)kvf__run_error_classes[i]));
         return kvf_error_set(err, KVF_EINVAL,
                              "a run outcome must be ran, unsupported or a run-level finding "
-                             "class (kernel-error, crash, hang, nondeterminism, unwritten-output, "
-                             "out-of-bounds-write, input-modified), got %d",
-                             outcome);
+                             "class (%s), got %d",
+                             names, outcome);
+    }
     kvf__kernel_runs *k = kvf__kernel_runs_get(s, kernel);
     if (!k) {
         s->incomplete = 1;

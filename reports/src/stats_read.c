@@ -476,10 +476,12 @@ static int read_stats(reader *r, const json_t *root, kvf_stats **result) {
             goto done;
         }
         for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++) {
-            /* The buffer-violation classes came after the first stats files were written: a
-             * file without them recorded none. */
+            /* The buffer-violation classes (the host's) came after the first stats files were
+             * written: a file without them recorded none. */
             const char *name = kvf_finding_class_name((kvf_finding_class)c);
-            if (c >= KVF_FINDING_UNWRITTEN_OUTPUT && !json_object_get(fv, name)) continue;
+            if (kvf_finding_class_producer((kvf_finding_class)c) == KVF_FINDING_BY_HOST &&
+                !json_object_get(fv, name))
+                continue;
             if (get_i64(r, fv, name, 0, &g->findings[c], ctx)) goto done;
         }
         for (int out = 0; out < 2; out++) {
