@@ -17,7 +17,7 @@ void kvf_limits_default(kvf_limits *limits) {
     limits->max_tokens = 1 << 24;
     limits->max_pool_bytes = (int64_t)8 << 30;
     limits->max_resident_bytes = (int64_t)1 << 30;
-    limits->max_memory_bytes = 0; /* the budgets' defaults (spec.c, kvf_case_cost) */
+    limits->max_memory_bytes = 0; /* the budgets' defaults (cost.c, kvf_case_cost) */
     limits->max_work = 0;
 }
 

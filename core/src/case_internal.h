@@ -1,4 +1,4 @@
-/* Core-internal allocation for the generator (gen.c). The generator writes every byte of a
+/* Core-internal allocation for the generator (gen_expand.c). The generator writes every byte of a
  * small pool (every page of a pool up to 64 MiB is resident and written in full), so zeroing
  * it first, as kvf_case_alloc does, would only be undone. */
 #ifndef KVFUZZ_CASE_INTERNAL_H

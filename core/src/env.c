@@ -55,8 +55,8 @@ typedef struct env_var {
 
 static const env_var vars[] = {
     {"KVF_MAX_POOL_GIB", 0, 1, 1 << 16, 0},                /* cli: the page pool's size limit */
-    {"KVF_MAX_MEMORY_MIB", 0, 1, (int64_t)1 << 30, 0},     /* spec.c: the memory budget */
-    {"KVF_MAX_WORK", 0, 1, (int64_t)1 << 62, 0},           /* spec.c: the work budget */
+    {"KVF_MAX_MEMORY_MIB", 0, 1, (int64_t)1 << 30, 0},     /* cost.c: the memory budget */
+    {"KVF_MAX_WORK", 0, 1, (int64_t)1 << 62, 0},           /* cost.c: the work budget */
     {"KVF_CUDA_CHUNK_TILES", 0, 1, 1 << 30, 0},            /* decode.cu: forced split size */
     {"KVF_CUDA_STAGE_BYTES", 0, 32, (int64_t)1 << 30, 16}, /* host_cuda.cu: staging buffer */
     {"KVF_CUDA_VERIFY_POOL", 1, 0, 1, 0},                  /* host_cuda.cu: re-read the pools */

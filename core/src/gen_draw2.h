@@ -1,5 +1,5 @@
 /* Expansion 2's random words and value draws (docs/case-format.md, "Expansion 2"), internal to
- * the generator (gen.c). A stream is four xoshiro256** lanes stepped together; word j of the
+ * the generator (gen_expand.c). A stream is four xoshiro256** lanes stepped together; word j of the
  * stream is lane j mod 4's output number j / 4. Every draw below consumes whole words in that
  * order, so the stream is one well-defined sequence however the words are computed.
  *

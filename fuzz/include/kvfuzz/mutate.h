@@ -101,12 +101,8 @@ int kvf_spec_repair(kvf_spec *spec, const kvf_limits *case_limits, int allow_non
  * input domain). */
 int kvf_case_inputs_finite(const kvf_case *c);
 
-/* The oracle's cost, (tokens + 32 x batch) x Hq x D: an output costs it about as much as 32
- * tokens' dot products. The generator's cost: elements it writes into each cache (all of a
- * small pool, the referenced pages and their neighbours in a large one). Total tokens. */
-int64_t kvf_spec_work(const kvf_spec *spec);
-int64_t kvf_spec_pool_elems(const kvf_spec *spec);
-int64_t kvf_spec_tokens(const kvf_spec *spec);
+/* The costs a search limits (kvf_spec_work, kvf_spec_pool_elems, kvf_spec_tokens) are core's
+ * cost model, kvfuzz/cost.h. */
 
 /* Random options for kvf_spec_random that stay inside lim. */
 void kvf_mutate_random_opts(kvf_random_opts *out, const kvf_mutate_limits *lim);
