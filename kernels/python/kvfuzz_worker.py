@@ -1,6 +1,8 @@
 """kvfuzz's Python kernel worker: runs one Python decode-attention function for kvfuzz.
 
-kvfuzz (kernels/python/python_kernel.c) starts this script in one of three modes:
+kvfuzz (kernels/python/: python_kernel.c runs the check, python_process.c starts the worker
+and the probe and speaks their protocol, python_run.c sends the requests) starts this script in
+one of three modes:
 
   kvfuzz_worker.py check PYTHON TARGET... imports torch and the target, checks the function's
                                           signature and its kvfuzz_* attributes, prints one line

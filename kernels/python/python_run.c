@@ -1,0 +1,300 @@
+/* One run of a Python kernel (python_internal.h): the case's buffers copied into the shared
+ * memory arena the worker maps (the whole pool, or past FULL_POOL_BYTES its referenced pages
+ * renumbered), one request over the socket, and what the function did to every copy (outputs,
+ * guard bytes, inputs) mirrored back onto the host's buffers, so that the buffer host's checks
+ * judge it (python_kernel.c says why). */
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kvfuzz/kernel_host.h"
+#include "python_internal.h"
+
+#define ALIGN 256
+/* A pool up to this size per cache is sent whole, so the kernel sees the page ids and the
+ * poisoned unreferenced pages the case has; a larger one (cases with page ids past 2^31
+ * elements) is sent as its referenced pages, renumbered. */
+#define FULL_POOL_BYTES ((size_t)256 << 20)
+
+static size_t align_up(size_t n) {
+    return (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+}
+
+static int grow_arena(pystate *st, size_t need, char *msg, size_t msg_size) {
+    if (need <= st->arena_size) return 0;
+    size_t size = st->arena_size ? st->arena_size : (size_t)1 << 20;
+    while (size < need)
+        size *= 2;
+    if (st->arena) munmap(st->arena, st->arena_size);
+    st->arena = NULL;
+    st->arena_size = 0;
+    if (ftruncate(st->memfd, (off_t)size) != 0) {
+        snprintf(msg, msg_size, "cannot grow the Python worker's shared memory to %zu bytes: %s",
+                 size, strerror(errno));
+        return KVF_PLUGIN_NOMEM;
+    }
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, st->memfd, 0);
+    if (p == MAP_FAILED) {
+        snprintf(msg, msg_size, "cannot map %zu bytes of shared memory: %s", size, strerror(errno));
+        return KVF_PLUGIN_NOMEM;
+    }
+    st->arena = p;
+    st->arena_size = size;
+    return 0;
+}
+
+/* The buffer host's poison and guard patterns (kernel_host.h), in the output copies. */
+static void fill_guard(uint8_t *p) {
+    memset(p, KVF_HOST_GUARD_BYTE, KVF_HOST_GUARD_BYTES);
+}
+
+static void poison(uint8_t *p, int64_t n, size_t size, uint32_t bits) {
+    for (int64_t i = 0; i < n; i++)
+        memcpy(p + (size_t)i * size, &bits, size);
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Position of page id p among the sorted referenced pages. */
+static int32_t compact_id(const pystate *st, size_t n, int32_t p) {
+    const int32_t *hit = bsearch(&p, st->pages, n, sizeof *st->pages, cmp_i32);
+    return hit ? (int32_t)(hit - st->pages) : -1;
+}
+
+/* Mirrors the changed bytes of one guard into the host's guard (NULL when the host's output is
+ * not contiguous, so its guard's place is unknown: the caller reports the write instead).
+ * Returns 1 when a byte changed. */
+static int mirror_guard(const uint8_t *copy, uint8_t *host) {
+    int changed = 0;
+    for (size_t i = 0; i < KVF_HOST_GUARD_BYTES; i++)
+        if (copy[i] != KVF_HOST_GUARD_BYTE) {
+            changed = 1;
+            if (host) host[i] = copy[i];
+        }
+    return changed;
+}
+
+/* The sizes of one run and which pages go: the whole pool, or the referenced ones renumbered
+ * (st->pages). */
+typedef struct run_dims {
+    int32_t B, hq, hk, D, S;
+    int64_t n_entries, n_o, n_lse;
+    size_t row, page_bytes;
+    int full;  /* the whole pool goes */
+    size_t np; /* pages sent */
+} run_dims;
+
+/* Where each part lies in the arena: q | k pages | v pages | indptr | indices | last | guard o
+ * guard | guard lse guard, each part 256-byte aligned; `end` is the arena's size. */
+typedef struct arena_layout {
+    size_t q, k, v, ip, ix, last, o, lse, end;
+} arena_layout;
+
+/* The run's sizes and its list of pages (st->pages, sorted and unique, when not the whole
+ * pool). KVF_PLUGIN_NOMEM when the list cannot grow. */
+static int plan_run(pystate *st, const kvf_plugin_args *a, run_dims *d, char *msg,
+                    size_t msg_size) {
+    const kvf_plugin_shape *sh = a->shape;
+    d->B = sh->batch_size, d->hq = sh->num_qo_heads, d->hk = sh->num_kv_heads;
+    d->D = sh->head_dim, d->S = sh->page_size;
+    const int64_t P = sh->num_pages;
+    d->n_entries = d->B > 0 ? a->kv_indptr[d->B] : 0;
+    d->row = (size_t)d->D * 2, d->page_bytes = (size_t)d->S * d->hk * d->row;
+    d->n_o = (int64_t)d->B * d->hq * d->D, d->n_lse = (int64_t)d->B * d->hq;
+    d->full = (uint64_t)P * d->page_bytes <= FULL_POOL_BYTES;
+    d->np = (size_t)P;
+    if (d->full) return 0;
+    const int64_t n_entries = d->n_entries;
+    if ((size_t)n_entries > st->pages_cap) {
+        int32_t *p = realloc(st->pages, (size_t)n_entries * sizeof *p);
+        if (!p) return snprintf(msg, msg_size, "out of memory"), KVF_PLUGIN_NOMEM;
+        st->pages = p;
+        st->pages_cap = (size_t)n_entries;
+    }
+    if (n_entries) memcpy(st->pages, a->kv_indices, (size_t)n_entries * sizeof *st->pages);
+    qsort(st->pages, (size_t)n_entries, sizeof *st->pages, cmp_i32);
+    size_t np = 0;
+    for (int64_t i = 0; i < n_entries; i++)
+        if (np == 0 || st->pages[np - 1] != st->pages[i]) st->pages[np++] = st->pages[i];
+    d->np = np;
+    return 0;
+}
+
+static arena_layout lay_out(const run_dims *d) {
+    const size_t G = KVF_HOST_GUARD_BYTES;
+    arena_layout o;
+    size_t off = 0;
+    o.q = off, off = align_up(off + (size_t)d->n_o * 2);
+    o.k = off, off = align_up(off + d->np * d->page_bytes);
+    o.v = off, off = align_up(off + d->np * d->page_bytes);
+    o.ip = off, off = align_up(off + (size_t)(d->B + 1) * 4);
+    o.ix = off, off = align_up(off + (size_t)d->n_entries * 4);
+    o.last = off, off = align_up(off + (size_t)d->B * 4);
+    o.o = off, off = align_up(off + 2 * G + (size_t)d->n_o * 2);
+    o.lse = off, off = align_up(off + 2 * G + (size_t)d->n_lse * 4);
+    o.end = off;
+    return o;
+}
+
+/* Copies the host's buffers into the arena (the pages sent, renumbered indices in compact
+ * mode) and writes the output copies' poison and guards. */
+static void write_arena(const pystate *st, const kvf_plugin_args *a, const run_dims *d,
+                        const arena_layout *o) {
+    const size_t G = KVF_HOST_GUARD_BYTES, row = d->row;
+    const int32_t B = d->B, hq = d->hq, hk = d->hk, S = d->S;
+    uint8_t *A = st->arena;
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t h = 0; h < hq; h++)
+            memcpy(A + o->q + ((size_t)b * hq + h) * row,
+                   a->q + b * a->q_stride_batch + h * a->q_stride_head, row);
+    for (size_t i = 0; i < d->np; i++) {
+        const int64_t p = d->full ? (int64_t)i : st->pages[i];
+        for (int32_t s = 0; s < S; s++)
+            for (int32_t g = 0; g < hk; g++) {
+                const int64_t src =
+                    p * a->kv_stride_page + s * a->kv_stride_slot + g * a->kv_stride_head;
+                const size_t dst = i * d->page_bytes + ((size_t)s * hk + g) * row;
+                memcpy(A + o->k + dst, a->k_cache + src, row);
+                memcpy(A + o->v + dst, a->v_cache + src, row);
+            }
+    }
+    memcpy(A + o->ip, a->kv_indptr, (size_t)(B + 1) * 4);
+    int32_t *ix = (int32_t *)(A + o->ix);
+    for (int64_t i = 0; i < d->n_entries; i++)
+        ix[i] = d->full ? a->kv_indices[i] : compact_id(st, d->np, a->kv_indices[i]);
+    if (B) memcpy(A + o->last, a->kv_last_page_len, (size_t)B * 4);
+    fill_guard(A + o->o);
+    poison(A + o->o + G, d->n_o, 2, KVF_HOST_POISON_O); /* little-endian: the low half */
+    fill_guard(A + o->o + G + (size_t)d->n_o * 2);
+    fill_guard(A + o->lse);
+    poison(A + o->lse + G, d->n_lse, 4, KVF_HOST_POISON_LSE);
+    fill_guard(A + o->lse + G + (size_t)d->n_lse * 4);
+}
+
+/* Sends the request for the arena's run and waits for the worker's reply into r; a worker gone
+ * meanwhile ends this process (kvf__py_die_like_worker). */
+static void call_worker(pystate *st, const kvf_plugin_args *a, const run_dims *d,
+                        const arena_layout *o, reply *r) {
+    const kvf_plugin_shape *sh = a->shape;
+    uint8_t req[REQUEST_SIZE], *p = req;
+    memcpy(p, REQUEST_MAGIC, 4), p += 4;
+    kvf__py_put32(&p, 0);
+    kvf__py_put64(&p, st->arena_size);
+    kvf__py_put32(&p, (uint32_t)d->hq), kvf__py_put32(&p, (uint32_t)d->hk);
+    kvf__py_put32(&p, (uint32_t)d->D);
+    kvf__py_put32(&p, (uint32_t)d->S), kvf__py_put32(&p, (uint32_t)d->B);
+    kvf__py_put64(&p, d->np), kvf__py_put64(&p, (uint64_t)d->n_entries);
+    memcpy(p, &a->sm_scale, 4), p += 4;
+    kvf__py_put32(&p, (uint32_t)KVF_HOST_GUARD_BYTES);
+    const size_t offs[8] = {o->q, o->k, o->v, o->ip, o->ix, o->last, o->o, o->lse};
+    for (int i = 0; i < 8; i++)
+        kvf__py_put64(&p, offs[i]);
+    /* The shape as supports() saw it (the pool sent may be renumbered). */
+    kvf__py_put64(&p, (uint64_t)sh->num_pages), kvf__py_put64(&p, (uint64_t)sh->total_tokens);
+    kvf__py_put64(&p, (uint64_t)sh->max_seq_len);
+    if (kvf__py_send_all(st->sock, req, sizeof req) || kvf__py_recv_reply(st->sock, r, -1))
+        kvf__py_die_like_worker(st);
+}
+
+/* The outputs, poison and all, then their guards, onto the host's buffers. A changed guard byte
+ * is written into the host's guard at the same place when the host's output is dense; else
+ * the write is the run's error (KVF_PLUGIN_ERROR with msg). */
+static int read_outputs(const pystate *st, const kvf_plugin_args *a, const run_dims *d,
+                        const arena_layout *ao, char *msg, size_t msg_size) {
+    const size_t G = KVF_HOST_GUARD_BYTES, row = d->row;
+    const int32_t B = d->B, hq = d->hq, D = d->D;
+    const uint8_t *A = st->arena, *o = A + ao->o + G, *l = A + ao->lse + G;
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t h = 0; h < hq; h++)
+            memcpy(a->o + b * a->o_stride_batch + h * a->o_stride_head,
+                   o + ((size_t)b * hq + h) * row, row);
+    for (int32_t b = 0; b < B; b++)
+        memcpy(a->lse + b * a->lse_stride_batch, l + (size_t)b * hq * 4, (size_t)hq * 4);
+    const int o_dense = a->o && a->o_stride_head == D && a->o_stride_batch == (int64_t)hq * D;
+    const int l_dense = a->lse && a->lse_stride_batch == hq;
+    int oob = 0;
+    uint8_t *ho = o_dense ? (uint8_t *)a->o : NULL, *hl = l_dense ? (uint8_t *)a->lse : NULL;
+    oob |= mirror_guard(A + ao->o, ho ? ho - G : NULL);
+    oob |= mirror_guard(o + (size_t)d->n_o * 2, ho ? ho + (size_t)d->n_o * 2 : NULL);
+    const int o_oob = oob;
+    oob |= mirror_guard(A + ao->lse, hl ? hl - G : NULL);
+    oob |= mirror_guard(l + (size_t)d->n_lse * 4, hl ? hl + (size_t)d->n_lse * 4 : NULL);
+    if (oob && !(o_dense && l_dense)) {
+        snprintf(msg, msg_size,
+                 "out-of-bounds write: the Python kernel changed the guard bytes "
+                 "around %s",
+                 o_oob ? "output" : "lse");
+        return KVF_PLUGIN_ERROR;
+    }
+    return 0;
+}
+
+/* Inputs the function changed: the same change, made to the host's buffers. */
+static void mirror_inputs(const pystate *st, const kvf_plugin_args *a, const run_dims *d,
+                          const arena_layout *o) {
+    const size_t row = d->row;
+    const int32_t B = d->B, hq = d->hq, hk = d->hk, S = d->S;
+    const uint8_t *A = st->arena;
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t h = 0; h < hq; h++) {
+            uint16_t *dst = (uint16_t *)a->q + b * a->q_stride_batch + h * a->q_stride_head;
+            const uint8_t *src = A + o->q + ((size_t)b * hq + h) * row;
+            if (memcmp(dst, src, row)) memcpy(dst, src, row);
+        }
+    for (size_t i = 0; i < d->np; i++) {
+        const int64_t pg = d->full ? (int64_t)i : st->pages[i];
+        for (int32_t s = 0; s < S; s++)
+            for (int32_t g = 0; g < hk; g++) {
+                const int64_t at =
+                    pg * a->kv_stride_page + s * a->kv_stride_slot + g * a->kv_stride_head;
+                const size_t src = i * d->page_bytes + ((size_t)s * hk + g) * row;
+                if (memcmp(a->k_cache + at, A + o->k + src, row))
+                    memcpy((uint16_t *)a->k_cache + at, A + o->k + src, row);
+                if (memcmp(a->v_cache + at, A + o->v + src, row))
+                    memcpy((uint16_t *)a->v_cache + at, A + o->v + src, row);
+            }
+    }
+    if (memcmp(a->kv_indptr, A + o->ip, (size_t)(B + 1) * 4))
+        memcpy((int32_t *)a->kv_indptr, A + o->ip, (size_t)(B + 1) * 4);
+    if (B && memcmp(a->kv_last_page_len, A + o->last, (size_t)B * 4))
+        memcpy((int32_t *)a->kv_last_page_len, A + o->last, (size_t)B * 4);
+    const int32_t *ix = (const int32_t *)(A + o->ix);
+    const size_t np = d->np;
+    for (int64_t i = 0; i < d->n_entries; i++) {
+        const int32_t sent = d->full ? a->kv_indices[i] : compact_id(st, np, a->kv_indices[i]);
+        if (ix[i] == sent) continue;
+        /* A renumbered id written back names the original page; anything else goes as is. */
+        ((int32_t *)a->kv_indices)[i] =
+            !d->full && ix[i] >= 0 && (size_t)ix[i] < np ? st->pages[ix[i]] : ix[i];
+    }
+}
+
+int kvf__py_run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_size) {
+    pystate *st = state;
+    run_dims d;
+    int rc = plan_run(st, a, &d, msg, msg_size);
+    if (rc) return rc;
+    snprintf(st->facts, sizeof st->facts, "python device=%s pool=%s pages=%zu", st->device,
+             d.full ? "full" : "referenced", d.np);
+    const arena_layout o = lay_out(&d);
+    if ((rc = grow_arena(st, o.end, msg, msg_size))) return rc;
+    write_arena(st, a, &d, &o);
+    reply r;
+    call_worker(st, a, &d, &o, &r);
+    if (r.status == STATUS_EXCEPTION || r.status == STATUS_INTERNAL) {
+        snprintf(msg, msg_size, "%s", r.text);
+        return KVF_PLUGIN_ERROR;
+    }
+    if ((rc = read_outputs(st, a, &d, &o, msg, msg_size))) return rc;
+    mirror_inputs(st, a, &d, &o);
+    return KVF_PLUGIN_OK;
+}
