@@ -151,6 +151,288 @@ static int axis_value(import_ctx *x, json_t *axes, const char *name, int64_t *v)
     return 0;
 }
 
+/* What one workload line gives the import: its JSON, its axes and the case's shape. */
+typedef struct workload {
+    const char *uuid;
+    json_t *axes, *inputs;
+    int64_t batch, pool, len_indptr, entries;
+    int64_t hq, hk, d, s, page_elems, q_elems;
+    const kvf_st_tensor *t[IN_COUNT];
+    uint8_t random_bits;
+} workload;
+
+/* The workload object of `root` (a bare workload or a trace's), its uuid, axes and inputs. */
+static int find_workload(import_ctx *x, workload *wl, json_t *root, const char *what) {
+    const kvf_fib_definition *def = x->def;
+    json_t *w = json_object_get(root, "workload");
+    if (!json_is_object(root))
+        return kvf_error_set(x->err, KVF_EINVAL, "%s is not a JSON object", what);
+    if (w) {
+        const char *dn = kvf__fib_get_str(root, "definition");
+        if (!dn || strcmp(dn, def->name) != 0)
+            return kvf_error_set(x->err, KVF_EINVAL, "%s is a workload of %.80s, not of %s", what,
+                                 dn ? dn : "no definition", def->name);
+    } else {
+        w = root;
+    }
+    const char *uuid = kvf__fib_get_str(w, "uuid");
+    json_t *axes = json_object_get(w, "axes"), *inputs = json_object_get(w, "inputs");
+    if (!json_is_object(w) || !uuid || !kvf_origin_name_ok(uuid))
+        return kvf_error_set(x->err, KVF_EINVAL,
+                             "%s has no workload uuid of 1 to %d characters [A-Za-z0-9_.-]", what,
+                             KVF_ORIGIN_NAME_MAX);
+    x->uuid = wl->uuid = uuid;
+    if (!json_is_object(axes) || !json_is_object(inputs))
+        return kvf_error_set(x->err, KVF_EINVAL, "workload %s has no axes and inputs objects",
+                             uuid);
+    wl->axes = axes;
+    wl->inputs = inputs;
+    return 0;
+}
+
+/* The workload's axes, held to kvfuzz's case limits and, from the pool alone, to its memory
+ * budget. */
+static int read_axes(import_ctx *x, workload *wl) {
+    const kvf_fib_definition *def = x->def;
+    kvf_error *err = x->err;
+    const char *uuid = wl->uuid;
+    int rc;
+    wl->batch = wl->pool = wl->len_indptr = wl->entries = 0; /* zeros only quiet gcc -O3 */
+    if ((rc = axis_value(x, wl->axes, "batch_size", &wl->batch)) ||
+        (rc = axis_value(x, wl->axes, "num_pages", &wl->pool)) ||
+        (rc = axis_value(x, wl->axes, "len_indptr", &wl->len_indptr)) ||
+        (rc = axis_value(x, wl->axes, "num_kv_indices", &wl->entries)))
+        return rc;
+    int64_t batch = wl->batch, pool = wl->pool, len_indptr = wl->len_indptr, entries = wl->entries;
+    if (len_indptr - 1 != batch) /* both >= 0: batch + 1 could overflow */
+        return kvf_error_set(err, KVF_EINVAL,
+                             "workload %s has len_indptr %" PRId64 " but batch_size %" PRId64
+                             " (FIB's constraint is len_indptr == batch_size + 1)",
+                             uuid, len_indptr, batch);
+    const kvf_limits *lim = &x->opts->limits;
+    int64_t hq = def->num_qo_heads, hk = def->num_kv_heads, d = def->head_dim, s = def->page_size;
+    if (hq > 255 || hk > 255 || hq > lim->max_qo_heads || d > lim->max_head_dim ||
+        s > lim->max_page_size || batch > 65535 || batch > lim->max_batch ||
+        pool > lim->max_pool_pages || pool > INT32_MAX || entries > lim->max_table_entries)
+        return kvf_error_set(err, KVF_ELIMIT,
+                             "workload %s (batch %" PRId64 ", %" PRId64 " pages of %" PRId64
+                             ", %" PRId64 " table entries, %" PRId64 " q heads) exceeds kvfuzz's "
+                             "case limits",
+                             uuid, batch, pool, s, entries, hq);
+    int64_t page_elems = s * hk * d, q_elems = batch * hq * d;
+    if (pool * page_elems * 2 > lim->max_pool_bytes ||
+        pool * page_elems * 4 + q_elems * 2 > lim->max_resident_bytes)
+        return kvf_error_set(err, KVF_ELIMIT,
+                             "workload %s's page pool of %" PRId64 " pages (%" PRId64
+                             " bytes per cache) exceeds kvfuzz's size limits",
+                             uuid, pool, pool * page_elems * 2);
+    wl->hq = hq;
+    wl->hk = hk;
+    wl->d = d;
+    wl->s = s;
+    wl->page_elems = page_elems;
+    wl->q_elems = q_elems;
+    /* The memory budget before any blob is read, from the pool alone (batch 0): the full check,
+     * with the sequences' lengths, follows once the page table is known. */
+    kvf_recipe shape = {.num_qo_heads = (uint8_t)hq,
+                        .num_kv_heads = (uint8_t)hk,
+                        .head_dim = (uint16_t)d,
+                        .page_size = (uint16_t)s};
+    return kvf_explicit_pool_budget(&shape, pool, lim, err);
+}
+
+/* Every input the workload describes must be one the definition has. */
+static int check_input_names(import_ctx *x, const workload *wl) {
+    const kvf_fib_definition *def = x->def;
+    const char *key;
+    json_t *desc;
+    json_object_foreach(wl->inputs, key, desc) {
+        int known = 0;
+        for (int i = 0; i < IN_COUNT; i++)
+            known |= strcmp(key, kvf__fib_inputs[i].name) == 0 &&
+                     (i != IN_LAST || def->has_last_page_len);
+        const char *type = kvf__fib_input_type(desc);
+        if (!known)
+            return kvf_error_set(x->err, KVF_EINVAL,
+                                 "workload %s has an input %.40s that %s does not", wl->uuid, key,
+                                 def->name);
+        if (!type ||
+            (strcmp(type, "random") && strcmp(type, "scalar") && strcmp(type, "safetensors")))
+            return kvf_error_set(x->err, KVF_EINVAL,
+                                 "workload %s's input %s has type %.32s, not random, scalar or "
+                                 "safetensors",
+                                 wl->uuid, key, type ? type : "(none)");
+    }
+    return 0;
+}
+
+/* Each input's stored tensor, or which of q, k_cache and v_cache FIB would draw. */
+static int get_inputs(import_ctx *x, workload *wl) {
+    const char *uuid = wl->uuid;
+    int64_t batch = wl->batch, pool = wl->pool, hq = wl->hq, hk = wl->hk, d = wl->d, s = wl->s;
+    int64_t shapes[IN_COUNT][4] = {{batch, hq, d},
+                                   {pool, s, hk, d},
+                                   {pool, s, hk, d},
+                                   {batch + 1},
+                                   {wl->entries},
+                                   {batch},
+                                   {0}};
+    wl->random_bits = 0;
+    for (int i = 0; i < IN_COUNT; i++) {
+        if (i == IN_LAST && !x->def->has_last_page_len) continue;
+        const kvf__fib_tensor *wi = &kvf__fib_inputs[i];
+        json_t *desc = json_object_get(wl->inputs, wi->name);
+        const char *type = desc ? kvf__fib_input_type(desc) : "random"; /* absent: FIB draws it */
+        if (strcmp(type, "safetensors") == 0) {
+            int rc = get_tensor(x, desc, i, wi->rank < 0 ? 0 : wi->rank, shapes[i], &wl->t[i]);
+            if (rc) return rc;
+            continue;
+        }
+        if (i == IN_SCALE && strcmp(type, "scalar") == 0) continue;
+        if (i <= IN_V && strcmp(type, "random") == 0) {
+            wl->random_bits |= (uint8_t)(1u << i);
+            continue;
+        }
+        if (strcmp(type, "random") == 0 && i >= IN_INDPTR && i <= IN_LAST)
+            return kvf_error_set(
+                x->err, KVF_EINVAL,
+                "workload %s leaves %s random: FIB would fill it with randint(-1024, 1024), "
+                "which is no valid page table%s; kvfuzz needs it stored in a blob",
+                uuid, wi->name,
+                i == IN_LAST ? " (FIB's decode tracing saves only kv_indptr, "
+                               "kv_indices and sm_scale)"
+                             : "");
+        return kvf_error_set(x->err, KVF_EINVAL,
+                             "workload %s's %s is %s, which kvfuzz cannot take for it (%s)", uuid,
+                             wi->name, type,
+                             i == IN_SCALE ? "give a scalar value or a float32 tensor"
+                                           : "give a tensor or leave it random");
+    }
+    return 0;
+}
+
+/* The page table: the recipe's shape, batch and each sequence's pages. */
+static int read_page_table(import_ctx *x, const workload *wl, kvf_spec *out) {
+    kvf_error *err = x->err;
+    const char *uuid = wl->uuid;
+    int64_t batch = wl->batch, s = wl->s;
+    const uint8_t *ip = wl->t[IN_INDPTR]->data;
+    if (le_i32(ip) != 0)
+        return kvf_error_set(err, KVF_EINVAL, "workload %s's kv_indptr[0] is %d, not 0", uuid,
+                             le_i32(ip));
+    if (le_i32(ip + 4 * batch) != wl->entries)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "workload %s's kv_indptr ends at %d but there are %" PRId64
+                             " kv_indices",
+                             uuid, le_i32(ip + 4 * batch), wl->entries);
+    kvf_recipe *rp = &out->recipe;
+    rp->num_qo_heads = (uint8_t)wl->hq;
+    rp->num_kv_heads = (uint8_t)wl->hk;
+    rp->head_dim = (uint16_t)wl->d;
+    rp->page_size = (uint16_t)s;
+    rp->table = KVF_TABLE_CONTIGUOUS;
+    rp->seed = x->opts->seed;
+    int rc = kvf_spec_set_batch(out, (uint16_t)batch, err);
+    if (rc) return rc;
+    for (int64_t b = 0; b < batch; b++) {
+        int32_t lo = le_i32(ip + 4 * b), hi = le_i32(ip + 4 * (b + 1));
+        if (hi < lo || hi - lo > 65535)
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "workload %s's kv_indptr gives sequence %" PRId64 " %d pages "
+                                 "(%d to %d), outside [0, 65535]",
+                                 uuid, b, hi - lo, lo, hi);
+        int32_t last = x->def->has_last_page_len ? le_i32(wl->t[IN_LAST]->data + 4 * b) : 1;
+        if (hi > lo && (last < 1 || last > s))
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "workload %s's kv_last_page_len[%" PRId64
+                                 "] is %d, outside 1..%" PRId64
+                                 " (the page size); FIB's reference would have clamped it "
+                                 "silently",
+                                 uuid, b, last, s);
+        rp->num_pages[b] = (uint16_t)(hi - lo);
+        /* An empty sequence reads no page: FIB's reference gives o = 0, lse = -inf whatever its
+         * kv_last_page_len, and kvfuzz's case model writes that as 0. */
+        rp->last_page_len[b] = (uint16_t)(hi > lo ? last : 0);
+    }
+    return 0;
+}
+
+/* The softmax scale, stored or scalar, into the recipe. */
+static int read_scale(import_ctx *x, const workload *wl, kvf_recipe *rp) {
+    float scale;
+    if (wl->t[IN_SCALE]) {
+        scale = kvf_f32_from_bits((uint32_t)le_i32(wl->t[IN_SCALE]->data));
+    } else {
+        /* ScalarInput.value is Union[int, float, bool]: a number, or a string pydantic reads
+         * as one; a boolean is no softmax scale. */
+        json_t *v = json_object_get(json_object_get(wl->inputs, "sm_scale"), "value");
+        double value;
+        if (json_is_boolean(v) || !kvf__fib_lax_number(v, &value))
+            return kvf_error_set(x->err, KVF_EINVAL,
+                                 "workload %s's sm_scale scalar has no number value", wl->uuid);
+        scale = (float)value;
+    }
+    if (!isfinite(scale))
+        return kvf_error_set(x->err, KVF_EINVAL,
+                             "workload %s's sm_scale %g is not a finite float32", wl->uuid,
+                             (double)scale);
+    rp->sm_scale = scale;
+    return 0;
+}
+
+/* The case's explicit tensors: the page indices, and q and the caches stored or drawn. */
+static int fill_explicit(import_ctx *x, const workload *wl, kvf_spec *out) {
+    kvf_explicit *ex = &out->explicit_tensors;
+    int64_t pool = wl->pool, entries = wl->entries, q_elems = wl->q_elems;
+    int64_t pool_elems = pool * wl->page_elems;
+    ex->num_pages = pool;
+    ex->kv_indices = malloc((size_t)(entries ? entries : 1) * 4);
+    ex->q = malloc((size_t)(q_elems ? q_elems : 1) * 2);
+    ex->k_cache = malloc((size_t)(pool_elems ? pool_elems : 1) * 2);
+    ex->v_cache = malloc((size_t)(pool_elems ? pool_elems : 1) * 2);
+    if (!ex->kv_indices || !ex->q || !ex->k_cache || !ex->v_cache)
+        return kvf_error_set(x->err, KVF_ENOMEM, "out of memory importing workload %s", wl->uuid);
+    out->has_explicit = 1;
+    const uint8_t *ix = wl->t[IN_INDICES]->data;
+    for (int64_t i = 0; i < entries; i++) {
+        int32_t id = le_i32(ix + 4 * i);
+        if (id < 0 || id >= pool)
+            return kvf_error_set(x->err, KVF_EINVAL,
+                                 "workload %s's kv_indices[%" PRId64 "] = %d is outside the page "
+                                 "pool [0, %" PRId64 ")",
+                                 wl->uuid, i, id, pool);
+        ex->kv_indices[i] = id;
+    }
+    kvf_bf16 *dst[3] = {ex->q, ex->k_cache, ex->v_cache};
+    int64_t counts[3] = {q_elems, pool_elems, pool_elems};
+    for (int i = 0; i < 3; i++) {
+        if (wl->t[i])
+            memcpy(dst[i], wl->t[i]->data, (size_t)counts[i] * 2);
+        else
+            fill_random(dst[i], counts[i], x->opts->seed, (uint64_t)i + 1);
+    }
+    return 0;
+}
+
+/* The case's origin: the definition, the workload and what was drawn from which seed. */
+static int set_origin(import_ctx *x, const workload *wl, kvf_spec *out) {
+    out->has_origin = 1;
+    kvf_origin *o = &out->origin;
+    snprintf(o->definition, sizeof o->definition, "%s", x->def->name);
+    snprintf(o->workload_uuid, sizeof o->workload_uuid, "%s", wl->uuid);
+    o->random_inputs = wl->random_bits;
+    o->random_seed = x->opts->seed;
+    /* A blob kvfuzz exported remembers which inputs an earlier import drew, and from what. */
+    for (int i = 0; !wl->random_bits && i < x->nblobs; i++) {
+        int rc;
+        if (kvf_st_find(&x->blobs[i], kvf__fib_get_str(json_object_get(wl->inputs, "q"),
+                                                       "tensor_key")) == wl->t[IN_Q] &&
+            (rc = parse_random_meta(x, &x->blobs[i], o)))
+            return rc;
+    }
+    return 0;
+}
+
 int kvf_fib_import(kvf_spec *out, const kvf_fib_definition *def, const char *line, size_t size,
                    const char *what, const kvf_fib_import_opts *opts, kvf_error *err) {
     memset(out, 0, sizeof *out);
@@ -158,250 +440,18 @@ int kvf_fib_import(kvf_spec *out, const kvf_fib_definition *def, const char *lin
     json_t *root = kvf_json_parse_text(line, size, jmsg, sizeof jmsg);
     if (!root) return kvf_error_set(err, KVF_EINVAL, "%s is not JSON: %s", what, jmsg);
     import_ctx x = {.def = def, .opts = opts, .uuid = "?", .err = err};
-    int rc = 0;
-    json_t *w = json_object_get(root, "workload");
-    if (!json_is_object(root)) {
-        rc = kvf_error_set(err, KVF_EINVAL, "%s is not a JSON object", what);
-        goto done;
-    }
-    if (w) {
-        const char *dn = kvf__fib_get_str(root, "definition");
-        if (!dn || strcmp(dn, def->name) != 0) {
-            rc = kvf_error_set(err, KVF_EINVAL, "%s is a workload of %.80s, not of %s", what,
-                               dn ? dn : "no definition", def->name);
-            goto done;
-        }
-    } else {
-        w = root;
-    }
-    const char *uuid = kvf__fib_get_str(w, "uuid");
-    json_t *axes = json_object_get(w, "axes"), *inputs = json_object_get(w, "inputs");
-    if (!json_is_object(w) || !uuid || !kvf_origin_name_ok(uuid)) {
-        rc = kvf_error_set(err, KVF_EINVAL,
-                           "%s has no workload uuid of 1 to %d characters [A-Za-z0-9_.-]", what,
-                           KVF_ORIGIN_NAME_MAX);
-        goto done;
-    }
-    x.uuid = uuid;
-    if (!json_is_object(axes) || !json_is_object(inputs)) {
-        rc = kvf_error_set(err, KVF_EINVAL, "workload %s has no axes and inputs objects", uuid);
-        goto done;
-    }
-    int64_t batch = 0, pool = 0, len_indptr = 0, entries = 0; /* zeros only quiet gcc -O3 */
-    if ((rc = axis_value(&x, axes, "batch_size", &batch)) ||
-        (rc = axis_value(&x, axes, "num_pages", &pool)) ||
-        (rc = axis_value(&x, axes, "len_indptr", &len_indptr)) ||
-        (rc = axis_value(&x, axes, "num_kv_indices", &entries)))
-        goto done;
-    if (len_indptr - 1 != batch) { /* both >= 0: batch + 1 could overflow */
-        rc = kvf_error_set(err, KVF_EINVAL,
-                           "workload %s has len_indptr %" PRId64 " but batch_size %" PRId64
-                           " (FIB's constraint is len_indptr == batch_size + 1)",
-                           uuid, len_indptr, batch);
-        goto done;
-    }
-    const kvf_limits *lim = &opts->limits;
-    int64_t hq = def->num_qo_heads, hk = def->num_kv_heads, d = def->head_dim, s = def->page_size;
-    if (hq > 255 || hk > 255 || hq > lim->max_qo_heads || d > lim->max_head_dim ||
-        s > lim->max_page_size || batch > 65535 || batch > lim->max_batch ||
-        pool > lim->max_pool_pages || pool > INT32_MAX || entries > lim->max_table_entries) {
-        rc = kvf_error_set(err, KVF_ELIMIT,
-                           "workload %s (batch %" PRId64 ", %" PRId64 " pages of %" PRId64
-                           ", %" PRId64 " table entries, %" PRId64 " q heads) exceeds kvfuzz's "
-                           "case limits",
-                           uuid, batch, pool, s, entries, hq);
-        goto done;
-    }
-    int64_t page_elems = s * hk * d, q_elems = batch * hq * d;
-    if (pool * page_elems * 2 > lim->max_pool_bytes ||
-        pool * page_elems * 4 + q_elems * 2 > lim->max_resident_bytes) {
-        rc = kvf_error_set(err, KVF_ELIMIT,
-                           "workload %s's page pool of %" PRId64 " pages (%" PRId64
-                           " bytes per cache) exceeds kvfuzz's size limits",
-                           uuid, pool, pool * page_elems * 2);
-        goto done;
-    }
-    /* The memory budget before any blob is read, from the pool alone (batch 0): the full check,
-     * with the sequences' lengths, follows once the page table is known. */
-    kvf_recipe shape = {.num_qo_heads = (uint8_t)hq,
-                        .num_kv_heads = (uint8_t)hk,
-                        .head_dim = (uint16_t)d,
-                        .page_size = (uint16_t)s};
-    if ((rc = kvf_explicit_pool_budget(&shape, pool, lim, err))) goto done;
-    /* Every input the workload describes must be one the definition has. */
-    const char *key;
-    json_t *desc;
-    json_object_foreach(inputs, key, desc) {
-        int known = 0;
-        for (int i = 0; i < IN_COUNT; i++)
-            known |= strcmp(key, kvf__fib_inputs[i].name) == 0 &&
-                     (i != IN_LAST || def->has_last_page_len);
-        const char *type = kvf__fib_input_type(desc);
-        if (!known) {
-            rc = kvf_error_set(err, KVF_EINVAL, "workload %s has an input %.40s that %s does not",
-                               uuid, key, def->name);
-            goto done;
-        }
-        if (!type ||
-            (strcmp(type, "random") && strcmp(type, "scalar") && strcmp(type, "safetensors"))) {
-            rc = kvf_error_set(err, KVF_EINVAL,
-                               "workload %s's input %s has type %.32s, not random, scalar or "
-                               "safetensors",
-                               uuid, key, type ? type : "(none)");
-            goto done;
-        }
-    }
-    int64_t shapes[IN_COUNT][4] = {
-        {batch, hq, d}, {pool, s, hk, d}, {pool, s, hk, d}, {batch + 1}, {entries}, {batch}, {0}};
-    const kvf_st_tensor *t[IN_COUNT] = {0};
-    uint8_t random_bits = 0;
-    for (int i = 0; i < IN_COUNT; i++) {
-        if (i == IN_LAST && !def->has_last_page_len) continue;
-        const kvf__fib_tensor *wi = &kvf__fib_inputs[i];
-        desc = json_object_get(inputs, wi->name);
-        const char *type = desc ? kvf__fib_input_type(desc) : "random"; /* absent: FIB draws it */
-        if (strcmp(type, "safetensors") == 0) {
-            if ((rc = get_tensor(&x, desc, i, wi->rank < 0 ? 0 : wi->rank, shapes[i], &t[i])))
-                goto done;
-            continue;
-        }
-        if (i == IN_SCALE && strcmp(type, "scalar") == 0) continue;
-        if (i <= IN_V && strcmp(type, "random") == 0) {
-            random_bits |= (uint8_t)(1u << i);
-            continue;
-        }
-        if (strcmp(type, "random") == 0 && i >= IN_INDPTR && i <= IN_LAST)
-            rc = kvf_error_set(
-                err, KVF_EINVAL,
-                "workload %s leaves %s random: FIB would fill it with randint(-1024, 1024), "
-                "which is no valid page table%s; kvfuzz needs it stored in a blob",
-                uuid, wi->name,
-                i == IN_LAST ? " (FIB's decode tracing saves only kv_indptr, "
-                               "kv_indices and sm_scale)"
-                             : "");
-        else
-            rc = kvf_error_set(err, KVF_EINVAL,
-                               "workload %s's %s is %s, which kvfuzz cannot take for it (%s)", uuid,
-                               wi->name, type,
-                               i == IN_SCALE ? "give a scalar value or a float32 tensor"
-                                             : "give a tensor or leave it random");
-        goto done;
-    }
-    /* The page table. */
-    const uint8_t *ip = t[IN_INDPTR]->data, *ix = t[IN_INDICES]->data;
-    if (le_i32(ip) != 0) {
-        rc = kvf_error_set(err, KVF_EINVAL, "workload %s's kv_indptr[0] is %d, not 0", uuid,
-                           le_i32(ip));
-        goto done;
-    }
-    if (le_i32(ip + 4 * batch) != entries) {
-        rc =
-            kvf_error_set(err, KVF_EINVAL,
-                          "workload %s's kv_indptr ends at %d but there are %" PRId64 " kv_indices",
-                          uuid, le_i32(ip + 4 * batch), entries);
-        goto done;
-    }
-    kvf_recipe *rp = &out->recipe;
-    rp->num_qo_heads = (uint8_t)hq;
-    rp->num_kv_heads = (uint8_t)hk;
-    rp->head_dim = (uint16_t)d;
-    rp->page_size = (uint16_t)s;
-    rp->table = KVF_TABLE_CONTIGUOUS;
-    rp->seed = opts->seed;
-    if ((rc = kvf_spec_set_batch(out, (uint16_t)batch, err))) goto done;
-    for (int64_t b = 0; b < batch; b++) {
-        int32_t lo = le_i32(ip + 4 * b), hi = le_i32(ip + 4 * (b + 1));
-        if (hi < lo || hi - lo > 65535) {
-            rc = kvf_error_set(err, KVF_EINVAL,
-                               "workload %s's kv_indptr gives sequence %" PRId64 " %d pages "
-                               "(%d to %d), outside [0, 65535]",
-                               uuid, b, hi - lo, lo, hi);
-            goto done;
-        }
-        int32_t last = def->has_last_page_len ? le_i32(t[IN_LAST]->data + 4 * b) : 1;
-        if (hi > lo && (last < 1 || last > s)) {
-            rc = kvf_error_set(err, KVF_EINVAL,
-                               "workload %s's kv_last_page_len[%" PRId64
-                               "] is %d, outside 1..%" PRId64
-                               " (the page size); FIB's reference would have clamped it "
-                               "silently",
-                               uuid, b, last, s);
-            goto done;
-        }
-        rp->num_pages[b] = (uint16_t)(hi - lo);
-        /* An empty sequence reads no page: FIB's reference gives o = 0, lse = -inf whatever its
-         * kv_last_page_len, and kvfuzz's case model writes that as 0. */
-        rp->last_page_len[b] = (uint16_t)(hi > lo ? last : 0);
-    }
-    float scale;
-    if (t[IN_SCALE]) {
-        scale = kvf_f32_from_bits((uint32_t)le_i32(t[IN_SCALE]->data));
-    } else {
-        /* ScalarInput.value is Union[int, float, bool]: a number, or a string pydantic reads
-         * as one; a boolean is no softmax scale. */
-        json_t *v = json_object_get(json_object_get(inputs, "sm_scale"), "value");
-        double value;
-        if (json_is_boolean(v) || !kvf__fib_lax_number(v, &value)) {
-            rc = kvf_error_set(err, KVF_EINVAL, "workload %s's sm_scale scalar has no number value",
-                               uuid);
-            goto done;
-        }
-        scale = (float)value;
-    }
-    if (!isfinite(scale)) {
-        rc = kvf_error_set(err, KVF_EINVAL, "workload %s's sm_scale %g is not a finite float32",
-                           uuid, (double)scale);
-        goto done;
-    }
-    rp->sm_scale = scale;
-    if ((rc = kvf_recipe_check(rp, lim, err))) goto done;
+    workload wl = {0};
+    int rc = find_workload(&x, &wl, root, what);
+    if (!rc) rc = read_axes(&x, &wl);
+    if (!rc) rc = check_input_names(&x, &wl);
+    if (!rc) rc = get_inputs(&x, &wl);
+    if (!rc) rc = read_page_table(&x, &wl, out);
+    if (!rc) rc = read_scale(&x, &wl, &out->recipe);
+    if (!rc) rc = kvf_recipe_check(&out->recipe, &opts->limits, err);
     /* The budget the case file will be held to when read, before the pool is allocated. */
-    if ((rc = kvf_explicit_pool_budget(rp, pool, lim, err))) goto done;
-
-    kvf_explicit *ex = &out->explicit_tensors;
-    int64_t pool_elems = pool * page_elems;
-    ex->num_pages = pool;
-    ex->kv_indices = malloc((size_t)(entries ? entries : 1) * 4);
-    ex->q = malloc((size_t)(q_elems ? q_elems : 1) * 2);
-    ex->k_cache = malloc((size_t)(pool_elems ? pool_elems : 1) * 2);
-    ex->v_cache = malloc((size_t)(pool_elems ? pool_elems : 1) * 2);
-    if (!ex->kv_indices || !ex->q || !ex->k_cache || !ex->v_cache) {
-        rc = kvf_error_set(err, KVF_ENOMEM, "out of memory importing workload %s", uuid);
-        goto done;
-    }
-    out->has_explicit = 1;
-    for (int64_t i = 0; i < entries; i++) {
-        int32_t id = le_i32(ix + 4 * i);
-        if (id < 0 || id >= pool) {
-            rc = kvf_error_set(err, KVF_EINVAL,
-                               "workload %s's kv_indices[%" PRId64 "] = %d is outside the page "
-                               "pool [0, %" PRId64 ")",
-                               uuid, i, id, pool);
-            goto done;
-        }
-        ex->kv_indices[i] = id;
-    }
-    kvf_bf16 *dst[3] = {ex->q, ex->k_cache, ex->v_cache};
-    int64_t counts[3] = {q_elems, pool_elems, pool_elems};
-    for (int i = 0; i < 3; i++) {
-        if (t[i])
-            memcpy(dst[i], t[i]->data, (size_t)counts[i] * 2);
-        else
-            fill_random(dst[i], counts[i], opts->seed, (uint64_t)i + 1);
-    }
-    out->has_origin = 1;
-    kvf_origin *o = &out->origin;
-    snprintf(o->definition, sizeof o->definition, "%s", def->name);
-    snprintf(o->workload_uuid, sizeof o->workload_uuid, "%s", uuid);
-    o->random_inputs = random_bits;
-    o->random_seed = opts->seed;
-    /* A blob kvfuzz exported remembers which inputs an earlier import drew, and from what. */
-    for (int i = 0; !random_bits && i < x.nblobs; i++)
-        if (kvf_st_find(&x.blobs[i],
-                        kvf__fib_get_str(json_object_get(inputs, "q"), "tensor_key")) == t[IN_Q] &&
-            (rc = parse_random_meta(&x, &x.blobs[i], o)))
-            goto done;
-done:
+    if (!rc) rc = kvf_explicit_pool_budget(&out->recipe, wl.pool, &opts->limits, err);
+    if (!rc) rc = fill_explicit(&x, &wl, out);
+    if (!rc) rc = set_origin(&x, &wl, out);
     ctx_free(&x);
     json_decref(root);
     if (rc) kvf_spec_free(out);
