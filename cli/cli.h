@@ -170,4 +170,13 @@ int cli_rules_for_kernel(const char *cmd, const kvf_kernel *k, const char *overr
                          const kvf_rule *base, int n, kvf_rule *out, kvf_precision *model,
                          cli_precision_source *source);
 
+/* ---- after a campaign (cli/fuzz_triage.c) ---- */
+
+/* Groups the findings of dir into distinct defects (kvfuzz/groups.h), minimizes the first
+ * finding of each group without a minimized case with `kernel` under `model` in budget_s
+ * seconds in all (0: none), saving <finding>.min.kvfz beside it, and lists the groups on out.
+ * 0, or -1 when the folder cannot be read (said on stderr). */
+int cli_fuzz_triage(FILE *out, const char *dir, const kvf_kernel *kernel,
+                    const kvf_precision *model, double budget_s);
+
 #endif
