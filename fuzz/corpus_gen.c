@@ -121,7 +121,8 @@ static void add_override(kvf_spec *sp, uint8_t target, uint64_t index, uint32_t 
     sp->overrides[sp->num_overrides++] = (kvf_override){target, index, value};
 }
 
-static void decode_corpus(void) {
+/* Shapes around the seed case's: lengths, empty sequences, tile edges. */
+static void decode_shapes(void) {
     kvf_spec s;
     s = seedlike(L1(49));
     emit("seed-shape-49-tokens", &s);
@@ -139,7 +140,11 @@ static void decode_corpus(void) {
     emit("tile-edges-31-32-33", &s);
     s = base(8, 2, 64, 16, L2(65, 97));
     emit("several-chunks-65-97", &s);
+}
 
+/* Each page-table layout, high page ids and scattered pages with spares. */
+static void decode_tables(void) {
+    kvf_spec s;
     static const char *const tables[] = {"contiguous", "shuffled", "reversed", "shared-prefix"};
     for (int t = 0; t < 4; t++) {
         char name[64];
@@ -162,7 +167,11 @@ static void decode_corpus(void) {
     s.recipe.table = KVF_TABLE_SCATTERED;
     s.recipe.spare_pages = 8;
     emit("table-scattered-spares", &s);
+}
 
+/* Logit patterns, value distributions and poisoned unused slots. */
+static void decode_values(void) {
+    kvf_spec s;
     static const char *const logits[] = {"equal",         "near-tie", "spike",
                                          "very-negative", "huge",     "beyond-f32"};
     for (int l = 0; l < 6; l++) {
@@ -199,7 +208,11 @@ static void decode_corpus(void) {
     s.recipe.poison = KVF_POISON_ALL;
     s.recipe.table = KVF_TABLE_SCATTERED;
     emit("poison-all-scattered", &s);
+}
 
+/* GQA group sizes and page sizes. */
+static void decode_groups_pages(void) {
+    kvf_spec s;
     s = base(10, 2, 128, 16, L2(30, 19));
     emit("gqa-group-5", &s);
     s = base(7, 1, 128, 16, L2(30, 19));
@@ -216,7 +229,11 @@ static void decode_corpus(void) {
     emit("page-size-64-edges", &s);
     s = base(2, 1, 64, 256, L2(255, 257));
     emit("page-size-256", &s);
+}
 
+/* Softmax scales: 1, 0, negative, tiny and huge. */
+static void decode_scales(void) {
+    kvf_spec s;
     s = base(8, 2, 64, 16, L2(33, 5));
     s.recipe.sm_scale = 1.0f;
     emit("sm-scale-1", &s);
@@ -232,7 +249,10 @@ static void decode_corpus(void) {
     s = base(8, 2, 64, 16, L2(33, 5));
     s.recipe.sm_scale = (float)ldexp(1.0, 12);
     emit("sm-scale-huge", &s);
+}
 
+static void decode_overrides(void) {
+    kvf_spec s;
     /* Overrides. Table of L3(40, 20, 9) at S 16: entries [0..2] seq 0, [3..4] seq 1, [5] seq 2. */
     s = base(8, 2, 64, 16, L3(40, 20, 9));
     s.recipe.table = KVF_TABLE_CONTIGUOUS;
@@ -263,7 +283,10 @@ static void decode_corpus(void) {
     s = base(8, 2, 64, 16, L2(40, 20));
     add_override(&s, KVF_OVERRIDE_LAST_LEN, 1, 16);
     emit("override-last-page-len", &s);
+}
 
+static void decode_explicit(void) {
+    kvf_spec s;
     /* Explicit tensors: two sequences of 3 and 1 tokens, S 2, Hq 2, Hk 1, D 4, pool of 3. */
     s = base(2, 1, 4, 2, L2(3, 1));
     s.has_explicit = 1;
@@ -282,7 +305,11 @@ static void decode_corpus(void) {
         ex->v_cache[i] = kvf_f32_to_bf16_rne((float)((i * 5) % 11) - 5.0f);
     }
     emit("explicit-tensors-shared-page", &s);
+}
 
+/* Head dims 1 and 96, the most pages a sequence has, full last pages. */
+static void decode_edges(void) {
+    kvf_spec s;
     s = base(2, 1, 1, 16, L2(20, 3));
     emit("head-dim-1", &s);
     s = base(4, 2, 96, 16, L2(20, 3));
@@ -293,6 +320,18 @@ static void decode_corpus(void) {
      * (tests start from this case to show the fuzzers move off it). */
     s = base(8, 2, 64, 16, L2(32, 48));
     emit("full-last-pages", &s);
+}
+
+/* The decode corpus, which the case corpus starts from. */
+static void decode_corpus(void) {
+    decode_shapes();
+    decode_tables();
+    decode_values();
+    decode_groups_pages();
+    decode_scales();
+    decode_overrides();
+    decode_explicit();
+    decode_edges();
 }
 
 static void case_corpus(void) {
