@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "rules/rule.h"
-#include "rules/strict_bound.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Rules: parsing, names, help                                                                 */

@@ -66,7 +66,9 @@ const kvf__rule_ops *kvf__rule_ops_of(kvf_rule_kind kind);
 /* The rule whose name is the n characters at head, or NULL. */
 const kvf__rule_ops *kvf__rule_ops_named(const char *head, size_t n);
 
-/* Shared by the rules' files. */
+/* Shared by the judge and the rules' files. */
+/* Whether the oracle result has the case's shape (B, Hq, D). */
+int kvf__oracle_shape_ok(const kvf_case *c, const kvf_oracle_result *oracle);
 /* Sets every field of a rule. */
 void kvf__rule_set(kvf_rule *out, kvf_rule_kind kind, double atol, double rtol, int64_t ulps,
                    const char *name);

@@ -4,6 +4,8 @@
  * row part and the model terms too (fa.c). */
 #include "strict_bound.h"
 
+#include "rule.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,11 +402,6 @@ double kvf__strict_lse_allowed(const kvf__strict_row *s, double x) {
      * constant), each at most u of a quantity bounded by |x| + error. */
     double e = s->lse_pre + 2 * U_F32 * (ax + s->lse_pre);
     return e + 0.5 * kvf_f32_ulp(ax + e) + xerr;
-}
-
-int kvf__oracle_shape_ok(const kvf_case *c, const kvf_oracle_result *oracle) {
-    return c && oracle && c->batch_size == oracle->batch_size &&
-           c->num_qo_heads == oracle->num_qo_heads && c->head_dim == oracle->head_dim;
 }
 
 /* Doubles of the scratch model_in_compute needs for any row of the case: D columns of C's

@@ -39,8 +39,6 @@ typedef struct kvf__strict_row {
     double cap_scale; /* the cap's V multiplier: (1 + u_p)(1 + u_part) */
 } kvf__strict_row;
 
-/* Whether the oracle result has the case's shape (B, Hq, D). */
-int kvf__oracle_shape_ok(const kvf_case *c, const kvf_oracle_result *oracle);
 /* Whether model p needs row scratch (P models read the row's tokens), and how many doubles of
  * it any row of case c needs. */
 int kvf__strict_needs_scratch(const kvf_precision *p);

@@ -28,6 +28,11 @@ const kvf__rule_ops *kvf__rule_ops_named(const char *head, size_t n) {
     return NULL;
 }
 
+int kvf__oracle_shape_ok(const kvf_case *c, const kvf_oracle_result *oracle) {
+    return c && oracle && c->batch_size == oracle->batch_size &&
+           c->num_qo_heads == oracle->num_qo_heads && c->head_dim == oracle->head_dim;
+}
+
 void kvf__rule_set(kvf_rule *out, kvf_rule_kind kind, double atol, double rtol, int64_t ulps,
                    const char *name) {
     memset(out, 0, sizeof *out);
