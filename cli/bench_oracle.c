@@ -278,19 +278,17 @@ out:
     return rc;
 }
 
-int kvf_cmd_bench_oracle(int argc, char **argv) {
-    const char *cmd = "bench";
-    int64_t ncases = 2000, repeat = 3;
-    bench_set set = {0};
-    int nfiles = 0;
-    double build_s = 0; /* thread CPU time spent generating or loading the cases */
-    uint64_t useed = 1;
-    int cases_given = 0, seed_given = 0;
-    cli_parser op;
-    /* argv[0] is "--oracle" (bench's dispatch); the parser starts after it. */
-    cli_parser_init(&op, cmd, argc, argv, bench_oracle_options);
+/* bench --oracle's options: the generated cases' number and seed, and the repeats. */
+typedef struct bench_args {
+    int64_t ncases, repeat;
+    uint64_t useed;
+    int cases_given, seed_given;
+} bench_args;
+
+/* The options into a; KVF_EXIT_OK after --help, KVF_EXIT_USAGE on an error, else -1. */
+static int parse_bench_options(const char *cmd, cli_parser *op, bench_args *a) {
     const char *v;
-    for (int key; (key = cli_next(&op, &v)) != CLI_END;) {
+    for (int key; (key = cli_next(op, &v)) != CLI_END;) {
         int bad = 0;
         switch (key) {
         case CLI_HELP:
@@ -301,26 +299,26 @@ int kvf_cmd_bench_oracle(int argc, char **argv) {
         case BO_ORACLE:
             break; /* given twice: harmless */
         case BO_CASES:
-            bad = cli_opt_i64(cmd, "--cases", v, 1, 10000000, &ncases);
-            cases_given = 1;
+            bad = cli_opt_i64(cmd, "--cases", v, 1, 10000000, &a->ncases);
+            a->cases_given = 1;
             break;
         case BO_SEED:
-            bad = cli_opt_u64(cmd, "--seed", v, &useed);
-            seed_given = 1;
+            bad = cli_opt_u64(cmd, "--seed", v, &a->useed);
+            a->seed_given = 1;
             break;
         case BO_REPEAT:
-            bad = cli_opt_i64(cmd, "--repeat", v, 1, 10000000, &repeat);
+            bad = cli_opt_i64(cmd, "--repeat", v, 1, 10000000, &a->repeat);
             break;
         }
         if (bad) return KVF_EXIT_USAGE;
     }
-    char **files;
-    int nfile_args = cli_operands(&op, &files);
-    /* The cases either come from the generator or from files, never both. */
-    if (nfile_args && (cases_given || seed_given))
-        return cli_usage_error(cmd, "%s sets the generated cases: not with FILE arguments",
-                               cases_given ? "--cases" : "--seed");
-    for (int i = 0; i < nfile_args; i++) {
+    return -1;
+}
+
+/* The case files into set, their loading's thread CPU time added to *build_s; the exit status
+ * on a failure (set freed), else 0. */
+static int load_files(bench_set *set, char **files, int n, double *build_s) {
+    for (int i = 0; i < n; i++) {
         const char *a = files[i];
         kvf_limits lim;
         cli_limits(&lim);
@@ -328,85 +326,135 @@ int kvf_cmd_bench_oracle(int argc, char **argv) {
         kvf_error err;
         double t0 = thread_cpu_s();
         int lrc = kvf_case_load(a, NULL, &c, &lim, &err);
-        build_s += thread_cpu_s() - t0;
+        *build_s += thread_cpu_s() - t0;
         if (lrc) {
             cli_usage_error("bench", "%s: %s", a, err.msg);
-            set_free(&set);
+            set_free(set);
             return KVF_EXIT_USAGE;
         }
-        nfiles++;
-        if (set_add(&set, &c, NULL)) {
+        if (set_add(set, &c, NULL)) {
             kvf_case_free(&c);
-            set_free(&set);
+            set_free(set);
             fprintf(stderr, "kvfuzz bench: out of memory\n");
             return KVF_EXIT_FINDINGS;
         }
     }
-    double g0 = thread_cpu_s();
-    int grc = nfiles ? 0 : generate(&set, ncases, useed);
-    if (!nfiles) build_s = thread_cpu_s() - g0;
-    if (grc) {
-        fprintf(stderr, "kvfuzz bench: could not generate %" PRId64 " cases\n", ncases);
-        set_free(&set);
-        return KVF_EXIT_FINDINGS;
-    }
+    return 0;
+}
 
+static const int paths[2] = {KVF_ORACLE_MPFR, KVF_ORACLE_FAST};
+
+/* Both oracle paths over the set `repeat` times, each path's best time and rows into pr and
+ * the case runs whose rounded outputs differ into *mismatched; the exit status. */
+static int time_paths(const bench_set *set, int64_t repeat, path_run pr[2], int64_t *mismatched) {
     kvf_oracle_result *res[2];
-    res[0] = calloc((size_t)set.n + 1, sizeof(kvf_oracle_result));
-    res[1] = calloc((size_t)set.n + 1, sizeof(kvf_oracle_result));
-    path_run pr[2] = {{-1, 0, 0}, {-1, 0, 0}};
-    const int paths[2] = {KVF_ORACLE_MPFR, KVF_ORACLE_FAST};
+    res[0] = calloc((size_t)set->n + 1, sizeof(kvf_oracle_result));
+    res[1] = calloc((size_t)set->n + 1, sizeof(kvf_oracle_result));
     int rc = KVF_EXIT_OK;
-    int64_t mismatched = 0;
     for (int64_t r = 0; r < repeat && rc == KVF_EXIT_OK && res[0] && res[1]; r++) {
         for (int k = 0; k < 2; k++) {
             int p = (int)((k + r) & 1); /* alternate which path goes first */
             double sec;
-            if (run_path(&set, paths[p], res[p], &sec)) {
+            if (run_path(set, paths[p], res[p], &sec)) {
                 rc = KVF_EXIT_FINDINGS;
                 if (k == 1)
-                    for (int64_t i = 0; i < set.n; i++)
+                    for (int64_t i = 0; i < set->n; i++)
                         kvf_oracle_result_free(&res[1 - p][i]);
                 break;
             }
             if (pr[p].best_s < 0 || sec < pr[p].best_s) pr[p].best_s = sec;
             pr[p].fast_rows = pr[p].fallback_rows = 0;
-            for (int64_t i = 0; i < set.n; i++) {
+            for (int64_t i = 0; i < set->n; i++) {
                 pr[p].fast_rows += res[p][i].fast_rows;
                 pr[p].fallback_rows += res[p][i].fallback_rows;
             }
         }
         if (rc != KVF_EXIT_OK) break;
-        mismatched += count_mismatches(&set, res[0], res[1]);
+        *mismatched += count_mismatches(set, res[0], res[1]);
         for (int p = 0; p < 2; p++)
-            for (int64_t i = 0; i < set.n; i++)
+            for (int64_t i = 0; i < set->n; i++)
                 kvf_oracle_result_free(&res[p][i]);
     }
     if (!res[0] || !res[1]) {
         fprintf(stderr, "kvfuzz bench: out of memory\n");
         rc = KVF_EXIT_FINDINGS;
     }
+    free(res[0]);
+    free(res[1]);
+    return rc;
+}
+
+/* The oracle paths' table, the build line and the speed-up. */
+static void print_paths(const bench_set *set, int nfiles, int64_t repeat, const path_run pr[2],
+                        double build_s, int64_t mismatched) {
+    printf("oracle bench: %" PRId64 " %s, %" PRId64 " tokens, %" PRId64
+           " rows, one thread, best of %" PRId64 " (thread CPU time)\n",
+           set->n, nfiles ? "case files" : "generated cases (campaign mix)", set->tokens, set->rows,
+           repeat);
+    printf("%-6s %10s %14s %12s %10s\n", "path", "seconds", "tokens/s/core", "rows/s/core",
+           "cases/s");
+    for (int p = 0; p < 2; p++) {
+        double sec = pr[p].best_s > 0 ? pr[p].best_s : 1e-9;
+        printf("%-6s %10.4f %14.0f %12.0f %10.1f\n", kvf_oracle_path_name(paths[p]), sec,
+               (double)set->tokens / sec, (double)set->rows / sec, (double)set->n / sec);
+    }
+    printf("%-6s %10.4f %14.0f %12s %10.1f  (%s the cases, once)\n", "build", build_s,
+           (double)set->tokens / (build_s > 0 ? build_s : 1e-9), "",
+           (double)set->n / (build_s > 0 ? build_s : 1e-9),
+           nfiles ? "reading and building" : "generating, fitting and repairing");
+    long fr = pr[1].fast_rows, fb = pr[1].fallback_rows;
+    printf("speed-up %.2fx; fallback %ld of %ld rows (%.3f%%); rounded outputs %s\n",
+           pr[0].best_s / (pr[1].best_s > 0 ? pr[1].best_s : 1e-9), fb, fr + fb,
+           fr + fb ? 100.0 * (double)fb / (double)(fr + fb) : 0.0,
+           mismatched ? "DIFFER" : "identical");
+}
+
+/* The judge's times, plain and with statistics, beside the fast oracle's. */
+static void print_judging(const bench_set *set, int64_t repeat, const path_run pr[2],
+                          const double jb[2]) {
+    const double fast_s = pr[1].best_s > 0 ? pr[1].best_s : 1e-9;
+    printf("judge (default rules, cpu-splitkv's outputs), one thread, best of %" PRId64 ":\n",
+           repeat);
+    for (int k = 0; k < 2; k++) {
+        double sec = jb[k] > 0 ? jb[k] : 1e-9;
+        printf("%-18s %10.4f s %10.1f cases/s  %5.2fx the fast oracle's time\n",
+               k ? "judge+statistics" : "judge", sec, (double)set->n / sec, sec / fast_s);
+    }
+    printf("an oracle thread of a campaign: %.1f cases/s (fast oracle, then judge+statistics)\n",
+           (double)set->n / (fast_s + (jb[1] > 0 ? jb[1] : 1e-9)));
+}
+
+int kvf_cmd_bench_oracle(int argc, char **argv) {
+    const char *cmd = "bench";
+    bench_args a = {.ncases = 2000, .repeat = 3, .useed = 1};
+    bench_set set = {0};
+    double build_s = 0; /* thread CPU time spent generating or loading the cases */
+    cli_parser op;
+    /* argv[0] is "--oracle" (bench's dispatch); the parser starts after it. */
+    cli_parser_init(&op, cmd, argc, argv, bench_oracle_options);
+    int rc = parse_bench_options(cmd, &op, &a);
+    if (rc >= 0) return rc;
+    char **files;
+    int nfiles = cli_operands(&op, &files);
+    /* The cases either come from the generator or from files, never both. */
+    if (nfiles && (a.cases_given || a.seed_given))
+        return cli_usage_error(cmd, "%s sets the generated cases: not with FILE arguments",
+                               a.cases_given ? "--cases" : "--seed");
+    if ((rc = load_files(&set, files, nfiles, &build_s))) return rc;
+    double g0 = thread_cpu_s();
+    int grc = nfiles ? 0 : generate(&set, a.ncases, a.useed);
+    if (!nfiles) build_s = thread_cpu_s() - g0;
+    if (grc) {
+        fprintf(stderr, "kvfuzz bench: could not generate %" PRId64 " cases\n", a.ncases);
+        set_free(&set);
+        return KVF_EXIT_FINDINGS;
+    }
+
+    path_run pr[2] = {{-1, 0, 0}, {-1, 0, 0}};
+    int64_t mismatched = 0;
+    rc = time_paths(&set, a.repeat, pr, &mismatched);
     if (rc == KVF_EXIT_OK) {
-        printf("oracle bench: %" PRId64 " %s, %" PRId64 " tokens, %" PRId64
-               " rows, one thread, best of %" PRId64 " (thread CPU time)\n",
-               set.n, nfiles ? "case files" : "generated cases (campaign mix)", set.tokens,
-               set.rows, repeat);
-        printf("%-6s %10s %14s %12s %10s\n", "path", "seconds", "tokens/s/core", "rows/s/core",
-               "cases/s");
-        for (int p = 0; p < 2; p++) {
-            double sec = pr[p].best_s > 0 ? pr[p].best_s : 1e-9;
-            printf("%-6s %10.4f %14.0f %12.0f %10.1f\n", kvf_oracle_path_name(paths[p]), sec,
-                   (double)set.tokens / sec, (double)set.rows / sec, (double)set.n / sec);
-        }
-        printf("%-6s %10.4f %14.0f %12s %10.1f  (%s the cases, once)\n", "build", build_s,
-               (double)set.tokens / (build_s > 0 ? build_s : 1e-9), "",
-               (double)set.n / (build_s > 0 ? build_s : 1e-9),
-               nfiles ? "reading and building" : "generating, fitting and repairing");
-        long fr = pr[1].fast_rows, fb = pr[1].fallback_rows;
-        printf("speed-up %.2fx; fallback %ld of %ld rows (%.3f%%); rounded outputs %s\n",
-               pr[0].best_s / (pr[1].best_s > 0 ? pr[1].best_s : 1e-9), fb, fr + fb,
-               fr + fb ? 100.0 * (double)fb / (double)(fr + fb) : 0.0,
-               mismatched ? "DIFFER" : "identical");
+        print_paths(&set, nfiles, a.repeat, pr, build_s, mismatched);
         if (mismatched) {
             fprintf(stderr, "kvfuzz bench: the paths disagree on %" PRId64 " case runs\n",
                     mismatched);
@@ -414,22 +462,8 @@ int kvf_cmd_bench_oracle(int argc, char **argv) {
         }
     }
     double jb[2];
-    if (rc == KVF_EXIT_OK && time_judging(&set, repeat, jb)) rc = KVF_EXIT_FINDINGS;
-    if (rc == KVF_EXIT_OK) {
-        const double fast_s = pr[1].best_s > 0 ? pr[1].best_s : 1e-9;
-        printf("judge (default rules, cpu-splitkv's outputs), one thread, best of %" PRId64 ":\n",
-               repeat);
-        for (int k = 0; k < 2; k++) {
-            double sec = jb[k] > 0 ? jb[k] : 1e-9;
-            printf("%-18s %10.4f s %10.1f cases/s  %5.2fx the fast oracle's time\n",
-                   k ? "judge+statistics" : "judge", sec, (double)set.n / sec, sec / fast_s);
-        }
-        printf(
-            "an oracle thread of a campaign: %.1f cases/s (fast oracle, then judge+statistics)\n",
-            (double)set.n / (fast_s + (jb[1] > 0 ? jb[1] : 1e-9)));
-    }
-    free(res[0]);
-    free(res[1]);
+    if (rc == KVF_EXIT_OK && time_judging(&set, a.repeat, jb)) rc = KVF_EXIT_FINDINGS;
+    if (rc == KVF_EXIT_OK) print_judging(&set, a.repeat, pr, jb);
     set_free(&set);
     return rc;
 }
