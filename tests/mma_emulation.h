@@ -3,7 +3,7 @@
  * 2^(E - 25), E the largest of the terms' exponents (a product's taken as the sum of its
  * factors' exponents), summed exactly, the sum truncated toward zero to 24 bits. With
  * MMA_EXP_SUM and MMA_TRUNC_ZERO it matches the H200 bit for bit (test_mma_model.c compares the
- * four variants with the device); test_fa_rule.c runs a legitimate kernel on it. Header-only
+ * four variants with the device); test_fa_legitimate.c runs a legitimate kernel on it. Header-only
  * (static functions) for tests. */
 #ifndef KVFUZZ_TESTS_MMA_EMULATION_H
 #define KVFUZZ_TESTS_MMA_EMULATION_H
