@@ -18,6 +18,13 @@ if [ "${KVF_WITH_CLANG:-0}" = 1 ] && ! command -v clang >/dev/null; then need+=(
 if [ "${KVF_WITH_PYTHON:-0}" = 1 ] && ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
   need+=(python3-torch)
 fi
+# Campaign arrays' test on a one-node Slurm (tests/slurm_test.sh, scripts/slurm/local-cluster.sh).
+if [ "${KVF_WITH_SLURM:-0}" = 1 ]; then
+  if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || ! command -v sbatch >/dev/null; then
+    need+=(slurm-wlm)
+  fi
+  [ -x /usr/sbin/munged ] || need+=(munge)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
