@@ -299,12 +299,8 @@ static int read_hex_u64(const char *s, uint64_t *out) {
     return 0;
 }
 
-static int read_stats(reader *r, const json_t *root, kvf_stats **result) {
-    char ctx[64];
-    kvf__case_info **cases = NULL;
-    size_t ncases = 0;
-    kvf_stats *s = NULL;
-    int rc = -1;
+/* The top level's format, version and bucket layout, checked; *out the statistics allocated. */
+static int read_header(reader *r, const json_t *root, kvf_stats **out) {
     if (!json_is_object(root)) return bad(r, "the top level is not an object");
     const json_t *fmt = json_object_get(root, "format");
     if (!fmt || !json_is_string(fmt) || strcmp(json_string_value(fmt), KVF_STATS_FORMAT) != 0)
@@ -323,90 +319,86 @@ static int read_stats(reader *r, const json_t *root, kvf_stats **result) {
                    KVF_STATS_BUCKETS_PER_OCTAVE, KVF_BITS_SCALE);
     if (worst_n > KVF_STATS_WORST_MAX)
         return bad(r, "worst_n %lld is above %d", (long long)worst_n, KVF_STATS_WORST_MAX);
-    if (!(s = kvf__stats_alloc((int)worst_n))) return bad(r, "out of memory");
+    if (!(*out = kvf__stats_alloc((int)worst_n))) return bad(r, "out of memory");
+    return 0;
+}
+
+/* The top level's flags and names: incomplete, require_overflow, label and findings_dir. */
+static int read_flags(reader *r, const json_t *root, kvf_stats *s) {
     const json_t *inc = json_object_get(root, "incomplete");
-    if (inc && !json_is_boolean(inc)) {
-        bad(r, "\"incomplete\" is not a boolean");
-        goto done;
-    }
+    if (inc && !json_is_boolean(inc)) return bad(r, "\"incomplete\" is not a boolean");
     s->incomplete = inc && json_is_true(inc);
     const json_t *ro = json_object_get(root, "require_overflow");
-    if (!ro || !json_is_boolean(ro)) {
-        bad(r, "\"require_overflow\" is missing or not a boolean");
-        goto done;
-    }
+    if (!ro || !json_is_boolean(ro))
+        return bad(r, "\"require_overflow\" is missing or not a boolean");
     s->require_overflow = json_is_true(ro);
     if (get_opt_str(r, root, "label", &s->label, "top level") ||
         get_opt_str(r, root, "findings_dir", &s->findings_dir, "top level"))
-        goto done;
+        return -1;
+    return 0;
+}
 
+/* "sources": the processes that wrote the statistics, when the file names them. */
+static int read_sources(reader *r, const json_t *root, kvf_stats *s) {
+    char ctx[64];
     const json_t *sources = json_object_get(root, "sources");
-    if (sources && !json_is_array(sources)) {
-        bad(r, "\"sources\" is not an array");
-        goto done;
+    if (sources && !json_is_array(sources)) return bad(r, "\"sources\" is not an array");
+    if (!sources || !json_array_size(sources)) return 0;
+    if (!(s->sources = calloc(json_array_size(sources), sizeof *s->sources)))
+        return bad(r, "out of memory");
+    for (size_t i = 0; i < json_array_size(sources); i++) {
+        const json_t *src = json_array_get(sources, i);
+        kvf__source *d = &s->sources[s->nsources++];
+        snprintf(ctx, sizeof ctx, "sources[%zu]", i);
+        if (!json_is_object(src)) return bad(r, "%s is not an object", ctx);
+        const json_t *pid = json_object_get(src, "pid");
+        if (pid && !json_is_null(pid) && kvf_json_to_i64(pid, &d->pid))
+            return bad(r, "%s: \"pid\" is not an integer", ctx);
+        if (get_opt_str(r, src, "command", &d->command, ctx) ||
+            get_opt_str(r, src, "host", &d->host, ctx) ||
+            get_opt_str(r, src, "started", &d->started, ctx) ||
+            get_opt_str(r, src, "written", &d->written, ctx) ||
+            read_devices(r, json_object_get(src, "devices"), d, ctx))
+            return -1;
     }
-    if (sources && json_array_size(sources)) {
-        if (!(s->sources = calloc(json_array_size(sources), sizeof *s->sources))) {
-            bad(r, "out of memory");
-            goto done;
-        }
-        for (size_t i = 0; i < json_array_size(sources); i++) {
-            const json_t *src = json_array_get(sources, i);
-            kvf__source *d = &s->sources[s->nsources++];
-            snprintf(ctx, sizeof ctx, "sources[%zu]", i);
-            if (!json_is_object(src)) {
-                bad(r, "%s is not an object", ctx);
-                goto done;
-            }
-            const json_t *pid = json_object_get(src, "pid");
-            if (pid && !json_is_null(pid) && kvf_json_to_i64(pid, &d->pid)) {
-                bad(r, "%s: \"pid\" is not an integer", ctx);
-                goto done;
-            }
-            if (get_opt_str(r, src, "command", &d->command, ctx) ||
-                get_opt_str(r, src, "host", &d->host, ctx) ||
-                get_opt_str(r, src, "started", &d->started, ctx) ||
-                get_opt_str(r, src, "written", &d->written, ctx) ||
-                read_devices(r, json_object_get(src, "devices"), d, ctx))
-                goto done;
-        }
-    }
+    return 0;
+}
 
+/* "kernels": each kernel's runs, unsupported cases and run errors. */
+static int read_kernels(reader *r, const json_t *root, kvf_stats *s) {
+    char ctx[64];
     const json_t *kernels = get_array(r, root, "kernels", "top level");
-    if (!kernels) goto done;
+    if (!kernels) return -1;
     for (size_t i = 0; i < json_array_size(kernels); i++) {
         const json_t *k = json_array_get(kernels, i);
         const json_t *name = json_object_get(k, "kernel");
         snprintf(ctx, sizeof ctx, "kernels[%zu]", i);
-        if (!name || !json_is_string(name)) {
-            bad(r, "%s: \"kernel\" is missing or not a string", ctx);
-            goto done;
-        }
+        if (!name || !json_is_string(name))
+            return bad(r, "%s: \"kernel\" is missing or not a string", ctx);
         for (size_t j = 0; j < s->nkernels; j++)
-            if (strcmp(s->kernels[j].kernel, json_string_value(name)) == 0) {
-                bad(r, "%s: kernel \"%s\" is listed twice", ctx, json_string_value(name));
-                goto done;
-            }
+            if (strcmp(s->kernels[j].kernel, json_string_value(name)) == 0)
+                return bad(r, "%s: kernel \"%s\" is listed twice", ctx, json_string_value(name));
         kvf__kernel_runs *kr = kvf__kernel_runs_get(s, json_string_value(name));
-        if (!kr) {
-            bad(r, "out of memory");
-            goto done;
-        }
+        if (!kr) return bad(r, "out of memory");
         if (get_i64(r, k, "ran", 0, &kr->ran, ctx) ||
             get_i64(r, k, "unsupported", 0, &kr->unsupported, ctx))
-            goto done;
+            return -1;
         for (int j = 0; j < KVF__N_RUN_ERRORS; j++)
             if (get_i64(r, k, kvf_finding_class_name((kvf_finding_class)kvf__run_error_classes[j]),
                         0, &kr->errors[kvf__run_error_classes[j]], ctx))
-                goto done;
+                return -1;
     }
+    return 0;
+}
 
+/* "cases": the cases the worst entries name, into *cases (*ncases of them, each referenced
+ * once; the caller releases them, also after an error). */
+static int read_cases(reader *r, const json_t *root, kvf__case_info ***cases, size_t *ncases) {
+    char ctx[64];
     const json_t *ct = get_array(r, root, "cases", "top level");
-    if (!ct) goto done;
-    if (json_array_size(ct) && !(cases = calloc(json_array_size(ct), sizeof *cases))) {
-        bad(r, "out of memory");
-        goto done;
-    }
+    if (!ct) return -1;
+    if (json_array_size(ct) && !(*cases = calloc(json_array_size(ct), sizeof **cases)))
+        return bad(r, "out of memory");
     for (size_t i = 0; i < json_array_size(ct); i++) {
         const json_t *cv = json_array_get(ct, i);
         snprintf(ctx, sizeof ctx, "cases[%zu]", i);
@@ -414,15 +406,13 @@ static int read_stats(reader *r, const json_t *root, kvf_stats **result) {
         uint64_t hash = 0;
         int has_hash = hv && !json_is_null(hv);
         if (!json_is_object(cv) ||
-            (has_hash && (!json_is_string(hv) || read_hex_u64(json_string_value(hv), &hash)))) {
-            bad(r, "%s: \"hash\" is not 16 lowercase hex digits or null", ctx);
-            goto done;
-        }
+            (has_hash && (!json_is_string(hv) || read_hex_u64(json_string_value(hv), &hash))))
+            return bad(r, "%s: \"hash\" is not 16 lowercase hex digits or null", ctx);
         char *path, *hex;
-        if (get_opt_str(r, cv, "path", &path, ctx)) goto done;
+        if (get_opt_str(r, cv, "path", &path, ctx)) return -1;
         if (get_opt_str(r, cv, "kvfz_hex", &hex, ctx)) {
             free(path);
-            goto done;
+            return -1;
         }
         size_t hl = hex ? strlen(hex) : 0;
         int hex_ok = hl % 2 == 0 && hl <= 2 * KVF_STATS_EMBED_MAX;
@@ -431,96 +421,110 @@ static int read_stats(reader *r, const json_t *root, kvf_stats **result) {
         if (!hex_ok) {
             free(path);
             free(hex);
-            bad(r, "%s: \"kvfz_hex\" is not an even run of lowercase hex digits", ctx);
-            goto done;
+            return bad(r, "%s: \"kvfz_hex\" is not an even run of lowercase hex digits", ctx);
         }
-        cases[ncases] = kvf__case_info_new(has_hash, hash, path, NULL, 0, hex);
+        (*cases)[*ncases] = kvf__case_info_new(has_hash, hash, path, NULL, 0, hex);
         free(path);
         free(hex);
-        if (!cases[ncases]) {
-            bad(r, "out of memory");
-            goto done;
-        }
-        ncases++;
+        if (!(*cases)[*ncases]) return bad(r, "out of memory");
+        (*ncases)++;
     }
+    return 0;
+}
 
+/* A group's counts, its findings per class and its outputs' statistics, in model and out of it
+ * (cases: the file's, which the worst entries name). */
+static int read_group_counts(reader *r, const json_t *gv, const kvf_stats *s, kvf__group *g,
+                             kvf__case_info **cases, size_t ncases, const char *ctx) {
+    if (get_i64(r, gv, "cases", 0, &g->cases, ctx) ||
+        get_i64(r, gv, "passed", 0, &g->passed, ctx) ||
+        get_i64(r, gv, "out_of_model", 0, &g->out_of_model, ctx) ||
+        get_i64(r, gv, "rule_rejects_rounded", 0, &g->rejects_rounded, ctx))
+        return -1;
+    const json_t *fv = json_object_get(gv, "findings");
+    if (!fv || !json_is_object(fv))
+        return bad(r, "%s: \"findings\" is missing or not an object", ctx);
+    for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++) {
+        /* The buffer-violation classes (the host's) came after the first stats files were
+         * written: a file without them recorded none. */
+        const char *name = kvf_finding_class_name((kvf_finding_class)c);
+        if (kvf_finding_class_producer((kvf_finding_class)c) == KVF_FINDING_BY_HOST &&
+            !json_object_get(fv, name))
+            continue;
+        if (get_i64(r, fv, name, 0, &g->findings[c], ctx)) return -1;
+    }
+    for (int out = 0; out < 2; out++) {
+        char sub[128];
+        snprintf(sub, sizeof sub, "%s.%s", ctx, kvf__output_name[out]);
+        if (read_outstats(r, json_object_get(gv, kvf__output_name[out]), &g->out[out], s->worst_n,
+                          cases, ncases, (kvf_output_kind)out, sub))
+            return -1;
+    }
+    const json_t *oomv = json_object_get(gv, "out_of_model_rows");
+    for (int out = 0; out < 2; out++) {
+        char sub[128];
+        snprintf(sub, sizeof sub, "%s.out_of_model_rows.%s", ctx, kvf__output_name[out]);
+        if (read_outstats(r, json_object_get(oomv, kvf__output_name[out]), &g->oom[out], s->worst_n,
+                          cases, ncases, (kvf_output_kind)out, sub))
+            return -1;
+    }
+    return 0;
+}
+
+/* A group's passed, out-of-model, rejected-rounded and failed cases add up to its cases. */
+static int check_group_total(reader *r, const kvf__group *g, const char *ctx) {
+    int64_t failed = 0, total = g->passed;
+    int over =
+        kvf__count_add(&total, g->out_of_model) || kvf__count_add(&total, g->rejects_rounded);
+    for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++)
+        over |= kvf__count_add(&failed, g->findings[c]);
+    if (over || kvf__count_add(&total, failed))
+        return bad(r,
+                   "%s: passed, out_of_model, rule_rejects_rounded and findings add up past "
+                   "2^63 - 1",
+                   ctx);
+    if (total != g->cases)
+        return bad(r,
+                   "%s: passed, out_of_model, rule_rejects_rounded and findings add up to %lld, "
+                   "not the %lld cases",
+                   ctx, (long long)total, (long long)g->cases);
+    return 0;
+}
+
+/* "groups": one per kernel and rule. */
+static int read_groups(reader *r, const json_t *root, kvf_stats *s, kvf__case_info **cases,
+                       size_t ncases) {
+    char ctx[64];
     const json_t *groups = get_array(r, root, "groups", "top level");
-    if (!groups) goto done;
+    if (!groups) return -1;
     for (size_t i = 0; i < json_array_size(groups); i++) {
         const json_t *gv = json_array_get(groups, i);
         const json_t *kn = json_object_get(gv, "kernel"), *rn = json_object_get(gv, "rule");
         snprintf(ctx, sizeof ctx, "groups[%zu]", i);
-        if (!kn || !json_is_string(kn) || !rn || !json_is_string(rn)) {
-            bad(r, "%s: \"kernel\" or \"rule\" is missing or not a string", ctx);
-            goto done;
-        }
+        if (!kn || !json_is_string(kn) || !rn || !json_is_string(rn))
+            return bad(r, "%s: \"kernel\" or \"rule\" is missing or not a string", ctx);
         size_t before = s->ngroups;
         kvf__group *g = kvf__group_get(s, json_string_value(kn), json_string_value(rn));
-        if (!g) {
-            bad(r, "out of memory");
-            goto done;
-        }
-        if (s->ngroups == before) {
-            bad(r, "%s: kernel \"%s\" with rule \"%s\" appears twice", ctx, json_string_value(kn),
-                json_string_value(rn));
-            goto done;
-        }
-        if (get_i64(r, gv, "cases", 0, &g->cases, ctx) ||
-            get_i64(r, gv, "passed", 0, &g->passed, ctx) ||
-            get_i64(r, gv, "out_of_model", 0, &g->out_of_model, ctx) ||
-            get_i64(r, gv, "rule_rejects_rounded", 0, &g->rejects_rounded, ctx))
-            goto done;
-        const json_t *fv = json_object_get(gv, "findings");
-        if (!fv || !json_is_object(fv)) {
-            bad(r, "%s: \"findings\" is missing or not an object", ctx);
-            goto done;
-        }
-        for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++) {
-            /* The buffer-violation classes (the host's) came after the first stats files were
-             * written: a file without them recorded none. */
-            const char *name = kvf_finding_class_name((kvf_finding_class)c);
-            if (kvf_finding_class_producer((kvf_finding_class)c) == KVF_FINDING_BY_HOST &&
-                !json_object_get(fv, name))
-                continue;
-            if (get_i64(r, fv, name, 0, &g->findings[c], ctx)) goto done;
-        }
-        for (int out = 0; out < 2; out++) {
-            char sub[128];
-            snprintf(sub, sizeof sub, "%s.%s", ctx, kvf__output_name[out]);
-            if (read_outstats(r, json_object_get(gv, kvf__output_name[out]), &g->out[out],
-                              s->worst_n, cases, ncases, (kvf_output_kind)out, sub))
-                goto done;
-        }
-        const json_t *oomv = json_object_get(gv, "out_of_model_rows");
-        for (int out = 0; out < 2; out++) {
-            char sub[128];
-            snprintf(sub, sizeof sub, "%s.out_of_model_rows.%s", ctx, kvf__output_name[out]);
-            if (read_outstats(r, json_object_get(oomv, kvf__output_name[out]), &g->oom[out],
-                              s->worst_n, cases, ncases, (kvf_output_kind)out, sub))
-                goto done;
-        }
-        int64_t failed = 0, total = g->passed;
-        int over =
-            kvf__count_add(&total, g->out_of_model) || kvf__count_add(&total, g->rejects_rounded);
-        for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++)
-            over |= kvf__count_add(&failed, g->findings[c]);
-        if (over || kvf__count_add(&total, failed)) {
-            bad(r,
-                "%s: passed, out_of_model, rule_rejects_rounded and findings add up past "
-                "2^63 - 1",
-                ctx);
-            goto done;
-        }
-        if (total != g->cases) {
-            bad(r,
-                "%s: passed, out_of_model, rule_rejects_rounded and findings add up to %lld, "
-                "not the %lld cases",
-                ctx, (long long)total, (long long)g->cases);
-            goto done;
-        }
+        if (!g) return bad(r, "out of memory");
+        if (s->ngroups == before)
+            return bad(r, "%s: kernel \"%s\" with rule \"%s\" appears twice", ctx,
+                       json_string_value(kn), json_string_value(rn));
+        if (read_group_counts(r, gv, s, g, cases, ncases, ctx) || check_group_total(r, g, ctx))
+            return -1;
     }
-    rc = 0;
-done:
+    return 0;
+}
+
+static int read_stats(reader *r, const json_t *root, kvf_stats **result) {
+    kvf__case_info **cases = NULL;
+    size_t ncases = 0;
+    kvf_stats *s = NULL;
+    if (read_header(r, root, &s)) return -1;
+    int rc = read_flags(r, root, s);
+    if (!rc) rc = read_sources(r, root, s);
+    if (!rc) rc = read_kernels(r, root, s);
+    if (!rc) rc = read_cases(r, root, &cases, &ncases);
+    if (!rc) rc = read_groups(r, root, s, cases, ncases);
     for (size_t i = 0; i < ncases; i++)
         kvf__case_info_unref(cases[i]); /* worst entries hold their own references */
     free(cases);
