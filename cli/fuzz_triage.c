@@ -59,7 +59,9 @@ static int minimize_groups(FILE *out, const kvf_groups *g, const kvf_kernel *ker
     int done = 0;
     for (size_t i = 0; i < g->ngroups && !kvf_campaign_stop_signal(); i++) {
         const kvf_group_finding *f = &g->findings[g->groups[i].first];
-        if (f->min || !f->kvfz) continue;
+        /* A hang costs a whole deadline per candidate run: left to `kvfuzz minimize`. */
+        if (f->min || !f->kvfz || strcmp(f->cls, kvf_finding_class_name(KVF_FINDING_HANG)) == 0)
+            continue;
         double left = budget_s - (now_s() - t0);
         if (left < 0.5) break;
         double limit = fmin(TRIAGE_GROUP_MAX_S, fmax(0.5, left * TRIAGE_GROUP_SHARE));
@@ -73,29 +75,6 @@ static int minimize_groups(FILE *out, const kvf_groups *g, const kvf_kernel *ker
         }
     }
     return done;
-}
-
-/* One line per group: id, kernel, findings, the smallest case and how to replay it. */
-static void print_groups(FILE *out, const kvf_groups *g) {
-    fprintf(out, "groups: %zu distinct defect(s) in %zu finding(s)\n", g->ngroups, g->nfindings);
-    for (size_t i = 0; i < g->ngroups; i++) {
-        const kvf_group *gr = &g->groups[i];
-        const kvf_group_finding *small = &g->findings[gr->smallest];
-        const char *attr = g->findings[gr->first].attr_text;
-        const char *fib = gr->fib_yes && !gr->fib_no   ? "fib catches it"
-                          : gr->fib_no && !gr->fib_yes ? "fib misses it"
-                          : gr->fib_yes                ? "fib catches some"
-                                                       : "fib not judged";
-        fprintf(out, "  %s  %s  %zu finding(s), %s%s%s\n", gr->id, gr->kernel_short, gr->count, fib,
-                attr ? "; " : "", attr ? attr : "");
-        /* A minimized case has no report beside it to name its kernel and rule: the command
-         * names them. */
-        const char *cs = small->min ? small->min : small->kvfz;
-        if (cs)
-            fprintf(out, "      smallest case %s (%ld bytes): kvfuzz replay --kernel %s%s%s %s\n",
-                    cs, small->case_bytes, gr->kernel, gr->rule ? " --rule " : "",
-                    gr->rule ? gr->rule : "", cs);
-    }
 }
 
 int cli_fuzz_triage(FILE *out, const char *dir, const kvf_kernel *kernel,
@@ -119,7 +98,7 @@ int cli_fuzz_triage(FILE *out, const char *dir, const kvf_kernel *kernel,
             return -1;
         }
     }
-    print_groups(out, &g);
+    kvf_groups_print(out, &g);
     kvf_groups_free(&g);
     return 0;
 }

@@ -69,14 +69,14 @@ first_table=$(grep -o '<table[^>]*>' "$tmp/rep/index.html" | head -1)
 # the groups listed with a command that replays the minimized case and still fails.
 "$kvfuzz" fuzz --kernel cpu-splitkv/mut=empty-seq-lse-zero --time 5 --seed 3 --minimize-time 20 \
   --findings "$tmp/min" >"$tmp/min.log" 2>&1
-grep -q '^groups: 1 distinct defect' "$tmp/min.log" || fail "the campaign lists no single group: $(tail -5 "$tmp/min.log")"
+grep -q '^groups: 1 distinct failure' "$tmp/min.log" || fail "the campaign lists no single group: $(tail -5 "$tmp/min.log")"
 minc=$(ls "$tmp/min"/*.min.kvfz 2>/dev/null | head -1)
 if [ -z "$minc" ]; then
   fail "no minimized case beside the findings: $(tail -5 "$tmp/min.log")"
 else
   orig=${minc%.min.kvfz}.kvfz
   [ "$(stat -c %s "$minc")" -le "$(stat -c %s "$orig")" ] || fail "$minc is larger than $orig"
-  cmd=$(sed -n 's/.*smallest case .*: kvfuzz replay \(.*\)$/\1/p' "$tmp/min.log" | head -1)
+  cmd=$(sed -n 's/^ *kvfuzz replay \(.*\)$/\1/p' "$tmp/min.log" | head -1)
   # shellcheck disable=SC2086 # the printed command's words
   "$kvfuzz" replay $cmd >"$tmp/replay-min.log" 2>&1
   [ $? -eq 1 ] || fail "the printed replay command does not reproduce the finding: $(tail -3 "$tmp/replay-min.log")"

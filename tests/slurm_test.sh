@@ -168,7 +168,7 @@ for t in $tags; do
 done
 
 # Findings: each saved once, each announced one on disk with its report.
-nfiles=$(find "$dir/findings" -name '*.kvfz' | wc -l)
+nfiles=$(find "$dir/findings" -name '*.kvfz' ! -name '*.min.kvfz' | wc -l) # minimized cases apart
 nnew=0
 for s in "$dir"/logs/*.summary; do
   n=$(sed -n 's/^  findings: \([0-9]*\) new signature.*/\1/p' "$s")

@@ -481,6 +481,7 @@ int kvf_campaign_wait(kvf_campaign *cp, kvf_error *err) {
         if (cp->worker_device[i] >= 0)
             st->device[cp->worker_device[i]].worker_starts += cp->worker_starts[i];
     st->corpus_size = (int64_t)kvf__corpus_size(&cp->corpus);
+    kvf__write_hits(cp);
     if (cp->fatal) {
         if (err) *err = cp->fatal_err;
         return cp->fatal;
@@ -505,6 +506,8 @@ void kvf_campaign_free(kvf_campaign *cp) {
     kvf__corpus_free(&cp->corpus);
     free(cp->seen);
     free(cp->signatures);
+    free(cp->sig_class);
+    free(cp->sig_hits);
     free(cp->lost);
     pthread_mutex_destroy(&cp->mu);
     free(cp);

@@ -79,6 +79,10 @@ struct kvf_campaign {
     int nfeatures;
     uint64_t *signatures; /* saved (or already in the findings folder) */
     size_t nsignatures;
+    /* Per saved signature: its class and the cases that hit it in this campaign, written to the
+     * findings folder's hits file at the end (kvf__write_hits). */
+    kvf_finding_class *sig_class;
+    int64_t *sig_hits;
     uint64_t *lost; /* failed to save at least once and not saved since */
     size_t nlost;
 
@@ -137,6 +141,11 @@ void *kvf__dispatcher_main(void *arg);
 /* judge_pool.c */
 void *kvf__oracle_main(void *arg);
 /* Counts a finding and saves it if its signature is new. Caller holds cp->mu. */
+/* Writes DIR/hits-<pid>-<time>.counts (JSON, under its own extension so that nothing reads it
+ * as a finding's report or a statistics file): how many cases hit each finding this campaign saved
+ * ({"kvfuzz_hits": 1, "hits": {"<class>-<12 hex>": n}}), atomically; `kvfuzz report` adds them
+ * up per group. Said on the log when it cannot be written. */
+void kvf__write_hits(struct kvf_campaign *cp);
 void kvf__record_finding(struct kvf_campaign *cp, const kvf_outcome *out, const kvf__job *j);
 /* A run that produced no output (crash, hang, kernel error): its finding, if any. */
 void kvf__record_run_finding(struct kvf_campaign *cp, const kvf_run_result *res, const kvf__job *j);

@@ -12,9 +12,13 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "campaign_internal.h"
+#include "kvfuzz/file.h"
 #include "kvfuzz/trial.h"
 
 /* How far below the campaign's other threads an oracle thread runs (nice steps). */
@@ -59,6 +63,52 @@ static void set_remove(uint64_t *set, size_t *n, uint64_t h) {
         }
 }
 
+/* The saved signature's index, or n. */
+static size_t set_index(const uint64_t *set, size_t n, uint64_t h) {
+    size_t i = 0;
+    while (i < n && set[i] != h)
+        i++;
+    return i;
+}
+
+/* Adds a saved signature with its first hit. */
+static void signature_add(struct kvf_campaign *cp, uint64_t h, kvf_finding_class cls) {
+    size_t n = cp->nsignatures;
+    kvf_finding_class *c = realloc(cp->sig_class, (n + 1) * sizeof *c);
+    if (c) cp->sig_class = c;
+    int64_t *hits = realloc(cp->sig_hits, (n + 1) * sizeof *hits);
+    if (hits) cp->sig_hits = hits;
+    if (!c || !hits) return; /* then the signature is simply tried again when it recurs */
+    set_add(&cp->signatures, &cp->nsignatures, h);
+    if (cp->nsignatures == n + 1) {
+        cp->sig_class[n] = cls;
+        cp->sig_hits[n] = 1;
+    }
+}
+
+void kvf__write_hits(struct kvf_campaign *cp) {
+    const kvf_campaign_opts *o = cp->opts;
+    if (!o->findings_dir || cp->nsignatures == 0) return;
+    json_t *hits = json_object(), *root = json_pack("{s:i,s:o}", "kvfuzz_hits", 1, "hits", hits);
+    int bad = !hits || !root;
+    for (size_t i = 0; i < cp->nsignatures && !bad; i++) {
+        char stem[96];
+        snprintf(stem, sizeof stem, "%s-%012" PRIx64, kvf_finding_class_name(cp->sig_class[i]),
+                 cp->signatures[i] & UINT64_C(0xFFFFFFFFFFFF));
+        bad = json_object_set_new(hits, stem, json_integer((json_int_t)cp->sig_hits[i])) != 0;
+    }
+    char *text = bad ? NULL : json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/hits-%ld-%lld.counts", o->findings_dir, (long)getpid(),
+             (long long)time(NULL));
+    kvf_error err = {0};
+    if (!text || kvf_write_atomic_bytes(path, text, strlen(text), &err))
+        fprintf(kvf__log(cp), "kvfuzz fuzz: could not write %s: %s\n", path,
+                text ? err.msg : "out of memory");
+    free(text);
+    json_decref(root);
+}
+
 void kvf__record_finding(struct kvf_campaign *cp, const kvf_outcome *out, const kvf__job *j) {
     const kvf_campaign_opts *o = cp->opts;
     kvf_campaign_stats *st = cp->stats;
@@ -68,7 +118,11 @@ void kvf__record_finding(struct kvf_campaign *cp, const kvf_outcome *out, const 
     uint64_t h = kvf_outcome_signature(out, o->kernel->name, sig, sizeof sig);
     /* A signature counts as saved only once its files are on disk: one whose save failed
      * (a full disk, a folder made unwritable) is tried again each time it recurs. */
-    if (set_has(cp->signatures, cp->nsignatures, h)) return;
+    size_t at = set_index(cp->signatures, cp->nsignatures, h);
+    if (at < cp->nsignatures) {
+        cp->sig_hits[at]++;
+        return;
+    }
     char path[4300] = "";
     int is_new = 1;
     if (o->findings_dir) {
@@ -96,7 +150,7 @@ void kvf__record_finding(struct kvf_campaign *cp, const kvf_outcome *out, const 
             return;
         }
     }
-    set_add(&cp->signatures, &cp->nsignatures, h);
+    signature_add(cp, h, out->finding);
     if (o->max_findings > 0 && (int64_t)cp->nsignatures >= o->max_findings)
         kvf__campaign_stop(cp, KVF__FINISH); /* --max-findings: finish what is in flight */
     if (set_has(cp->lost, cp->nlost, h)) {

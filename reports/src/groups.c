@@ -237,6 +237,29 @@ static kvf_group_finding *find_stem(kvf_groups *g, size_t first, const char *ste
     return NULL;
 }
 
+static void free_paths(char **p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        free(p[i]);
+    free(p);
+}
+
+/* Adds a campaign's hits file (hits-*.counts, JSON {"hits": {"<stem>": n}}, written at its end) to
+ * the findings of the directory (from index first on). A file that cannot be read adds nothing: the
+ * counts are a figure for people, never a reason to fail a report. */
+static void add_hits(kvf_groups *g, size_t first, const char *path) {
+    json_t *root = json_load_file(path, 0, NULL);
+    json_t *hits = json_object_get(root, "hits");
+    const char *stem;
+    json_t *v;
+    json_object_foreach(hits, stem, v) {
+        kvf_group_finding *f = json_is_integer(v) && json_integer_value(v) > 0
+                                   ? find_stem(g, first, stem, strlen(stem))
+                                   : NULL;
+        if (f) f->cases += (int64_t)json_integer_value(v);
+    }
+    json_decref(root);
+}
+
 /* Adds the <class>-<hash>.kvfz / .json pairs of one directory, and notes minimized cases
  * (<class>-<hash>.min.kvfz) beside them. */
 static int scan_dir(kvf_groups *g, const char *dir, kvf_error *err) {
@@ -245,13 +268,24 @@ static int scan_dir(kvf_groups *g, const char *dir, kvf_error *err) {
         return kvf_error_set(err, KVF_EIO, "cannot open findings directory %s: %s", dir,
                              strerror(errno));
     size_t first = g->nfindings;
+    char **hits = NULL;
+    size_t nhits = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *name = e->d_name;
         size_t n = strlen(name);
         int kvfz = n > 5 && strcmp(name + n - 5, ".kvfz") == 0;
         int json = n > 5 && strcmp(name + n - 5, ".json") == 0;
-        if (name[0] == '.' || strstr(name, ".tmp.") || (!kvfz && !json)) continue;
+        const int counts = n > 7 && strcmp(name + n - 7, ".counts") == 0;
+        if (name[0] == '.' || strstr(name, ".tmp.") || (!kvfz && !json && !counts)) continue;
+        if (counts && strncmp(name, "hits-", 5) == 0) { /* a campaign's hit counts, read below */
+            char **grown = realloc(hits, (nhits + 1) * sizeof *grown);
+            if (!grown) goto oom;
+            hits = grown;
+            if (!(hits[nhits] = join_path(dir, name, ""))) goto oom;
+            nhits++;
+            continue;
+        }
         size_t stem_len = n - 5;
         int min = kvfz && stem_len > 4 && strncmp(name + stem_len - 4, ".min", 4) == 0;
         if (min) stem_len -= 4;
@@ -282,9 +316,13 @@ static int scan_dir(kvf_groups *g, const char *dir, kvf_error *err) {
             goto oom;
     }
     closedir(d);
+    for (size_t i = 0; i < nhits; i++)
+        add_hits(g, first, hits[i]);
+    free_paths(hits, nhits);
     return 0;
 oom:
     closedir(d);
+    free_paths(hits, nhits);
     return kvf_error_set(err, KVF_ENOMEM, "out of memory listing findings");
 }
 
@@ -359,6 +397,7 @@ static void group_figures(kvf_groups *gs, kvf_group *g, size_t gi) {
         if (f->has_element && (g->worst == (size_t)-1 ||
                                element_before(&f->element, &gs->findings[g->worst].element)))
             g->worst = i;
+        g->cases += f->cases;
         g->fib_yes += f->fib == 1;
         g->fib_no += f->fib == 0;
     }

@@ -136,33 +136,35 @@ static json_t *group_json(const kvf__rmodel *m, size_t gi) {
               kvf_json_set(classes, f->cls, json_integer(prev ? json_integer_value(prev) + 1 : 1));
     }
     const kvf_group_finding *sm = &gs->findings[g->smallest];
-    bad = bad || kvf_json_set(j, "id", json_string(g->id)) ||
-          kvf_json_set(j, "key", json_string(g->key)) ||
-          kvf_json_set(j, "kernel", json_string(g->kernel_short)) ||
-          kvf_json_set(j, "kernel_path",
-                       kvf_json_string_or_null(g->kernel_path[0] ? g->kernel_path : NULL)) ||
-          kvf_json_set(j, "kernel_full", kvf_json_string_or_null(g->kernel)) ||
-          kvf_json_set(j, "findings", json_integer((json_int_t)g->count)) ||
-          kvf_json_set(j, "classes", json_incref(classes) ? classes : NULL) ||
-          kvf_json_set(j, "members", json_incref(members) ? members : NULL) ||
-          kvf_json_set(j, "first_seen", json_string(seen)) ||
-          kvf_json_set(j, "worst",
-                       g->worst == (size_t)-1 ? json_null()
-                                              : element_json(&gs->findings[g->worst].element)) ||
-          kvf_json_set(j, "precision", json_boolean(g->precision)) ||
-          kvf_json_set(j, "attribution", json_string(verdict)) ||
-          kvf_json_set(j, "attribution_text", kvf_json_string_or_null(first->attr_text)) ||
-          kvf_json_set(j, "fib", json_string(fib)) ||
-          kvf_json_set(j, "fib_catches", json_integer((json_int_t)g->fib_yes)) ||
-          kvf_json_set(j, "fib_misses", json_integer((json_int_t)g->fib_no)) ||
-          kvf_json_set(j, "case", kvf_json_string_or_null(link)) ||
-          kvf_json_set(j, "case_path", kvf_json_string_or_null(cs)) ||
-          kvf_json_set(j, "case_minimized",
-                       json_boolean(cs && sm->min && strcmp(cs, sm->min) == 0)) ||
-          kvf_json_set(j, "case_bytes", json_integer(sm->case_bytes)) ||
-          kvf_json_set(j, "shape", json_string(shape)) ||
-          kvf_json_set(j, "replay", kvf_json_string_or_null(replay[0] ? replay : NULL)) ||
-          kvf_json_set(j, "minimize", kvf_json_string_or_null(minimize[0] ? minimize : NULL));
+    bad =
+        bad || kvf_json_set(j, "id", json_string(g->id)) ||
+        kvf_json_set(j, "key", json_string(g->key)) ||
+        kvf_json_set(j, "kernel", json_string(g->kernel_short)) ||
+        kvf_json_set(j, "kernel_path",
+                     kvf_json_string_or_null(g->kernel_path[0] ? g->kernel_path : NULL)) ||
+        kvf_json_set(j, "kernel_full", kvf_json_string_or_null(g->kernel)) ||
+        kvf_json_set(j, "findings", json_integer((json_int_t)g->count)) ||
+        kvf_json_set(j, "cases", g->cases > 0 ? json_integer((json_int_t)g->cases) : json_null()) ||
+        kvf_json_set(j, "classes", json_incref(classes) ? classes : NULL) ||
+        kvf_json_set(j, "members", json_incref(members) ? members : NULL) ||
+        kvf_json_set(j, "first_seen", json_string(seen)) ||
+        kvf_json_set(j, "worst",
+                     g->worst == (size_t)-1 ? json_null()
+                                            : element_json(&gs->findings[g->worst].element)) ||
+        kvf_json_set(j, "precision", json_boolean(g->precision)) ||
+        kvf_json_set(j, "attribution", json_string(verdict)) ||
+        kvf_json_set(j, "attribution_text", kvf_json_string_or_null(first->attr_text)) ||
+        kvf_json_set(j, "fib", json_string(fib)) ||
+        kvf_json_set(j, "fib_catches", json_integer((json_int_t)g->fib_yes)) ||
+        kvf_json_set(j, "fib_misses", json_integer((json_int_t)g->fib_no)) ||
+        kvf_json_set(j, "case", kvf_json_string_or_null(link)) ||
+        kvf_json_set(j, "case_path", kvf_json_string_or_null(cs)) ||
+        kvf_json_set(j, "case_minimized",
+                     json_boolean(cs && sm->min && strcmp(cs, sm->min) == 0)) ||
+        kvf_json_set(j, "case_bytes", json_integer(sm->case_bytes)) ||
+        kvf_json_set(j, "shape", json_string(shape)) ||
+        kvf_json_set(j, "replay", kvf_json_string_or_null(replay[0] ? replay : NULL)) ||
+        kvf_json_set(j, "minimize", kvf_json_string_or_null(minimize[0] ? minimize : NULL));
     json_decref(members);
     json_decref(classes);
     free(link);
@@ -280,8 +282,10 @@ void kvf__groups_table(FILE *f, const kvf__rmodel *m) {
 }
 
 void kvf__groups_print(FILE *t, const kvf__rmodel *m) {
-    const kvf_groups *gs = &m->groups;
-    if (m->nfinding_dirs == 0) return;
+    if (m->nfinding_dirs > 0) kvf_groups_print(t, &m->groups);
+}
+
+void kvf_groups_print(FILE *t, const kvf_groups *gs) {
     fprintf(t, "groups: %zu distinct failure(s) from %zu finding(s)\n", gs->ngroups, gs->nfindings);
     for (size_t i = 0; i < gs->ngroups; i++) {
         const kvf_group *g = &gs->groups[i];
@@ -297,8 +301,10 @@ void kvf__groups_print(FILE *t, const kvf__rmodel *m) {
         group_commands(gs, g, replay, sizeof replay, minimize, sizeof minimize);
         if (g->worst != (size_t)-1)
             element_text(&gs->findings[g->worst].element, elem, sizeof elem);
-        fprintf(t, "  group %s  %s  %zu finding(s) (%s), first seen %s\n", g->id, g->kernel_short,
-                g->count, classes, seen);
+        char cases[48] = "";
+        if (g->cases > 0) snprintf(cases, sizeof cases, ", %lld case(s)", (long long)g->cases);
+        fprintf(t, "  group %s  %s  %zu finding(s) (%s)%s, first seen %s\n", g->id, g->kernel_short,
+                g->count, classes, cases, seen);
         fprintf(t, "      %s; %s\n      worst: %s\n", verdict, fib, elem);
         fprintf(t, "      case: %s (%ld bytes%s): %s\n", cs ? cs : "-", sm->case_bytes,
                 cs && sm->min && strcmp(cs, sm->min) == 0 ? ", minimized" : "", shape);

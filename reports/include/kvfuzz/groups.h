@@ -17,6 +17,7 @@
 #define KVFUZZ_GROUPS_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -57,7 +58,9 @@ typedef struct kvf_group_finding {
     kvf_group_feature feature; /* its row's feature */
     time_t mtime;              /* of the .kvfz (else the .json): when it was found */
     long case_bytes;           /* size of its smallest case file (min, else kvfz); -1: none */
-    size_t group;              /* index into kvf_groups.groups */
+    int64_t cases; /* cases that hit it, summed over the campaigns' hits files in its directory
+                      (hits-*.counts); 0 when none recorded it */
+    size_t group;  /* index into kvf_groups.groups */
 } kvf_group_finding;
 
 typedef struct kvf_group {
@@ -68,6 +71,7 @@ typedef struct kvf_group {
     const char *kernel;     /* the full kernel name the findings carry (for commands) */
     const char *rule;       /* the first finding's rule (for commands), or NULL */
     size_t count;           /* findings (signatures) in the group */
+    int64_t cases;          /* cases that hit its findings, as recorded (0: not recorded) */
     size_t first;           /* the earliest finding (index into findings) */
     size_t smallest;        /* the finding with the smallest case file */
     size_t worst;           /* the finding whose defining element ranks first, or (size_t)-1 */
@@ -87,6 +91,9 @@ typedef struct kvf_groups {
  * them. NULL entries of dirs are skipped. */
 int kvf_groups_scan(kvf_groups *out, const char *const *dirs, size_t ndirs, kvf_error *err);
 void kvf_groups_free(kvf_groups *g);
+/* The groups for a terminal: per group its id, kernel, findings and cases, first seen, verdict,
+ * fib, worst in-model element, smallest case and the commands that reproduce it. */
+void kvf_groups_print(FILE *t, const kvf_groups *gs);
 
 /* The case file a group is shown with: the smallest member's minimized case when it has one,
  * else its case. NULL when the group has no case file. */
