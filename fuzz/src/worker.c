@@ -396,9 +396,12 @@ static int create_states(const kvf_kernel *k, lane *lanes, int want, int *made, 
 }
 
 void kvf__worker_main(int fd, const kvf_runner_opts *opts, pid_t parent) {
-    /* Ctrl-C reaches the whole process group; the parent decides when the worker stops. */
+    /* Ctrl-C reaches the whole process group, and a batch system's SIGTERM every process of
+     * the job: the parent decides when the worker stops (it ends workers with SIGKILL, and
+     * PR_SET_PDEATHSIG below ends one whose parent died), so that a worker killed first does
+     * not look like a kernel crash to a parent that is stopping in order. */
     signal(SIGINT, SIG_IGN);
-    signal(SIGTERM, SIG_DFL);
+    signal(SIGTERM, SIG_IGN);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
