@@ -123,7 +123,7 @@ static void fuzz_help(void) {
         "  --max-findings N    stop once N distinct signatures are found (the cases in\n"
         "                      flight are finished); the summary gives the time.\n"
         "  --verbose           print the full report of every new finding.\n"
-        "  --minimize-time SEC after the campaign, minimize the first finding of each group\n"
+        "  --minimize-time SEC  after the campaign, minimize the first finding of each group\n"
         "                      of findings (distinct defects, docs/reports.md) that has no\n"
         "                      minimized case yet, in SEC seconds in all, and save it beside\n"
         "                      the finding as <finding>.min.kvfz; the groups are then listed\n"
@@ -371,18 +371,185 @@ static const char *option_text(char **argv, int index) {
     return index > 0 && argv[index] ? argv[index] : "?";
 }
 
-int kvf_cmd_fuzz(int argc, char **argv) {
-    const char *cmd = "fuzz";
+/* The options of one `kvfuzz fuzz` run, as parsed. */
+typedef struct fuzz_cli {
     kvf_campaign_opts o;
-    kvf_campaign_opts_default(&o);
-    cli_limits(&o.case_limits);
-    o.findings_dir = "findings";
-    int seed_given = 0;
-    static kvf_device_set devices; /* o.devices points here */
+    kvf_device_set devices; /* o.devices points here */
+    int seed_given;
+    const char *kernel_name, *stats_path, *precision, *tag;
+    double stats_interval;
+    double minimize_time; /* --minimize-time; -1: the default share of the campaign */
+} fuzz_cli;
+
+/* The run's options (kernel, rules, time, threads, devices, seed): 0, an exit status, or -1
+ * when ch is not one of them. */
+static int fuzz_run_option(fuzz_cli *f, int ch, const char *v) {
+    const char *cmd = "fuzz";
     kvf_error derr = {0};
-    const char *kernel_name = NULL, *stats_path = NULL, *precision = NULL, *tag = NULL;
-    double stats_interval = 60;
-    double minimize_time = -1; /* --minimize-time; -1: the default share of the campaign */
+    int64_t n;
+    int rc = 0;
+    switch (ch) {
+    case OPT_REQUIRE_OVERFLOW:
+        f->o.require_overflow = 1;
+        return rc;
+    case OPT_IN_PROCESS:
+        f->o.in_process = 1;
+        return rc;
+    case OPT_ORACLE_ONLY:
+        f->o.oracle_only = 1;
+        return rc;
+    case OPT_VERBOSE:
+        f->o.verbose = 1;
+        return rc;
+    case OPT_STOP_ON_FINDING:
+        f->o.max_findings = 1;
+        return rc;
+    case OPT_KERNEL:
+        f->kernel_name = v;
+        return rc;
+    case OPT_TAG:
+        if (!tag_ok(v))
+            return cli_usage_error(cmd, "--tag must be 1 to 200 characters without control "
+                                        "characters");
+        f->tag = v;
+        return rc;
+    case OPT_PRECISION:
+        if (cli_precision_check(cmd, v)) return KVF_EXIT_USAGE;
+        f->precision = v;
+        return rc;
+    case OPT_RULE: {
+        kvf_error err = {0};
+        if (f->o.nrules == KVF_MAX_RULES)
+            return cli_usage_error(cmd, "at most %d rules per run", KVF_MAX_RULES);
+        if (kvf_rule_parse(&f->o.rules[f->o.nrules], v, &err))
+            return cli_usage_error(cmd, "%s", err.msg);
+        f->o.nrules++;
+        return rc;
+    }
+    case OPT_TIME:
+        rc = parse_seconds(cmd, "--time", v, &f->o.time_limit_s);
+        return rc;
+    case OPT_RUNS:
+        rc = parse_int(cmd, "--runs", v, 1, INT64_MAX, &f->o.max_runs);
+        return rc;
+    case OPT_JOBS:
+        rc = parse_int(cmd, "--jobs", v, 1, KVF_CAMPAIGN_MAX_JOBS, &n);
+        f->o.jobs = (int)n;
+        return rc;
+    case OPT_ORACLE: {
+        int path;
+        if (kvf_oracle_path_parse(v, &path))
+            return cli_usage_error(cmd, "--oracle must be fast or mpfr, got \"%s\"", v);
+        kvf_oracle_set_default_path(path); /* the campaign's oracle threads take defaults */
+        return rc;
+    }
+    case OPT_WORKERS:
+        rc = parse_int(cmd, "--workers", v, 1, 64, &n);
+        f->o.workers = (int)n;
+        return rc;
+    case OPT_LANES:
+        rc = parse_int(cmd, "--lanes", v, 1, KVF_RUNNER_MAX_LANES, &n);
+        f->o.lanes = (int)n;
+        return rc;
+    case OPT_DEVICES:
+        if (kvf_devices_parse(&f->devices, v, &derr)) return cli_usage_error(cmd, "%s", derr.msg);
+        f->o.devices = &f->devices;
+        return rc;
+    case OPT_GENERATORS:
+        rc = parse_int(cmd, "--generators", v, 1, 64, &n);
+        f->o.generators = (int)n;
+        return rc;
+    case OPT_SEED:
+        rc = parse_seed(cmd, v, &f->o.seed);
+        f->seed_given = 1;
+        return rc;
+    }
+    return -1;
+}
+
+/* The outputs' and the cases' options (folders, statistics, budgets): 0, an exit status, or -1
+ * when ch is not one of them. */
+static int fuzz_case_option(fuzz_cli *f, int ch, const char *v) {
+    const char *cmd = "fuzz";
+    int64_t n;
+    int rc = 0;
+    switch (ch) {
+    case OPT_CORPUS:
+        f->o.corpus_dir = v;
+        return rc;
+    case OPT_FINDINGS:
+        f->o.findings_dir = v;
+        return rc;
+    case OPT_STATS: {
+        /* A .kvfz name is a case file's (a corpus entry, a finding): the statistics, JSON,
+         * would replace it. */
+        size_t len = strlen(v);
+        if (len >= 5 && strcmp(v + len - 5, ".kvfz") == 0)
+            return cli_usage_error(cmd,
+                                   "--stats %s names a case file (.kvfz): writing the "
+                                   "statistics would replace it; give a .json name",
+                                   v);
+        f->stats_path = v;
+        return rc;
+    }
+    case OPT_STATS_INTERVAL:
+        rc = parse_seconds(cmd, "--stats-interval", v, &f->stats_interval);
+        return rc;
+    case OPT_DEADLINE:
+        rc = parse_seconds(cmd, "--deadline", v, &f->o.deadline_s);
+        return rc;
+    case OPT_DETERMINISM:
+        rc = parse_int(cmd, "--determinism", v, 0, INT32_MAX, &n);
+        f->o.determinism_every = (int)n;
+        return rc;
+    case OPT_MAX_BATCH:
+        rc = parse_int(cmd, "--max-batch", v, 1, 4096, &n);
+        f->o.mutate.max_batch = (int32_t)n;
+        return rc;
+    case OPT_MAX_PAGES:
+        rc = parse_int(cmd, "--max-pages", v, 1, 65535, &n);
+        f->o.mutate.max_pages = (int32_t)n;
+        return rc;
+    case OPT_MAX_PAGE_SIZE:
+        rc = parse_int(cmd, "--max-page-size", v, 1, 1024, &n);
+        f->o.mutate.max_page_size = (int32_t)n;
+        return rc;
+    case OPT_MAX_WORK:
+        rc = parse_int(cmd, "--max-work", v, 1, INT64_MAX / 4, &n);
+        if (!rc && n < KVF_MUTATE_MIN_WORK)
+            return cli_usage_error(cmd,
+                                   "--max-work %lld leaves every case empty: one token of "
+                                   "one head of one dimension costs %d",
+                                   (long long)n, KVF_MUTATE_MIN_WORK);
+        f->o.mutate.max_work = n;
+        /* The pool budget follows the work budget so larger cases get larger pools. */
+        if (n / 4 > f->o.mutate.max_pool_elems) f->o.mutate.max_pool_elems = n / 4;
+        return rc;
+    case OPT_MAX_FINDINGS:
+        rc = parse_int(cmd, "--max-findings", v, 1, INT64_MAX, &f->o.max_findings);
+        return rc;
+    case OPT_MINIMIZE_TIME:
+        rc = parse_seconds_in(cmd, "--minimize-time", v, 1, &f->minimize_time);
+        return rc;
+    case OPT_RELOAD:
+        rc = parse_seconds_in(cmd, "--reload", v, 1, &f->o.reload_s);
+        return rc;
+    case OPT_LARGE_SHARE:
+        rc = parse_int(cmd, "--large-share", v, 0, 90, &n);
+        f->o.large_share = (double)n / 100;
+        return rc;
+    case OPT_LARGE_WORK:
+        rc = parse_int(cmd, "--large-work", v, KVF_MUTATE_MIN_WORK, INT64_MAX / 4, &n);
+        f->o.large.max_work = n;
+        f->o.large.max_pool_elems = n;
+        return rc;
+    }
+    return -1;
+}
+
+/* Parses the command line into f: -1 to go on, else the exit status (0 after --help). */
+static int fuzz_parse(fuzz_cli *f, int argc, char **argv) {
+    const char *cmd = "fuzz";
     /* "-": non-options come back as 1 (refused below) instead of being moved to the end;
      * ":": a missing value comes back as ':' so the message is ours. */
     optind = 0;
@@ -393,8 +560,6 @@ int kvf_cmd_fuzz(int argc, char **argv) {
         if (ch == -1) break;
         const char *a = option_text(argv, prev);
         const char *v = optarg;
-        int64_t n;
-        int rc = 0;
         switch (ch) {
         case 'h':
             fuzz_help();
@@ -405,254 +570,129 @@ int kvf_cmd_fuzz(int argc, char **argv) {
             return cli_usage_error(cmd, "%s needs a value", a);
         case '?':
             return cli_usage_error(cmd, "unknown option \"%s\" (see kvfuzz fuzz --help)", a);
-        case OPT_REQUIRE_OVERFLOW:
-            o.require_overflow = 1;
-            break;
-        case OPT_IN_PROCESS:
-            o.in_process = 1;
-            break;
-        case OPT_ORACLE_ONLY:
-            o.oracle_only = 1;
-            break;
-        case OPT_VERBOSE:
-            o.verbose = 1;
-            break;
-        case OPT_STOP_ON_FINDING:
-            o.max_findings = 1;
-            break;
-        case OPT_KERNEL:
-            kernel_name = v;
-            break;
-        case OPT_TAG:
-            if (!tag_ok(v))
-                return cli_usage_error(cmd, "--tag must be 1 to 200 characters without control "
-                                            "characters");
-            tag = v;
-            break;
-        case OPT_PRECISION:
-            if (cli_precision_check(cmd, v)) return KVF_EXIT_USAGE;
-            precision = v;
-            break;
-        case OPT_RULE: {
-            kvf_error err = {0};
-            if (o.nrules == KVF_MAX_RULES)
-                return cli_usage_error(cmd, "at most %d rules per run", KVF_MAX_RULES);
-            if (kvf_rule_parse(&o.rules[o.nrules], v, &err))
-                return cli_usage_error(cmd, "%s", err.msg);
-            o.nrules++;
-            break;
         }
-        case OPT_TIME:
-            rc = parse_seconds(cmd, "--time", v, &o.time_limit_s);
-            break;
-        case OPT_RUNS:
-            rc = parse_int(cmd, "--runs", v, 1, INT64_MAX, &o.max_runs);
-            break;
-        case OPT_JOBS:
-            rc = parse_int(cmd, "--jobs", v, 1, KVF_CAMPAIGN_MAX_JOBS, &n);
-            o.jobs = (int)n;
-            break;
-        case OPT_ORACLE: {
-            int path;
-            if (kvf_oracle_path_parse(v, &path))
-                return cli_usage_error(cmd, "--oracle must be fast or mpfr, got \"%s\"", v);
-            kvf_oracle_set_default_path(path); /* the campaign's oracle threads take defaults */
-            break;
-        }
-        case OPT_WORKERS:
-            rc = parse_int(cmd, "--workers", v, 1, 64, &n);
-            o.workers = (int)n;
-            break;
-        case OPT_LANES:
-            rc = parse_int(cmd, "--lanes", v, 1, KVF_RUNNER_MAX_LANES, &n);
-            o.lanes = (int)n;
-            break;
-        case OPT_DEVICES:
-            if (kvf_devices_parse(&devices, v, &derr)) return cli_usage_error(cmd, "%s", derr.msg);
-            o.devices = &devices;
-            break;
-        case OPT_GENERATORS:
-            rc = parse_int(cmd, "--generators", v, 1, 64, &n);
-            o.generators = (int)n;
-            break;
-        case OPT_SEED:
-            rc = parse_seed(cmd, v, &o.seed);
-            seed_given = 1;
-            break;
-        case OPT_CORPUS:
-            o.corpus_dir = v;
-            break;
-        case OPT_FINDINGS:
-            o.findings_dir = v;
-            break;
-        case OPT_STATS: {
-            /* A .kvfz name is a case file's (a corpus entry, a finding): the statistics, JSON,
-             * would replace it. */
-            size_t len = strlen(v);
-            if (len >= 5 && strcmp(v + len - 5, ".kvfz") == 0)
-                return cli_usage_error(cmd,
-                                       "--stats %s names a case file (.kvfz): writing the "
-                                       "statistics would replace it; give a .json name",
-                                       v);
-            stats_path = v;
-            break;
-        }
-        case OPT_STATS_INTERVAL:
-            rc = parse_seconds(cmd, "--stats-interval", v, &stats_interval);
-            break;
-        case OPT_DEADLINE:
-            rc = parse_seconds(cmd, "--deadline", v, &o.deadline_s);
-            break;
-        case OPT_DETERMINISM:
-            rc = parse_int(cmd, "--determinism", v, 0, INT32_MAX, &n);
-            o.determinism_every = (int)n;
-            break;
-        case OPT_MAX_BATCH:
-            rc = parse_int(cmd, "--max-batch", v, 1, 4096, &n);
-            o.mutate.max_batch = (int32_t)n;
-            break;
-        case OPT_MAX_PAGES:
-            rc = parse_int(cmd, "--max-pages", v, 1, 65535, &n);
-            o.mutate.max_pages = (int32_t)n;
-            break;
-        case OPT_MAX_PAGE_SIZE:
-            rc = parse_int(cmd, "--max-page-size", v, 1, 1024, &n);
-            o.mutate.max_page_size = (int32_t)n;
-            break;
-        case OPT_MAX_WORK:
-            rc = parse_int(cmd, "--max-work", v, 1, INT64_MAX / 4, &n);
-            if (!rc && n < KVF_MUTATE_MIN_WORK)
-                return cli_usage_error(cmd,
-                                       "--max-work %lld leaves every case empty: one token of "
-                                       "one head of one dimension costs %d",
-                                       (long long)n, KVF_MUTATE_MIN_WORK);
-            o.mutate.max_work = n;
-            /* The pool budget follows the work budget so larger cases get larger pools. */
-            if (n / 4 > o.mutate.max_pool_elems) o.mutate.max_pool_elems = n / 4;
-            break;
-        case OPT_MAX_FINDINGS:
-            rc = parse_int(cmd, "--max-findings", v, 1, INT64_MAX, &o.max_findings);
-            break;
-        case OPT_MINIMIZE_TIME:
-            rc = parse_seconds_in(cmd, "--minimize-time", v, 1, &minimize_time);
-            break;
-        case OPT_RELOAD:
-            rc = parse_seconds_in(cmd, "--reload", v, 1, &o.reload_s);
-            break;
-        case OPT_LARGE_SHARE:
-            rc = parse_int(cmd, "--large-share", v, 0, 90, &n);
-            o.large_share = (double)n / 100;
-            break;
-        case OPT_LARGE_WORK:
-            rc = parse_int(cmd, "--large-work", v, KVF_MUTATE_MIN_WORK, INT64_MAX / 4, &n);
-            o.large.max_work = n;
-            o.large.max_pool_elems = n;
-            break;
-        default:
+        int rc = fuzz_run_option(f, ch, v);
+        if (rc < 0) rc = fuzz_case_option(f, ch, v);
+        if (rc < 0)
             return cli_usage_error(cmd, "unknown option \"%s\" (see kvfuzz fuzz --help)", a);
-        }
         if (rc) return rc;
     }
-    if (o.time_limit_s > 0 && o.max_runs > 0)
+    if (f->o.time_limit_s > 0 && f->o.max_runs > 0)
         return cli_usage_error(cmd, "give --time or --runs, not both");
-    if (o.lanes > 0 && (o.in_process || o.oracle_only))
+    if (f->o.lanes > 0 && (f->o.in_process || f->o.oracle_only))
         return cli_usage_error(cmd,
                                "--lanes runs cases side by side in a worker: it cannot go "
                                "with %s",
-                               o.in_process ? "--in-process" : "--oracle-only");
-    if (o.devices && (o.in_process || o.oracle_only))
+                               f->o.in_process ? "--in-process" : "--oracle-only");
+    if (f->o.devices && (f->o.in_process || f->o.oracle_only))
         return cli_usage_error(cmd, "--devices runs worker processes: it cannot go with %s",
-                               o.in_process ? "--in-process" : "--oracle-only");
-    if (kernel_name) {
-        if (cli_one_kernel(cmd, kernel_name, &o.kernel)) return KVF_EXIT_USAGE;
+                               f->o.in_process ? "--in-process" : "--oracle-only");
+    return -1;
+}
+
+/* The kernel, the seed, the rules under the kernel's precision model, the corpus folder: 0 or
+ * the exit status. */
+static int fuzz_setup(fuzz_cli *f, kvf_precision *model, cli_precision_source *model_source) {
+    const char *cmd = "fuzz";
+    if (f->kernel_name) {
+        if (cli_one_kernel(cmd, f->kernel_name, &f->o.kernel)) return KVF_EXIT_USAGE;
     } else {
         /* Asked in a child process: this one must not initialise CUDA before forking workers. */
         char why[256];
-        o.kernel = kvf_runner_probe_cuda(why, sizeof why) ? kvf_kernel_find("cuda") : NULL;
-        if (!o.kernel) o.kernel = kvf_kernel_find("cpu-splitkv");
+        f->o.kernel = kvf_runner_probe_cuda(why, sizeof why) ? kvf_kernel_find("cuda") : NULL;
+        if (!f->o.kernel) f->o.kernel = kvf_kernel_find("cpu-splitkv");
     }
-    if (!seed_given) o.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-    if (o.nrules == 0) o.nrules = kvf_rule_default_set(o.rules, KVF_MAX_RULES);
+    if (!f->seed_given) f->o.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    if (f->o.nrules == 0) f->o.nrules = kvf_rule_default_set(f->o.rules, KVF_MAX_RULES);
     /* strict and fa judge the kernel within the precision it declares (docs/precision.md). */
-    kvf_precision model;
-    cli_precision_source model_source;
-    if (cli_kernel_precision(cmd, o.kernel, precision, &model, &model_source))
+    if (cli_kernel_precision(cmd, f->o.kernel, f->precision, model, model_source))
         return KVF_EXIT_USAGE;
-    kvf_rules_apply_precision(o.rules, o.nrules, &model);
+    kvf_rules_apply_precision(f->o.rules, f->o.nrules, model);
 
     /* A corpus that is a file is refused before anything is made (the campaign found it only
      * after writing the statistics); a missing one is created. */
     struct stat cst;
-    if (o.corpus_dir && stat(o.corpus_dir, &cst) == 0 && !S_ISDIR(cst.st_mode))
-        return cli_usage_error(cmd, "--corpus %s is not a folder", o.corpus_dir);
+    if (f->o.corpus_dir && stat(f->o.corpus_dir, &cst) == 0 && !S_ISDIR(cst.st_mode))
+        return cli_usage_error(cmd, "--corpus %s is not a folder", f->o.corpus_dir);
+    return 0;
+}
 
+/* The findings folder and the statistics sink: 0 or the exit status. *stale: the temporary
+ * files removed. */
+static int fuzz_open(fuzz_cli *f, fuzz_stats *fs, int argc, char **argv, int *stale) {
+    const char *cmd = "fuzz";
     /* From here on files are made: a signal now must end in an orderly stop (the campaign
      * sees it at once), never in a half-written statistics file. */
     kvf_campaign_catch_signals();
     {
         kvf_error werr = {0};
-        if (kvf_mkdirs(o.findings_dir, &werr) || kvf_fuzz_check_writable(o.findings_dir, &werr)) {
+        if (kvf_mkdirs(f->o.findings_dir, &werr) ||
+            kvf_fuzz_check_writable(f->o.findings_dir, &werr)) {
             kvf_campaign_release_signals();
             return cli_usage_error(cmd, "%s", werr.msg);
         }
     }
     /* Temporary files an earlier campaign left when it was killed mid-write (kill -9). */
-    int stale = kvf_fuzz_remove_stale_temps(o.findings_dir, 60);
-    if (o.corpus_dir) stale += kvf_fuzz_remove_stale_temps(o.corpus_dir, 60);
+    *stale = kvf_fuzz_remove_stale_temps(f->o.findings_dir, 60);
+    if (f->o.corpus_dir) *stale += kvf_fuzz_remove_stale_temps(f->o.corpus_dir, 60);
 
     kvf_error err = {0};
-    char default_stats[4096];
-    if (!stats_path) {
-        default_stats_path(default_stats, sizeof default_stats, o.findings_dir);
-        stats_path = default_stats;
+    static char default_stats[4096];
+    if (!f->stats_path) {
+        default_stats_path(default_stats, sizeof default_stats, f->o.findings_dir);
+        f->stats_path = default_stats;
     }
-    static fuzz_stats fs; /* 256 slots: too large for the stack */
-    memset(&fs, 0, sizeof fs);
     kvf_stats_opts so;
     kvf_stats_opts_default(&so);
-    so.findings_dir = o.findings_dir;
-    char *command = command_line(argc, argv, seed_given, o.seed);
+    so.findings_dir = f->o.findings_dir;
+    char *command = command_line(argc, argv, f->seed_given, f->o.seed);
     so.command = command ? command : "kvfuzz fuzz";
-    so.flush_interval_s = stats_interval;
-    so.require_overflow = o.require_overflow;
-    fs.o = &o;
-    fs.hooks.kernel = o.kernel ? o.kernel->name : NULL;
-    fs.hooks.rules = o.rules;
-    fs.hooks.nrules = o.nrules;
-    int made = kvf_stats_sink_create(&fs.hooks.sink, &so, stats_path, KVF_CAMPAIGN_MAX_JOBS, &err);
+    so.flush_interval_s = f->stats_interval;
+    so.require_overflow = f->o.require_overflow;
+    fs->o = &f->o;
+    fs->hooks.kernel = f->o.kernel ? f->o.kernel->name : NULL;
+    fs->hooks.rules = f->o.rules;
+    fs->hooks.nrules = f->o.nrules;
+    int made =
+        kvf_stats_sink_create(&fs->hooks.sink, &so, f->stats_path, KVF_CAMPAIGN_MAX_JOBS, &err);
     free(command); /* the statistics keep their own copy */
     if (made) {
         kvf_campaign_release_signals();
         return cli_usage_error(cmd, "%s", err.msg);
     }
-    /* Once every output is known to be writable: a refusal above is its one sentence alone. */
-    if (o.oracle_only) {
+    return 0;
+}
+
+/* The run's first lines, once every output is known to be writable. */
+static void fuzz_banner(const fuzz_cli *f, const kvf_precision *model,
+                        cli_precision_source model_source, int stale) {
+    if (f->o.oracle_only) {
         fprintf(stderr, "kvfuzz fuzz: oracle only (no kernel, nothing judged), seed %" PRIu64,
-                o.seed);
+                f->o.seed);
     } else {
-        fprintf(stderr, "kvfuzz fuzz: kernel %s, seed %" PRIu64 "%s%s, rules", o.kernel->name,
-                o.seed, tag ? ", tag " : "", tag ? tag : "");
-        for (int r = 0; r < o.nrules; r++)
-            fprintf(stderr, " %s", o.rules[r].name);
+        fprintf(stderr, "kvfuzz fuzz: kernel %s, seed %" PRIu64 "%s%s, rules", f->o.kernel->name,
+                f->o.seed, f->tag ? ", tag " : "", f->tag ? f->tag : "");
+        for (int r = 0; r < f->o.nrules; r++)
+            fprintf(stderr, " %s", f->o.rules[r].name);
     }
-    fprintf(stderr, ", %s in %s%s%s\n", o.oracle_only ? "statistics" : "findings", o.findings_dir,
-            o.corpus_dir ? ", corpus " : "", o.corpus_dir ? o.corpus_dir : "");
-    if (!o.oracle_only) {
+    fprintf(stderr, ", %s in %s%s%s\n", f->o.oracle_only ? "statistics" : "findings",
+            f->o.findings_dir, f->o.corpus_dir ? ", corpus " : "",
+            f->o.corpus_dir ? f->o.corpus_dir : "");
+    if (!f->o.oracle_only) {
         char mtext[96];
-        cli_precision_text(&model, model_source, mtext, sizeof mtext);
+        cli_precision_text(model, model_source, mtext, sizeof mtext);
         fprintf(stderr, "kvfuzz fuzz: precision model %s\n", mtext);
     }
     if (stale)
         fprintf(stderr, "kvfuzz fuzz: removed %d temporary file(s) left by an interrupted write\n",
                 stale);
-    if (!o.oracle_only) {
-        o.judge_hooks = stats_hooks;
-        o.run_observer = stats_run;
-        o.observer_ctx = &fs;
-    }
+}
 
-    kvf_campaign_stats st;
-    int rc = kvf_campaign_run(&o, &st, &err);
+/* After the campaign: the statistics closed, the summary, the verdicts and the groups; the
+ * exit status. */
+static int fuzz_finish(fuzz_cli *f, fuzz_stats *fs, const kvf_precision *model,
+                       kvf_campaign_stats *st0, int rc, const kvf_error *err) {
+    kvf_campaign_stats st = *st0;
     if (!st.interrupted && kvf_campaign_stop_signal()) {
         /* Caught before the campaign started (it then never ran): still a stop by signal. */
         st.interrupted = 1;
@@ -669,31 +709,60 @@ int kvf_cmd_fuzz(int argc, char **argv) {
             /* The statistics keep the first sentence's worth; the log has it whole. */
             snprintf(devs[k].why, sizeof devs[k].why, "%.*s", (int)sizeof devs[k].why - 1, d->why);
         }
-        if (kvf_stats_sink_set_devices(fs.hooks.sink, devs, (size_t)st.ndevices, &serr))
+        if (kvf_stats_sink_set_devices(fs->hooks.sink, devs, (size_t)st.ndevices, &serr))
             fprintf(stderr, "kvfuzz fuzz: %s\n", serr.msg);
     }
-    if (kvf_stats_sink_finish(fs.hooks.sink, &serr)) /* the oracle threads have all ended */
+    if (kvf_stats_sink_finish(fs->hooks.sink, &serr)) /* the oracle threads have all ended */
         fprintf(stderr, "kvfuzz fuzz: %s\n", serr.msg);
     else
-        fprintf(stderr, "kvfuzz fuzz: statistics in %s\n", stats_path);
+        fprintf(stderr, "kvfuzz fuzz: statistics in %s\n", f->stats_path);
     if (rc) {
-        fprintf(stderr, "kvfuzz fuzz: %s\n", err.msg);
+        fprintf(stderr, "kvfuzz fuzz: %s\n", err->msg);
         if (st.cases == 0) {
-            kvf_stats_sink_free(fs.hooks.sink);
+            kvf_stats_sink_free(fs->hooks.sink);
             kvf_campaign_release_signals();
             return KVF_EXIT_USAGE;
         }
     }
-    kvf_campaign_print_summary(stdout, &o, &st);
-    print_verdicts(stdout, kvf_stats_sink_stats(fs.hooks.sink), &st);
-    if (!o.oracle_only)
-        cli_fuzz_triage(stdout, o.findings_dir, o.kernel, &model,
-                        minimize_time >= 0 ? minimize_time : fmin(60, 0.1 * st.elapsed_s));
-    kvf_stats_sink_free(fs.hooks.sink);
+    kvf_campaign_print_summary(stdout, &f->o, &st);
+    print_verdicts(stdout, kvf_stats_sink_stats(fs->hooks.sink), &st);
+    if (!f->o.oracle_only)
+        cli_fuzz_triage(stdout, f->o.findings_dir, f->o.kernel, model,
+                        f->minimize_time >= 0 ? f->minimize_time : fmin(60, 0.1 * st.elapsed_s));
+    kvf_stats_sink_free(fs->hooks.sink);
     fflush(stdout);
     /* Held until here: a signal during the last statistics write or the summary is the
      * orderly stop's, already under way (a second one still kills). */
     kvf_campaign_release_signals();
     if (st.finding_hits > 0) return KVF_EXIT_FINDINGS;
     return rc ? KVF_EXIT_USAGE : KVF_EXIT_OK;
+}
+
+int kvf_cmd_fuzz(int argc, char **argv) {
+    static fuzz_cli f;    /* o.devices points into it */
+    static fuzz_stats fs; /* 256 slots: too large for the stack */
+    memset(&f, 0, sizeof f);
+    memset(&fs, 0, sizeof fs);
+    kvf_campaign_opts_default(&f.o);
+    cli_limits(&f.o.case_limits);
+    f.o.findings_dir = "findings";
+    f.stats_interval = 60;
+    f.minimize_time = -1;
+    int rc = fuzz_parse(&f, argc, argv);
+    if (rc >= 0) return rc;
+    kvf_precision model;
+    cli_precision_source model_source;
+    if ((rc = fuzz_setup(&f, &model, &model_source))) return rc;
+    int stale = 0;
+    if ((rc = fuzz_open(&f, &fs, argc, argv, &stale))) return rc;
+    fuzz_banner(&f, &model, model_source, stale);
+    if (!f.o.oracle_only) {
+        f.o.judge_hooks = stats_hooks;
+        f.o.run_observer = stats_run;
+        f.o.observer_ctx = &fs;
+    }
+    kvf_campaign_stats st;
+    kvf_error err = {0};
+    rc = kvf_campaign_run(&f.o, &st, &err);
+    return fuzz_finish(&f, &fs, &model, &st, rc, &err);
 }
