@@ -286,6 +286,7 @@ void kvf__groups_print(FILE *t, const kvf__rmodel *m) {
 }
 
 void kvf_groups_print(FILE *t, const kvf_groups *gs) {
+    if (gs->nfindings == 0) return; /* nothing to group: the verdict lines say so */
     fprintf(t, "groups: %zu distinct failure(s) from %zu finding(s)\n", gs->ngroups, gs->nfindings);
     for (size_t i = 0; i < gs->ngroups; i++) {
         const kvf_group *g = &gs->groups[i];

@@ -91,8 +91,9 @@ typedef struct kvf_groups {
  * them. NULL entries of dirs are skipped. */
 int kvf_groups_scan(kvf_groups *out, const char *const *dirs, size_t ndirs, kvf_error *err);
 void kvf_groups_free(kvf_groups *g);
-/* The groups for a terminal: per group its id, kernel, findings and cases, first seen, verdict,
- * fib, worst in-model element, smallest case and the commands that reproduce it. */
+/* The groups for a terminal (nothing when there are no findings): per group its id, kernel,
+ * findings and cases, first seen, verdict, fib, worst in-model element, smallest case and the
+ * commands that reproduce it. */
 void kvf_groups_print(FILE *t, const kvf_groups *gs);
 
 /* The case file a group is shown with: the smallest member's minimized case when it has one,
