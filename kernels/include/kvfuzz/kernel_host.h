@@ -77,8 +77,9 @@ int kvf_host_overlaps(const kvf_host *h);
  * sequence reads (S for a page that is not some sequence's last, last_page_len for a last
  * page), 0 for pages no sequence references. Returns a malloc'd array of c->num_pages entries
  * for pools of at most `max_pages` pages, else NULL with *err set (KVF_ELIMIT).
- * Internal to kvfuzz (host_check.c; the rest of the hosts' internals are in kernels/
- * host_internal.h): declared here only because fuzz/src/test_kernels.c uses it. */
+ * Internal to the kernels module (host_check.c; the rest of the hosts' internals are in
+ * kernels/host_internal.h): declared here for the CUDA host's files and the test kernels
+ * (kernels/test_kernels.c), which do not include that header. */
 int32_t *kvf__host_used_slots(const kvf_case *c, int64_t max_pages, kvf_error *err);
 
 #endif

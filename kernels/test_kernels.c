@@ -1,6 +1,7 @@
-/* Deliberately broken kernels for kvfuzz's own tests (test_kernels.h). Each wraps cpu-ref so
- * that, away from its trigger, it is a correct kernel and passes every rule: a test then shows
- * that the fuzzers find the trigger, not that they flag everything. */
+/* Deliberately broken kernels for kvfuzz's own tests (kvfuzz/test_kernels.h). They live in the
+ * kernels module because they are built on the built-in kernels' internals. Each wraps cpu-ref
+ * so that, away from its trigger, it is a correct kernel and passes every rule: a test then
+ * shows that the fuzzers find the trigger, not that they flag everything. */
 #include "kvfuzz/test_kernels.h"
 
 #include <stdint.h>
