@@ -258,6 +258,12 @@ void kvf__groups_table(FILE *f, const kvf__rmodel *m) {
               f);
         return;
     }
+    if (!gs->nfindings) {
+        fputs("<p class=\"note\">No finding was saved: there is no defect to group.</p>"
+              "</section>\n",
+              f);
+        return;
+    }
     fprintf(f,
             "<p class=\"note\">%zu finding(s) in %zu group(s). A group is one defect: the "
             "findings of one kernel that fail the same output on the same kind of row (an "
