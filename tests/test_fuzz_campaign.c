@@ -1,4 +1,4 @@
-/* Unit tests for the campaign (fuzz/src/campaign.c): crash confirmation, default jobs,
+/* Unit tests for the campaign (fuzz/engine/campaign.c): crash confirmation, default jobs,
  * lifecycle, stopping on findings, reach to long and wide cases and corpus reload. */
 #include "fuzz_fixtures.h"
 

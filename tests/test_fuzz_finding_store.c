@@ -1,4 +1,4 @@
-/* Unit tests for the finding store (fuzz/src/finding_store.c): signatures and atomic
+/* Unit tests for the finding store (fuzz/trial/finding_store.c): signatures and atomic
  * de-duplicated saving of findings, and stale temporary files removed. */
 #include "fuzz_fixtures.h"
 

@@ -1,4 +1,4 @@
-/* Unit tests for the minimizer (fuzz/src/minimize.c): it shrinks the case of a finding that a
+/* Unit tests for the minimizer (fuzz/search/minimize.c): it shrinks the case of a finding that a
  * bounded campaign gives for the planted bug and keeps its class. */
 #include "fuzz_fixtures.h"
 

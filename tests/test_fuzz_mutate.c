@@ -1,4 +1,4 @@
-/* Unit tests for the structure-aware mutator (fuzz/src/mutate.c): mutants stay valid, inside
+/* Unit tests for the structure-aware mutator (fuzz/search/mutate.c): mutants stay valid, inside
  * the budget and inside the finite input domain while reaching every move and edge length;
  * crossover stays valid. */
 #include "fuzz_fixtures.h"

@@ -1,4 +1,4 @@
-/* Unit tests for the outcome (fuzz/src/outcome.c, features.c, signature.c): error buckets,
+/* Unit tests for the outcome (fuzz/trial/outcome.c, features.c, signature.c): error buckets,
  * judging a case into a finding class and its signature, and overflow counted only when asked
  * for. */
 #include "fuzz_fixtures.h"

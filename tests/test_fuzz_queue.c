@@ -1,7 +1,7 @@
-/* Unit tests for the campaign's bounded queue (fuzz/src/queue.c): many producers and consumers,
+/* Unit tests for the campaign's bounded queue (fuzz/engine/queue.c): many producers and consumers,
  * and the byte bound. */
 #include "fuzz_fixtures.h"
-#include "../fuzz/src/queue.h" /* the campaign's internal queue, tested directly */
+#include "../fuzz/engine/queue.h" /* the campaign's internal queue, tested directly */
 
 /* ---- the bounded queue ------------------------------------------------------------------- */
 

@@ -1,4 +1,4 @@
-/* Unit tests for the runner and its worker process (fuzz/src/runner.c, worker.c): lanes, pages
+/* Unit tests for the runner and its worker process (fuzz/engine/runner.c, worker.c): lanes, pages
  * between cases, surviving crashing and hanging kernels, and no restart. */
 #include "fuzz_fixtures.h"
 

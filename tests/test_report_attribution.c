@@ -10,7 +10,7 @@
 /* Precision attribution of findings                                                           */
 /* ------------------------------------------------------------------------------------------ */
 
-/* A finding report as the fuzzer writes it (fuzz/src/finding_json.c), with `attribution` as
+/* A finding report as the fuzzer writes it (fuzz/trial/finding_json.c), with `attribution` as
  * the raw JSON of that member, or NULL for a report from before attribution (no member). */
 static void write_finding(const char *dir, const char *stem, const char *rule,
                           const char *attribution) {

@@ -62,11 +62,11 @@ static const env_var vars[] = {
     {"KVF_CUDA_VERIFY_POOL", 1, 0, 1, 0},                  /* host_cuda.cu: re-read the pools */
     {"KVF_CUDA_HOST_TIMING", 1, 0, 1, 0},                  /* host_cuda.cu: host time split */
     {"KVF_WORKER_TIMING", 1, 0, 1, 0},                     /* runner.c: worker time split */
-    {"KVF_FUZZ_MAX_WORK", 0, 0, INT64_MAX / 4, 0},         /* fuzz/harness.c; 0: no cap */
-    {"KVF_FUZZ_JOBS", 0, 1, 256, 0},                       /* fuzz/harness.c */
-    {"KVF_FUZZ_REQUIRE_OVERFLOW", 1, 0, 1, 0},             /* fuzz/harness.c */
-    {"KVF_FUZZ_KEEP_GOING", 1, 0, 1, 0},                   /* fuzz/harness.c */
-    {"KVF_FUZZ_ALLOW_NONFINITE", 1, 0, 1, 0},              /* fuzz/harness.c */
+    {"KVF_FUZZ_MAX_WORK", 0, 0, INT64_MAX / 4, 0},         /* fuzz/targets/harness.c; 0: no cap */
+    {"KVF_FUZZ_JOBS", 0, 1, 256, 0},                       /* fuzz/targets/harness.c */
+    {"KVF_FUZZ_REQUIRE_OVERFLOW", 1, 0, 1, 0},             /* fuzz/targets/harness.c */
+    {"KVF_FUZZ_KEEP_GOING", 1, 0, 1, 0},                   /* fuzz/targets/harness.c */
+    {"KVF_FUZZ_ALLOW_NONFINITE", 1, 0, 1, 0},              /* fuzz/targets/harness.c */
 };
 
 static const env_var *find(const char *name) {

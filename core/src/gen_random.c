@@ -1,5 +1,5 @@
 /* Random recipes (kvf_spec_random) over the whole strategy space, and the edge-length picker
- * they share with the mutator (fuzz/src/mutate.c), so that "the lengths where bugs live" are
+ * they share with the mutator (fuzz/search/mutate.c), so that "the lengths where bugs live" are
  * defined once.
  *
  * Every choice comes from one stream (KVF__STREAM_PICK of the seed), one draw per statement:

@@ -119,7 +119,7 @@ static void metrics_init(kvf_output_metrics *m) {
  * else, then the larger margin. By margin alone, the NaNs of a row whose logits leave f32
  * (margin inf, one per element) fill the list and hide the in-model failure that decided the
  * class (an empty sequence's lse beside them), so a finding's report and signature
- * (fuzz/src/outcome.c) would show an out-of-model element as the kernel's failure. */
+ * (fuzz/trial/outcome.c) would show an out-of-model element as the kernel's failure. */
 static int kvf__worst_ahead(const kvf_element_error *e, const kvf_element_error *w) {
     const int e_in = e->fails && !e->out_of_model, w_in = w->fails && !w->out_of_model;
     if (e_in != w_in) return e_in;

@@ -609,7 +609,7 @@ static char *attr_model(const json_t *obj, const char *key, char *why, size_t si
     return strdup(name);
 }
 
-/* The "attribution" member (fuzz/src/finding_json.c): absent or null reads as not attributed;
+/* The "attribution" member (fuzz/trial/finding_json.c): absent or null reads as not attributed;
  * anything else must be what the fuzzer writes, or the finding keeps one sentence saying what
  * is wrong (and counts as a defect, as a finding that was never attributed). Returns -1 only
  * when memory ran out. */

@@ -24,7 +24,7 @@ typedef struct kvf__rseries {
     const char *color;
 } kvf__rseries;
 
-/* A finding's precision attribution as its .json states it (fuzz/src/finding_json.c; the
+/* A finding's precision attribution as its .json states it (fuzz/trial/finding_json.c; the
  * ladder of models in kvfuzz/attribution.h). Only KVF__ATTR_PRECISION takes a finding out of
  * the defects: everything else fails as it did before attribution existed. */
 typedef enum kvf__attr_kind {
