@@ -52,4 +52,3 @@ void kvf__campaign_stop(struct kvf_campaign *cp, int how) {
         kvf__queue_abort(&cp->judged);
     }
 }
-

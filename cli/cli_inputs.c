@@ -1,0 +1,165 @@
+/* The commands' shared inputs (cli.h): case files collected from paths, a finding's report
+ * beside its case, the case limits, and kernels named on the command line. */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "kvfuzz/env.h"
+#include "kvfuzz/file.h"
+#include "kvfuzz/test_kernels.h"
+
+static int has_suffix(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int push_path(char ***paths, size_t *count, size_t *cap, const char *path) {
+    if (*count == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 16;
+        char **np = realloc(*paths, ncap * sizeof *np);
+        if (!np) return -1;
+        *paths = np;
+        *cap = ncap;
+    }
+    char *copy = strdup(path);
+    if (!copy) return -1;
+    (*paths)[(*count)++] = copy;
+    return 0;
+}
+
+int cli_collect_cases(const char *cmd, char **args, int nargs, char ***paths, size_t *count) {
+    size_t cap = 0;
+    *paths = NULL;
+    *count = 0;
+    for (int i = 0; i < nargs; i++) {
+        struct stat st;
+        if (stat(args[i], &st) != 0) {
+            cli_usage_error(cmd, "cannot read %s: %s", args[i], strerror(errno));
+            goto fail;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            if (push_path(paths, count, &cap, args[i])) goto oom;
+            continue;
+        }
+        DIR *dir = opendir(args[i]);
+        if (!dir) {
+            cli_usage_error(cmd, "cannot open directory %s: %s", args[i], strerror(errno));
+            goto fail;
+        }
+        size_t first = *count;
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+            if (e->d_name[0] == '.' || !has_suffix(e->d_name, ".kvfz")) continue;
+            size_t len = strlen(args[i]) + strlen(e->d_name) + 2;
+            char *full = malloc(len);
+            if (!full) {
+                closedir(dir);
+                goto oom;
+            }
+            snprintf(full, len, "%s/%s", args[i], e->d_name);
+            int rc = push_path(paths, count, &cap, full);
+            free(full);
+            if (rc) {
+                closedir(dir);
+                goto oom;
+            }
+        }
+        closedir(dir);
+        /* Not for a folder without cases: *paths may still be NULL, which qsort must not get. */
+        if (*count > first) qsort(*paths + first, *count - first, sizeof **paths, cmp_str);
+    }
+    return 0;
+oom:
+    cli_usage_error(cmd, "out of memory listing case files");
+fail:
+    cli_free_paths(*paths, *count);
+    *paths = NULL;
+    *count = 0;
+    return -1;
+}
+
+int cli_read_report(const char *case_path, json_t **report, kvf_error *err) {
+    *report = NULL;
+    size_t len = strlen(case_path);
+    char jpath[4096];
+    if (len < 5 || strcmp(case_path + len - 5, ".kvfz") != 0 || len >= sizeof jpath) return 0;
+    snprintf(jpath, sizeof jpath, "%.*s.json", (int)(len - 5), case_path);
+    struct stat st;
+    if (stat(jpath, &st) != 0 && errno == ENOENT) return 0;
+    char *text;
+    size_t n;
+    int rc = kvf_read_file_max(jpath, (size_t)16 << 20, &text, &n, err);
+    if (rc) return rc;
+    json_error_t je;
+    json_t *j = json_loadb(text, n, JSON_DECODE_INT_AS_REAL, &je);
+    free(text);
+    if (!j)
+        return kvf_error_set(err, KVF_EFORMAT, "the report %s is not JSON: %s at line %d", jpath,
+                             je.text, je.line);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return kvf_error_set(err, KVF_EFORMAT, "the report %s is not a JSON object", jpath);
+    }
+    *report = j;
+    return 0;
+}
+
+void cli_free_paths(char **paths, size_t count) {
+    for (size_t i = 0; i < count; i++)
+        free(paths[i]);
+    free(paths);
+}
+
+void cli_limits(kvf_limits *limits) {
+    kvf_limits_default(limits);
+    int64_t gib;
+    /* main refused a bad value before the command ran, so this reads a valid one or none. */
+    if (kvf_env_int("KVF_MAX_POOL_GIB", 0, &gib, NULL) == 0 && gib > 0)
+        limits->max_pool_bytes = gib << 30;
+}
+
+int cli_kernel_cannot_start(const char *cmd, const char *kernel, const char *reason) {
+    /* The runner says "kernel K could not start: ", the buffer host "K could not start: ":
+     * the reason is what follows them. */
+    char prefix[256];
+    for (int pass = 0; pass < 2; pass++) {
+        snprintf(prefix, sizeof prefix, "%s%s could not start: ", pass ? "" : "kernel ", kernel);
+        if (strncmp(reason, prefix, strlen(prefix)) == 0) reason += strlen(prefix);
+    }
+    return cli_usage_error(cmd, "kernel %s could not start: %s", kernel, reason);
+}
+
+int cli_add_kernel(const char *cmd, const char *spec, kvf_kernel_list *kernels) {
+    kvf_error err = {0};
+    if (kvf_kernel_resolve_list(spec, kvf_fuzz_kernel_find, kernels, &err))
+        return cli_usage_error(cmd, "%s", err.msg);
+    return KVF_EXIT_OK;
+}
+
+int cli_one_kernel(const char *cmd, const char *spec, const kvf_kernel **kernel) {
+    kvf_kernel_list ks = {0};
+    if (cli_add_kernel(cmd, spec, &ks)) return KVF_EXIT_USAGE;
+    if (ks.count != 1) {
+        char names[512] = "";
+        size_t at = 0;
+        for (size_t i = 0; i < ks.count && at + 2 < sizeof names; i++)
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "",
+                                   ks.items[i]->name);
+        const size_t n = ks.count;
+        kvf_kernel_list_free(&ks);
+        return cli_usage_error(cmd, "%s holds %zu kernels; this command runs one: name it (%s)",
+                               spec, n, names);
+    }
+    *kernel = ks.items[0];
+    free(ks.items);
+    return KVF_EXIT_OK;
+}
