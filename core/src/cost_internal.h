@@ -1,6 +1,6 @@
-/* The cost model's core-internal part: the budget check that ends kvf_recipe_check (spec.c).
+/* The cost model's core-internal part: the budget check that ends kvf_recipe_check (recipe_check.c).
  * It lives with the cost model (cost.c) because its sentences name the estimates and the
- * variables that raise the budgets; spec.c only decides when it runs.
+ * variables that raise the budgets; recipe_check.c only decides when it runs.
  *
  * Ownership: nothing allocates. Errors: KVF_ELIMIT with one sentence when the recipe's memory
  * or work estimate is past its budget; KVF_EINVAL from kvf_limits_budgets (a budget variable

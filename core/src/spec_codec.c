@@ -1,11 +1,11 @@
-/* The .kvfz codec (layout in docs/case-format.md): kvf_spec_decode and kvf_spec_encode, and
- * the origin-name rule both apply.
+/* The .kvfz codec (layout in docs/case-format.md): kvf_spec_decode, kvf_spec_encode, the
+ * origin-name rule both apply, and kvf_spec_equal, which compares canonical encodings.
  *
  * The decoder reads through a bounds-checked cursor: every read names the field it wants, so a
  * truncated or malformed file is rejected with a sentence naming the first field that does not
  * fit. Reserved bytes must be zero and nothing may follow the last section, which makes the
  * encoding canonical (encode(decode(b)) == b). The recipe's domain and budgets are checked by
- * kvf_recipe_check (spec.c, cost.c) before any section is allocated. */
+ * kvf_recipe_check (recipe_check.c, cost.c) before any section is allocated. */
 #include "kvfuzz/spec.h"
 
 #include <stdlib.h>
@@ -422,4 +422,15 @@ int kvf_spec_encode(const kvf_spec *s, uint8_t **out_data, size_t *out_size, kvf
     *out_data = w.p;
     *out_size = w.size;
     return 0;
+}
+
+int kvf_spec_equal(const kvf_spec *a, const kvf_spec *b) {
+    uint8_t *ea = NULL, *eb = NULL;
+    size_t na = 0, nb = 0;
+    /* The canonical encoding holds every field, so equal encodings mean equal specs. */
+    int same = kvf_spec_encode(a, &ea, &na, NULL) == 0 && kvf_spec_encode(b, &eb, &nb, NULL) == 0 &&
+               na == nb && memcmp(ea, eb, na) == 0;
+    free(ea);
+    free(eb);
+    return same;
 }

@@ -4,8 +4,9 @@
  * generator that expands a spec into a kvf_case. What a spec costs, and the budgets, are
  * kvfuzz/cost.h, included here.
  *
- * Definitions in core/src: spec.c (the spec as a value: domain check, copy, comparison,
- * names), spec_codec.c (the .kvfz bytes), spec_file.c (case files), gen_expand.c (expansion),
+ * Definitions in core/src: recipe.c (strategy names, the recipe's shape), recipe_check.c (its
+ * domain), spec.c (the spec as a value: free, copy, batch), spec_codec.c (the .kvfz bytes and
+ * equality), spec_file.c (case files), gen_expand.c (expansion),
  * gen_presets.c (presets), gen_random.c (random recipes and edge lengths).
  *
  * Ownership: a kvf_spec owns its arrays (per-sequence lists, overrides, explicit tensors);
