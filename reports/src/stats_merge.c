@@ -1,6 +1,5 @@
 /* Merging statistics, exactly (every figure is a count, a sum or a maximum, and the worst list
  * a top N under a total order), and comparing them. */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,69 +177,4 @@ int kvf_stats_equal(const kvf_stats *a, const kvf_stats *b) {
     free(x);
     free(y);
     return eq;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* A folder of stats files: one per campaign                                                   */
-/* ------------------------------------------------------------------------------------------ */
-
-static int is_stats_name(const char *name) {
-    size_t n = strlen(name);
-    return name[0] != '.' && n > 10 && strncmp(name, "stats", 5) == 0 &&
-           strcmp(name + n - 5, ".json") == 0;
-}
-
-static int cmp_name(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-int kvf_stats_read_dir(kvf_stats **out, const char *dir, kvf_error *err) {
-    *out = NULL;
-    DIR *d = opendir(dir);
-    if (!d)
-        return kvf_error_set(err, KVF_EIO, "cannot read the folder %s: %s", dir, strerror(errno));
-    char **names = NULL;
-    size_t n = 0;
-    int oom = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!is_stats_name(e->d_name)) continue;
-        char **nn = realloc(names, (n + 1) * sizeof *nn);
-        if (!nn || !(nn[n] = strdup(e->d_name))) {
-            if (nn) names = nn;
-            oom = 1;
-            break;
-        }
-        names = nn;
-        n++;
-    }
-    closedir(d);
-    int rc = 0;
-    if (oom) rc = kvf_error_set(err, KVF_ENOMEM, "out of memory reading the folder %s", dir);
-    if (!rc && n == 0)
-        rc = kvf_error_set(err, KVF_ENOTFOUND, "the folder %s holds no stats*.json file", dir);
-    if (!rc && n > 1) qsort(names, n, sizeof *names, cmp_name);
-    kvf_stats *all = NULL;
-    for (size_t i = 0; !rc && i < n; i++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        kvf_stats *one = NULL;
-        rc = kvf_stats_read(&one, path, err);
-        if (rc) break;
-        if (!all) {
-            all = one;
-            continue;
-        }
-        rc = kvf_stats_merge(all, one, err);
-        kvf_stats_free(one);
-    }
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-    if (rc) {
-        kvf_stats_free(all);
-        return rc;
-    }
-    *out = all;
-    return 0;
 }
