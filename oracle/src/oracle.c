@@ -89,8 +89,6 @@
 
 #define M32 UINT64_C(0xFFFFFFFF)
 
-int64_t kvf__row_store_bytes = KVF_ORACLE_ROW_STORE_BYTES;
-
 static atomic_int default_path = KVF_ORACLE_FAST;
 
 void kvf_oracle_set_default_path(int path) {

@@ -1,4 +1,4 @@
-"""Python kernels that break the contract on purpose, one way each, for test_python_kernel.
+"""Python kernels that break the contract on purpose, one way each, for the test_python_* tests.
 Each takes kvfuzz's nine arguments; all but the broken part follow torch_decode.decode."""
 
 import os

@@ -1,5 +1,5 @@
 """Python kernels that declare a precision model (fn.kvfuzz_precision) or the shapes they handle
-(fn.kvfuzz_supports), well and badly, for test_python_kernel and python_declared_cli_test.sh.
+(fn.kvfuzz_supports), well and badly, for the test_python_* tests and python_declared_cli_test.sh.
 Those that run compute with torch_decode.decode; the rest are never launched, so the module loads
 under tests/python/stub_torch (no torch needed) as well as under torch."""
 

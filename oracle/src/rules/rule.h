@@ -61,12 +61,13 @@ typedef struct kvf__rule_ops {
     void (*close)(void *state); /* optional */
 } kvf__rule_ops;
 
-/* The descriptor of a rule kind, or NULL for a kind out of range. */
+/* The table (table.c). The descriptor of a rule kind, or NULL for a kind out of range. */
 const kvf__rule_ops *kvf__rule_ops_of(kvf_rule_kind kind);
 /* The rule whose name is the n characters at head, or NULL. */
 const kvf__rule_ops *kvf__rule_ops_named(const char *head, size_t n);
 
-/* Shared by the judge and the rules' files. */
+/* Shared by the judge and the rules' files: the checks' common steps (rule_checks.c) and
+ * setting and parsing a rule (rule_api.c). */
 /* Whether the oracle result has the case's shape (B, Hq, D). */
 int kvf__oracle_shape_ok(const kvf_case *c, const kvf_oracle_result *oracle);
 /* Sets every field of a rule. */
