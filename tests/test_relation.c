@@ -1,0 +1,199 @@
+/* Unit tests for the invariance relations (kvfuzz/relation.h): the derived cases are valid and
+ * deterministic in their seed; cpu-ref and cpu-splitkv hold placement, head permutation and
+ * v-scaling bit for bit on generated cases, and cpu-ref holds batch invariance; the int32
+ * page-offset mutant breaks placement once pages move past the int32 edge; compare maps heads,
+ * sequences and the v scale back, and counts a planted difference. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "kvfuzz/kernel.h"
+#include "kvfuzz/relation.h"
+#include "kvfuzz/spec.h"
+
+#define GENERATED_CASES 150
+
+typedef struct outputs {
+    kvf_bf16 *o;
+    float *lse;
+} outputs;
+
+static int run(const kvf_kernel *k, const kvf_case *c, outputs *out) {
+    kvf_error err = {0};
+    out->o = malloc((size_t)(kvf_case_o_elems(c) + 1) * sizeof *out->o);
+    out->lse = malloc((size_t)(kvf_case_lse_elems(c) + 1) * sizeof *out->lse);
+    CHECK(out->o && out->lse);
+    int rc = kvf_kernel_run_once(k, c, out->o, out->lse, &err);
+    if (rc && rc != KVF_EUNSUPPORTED) CHECK_FAIL_AT("%s failed: %s", k->name, err.msg);
+    return rc;
+}
+
+static void outputs_free(outputs *o) {
+    free(o->o);
+    free(o->lse);
+}
+
+static int build_random(uint64_t seed, kvf_case *c) {
+    kvf_random_opts ro;
+    kvf_random_opts_default(&ro);
+    ro.max_work = 1 << 18;
+    kvf_spec s;
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_random(&s, seed, &ro, &err), &err);
+    int rc = kvf_case_build(c, &s, &lim, &err);
+    kvf_spec_free(&s);
+    return rc;
+}
+
+/* Runs k on c and on each derivation; counts pairs checked and broken per relation. */
+static void relate(const kvf_kernel *k, const kvf_case *c, uint64_t seed, int64_t *checked,
+                   int64_t *broken) {
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    outputs base;
+    if (run(k, c, &base)) {
+        outputs_free(&base);
+        return;
+    }
+    for (int r = 0; r < KVF_RELATION_COUNT; r++) {
+        kvf_relation_pair p;
+        kvf_error err = {0};
+        int rc = kvf_relation_derive(&p, (kvf_relation)r, c, seed, &lim, &err);
+        if (rc == KVF_EUNSUPPORTED) continue;
+        CHECK_OK(rc, &err);
+        outputs other;
+        if (run(k, &p.derived, &other) == 0) {
+            kvf_relation_diff first;
+            checked[r]++;
+            if (kvf_relation_compare(&p, c, base.o, base.lse, other.o, other.lse, &first)) {
+                broken[r]++;
+                if (broken[r] == 1)
+                    printf("  %s broke %s (%s): seed %llu, %s b=%d h=%d d=%d %#x vs %#x\n", k->name,
+                           kvf_relation_name((kvf_relation)r), p.what, (unsigned long long)seed,
+                           first.lse ? "lse" : "o", first.b, first.h, first.d, first.bits,
+                           first.derived_bits);
+            }
+        }
+        outputs_free(&other);
+        kvf_relation_pair_free(&p);
+    }
+    outputs_free(&base);
+}
+
+static void correct_kernels_hold_the_default_relations(void) {
+    const char *names[2] = {"cpu-ref", "cpu-splitkv"};
+    for (int i = 0; i < 2; i++) {
+        const kvf_kernel *k = kvf_kernel_find(names[i]);
+        CHECK(k != NULL);
+        int64_t checked[KVF_RELATION_COUNT] = {0}, broken[KVF_RELATION_COUNT] = {0};
+        for (uint64_t seed = 1; seed <= GENERATED_CASES; seed++) {
+            kvf_case c;
+            if (build_random(seed, &c) == 0) relate(k, &c, seed, checked, broken);
+            kvf_case_free(&c);
+        }
+        for (int r = 0; r < KVF_RELATION_COUNT; r++) {
+            printf("  %s %s: %lld pair(s), %lld broken\n", names[i],
+                   kvf_relation_name((kvf_relation)r), (long long)checked[r], (long long)broken[r]);
+            CHECK(checked[r] >= GENERATED_CASES / 4); /* the relations apply to most cases */
+            if (kvf_relation_default_promises() & KVF_RELATION_BIT(r)) CHECK_INT_EQ(broken[r], 0);
+        }
+        /* cpu-ref computes each sequence on its own: batch-invariant by construction */
+        if (i == 0) CHECK_INT_EQ(broken[KVF_RELATION_BATCH], 0);
+    }
+}
+
+static void derivation_is_deterministic_and_valid(void) {
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_case c;
+    CHECK_INT_EQ(build_random(7, &c), 0);
+    for (int r = 0; r < KVF_RELATION_COUNT; r++) {
+        kvf_relation_pair a, b;
+        kvf_error err = {0};
+        int ra = kvf_relation_derive(&a, (kvf_relation)r, &c, 99, &lim, &err);
+        int rb = kvf_relation_derive(&b, (kvf_relation)r, &c, 99, &lim, &err);
+        CHECK_INT_EQ(ra, rb);
+        if (ra == 0) {
+            CHECK_OK(kvf_case_validate(&a.derived, &lim, &err), &err);
+            CHECK_INT_EQ(a.derived.num_pages, b.derived.num_pages);
+            CHECK_INT_EQ(a.derived.batch_size, b.derived.batch_size);
+            int64_t entries = a.derived.kv_indptr[a.derived.batch_size];
+            CHECK(memcmp(a.derived.kv_indices, b.derived.kv_indices,
+                         (size_t)entries * sizeof(int32_t)) == 0);
+            CHECK(memcmp(a.derived.q, b.derived.q,
+                         (size_t)kvf_case_q_elems(&a.derived) * sizeof(kvf_bf16)) == 0);
+            CHECK(strlen(a.what) > 0);
+        }
+        kvf_relation_pair_free(&a);
+        kvf_relation_pair_free(&b);
+    }
+    kvf_case_free(&c);
+    CHECK_INT_EQ(kvf_relation_parse("placement"), KVF_RELATION_PLACEMENT);
+    CHECK_INT_EQ(kvf_relation_parse("batch-invariance"), KVF_RELATION_BATCH);
+    CHECK_INT_EQ(kvf_relation_parse("nonsense"), -1);
+    CHECK(!(kvf_relation_default_promises() & KVF_RELATION_BIT(KVF_RELATION_BATCH)));
+}
+
+/* The seed shape moved past page id 65,536: the int32-offset mutant reads the wrong page. */
+static void int32_offset_mutant_breaks_placement(void) {
+    const kvf_kernel *mut = kvf_kernel_find("cpu-splitkv/mut=int32-offset");
+    CHECK(mut != NULL);
+    int64_t checked[KVF_RELATION_COUNT] = {0}, broken[KVF_RELATION_COUNT] = {0};
+    kvf_case c;
+    CHECK_INT_EQ(build_random(3, &c), 0);
+    for (uint64_t seed = 1; seed <= 12; seed++)
+        relate(mut, &c, seed, checked, broken);
+    kvf_case_free(&c);
+    CHECK(checked[KVF_RELATION_PLACEMENT] > 0);
+    CHECK(broken[KVF_RELATION_PLACEMENT] > 0);
+}
+
+/* compare: heads and sequences map back; a planted difference is found where it was put. */
+static void compare_maps_back_and_counts(void) {
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_case c;
+    CHECK_INT_EQ(build_random(11, &c), 0);
+    const kvf_kernel *k = kvf_kernel_find("cpu-ref");
+    for (int r = 0; r < KVF_RELATION_COUNT; r++) {
+        kvf_relation_pair p;
+        kvf_error err = {0};
+        if (kvf_relation_derive(&p, (kvf_relation)r, &c, 5, &lim, &err)) continue;
+        outputs a, b;
+        CHECK_INT_EQ(run(k, &c, &a), 0);
+        CHECK_INT_EQ(run(k, &p.derived, &b), 0);
+        kvf_relation_diff f;
+        CHECK_INT_EQ(kvf_relation_compare(&p, &c, a.o, a.lse, b.o, b.lse, &f), 0);
+        CHECK(f.compared > 0);
+        /* plant: the lse of the first compared row */
+        for (int32_t bb = 0; bb < c.batch_size; bb++) {
+            int32_t b2 = p.seq_of[bb];
+            if (b2 < 0) continue;
+            int64_t row2 = (int64_t)b2 * c.num_qo_heads + p.head_of[0];
+            b.lse[row2] = b.lse[row2] == 1.5f ? 2.5f : 1.5f; /* any other value */
+            CHECK_INT_EQ(kvf_relation_compare(&p, &c, a.o, a.lse, b.o, b.lse, &f), 1);
+            CHECK_INT_EQ(f.lse, 1);
+            CHECK_INT_EQ(f.b, bb);
+            CHECK_INT_EQ(f.h, 0);
+            break;
+        }
+        outputs_free(&a);
+        outputs_free(&b);
+        kvf_relation_pair_free(&p);
+    }
+    kvf_case_free(&c);
+}
+
+static const check_test tests[] = {
+    {"correct_kernels_hold_the_default_relations", correct_kernels_hold_the_default_relations},
+    {"derivation_is_deterministic_and_valid", derivation_is_deterministic_and_valid},
+    {"int32_offset_mutant_breaks_placement", int32_offset_mutant_breaks_placement},
+    {"compare_maps_back_and_counts", compare_maps_back_and_counts},
+    {NULL, NULL},
+};
+
+CHECK_MAIN(tests)
