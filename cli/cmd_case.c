@@ -1,16 +1,18 @@
-/* kvfuzz gen / show / oracle / kernels / rules: making, reading and explaining cases. */
+/* kvfuzz gen / show / oracle / rules: making, reading and explaining cases. What they compute
+ * lives in the libraries (a new spec: kvfuzz/spec_make.h; a case as JSON: kvfuzz/case_json.h;
+ * the oracle's answer as JSON: kvfuzz/oracle_json.h); this file parses and prints. */
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "cli.h"
+#include "kvfuzz/case_json.h"
 #include "kvfuzz/json_io.h"
 #include "kvfuzz/judge.h"
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/oracle.h"
+#include "kvfuzz/oracle_json.h"
 #include "kvfuzz/spec.h"
+#include "kvfuzz/spec_make.h"
 
 /* ---- gen ---------------------------------------------------------------------------------- */
 
@@ -76,100 +78,19 @@ int kvf_cmd_gen(int argc, char **argv) {
     if (random && preset) return cli_usage_error(cmd, "give --preset or --random, not both");
     if (!preset) preset = "seed-h20kv4";
     if (!out) return cli_usage_error(cmd, "-o FILE is required");
-    kvf_spec spec;
-    kvf_error err = {0};
-    kvf_random_opts ropts;
-    kvf_random_opts_default(&ropts);
-    ropts.expansion = (int)expansion;
-    int rc = random ? kvf_spec_random(&spec, seed, &ropts, &err)
-                    : kvf_spec_preset(&spec, preset, seed, &err);
-    if (rc) return cli_usage_error(cmd, "%s", err.msg);
-    spec.recipe.expansion = (uint8_t)expansion;
     kvf_limits limits;
     cli_limits(&limits);
-    kvf_case c;
-    if ((rc = kvf_case_build(&c, &spec, &limits, &err))) {
-        kvf_spec_free(&spec);
-        return cli_usage_error(cmd, "the recipe does not build: %s", err.msg);
-    }
-    kvf_case_free(&c);
-    rc = kvf_spec_save(&spec, out, &err);
+    kvf_spec spec;
+    kvf_error err = {0};
+    if (kvf_spec_make(&spec, random ? NULL : preset, seed, (int)expansion, &limits, &err))
+        return cli_usage_error(cmd, "%s", err.msg);
+    int rc = kvf_spec_save(&spec, out, &err);
     kvf_spec_free(&spec);
     if (rc) return cli_usage_error(cmd, "%s", err.msg);
     return KVF_EXIT_OK;
 }
 
 /* ---- show --------------------------------------------------------------------------------- */
-
-typedef struct value_summary {
-    int64_t count, nan, inf, zero;
-    double min, max, sum, sum_abs;
-} value_summary;
-
-static void summarize_add(value_summary *s, kvf_bf16 x) {
-    s->count++;
-    if (kvf_bf16_is_nan(x)) {
-        s->nan++;
-        return;
-    }
-    if (kvf_bf16_is_inf(x)) {
-        s->inf++;
-        return;
-    }
-    double v = kvf_bf16_to_f32(x);
-    if (v == 0) s->zero++;
-    if (s->count - s->nan - s->inf == 1 || v < s->min) s->min = v;
-    if (s->count - s->nan - s->inf == 1 || v > s->max) s->max = v;
-    s->sum += v;
-    s->sum_abs += fabs(v);
-}
-
-/* The summary as JSON; min, max and the means are null when no value is finite (never a
- * number standing for "none"). */
-static json_t *summary_json(const value_summary *s) {
-    int64_t finite = s->count - s->nan - s->inf;
-    json_t *o = json_object();
-    if (!o) return NULL;
-    int bad =
-        kvf_json_set(o, "count", json_integer(s->count)) ||
-        kvf_json_set(o, "nan", json_integer(s->nan)) ||
-        kvf_json_set(o, "inf", json_integer(s->inf)) ||
-        kvf_json_set(o, "zero", json_integer(s->zero)) ||
-        kvf_json_set(o, "min", finite ? kvf_json_number(s->min) : json_null()) ||
-        kvf_json_set(o, "max", finite ? kvf_json_number(s->max) : json_null()) ||
-        kvf_json_set(o, "mean", finite ? kvf_json_number(s->sum / (double)finite) : json_null()) ||
-        kvf_json_set(o, "mean_abs",
-                     finite ? kvf_json_number(s->sum_abs / (double)finite) : json_null());
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
-
-/* bf16 values as an array of 4-digit hex strings (their bits). */
-static json_t *hex_array(const kvf_bf16 *x, int64_t n) {
-    json_t *a = json_array();
-    for (int64_t i = 0; a && i < n; i++) {
-        char hex[8];
-        snprintf(hex, sizeof hex, "%04x", x[i]);
-        if (kvf_json_push(a, json_string(hex))) {
-            json_decref(a);
-            return NULL;
-        }
-    }
-    return a;
-}
-
-static json_t *i32_array(const int32_t *x, int64_t n) {
-    json_t *a = json_array();
-    for (int64_t i = 0; a && i < n; i++)
-        if (kvf_json_push(a, json_integer(x[i]))) {
-            json_decref(a);
-            return NULL;
-        }
-    return a;
-}
 
 enum { SHOW_FULL = 256 };
 
@@ -185,118 +106,6 @@ static void show_help(void) {
            "a summary of the values (q, and k/v over the tokens sequences use; min, max and\n"
            "the means are null when no value is finite).\n\n");
     cli_print_options(stdout, show_options);
-}
-
-/* The case as a JSON object; NULL when memory ran out. */
-static json_t *show_json(const char *path, const kvf_spec *spec, const kvf_case *c, int full) {
-    const kvf_recipe *rp = &spec->recipe;
-    json_t *root = json_object(), *shape = json_object(), *lens = json_array();
-    json_t *recipe = json_object(), *overrides = json_array(), *values = json_object();
-    char bits[16];
-    snprintf(bits, sizeof bits, "%08x", kvf_f32_bits(c->sm_scale));
-    int bad = !root || kvf_json_set(root, "file", json_string(path)) ||
-              kvf_json_set(root, "format_version",
-                           json_integer(rp->expansion == KVF_EXPANSION_2 ? 2 : 1)) ||
-              kvf_json_set(root, "shape", shape) ||
-              kvf_json_set(shape, "num_qo_heads", json_integer(c->num_qo_heads)) ||
-              kvf_json_set(shape, "num_kv_heads", json_integer(c->num_kv_heads)) ||
-              kvf_json_set(shape, "group", json_integer(c->num_qo_heads / c->num_kv_heads)) ||
-              kvf_json_set(shape, "head_dim", json_integer(c->head_dim)) ||
-              kvf_json_set(shape, "page_size", json_integer(c->page_size)) ||
-              kvf_json_set(root, "batch_size", json_integer(c->batch_size)) ||
-              kvf_json_set(root, "num_pages", json_integer(c->num_pages)) ||
-              kvf_json_set(root, "sm_scale", kvf_json_number((double)c->sm_scale)) ||
-              kvf_json_set(root, "sm_scale_bits", json_string(bits)) ||
-              kvf_json_set(root, "total_tokens", json_integer(kvf_case_total_tokens(c))) ||
-              kvf_json_set(root, "seq_lens", lens);
-    shape = lens = NULL; /* owned by root now (or released) */
-    json_t *seq = json_object_get(root, "seq_lens");
-    for (int32_t b = 0; !bad && b < c->batch_size; b++)
-        bad = kvf_json_push(seq, json_integer(kvf_case_seq_len(c, b)));
-    bad = bad || kvf_json_set(root, "kv_indptr", i32_array(c->kv_indptr, c->batch_size + 1)) ||
-          kvf_json_set(root, "kv_indices", i32_array(c->kv_indices, c->kv_indptr[c->batch_size])) ||
-          kvf_json_set(root, "kv_last_page_len", i32_array(c->kv_last_page_len, c->batch_size));
-    int rbad = kvf_json_set(root, "recipe", recipe);
-    bad = bad || rbad || kvf_json_set(recipe, "table", json_string(kvf_table_name(rp->table))) ||
-          kvf_json_set(recipe, "logits", json_string(kvf_logits_name(rp->logits))) ||
-          kvf_json_set(recipe, "poison", json_integer(rp->poison)) ||
-          kvf_json_set(recipe, "page_id_base", json_integer(rp->page_id_base)) ||
-          kvf_json_set(recipe, "spare_pages", json_integer(rp->spare_pages)) ||
-          /* A seed past 2^63 does not fit jansson's integer: its decimal digits then. */
-          kvf_json_set(recipe, "seed",
-                       rp->seed <= (uint64_t)INT64_MAX ? json_integer((json_int_t)rp->seed)
-                                                       : json_real((double)rp->seed));
-    const kvf_dist *dists[3] = {&rp->q, &rp->k, &rp->v};
-    const char *names[3] = {"q", "k", "v"};
-    for (int i = 0; !bad && i < 3; i++) {
-        json_t *d = json_object();
-        bad = kvf_json_set(recipe, names[i], d) ||
-              kvf_json_set(d, "dist", json_string(kvf_dist_name(dists[i]->kind))) ||
-              kvf_json_set(d, "log2_scale", json_integer(dists[i]->log2_scale)) ||
-              kvf_json_set(d, "param", json_integer(dists[i]->param));
-    }
-    int obad = kvf_json_set(root, "overrides", overrides);
-    bad = bad || obad;
-    for (uint32_t i = 0; !bad && i < spec->num_overrides; i++) {
-        json_t *ov = json_object();
-        bad = kvf_json_push(overrides, ov) ||
-              kvf_json_set(ov, "target", json_integer(spec->overrides[i].target)) ||
-              kvf_json_set(ov, "index", json_integer((json_int_t)spec->overrides[i].index)) ||
-              kvf_json_set(ov, "value", json_integer(spec->overrides[i].value));
-    }
-    bad = bad || kvf_json_set(root, "explicit_tensors", json_boolean(spec->has_explicit));
-    if (!bad && spec->has_origin) { /* where an imported case came from (import-fib) */
-        const kvf_origin *og = &spec->origin;
-        json_t *origin = json_object(), *rnd = json_array();
-        static const struct {
-            unsigned bit;
-            const char *name;
-        } inputs[] = {{KVF_ORIGIN_RANDOM_Q, "q"},
-                      {KVF_ORIGIN_RANDOM_K, "k_cache"},
-                      {KVF_ORIGIN_RANDOM_V, "v_cache"}};
-        bad = kvf_json_set(root, "origin", origin) ||
-              kvf_json_set(origin, "definition", json_string(og->definition)) ||
-              kvf_json_set(origin, "workload_uuid", json_string(og->workload_uuid)) ||
-              kvf_json_set(origin, "random_inputs", rnd) ||
-              kvf_json_set(origin, "random_seed", json_integer((json_int_t)og->random_seed));
-        for (size_t i = 0; !bad && i < sizeof inputs / sizeof inputs[0]; i++)
-            if (og->random_inputs & inputs[i].bit)
-                bad = kvf_json_push(rnd, json_string(inputs[i].name));
-    }
-    value_summary sq = {0}, sk = {0}, sv = {0};
-    for (int64_t i = 0; i < kvf_case_q_elems(c); i++)
-        summarize_add(&sq, c->q[i]);
-    for (int32_t b = 0; b < c->batch_size; b++)
-        for (int64_t t = 0; t < kvf_case_seq_len(c, b); t++)
-            for (int32_t g = 0; g < c->num_kv_heads; g++)
-                for (int32_t d = 0; d < c->head_dim; d++) {
-                    int64_t off = kvf_case_kv_offset(c, b, t, g, d);
-                    summarize_add(&sk, c->k_cache[off]);
-                    summarize_add(&sv, c->v_cache[off]);
-                }
-    int vbad = kvf_json_set(root, "values", values);
-    bad = bad || vbad || kvf_json_set(values, "q", summary_json(&sq)) ||
-          kvf_json_set(values, "k_used", summary_json(&sk)) ||
-          kvf_json_set(values, "v_used", summary_json(&sv)) ||
-          kvf_json_set(root, "resident_pages", json_integer(c->num_resident_pages));
-    if (full && !bad) {
-        int64_t pe = kvf_case_page_elems(c);
-        json_t *pages = json_array();
-        bad = kvf_json_set(root, "q", hex_array(c->q, kvf_case_q_elems(c))) ||
-              kvf_json_set(root, "pages", pages);
-        for (int64_t i = 0; !bad && i < c->num_resident_pages; i++) {
-            int64_t page = c->resident_pages[i];
-            json_t *pg = json_object();
-            bad = kvf_json_push(pages, pg) || kvf_json_set(pg, "page", json_integer(page)) ||
-                  kvf_json_set(pg, "k", hex_array(c->k_cache + page * pe, pe)) ||
-                  kvf_json_set(pg, "v", hex_array(c->v_cache + page * pe, pe));
-        }
-    }
-    if (bad) {
-        json_decref(root);
-        return NULL;
-    }
-    return root;
 }
 
 int kvf_cmd_show(int argc, char **argv) {
@@ -330,7 +139,7 @@ int kvf_cmd_show(int argc, char **argv) {
     kvf_error err = {0};
     if (kvf_case_load(path, &spec, &c, &limits, &err))
         return cli_usage_error(cmd, "%s: %s", path, err.msg);
-    json_t *root = show_json(path, &spec, &c, full);
+    json_t *root = kvf_case_json(path, &spec, &c, full);
     kvf_case_free(&c);
     kvf_spec_free(&spec);
     int rc = root ? kvf_json_dump(root, stdout, full ? 0 : 2) : -1;
@@ -366,44 +175,11 @@ static void oracle_help(void) {
     cli_print_options(stdout, oracle_options);
 }
 
-/* The oracle's answer as JSON (jansson): per row its length, the overflow flag, the rounded
- * lse (bits and value) and the exact lse, and per o element [bits, rounded, exact]. The empty
- * sequence's -inf lse and any NaN are written as "-Infinity" / "NaN", never as bare tokens. */
+/* The oracle's answer as JSON (kvfuzz/oracle_json.h) on stdout: 0, or -1 when memory ran out or
+ * the JSON could not be written. */
 static int print_oracle_json(const kvf_case *c, const kvf_oracle_result *r) {
-    const int32_t hq = c->num_qo_heads, d = c->head_dim;
-    json_t *root = json_object(), *rows = json_array();
-    int bad = !root || !rows;
-    bad = bad || kvf_json_set(root, "batch_size", json_integer(c->batch_size)) ||
-          kvf_json_set(root, "num_qo_heads", json_integer(hq)) ||
-          kvf_json_set(root, "head_dim", json_integer(d)) || json_object_set(root, "rows", rows);
-    for (int32_t b = 0; !bad && b < c->batch_size; b++)
-        for (int32_t h = 0; !bad && h < hq; h++) {
-            int64_t row = (int64_t)b * hq + h;
-            float l = r->lse_rounded[row];
-            char bits[16];
-            snprintf(bits, sizeof bits, "%08x", kvf_f32_bits(l));
-            json_t *o = json_object(), *arr = json_array();
-            bad = kvf_json_push(rows, o) || !arr || kvf_json_set(o, "b", json_integer(b)) ||
-                  kvf_json_set(o, "h", json_integer(h)) ||
-                  kvf_json_set(o, "length", json_integer(r->rows[row].length)) ||
-                  kvf_json_set(o, "overflow", json_boolean(r->rows[row].overflow)) ||
-                  kvf_json_set(o, "lse_bits", json_string(bits)) ||
-                  kvf_json_set(o, "lse", kvf_json_number((double)l)) ||
-                  kvf_json_set(o, "lse_exact", kvf_json_number(r->lse_exact[row])) ||
-                  json_object_set(o, "o", arr);
-            for (int32_t i = 0; !bad && i < d; i++) {
-                kvf_bf16 ob = r->o_rounded[row * d + i];
-                char obits[8];
-                snprintf(obits, sizeof obits, "%04x", ob);
-                json_t *e = json_array();
-                bad = kvf_json_push(arr, e) || kvf_json_push(e, json_string(obits)) ||
-                      kvf_json_push(e, kvf_json_number((double)kvf_bf16_to_f32(ob))) ||
-                      kvf_json_push(e, kvf_json_number(r->o_exact[row * d + i]));
-            }
-            json_decref(arr);
-        }
-    json_decref(rows);
-    if (!bad) bad = kvf_json_dump(root, stdout, 0) != 0;
+    json_t *root = kvf_oracle_json(c, r);
+    int bad = !root || kvf_json_dump(root, stdout, 0) != 0;
     json_decref(root);
     return bad ? -1 : 0;
 }
