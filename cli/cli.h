@@ -18,6 +18,7 @@
 #include "kvfuzz/error.h"
 #include "kvfuzz/judge.h"
 #include "kvfuzz/kernel.h"
+#include "kvfuzz/minimize.h"
 
 #define KVF_EXIT_OK 0
 #define KVF_EXIT_FINDINGS 1
@@ -107,6 +108,9 @@ const char *cli_option_name(const cli_option *opts, int key);
  * regular file of at most 16 MiB or not a JSON object. Read like a case file (no FIFO waits,
  * no device read to the end), numbers as reals (a recipe seed past 2^63 is valid JSON). */
 int cli_read_report(const char *case_path, json_t **report, kvf_error *err);
+/* The relation and seed an invariance finding's report names, into o (kvfuzz/minimize.h):
+ * KVF_EFORMAT with a sentence when there is no report or it names none. */
+int cli_finding_relation(const char *case_path, kvf_minimize_opts *o, kvf_error *err);
 
 /* Expands FILE|DIR arguments into a sorted list of .kvfz files (directories are walked one
  * level deep, sorted by name). The list and its strings are malloc'd; cli_free_paths frees.

@@ -113,6 +113,21 @@ int cli_read_report(const char *case_path, json_t **report, kvf_error *err) {
     return 0;
 }
 
+int cli_finding_relation(const char *case_path, kvf_minimize_opts *o, kvf_error *err) {
+    json_t *report = NULL;
+    int rc = cli_read_report(case_path, &report, err);
+    if (rc) return rc;
+    int found = kvf_finding_report_relation(report, &o->relation, &o->relation_seed);
+    json_decref(report);
+    if (found == 1) return 0;
+    return kvf_error_set(err, KVF_EFORMAT,
+                         found == 0 ? "an invariance finding is kept broken through the relation "
+                                      "its report names, and %s has no report naming one beside it"
+                                    : "the report beside %s names its relation malformed (it needs "
+                                      "\"relation\": {\"name\", \"seed\"})",
+                         case_path);
+}
+
 void cli_free_paths(char **paths, size_t count) {
     for (size_t i = 0; i < count; i++)
         free(paths[i]);

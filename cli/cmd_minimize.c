@@ -215,6 +215,8 @@ int kvf_cmd_minimize(int argc, char **argv) {
     if (cls && parse_class(cls, &o.target))
         return cli_usage_error(cmd, "unknown class \"%s\" (see kvfuzz minimize --help)", cls);
     if (o.target == KVF_FINDING_OVERFLOW) o.require_overflow = 1;
+    if (o.target == KVF_FINDING_INVARIANCE && cli_finding_relation(in, &o, &err))
+        return cli_usage_error(cmd, "%s", err.msg);
 
     kvf_spec spec;
     if (kvf_case_load(in, &spec, NULL, &o.case_limits, &err))

@@ -39,6 +39,7 @@ static int minimize_finding(const kvf_group_finding *f, const kvf_kernel *kernel
     int cls = kvf_finding_class_parse(f->cls);
     mo.target = cls > 0 ? (kvf_finding_class)cls : KVF_FINDING_NONE;
     if (mo.target == KVF_FINDING_OVERFLOW) mo.require_overflow = 1;
+    if (mo.target == KVF_FINDING_INVARIANCE && cli_finding_relation(f->kvfz, &mo, err)) return -1;
     kvf_spec spec;
     if (kvf_case_load(f->kvfz, &spec, NULL, &mo.case_limits, err)) return -1;
     kvf_minimize_stats st;

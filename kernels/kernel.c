@@ -11,6 +11,7 @@
 
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/kernel_host.h"
+#include "kvfuzz/relation.h"
 #include "plugin_load.h"
 #include "plugin_probe.h"
 #ifdef KVF_HAVE_PYTHON_KERNELS
@@ -248,6 +249,7 @@ static void plugin_kernel_release(kvf_kernel *k) {
     free((char *)k->name);
     free((char *)k->description);
     free((char *)k->precision);
+    free((char *)k->promises);
     free(k);
 }
 
@@ -288,7 +290,8 @@ static kvf_kernel *plugin_kernel_new(const char *path, const kvf__probe_kernel *
     k->release = plugin_kernel_release;
     /* A failed copy of the declared model would judge the kernel under f32 without a word:
      * treated as the allocation failure it is. */
-    if (pk->precision[0] && !(k->precision = dup_str(pk->precision))) {
+    if ((pk->precision[0] && !(k->precision = dup_str(pk->precision))) ||
+        (pk->promises[0] && !(k->promises = dup_str(pk->promises)))) {
         plugin_kernel_release(k);
         return NULL;
     }
@@ -439,4 +442,10 @@ int kvf_kernel_load_descriptor(const kvf_kernel *k, const kvf_plugin_kernel **de
 
 const char *kvf_kernel_plugin_path(const kvf_kernel *k) {
     return k && k->plugin ? k->plugin->path : NULL;
+}
+
+unsigned kvf_kernel_promises(const kvf_kernel *k) {
+    unsigned mask = kvf_relation_default_promises();
+    if (k->promises) kvf_relation_promises_parse(k->promises, &mask, NULL);
+    return mask;
 }

@@ -3,6 +3,8 @@
  * load time rather than a crash later. */
 #include "plugin_load.h"
 
+#include "kvfuzz/relation.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
@@ -24,6 +26,11 @@ int32_t kvf__plugin_kernel_states(const kvf_plugin_kernel *k) {
 const char *kvf__plugin_kernel_precision(const kvf_plugin_kernel *k) {
     const size_t end = offsetof(kvf_plugin_kernel, precision) + sizeof k->precision;
     return k->struct_size >= end ? k->precision : NULL;
+}
+
+const char *kvf__plugin_kernel_promises(const kvf_plugin_kernel *k) {
+    const size_t end = offsetof(kvf_plugin_kernel, promises) + sizeof k->promises;
+    return k->struct_size >= end ? k->promises : NULL;
 }
 
 /* A precision model text as the ABI allows it: lower-case letters, digits, '-' and '+', at most
@@ -117,6 +124,17 @@ static int check_descriptor(const char *path, const kvf_plugin *p, kvf_error *er
                                  "plugin %s: kernel %s declares a precision model that is not "
                                  "1-%d of a-z, 0-9, '-' and '+' (as bf16-p+ftz)",
                                  path, k->name, KVF_PLUGIN_PRECISION_MAX);
+        const char *promises = kvf__plugin_kernel_promises(k);
+        unsigned mask;
+        kvf_error perr = {0};
+        if (promises && strnlen(promises, KVF_PLUGIN_PROMISES_MAX + 1) > KVF_PLUGIN_PROMISES_MAX)
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "plugin %s: kernel %s declares promises longer than %d "
+                                 "characters",
+                                 path, k->name, KVF_PLUGIN_PROMISES_MAX);
+        if (promises && kvf_relation_promises_parse(promises, &mask, &perr))
+            return kvf_error_set(err, KVF_EINVAL, "plugin %s: kernel %s: %s", path, k->name,
+                                 perr.msg);
         for (uint32_t j = 0; j < i; j++)
             if (strcmp(kvf__plugin_kernel_at(p, j)->name, k->name) == 0)
                 return kvf_error_set(err, KVF_EINVAL, "plugin %s lists kernel %s twice", path,

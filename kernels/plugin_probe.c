@@ -99,6 +99,8 @@ static void probe_main(int fd, const char *path) {
                  k->description ? k->description : "");
         const char *precision = kvf__plugin_kernel_precision(k);
         snprintf(rec.precision, sizeof rec.precision, "%s", precision ? precision : "");
+        const char *promises = kvf__plugin_kernel_promises(k);
+        snprintf(rec.promises, sizeof rec.promises, "%s", promises ? promises : "");
         rec.device = k->device;
         rec.role = k->role;
         if (write_all(fd, &rec, sizeof rec)) _exit(1);

@@ -44,6 +44,7 @@ static void test_names(void) {
         [KVF_FINDING_UNWRITTEN_OUTPUT] = "unwritten-output",
         [KVF_FINDING_OOB_WRITE] = "out-of-bounds-write",
         [KVF_FINDING_INPUT_MODIFIED] = "input-modified",
+        [KVF_FINDING_INVARIANCE] = "invariance",
     };
     for (int c = 0; c < KVF_FINDING_CLASS_COUNT; c++) {
         CHECK(names[c] != NULL); /* a class this list does not know: add its word above */

@@ -49,6 +49,49 @@ unsigned kvf_relation_default_promises(void) {
     return m;
 }
 
+int kvf_relation_promises_parse(const char *text, unsigned *mask, kvf_error *err) {
+    unsigned m = kvf_relation_default_promises();
+    for (const char *w = text ? text : ""; *w;) {
+        const char *end = strchr(w, ',');
+        size_t n = end ? (size_t)(end - w) : strlen(w);
+        const int minus = n > 0 && w[0] == '-';
+        char name[64];
+        int r = -1;
+        if (n - minus < sizeof name) {
+            memcpy(name, w + minus, n - minus);
+            name[n - minus] = 0;
+            r = kvf_relation_parse(name);
+        }
+        if (r < 0) {
+            char known[256];
+            kvf_relation_mask_text(KVF_RELATION_ALL, known, sizeof known);
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "\"%.*s\" in the promises \"%.80s\" is not a relation (known: "
+                                 "%s, each may follow '-')",
+                                 (int)(n < 64 ? n : 64), w, text, known);
+        }
+        if (minus)
+            m &= ~KVF_RELATION_BIT(r);
+        else
+            m |= KVF_RELATION_BIT(r);
+        w += n + (end != NULL);
+    }
+    *mask = m;
+    return 0;
+}
+
+void kvf_relation_mask_text(unsigned mask, char *buf, size_t size) {
+    size_t used = 0;
+    if (size) buf[0] = 0;
+    for (int r = 0; r < KVF_RELATION_COUNT; r++)
+        if (mask & KVF_RELATION_BIT(r)) {
+            int n = snprintf(buf + used, used < size ? size - used : 0, "%s%s", used ? "," : "",
+                             relation_names[r]);
+            if (n > 0) used += (size_t)n;
+        }
+    if (!mask) snprintf(buf, size, "none");
+}
+
 void kvf_relation_pair_free(kvf_relation_pair *p) {
     if (!p) return;
     kvf_case_free(&p->derived);

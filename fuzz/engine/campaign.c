@@ -19,6 +19,7 @@ void kvf_campaign_opts_default(kvf_campaign_opts *o) {
     o->seed = 1;
     o->deadline_s = 10;
     o->determinism_every = 16;
+    o->relations_every = 8;
     o->progress_s = 5;
     o->reload_s = 10;
     kvf_mutate_limits_default(&o->mutate);
@@ -213,6 +214,7 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
             "the worker %.1f s of it), for room in the oracle queue %.1f s\n",
             st->wait_cases_s, st->wait_kernel_s, st->wait_worker_idle_s, st->wait_oracle_s);
     print_devices(f, st);
+    kvf__relations_print(f, st);
     if (st->reruns_alone)
         fprintf(f,
                 "  %" PRId64 " failure(s) came while a worker ran several cases at once; those "

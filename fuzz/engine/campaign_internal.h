@@ -35,8 +35,9 @@ typedef struct kvf__job {
     kvf_case c;
     kvf_bf16 *o;
     float *lse;
-    kvf_bf16 *o2; /* a determinism re-run's output */
+    kvf_bf16 *o2; /* a determinism re-run's output, or the relation's derived case's */
     float *lse2;
+    kvf_relation_pair *pair; /* the relation this case is run under again, or NULL */
     double kernel_s;
     kvf_run_result first_crash;  /* the run whose crash is being confirmed */
     char plan[KVF_RUN_PLAN_MAX]; /* the kernel's plan facts for this case */
@@ -146,6 +147,12 @@ void *kvf__oracle_main(void *arg);
  * ({"kvfuzz_hits": 1, "hits": {"<class>-<12 hex>": n}}), atomically; `kvfuzz report` adds them
  * up per group. Said on the log when it cannot be written. */
 void kvf__write_hits(struct kvf_campaign *cp);
+/* Invariance relations in a campaign (relations.c): the relation pair of a case chosen for one
+ * (made by the generator), and the second run's judgement (by the dispatcher). */
+void kvf__job_relate(struct kvf_campaign *cp, kvf__job *j);
+void kvf__relation_done(struct kvf_campaign *cp, kvf__job *j, const kvf_run_result *res);
+void kvf__relations_print(FILE *f, const kvf_campaign_stats *st);
+
 void kvf__record_finding(struct kvf_campaign *cp, const kvf_outcome *out, const kvf__job *j);
 /* A run that produced no output (crash, hang, kernel error): its finding, if any. */
 void kvf__record_run_finding(struct kvf_campaign *cp, const kvf_run_result *res, const kvf__job *j);

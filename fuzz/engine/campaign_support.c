@@ -25,6 +25,8 @@ void kvf__job_free(kvf__job *j) {
     free(j->lse);
     free(j->o2);
     free(j->lse2);
+    if (j->pair) kvf_relation_pair_free(j->pair);
+    free(j->pair);
     free(j);
 }
 
@@ -32,12 +34,19 @@ void kvf__job_free_any(void *j) {
     kvf__job_free(j);
 }
 
-size_t kvf__job_bytes(const kvf__job *j) {
-    const kvf_case *c = &j->c;
+/* A case's bytes: its pages, q and output buffers. */
+static size_t case_bytes(const kvf_case *c, int with_outputs) {
     const size_t pages = (size_t)c->num_resident_pages * (size_t)kvf_case_page_elems(c) * 2 * 2;
     const size_t outs = (size_t)kvf_case_o_elems(c) * 2 + (size_t)kvf_case_lse_elems(c) * 4;
-    return j->size + pages + (size_t)kvf_case_q_elems(c) * 2 + (j->o ? outs : 0) +
-           (j->o2 ? outs : 0);
+    return pages + (size_t)kvf_case_q_elems(c) * 2 + (with_outputs ? outs : 0);
+}
+
+size_t kvf__job_bytes(const kvf__job *j) {
+    const kvf_case *c = &j->c;
+    const size_t outs = (size_t)kvf_case_o_elems(c) * 2 + (size_t)kvf_case_lse_elems(c) * 4;
+    if (j->pair) /* the derived case, and its outputs in o2 */
+        return j->size + case_bytes(c, j->o != NULL) + case_bytes(&j->pair->derived, 1);
+    return j->size + case_bytes(c, j->o != NULL) + (j->o2 ? outs : 0);
 }
 
 void kvf__campaign_stop(struct kvf_campaign *cp, int how) {

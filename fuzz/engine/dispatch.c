@@ -8,7 +8,7 @@
 
 #include "campaign_internal.h"
 
-enum { RECHECK_NONE, RECHECK_DETERMINISM, RECHECK_CRASH };
+enum { RECHECK_NONE, RECHECK_DETERMINISM, RECHECK_CRASH, RECHECK_RELATION };
 
 static void set_fatal(struct kvf_campaign *cp, const kvf_error *err) {
     pthread_mutex_lock(&cp->mu);
@@ -67,20 +67,32 @@ static void note_runner(kvf__dispatcher *d) {
     pthread_mutex_unlock(&cp->mu);
 }
 
-static int submit(kvf__dispatcher *d, kvf__job *j, double *wait_kernel) {
+static int submit_case(kvf__dispatcher *d, const kvf_case *c, double *wait_kernel) {
     struct kvf_campaign *cp = d->cp;
     kvf_error err = {0};
     if (d->retired) return KVF_EDEVICE;
     /* Counted as waiting for the kernel: a case larger than the socket buffer goes out only
      * as fast as the worker takes it in. */
     double t0 = kvf__now_s();
-    int rc = kvf_runner_submit(d->runner, &j->c, &err);
+    int rc = kvf_runner_submit(d->runner, c, &err);
     *wait_kernel += kvf__now_s() - t0;
     note_runner(d);
     /* Stopping on a signal kills the worker, also one still starting: that is not the
      * kernel's failure to start. */
     if (rc && atomic_load(&cp->stop) < KVF__DROP && !retire(d, &err)) set_fatal(cp, &err);
     return rc;
+}
+
+static int submit(kvf__dispatcher *d, kvf__job *j, double *wait_kernel) {
+    return submit_case(d, &j->c, wait_kernel);
+}
+
+/* Submits the relation's derived case of j, with room for its outputs in o2 and lse2. */
+static int submit_derived(kvf__dispatcher *d, kvf__job *j, double *wait_kernel) {
+    const kvf_case *c = &j->pair->derived;
+    j->o2 = malloc((size_t)(kvf_case_o_elems(c) + 1) * sizeof *j->o2);
+    j->lse2 = malloc((size_t)(kvf_case_lse_elems(c) + 1) * sizeof *j->lse2);
+    return j->o2 && j->lse2 ? submit_case(d, c, wait_kernel) : KVF_ENOMEM;
 }
 
 /* Submits a case taken from the generators. When that retires this dispatcher (its device is
@@ -182,7 +194,7 @@ static void recheck_done(kvf__dispatcher *d, kvf__job *j, const kvf_run_result *
 typedef struct slot {
     kvf__job *j;
     int recheck; /* RECHECK_DETERMINISM: the second run of a sampled case; RECHECK_CRASH: the
-                    re-run that confirms a crash */
+                    re-run that confirms a crash; RECHECK_RELATION: the relation's derived case */
 } slot;
 
 /* Keeps the runner's launches in flight (one running, the next on its way), collects them in
@@ -220,7 +232,7 @@ void *kvf__dispatcher_main(void *arg) {
         kvf__job *j = s0.j;
         kvf_run_result res;
         double t0 = kvf__now_s();
-        const int second = s0.recheck == RECHECK_DETERMINISM;
+        const int second = s0.recheck == RECHECK_DETERMINISM || s0.recheck == RECHECK_RELATION;
         kvf_runner_collect(d->runner, second ? j->o2 : j->o, second ? j->lse2 : j->lse, &res);
         wait_kernel += kvf__now_s() - t0;
         if (atomic_load(&cp->stop) >= KVF__DROP) { /* interrupted: the result may be our kill */
@@ -239,6 +251,13 @@ void *kvf__dispatcher_main(void *arg) {
             sampled = j->o2 && j->lse2 && submit(d, j, &wait_kernel) == 0;
             if (sampled) fifo[n++] = (slot){j, RECHECK_DETERMINISM};
         }
+        /* A case chosen for a relation runs again as its derived case, judged after it. */
+        int related = !s0.recheck && !sampled && res.status == KVF_RUN_OK && j->pair &&
+                      submit_derived(d, j, &wait_kernel) == 0;
+        if (related) {
+            fifo[n++] = (slot){j, RECHECK_RELATION};
+            sampled = 1; /* judged after the second run, as a sampled case is */
+        }
         /* A crash is filed only once the same case crashes again: a worker killed from outside
          * (the OOM killer, kill -9) must not become a finding that never replays. */
         int confirming = !s0.recheck && res.status == KVF_RUN_CRASH &&
@@ -254,6 +273,11 @@ void *kvf__dispatcher_main(void *arg) {
             kvf__job *next = timed_ready_pop(cp, &wait_cases);
             if (!next || submit_new(d, next, &wait_kernel) != 0) break;
             fifo[n++] = (slot){next, 0};
+        }
+        if (s0.recheck == RECHECK_RELATION) {
+            kvf__relation_done(cp, j, &res);
+            timed_judge_push(cp, j, &wait_oracle);
+            continue;
         }
         if (s0.recheck == RECHECK_DETERMINISM) {
             recheck_done(d, j, &res);

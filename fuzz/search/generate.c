@@ -194,6 +194,7 @@ static kvf__job *make_job(struct kvf_campaign *cp, kvf__generator *g, uint64_t i
         j->o = malloc((size_t)(kvf_case_o_elems(&j->c) + 1) * sizeof *j->o);
         j->lse = malloc((size_t)(kvf_case_lse_elems(&j->c) + 1) * sizeof *j->lse);
         if (!j->o || !j->lse) break;
+        kvf__job_relate(cp, j);
         return j;
     }
     kvf__job_free(j);

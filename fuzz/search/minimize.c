@@ -78,6 +78,28 @@ static int evaluate_determinism(ctx *cx, const kvf_case *c, const kvf_trial_buff
     return rc;
 }
 
+/* A relation needs only the bits too: the case and its derived case run and compared (the
+ * kernel promises what is kept broken, or the finding would not be one). out holds the first
+ * run's outcome, b its outputs. A derived case that cannot be made is no candidate. */
+static int evaluate_relation(ctx *cx, const kvf_case *c, const kvf_trial_buffers *b,
+                             kvf_outcome *out, kvf_error *err) {
+    const kvf_minimize_opts *o = cx->opts;
+    kvf_relation_pair p;
+    if (kvf_relation_derive(&p, (kvf_relation)o->relation, c, o->relation_seed, &o->case_limits,
+                            NULL))
+        return 1;
+    kvf_trial_buffers b2 = {NULL, NULL};
+    int rc = kvf_trial_buffers_alloc(&b2, &p.derived, err);
+    kvf_outcome_from_run(out, KVF_RUN_OK, NULL);
+    kvf_run_result res;
+    if (rc == 0) rc = kvf_runner_run(cx->runner, &p.derived, b2.o, b2.lse, &res, err);
+    if (rc == 0 && res.status == KVF_RUN_OK)
+        kvf_outcome_relate(out, &p, 1, c, b->o, b->lse, b2.o, b2.lse);
+    kvf_trial_buffers_free(&b2);
+    kvf_relation_pair_free(&p);
+    return rc;
+}
+
 /* 0 judged (outcome set), 1 the spec does not build (not a candidate), <0 fatal error. */
 static int evaluate(ctx *cx, const kvf_spec *s, kvf_outcome *out, kvf_error *err) {
     const kvf_minimize_opts *o = cx->opts;
@@ -93,13 +115,17 @@ static int evaluate(ctx *cx, const kvf_spec *s, kvf_outcome *out, kvf_error *err
     }
     kvf_trial_buffers b = {NULL, NULL};
     int rc = kvf_trial_buffers_alloc(&b, &c, err);
-    if (rc == 0 && o->target == KVF_FINDING_NONDETERMINISM) {
+    const int bits_only =
+        o->target == KVF_FINDING_NONDETERMINISM || o->target == KVF_FINDING_INVARIANCE;
+    if (rc == 0 && bits_only) {
         kvf_run_result res;
         rc = kvf_runner_run(cx->runner, &c, b.o, b.lse, &res, err);
         if (rc == 0 && res.status != KVF_RUN_OK)
             kvf_trial_outcome_of_run(out, &res, o->deadline_s);
-        else if (rc == 0)
+        else if (rc == 0 && o->target == KVF_FINDING_NONDETERMINISM)
             rc = evaluate_determinism(cx, &c, &b, out, err);
+        else if (rc == 0)
+            rc = evaluate_relation(cx, &c, &b, out, err);
     } else if (rc == 0) {
         kvf_oracle_opts oo;
         kvf_oracle_opts_default(&oo);
@@ -263,7 +289,7 @@ static int pass_table(kvf_spec *s, int k) {
         rp->spare_pages = (uint16_t)(rp->spare_pages / 2);
         return 1;
     case 3:
-        if (rp->table != KVF_TABLE_HIGH_IDS) return -1;
+        if (!(kvf_strategy_flags(KVF_FAMILY_TABLE, rp->table) & KVF_STRATEGY_HIGH_IDS)) return -1;
         rp->page_id_base /= 2;
         return 1;
     default:
@@ -271,43 +297,45 @@ static int pass_table(kvf_spec *s, int k) {
     }
 }
 
-/* How simple a value distribution is: a constant, then zeros with one spike, then signed
- * zeros with a few values, then everything else. Proposals only go down this order, so two
- * equally failing kinds cannot take turns forever. */
+/* How simple a value distribution is: its `simple` rank of kvfuzz/strategies.def (a constant,
+ * then zeros with one spike, then signed zeros with a few values), every other kind after
+ * those. Proposals only go down this order, so two equally failing kinds cannot take turns
+ * forever. */
 static int dist_rank(int kind) {
-    switch (kind) {
-    case KVF_DIST_CONSTANT:
-        return 0;
-    case KVF_DIST_ONE_HOT:
-        return 1;
-    case KVF_DIST_SIGNED_ZERO:
-        return 2;
-    default:
-        return 3;
-    }
+    int simple = kvf_dist_simple(kind);
+    return simple > 0 ? simple - 1 : KVF_DIST_COUNT;
+}
+
+/* The kinds the minimizer proposes, simplest first; returns how many. */
+static int simple_kinds(uint8_t kinds[KVF_DIST_COUNT]) {
+    int n = 0;
+    for (int rank = 1; rank <= KVF_DIST_COUNT; rank++)
+        for (int kind = 0; kind < KVF_DIST_COUNT; kind++)
+            if (kvf_dist_simple(kind) == rank) kinds[n++] = (uint8_t)kind;
+    return n;
 }
 
 /* Values: constants, zeros, fewer distinct values; then the logit pattern, poison, scale. */
 static int pass_values(kvf_spec *s, int k) {
     kvf_recipe *rp = &s->recipe;
     kvf_dist *d[3] = {&rp->q, &rp->k, &rp->v};
-    enum { PER = 5 };
-    static const uint8_t kinds[3] = {KVF_DIST_CONSTANT, KVF_DIST_ONE_HOT, KVF_DIST_SIGNED_ZERO};
-    if (k < 3 * PER) {
-        kvf_dist *t = d[k / PER];
-        int j = k % PER;
-        if (j < 3) {
+    uint8_t kinds[KVF_DIST_COUNT];
+    const int nkinds = simple_kinds(kinds), per = nkinds + 2;
+    if (k < 3 * per) {
+        kvf_dist *t = d[k / per];
+        int j = k % per;
+        if (j < nkinds) {
             if (dist_rank(kinds[j]) >= dist_rank(t->kind)) return -1;
             t->kind = kinds[j];
             t->param = 0;
-        } else if (j == 3) {
+        } else if (j == nkinds) {
             t->log2_scale = 0;
         } else {
             t->param = 0;
         }
         return 1;
     }
-    k -= 3 * PER;
+    k -= 3 * per;
     if (k == 0) return rp->logits = KVF_LOGITS_NATURAL, 1;
     if (k >= 1 && k <= 4) {
         if (!(rp->poison & (1u << (k - 1)))) return -1;

@@ -174,7 +174,21 @@ json_t *kvf_outcome_to_json(const kvf_outcome *out, const char *kernel, const kv
            kvf_json_set(j, "exit_code", json_integer(out->exit_code)) |
            kvf_json_set(j, "deadline_s", kvf_json_number(out->deadline));
     if (s) bad |= kvf_json_set(j, "case", case_json(s, c));
-    if (out->nondeterministic) {
+    if (out->relation_broken) {
+        json_t *rj = json_object();
+        if (!rj) bad = 1;
+        if (rj) {
+            char seed[24];
+            snprintf(seed, sizeof seed, "%" PRIu64, out->relation_seed);
+            int rbad = kvf_json_set(rj, "name",
+                                    json_string(kvf_relation_name((kvf_relation)out->relation))) |
+                       kvf_json_set(rj, "seed", json_string(seed)) |
+                       kvf_json_set(rj, "promised", json_boolean(out->relation_promised)) |
+                       kvf_json_set(rj, "what", json_string(out->relation_what));
+            bad |= rbad | kvf_json_set(j, "relation", rj);
+        }
+    }
+    if (out->nondeterministic || out->relation_broken) {
         const kvf_difference *d = &out->difference;
         json_t *dj = json_object();
         if (!dj) bad = 1;

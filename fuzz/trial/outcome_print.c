@@ -98,11 +98,22 @@ void kvf_outcome_print(FILE *f, const kvf_outcome *out, const char *kernel, cons
                     signal_name(out->signal));
         return;
     }
-    if (out->nondeterministic) {
+    if (out->nondeterministic || out->relation_broken) {
         const kvf_difference *d = &out->difference;
-        fprintf(
-            f, "nondeterminism: %" PRId64 " element(s) differ between two runs; first %s[b=%d h=%d",
-            d->count, d->output == KVF_OUTPUT_O ? "o" : "lse", d->b, d->h);
+        if (out->relation_broken)
+            fprintf(f,
+                    "%s: %s %s (%s, seed %" PRIu64 "): %" PRId64
+                    " element(s) differ; first %s[b=%d h=%d",
+                    out->relation_promised ? "invariance" : "property",
+                    kvf_relation_name((kvf_relation)out->relation),
+                    out->relation_promised ? "broken" : "does not hold", out->relation_what,
+                    out->relation_seed, d->count, d->output == KVF_OUTPUT_O ? "o" : "lse", d->b,
+                    d->h);
+        else
+            fprintf(f,
+                    "nondeterminism: %" PRId64
+                    " element(s) differ between two runs; first %s[b=%d h=%d",
+                    d->count, d->output == KVF_OUTPUT_O ? "o" : "lse", d->b, d->h);
         if (d->d >= 0) fprintf(f, " d=%d", d->d);
         fprintf(f, "] 0x%x then 0x%x\n", d->first_bits, d->second_bits);
     }

@@ -48,6 +48,10 @@ uint64_t kvf_outcome_signature(const kvf_outcome *out, const char *kernel, char 
     } else if (out->finding == KVF_FINDING_CRASH) {
         snprintf(buf, sizeof buf, "%s|%s|%s%d", cls, kernel, out->signal ? "signal" : "exit",
                  out->signal ? out->signal : out->exit_code);
+    } else if (out->finding == KVF_FINDING_INVARIANCE) {
+        snprintf(buf, sizeof buf, "%s|%s|%s|%s", cls, kernel,
+                 kvf_relation_name((kvf_relation)out->relation),
+                 out->difference.output == KVF_OUTPUT_O ? "o" : "lse");
     } else if (out->finding == KVF_FINDING_NONDETERMINISM) {
         snprintf(buf, sizeof buf, "%s|%s|%s", cls, kernel,
                  out->difference.output == KVF_OUTPUT_O ? "o" : "lse");

@@ -207,6 +207,13 @@ struct kvf_plugin_kernel {
      * FlashInfer's decode does), "ftz" (flush-to-zero arithmetic: -use_fast_math). At most 63
      * characters. docs/precision.md defines each model; `kvfuzz kernels` shows it. */
     const char *precision;
+    /* Added later still (reads as NULL when struct_size ends before it): the invariance
+     * relations the kernel promises (docs/invariance.md), as changes to the default set
+     * (placement, head-permutation, v-scaling), joined by ',': a name adds a relation
+     * ("batch-invariance"), a name after '-' withdraws one ("-v-scaling", for a kernel that
+     * quantizes v). NULL or "": the defaults. A relation promised and broken is a finding; one
+     * not promised is measured and reported as a property. At most 127 characters. */
+    const char *promises;
 };
 
 /* The size of a version-1 kernel entry without the fields added later: the smallest
@@ -214,6 +221,8 @@ struct kvf_plugin_kernel {
 #define KVF_PLUGIN_KERNEL_V1_SIZE offsetof(kvf_plugin_kernel, concurrent_states)
 /* The longest precision model text kvfuzz accepts, without its NUL. */
 #define KVF_PLUGIN_PRECISION_MAX 63
+/* The longest promises text kvfuzz accepts, without its NUL. */
+#define KVF_PLUGIN_PROMISES_MAX 127
 
 /* The most kernels one library may list: a larger num_kernels fails the load (exit status 2)
  * rather than costing thousands of worker processes in `replay --kernel PATH.so`. */

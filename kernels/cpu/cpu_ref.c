@@ -78,4 +78,6 @@ const kvf_kernel kvf_kernel_cpu_ref = {
     .device = KVF_DEVICE_CPU,
     .desc = &cpu_ref_desc,
     .role = KVF_PLUGIN_ROLE_REFERENCE,
+    /* each sequence is computed on its own, in one order whatever the batch holds */
+    .promises = "batch-invariance",
 };

@@ -35,6 +35,12 @@ static int bad(reader *r, const char *fmt, ...) {
     return -1;
 }
 
+/* Classes that came after the first stats files were written (the host's buffer violations,
+ * and every class from invariance on): a file without one recorded none of it. */
+static int added_later(kvf_finding_class c) {
+    return kvf_finding_class_producer(c) == KVF_FINDING_BY_HOST || c >= KVF_FINDING_INVARIANCE;
+}
+
 static int get_i64(reader *r, const json_t *obj, const char *key, int64_t lo, int64_t *out,
                    const char *ctx) {
     if (kvf_json_to_i64(json_object_get(obj, key), out) || *out < lo)
@@ -384,10 +390,12 @@ static int read_kernels(reader *r, const json_t *root, kvf_stats *s) {
         if (get_i64(r, k, "ran", 0, &kr->ran, ctx) ||
             get_i64(r, k, "unsupported", 0, &kr->unsupported, ctx))
             return -1;
-        for (int j = 0; j < KVF__N_RUN_ERRORS; j++)
-            if (get_i64(r, k, kvf_finding_class_name((kvf_finding_class)kvf__run_error_classes[j]),
-                        0, &kr->errors[kvf__run_error_classes[j]], ctx))
-                return -1;
+        for (int j = 0; j < KVF__N_RUN_ERRORS; j++) {
+            const kvf_finding_class c = (kvf_finding_class)kvf__run_error_classes[j];
+            const char *cname = kvf_finding_class_name(c);
+            if (added_later(c) && !json_object_get(k, cname)) continue;
+            if (get_i64(r, k, cname, 0, &kr->errors[c], ctx)) return -1;
+        }
     }
     return 0;
 }
@@ -446,12 +454,8 @@ static int read_group_counts(reader *r, const json_t *gv, const kvf_stats *s, kv
     if (!fv || !json_is_object(fv))
         return bad(r, "%s: \"findings\" is missing or not an object", ctx);
     for (int c = 1; c < KVF_FINDING_CLASS_COUNT; c++) {
-        /* The buffer-violation classes (the host's) came after the first stats files were
-         * written: a file without them recorded none. */
         const char *name = kvf_finding_class_name((kvf_finding_class)c);
-        if (kvf_finding_class_producer((kvf_finding_class)c) == KVF_FINDING_BY_HOST &&
-            !json_object_get(fv, name))
-            continue;
+        if (added_later((kvf_finding_class)c) && !json_object_get(fv, name)) continue;
         if (get_i64(r, fv, name, 0, &g->findings[c], ctx)) return -1;
     }
     for (int out = 0; out < 2; out++) {

@@ -16,6 +16,7 @@
 #ifndef KVFUZZ_RELATION_H
 #define KVFUZZ_RELATION_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kvfuzz/case.h"
@@ -37,6 +38,12 @@ const char *kvf_relation_doc(kvf_relation r);
 int kvf_relation_parse(const char *name);
 /* The relations every kernel promises unless it says otherwise (PROMISED DEFAULT). */
 unsigned kvf_relation_default_promises(void);
+/* A kernel's promises from its declaration (kvfuzz/plugin.h, `promises`): the defaults changed
+ * by names joined by ',' ("batch-invariance" adds, "-v-scaling" withdraws). NULL or "" gives
+ * the defaults. KVF_EINVAL with a sentence naming the first word that is not a relation. */
+int kvf_relation_promises_parse(const char *text, unsigned *mask, kvf_error *err);
+/* The set as text ("placement,head-permutation"), "none" for the empty set. */
+void kvf_relation_mask_text(unsigned mask, char *buf, size_t size);
 
 typedef struct kvf_relation_pair {
     kvf_relation relation;

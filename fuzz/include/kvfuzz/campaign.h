@@ -76,8 +76,12 @@ typedef struct kvf_campaign_opts {
     const char *findings_dir; /* NULL: findings are reported but not saved */
     double deadline_s;        /* per launch; 0: 10 s */
     int determinism_every;    /* re-run every Nth case after another; 0: never */
-    double progress_s;        /* progress line period; 0: 5 s */
-    int in_process;           /* run the kernel in this process (no crash survival) */
+    /* Run every Nth case a second time transformed by an invariance relation, the relations in
+     * turn (docs/invariance.md); 0: never. A broken relation the kernel promises is an
+     * `invariance` finding; one it does not promise is reported as a property. */
+    int relations_every;
+    double progress_s; /* progress line period; 0: 5 s */
+    int in_process;    /* run the kernel in this process (no crash survival) */
     /* Cases each worker runs at once, each on its own kernel state (kvfuzz/runner.h), at most
      * the kernel's concurrent_states; 0: the runner's default, KVF_RUNNER_AUTO_LANES for a
      * CUDA kernel and 1 for others (docs/fuzzing.md, "Lanes", says when more help). */
@@ -162,6 +166,11 @@ typedef struct kvf_campaign_stats {
     int64_t signatures_defect, signatures_precision;
     int64_t by_class[KVF_FINDING_CLASS_COUNT];
     int64_t determinism_checks;
+    /* Invariance relations (docs/invariance.md): the kernel's promises (a kvf_relation mask),
+     * pairs checked and broken per relation, and the first broken pair of each in words. */
+    unsigned relations_promised;
+    int64_t relation_checked[KVF_RELATION_COUNT], relation_broken[KVF_RELATION_COUNT];
+    char relation_example[KVF_RELATION_COUNT][256];
     int64_t crashes_unconfirmed; /* crashes that did not happen again on a re-run: not filed */
     /* Launches filed so (crashes once confirmed): by_class's counts of these classes by name,
      * for the summary and the progress line. */

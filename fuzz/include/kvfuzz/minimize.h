@@ -24,9 +24,13 @@ typedef struct kvf_minimize_opts {
     kvf_rule rule; /* a strict or fa rule carries the precision model it judges under (the
                       caller applies the kernel's declared one: kvf_rule_set_precision) */
     kvf_finding_class target; /* the class to keep; NONE: whatever the input fails with */
-    int require_overflow;     /* the overflow class counts (and can be kept) */
-    int jobs;                 /* oracle threads; 0: all cores */
-    double deadline_s;        /* per launch; 0: 10 s */
+    /* With target INVARIANCE: the relation (kvf_relation) kept broken, and the seed that
+     * derives its second case (the finding's report names both). */
+    int relation;
+    uint64_t relation_seed;
+    int require_overflow; /* the overflow class counts (and can be kept) */
+    int jobs;             /* oracle threads; 0: all cores */
+    double deadline_s;    /* per launch; 0: 10 s */
     int in_process;
     int64_t max_tries;   /* candidate runs; 0: 2000 */
     double time_limit_s; /* 0: none */

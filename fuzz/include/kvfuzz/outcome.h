@@ -15,6 +15,7 @@
 #include "kvfuzz/json_io.h"
 #include "kvfuzz/attribution.h"
 #include "kvfuzz/judge.h"
+#include "kvfuzz/relation.h"
 #include "kvfuzz/spec.h"
 
 #define KVF_MAX_RULES 16
@@ -50,7 +51,15 @@ typedef struct kvf_outcome {
     double deadline;                 /* hang: the deadline in seconds */
     char message[KVF_ERROR_MSG_MAX]; /* kernel error, crash or hang, in one sentence */
     int nondeterministic;            /* a second run of the same case gave different bits */
-    kvf_difference difference;
+    /* A relation's two runs gave different bits (kvf_outcome_relate): which relation
+     * (kvf_relation), the seed that derives its second case, that case in words, and whether
+     * the kernel promised the relation (then the finding is `invariance`). */
+    int relation_broken;
+    int relation;
+    uint64_t relation_seed;
+    int relation_promised;
+    char relation_what[160];
+    kvf_difference difference; /* nondeterminism or a broken relation: the first difference */
     int nrules;
     kvf_verdict verdicts[KVF_MAX_RULES]; /* valid when status == KVF_RUN_OK */
     kvf_finding_class finding;           /* the class that counts; NONE when nothing does */
@@ -114,6 +123,18 @@ json_t *kvf_attribution_json(const kvf_attribution *a);
  * (finding class nondeterminism, unless a higher class is already set) and returns 1. */
 int kvf_outcome_compare(kvf_outcome *out, const kvf_case *c, const kvf_bf16 *o1, const float *lse1,
                         const kvf_bf16 *o2, const float *lse2);
+
+/* Compares a kernel's outputs on c (o, lse) and on the relation's derived case (o2, lse2) bit
+ * for bit (kvf_relation_compare); on a difference records the relation in the outcome, and,
+ * when the kernel promised it and nothing else counts yet, makes the finding `invariance`.
+ * Returns the number of differing elements. */
+int64_t kvf_outcome_relate(kvf_outcome *out, const kvf_relation_pair *p, int promised,
+                           const kvf_case *c, const kvf_bf16 *o, const float *lse,
+                           const kvf_bf16 *o2, const float *lse2);
+
+/* The relation a finding's report (its .json) names, as kvf_outcome_relate recorded it: 1 with
+ * *relation and *seed set, 0 when it names none, -1 when its "relation" member is malformed. */
+int kvf_finding_report_relation(const json_t *report, int *relation, uint64_t *seed);
 
 /* ---- error buckets (the fuzzers' feedback) -------------------------------------------------- */
 

@@ -53,7 +53,14 @@ typedef struct kvf_kernel {
      * kvf_precision_parse reads it ("bf16-p", "bf16-partials+ftz"), owned by the kernel; NULL
      * declares the default model, f32. */
     const char *precision;
+    /* The invariance relations the kernel promises, as kvf_relation_promises_parse reads them
+     * (kvfuzz/relation.h), owned by the kernel; NULL promises the defaults. */
+    const char *promises;
 } kvf_kernel;
+
+/* The relations k promises (a kvf_relation mask): its declaration over the defaults. A
+ * declaration is checked when the kernel is loaded, so this cannot fail. */
+unsigned kvf_kernel_promises(const kvf_kernel *k);
 
 /* Registry of built-in kernels. Static objects; the registry never allocates. */
 size_t kvf_kernel_count(void);
