@@ -1,7 +1,7 @@
 /* kvfuzz mutants: the bug-finding benchmark (docs/mutants.md). What it computes, the
- * campaigns, the seed table and the bench-style checks, is kvfuzz/mutant_bench.h; this file
- * parses the options, chooses the kernels and their precision models, and prints the table (or
- * writes the JSON) as the benchmark goes. */
+ * campaigns, the seed table and the bench-style checks, is kvfuzz/mutant_bench.h, and its text
+ * table kvfuzz/mutant_table.h; this file parses the options, chooses the kernels and their
+ * precision models, and prints the table (or writes the JSON) as the benchmark goes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "kvfuzz/json_io.h"
 #include "kvfuzz/mutant_bench.h"
+#include "kvfuzz/mutant_table.h"
 
 enum {
     MUT_CONTROL = 256,
@@ -87,23 +88,11 @@ typedef struct mutants_args {
 /* --control K: a whole plugin contributes its reference kernels; a named kernel is taken as
  * is. */
 static int parse_control(mutants_args *a, const char *v) {
-    kvf_kernel_list *extras = &a->extras;
-    const size_t before = extras->count;
-    if (cli_add_kernel(a->cmd, v, extras)) return KVF_EXIT_USAGE;
-    const size_t n = extras->count - before;
-    size_t kept = before;
-    for (size_t j = before; j < extras->count; j++) {
-        if (n > 1 && extras->items[j]->role != KVF_PLUGIN_ROLE_REFERENCE)
-            kvf_kernel_free(extras->items[j]);
-        else
-            extras->items[kept++] = extras->items[j];
-    }
-    extras->count = kept;
-    if (kept == before)
-        return cli_usage_error(a->cmd,
-                               "%s lists no kernel of role reference; name one with "
-                               "PATH.so:NAME",
-                               v);
+    const size_t before = a->extras.count;
+    if (cli_add_kernel(a->cmd, v, &a->extras)) return KVF_EXIT_USAGE;
+    if (kvf_mutant_keep_controls(&a->extras, before) == 0)
+        return cli_usage_error(
+            a->cmd, "%s lists no kernel of role reference; name one with PATH.so:NAME", v);
     return 0;
 }
 
@@ -212,48 +201,7 @@ static int mutants_choose(mutants_plan *pl, const mutants_args *a, kvf_device de
 }
 
 static void on_warn(void *ctx, const char *message) {
-    (void)ctx;
     fprintf(stderr, "kvfuzz mutants: %s\n", message);
-}
-
-static void print_mutant(const mutants_plan *pl, const kvf_mutant_result *m) {
-    const kvf_mutant_detection *a = &m->kvfuzz;
-    char sr[2][16];
-    for (int r = 0; r < 2; r++) {
-        if (r < KVF_DEFAULT_RULES && m->per_rule[r].caught)
-            snprintf(sr[r], sizeof sr[r], "%.2fs", m->per_rule[r].seconds);
-        else
-            snprintf(sr[r], sizeof sr[r], "missed");
-    }
-    printf("%-44s %-9s %-8s %9.2f %7ld %-12s %-9s %-9s %-9s %-9s\n", m->kernel->name,
-           m->kernel->models, a->caught ? "caught" : "SURVIVED", a->seconds, a->cases,
-           a->caught ? a->finding : "-", sr[0], sr[1], m->fib_bench ? "caught" : "missed",
-           m->fi_tests ? "caught" : "missed");
-    /* A mutant judged under a model of its own says so, and what its finding is: a defect, or
-     * precision below the model it declares. */
-    if (!kvf_precision_is_f32(&m->model)) {
-        char text[96];
-        size_t i = 0;
-        while (i + 1 < pl->nmutants && pl->mutants[i].kernel != m->kernel)
-            i++;
-        cli_precision_text(&m->model, pl->sources[i], text, sizeof text);
-        printf("    precision model %s", text);
-        if (a->attribution.kind != KVF_ATTRIB_NONE) printf("; its finding %s", a->attribution.text);
-        printf("\n");
-    }
-}
-
-static void print_control(const kvf_mutant_result *c) {
-    const kvf_mutant_detection *a = &c->kvfuzz;
-    printf("  %-20s %s after %ld cases (%.1f s)", c->kernel->name,
-           a->caught ? a->finding : "no finding", a->cases, a->seconds);
-    if (!kvf_precision_is_f32(&c->model)) {
-        char name[KVF_PRECISION_NAME_MAX];
-        kvf_precision_name(&c->model, name, sizeof name);
-        printf(", precision model %s", name);
-    }
-    if (a->attribution.kind != KVF_ATTRIB_NONE) printf("; %s", a->attribution.text);
-    printf("\n");
 }
 
 /* The table's rows as the benchmark goes; with --json, one line per kernel on stderr. */
@@ -268,44 +216,15 @@ static void on_progress(void *ctx, kvf_mutant_event ev, const kvf_mutant_result 
                     r->kvfuzz.caught ? r->kvfuzz.finding : "no finding");
         return;
     }
-    if (ev == KVF_MUTANT_MUTANT_DONE) print_mutant(pl, r);
+    if (ev == KVF_MUTANT_MUTANT_DONE) {
+        char text[96];
+        cli_precision_text(&r->model, pl->sources[r->index], text, sizeof text);
+        kvf_mutant_table_mutant(stdout, r, text);
+    }
     if (ev == KVF_MUTANT_CONTROLS_BEGIN)
-        printf("\ncontrols (production kernels, %g s of generated cases each):\n",
-               pl->args->controls_budget);
-    if (ev == KVF_MUTANT_CONTROL_DONE) print_control(r);
+        kvf_mutant_table_controls(stdout, pl->args->controls_budget);
+    if (ev == KVF_MUTANT_CONTROL_DONE) kvf_mutant_table_control(stdout, r);
     fflush(stdout);
-}
-
-/* The seed table, per mutant and rule, then the per-rule and overall counts. */
-static void print_summary(const kvf_mutant_bench *b, const char *seeds_dir) {
-    if (b->seeds.count) {
-        printf("\nseed cases failed, per rule (%s; file-name prefixes; - none):\n", seeds_dir);
-        printf("%-44s", "mutant");
-        for (int r = 0; r < b->nrules; r++)
-            printf(" %-28s", b->rules[r].name);
-        printf("\n");
-        for (size_t m = 0; m < b->nmutants; m++) {
-            printf("%-44s", b->mutants[m].kernel->name);
-            for (int r = 0; r < b->nrules; r++) {
-                char buf[160];
-                kvf_mutant_seed_list(b, &b->mutants[m], r, buf, sizeof buf);
-                printf(" %-28s", buf);
-            }
-            printf("\n");
-        }
-    }
-    int total = (int)b->nmutants;
-    printf("\nper rule, of %d mutants:", total);
-    for (int r = 0; r < b->nrules; r++) {
-        printf(" %s", b->rules[r].name);
-        if (r < b->ncampaign) printf(" killed by the campaign %d,", b->rule_kills[r]);
-        if (b->seeds.count)
-            printf(" on some seed case %d, on %s %d;", b->seed_any[r], b->seeds.names[0],
-                   b->seed_first[r]);
-    }
-    printf("\nkvfuzz killed %d of %d mutants; FlashInfer-Bench-style testing missed %d, "
-           "FlashInfer-test-style testing missed %d; controls with findings: %d\n",
-           total - b->survivors, total, b->missed_fib_bench, b->missed_fi_tests, b->noisy_controls);
 }
 
 /* The JSON answer, written once at the end (progress went to stderr). */
@@ -340,9 +259,7 @@ static int mutants_run(mutants_plan *pl, const mutants_args *a) {
     if (dir && cli_collect_cases(a->cmd, &dir, 1, &paths, &npaths)) npaths = 0;
     o.seed_paths = paths;
     o.nseed_paths = npaths;
-    if (!a->json)
-        printf("%-44s %-9s %-8s %9s %7s %-12s %-9s %-9s %-9s %-9s\n", "mutant", "class", "kvfuzz",
-               "seconds", "cases", "finding", "strict", "fa", "fib-bench", "fi-tests");
+    if (!a->json) kvf_mutant_table_header(stdout);
     kvf_mutant_bench b;
     kvf_error err = {0};
     int rc = kvf_mutant_bench_run(&b, &o, &err);
@@ -354,7 +271,7 @@ static int mutants_run(mutants_plan *pl, const mutants_args *a) {
     else if (a->json)
         rc = write_json(&b, a);
     else
-        print_summary(&b, a->seeds_dir);
+        kvf_mutant_table_summary(stdout, &b, a->seeds_dir);
     if (!rc) rc = (b.survivors || b.noisy_controls) ? KVF_EXIT_FINDINGS : KVF_EXIT_OK;
     kvf_mutant_bench_free(&b);
     return rc;

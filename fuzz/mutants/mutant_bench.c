@@ -151,32 +151,6 @@ int kvf_mutant_seeds_judge(const kvf_kernel *k, const kvf_mutant_seeds *s, const
     return 0;
 }
 
-int kvf_mutant_bench_kernels(kvf_device dev, const kvf_kernel_list *extras,
-                             kvf_mutant_entry **mutants, size_t *nmutants,
-                             kvf_mutant_entry **controls, size_t *ncontrols, kvf_error *err) {
-    const size_t n = kvf_kernel_count() + extras->count;
-    *nmutants = *ncontrols = 0;
-    *mutants = calloc(n + 1, sizeof **mutants);
-    *controls = calloc(n + 1, sizeof **controls);
-    if (!*mutants || !*controls) {
-        free(*mutants);
-        free(*controls);
-        *mutants = *controls = NULL;
-        return kvf_error_set(err, KVF_ENOMEM, "out of memory for the list of kernels");
-    }
-    for (size_t i = 0; i < n; i++) {
-        const int builtin = i < kvf_kernel_count();
-        const kvf_kernel *k = builtin ? kvf_kernel_at(i) : extras->items[i - kvf_kernel_count()];
-        kvf_mutant_entry e = {k, {0}};
-        if (builtin && k->device != dev) continue;
-        if (builtin && k->models)
-            (*mutants)[(*nmutants)++] = e;
-        else if (!builtin || strcmp(k->name, "cuda-naive") != 0)
-            (*controls)[(*ncontrols)++] = e;
-    }
-    return 0;
-}
-
 /* The run's shared state: the options, the cache of generated cases, the results. */
 typedef struct kvf__bench_run {
     const kvf_mutant_opts *o;
@@ -194,6 +168,7 @@ static int kvf__bench_mutant(kvf__bench_run *run, const kvf_mutant_entry *e, kvf
     kvf_mutant_bench *b = run->b;
     kvf_mutant_result *m = &b->mutants[b->nmutants];
     memset(m, 0, sizeof *m);
+    m->index = b->nmutants;
     m->kernel = e->kernel;
     m->model = e->model;
     m->nrules = b->nrules;
@@ -240,6 +215,7 @@ static int kvf__bench_control(kvf__bench_run *run, const kvf_mutant_entry *e, kv
     kvf_mutant_bench *b = run->b;
     kvf_mutant_result *c = &b->controls[b->ncontrols];
     memset(c, 0, sizeof *c);
+    c->index = b->ncontrols;
     c->kernel = e->kernel;
     c->model = e->model;
     c->nrules = b->ncampaign;

@@ -137,12 +137,18 @@ typedef struct kvf_mutant_entry {
 /* The kernels a benchmark of device dev runs: its mutants (registry order), then as controls
  * its production kernels (cuda-naive, a slow baseline, left out) and every kernel of extras,
  * each with model f32 for the caller to set. *mutants and *controls are malloc'd (the caller
- * frees them): 0, or KVF_ENOMEM. */
+ * frees them): 0, or KVF_ENOMEM (mutant_kernels.c). */
 int kvf_mutant_bench_kernels(kvf_device dev, const kvf_kernel_list *extras,
                              kvf_mutant_entry **mutants, size_t *nmutants,
                              kvf_mutant_entry **controls, size_t *ncontrols, kvf_error *err);
 
+/* The controls one kernel name adds to extras (the kernels from index `before` on): of a whole
+ * plugin (more than one kernel) only those of role reference, the others freed; a kernel named
+ * alone as it is. Returns how many it kept (mutant_kernels.c). */
+size_t kvf_mutant_keep_controls(kvf_kernel_list *extras, size_t before);
+
 typedef struct kvf_mutant_result {
+    size_t index; /* its place among kvf_mutant_opts' mutants, or its controls */
     const kvf_kernel *kernel;
     kvf_precision model;
     /* The rules it was judged by: the default set under its model, then (mutants) fib. */
