@@ -13,7 +13,9 @@
  *
  * Ownership: kvf_fib_definition is a plain struct (no heap). kvf_fib_import fills a
  * caller-owned kvf_spec (kvf_spec_free releases it). kvf_fib_definition_json returns malloc'd text
- * and kvf_fib_export a malloc'd line, which the caller frees. Errors, one sentence each:
+ * and kvf_fib_export a malloc'd line, which the caller frees. A kvf_fib_importer keeps the names
+ * of the files it wrote (kvf_fib_importer_free releases them); what it tells on_case is valid
+ * during the call only. Errors, one sentence each:
  * KVF_EINVAL (JSON that is not what FIB writes, a definition that is not paged decode, a
  * dtype FIB does not know or kvfuzz does not run, a shape or dtype that disagrees with the
  * definition, a random page table, a kv_indptr or kv_last_page_len kvfuzz cannot take),
@@ -57,6 +59,53 @@ typedef struct kvf_fib_import_opts {
  * seed of an earlier import (kvf_fib_export writes it), which the origin then keeps. */
 int kvf_fib_import(kvf_spec *out, const kvf_fib_definition *def, const char *line, size_t size,
                    const char *what, const kvf_fib_import_opts *opts, kvf_error *err);
+
+/* ---- a dataset's workloads into case files (fib_workloads.c) ---- */
+
+/* A case kvf_fib_import_workloads wrote. */
+typedef struct kvf_fib_imported {
+    const kvf_fib_definition *def;
+    const kvf_spec *spec; /* its origin names the workload, its random inputs and seed */
+    const kvf_case *c;
+    const char *path; /* <out_dir>/<definition>_<uuid>.kvfz */
+} kvf_fib_imported;
+
+/* An importer: where the cases go, how workloads are read, and what it tells its caller. Set
+ * out_dir, opts and the callbacks (each may be NULL) in a zeroed struct; kvf_fib_importer_free
+ * releases what it gathered. */
+typedef struct kvf_fib_importer {
+    const char *out_dir;
+    kvf_fib_import_opts opts;
+    void (*on_case)(void *ctx, const kvf_fib_imported *x); /* after each case is written */
+    void (*warn)(void *ctx, const char *message); /* a definition without a workloads file */
+    void *ctx;
+    size_t written; /* cases written */
+    size_t skipped; /* a dataset's definitions that are not gqa_paged_decode */
+    char **names;   /* the files written, to refuse a repeated uuid */
+    size_t nnames;
+} kvf_fib_importer;
+
+/* Every workload (non-blank line) of one workloads file of definition def, each written as
+ * <out_dir>/<def>_<uuid>.kvfz. Stops at the first that cannot be: a line kvf_fib_import refuses
+ * (the sentence names the file and line), a workload that is not a valid case, a uuid written
+ * before in this import (KVF_EINVAL), a file that cannot be read or written. */
+int kvf_fib_import_workloads(kvf_fib_importer *im, const kvf_fib_definition *def, const char *path,
+                             kvf_error *err);
+
+/* Every gqa_paged_decode definition of a dataset folder (definitions/<op_type>/<def>.json or
+ * definitions/<def>.json; `only`, when not NULL, names the one definition to import, whatever
+ * its family), each with its workloads files (workloads/<op_type>/<def>.jsonl or
+ * workloads/<def>.jsonl; a definition without one is told through warn). Other definitions
+ * are counted in skipped. KVF_EINVAL when there is no such definition. */
+int kvf_fib_import_dataset(kvf_fib_importer *im, const char *dataset, const char *only,
+                           kvf_error *err);
+
+void kvf_fib_importer_free(kvf_fib_importer *im);
+
+/* The dataset root blob paths start from, for a workloads file given alone: the folder holding
+ * workloads/ (<root>/workloads/<op_type>/<def>.jsonl, "." for a path that starts at
+ * workloads/), else the file's folder. */
+void kvf_fib_guess_root(const char *workloads, char *root, size_t n);
 
 /* The definition name FIB gives the shape: gqa_paged_decode_h20_kv4_d128_ps64. */
 void kvf_fib_definition_name(char *out, size_t size, int32_t num_qo_heads, int32_t num_kv_heads,
