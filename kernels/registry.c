@@ -18,9 +18,11 @@ extern const kvf_kernel kvf_kernel_cuda_naive;
 int kvf_cuda_runtime_available(char *why, size_t why_size);
 #endif
 #if defined(KVF_HAVE_CUDA) && defined(KVF_HAVE_CUDA_MUTANTS)
+#define KVF_MUTANT_CPU(id, name, cls, desc) /* no CUDA twin */
 #define KVF_MUTANT(id, name, cls, desc) extern const kvf_kernel kvf_kernel_cuda_mut_##id;
 #include "mutants.def"
 #undef KVF_MUTANT
+#undef KVF_MUTANT_CPU
 #endif
 
 static const kvf_kernel *const kernels[] = {
@@ -34,9 +36,11 @@ static const kvf_kernel *const kernels[] = {
 #include "mutants.def"
 #undef KVF_MUTANT
 #if defined(KVF_HAVE_CUDA) && defined(KVF_HAVE_CUDA_MUTANTS)
+#define KVF_MUTANT_CPU(id, name, cls, desc) /* no CUDA twin */
 #define KVF_MUTANT(id, name, cls, desc) &kvf_kernel_cuda_mut_##id,
 #include "mutants.def"
 #undef KVF_MUTANT
+#undef KVF_MUTANT_CPU
 #endif
 };
 

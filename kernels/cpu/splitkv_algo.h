@@ -134,7 +134,9 @@ static void splitkv_chunk(const kvf_case *c, int32_t b, int32_t h, int64_t t0, i
         l *= alpha;
         for (int32_t i = 0; i < d; i++)
             o_part[i] *= alpha;
-        for (int64_t j = 0; j < n; j++) {
+        for (int64_t jj = 0; jj < n; jj++) {
+            /* odd KV heads sum their tokens last to first (head-order) */
+            const int64_t j = KVF_MUT(HEAD_ORDER) && (g & 1) ? n - 1 - jj : jj;
             float p = exp2f(tile_s[j] - m_new);
             if (KVF_MUT_ROUNDS_P) p = round_bf16(p); /* B12: weights rounded before P.V */
             const kvf_bf16 *v = splitkv_row(c, c->v_cache, b, tile + j, g);
