@@ -130,27 +130,44 @@ int64_t kvf_spec_work(const kvf_spec *s) {
                         SEARCH_TOKEN_EXTRA, SEARCH_OUTPUT_WEIGHT);
 }
 
+/* ---- the pool of each page table (KVF_PAGE_TABLE's pool) -------------------------------------
+ * The elements of the pool kvf_case_build would write, from the table's entries and a page's
+ * elements e, without laying the table out. */
+
+typedef int64_t (*pool_fn)(const kvf_recipe *rp, int64_t entries, int64_t e);
+
+/* Every entry's page and the spares (shared-prefix: at most). */
+static int64_t kvf__pool_entries(const kvf_recipe *rp, int64_t entries, int64_t e) {
+    return (entries + rp->spare_pages) * e;
+}
+
+static int64_t kvf__pool_scattered(const kvf_recipe *rp, int64_t entries, int64_t e) {
+    return (2 * entries + rp->spare_pages + 1) * e;
+}
+
+/* The generator's pool is base + (E - 1) k + 1 + spare pages, the stride k drawn from 1..3:
+ * between `lo` and `hi`. Written whole when it is at most KVF_FULL_POOL_BYTES, which a short
+ * stride can make it although the longest is past that. */
+static int64_t kvf__pool_high_ids(const kvf_recipe *rp, int64_t entries, int64_t e) {
+    int64_t spare = rp->spare_pages;
+    int64_t hi = rp->page_id_base + 3 * entries + spare;
+    int64_t lo = rp->page_id_base + entries + spare;
+    if (hi * e * 2 <= KVF_FULL_POOL_BYTES) return hi * e;
+    if (lo * e * 2 <= KVF_FULL_POOL_BYTES) return KVF_FULL_POOL_BYTES / 2;
+    return (entries +
+            (2 * entries < KVF_POOL_NEIGHBOUR_PAGES ? 2 * entries : KVF_POOL_NEIGHBOUR_PAGES)) *
+           e;
+}
+
+static const pool_fn pools[KVF_TABLE_COUNT] = {
+#define KVF_PAGE_TABLE(id, name, layout, pool, flags, doc) [KVF_TABLE_##id] = pool,
+#include "kvfuzz/strategies.def"
+};
+
 int64_t kvf_spec_pool_elems(const kvf_spec *s) {
     const kvf_recipe *rp = &s->recipe;
     int64_t e = kvf_recipe_page_elems(rp), entries = kvf_recipe_entries(rp);
-    int64_t spare = rp->spare_pages;
     if (s->has_explicit) return s->explicit_tensors.num_pages * e;
-    switch (rp->table) {
-    case KVF_TABLE_SCATTERED:
-        return (2 * entries + spare + 1) * e;
-    case KVF_TABLE_HIGH_IDS: {
-        /* The generator's pool is base + (E - 1) k + 1 + spare pages, the stride k drawn from
-         * 1..3: between `lo` and `hi`. Written whole when it is at most KVF_FULL_POOL_BYTES,
-         * which a short stride can make it although the longest is past that. */
-        int64_t hi = rp->page_id_base + 3 * entries + spare;
-        int64_t lo = rp->page_id_base + entries + spare;
-        if (hi * e * 2 <= KVF_FULL_POOL_BYTES) return hi * e;
-        if (lo * e * 2 <= KVF_FULL_POOL_BYTES) return KVF_FULL_POOL_BYTES / 2;
-        return (entries +
-                (2 * entries < KVF_POOL_NEIGHBOUR_PAGES ? 2 * entries : KVF_POOL_NEIGHBOUR_PAGES)) *
-               e;
-    }
-    default:
-        return (entries + spare) * e;
-    }
+    /* A table kind out of range (a spec not yet checked) counts as a dense pool. */
+    return (rp->table < KVF_TABLE_COUNT ? pools[rp->table] : kvf__pool_entries)(rp, entries, e);
 }

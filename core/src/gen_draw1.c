@@ -1,7 +1,9 @@
 /* Expansion 1's value draws (docs/case-format.md, "Expansion"): one kvf_prng stream per
  * purpose, one or more draws per element, turned into values by IEEE-exact arithmetic only.
  * Every version 1 file means these bits, so the draws and their order are frozen; the block
- * loops below only compute the same values faster (tests/test_gen_hash.c pins them). */
+ * loops below only compute the same values faster (tests/test_gen_hash.c pins them). Each
+ * distribution fills its rows with the function its line of kvfuzz/strategies.def names
+ * (fill1), through a table built from that file. */
 #include "gen_draw1.h"
 
 #include <math.h>
@@ -9,57 +11,64 @@
 
 #include "gen_internal.h"
 
-/* One value of a distribution. `slot` counts elements within a row (for one-hot spikes). */
-static kvf_bf16 draw(kvf_prng *rng, const kvf_dist *d, double scale, int32_t index_in_row,
-                     int32_t spike_at) {
-    switch (d->kind) {
-    case KVF_DIST_NORMAL:
-        return kvf__to_bf16(kvf_prng_normal(rng) * scale);
-    case KVF_DIST_UNIFORM:
-        return kvf__to_bf16((2.0 * kvf_prng_unit(rng) - 1.0) * scale);
-    case KVF_DIST_LOG_UNIFORM: {
-        int span = d->param ? d->param : 20;
-        int e = (int)kvf_prng_below(rng, 2u * (unsigned)span + 1) - span;
-        double m = 1.0 + kvf_prng_unit(rng);
-        /* m 2^e exactly (|e| <= 255, far inside double's range), as ldexp gives it. */
-        uint64_t pb = (uint64_t)(e + 1023) << 52;
-        double p2;
-        memcpy(&p2, &pb, sizeof p2);
-        double x = (m * p2) * scale;
-        return kvf__to_bf16((kvf_prng_next(rng) & 1) ? -x : x);
-    }
-    case KVF_DIST_CONSTANT:
-        return kvf__to_bf16(scale);
-    case KVF_DIST_ONE_HOT:
-        if (index_in_row == spike_at) return kvf__to_bf16(scale);
-        if (d->param && kvf_prng_below(rng, 256) < d->param) return kvf__to_bf16(scale);
-        return 0;
-    case KVF_DIST_SUBNORMAL: {
-        /* bf16 subnormals are 0x0001..0x007F; mix them with the smallest normals. */
-        kvf_bf16 bits = (kvf_bf16)(1 + kvf_prng_below(rng, 0x00FF));
-        return (kvf_bf16)(bits | ((kvf_prng_next(rng) & 1) ? 0x8000u : 0));
-    }
-    case KVF_DIST_SIGNED_ZERO: {
-        uint64_t r = kvf_prng_below(rng, 8);
-        if (r < 3) return 0x0000;
-        if (r < 6) return 0x8000;
-        return kvf__to_bf16(kvf_prng_normal(rng) * scale);
-    }
-    case KVF_DIST_SPECIAL:
-    default: {
-        uint64_t r = kvf_prng_below(rng, 64);
-        static const kvf_bf16 extremes[] = {0x7F7F, 0xFF7F, 0x0080, 0x8080, 0x0000, 0x8000, 0x0001};
-        if (r < sizeof extremes / sizeof extremes[0]) return extremes[r];
-        return kvf__to_bf16(kvf_prng_normal(rng) * scale);
-    }
-    }
+/* ---- one value at a time ------------------------------------------------------------------
+ * One value of a distribution, for the kinds without a block loop below: `index_in_row` counts
+ * elements within a row, `spike_at` is the row's one-hot spike. */
+
+static inline kvf_bf16 log_uniform_one(kvf_prng *rng, const kvf_dist *d, double scale,
+                                       int32_t index_in_row, int32_t spike_at) {
+    (void)index_in_row, (void)spike_at;
+    int span = d->param ? d->param : 20;
+    int e = (int)kvf_prng_below(rng, 2u * (unsigned)span + 1) - span;
+    double m = 1.0 + kvf_prng_unit(rng);
+    /* m 2^e exactly (|e| <= 255, far inside double's range), as ldexp gives it. */
+    uint64_t pb = (uint64_t)(e + 1023) << 52;
+    double p2;
+    memcpy(&p2, &pb, sizeof p2);
+    double x = (m * p2) * scale;
+    return kvf__to_bf16((kvf_prng_next(rng) & 1) ? -x : x);
+}
+
+static inline kvf_bf16 one_hot_one(kvf_prng *rng, const kvf_dist *d, double scale,
+                                   int32_t index_in_row, int32_t spike_at) {
+    if (index_in_row == spike_at) return kvf__to_bf16(scale);
+    if (d->param && kvf_prng_below(rng, 256) < d->param) return kvf__to_bf16(scale);
+    return 0;
+}
+
+static inline kvf_bf16 subnormal_one(kvf_prng *rng, const kvf_dist *d, double scale,
+                                     int32_t index_in_row, int32_t spike_at) {
+    (void)d, (void)scale, (void)index_in_row, (void)spike_at;
+    /* bf16 subnormals are 0x0001..0x007F; mix them with the smallest normals. */
+    kvf_bf16 bits = (kvf_bf16)(1 + kvf_prng_below(rng, 0x00FF));
+    return (kvf_bf16)(bits | ((kvf_prng_next(rng) & 1) ? 0x8000u : 0));
+}
+
+static inline kvf_bf16 signed_zero_one(kvf_prng *rng, const kvf_dist *d, double scale,
+                                       int32_t index_in_row, int32_t spike_at) {
+    (void)d, (void)index_in_row, (void)spike_at;
+    uint64_t r = kvf_prng_below(rng, 8);
+    if (r < 3) return 0x0000;
+    if (r < 6) return 0x8000;
+    return kvf__to_bf16(kvf_prng_normal(rng) * scale);
+}
+
+static inline kvf_bf16 special_one(kvf_prng *rng, const kvf_dist *d, double scale,
+                                   int32_t index_in_row, int32_t spike_at) {
+    (void)d, (void)index_in_row, (void)spike_at;
+    uint64_t r = kvf_prng_below(rng, 64);
+    static const kvf_bf16 extremes[] = {0x7F7F, 0xFF7F, 0x0080, 0x8080, 0x0000, 0x8000, 0x0001};
+    if (r < sizeof extremes / sizeof extremes[0]) return extremes[r];
+    return kvf__to_bf16(kvf_prng_normal(rng) * scale);
 }
 
 /* ---- draws in blocks ---------------------------------------------------------------------
  * One stream's outputs are a serial chain, but turning them into values is not: the hot loops
  * first draw a block of raw outputs in a tight loop (the state in registers), then convert the
  * block element by element. Every element still gets exactly the draws, in the order, and
- * the value that the one-at-a-time code (draw(), kvf__d1_filler) gives it. */
+ * the value that one-at-a-time code gives it: kvf__to_bf16(kvf_prng_normal(rng) * scale) for a
+ * normal value, kvf__to_bf16((2.0 * kvf_prng_unit(rng) - 1.0) * scale) for a uniform one, the
+ * tail loop of kvf__d1_filler for filler. */
 #define BLOCK 256
 
 static void draw_block(kvf_prng *rng, uint64_t *out, int n) {
@@ -129,35 +138,63 @@ static inline uint64_t below_with(kvf_prng *rng, uint64_t n, uint64_t limit) {
     return x % n;
 }
 
-/* Rows of a distribution: each row draws its spike position, then its elements in order, as
- * draw() defines them. The common kinds have their own loops (the kind tested once per call,
- * not per element); they make the same draws in the same order and the same arithmetic, so the
- * bits are draw()'s. */
+/* ---- the rows of each distribution (KVF_VALUE_DIST's fill1) ----------------------------------
+ * One row of `n` values whose spike position is already drawn. The common kinds have block
+ * loops (above); the others draw value after value. */
+
+typedef void (*row_fn)(kvf_bf16 *row, int32_t n, const kvf_dist *d, double scale, int32_t spike,
+                       kvf_prng *rng);
+
+static void kvf__d1_normal(kvf_bf16 *row, int32_t n, const kvf_dist *d, double scale, int32_t spike,
+                           kvf_prng *rng) {
+    (void)d, (void)spike;
+    fill_normal(row, n, scale, rng);
+}
+
+static void kvf__d1_uniform(kvf_bf16 *row, int32_t n, const kvf_dist *d, double scale,
+                            int32_t spike, kvf_prng *rng) {
+    (void)d, (void)spike;
+    fill_uniform(row, n, scale, rng);
+}
+
+static void kvf__d1_constant(kvf_bf16 *row, int32_t n, const kvf_dist *d, double scale,
+                             int32_t spike, kvf_prng *rng) {
+    (void)d, (void)spike, (void)rng;
+    const kvf_bf16 c = kvf__to_bf16(scale);
+    for (int32_t i = 0; i < n; i++)
+        row[i] = c;
+}
+
+/* A row function that draws value after value with `one` (one of the *_one above). */
+#define ROW_OF_ONES(fn, one)                                                                       \
+    static void fn(kvf_bf16 *row, int32_t n, const kvf_dist *d, double scale, int32_t spike,       \
+                   kvf_prng *rng) {                                                                \
+        for (int32_t i = 0; i < n; i++)                                                            \
+            row[i] = one(rng, d, scale, i, spike);                                                 \
+    }
+ROW_OF_ONES(kvf__d1_log_uniform, log_uniform_one)
+ROW_OF_ONES(kvf__d1_one_hot, one_hot_one)
+ROW_OF_ONES(kvf__d1_subnormal, subnormal_one)
+ROW_OF_ONES(kvf__d1_signed_zero, signed_zero_one)
+ROW_OF_ONES(kvf__d1_special, special_one)
+#undef ROW_OF_ONES
+
+static const row_fn row_fns[KVF_DIST_COUNT] = {
+#define KVF_VALUE_DIST(id, name, fill1, fill2, simple, flags, doc) [KVF_DIST_##id] = fill1,
+#include "kvfuzz/strategies.def"
+};
+
+/* Rows of a distribution: each row draws its spike position, then its values, as the row
+ * function of the kind (chosen once per call) draws them. A kind out of the table draws as the
+ * last one (special), as it always has; kvf_recipe_check keeps such kinds out. */
 void kvf__d1_fill_rows(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,
                        kvf_prng *rng) {
     const double scale = ldexp(1.0, d->log2_scale);
     const uint64_t n = (uint64_t)row_len, limit = below_limit(n);
+    const row_fn fill = row_fns[d->kind < KVF_DIST_COUNT ? d->kind : KVF_DIST_SPECIAL];
     for (int64_t r = 0; r < rows; r++) {
         int32_t spike = (int32_t)below_with(rng, n, limit);
-        kvf_bf16 *row = dst + r * row_len;
-        switch (d->kind) {
-        case KVF_DIST_NORMAL:
-            fill_normal(row, row_len, scale, rng);
-            break;
-        case KVF_DIST_UNIFORM:
-            fill_uniform(row, row_len, scale, rng);
-            break;
-        case KVF_DIST_CONSTANT: {
-            const kvf_bf16 c = kvf__to_bf16(scale);
-            for (int32_t i = 0; i < row_len; i++)
-                row[i] = c;
-            break;
-        }
-        default:
-            for (int32_t i = 0; i < row_len; i++)
-                row[i] = draw(rng, d, scale, i, spike);
-            break;
-        }
+        fill(dst + r * row_len, row_len, d, scale, spike, rng);
     }
 }
 

@@ -12,7 +12,8 @@
  * nearest, round to nearest even into bf16), and no product is followed by an addition in one
  * expression, so no contraction into FMA could change a bit (and core/CMakeLists.txt compiles this
  * file with -ffp-contract=off); the same words give the same values on every machine
- * (tests/test_gen_hash.c pins them). */
+ * (tests/test_gen_hash.c pins them). Each distribution fills with the function its line of
+ * kvfuzz/strategies.def names (fill2), through tables built from that file. */
 #include "gen_draw2.h"
 
 #include <string.h>
@@ -337,80 +338,126 @@ HOT void fill_subnormal(kvf_bf16 *dst, int64_t n, kvf__d2 *st) {
     }
 }
 
-HOT void fill_impl(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d, kvf__d2 *st) {
+/* ---- the fills of each distribution (KVF_VALUE_DIST's fill2) ---------------------------------
+ * `rows` rows of `row_len` values of distribution d (rows matter to one-hot only). Inlined into
+ * each copy of the entry point below. */
+
+/* 2^k, exact in bf16. */
+static inline kvf_bf16 scale_bits_of(const kvf_dist *d) {
+    return (kvf_bf16)((d->log2_scale + 127) << 7);
+}
+
+HOT void kvf__d2_normal(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,
+                        kvf__d2 *st) {
+    fill_normal(dst, rows * row_len, pow2f(d->log2_scale), st);
+}
+
+HOT void kvf__d2_uniform(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,
+                         kvf__d2 *st) {
+    fill_uniform(dst, rows * row_len, pow2f(d->log2_scale), st);
+}
+
+HOT void kvf__d2_log_uniform(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,
+                             kvf__d2 *st) {
+    fill_log_uniform(dst, rows * row_len, d->param ? d->param : 20, d->log2_scale, st);
+}
+
+HOT void kvf__d2_constant(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,
+                          kvf__d2 *st) {
+    (void)st;
     const int64_t n = rows * row_len;
-    const int k = d->log2_scale;
-    const float p2 = pow2f(k);
-    const kvf_bf16 scale_bits = (kvf_bf16)((k + 127) << 7); /* 2^k, exact in bf16 */
-    switch (d->kind) {
-    case KVF_DIST_NORMAL:
-        fill_normal(dst, n, p2, st);
-        break;
-    case KVF_DIST_UNIFORM:
-        fill_uniform(dst, n, p2, st);
-        break;
-    case KVF_DIST_LOG_UNIFORM:
-        fill_log_uniform(dst, n, d->param ? d->param : 20, k, st);
-        break;
-    case KVF_DIST_CONSTANT:
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = scale_bits;
-        break;
-    case KVF_DIST_ONE_HOT:
-        /* Per row: the spike's position (one bounded draw), then, when param > 0, one byte per
-         * value (eight per word): a value is another spike when its byte is below param. */
-        for (int64_t r = 0; r < rows; r++) {
-            kvf_bf16 *row = dst + r * row_len;
-            uint32_t spike = kvf__d2_below(st, (uint32_t)row_len);
-            if (d->param) {
-                for (int32_t i = 0; i < row_len; i += 8) {
-                    uint64_t x = kvf__d2_word(st);
-                    for (int b = 0; b < 8 && i + b < row_len; b++, x >>= 8)
-                        row[i + b] = (x & 0xFFu) < d->param ? scale_bits : 0;
-                }
-            } else {
-                memset(row, 0, (size_t)row_len * sizeof *row);
+    const kvf_bf16 scale_bits = scale_bits_of(d);
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = scale_bits;
+}
+
+/* Per row: the spike's position (one bounded draw), then, when param > 0, one byte per value
+ * (eight per word): a value is another spike when its byte is below param. */
+HOT void kvf__d2_one_hot(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,
+                         kvf__d2 *st) {
+    const kvf_bf16 scale_bits = scale_bits_of(d);
+    for (int64_t r = 0; r < rows; r++) {
+        kvf_bf16 *row = dst + r * row_len;
+        uint32_t spike = kvf__d2_below(st, (uint32_t)row_len);
+        if (d->param) {
+            for (int32_t i = 0; i < row_len; i += 8) {
+                uint64_t x = kvf__d2_word(st);
+                for (int b = 0; b < 8 && i + b < row_len; b++, x >>= 8)
+                    row[i + b] = (x & 0xFFu) < d->param ? scale_bits : 0;
             }
-            row[spike] = scale_bits;
+        } else {
+            memset(row, 0, (size_t)row_len * sizeof *row);
         }
-        break;
-    case KVF_DIST_SUBNORMAL:
-        fill_subnormal(dst, n, st);
-        break;
-    case KVF_DIST_SIGNED_ZERO:
-        /* One word per value: bits 0..2 pick +0 (0..2), -0 (3..5) or a normal value (6, 7)
-         * drawn from the next word. */
-        for (int64_t i = 0; i < n; i++) {
-            uint32_t r = (uint32_t)kvf__d2_word(st) & 7u;
-            dst[i] = r < 3 ? 0x0000 : r < 6 ? 0x8000 : normal_of(kvf__d2_word(st), p2);
-        }
-        break;
-    case KVF_DIST_SPECIAL:
-    default: {
-        /* One word per value: bits 0..5 pick one of seven extremes (0..6) or a normal value
-         * drawn from the next word. */
-        static const kvf_bf16 extremes[] = {0x7F7F, 0xFF7F, 0x0080, 0x8080, 0x0000, 0x8000, 0x0001};
-        for (int64_t i = 0; i < n; i++) {
-            uint32_t r = (uint32_t)kvf__d2_word(st) & 63u;
-            dst[i] = r < 7 ? extremes[r] : normal_of(kvf__d2_word(st), p2);
-        }
-        break;
+        row[spike] = scale_bits;
     }
+}
+
+HOT void kvf__d2_subnormal(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,
+                           kvf__d2 *st) {
+    (void)d;
+    fill_subnormal(dst, rows * row_len, st);
+}
+
+/* One word per value: bits 0..2 pick +0 (0..2), -0 (3..5) or a normal value (6, 7) drawn from
+ * the next word. */
+HOT void kvf__d2_signed_zero(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,
+                             kvf__d2 *st) {
+    const int64_t n = rows * row_len;
+    const float p2 = pow2f(d->log2_scale);
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t r = (uint32_t)kvf__d2_word(st) & 7u;
+        dst[i] = r < 3 ? 0x0000 : r < 6 ? 0x8000 : normal_of(kvf__d2_word(st), p2);
+    }
+}
+
+/* One word per value: bits 0..5 pick one of seven extremes (0..6) or a normal value drawn from
+ * the next word. */
+HOT void kvf__d2_special(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,
+                         kvf__d2 *st) {
+    static const kvf_bf16 extremes[] = {0x7F7F, 0xFF7F, 0x0080, 0x8080, 0x0000, 0x8000, 0x0001};
+    const int64_t n = rows * row_len;
+    const float p2 = pow2f(d->log2_scale);
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t r = (uint32_t)kvf__d2_word(st) & 63u;
+        dst[i] = r < 7 ? extremes[r] : normal_of(kvf__d2_word(st), p2);
     }
 }
 
 /* ---- the entry points: the AVX2 copy where the processor has it ---------------------------- */
 
+typedef void (*fill_fn)(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,
+                        kvf__d2 *st);
+
+/* Each distribution's fill as a function of its own, once plain and once (AVX2_COPIES) for
+ * AVX2, and a table of each, built from kvfuzz/strategies.def. */
+#define KVF_VALUE_DIST(id, name, fill1, fill2, simple, flags, doc)                                 \
+    static void fill2##_plain(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,     \
+                              kvf__d2 *st) {                                                       \
+        fill2(dst, rows, row_len, d, st);                                                          \
+    }
+#include "kvfuzz/strategies.def"
+static const fill_fn fills_plain[KVF_DIST_COUNT] = {
+#define KVF_VALUE_DIST(id, name, fill1, fill2, simple, flags, doc) [KVF_DIST_##id] = fill2##_plain,
+#include "kvfuzz/strategies.def"
+};
+
 #ifdef AVX2_COPIES
+#define KVF_VALUE_DIST(id, name, fill1, fill2, simple, flags, doc)                                 \
+    AVX2_TARGET static void fill2##_avx2(kvf_bf16 *dst, int64_t rows, int32_t row_len,             \
+                                         const kvf_dist *d, kvf__d2 *st) {                         \
+        fill2(dst, rows, row_len, d, st);                                                          \
+    }
+#include "kvfuzz/strategies.def"
+static const fill_fn fills_avx2[KVF_DIST_COUNT] = {
+#define KVF_VALUE_DIST(id, name, fill1, fill2, simple, flags, doc) [KVF_DIST_##id] = fill2##_avx2,
+#include "kvfuzz/strategies.def"
+};
+
 AVX2_TARGET static void filler_avx2(kvf_bf16 *dst, int64_t n, kvf__d2 *st) {
     filler_impl(dst, n, st);
 }
 AVX2_TARGET static void poison_avx2(kvf_bf16 *dst, int64_t n, int nan, kvf__d2 *st) {
     poison_impl(dst, n, nan, st);
-}
-AVX2_TARGET static void fill_avx2(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d,
-                                  kvf__d2 *st) {
-    fill_impl(dst, rows, row_len, d, st);
 }
 #endif
 
@@ -434,12 +481,15 @@ void kvf__d2_poison(kvf_bf16 *dst, int64_t n, int nan, kvf__d2 *st) {
     poison_impl(dst, n, nan, st);
 }
 
+/* A kind out of the table fills as the last one (special), as it always has; kvf_recipe_check
+ * keeps such kinds out. */
 void kvf__d2_fill(kvf_bf16 *dst, int64_t rows, int32_t row_len, const kvf_dist *d, kvf__d2 *st) {
+    const int kind = d->kind < KVF_DIST_COUNT ? d->kind : KVF_DIST_SPECIAL;
 #ifdef AVX2_COPIES
     if (have_avx2()) {
-        fill_avx2(dst, rows, row_len, d, st);
+        fills_avx2[kind](dst, rows, row_len, d, st);
         return;
     }
 #endif
-    fill_impl(dst, rows, row_len, d, st);
+    fills_plain[kind](dst, rows, row_len, d, st);
 }

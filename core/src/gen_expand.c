@@ -9,7 +9,10 @@
  * (gen_draw1.c, one kvf_prng per purpose) or expansion 2 (gen_draw2.c: the same laws from
  * fewer, vectorized draws); the page table, the pool's layout and the logit patterns below are
  * shared, only the draws differ. Which unreferenced pages are written follows the pool rule of
- * kvfuzz/cost.h, which the cost estimates read too. */
+ * kvfuzz/cost.h, which the cost estimates read too.
+ *
+ * The page tables' layouts and the logit patterns' key functions below are the ones their lines
+ * of kvfuzz/strategies.def name, reached through tables built from that file. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,73 +78,113 @@ static void gs_unused(kvf_bf16 *kp, kvf_bf16 *vp, int64_t n, gstream *g, int nan
     }
 }
 
-/* Builds the page table and pool size; returns the ids in c->kv_indices. */
+/* ---- page tables: one layout per KVF_PAGE_TABLE line ----------------------------------------
+ * Each writes the `entries` ids of the table and the pool size, drawing from the table stream. */
+
+typedef int (*layout_fn)(const kvf_recipe *rp, int64_t entries, int32_t *ids, int64_t *pool,
+                         gstream *rng, const kvf_limits *lim, kvf_error *err);
+
+static int kvf__layout_contiguous(const kvf_recipe *rp, int64_t entries, int32_t *ids,
+                                  int64_t *pool, gstream *rng, const kvf_limits *lim,
+                                  kvf_error *err) {
+    (void)rng, (void)lim, (void)err;
+    *pool = entries + rp->spare_pages;
+    for (int64_t i = 0; i < entries; i++)
+        ids[i] = (int32_t)i;
+    return 0;
+}
+
+static int kvf__layout_reversed(const kvf_recipe *rp, int64_t entries, int32_t *ids, int64_t *pool,
+                                gstream *rng, const kvf_limits *lim, kvf_error *err) {
+    (void)rng, (void)lim, (void)err;
+    *pool = entries + rp->spare_pages;
+    for (int64_t i = 0; i < entries; i++)
+        ids[i] = (int32_t)(*pool - 1 - i);
+    return 0;
+}
+
+/* The first `entries` ids of a random permutation of [0, pool) (partial Fisher-Yates). */
+static int shuffle_ids(int64_t entries, int32_t *ids, int64_t pool, gstream *rng,
+                       const kvf_limits *lim, kvf_error *err) {
+    if (pool > lim->max_table_entries * 4 + 65536 || pool > INT32_MAX)
+        return kvf_error_set(err, KVF_ELIMIT, "the page pool of %lld pages is too large to shuffle",
+                             (long long)pool);
+    int32_t *perm = malloc((size_t)(pool ? pool : 1) * sizeof *perm);
+    if (!perm) return kvf_error_set(err, KVF_ENOMEM, "could not allocate the page permutation");
+    for (int64_t i = 0; i < pool; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = 0; i < entries; i++) {
+        int64_t j = i + (int64_t)gs_below(rng, (uint64_t)(pool - i));
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+        ids[i] = perm[i];
+    }
+    free(perm);
+    return 0;
+}
+
+static int kvf__layout_shuffled(const kvf_recipe *rp, int64_t entries, int32_t *ids, int64_t *pool,
+                                gstream *rng, const kvf_limits *lim, kvf_error *err) {
+    *pool = entries + rp->spare_pages;
+    return shuffle_ids(entries, ids, *pool, rng, lim, err);
+}
+
+static int kvf__layout_scattered(const kvf_recipe *rp, int64_t entries, int32_t *ids, int64_t *pool,
+                                 gstream *rng, const kvf_limits *lim, kvf_error *err) {
+    *pool = 2 * entries + rp->spare_pages + 1;
+    return shuffle_ids(entries, ids, *pool, rng, lim, err);
+}
+
+/* Every non-empty sequence starts with the same `prefix` pages (the shortest sequence's pages
+ * but one, at least one), then owns the rest. */
+static int kvf__layout_shared_prefix(const kvf_recipe *rp, int64_t entries, int32_t *ids,
+                                     int64_t *pool, gstream *rng, const kvf_limits *lim,
+                                     kvf_error *err) {
+    (void)entries, (void)rng, (void)lim, (void)err;
+    int64_t shortest = -1, next = 0, pos = 0;
+    for (uint32_t b = 0; b < rp->batch_size; b++)
+        if (rp->num_pages[b] && (shortest < 0 || rp->num_pages[b] < shortest))
+            shortest = rp->num_pages[b];
+    int64_t prefix = shortest > 1 ? shortest - 1 : (shortest == 1 ? 1 : 0);
+    next = prefix;
+    for (uint32_t b = 0; b < rp->batch_size; b++)
+        for (int64_t p = 0; p < rp->num_pages[b]; p++)
+            ids[pos++] = (int32_t)(p < prefix ? p : next++);
+    *pool = next + rp->spare_pages;
+    return 0;
+}
+
+static int kvf__layout_high_ids(const kvf_recipe *rp, int64_t entries, int32_t *ids, int64_t *pool,
+                                gstream *rng, const kvf_limits *lim, kvf_error *err) {
+    (void)lim;
+    int64_t spare = rp->spare_pages;
+    int64_t stride = 1 + (int64_t)gs_below(rng, 3);
+    int64_t last = (int64_t)rp->page_id_base + (entries ? (entries - 1) * stride : 0);
+    if (last > INT32_MAX - 1 - spare)
+        return kvf_error_set(
+            err, KVF_EINVAL,
+            "high-ids table from page_id_base %u runs past the int32 page-id range",
+            rp->page_id_base);
+    for (int64_t i = 0; i < entries; i++)
+        ids[i] = (int32_t)(rp->page_id_base + i * stride);
+    *pool = (entries ? last + 1 : rp->page_id_base) + spare;
+    return 0;
+}
+
+static const layout_fn layouts[KVF_TABLE_COUNT] = {
+#define KVF_PAGE_TABLE(id, name, layout, pool, flags, doc) [KVF_TABLE_##id] = layout,
+#include "kvfuzz/strategies.def"
+};
+
+/* Builds the page table and pool size; returns the ids in c->kv_indices. The recipe is checked
+ * (kvf_recipe_check): its table kind is one of the table's. */
 static int lay_out_table(const kvf_recipe *rp, int64_t entries, int64_t *pool_out, int32_t *ids,
                          const kvf_limits *lim, kvf_error *err) {
     gstream rng;
     gs_seed(&rng, rp, KVF__STREAM_TABLE);
-    int64_t spare = rp->spare_pages;
-    int64_t pool = 0;
-    switch (rp->table) {
-    case KVF_TABLE_CONTIGUOUS:
-    case KVF_TABLE_REVERSED:
-        pool = entries + spare;
-        for (int64_t i = 0; i < entries; i++)
-            ids[i] = (int32_t)(rp->table == KVF_TABLE_CONTIGUOUS ? i : pool - 1 - i);
-        break;
-    case KVF_TABLE_SHUFFLED:
-    case KVF_TABLE_SCATTERED: {
-        pool = rp->table == KVF_TABLE_SHUFFLED ? entries + spare : 2 * entries + spare + 1;
-        if (pool > lim->max_table_entries * 4 + 65536 || pool > INT32_MAX)
-            return kvf_error_set(err, KVF_ELIMIT,
-                                 "the page pool of %lld pages is too large to shuffle",
-                                 (long long)pool);
-        int32_t *perm = malloc((size_t)(pool ? pool : 1) * sizeof *perm);
-        if (!perm) return kvf_error_set(err, KVF_ENOMEM, "could not allocate the page permutation");
-        for (int64_t i = 0; i < pool; i++)
-            perm[i] = (int32_t)i;
-        for (int64_t i = 0; i < entries; i++) { /* partial Fisher-Yates */
-            int64_t j = i + (int64_t)gs_below(&rng, (uint64_t)(pool - i));
-            int32_t t = perm[i];
-            perm[i] = perm[j];
-            perm[j] = t;
-            ids[i] = perm[i];
-        }
-        free(perm);
-        break;
-    }
-    case KVF_TABLE_SHARED_PREFIX: {
-        /* Every non-empty sequence starts with the same `prefix` pages (the shortest
-         * sequence's pages but one, at least one), then owns the rest. */
-        int64_t shortest = -1, next = 0, pos = 0;
-        for (uint32_t b = 0; b < rp->batch_size; b++)
-            if (rp->num_pages[b] && (shortest < 0 || rp->num_pages[b] < shortest))
-                shortest = rp->num_pages[b];
-        int64_t prefix = shortest > 1 ? shortest - 1 : (shortest == 1 ? 1 : 0);
-        next = prefix;
-        for (uint32_t b = 0; b < rp->batch_size; b++)
-            for (int64_t p = 0; p < rp->num_pages[b]; p++)
-                ids[pos++] = (int32_t)(p < prefix ? p : next++);
-        pool = next + spare;
-        break;
-    }
-    case KVF_TABLE_HIGH_IDS:
-    default: {
-        int64_t stride = 1 + (int64_t)gs_below(&rng, 3);
-        int64_t last = (int64_t)rp->page_id_base + (entries ? (entries - 1) * stride : 0);
-        if (last > INT32_MAX - 1 - spare)
-            return kvf_error_set(
-                err, KVF_EINVAL,
-                "high-ids table from page_id_base %u runs past the int32 page-id range",
-                rp->page_id_base);
-        for (int64_t i = 0; i < entries; i++)
-            ids[i] = (int32_t)(rp->page_id_base + i * stride);
-        pool = (entries ? last + 1 : rp->page_id_base) + spare;
-        break;
-    }
-    }
-    *pool_out = pool;
-    return 0;
+    *pool_out = 0;
+    return layouts[rp->table](rp, entries, ids, pool_out, &rng, lim, err);
 }
 
 /* Scales every used k row (or q) by 2^e, saturating nothing: only exact power-of-two steps. */
@@ -202,70 +245,113 @@ static void ascending_key(kvf_bf16 *k, const kvf_bf16 *qb, int32_t hk, int32_t g
     }
 }
 
-/* Applies the logit pattern to k (used slots of referenced pages) and, for the overflow class,
- * to q. */
-static void shape_logits(kvf_case *c, const kvf_recipe *rp) {
-    if (rp->logits == KVF_LOGITS_NATURAL) return;
+/* ---- logit patterns: one per KVF_LOGIT_PATTERN line ------------------------------------------
+ * A pattern rewrites the key of every token of every sequence (its key function, token after
+ * token, drawing from the logits stream), then scales q and every written k page by 2^scale. */
+
+typedef struct logit_ctx {
+    const kvf_recipe *rp;
+    const kvf_bf16 *base; /* one row of Hk x D values of the k distribution: the equal key */
+    int64_t row;          /* Hk x D: one slot, all kv heads */
+    int32_t hk, g, d;
+    int big_e; /* spike magnitude relative to the k scale */
+    gstream *rng;
+} logit_ctx;
+
+/* Token t's key k, for the sequence whose q is qb and whose special token is `special`. */
+typedef void (*key_fn)(kvf_bf16 *k, const kvf_bf16 *qb, int64_t t, int64_t special,
+                       const logit_ctx *x);
+
+static void kvf__key_equal(kvf_bf16 *k, const kvf_bf16 *qb, int64_t t, int64_t special,
+                           const logit_ctx *x) {
+    (void)qb, (void)t, (void)special;
+    memcpy(k, x->base, (size_t)x->row * sizeof *k);
+}
+
+static void kvf__key_near_tie(kvf_bf16 *k, const kvf_bf16 *qb, int64_t t, int64_t special,
+                              const logit_ctx *x) {
+    (void)qb, (void)t, (void)special;
+    memcpy(k, x->base, (size_t)x->row * sizeof *k);
+    for (int n = 0; n < 2; n++) {
+        int64_t i = (int64_t)gs_below(x->rng, (uint64_t)x->row);
+        if (kvf_bf16_is_finite(k[i]) && (k[i] & 0x7FFF) != 0x7F7F)
+            k[i] = (kvf_bf16)(k[i] + gs_bit(x->rng));
+    }
+}
+
+/* Aligns (sign 1) or anti-aligns (sign -1) the key with the first q head of each group, so that
+ * head's logit is large with a known sign. */
+static void aligned_key(kvf_bf16 *k, const kvf_bf16 *qb, double sign, const logit_ctx *x) {
+    for (int32_t kh = 0; kh < x->hk; kh++)
+        for (int32_t i = 0; i < x->d; i++) {
+            float qv = kvf_bf16_to_f32(qb[(int64_t)kh * x->g * x->d + i]);
+            double s = (qv > 0) ? sign : (qv < 0 ? -sign : 0.0);
+            k[(int64_t)kh * x->d + i] = kvf__to_bf16(ldexp(s, x->big_e));
+        }
+}
+
+static void kvf__key_spike(kvf_bf16 *k, const kvf_bf16 *qb, int64_t t, int64_t special,
+                           const logit_ctx *x) {
+    if (t == special) aligned_key(k, qb, 1.0, x);
+}
+
+static void kvf__key_very_negative(kvf_bf16 *k, const kvf_bf16 *qb, int64_t t, int64_t special,
+                                   const logit_ctx *x) {
+    if (t != special) aligned_key(k, qb, -1.0, x);
+}
+
+static void kvf__key_ascending(kvf_bf16 *k, const kvf_bf16 *qb, int64_t t, int64_t special,
+                               const logit_ctx *x) {
+    (void)special;
+    ascending_key(k, qb, x->hk, x->g, x->d, t, x->rp->k.log2_scale);
+}
+
+static const struct {
+    key_fn key;
+    int scale;
+} patterns[KVF_LOGITS_COUNT] = {
+#define KVF_LOGIT_PATTERN(id, name, key, scale, flags, doc) [KVF_LOGITS_##id] = {key, scale},
+#include "kvfuzz/strategies.def"
+};
+
+/* Every used slot's key, token after token: the equal key drawn first, then per non-empty
+ * sequence its special token, then what the key function draws. */
+static void rewrite_keys(kvf_case *c, const kvf_recipe *rp, key_fn key) {
     gstream rng;
     gs_seed(&rng, rp, KVF__STREAM_LOGITS);
-    const int32_t hk = c->num_kv_heads, d = c->head_dim, g = c->num_qo_heads / hk;
-    const int64_t row = (int64_t)hk * d; /* one slot: all kv heads */
-    kvf_bf16 *base = malloc((size_t)row * sizeof *base);
+    logit_ctx x = {.rp = rp, .hk = c->num_kv_heads, .d = c->head_dim, .rng = &rng};
+    x.g = c->num_qo_heads / x.hk;
+    x.row = (int64_t)x.hk * x.d;
+    x.big_e = rp->k.log2_scale + 10;
+    kvf_bf16 *base = malloc((size_t)x.row * sizeof *base);
     if (!base) return;
-    gs_fill_rows(base, 1, (int32_t)row, &rp->k, &rng);
-    int big_e = rp->k.log2_scale + 10; /* spike magnitude relative to the k scale */
+    gs_fill_rows(base, 1, (int32_t)x.row, &rp->k, &rng);
+    x.base = base;
     for (int32_t b = 0; b < c->batch_size; b++) {
         int64_t len = kvf_case_seq_len(c, b);
         if (len == 0) continue;
         int64_t special = (int64_t)gs_below(&rng, (uint64_t)len);
-        const kvf_bf16 *qb = c->q + (int64_t)b * c->num_qo_heads * d;
+        const kvf_bf16 *qb = c->q + (int64_t)b * c->num_qo_heads * x.d;
         for (int64_t t = 0; t < len; t++) {
             int64_t page = c->kv_indices[c->kv_indptr[b] + t / c->page_size];
-            kvf_bf16 *k = c->k_cache + page_slot_offset(c, page, (int32_t)(t % c->page_size));
-            switch (rp->logits) {
-            case KVF_LOGITS_EQUAL:
-                memcpy(k, base, (size_t)row * sizeof *k);
-                break;
-            case KVF_LOGITS_NEAR_TIE:
-                memcpy(k, base, (size_t)row * sizeof *k);
-                for (int n = 0; n < 2; n++) {
-                    int64_t i = (int64_t)gs_below(&rng, (uint64_t)row);
-                    if (kvf_bf16_is_finite(k[i]) && (k[i] & 0x7FFF) != 0x7F7F)
-                        k[i] = (kvf_bf16)(k[i] + gs_bit(&rng));
-                }
-                break;
-            case KVF_LOGITS_SPIKE:
-            case KVF_LOGITS_VERY_NEGATIVE: {
-                /* Align (or anti-align) the key with the first q head of each group, so that
-                 * head's logit is large with a known sign. */
-                int spike = (t == special);
-                if (rp->logits == KVF_LOGITS_SPIKE && !spike) break;
-                if (rp->logits == KVF_LOGITS_VERY_NEGATIVE && spike) break;
-                double sign = rp->logits == KVF_LOGITS_SPIKE ? 1.0 : -1.0;
-                for (int32_t kh = 0; kh < hk; kh++)
-                    for (int32_t i = 0; i < d; i++) {
-                        float qv = kvf_bf16_to_f32(qb[(int64_t)kh * g * d + i]);
-                        double s = (qv > 0) ? sign : (qv < 0 ? -sign : 0.0);
-                        k[(int64_t)kh * d + i] = kvf__to_bf16(ldexp(s, big_e));
-                    }
-                break;
-            }
-            case KVF_LOGITS_ASCENDING:
-                ascending_key(k, qb, hk, g, d, t, rp->k.log2_scale);
-                break;
-            default:
-                break;
-            }
+            key(c->k_cache + page_slot_offset(c, page, (int32_t)(t % c->page_size)), qb, t, special,
+                &x);
         }
     }
     free(base);
-    if (rp->logits == KVF_LOGITS_HUGE || rp->logits == KVF_LOGITS_BEYOND_F32) {
-        /* HUGE: about 2^17 (> 5e4) per logit for unit-scale data; BEYOND_F32: about 2^135. */
-        int e_each = rp->logits == KVF_LOGITS_HUGE ? 9 : 68;
-        scale_bf16(c->q, kvf_case_q_elems(c), e_each);
+}
+
+/* Applies the logit pattern to k (used slots of referenced pages) and, for the scaled ones, to
+ * q and every written k page. */
+static void shape_logits(kvf_case *c, const kvf_recipe *rp) {
+    const key_fn key = patterns[rp->logits].key;
+    const int e = patterns[rp->logits].scale;
+    if (key) rewrite_keys(c, rp, key);
+    if (e) {
+        scale_bf16(c->q, kvf_case_q_elems(c), e);
         for (int64_t i = 0; i < c->num_resident_pages; i++) {
             int64_t page = c->resident_pages[i];
-            scale_bf16(c->k_cache + page * kvf_case_page_elems(c), kvf_case_page_elems(c), e_each);
+            scale_bf16(c->k_cache + page * kvf_case_page_elems(c), kvf_case_page_elems(c), e);
         }
     }
 }

@@ -107,19 +107,68 @@ static void pick_page_id_base(kvf_recipe *rp, kvf_prng *r) {
     rp->page_id_base = (uint32_t)(base > 0 ? base : 0);
 }
 
+/* How many kinds of a family the uniform draw covers: those before its first LATE_ONLY line
+ * (kvfuzz/strategies.def), so that a kind added later changes no seed's draws. */
+static uint64_t uniform_kinds(int family) {
+    return (uint64_t)kvf_strategy_first(family, KVF_STRATEGY_LATE_ONLY);
+}
+
 /* The q, k and v distributions. */
 static void pick_dists(kvf_recipe *rp, kvf_prng *r) {
     kvf_dist *dists[3] = {&rp->q, &rp->k, &rp->v};
     for (int i = 0; i < 3; i++) {
         kvf_dist *dd = dists[i];
-        dd->kind = (uint8_t)(pick(r, 3) ? KVF_DIST_NORMAL : pick(r, KVF_DIST_COUNT));
+        dd->kind =
+            (uint8_t)(pick(r, 3) ? KVF_DIST_NORMAL : pick(r, uniform_kinds(KVF_FAMILY_DIST)));
         /* q and k extremes (bf16 max) would put the logits past f32: that is the overflow
          * class, drawn only through the logit pattern when allowed. */
-        if (i < 2 && dd->kind == KVF_DIST_SPECIAL) dd->kind = KVF_DIST_LOG_UNIFORM;
+        if (i < 2 && (kvf_strategy_flags(KVF_FAMILY_DIST, dd->kind) & KVF_STRATEGY_V_ONLY))
+            dd->kind = (uint8_t)kvf_strategy_first(KVF_FAMILY_DIST, KVF_STRATEGY_STANDIN);
         dd->log2_scale = (int8_t)(i < 2 ? (int)pick(r, 9) - 4 : (int)pick(r, 21) - 10);
-        dd->param =
-            (uint8_t)(dd->kind == KVF_DIST_LOG_UNIFORM ? 1 + pick(r, i < 2 ? 12 : 60) : pick(r, 8));
+        int span = kvf_strategy_flags(KVF_FAMILY_DIST, dd->kind) & KVF_STRATEGY_SPAN;
+        dd->param = (uint8_t)(span ? 1 + pick(r, i < 2 ? 12 : 60) : pick(r, 8));
     }
+}
+
+/* ---- late draws (KVF_STRATEGY_LATE, KVF_STRATEGY_LATE_ONLY) ----------------------------------
+ * After every other draw, in the order of strategies.def's lines: one in eight recipes whose
+ * field holds the family's first kind take the line's kind (never a kind the options rule out,
+ * nor, for q and k, a V_ONLY distribution). A line without a late draw draws nothing. */
+
+enum { LATE_DRAW = KVF_STRATEGY_LATE | KVF_STRATEGY_LATE_ONLY };
+
+static void late_table(kvf_recipe *rp, kvf_prng *r, const kvf_random_opts *o, int kind,
+                       unsigned flags) {
+    int high = (flags & KVF_STRATEGY_HIGH_IDS) != 0;
+    if (!(flags & LATE_DRAW) || rp->table != 0 || (high && !o->allow_high_ids) || pick(r, 8))
+        return;
+    rp->table = (uint8_t)kind;
+    if (high) pick_page_id_base(rp, r);
+}
+
+static void late_dist(kvf_recipe *rp, kvf_prng *r, int kind, unsigned flags) {
+    kvf_dist *dists[3] = {&rp->q, &rp->k, &rp->v};
+    for (int i = 0; i < 3 && (flags & LATE_DRAW); i++)
+        if (!(i < 2 && (flags & KVF_STRATEGY_V_ONLY)) && dists[i]->kind == 0 && pick(r, 8) == 0)
+            dists[i]->kind = (uint8_t)kind;
+}
+
+static void late_logits(kvf_recipe *rp, kvf_prng *r, const kvf_random_opts *o, int kind,
+                        unsigned flags) {
+    if (!(flags & LATE_DRAW) || rp->logits != 0 ||
+        ((flags & KVF_STRATEGY_OVERFLOW) && !o->allow_overflow) || pick(r, 8))
+        return;
+    rp->logits = (uint8_t)kind;
+}
+
+static void draw_late(kvf_recipe *rp, kvf_prng *r, const kvf_random_opts *o) {
+#define KVF_PAGE_TABLE(id, name, layout, pool, flags, doc)                                         \
+    late_table(rp, r, o, KVF_TABLE_##id, flags);
+#define KVF_VALUE_DIST(id, name, fill1, fill2, simple, flags, doc)                                 \
+    late_dist(rp, r, KVF_DIST_##id, flags);
+#define KVF_LOGIT_PATTERN(id, name, key, scale, flags, doc)                                        \
+    late_logits(rp, r, o, KVF_LOGITS_##id, flags);
+#include "kvfuzz/strategies.def"
 }
 
 int kvf_spec_random(kvf_spec *out, uint64_t seed, const kvf_random_opts *o, kvf_error *err) {
@@ -138,13 +187,19 @@ int kvf_spec_random(kvf_spec *out, uint64_t seed, const kvf_random_opts *o, kvf_
     int batch = 1 + (int)pick(&r, (uint64_t)(o->max_batch > 0 ? o->max_batch : 1));
     if (kvf_spec_set_batch(out, (uint16_t)batch, err)) return KVF_ENOMEM;
     pick_lengths(rp, &r, o);
-    rp->table = (uint8_t)pick(&r, KVF_TABLE_COUNT);
-    if (rp->table == KVF_TABLE_HIGH_IDS && !o->allow_high_ids) rp->table = KVF_TABLE_SCATTERED;
-    if (rp->table == KVF_TABLE_HIGH_IDS) pick_page_id_base(rp, &r);
+    rp->table = (uint8_t)pick(&r, uniform_kinds(KVF_FAMILY_TABLE));
+    if ((kvf_strategy_flags(KVF_FAMILY_TABLE, rp->table) & KVF_STRATEGY_HIGH_IDS) &&
+        !o->allow_high_ids)
+        rp->table = (uint8_t)kvf_strategy_first(KVF_FAMILY_TABLE, KVF_STRATEGY_STANDIN);
+    if (kvf_strategy_flags(KVF_FAMILY_TABLE, rp->table) & KVF_STRATEGY_HIGH_IDS)
+        pick_page_id_base(rp, &r);
     rp->spare_pages = (uint16_t)pick(&r, 5);
     rp->poison = (uint8_t)(pick(&r, 2) ? pick(&r, 16) : 0);
-    int logit_kinds = o->allow_overflow ? KVF_LOGITS_COUNT : KVF_LOGITS_BEYOND_F32;
-    rp->logits = (uint8_t)(pick(&r, 2) ? KVF_LOGITS_NATURAL : pick(&r, (uint64_t)logit_kinds));
+    uint64_t logit_kinds = uniform_kinds(KVF_FAMILY_LOGITS);
+    if (!o->allow_overflow)
+        logit_kinds = (uint64_t)kvf_strategy_first(KVF_FAMILY_LOGITS,
+                                                   KVF_STRATEGY_OVERFLOW | KVF_STRATEGY_LATE_ONLY);
+    rp->logits = (uint8_t)(pick(&r, 2) ? KVF_LOGITS_NATURAL : pick(&r, logit_kinds));
     pick_dists(rp, &r);
     switch (pick(&r, 4)) {
     case 0:
@@ -157,7 +212,8 @@ int kvf_spec_random(kvf_spec *out, uint64_t seed, const kvf_random_opts *o, kvf_
         break; /* 1/sqrt(D) */
     }
     /* The ascending pattern came after the others; it is drawn last, from natural logits only,
-     * so that every recipe field drawn before keeps the value it had for the same seed. */
-    if (rp->logits == KVF_LOGITS_NATURAL && pick(&r, 8) == 0) rp->logits = KVF_LOGITS_ASCENDING;
+     * so that every recipe field drawn before keeps the value it had for the same seed. Kinds
+     * added since are drawn so too, after it. */
+    draw_late(rp, &r, o);
     return 0;
 }

@@ -174,6 +174,11 @@ static float pick_sm_scale(kvf_prng *rng, const kvf_recipe *rp) {
     }
 }
 
+/* Whether a page-table kind takes its ids from page_id_base (kvfuzz/strategies.def). */
+static int uses_high_ids(int table) {
+    return (kvf_strategy_flags(KVF_FAMILY_TABLE, table) & KVF_STRATEGY_HIGH_IDS) != 0;
+}
+
 /* page_id_base near the edges where offsets overflow: page * page_elems past 2^31 or 2^32
  * elements, ids past 65535, clamped so the pool stays inside the 8 GiB address space. */
 static uint32_t pick_page_id_base(kvf_prng *rng, const kvf_recipe *rp) {
@@ -514,9 +519,10 @@ static int apply(kvf_spec *s, kvf_prng *rng, int m, const kvf_mutate_limits *lim
         return move_shape(rp, rng, lim);
     case KVF_MUT_TABLE: {
         int kind = (int)below(rng, KVF_TABLE_COUNT);
-        if (kind == KVF_TABLE_HIGH_IDS && !lim->allow_high_ids) kind = KVF_TABLE_SCATTERED;
+        if (uses_high_ids(kind) && !lim->allow_high_ids)
+            kind = kvf_strategy_first(KVF_FAMILY_TABLE, KVF_STRATEGY_STANDIN);
         rp->table = (uint8_t)kind;
-        rp->page_id_base = kind == KVF_TABLE_HIGH_IDS ? pick_page_id_base(rng, rp) : 0;
+        rp->page_id_base = uses_high_ids(kind) ? pick_page_id_base(rng, rp) : 0;
         return 0;
     }
     case KVF_MUT_SPARE:
@@ -538,7 +544,10 @@ static int apply(kvf_spec *s, kvf_prng *rng, int m, const kvf_mutate_limits *lim
         rp->poison ^= (uint8_t)(1u << below(rng, 4));
         return 0;
     case KVF_MUT_LOGITS: {
-        int kinds = lim->allow_overflow ? KVF_LOGITS_COUNT : KVF_LOGITS_BEYOND_F32;
+        /* Without overflow: the patterns listed before the first that reaches it. */
+        int kinds = lim->allow_overflow
+                        ? KVF_LOGITS_COUNT
+                        : kvf_strategy_first(KVF_FAMILY_LOGITS, KVF_STRATEGY_OVERFLOW);
         rp->logits = (uint8_t)below(rng, (uint64_t)kinds);
         return 0;
     }
@@ -641,7 +650,7 @@ void kvf_spec_fit(kvf_spec *s, const kvf_mutate_limits *lim) {
      * narrow the shape. Each step shrinks something, so this ends. */
     while (kvf_spec_work(s) > lim->max_work || kvf_spec_pool_elems(s) > lim->max_pool_elems) {
         drop_explicit(s);
-        if (rp->table == KVF_TABLE_HIGH_IDS &&
+        if (uses_high_ids(rp->table) &&
             (int64_t)(rp->page_id_base + kvf_recipe_entries(rp) + rp->spare_pages) *
                     kvf_recipe_page_elems(rp) * 2 <=
                 KVF_FULL_POOL_BYTES &&
@@ -681,8 +690,8 @@ void kvf_spec_fit(kvf_spec *s, const kvf_mutate_limits *lim) {
             break;
         }
     }
-    if (rp->table != KVF_TABLE_HIGH_IDS) rp->page_id_base = 0;
-    if (rp->table == KVF_TABLE_HIGH_IDS && kvf_recipe_page_elems(rp) > 0) {
+    if (!uses_high_ids(rp->table)) rp->page_id_base = 0;
+    if (uses_high_ids(rp->table) && kvf_recipe_page_elems(rp) > 0) {
         /* Keep the pool inside the address space the case limits allow. */
         int64_t max_base = MAX_POOL_BYTES / (2 * kvf_recipe_page_elems(rp)) -
                            3 * kvf_recipe_entries(rp) - rp->spare_pages - 2;

@@ -38,44 +38,80 @@ typedef enum kvf_expansion {
     KVF_EXPANSION_DEFAULT = KVF_EXPANSION_2 /* what presets and random recipes use */
 } kvf_expansion;
 
-/* How sequences' pages are laid out in the pool (docs/bug-classes.md: "page tables that are
+/* The generator's strategies come from one table, kvfuzz/strategies.def: a family's lines, in
+ * order, are its enum's values, which .kvfz files store (docs/case-format.md, "Strategies").
+ * How sequences' pages are laid out in the pool (docs/bug-classes.md: "page tables that are
  * shuffled, shared between sequences, reversed, and use page ids >= 65536"). */
 typedef enum kvf_table_kind {
-    KVF_TABLE_CONTIGUOUS = 0, /* sequence after sequence, ids 0.. (what weak tests use) */
-    KVF_TABLE_SHUFFLED,       /* a random permutation of the pool */
-    KVF_TABLE_REVERSED,       /* descending ids */
-    KVF_TABLE_SHARED_PREFIX,  /* sequences share their leading pages (prefix caching) */
-    KVF_TABLE_HIGH_IDS,       /* ids from page_id_base upward, spread out, pool sized to fit */
-    KVF_TABLE_SCATTERED,      /* random distinct ids with unreferenced gaps between them */
+#define KVF_PAGE_TABLE(id, name, layout, pool, flags, doc) KVF_TABLE_##id,
+#include "kvfuzz/strategies.def"
     KVF_TABLE_COUNT
 } kvf_table_kind;
 
-/* Value distributions for q, k and v. scale = 2^log2_scale. */
+/* Value distributions for q, k and v. scale = 2^log2_scale; param is kind-specific. */
 typedef enum kvf_dist_kind {
-    KVF_DIST_NORMAL = 0,  /* N(0, scale) */
-    KVF_DIST_UNIFORM,     /* U(-scale, scale) */
-    KVF_DIST_LOG_UNIFORM, /* random sign, magnitude 2^U(-param, +param) times scale */
-    KVF_DIST_CONSTANT,    /* every element = scale (constant rows) */
-    KVF_DIST_ONE_HOT,     /* zeros with one spike of scale per row (param: extra spikes) */
-    KVF_DIST_SUBNORMAL,   /* bf16 subnormals and values near the normal threshold */
-    KVF_DIST_SIGNED_ZERO, /* +0 and -0 with a few N(0, scale) values */
-    KVF_DIST_SPECIAL,     /* N(0, scale) salted with bf16 extremes (max, min normal, +-0) */
+#define KVF_VALUE_DIST(id, name, fill1, fill2, simple, flags, doc) KVF_DIST_##id,
+#include "kvfuzz/strategies.def"
     KVF_DIST_COUNT
 } kvf_dist_kind;
 
-/* Shapes imposed on the logits through k, after q is drawn. */
+/* Shapes imposed on the logits through k (and, scaled, q), after q is drawn. */
 typedef enum kvf_logit_kind {
-    KVF_LOGITS_NATURAL = 0,   /* whatever q and k give */
-    KVF_LOGITS_EQUAL,         /* all keys of a sequence equal: exactly equal logits */
-    KVF_LOGITS_NEAR_TIE,      /* keys equal up to one bf16 ulp in a few places */
-    KVF_LOGITS_SPIKE,         /* one token's logit far above the rest (past 5e4 for large scales) */
-    KVF_LOGITS_VERY_NEGATIVE, /* all but one token far below (exp underflows in f32) */
-    KVF_LOGITS_HUGE,          /* every logit beyond +-5e4 (finite-sentinel bugs) */
-    KVF_LOGITS_BEYOND_F32,    /* logits past the f32 range: the overflow class */
-    KVF_LOGITS_ASCENDING,     /* each token's logit above every earlier one (for the first q head
-                                 of each group): an online softmax rescales at every token */
+#define KVF_LOGIT_PATTERN(id, name, key, scale, flags, doc) KVF_LOGITS_##id,
+#include "kvfuzz/strategies.def"
     KVF_LOGITS_COUNT
 } kvf_logit_kind;
+
+/* A strategy's flags (the flags column of kvfuzz/strategies.def). */
+enum {
+    /* A page table whose ids start at page_id_base (high-ids: kvf_recipe_check refuses a
+     * nonzero base for every other table): random recipes and mutations take it only with
+     * allow_high_ids, and give it a base. */
+    KVF_STRATEGY_HIGH_IDS = 1u << 0,
+    /* The family's stand-in: what random recipes (and, for tables, mutations) take instead of a
+     * kind they may not take there: a HIGH_IDS table without allow_high_ids, a V_ONLY
+     * distribution for q or k. */
+    KVF_STRATEGY_STANDIN = 1u << 1,
+    /* A logit pattern past the f32 range (the overflow class): without allow_overflow, random
+     * recipes and mutations draw only the patterns listed before the first such one. */
+    KVF_STRATEGY_OVERFLOW = 1u << 2,
+    /* A distribution random recipes draw for v only: in q or k its bf16 extremes put the
+     * logits past f32 (the overflow class, which only the logit pattern brings in). */
+    KVF_STRATEGY_V_ONLY = 1u << 3,
+    /* A distribution whose param is an exponent span: random recipes draw it from 1..12 for q
+     * and k, 1..60 for v (0..7 for every other kind). */
+    KVF_STRATEGY_SPAN = 1u << 4,
+    /* Random recipes also draw it late (strategies.def says when): one in eight recipes whose
+     * field still holds the family's first kind take it (for a distribution: each of q, k and v
+     * in turn, v alone for a V_ONLY one; a HIGH_IDS table or an OVERFLOW pattern only where the
+     * options allow it). */
+    KVF_STRATEGY_LATE = 1u << 5,
+    /* Added after random recipes were pinned: out of the family's uniform draw, drawn only
+     * late (as LATE). */
+    KVF_STRATEGY_LATE_ONLY = 1u << 6
+};
+
+/* The three families, for the accessors below. */
+typedef enum kvf_strategy_family {
+    KVF_FAMILY_TABLE = 0, /* kvf_table_kind */
+    KVF_FAMILY_DIST,      /* kvf_dist_kind */
+    KVF_FAMILY_LOGITS,    /* kvf_logit_kind */
+    KVF_FAMILY_COUNT
+} kvf_strategy_family;
+
+/* What strategies.def says of a kind (core/src/recipe.c). An unknown family has no kinds; a
+ * kind out of range is named "?", documented "", has no flags and is never simple. */
+int kvf_strategy_count(int family);
+const char *kvf_strategy_name(int family, int kind);
+const char *kvf_strategy_doc(int family, int kind);
+unsigned kvf_strategy_flags(int family, int kind);
+/* The kind named `name` in the family, or -1. */
+int kvf_strategy_parse(int family, const char *name);
+/* The first kind of the family with any of `flags`, or the family's count when none has. */
+int kvf_strategy_first(int family, unsigned flags);
+/* A distribution's place in the minimizer's order (the def's `simple`: 1 the simplest; 0 for a
+ * kind it never proposes). */
+int kvf_dist_simple(int kind);
 
 /* Poison bits: what unused slots and unreferenced pages hold. Without a bit they hold
  * ordinary random values, never zeros, so a kernel that reads them changes the answer. */
@@ -256,7 +292,7 @@ typedef enum kvf_edge_length {
 int64_t kvf_edge_length_pick(kvf_prng *rng, const uint8_t *menu, uint32_t n, int32_t page_size,
                              int64_t max_len);
 
-/* Names for printing and parsing ("shuffled", "normal", "spike", ...). */
+/* Names for printing ("shuffled", "normal", "spike", ...): kvf_strategy_name of each family. */
 const char *kvf_table_name(int kind);
 const char *kvf_dist_name(int kind);
 const char *kvf_logits_name(int kind);
