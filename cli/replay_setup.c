@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvfuzz/runner.h"
+#include "kvfuzz/campaign_setup.h"
 #include "replay_cli.h"
 
 int cli_replay_check_stats_path(const cli_replay *r) {
@@ -57,14 +57,8 @@ int cli_replay_defaults(cli_replay *r) {
         fprintf(stderr, "kvfuzz replay: kernel %s, as the findings' reports record\n", rec_kernel);
     }
     if (r->nrules == 0 && default_rules(r, recorded, rec_rule)) return KVF_EXIT_USAGE;
-    if (r->kernels.count == 0) {
-        char why[256];
-        /* Asked in a child: this process forks the kernel workers and must not touch CUDA. */
-        const kvf_kernel *k =
-            kvf_runner_probe_cuda(why, sizeof why) ? kvf_kernel_find("cuda") : NULL;
-        if (kvf_kernel_list_push(&r->kernels, k ? k : kvf_kernel_find("cpu-splitkv"), NULL))
-            return cli_usage_error(r->cmd, "out of memory for the kernel list");
-    }
+    if (r->kernels.count == 0 && kvf_kernel_list_push(&r->kernels, kvf_default_kernel(), NULL))
+        return cli_usage_error(r->cmd, "out of memory for the kernel list");
     return 0;
 }
 
