@@ -7,6 +7,7 @@
 
 #include "kvfuzz/mutant_bench.h"
 #include "kvfuzz/runner.h"
+#include "kvfuzz/relation.h"
 #include "kvfuzz/trial.h"
 
 static double kvf__now_seconds(void) {
@@ -69,12 +70,43 @@ int kvf_mutant_can_start(const kvf_kernel *k, const kvf_limits *lim, kvf_error *
     return rc;
 }
 
+/* Every KVF__RELATION_EVERY-th case of a campaign also runs transformed by a relation, in turn,
+ * as `kvfuzz fuzz` does by default (docs/invariance.md): 1 when a relation k promises broke. */
+#define KVF__RELATION_EVERY 8
+static int kvf__relation_breaks(const kvf_kernel *k, kvf__runner_or_state *rs,
+                                const kvf_mutant_case *cc, size_t index, const kvf_bf16 *o,
+                                const float *lse, const kvf_limits *lim) {
+    if (index % KVF__RELATION_EVERY != KVF__RELATION_EVERY / 2) return 0;
+    const size_t turn = index / KVF__RELATION_EVERY;
+    const unsigned promised = kvf_kernel_promises(k);
+    int broken = 0;
+    for (int i = 0; i < KVF_RELATION_COUNT; i++) {
+        const kvf_relation r = (kvf_relation)((turn + (size_t)i) % KVF_RELATION_COUNT);
+        kvf_relation_pair p;
+        if (kvf_relation_derive(&p, r, &cc->c, (uint64_t)index, lim, NULL)) continue;
+        kvf_trial_buffers b2 = {0};
+        kvf_error err = {0};
+        if (kvf__run(k, rs, &p.derived, &b2, &err) == 0) {
+            kvf_outcome out;
+            kvf_outcome_from_run(&out, KVF_RUN_OK, NULL);
+            const int is_promised = (promised & KVF_RELATION_BIT(r)) != 0;
+            broken = kvf_outcome_relate(&out, &p, is_promised, &cc->c, o, lse, b2.o, b2.lse) > 0 &&
+                     is_promised;
+        }
+        kvf_trial_buffers_free(&b2);
+        kvf_relation_pair_free(&p);
+        break;
+    }
+    return broken;
+}
+
 /* One case of a campaign: runs k and judges it, filling d on a finding. The attribution is
  * left out of *judge_seconds: a campaign attributes only what it saves, and the benchmark
  * times the finding, not its explanation. */
 static void kvf__campaign_case(kvf_mutant_detection *d, const kvf_kernel *k,
-                               kvf__runner_or_state *rs, const kvf_mutant_case *cc,
-                               const kvf_rule *rules, int nrules, double *judge_seconds) {
+                               kvf__runner_or_state *rs, const kvf_mutant_case *cc, size_t index,
+                               const kvf_limits *lim, const kvf_rule *rules, int nrules,
+                               double *judge_seconds) {
     double t0 = kvf__now_seconds(), explain = 0;
     kvf_error err = {0};
     kvf_trial_buffers b = {0};
@@ -94,6 +126,10 @@ static void kvf__campaign_case(kvf_mutant_detection *d, const kvf_kernel *k,
             kvf_trial_explain(&out, &tr, &cc->c, &cc->oracle, b.o, b.lse);
             d->attribution = out.attribution;
             explain = kvf__now_seconds() - e0;
+        } else if (kvf__relation_breaks(k, rs, cc, index, b.o, b.lse, lim)) {
+            d->caught = 1;
+            snprintf(d->finding, sizeof d->finding, "%s",
+                     kvf_finding_class_name(KVF_FINDING_INVARIANCE));
         }
     }
     kvf_trial_buffers_free(&b);
@@ -113,7 +149,7 @@ int kvf_mutant_campaign(kvf_mutant_detection *d, const kvf_kernel *k, kvf_mutant
         if (!cc) break;
         spent += cc->prepare_seconds;
         d->cases++;
-        if (cc->ok) kvf__campaign_case(d, k, &rs, cc, rules, nrules, &spent);
+        if (cc->ok) kvf__campaign_case(d, k, &rs, cc, i, &cache->limits, rules, nrules, &spent);
         kvf_mutant_cases_release(cache, i);
     }
     d->seconds = spent;
