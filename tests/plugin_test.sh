@@ -33,6 +33,7 @@ load_error "$broken_dir/libkvf_broken_no_kernels.so" "lists no kernels"
 load_error "$broken_dir/libkvf_broken_duplicate.so" "lists kernel same twice"
 load_error "$broken_dir/libkvf_broken_null.so" "returned no descriptor"
 load_error "$broken_dir/libkvf_broken_states.so" "sets concurrent_states to 65; it must be 0 to 64"
+load_error "$broken_dir/libkvf_broken_promises.so" "\"graph-safety\" in the promises"
 # An entry without the concurrent_states field (the first version-1 size) still loads.
 "$kvfuzz" kernels --kernel "$broken_dir/libkvf_broken_v1.so" >"$tmp/out" 2>&1 ||
   fail "a version-1 entry without concurrent_states does not load: $(cat "$tmp/out")"

@@ -5,6 +5,7 @@
  * imports torch. */
 #include <sys/wait.h>
 
+#include "kvfuzz/relation.h"
 #include "python_fixtures.h"
 
 /* fn.kvfuzz_precision reaches kvf_kernel.precision (NULL when absent); a malformed one is a load
@@ -17,6 +18,12 @@ static void test_precision_attribute(void) {
     spec_for(spec, sizeof spec, "tests/python/declared_kernels.py", "precise");
     kvf_kernel *k = make(spec);
     CHECK(k && k->precision && strcmp(k->precision, "bf16-partials+ftz") == 0);
+    /* its promises: the defaults, batch invariance added and v-scaling withdrawn */
+    CHECK(k && k->promises && strcmp(k->promises, "batch-invariance,-v-scaling") == 0);
+    if (k)
+        CHECK_INT_EQ(kvf_kernel_promises(k),
+                     (kvf_relation_default_promises() | KVF_RELATION_BIT(KVF_RELATION_BATCH)) &
+                         ~KVF_RELATION_BIT(KVF_RELATION_V_SCALING));
     kvf__python_kernel_free(k);
     spec_for(spec, sizeof spec, "examples/python/torch_decode.py", "decode");
     k = make(spec);
@@ -33,6 +40,9 @@ static void test_precision_attribute(void) {
         {"precision_bad_character", "kvfuzz_precision 'BF16_P' has the character 'B'"},
         {"precision_empty", "kvfuzz_precision is empty"},
         {"supports_not_callable", "kvfuzz_supports is 3 of type int, not a function"},
+        {"promises_not_a_string", "kvfuzz_promises is ['batch-invariance'] of type list"},
+        {"promises_bad_character", "kvfuzz_promises 'Batch' is not relation names"},
+        {"promises_unknown", "\"graph-safety\" in the promises"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         spec_for(spec, sizeof spec, "tests/python/declared_kernels.py", bad[i][0]);

@@ -7,7 +7,7 @@ one of three modes:
   kvfuzz_worker.py check PYTHON TARGET... imports torch and the target, checks the function's
                                           signature and its kvfuzz_* attributes, prints one line
                                           and exits: 0 and "KVFUZZ-OK<TAB>precision<TAB>supports
-                                          <TAB>description" when usable, 3 and one sentence when
+                                          <TAB>promises<TAB>description" when usable, 3 and one sentence when
                                           something is missing, 4 when something is wrong.
   kvfuzz_worker.py serve PYTHON SOCK MEMFD TARGET...
                                           the persistent worker: loads the target, answers
@@ -23,10 +23,14 @@ PYTHONPATH, or a path to a .py file) or `solution DIR ENTRY_FILE FUNCTION NARGS`
 FlashInfer-Bench solution written into DIR; NARGS 8 for a definition without kv_last_page_len,
 whose function is called without it).
 
-A module target's function may carry two attributes (docs/python-kernels.md):
+A module target's function may carry three attributes (docs/python-kernels.md):
 
   fn.kvfuzz_precision = "bf16-p"   the precision model it implements (absent: f32); at most 63
                                    characters of a-z, 0-9, '+' and '-', parsed by kvfuzz
+  fn.kvfuzz_promises = "batch-invariance"
+                                   the invariance relations it promises beyond the defaults, or
+                                   "-name" to withdraw a default, joined by ',' (absent: the
+                                   defaults; docs/invariance.md), parsed by kvfuzz
   fn.kvfuzz_supports = callable    called with the shape (a dict: SHAPE_KEYS, and "device",
                                    "cuda" or "cpu") before kvfuzz spends a case on it: True
                                    accepts; False, None, a string (the reason) or
@@ -74,6 +78,8 @@ STATUS_OK, STATUS_EXCEPTION, STATUS_INTERNAL = 0, 1, 2
 EXIT_OK, EXIT_NOTFOUND, EXIT_INVALID = 0, 3, 4
 PRECISION_MAX = 63
 PRECISION_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789+-")
+PROMISES_MAX = 127
+PROMISES_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz-,")
 ARGS = "q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, output, lse"
 ARGS_8 = "q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale, output, lse"
 
@@ -190,11 +196,11 @@ def short(value):
 
 
 def attributes(fn, shown, kind):
-    """The function's declared precision model (None: f32) and supports callable (None: every
-    shape). Checked here, at load, so a wrong attribute is a load error and not a finding. A
+    """The function's declared precision model (None: f32), supports callable (None: every
+    shape) and promises (None: the defaults). Checked here, at load, so a wrong attribute is a load error and not a finding. A
     solution's function is not asked: FlashInfer-Bench solutions carry neither."""
     if kind != "module":
-        return None, None
+        return None, None, None
     try:
         precision = getattr(fn, "kvfuzz_precision", None)
         supports = getattr(fn, "kvfuzz_supports", None)
@@ -216,10 +222,20 @@ def attributes(fn, shown, kind):
             raise TargetError(EXIT_INVALID, "%s.kvfuzz_precision %s has the character %s; a "
                               "precision model is written with a-z, 0-9, '+' and '-'"
                               % (shown, ascii(precision), ascii(bad[0])))
+    promises = getattr(fn, "kvfuzz_promises", None)
+    if promises is not None:
+        if not isinstance(promises, str):
+            raise TargetError(EXIT_INVALID, "%s.kvfuzz_promises is %s of type %s, not a string "
+                              "naming relations such as \"batch-invariance\""
+                              % (shown, short(promises), type(promises).__name__))
+        if len(promises) > PROMISES_MAX or any(c not in PROMISES_CHARS for c in promises):
+            raise TargetError(EXIT_INVALID, "%s.kvfuzz_promises %s is not relation names of a-z "
+                              "and '-' joined by ',', at most %d characters"
+                              % (shown, short(promises), PROMISES_MAX))
     if supports is not None and not callable(supports):
         raise TargetError(EXIT_INVALID, "%s.kvfuzz_supports is %s of type %s, not a function of "
                           "the shape" % (shown, short(supports), type(supports).__name__))
-    return precision, supports
+    return precision, supports, promises
 
 
 SHAPE_KEYS = ("num_qo_heads", "num_kv_heads", "head_dim", "page_size", "batch_size", "num_pages",
@@ -269,13 +285,14 @@ def check(target):
         torch = import_torch()
         device = pick_device(torch)
         fn, shown, _ = load_function(target)
-        precision, supports = attributes(fn, shown, target[0])
+        precision, supports, promises = attributes(fn, shown, target[0])
     except TargetError as e:
         print(str(e), flush=True)
         return e.code
     # One tagged line, so that whatever the module printed on import cannot pass for it.
-    print("KVFUZZ-OK\t%s\t%d\t%s with torch %s on %s"
-          % (precision or "", supports is not None, shown, torch.__version__, device), flush=True)
+    print("KVFUZZ-OK\t%s\t%d\t%s\t%s with torch %s on %s"
+          % (precision or "", supports is not None, promises or "", shown, torch.__version__,
+             device), flush=True)
     return EXIT_OK
 
 
@@ -302,7 +319,7 @@ def serve(sock_fd, mem_fd, target):
         torch = import_torch()
         device = pick_device(torch)
         fn, shown, nargs = load_function(target)
-        _, supports = attributes(fn, shown, target[0])
+        _, supports, _ = attributes(fn, shown, target[0])
     except TargetError as e:
         reply(sock, STATUS_INTERNAL, str(e))
         return 0

@@ -70,6 +70,7 @@ typedef struct pyk {
     int ntarget;
     kvf__solution solution; /* zeroed for python:MODULE:FUNCTION */
     char *precision;        /* fn.kvfuzz_precision; NULL when absent (f32) */
+    char *promises;         /* fn.kvfuzz_promises; NULL when absent (the defaults) */
     int has_supports;       /* fn.kvfuzz_supports exists */
     /* The supports() probe of the process that made the kernel (`owner`): one Python process,
      * one question at a time under probe_mu. A forked process never touches these (the mutex

@@ -38,6 +38,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kvfuzz/relation.h"
 #include "python_internal.h"
 
 #define CHECK_EXIT_NOTFOUND 3
@@ -48,23 +49,25 @@
 /* ---- the check of a kernel being built ---------------------------------------------------- */
 
 /* Reads the check's verdict for a usable kernel, "KVFUZZ-OK<TAB>precision<TAB>supports<TAB>
- * description", from the last line that carries the tag (a module may print on import, before
- * or, through its own exit handlers, after it). Returns 0 when there is one. */
+ * promises<TAB>description", from the last line that carries the tag (a module may print on import,
+ * before or, through its own exit handlers, after it). Returns 0 when there is one. */
 static int read_verdict(pyk *k, const char *out, char *line, size_t line_size) {
     const char *hit = NULL;
     for (const char *p = out; (p = strstr(p, CHECK_OK_TAG)); p++)
         if (p == out || p[-1] == '\n') hit = p;
     if (!hit) return -1;
     const char *prec = hit + strlen(CHECK_OK_TAG), *tab1 = strchr(prec, '\t');
-    const char *tab2 = tab1 ? strchr(tab1 + 1, '\t') : NULL,
-               *end = tab2 ? strchr(tab2, '\n') : NULL;
-    if (!tab2) return -1;
-    if (!end) end = tab2 + strlen(tab2);
+    const char *tab2 = tab1 ? strchr(tab1 + 1, '\t') : NULL;
+    const char *tab3 = tab2 ? strchr(tab2 + 1, '\t') : NULL,
+               *end = tab3 ? strchr(tab3, '\n') : NULL;
+    if (!tab3) return -1;
+    if (!end) end = tab3 + strlen(tab3);
     if (tab1 > prec && !(k->precision = strndup(prec, (size_t)(tab1 - prec)))) return -1;
     k->has_supports = tab1[1] == '1';
-    size_t n = (size_t)(end - tab2 - 1);
+    if (tab3 > tab2 + 1 && !(k->promises = strndup(tab2 + 1, (size_t)(tab3 - tab2 - 1)))) return -1;
+    size_t n = (size_t)(end - tab3 - 1);
     if (n >= line_size) n = line_size - 1;
-    memcpy(line, tab2 + 1, n);
+    memcpy(line, tab3 + 1, n);
     line[n] = 0;
     return 0;
 }
@@ -292,6 +295,7 @@ void kvf__python_kernel_free(kvf_kernel *kernel) {
         free(k->target[i]);
     kvf__solution_free(&k->solution);
     free(k->precision);
+    free(k->promises);
     /* Only the process that made the kernel owns its probe: in a forked copy the socket's
      * number may name something else by now. */
     if (k->owner == getpid()) kvf__py_stop(k->probe_pid, k->probe_sock);
@@ -351,6 +355,12 @@ int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err) 
         }
         goto fail;
     }
+    unsigned promised;
+    kvf_error perr = {0};
+    if (k->promises && kvf_relation_promises_parse(k->promises, &promised, &perr)) {
+        rc = kvf_error_set(err, KVF_EINVAL, "%s.kvfuzz_promises: %s", k->name, perr.msg);
+        goto fail;
+    }
     /* Probed now, from the thread loading the kernel (the process's main thread, for the
      * command line), which the probe's death signal is tied to: a generator thread that
      * asked first could end before the campaign does. */
@@ -389,6 +399,7 @@ int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err) 
     k->kernel.role = KVF_PLUGIN_ROLE_UNDER_TEST;
     k->kernel.release = kvf__python_kernel_free;
     k->kernel.precision = k->precision;
+    k->kernel.promises = k->promises;
     if (torch >= 0) kvf__py_announce_choice(k->python, torch);
     *out = &k->kernel;
     return 0;

@@ -13,6 +13,7 @@
 #define BROKEN_V1                                                                                  \
     8 /* not broken: an entry of the first version-1 size, without the later                       \
          concurrent_states field, which must still load */
+#define BROKEN_PROMISES 9 /* promises a relation kvfuzz does not know */
 
 #if KVF_BROKEN != BROKEN_NO_ENTRY
 static int yes(const kvf_plugin_kernel *self, const kvf_plugin_shape *s, char *why, size_t n) {
@@ -30,7 +31,7 @@ static int run(void *state, const kvf_plugin_args *a, char *msg, size_t n) {
         .supports = yes, .run = run                                                                \
     }
 static const kvf_plugin_kernel two_same[] = {KERNEL("same"), KERNEL("same")};
-#if KVF_BROKEN == BROKEN_STATES || KVF_BROKEN == BROKEN_V1
+#if KVF_BROKEN == BROKEN_STATES || KVF_BROKEN == BROKEN_V1 || KVF_BROKEN == BROKEN_PROMISES
 static kvf_plugin_kernel single[] = {KERNEL("single")};
 #endif
 
@@ -51,6 +52,10 @@ const kvf_plugin *kvf_plugin_v1(void) {
     return NULL;
 #elif KVF_BROKEN == BROKEN_STATES
     single[0].concurrent_states = 65;
+    p.num_kernels = 1;
+    p.kernels = single;
+#elif KVF_BROKEN == BROKEN_PROMISES
+    single[0].promises = "batch-invariance,graph-safety";
     p.num_kernels = 1;
     p.kernels = single;
 #elif KVF_BROKEN == BROKEN_V1

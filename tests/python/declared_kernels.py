@@ -16,6 +16,7 @@ def precise(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_sca
 
 
 precise.kvfuzz_precision = "bf16-partials+ftz"
+precise.kvfuzz_promises = "batch-invariance,-v-scaling"
 
 
 def _small_head_dims(shape):
@@ -81,3 +82,6 @@ precision_too_long = _with("kvfuzz_precision", "bf16-p" + "+ftz" * 15)  # 66 cha
 precision_bad_character = _with("kvfuzz_precision", "BF16_P")
 precision_empty = _with("kvfuzz_precision", "")
 supports_not_callable = _with("kvfuzz_supports", 3)
+promises_not_a_string = _with("kvfuzz_promises", ["batch-invariance"])
+promises_bad_character = _with("kvfuzz_promises", "Batch")
+promises_unknown = _with("kvfuzz_promises", "batch-invariance,graph-safety")
