@@ -19,6 +19,7 @@
 #include "kvfuzz/judge.h"
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/minimize.h"
+#include "kvfuzz/relation.h"
 
 #define KVF_EXIT_OK 0
 #define KVF_EXIT_FINDINGS 1
@@ -50,6 +51,9 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 /* Strict number parsing (kvfuzz/env.h: decimal, the whole string, in range; a leading 0 is
  * not octal). 0 or -1. */
 int cli_parse_u64(const char *text, uint64_t *out);
+/* --relations LIST: relation names joined by ',' or "all" into a kvf_relation mask; a usage
+ * error naming the first word that is not one. */
+int cli_relations_parse(const char *cmd, const char *text, unsigned *mask);
 int cli_parse_i64(const char *text, int64_t lo, int64_t hi, int64_t *out);
 int cli_parse_double(const char *text, double *out);
 

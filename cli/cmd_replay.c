@@ -16,7 +16,9 @@ enum {
     REPLAY_ORACLE,
     REPLAY_REQUIRE_OVERFLOW,
     REPLAY_STATS,
-    REPLAY_PRECISION
+    REPLAY_PRECISION,
+    REPLAY_RELATIONS,
+    REPLAY_RELATION_SEED
 };
 
 /* --help names the limit in words. */
@@ -48,6 +50,16 @@ static const cli_option replay_options[] = {
      "count violations on rows whose logits exceed the f32 range\n"
      "(class overflow) as failures; by default they are shown but\n"
      "do not fail the run."},
+    {"relations", REPLAY_RELATIONS, "LIST",
+     "also run each case transformed by these invariance relations\n"
+     "(names joined by ',', or all: placement, head-permutation,\n"
+     "v-scaling, batch-invariance; docs/invariance.md) and compare\n"
+     "the bits: a relation the kernel promises that breaks is an\n"
+     "invariance failure, one it does not promise a property. An\n"
+     "invariance finding's report beside its case adds its relation\n"
+     "and seed without this option."},
+    {"relation-seed", REPLAY_RELATION_SEED, "N",
+     "the seed that derives the transformed cases (default 1)"},
     {"stats", REPLAY_STATS, "FILE",
      "also keep error statistics of every element judged (per\n"
      "kernel, rule and output) and write them to FILE atomically\n"
@@ -58,7 +70,8 @@ static const cli_option replay_options[] = {
 static void replay_help(void) {
     printf("usage: kvfuzz replay [--kernel K]... [--rule R]... [--precision MODEL] [--jobs N]\n"
            "                     [--require-overflow] [--deadline SEC] [--oracle fast|mpfr]\n"
-           "                     [--stats FILE] FILE|DIR...\n\n"
+           "                     [--relations LIST] [--relation-seed N] [--stats FILE]\n"
+           "                     FILE|DIR...\n\n"
            "Runs each kernel on each case (.kvfz files; directories are read one level deep),\n"
            "computes the correctly rounded answer with the MPFR oracle and judges the kernel's\n"
            "o and lse under each rule. Prints one line per case and kernel: the verdict per\n"
@@ -76,7 +89,8 @@ static void replay_help(void) {
     printf(
         "\nSIGINT or SIGTERM stops after the case in progress: the summary and the verdicts of\n"
         "the cases judged so far are printed and the statistics written (a second one kills).\n\n"
-        "Exit status: 0 no kernel failure, 1 any kernel failure or kernel error, 2 bad input or\n"
+        "Exit status: 0 no kernel failure, 1 any kernel failure, kernel error or broken promised\n"
+        "relation, 2 bad input or\n"
         "usage (an unreadable or malformed case file, or one the oracle cannot judge, is\n"
         "reported and the others still run) or a kernel that cannot start; when stopped by a\n"
         "signal, 1 if the cases judged hold a failure, else 128 + the signal's number.\n");
@@ -126,6 +140,12 @@ static int replay_option(cli_replay *r, int key, const char *v) {
         return cli_precision_check(r->cmd, v);
     case REPLAY_REQUIRE_OVERFLOW:
         r->require_overflow = 1;
+        return 0;
+    case REPLAY_RELATIONS:
+        return cli_relations_parse(r->cmd, v, &r->relations);
+    case REPLAY_RELATION_SEED:
+        if (cli_parse_u64(v, &r->relation_seed))
+            return cli_usage_error(r->cmd, "--relation-seed needs a number, got \"%s\"", v);
         return 0;
     }
     return 0;
@@ -185,6 +205,7 @@ int kvf_cmd_replay(int argc, char **argv) {
     r.deadline = 60;
     r.jobs = default_jobs();
     r.oracle_path = kvf_oracle_default_path();
+    r.relation_seed = 1;
     int rc = replay_parse(&r, argc, argv);
     if (rc >= 0) { /* --help, or bad usage */
         cli_replay_free(&r);

@@ -39,7 +39,9 @@ typedef struct cli_replay {
     kvf_replay_result res; /* the last kernel run's: too large for the stack */
     struct sigaction old_int, old_term;
     int signals_set;
-    size_t done; /* case files handled */
+    size_t done;            /* case files handled */
+    unsigned relations;     /* --relations (kvf_relation mask) */
+    uint64_t relation_seed; /* --relation-seed (default 1) */
 } cli_replay;
 
 /* ---- replay_setup.c ---- */

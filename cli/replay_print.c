@@ -64,6 +64,49 @@ static void print_verdicts(cli_replay *r, size_t k, const kvf_replay_case *rc,
     }
 }
 
+/* One relation of kernel k on the case: a line saying whether it held. */
+static void print_relation(cli_replay *r, size_t k, const kvf_replay_case *rc, kvf_relation rel,
+                           uint64_t seed) {
+    kvf_outcome out;
+    char why[KVF_ERROR_MSG_MAX] = "";
+    const int64_t n = kvf_replay_relate(&r->session, rc, k, rel, seed, &out, why, sizeof why);
+    printf("%-34s   relation %s (seed %llu): ", "", kvf_relation_name(rel),
+           (unsigned long long)seed);
+    if (n < 0) {
+        printf("not checked: %s\n", why);
+        return;
+    }
+    if (n == 0) {
+        printf("held (%s)\n", out.relation_what);
+        return;
+    }
+    const kvf_difference *d = &out.difference;
+    printf("%s: %s; %lld element(s) differ, first %s[b=%d h=%d",
+           out.relation_promised ? "BROKEN, promised (invariance)" : "does not hold (a property)",
+           out.relation_what, (long long)d->count, d->output == KVF_OUTPUT_O ? "o" : "lse", d->b,
+           d->h);
+    if (d->d >= 0) printf(" d=%d", d->d);
+    printf("] 0x%x vs 0x%x\n", d->first_bits, d->second_bits);
+}
+
+/* The relations asked for, and the one the case's finding report names. */
+static void print_relations(cli_replay *r, size_t k, const kvf_replay_case *rc) {
+    int from_report = -1;
+    uint64_t report_seed = 0;
+    json_t *report = NULL;
+    kvf_error err = {0};
+    if (cli_read_report(rc->path, &report, &err) == 0 && report &&
+        kvf_finding_report_relation(report, &from_report, &report_seed) != 1)
+        from_report = -1;
+    json_decref(report);
+    for (int rel = 0; rel < KVF_RELATION_COUNT; rel++)
+        if (r->relations & KVF_RELATION_BIT(rel))
+            print_relation(r, k, rc, (kvf_relation)rel, r->relation_seed);
+    if (from_report >= 0 &&
+        (!(r->relations & KVF_RELATION_BIT(from_report)) || report_seed != r->relation_seed))
+        print_relation(r, k, rc, (kvf_relation)from_report, report_seed);
+}
+
 /* Kernel k on one case: its run, counted in the statistics, then its verdicts. */
 static void print_kernel(cli_replay *r, size_t k, const kvf_replay_case *rc,
                          const kvf_stats_case *ref) {
@@ -81,8 +124,10 @@ static void print_kernel(cli_replay *r, size_t k, const kvf_replay_case *rc,
         printf(" unsupported: %s\n", res->run.message);
     else if (kind == KVF_REPLAY_RUN_FAILED)
         printf(" %s: %s\n", kvf_finding_class_name(res->run_class), res->run.message);
-    else
+    else {
         print_verdicts(r, k, rc, ref);
+        print_relations(r, k, rc);
+    }
 }
 
 void cli_replay_case(cli_replay *r, const char *path) {
@@ -121,12 +166,15 @@ int cli_replay_summary(cli_replay *r, int stopped) {
            t->cases_ok + t->bad_inputs, t->runs, kvf_replay_clean_runs(t), t->failed_runs,
            t->unsupported, t->bad_inputs);
     if (t->not_judged) printf(", %zu not judged (the oracle failed)", t->not_judged);
+    if (t->relation_pairs)
+        printf("; %zu relation pair(s), %zu promised relation(s) broken", t->relation_pairs,
+               t->relations_broken);
     printf("\n");
     printf("verdict:\n");
     for (size_t k = 0; k < r->kernels.count; k++)
         for (int j = 0; j < r->nrules; j++)
             kvf_verdict_counts_print(stdout, &r->counts[k][j], "  ");
-    int rc = t->failed_runs ? KVF_EXIT_FINDINGS : KVF_EXIT_OK;
+    int rc = t->failed_runs || t->relations_broken ? KVF_EXIT_FINDINGS : KVF_EXIT_OK;
     if (r->stats) {
         kvf_error err = {0};
         if (kvf_stats_write(r->stats, r->stats_path, &err)) {

@@ -14,8 +14,10 @@
 enum kvf__mut_id {
     KVF__MUT_NONE = 0,
 #define KVF_MUTANT(ID, name, cls, desc) KVF__MUT_##ID,
+#define KVF_MUTANT_CPU(ID, name, cls, desc) KVF__MUT_##ID,
 #include "mutants.def"
 #undef KVF_MUTANT
+#undef KVF_MUTANT_CPU
     KVF__MUT_COUNT
 };
 

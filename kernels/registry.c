@@ -9,8 +9,10 @@
 extern const kvf_kernel kvf_kernel_cpu_ref;
 extern const kvf_kernel kvf_kernel_cpu_splitkv;
 #define KVF_MUTANT(id, name, cls, desc) extern const kvf_kernel kvf_kernel_cpu_mut_##id;
+#define KVF_MUTANT_CPU KVF_MUTANT
 #include "mutants.def"
 #undef KVF_MUTANT
+#undef KVF_MUTANT_CPU
 #ifdef KVF_HAVE_CUDA
 extern const kvf_kernel kvf_kernel_cuda;
 extern const kvf_kernel kvf_kernel_cuda_naive;
@@ -33,8 +35,10 @@ static const kvf_kernel *const kernels[] = {
     &kvf_kernel_cuda_naive,
 #endif
 #define KVF_MUTANT(id, name, cls, desc) &kvf_kernel_cpu_mut_##id,
+#define KVF_MUTANT_CPU KVF_MUTANT
 #include "mutants.def"
 #undef KVF_MUTANT
+#undef KVF_MUTANT_CPU
 #if defined(KVF_HAVE_CUDA) && defined(KVF_HAVE_CUDA_MUTANTS)
 #define KVF_MUTANT_CPU(id, name, cls, desc) /* no CUDA twin */
 #define KVF_MUTANT(id, name, cls, desc) &kvf_kernel_cuda_mut_##id,

@@ -158,3 +158,34 @@ int kvf_replay_judge(kvf_replay *r, const kvf_replay_case *rc, size_t k,
 size_t kvf_replay_clean_runs(const kvf_replay_tally *t) {
     return t->runs - t->failed_runs - t->unsupported;
 }
+
+int64_t kvf_replay_relate(kvf_replay *r, const kvf_replay_case *rc, size_t k, kvf_relation rel,
+                          uint64_t seed, kvf_outcome *out, char *why, size_t why_size) {
+    kvf_relation_pair p;
+    kvf_error err = {0};
+    kvf_outcome_from_run(out, KVF_RUN_OK, NULL);
+    if (kvf_relation_derive(&p, rel, &rc->c, seed, &r->o.limits, &err)) {
+        snprintf(why, why_size, "%s", err.msg);
+        return -1;
+    }
+    kvf_trial_buffers b = {NULL, NULL};
+    kvf_run_result res;
+    int64_t n = -1;
+    if (kvf_trial_buffers_alloc(&b, &p.derived, &err) ||
+        kvf_runner_run(r->runners[k], &p.derived, b.o, b.lse, &res, &err)) {
+        snprintf(why, why_size, "%s", err.msg);
+    } else if (res.status != KVF_RUN_OK) {
+        snprintf(why, why_size, "the transformed case's run ended: %s: %s",
+                 kvf_run_status_name(res.status), res.message);
+    } else {
+        const int promised = (kvf_kernel_promises(r->o.kernels[k]) & KVF_RELATION_BIT(rel)) != 0;
+        n = kvf_outcome_relate(out, &p, promised, &rc->c, rc->b.o, rc->b.lse, b.o, b.lse);
+        r->t.relation_pairs++;
+        if (n > 0 && promised) r->t.relations_broken++;
+        if (!out->relation_broken)
+            snprintf(out->relation_what, sizeof out->relation_what, "%s", p.what);
+    }
+    kvf_trial_buffers_free(&b);
+    kvf_relation_pair_free(&p);
+    return n;
+}

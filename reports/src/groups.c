@@ -138,6 +138,11 @@ static int read_json(kvf_group_finding *f) {
     f->kernel = str_member(root, "kernel");
     f->rule = str_member(root, "rule");
     f->signature = str_member(root, "signature");
+    const json_t *rel = json_object_get(root, "relation");
+    if (json_is_object(rel)) {
+        f->relation = str_member(rel, "name");
+        f->relation_seed = str_member(rel, "seed");
+    }
     const json_t *fib = json_object_get(root, "fib_catches");
     f->fib = json_is_boolean(fib) ? json_is_true(fib) : -1;
     const json_t *a = json_object_get(root, "attribution");
@@ -514,8 +519,9 @@ void kvf_groups_free(kvf_groups *g) {
     if (!g) return;
     for (size_t i = 0; i < g->nfindings; i++) {
         kvf_group_finding *f = &g->findings[i];
-        char *strings[] = {f->dir,    f->stem, f->kvfz,      f->json,   f->min,      f->cls,
-                           f->kernel, f->rule, f->signature, f->within, f->attr_text};
+        char *strings[] = {f->dir,       f->stem,     f->kvfz,         f->json,      f->min,
+                           f->cls,       f->kernel,   f->rule,         f->signature, f->within,
+                           f->attr_text, f->relation, f->relation_seed};
         for (size_t s = 0; s < sizeof strings / sizeof strings[0]; s++)
             free(strings[s]);
     }

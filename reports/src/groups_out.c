@@ -54,9 +54,17 @@ static void group_commands(const kvf_groups *gs, const kvf_group *g, char *repla
         free(minp);
     }
     replay[0] = minimize[0] = '\0';
+    /* A minimized case has no report beside it to name its relation: the command does. */
+    const kvf_group_finding *first = &gs->findings[g->first];
+    char rel[600] = "", rname[256] = "", rseed[256] = "";
+    if (first->relation && first->relation_seed) {
+        shell_word(rname, sizeof rname, first->relation);
+        shell_word(rseed, sizeof rseed, first->relation_seed);
+        snprintf(rel, sizeof rel, " --relations %s --relation-seed %s", rname, rseed);
+    }
     if (cs && g->kernel)
-        snprintf(replay, rsize, "kvfuzz replay --kernel %s%s%s %s", k, g->rule ? " --rule " : "", r,
-                 c);
+        snprintf(replay, rsize, "kvfuzz replay --kernel %s%s%s%s %s", k, g->rule ? " --rule " : "",
+                 r, rel, c);
     if (f->kvfz && g->kernel)
         snprintf(minimize, msize, "kvfuzz minimize %s -o %s --kernel %s%s%s", src, out, k,
                  g->rule ? " --rule " : "", r);

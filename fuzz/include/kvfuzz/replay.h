@@ -61,6 +61,8 @@ typedef struct kvf_replay_tally {
     size_t failed_runs; /* runs with a kernel failure (a run that gave no output included) or a
                            judgement that failed */
     size_t unsupported; /* runs the kernel declined */
+    /* Relation pairs run (kvf_replay_relate), and those broken that the kernel promises. */
+    size_t relation_pairs, relations_broken;
 } kvf_replay_tally;
 
 typedef struct kvf_replay {
@@ -158,5 +160,13 @@ typedef int (*kvf_report_reader)(const char *case_path, json_t **report, kvf_err
  * a report that cannot be read, or a name that does not fit its buffer, is no record. */
 int kvf_replay_recorded(char *const *paths, size_t n, kvf_report_reader read, char *kernel,
                         size_t ksize, char *rule, size_t rsize);
+
+/* After kvf_replay_run gave output on rc: runs kernel k on the case relation `rel` derives with
+ * `seed` and compares the two runs bit for bit (kvfuzz/relation.h), the kernel's promises
+ * deciding whether a difference is an invariance finding or a property (out->relation_broken,
+ * out->relation_promised, out->difference). Returns the differing elements (0: held), or -1
+ * when the relation does not apply to the case or the derived run gave no output, with why. */
+int64_t kvf_replay_relate(kvf_replay *r, const kvf_replay_case *rc, size_t k, kvf_relation rel,
+                          uint64_t seed, kvf_outcome *out, char *why, size_t why_size);
 
 #endif

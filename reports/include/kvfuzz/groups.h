@@ -49,6 +49,9 @@ typedef struct kvf_group_finding {
     char *kernel;    /* from the .json; NULL when it has none */
     char *rule;      /* likewise */
     char *signature; /* likewise */
+    /* An invariance finding's relation and the seed that derives its second case, from the
+     * .json's "relation"; NULL when it names none. */
+    char *relation, *relation_seed;
     int fib;         /* the .json's fib_catches: 1, 0, or -1 (null or absent) */
     int precision;   /* 1 when its attribution says a looser precision model accepts it */
     char *within;    /* that model (canonical name), else NULL */
