@@ -179,6 +179,10 @@ int cli_fuzz_case_option(cli_fuzz *f, int ch, const char *v) {
         rc = parse_int(cmd, "--determinism", v, 0, INT32_MAX, &n);
         f->o.determinism_every = (int)n;
         return rc;
+    case FUZZ_OPT_RELATIONS:
+        rc = parse_int(cmd, "--relations", v, 0, INT32_MAX, &n);
+        f->o.relations_every = (int)n;
+        return rc;
     case FUZZ_OPT_MAX_BATCH:
         rc = parse_int(cmd, "--max-batch", v, 1, 4096, &n);
         f->o.mutate.max_batch = (int32_t)n;

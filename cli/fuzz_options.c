@@ -9,7 +9,7 @@ static void fuzz_help(void) {
         "usage: kvfuzz fuzz [--kernel K] [--rule R]... [--time SEC | --runs N] [--jobs N]\n"
         "                   [--seed N] [--corpus DIR] [--reload SEC] [--findings DIR]\n"
         "                   [--stats FILE] [--stats-interval SEC] [--deadline SEC]\n"
-        "                   [--determinism N] [--max-batch N] [--max-pages N]\n"
+        "                   [--determinism N] [--relations N] [--max-batch N] [--max-pages N]\n"
         "                   [--max-page-size N] [--max-work N] [--large-share PCT]\n"
         "                   [--large-work N] [--require-overflow] [--stop-on-finding]\n"
         "                   [--max-findings N] [--workers N] [--lanes N] [--devices all|LIST]\n"
@@ -62,6 +62,12 @@ static void fuzz_help(void) {
         "  --deadline SEC      per-launch deadline before a hang is declared (default 10).\n"
         "  --determinism N     re-run every Nth case after another one and compare the bits\n"
         "                      (default 16; 0 turns the check off).\n"
+        "  --relations N       run every Nth case again transformed by an invariance relation,\n"
+        "                      the relations in turn (placement, head-permutation, v-scaling,\n"
+        "                      batch-invariance; docs/invariance.md), and compare the bits: a\n"
+        "                      relation the kernel promises that breaks is an invariance\n"
+        "                      finding, one it does not promise a property in the summary's\n"
+        "                      table (default 8; 0 turns them off).\n"
         "  --max-batch N       largest batch of a small case (default 4).\n"
         "  --max-pages N       most pages per sequence of a small case (default 8).\n"
         "  --max-page-size N   largest page size (default 256).\n"
@@ -131,6 +137,7 @@ static const struct option fuzz_options[] = {
     {"stats-interval", required_argument, NULL, FUZZ_OPT_STATS_INTERVAL},
     {"deadline", required_argument, NULL, FUZZ_OPT_DEADLINE},
     {"determinism", required_argument, NULL, FUZZ_OPT_DETERMINISM},
+    {"relations", required_argument, NULL, FUZZ_OPT_RELATIONS},
     {"max-batch", required_argument, NULL, FUZZ_OPT_MAX_BATCH},
     {"max-pages", required_argument, NULL, FUZZ_OPT_MAX_PAGES},
     {"max-page-size", required_argument, NULL, FUZZ_OPT_MAX_PAGE_SIZE},
