@@ -188,7 +188,42 @@ static void compare_maps_back_and_counts(void) {
     kvf_case_free(&c);
 }
 
+/* docs/invariance.md's table names every relation of relations.def, with its default promise,
+ * and no other. */
+static void docs_table_matches_def(void) {
+    const char *src = getenv("KVF_SOURCE_DIR");
+    char path[4096], line[1024];
+    snprintf(path, sizeof path, "%s/docs/invariance.md", src ? src : ".");
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    if (!f) return;
+    int seen[KVF_RELATION_COUNT] = {0}, rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        char name[64], promised[16];
+        if (sscanf(line, "| `%63[^`]` | %15[a-z] |", name, promised) != 2 ||
+            (strcmp(promised, "yes") != 0 && strcmp(promised, "no") != 0))
+            continue; /* not a row of the relations' table */
+        rows++;
+        const int r = kvf_relation_parse(name);
+        if (r < 0) {
+            CHECK_FAIL_AT("docs/invariance.md lists \"%s\", which relations.def does not", name);
+            continue;
+        }
+        seen[r]++;
+        const int dflt = (kvf_relation_default_promises() & KVF_RELATION_BIT(r)) != 0;
+        if (strcmp(promised, dflt ? "yes" : "no") != 0)
+            CHECK_FAIL_AT("docs/invariance.md says %s is promised by default: %s", name, promised);
+    }
+    fclose(f);
+    for (int r = 0; r < KVF_RELATION_COUNT; r++)
+        if (seen[r] != 1)
+            CHECK_FAIL_AT("docs/invariance.md lists %s %d times",
+                          kvf_relation_name((kvf_relation)r), seen[r]);
+    CHECK_INT_EQ(rows, KVF_RELATION_COUNT);
+}
+
 static const check_test tests[] = {
+    {"docs_table_matches_def", docs_table_matches_def},
     {"correct_kernels_hold_the_default_relations", correct_kernels_hold_the_default_relations},
     {"derivation_is_deterministic_and_valid", derivation_is_deterministic_and_valid},
     {"int32_offset_mutant_breaks_placement", int32_offset_mutant_breaks_placement},
