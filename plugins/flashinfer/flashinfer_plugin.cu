@@ -464,13 +464,16 @@ const kvf_plugin_kernel kernels[] = {
      fi_destroy, fi_plan, fi_workspace_bytes, fi_run, fi_describe, /*concurrent_states=*/0,
      // Its split-KV partial outputs go through a bf16 temporary (tmp_v has the output's type),
      // and it is built with -use_fast_math (flush-to-zero).
-     /*precision=*/"bf16-partials+ftz"},
+     /*precision=*/"bf16-partials+ftz",
+     // The defaults (placement, head permutation, v-scaling); its planner sizes the splits
+     // from the batch, so batch invariance is not promised (docs/invariance.md).
+     /*promises=*/nullptr},
     {sizeof(kvf_plugin_kernel), "flashinfer-nosplit",
      "FlashInfer BatchDecodeWithPagedKVCache (CUDA cores), split-KV disabled in the plan",
      KVF_PLUGIN_DEVICE_CUDA, KVF_PLUGIN_ROLE_UNDER_TEST, &nosplit_tag, fi_supports, fi_create,
      fi_destroy, fi_plan, fi_workspace_bytes, fi_run, fi_describe, /*concurrent_states=*/0,
      // No partials without a split; -use_fast_math still flushes.
-     /*precision=*/"ftz"},
+     /*precision=*/"ftz", /*promises=*/nullptr},
 };
 
 const kvf_plugin plugin = {KVF_PLUGIN_ABI_VERSION,
