@@ -108,6 +108,22 @@ static int needs_worker(const char *cls) {
     return c == KVF_FINDING_CRASH || c == KVF_FINDING_HANG;
 }
 
+/* The minimized case's size, what it still fails with, and the attribution kept constant. */
+static void print_minimized(const kvf_spec *spec, const kvf_minimize_stats *st,
+                            const kvf_outcome *outcome) {
+    char after[256];
+    kvf_spec_size_text(after, sizeof after, spec);
+    printf("  after:  %s\n", after);
+    printf("  kept %lld of %lld candidate run(s) in %.1f s; still fails: ", (long long)st->accepted,
+           (long long)st->tries, st->elapsed_s);
+    kvf_outcome_line(stdout, outcome);
+    const char *none = "none (only strict and fa tolerance findings are attributed)";
+    printf("  attribution of the input:         %s\n",
+           st->attribution.kind != KVF_ATTRIB_NONE ? st->attribution.text : none);
+    printf("  attribution of the minimized case: %s\n",
+           outcome->attribution.kind != KVF_ATTRIB_NONE ? outcome->attribution.text : none);
+}
+
 int kvf_cmd_minimize(int argc, char **argv) {
     const char *cmd = "minimize";
     const char *in = NULL, *out = NULL, *kernel = NULL, *rule = NULL, *cls = NULL;
@@ -221,7 +237,7 @@ int kvf_cmd_minimize(int argc, char **argv) {
     kvf_spec spec;
     if (kvf_case_load(in, &spec, NULL, &o.case_limits, &err))
         return cli_usage_error(cmd, "%s: %s", in, err.msg);
-    char before[256], after[256];
+    char before[256];
     kvf_spec_size_text(before, sizeof before, &spec);
     printf("kvfuzz minimize: %s with kernel %s, rule %s\n", in, o.kernel->name, o.rule.name);
     if (judges_model) {
@@ -242,17 +258,7 @@ int kvf_cmd_minimize(int argc, char **argv) {
         kvf_spec_free(&spec);
         return cli_usage_error(cmd, "%s: %s", in, err.msg);
     }
-    kvf_spec_size_text(after, sizeof after, &spec);
-    printf("  after:  %s\n", after);
-    printf("  kept %lld of %lld candidate run(s) in %.1f s; still fails: ", (long long)st.accepted,
-           (long long)st.tries, st.elapsed_s);
-    kvf_outcome_line(stdout, &outcome);
-    /* The explanation the minimizer kept constant, said for both cases. */
-    const char *none = "none (only strict and fa tolerance findings are attributed)";
-    printf("  attribution of the input:         %s\n",
-           st.attribution.kind != KVF_ATTRIB_NONE ? st.attribution.text : none);
-    printf("  attribution of the minimized case: %s\n",
-           outcome.attribution.kind != KVF_ATTRIB_NONE ? outcome.attribution.text : none);
+    print_minimized(&spec, &st, &outcome);
     rc = kvf_spec_save(&spec, out, &err);
     kvf_spec_free(&spec);
     if (rc) return cli_usage_error(cmd, "%s", err.msg);

@@ -11,6 +11,68 @@
         if (!jpath((root), (path))) CHECK_FAIL_AT("summary.json has no %s", (path));               \
     } while (0)
 
+/* index.html: every chart has a data-marks count, the self-check, no network. */
+static void check_index_html(const char *out) {
+    char p[700], *text;
+    size_t size;
+    snprintf(p, sizeof p, "%s/index.html", out);
+    CHECK(kvf_read_file(p, &text, &size) == 0);
+    int charts = count_substr(text, "<svg class=\"chart\"");
+    char expect[64];
+    snprintf(expect, sizeof expect, "data-charts=\"%d\"", charts);
+    CHECK(charts >= 10); /* ulp, density, cdf, 3 margins, 4 heatmaps, lse */
+    CHECK_STR_CONTAINS(text, expect);
+    CHECK_INT_EQ(count_substr(text, "data-marks=\""), charts);
+    CHECK_STR_CONTAINS(text, "id=\"kvf-status\"");
+    /* The verdict comes first: a crash is a failure whatever the element statistics say. */
+    CHECK_STR_CONTAINS(text, "id=\"kvf-verdict\" class=\"verdict vfail\" data-verdict=\"fail\"");
+    CHECK(strstr(text, "kvf-verdict") < strstr(text, "sec-figures"));
+    CHECK_STR_CONTAINS(text, "id=\"sec-out-of-model\"");
+    CHECK_STR_CONTAINS(text, "test &lt;report&gt;");
+    CHECK_STR_CONTAINS(text, "o off by &lt;3&gt;");
+    CHECK_STR_CONTAINS(text, "href=\"../findings/o-tolerance-0123abcd4567ef89.json\"");
+    CHECK_STR_CONTAINS(text, "data-failure=\"defect\"");
+    CHECK_STR_CONTAINS(text, "data-attribution=\"none\">defect (not attributed)</td>");
+    CHECK_INT_EQ(count_substr(text, " src="), 0);
+    CHECK_INT_EQ(count_substr(text, "href=\"http"), 0);
+    CHECK_INT_EQ(count_substr(text, "url("), 0);
+    free(text);
+}
+
+/* The report's refusals, and its terminal summary. */
+static void check_errors_and_summary(kvf_report_input *in, const kvf_report_opts *ro,
+                                     const char *out, const char *fdir) {
+    char p[700];
+    kvf_error err = {0};
+    /* Errors: an output path that is a file, a findings directory that does not exist. */
+    snprintf(p, sizeof p, "%s/o-tolerance-0123abcd4567ef89.kvfz", fdir);
+    kvf_report_opts bad = {p, NULL, NULL, NULL};
+    CHECK_INT_EQ(kvf_report_write(in, 2, &bad, NULL, &err), KVF_EIO);
+    CHECK_STR_CONTAINS(err.msg, "o-tolerance-0123abcd4567ef89.kvfz");
+    snprintf(p, sizeof p, "%s/no-findings-here", tmp_dir());
+    kvf_report_opts bad2 = {out, p, NULL, NULL};
+    CHECK_INT_EQ(kvf_report_write(in, 2, &bad2, NULL, &err), KVF_EIO);
+    CHECK_STR_CONTAINS(err.msg, "no-findings-here");
+    CHECK_INT_EQ(kvf_report_write(in, 0, ro, NULL, &err), KVF_EINVAL);
+
+    /* Terminal summary: one line per series and rule, with the findings line. */
+    char *term = NULL;
+    size_t tsize = 0;
+    FILE *tf = open_memstream(&term, &tsize);
+    kvf_report_opts tro = {NULL, fdir, NULL, tf};
+    CHECK_OK(kvf_report_write(in, 2, &tro, NULL, &err), &err);
+    fclose(tf);
+    CHECK_STR_CONTAINS(term, "verdict: FAIL\n");
+    CHECK_STR_CONTAINS(term, "FAILS: run errors");
+    CHECK(strstr(term, "verdict: FAIL") < strstr(term, "3 series from 2 stats file(s)"));
+    CHECK_STR_CONTAINS(term, "3 series from 2 stats file(s)");
+    CHECK_STR_CONTAINS(term, "second:cpu-ref");
+    /* A finding from before attribution: the lines read as they did, and it is a defect. */
+    CHECK_STR_CONTAINS(term, "findings: 1 (1 o-tolerance) in ");
+    CHECK_STR_CONTAINS(term, "1 crash");
+    free(term);
+}
+
 static void test_report_files(void) {
     judged_all();
     kvf_error err = {0};
@@ -140,29 +202,7 @@ static void test_report_files(void) {
     CHECK_STR_CONTAINS(text, "cases/");
     free(text);
 
-    /* index.html: every chart has a data-marks count, the self-check, no network. */
-    snprintf(p, sizeof p, "%s/index.html", out);
-    CHECK(kvf_read_file(p, &text, &size) == 0);
-    int charts = count_substr(text, "<svg class=\"chart\"");
-    char expect[64];
-    snprintf(expect, sizeof expect, "data-charts=\"%d\"", charts);
-    CHECK(charts >= 10); /* ulp, density, cdf, 3 margins, 4 heatmaps, lse */
-    CHECK_STR_CONTAINS(text, expect);
-    CHECK_INT_EQ(count_substr(text, "data-marks=\""), charts);
-    CHECK_STR_CONTAINS(text, "id=\"kvf-status\"");
-    /* The verdict comes first: a crash is a failure whatever the element statistics say. */
-    CHECK_STR_CONTAINS(text, "id=\"kvf-verdict\" class=\"verdict vfail\" data-verdict=\"fail\"");
-    CHECK(strstr(text, "kvf-verdict") < strstr(text, "sec-figures"));
-    CHECK_STR_CONTAINS(text, "id=\"sec-out-of-model\"");
-    CHECK_STR_CONTAINS(text, "test &lt;report&gt;");
-    CHECK_STR_CONTAINS(text, "o off by &lt;3&gt;");
-    CHECK_STR_CONTAINS(text, "href=\"../findings/o-tolerance-0123abcd4567ef89.json\"");
-    CHECK_STR_CONTAINS(text, "data-failure=\"defect\"");
-    CHECK_STR_CONTAINS(text, "data-attribution=\"none\">defect (not attributed)</td>");
-    CHECK_INT_EQ(count_substr(text, " src="), 0);
-    CHECK_INT_EQ(count_substr(text, "href=\"http"), 0);
-    CHECK_INT_EQ(count_substr(text, "url("), 0);
-    free(text);
+    check_index_html(out);
 
     /* The embedded cases were written back byte for byte. */
     snprintf(p, sizeof p, "%s/cases/%016llx.kvfz", out,
@@ -171,33 +211,7 @@ static void test_report_files(void) {
     CHECK(size == J[0].kvfz_size && memcmp(text, J[0].kvfz, size) == 0);
     free(text);
 
-    /* Errors: an output path that is a file, a findings directory that does not exist. */
-    snprintf(p, sizeof p, "%s/o-tolerance-0123abcd4567ef89.kvfz", fdir);
-    kvf_report_opts bad = {p, NULL, NULL, NULL};
-    CHECK_INT_EQ(kvf_report_write(in, 2, &bad, NULL, &err), KVF_EIO);
-    CHECK_STR_CONTAINS(err.msg, "o-tolerance-0123abcd4567ef89.kvfz");
-    snprintf(p, sizeof p, "%s/no-findings-here", tmp_dir());
-    kvf_report_opts bad2 = {out, p, NULL, NULL};
-    CHECK_INT_EQ(kvf_report_write(in, 2, &bad2, NULL, &err), KVF_EIO);
-    CHECK_STR_CONTAINS(err.msg, "no-findings-here");
-    CHECK_INT_EQ(kvf_report_write(in, 0, &ro, NULL, &err), KVF_EINVAL);
-
-    /* Terminal summary: one line per series and rule, with the findings line. */
-    char *term = NULL;
-    size_t tsize = 0;
-    FILE *tf = open_memstream(&term, &tsize);
-    kvf_report_opts tro = {NULL, fdir, NULL, tf};
-    CHECK_OK(kvf_report_write(in, 2, &tro, NULL, &err), &err);
-    fclose(tf);
-    CHECK_STR_CONTAINS(term, "verdict: FAIL\n");
-    CHECK_STR_CONTAINS(term, "FAILS: run errors");
-    CHECK(strstr(term, "verdict: FAIL") < strstr(term, "3 series from 2 stats file(s)"));
-    CHECK_STR_CONTAINS(term, "3 series from 2 stats file(s)");
-    CHECK_STR_CONTAINS(term, "second:cpu-ref");
-    /* A finding from before attribution: the lines read as they did, and it is a defect. */
-    CHECK_STR_CONTAINS(term, "findings: 1 (1 o-tolerance) in ");
-    CHECK_STR_CONTAINS(term, "1 crash");
-    free(term);
+    check_errors_and_summary(in, &ro, out, fdir);
     kvf_stats_free(s1);
     kvf_stats_free(s2);
 }
