@@ -178,3 +178,18 @@ int cli_one_kernel(const char *cmd, const char *spec, const kvf_kernel **kernel)
     free(ks.items);
     return KVF_EXIT_OK;
 }
+
+int cli_recorded_kernel_present(const char *cmd, const char *kernel) {
+    const char *end = strstr(kernel, ".so:");
+    if (!end) return 0;
+    char path[4200];
+    snprintf(path, sizeof path, "%.*s", (int)(end + 3 - kernel), kernel);
+    struct stat st;
+    if (stat(path, &st) == 0) return 0;
+    const char *base = strrchr(path, '/');
+    return cli_usage_error(cmd,
+                           "the finding's report records kernel %s of the library %s, which is "
+                           "not there (moved, or built in another folder): name the library "
+                           "where it is now, as --kernel NEWDIR/%s:%s",
+                           end + 4, path, base ? base + 1 : path, end + 4);
+}

@@ -204,7 +204,13 @@ int kvf_cmd_minimize(int argc, char **argv) {
         kvf_error rerr = {0};
         if (cli_read_report(in, &report, &rerr)) return cli_usage_error(cmd, "%s", rerr.msg);
         if (report) {
-            if (!kernel) kernel = report_field(report, "kernel", jkernel, sizeof jkernel);
+            if (!kernel) {
+                kernel = report_field(report, "kernel", jkernel, sizeof jkernel);
+                if (kernel && cli_recorded_kernel_present(cmd, kernel)) {
+                    json_decref(report);
+                    return KVF_EXIT_USAGE;
+                }
+            }
             if (!rule) rule = report_field(report, "rule", jrule, sizeof jrule);
             if (!cls) cls = report_field(report, "class", jclass, sizeof jclass);
             json_decref(report);

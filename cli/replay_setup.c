@@ -53,7 +53,9 @@ int cli_replay_defaults(cli_replay *r) {
                    kvf_replay_recorded(r->paths, r->npaths, cli_read_report, rec_kernel,
                                        sizeof rec_kernel, rec_rule, sizeof rec_rule);
     if (recorded && r->kernels.count == 0) {
-        if (cli_add_kernel(r->cmd, rec_kernel, &r->kernels)) return KVF_EXIT_USAGE;
+        if (cli_recorded_kernel_present(r->cmd, rec_kernel) ||
+            cli_add_kernel(r->cmd, rec_kernel, &r->kernels))
+            return KVF_EXIT_USAGE;
         fprintf(stderr, "kvfuzz replay: kernel %s, as the findings' reports record\n", rec_kernel);
     }
     if (r->nrules == 0 && default_rules(r, recorded, rec_rule)) return KVF_EXIT_USAGE;

@@ -77,6 +77,30 @@ grep -q '"plan": "test-mode=4"' "$tmp"/f-nan/nonfinite-*.json \
 [ $? -eq 1 ] || fail "replay of the nan finding without --kernel does not fail"
 grep -q "kernel $plugin:nan, as the findings' reports record" "$tmp/err" \
   || fail "replay without --kernel does not take the recorded kernel: $(cat "$tmp/err")"
+# Two builds of one plugin in two folders: the same bug has the same finding (signature and file
+# name), the report names the library apart; a library that moved is one sentence naming
+# where to point --kernel.
+mkdir -p "$tmp/build-a" "$tmp/build-b"
+cp "$plugin" "$tmp/build-a/" && cp "$plugin" "$tmp/build-b/"
+lib=$(basename "$plugin")
+for b in a b; do
+  "$kvfuzz" fuzz --kernel "$tmp/build-$b/$lib:nan" --runs 12 --seed 3 --jobs 1 \
+    --findings "$tmp/fs-$b" >/dev/null 2>&1
+done
+sig_a=$(cd "$tmp/fs-a" 2>/dev/null && ls nonfinite-*.kvfz 2>/dev/null)
+sig_b=$(cd "$tmp/fs-b" 2>/dev/null && ls nonfinite-*.kvfz 2>/dev/null)
+[ -n "$sig_a" ] && [ "$sig_a" = "$sig_b" ] \
+  || fail "two builds of one plugin give different findings: '$sig_a' and '$sig_b'"
+grep -q "\"kernel_identity\": \"$lib:nan\"" "$tmp"/fs-a/nonfinite-*.json \
+  || fail "the report does not name the kernel without its folder"
+grep -q "\"path\": \"$tmp/build-a/$lib\"" "$tmp"/fs-a/nonfinite-*.json \
+  || fail "the report does not record the library's path apart"
+rm -rf "$tmp/build-a"
+"$kvfuzz" replay "$tmp"/fs-a/nonfinite-*.kvfz >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] || fail "replay of a finding whose library moved exited $rc, expected 2"
+grep -q "not there (moved, or built in another folder): name the library where it is now, as --kernel NEWDIR/$lib:nan" "$tmp/err" \
+  || fail "a moved library is not said so: $(cat "$tmp/err")"
 finding unwritten unwritten-output
 finding oob out-of-bounds-write
 finding input-mod input-modified

@@ -3,10 +3,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "kvfuzz/file.h"
 #include "kvfuzz/json_io.h"
 #include "kvfuzz/outcome.h"
+#include "kvfuzz/prng.h"
 
 /* Built with jansson through kvfuzz/json_io.h: one escaper, one number writer, and the strings
  * "NaN", "Infinity" and "-Infinity" for what JSON cannot spell (docs/design.md §8). Every
@@ -149,6 +152,23 @@ json_t *kvf_attribution_json(const kvf_attribution *a) {
                      within && a->also[0] ? json_string(a->also) : json_null(), "text", a->text);
 }
 
+/* A plugin kernel's library ("PATH.so:NAME"): where it was and a hash of its bytes, so that a
+ * finding names the build it came from apart from the folder it was in. */
+static int library_json(json_t *j, const char *kernel) {
+    const char *end = strstr(kernel, ".so:");
+    if (!end) return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%.*s", (int)(end + 3 - kernel), kernel);
+    char *bytes = NULL, hash[24] = "";
+    size_t n = 0;
+    if (kvf_read_file_max(path, (size_t)1 << 30, &bytes, &n, NULL) == 0)
+        snprintf(hash, sizeof hash, "%016" PRIx64, kvf_hash64(bytes, n));
+    free(bytes);
+    return kvf_json_set(
+        j, "library",
+        json_pack("{s:s, s:o}", "path", path, "hash", hash[0] ? json_string(hash) : json_null()));
+}
+
 json_t *kvf_outcome_to_json(const kvf_outcome *out, const char *kernel, const kvf_spec *s,
                             const kvf_case *c, const json_t *extra) {
     char sig[512], hash[32];
@@ -156,8 +176,12 @@ json_t *kvf_outcome_to_json(const kvf_outcome *out, const char *kernel, const kv
     snprintf(hash, sizeof hash, "%016" PRIx64, h);
     json_t *j = json_object();
     if (!j) return NULL;
+    char identity[512];
     int bad = kvf_json_set(j, "class", json_string(kvf_finding_class_name(out->finding))) |
-              kvf_json_set(j, "kernel", json_string(kernel));
+              kvf_json_set(j, "kernel", json_string(kernel)) |
+              kvf_json_set(j, "kernel_identity",
+                           json_string(kvf_kernel_identity(kernel, identity, sizeof identity)));
+    bad |= library_json(j, kernel);
     if (out->plan[0]) bad |= kvf_json_set(j, "plan", json_string(out->plan));
     bad |= kvf_json_set(j, "rule",
                         out->rule >= 0 ? json_string(out->verdicts[out->rule].rule.name)

@@ -19,9 +19,22 @@ static const char *value_kind(double x) {
     return isnan(x) ? "nan" : isinf(x) ? (x > 0 ? "+inf" : "-inf") : "finite";
 }
 
-uint64_t kvf_outcome_signature(const kvf_outcome *out, const char *kernel, char *text,
+const char *kvf_kernel_identity(const char *kernel, char *buf, size_t size) {
+    const char *colon = strstr(kernel, ".so:");
+    if (!colon) colon = strstr(kernel, ".so.");
+    const char *slash = NULL;
+    for (const char *p = kernel; colon && p < colon; p++)
+        if (*p == '/') slash = p;
+    snprintf(buf, size, "%s", slash ? slash + 1 : kernel);
+    return buf;
+}
+
+uint64_t kvf_outcome_signature(const kvf_outcome *out, const char *kernel_name, char *text,
                                size_t size) {
-    char buf[512];
+    char buf[512], identity[512];
+    /* The library's folder is where it was built, not what it is: two builds of one plugin
+     * give one signature (docs/plugins.md, "Names"). */
+    const char *kernel = kvf_kernel_identity(kernel_name, identity, sizeof identity);
     const char *cls = kvf_finding_class_name(out->finding);
     if (out->rule >= 0 && out->rule < out->nrules) {
         const kvf_verdict *v = &out->verdicts[out->rule];

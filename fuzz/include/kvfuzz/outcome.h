@@ -154,6 +154,10 @@ int kvf_outcome_features(const kvf_outcome *out, int *features);
 
 /* ---- findings ------------------------------------------------------------------------------- */
 
+/* A kernel's name without the folder of its library: "DIR/libx.so:NAME" reads "libx.so:NAME";
+ * a built-in or Python kernel's name is its identity as it is. Into buf; returns buf. */
+const char *kvf_kernel_identity(const char *kernel, char *buf, size_t size);
+
 /* The de-duplication signature: class, kernel, rule, output and the error's order of
  * magnitude (or the signal / error code for run-level classes), as text and as a hash. Two
  * findings with the same signature are the same bug as far as triage can tell. */
