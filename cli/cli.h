@@ -115,6 +115,9 @@ int cli_read_report(const char *case_path, json_t **report, kvf_error *err);
 /* The relation and seed an invariance finding's report names, into o (kvfuzz/minimize.h):
  * KVF_EFORMAT with a sentence when there is no report or it names none. */
 int cli_finding_relation(const char *case_path, kvf_minimize_opts *o, kvf_error *err);
+/* A folder named by an option that must hold case files (a mistyped one would silently drop
+ * what it feeds): 0, or a usage error naming it. */
+int cli_case_folder(const char *cmd, const char *option, const char *dir);
 /* A kernel a finding's report records ("PATH.so:NAME"): 0 when its library is where the report
  * says, else a usage error saying where to point --kernel (built-in kernels: 0). */
 int cli_recorded_kernel_present(const char *cmd, const char *kernel);

@@ -193,3 +193,15 @@ int cli_recorded_kernel_present(const char *cmd, const char *kernel) {
                            "where it is now, as --kernel NEWDIR/%s:%s",
                            end + 4, path, base ? base + 1 : path, end + 4);
 }
+
+int cli_case_folder(const char *cmd, const char *option, const char *dir) {
+    char *d = (char *)dir, **found = NULL;
+    size_t nfound = 0;
+    int bad = 0;
+    if (cli_collect_cases(cmd, &d, 1, &found, &nfound))
+        bad = KVF_EXIT_USAGE;
+    else if (nfound == 0)
+        bad = cli_usage_error(cmd, "%s %s holds no .kvfz case", option, dir);
+    cli_free_paths(found, nfound);
+    return bad;
+}

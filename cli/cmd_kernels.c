@@ -86,8 +86,12 @@ static void declared_model(const kvf_kernel *k, char *buf, size_t size) {
 }
 
 static void describe(const kvf_kernel *k) {
-    printf("%-40s %-4s %-10s %s\n", k->name, k->device == KVF_DEVICE_CUDA ? "cuda" : "cpu",
-           k->role == KVF_PLUGIN_ROLE_REFERENCE ? "reference" : "under-test", k->description);
+    const char *role = k->role == KVF_PLUGIN_ROLE_REFERENCE ? "reference"
+                       : k->role == KVF_PLUGIN_ROLE_MUTANT  ? "mutant"
+                                                            : "under-test";
+    printf("%-40s %-4s %-10s %s\n", k->name, k->device == KVF_DEVICE_CUDA ? "cuda" : "cpu", role,
+           k->description);
+    if (k->role == KVF_PLUGIN_ROLE_MUTANT && k->models) printf("%-40s models %s\n", "", k->models);
     char model[KVF_ERROR_MSG_MAX + 64];
     declared_model(k, model, sizeof model);
     printf("    %-11s %s\n", "precision", model);

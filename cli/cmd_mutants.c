@@ -21,7 +21,8 @@ enum {
     MUT_JOBS,
     MUT_SEEDS,
     MUT_JSON,
-    MUT_PRECISION
+    MUT_PRECISION,
+    MUT_KERNEL
 };
 
 /* --help names the plugin kernel limit in words. */
@@ -33,6 +34,11 @@ static const cli_option mutants_options[] = {
      "plugin's kernels of role reference for PATH.so (all of them;\n"
      "a plugin lists at most 4096 kernels), or the one named by\n"
      "PATH.so:NAME, python:MODULE:FUNCTION, a built-in"},
+    {"kernel", MUT_KERNEL, "PATH.so",
+     "a plugin's own benchmark instead of the built-in one: its\n"
+     "kernels of role mutant are the mutants (their bug class from\n"
+     "`models`), its kernels of role reference the controls, and\n"
+     "the device theirs (docs/plugins.md)"},
     {"device", MUT_DEVICE, "D", "cpu (default) or cuda"},
     {"budget", MUT_BUDGET, "S", "seconds of (a) per mutant (default 60)"},
     {"controls-budget", MUT_CONTROLS_BUDGET, "S",
@@ -50,9 +56,10 @@ static const cli_option mutants_options[] = {
 };
 
 static void mutants_help(void) {
-    printf("usage: kvfuzz mutants [--device cpu|cuda] [--budget S] [--controls-budget S]\n"
-           "                      [--control K]... [--seed N] [--jobs N] [--seeds DIR]\n"
-           "                      [--precision MODEL] [--json]\n\n"
+    printf("usage: kvfuzz mutants [--kernel PATH.so] [--device cpu|cuda] [--budget S]\n"
+           "                      [--controls-budget S] [--control K]... [--seed N] [--jobs N]\n"
+           "                      [--seeds DIR]"
+           " [--precision MODEL] [--json]\n\n"
            "The bug-finding benchmark. For every mutant kernel (a deliberate bug modelled on a\n"
            "real bug class; `kvfuzz kernels` lists them with the class) it reports whether it\n"
            "is caught by\n"
@@ -85,6 +92,7 @@ typedef struct mutants_args {
     int json;
     /* The controls --control adds: grows, as a plugin may list any number of references. */
     kvf_kernel_list extras;
+    kvf_kernel_list own; /* --kernel: a plugin's mutants and references */
 } mutants_args;
 
 /* --control K: a whole plugin contributes its reference kernels; a named kernel is taken as
@@ -96,21 +104,6 @@ static int parse_control(mutants_args *a, const char *v) {
         return cli_usage_error(
             a->cmd, "%s lists no kernel of role reference; name one with PATH.so:NAME", v);
     return 0;
-}
-
-/* --seeds DIR: named, it must hold cases: a mistyped folder dropped the seed table from a run
- * of minutes with a line on stderr. */
-static int parse_seeds(mutants_args *a, const char *v) {
-    char *dir = (char *)v, **found = NULL;
-    size_t nfound = 0;
-    int bad = 0;
-    if (cli_collect_cases(a->cmd, &dir, 1, &found, &nfound))
-        bad = KVF_EXIT_USAGE;
-    else if (nfound == 0)
-        bad = cli_usage_error(a->cmd, "--seeds %s holds no .kvfz case", v);
-    cli_free_paths(found, nfound);
-    a->seeds_dir = v;
-    return bad;
 }
 
 /* 0 to run, KVF_EXIT_USAGE, or -1 after --help. */
@@ -137,8 +130,12 @@ static int mutants_parse(mutants_args *a, int argc, char **argv) {
         case MUT_CONTROL:
             bad = parse_control(a, v);
             break;
+        case MUT_KERNEL:
+            bad = cli_add_kernel(a->cmd, v, &a->own);
+            break;
         case MUT_SEEDS:
-            bad = parse_seeds(a, v);
+            bad = cli_case_folder(a->cmd, "--seeds", v);
+            a->seeds_dir = v;
             break;
         case MUT_DEVICE:
             if (strcmp(v, "cpu") && strcmp(v, "cuda"))
@@ -184,13 +181,19 @@ static int mutants_choose(mutants_plan *pl, const mutants_args *a, kvf_device de
     kvf_limits lim;
     cli_limits(&lim);
     kvf_error err = {0};
-    for (size_t i = 0; i < a->extras.count; i++)
-        if (kvf_mutant_can_start(a->extras.items[i], &lim, &err))
-            return cli_kernel_cannot_start(a->cmd, a->extras.items[i]->name, err.msg);
-    if (kvf_mutant_bench_kernels(dev, &a->extras, &pl->mutants, &pl->nmutants, &pl->controls,
-                                 &pl->ncontrols, &err) ||
-        !(pl->sources = calloc(pl->nmutants + 1, sizeof *pl->sources)))
-        return cli_usage_error(a->cmd, "out of memory");
+    for (size_t i = 0; i < a->extras.count + a->own.count; i++) {
+        const kvf_kernel *k =
+            i < a->extras.count ? a->extras.items[i] : a->own.items[i - a->extras.count];
+        if (kvf_mutant_can_start(k, &lim, &err))
+            return cli_kernel_cannot_start(a->cmd, k->name, err.msg);
+    }
+    int rc = a->own.count
+                 ? kvf_mutant_plugin_kernels(&a->own, &a->extras, &pl->mutants, &pl->nmutants,
+                                             &pl->controls, &pl->ncontrols, &err)
+                 : kvf_mutant_bench_kernels(dev, &a->extras, &pl->mutants, &pl->nmutants,
+                                            &pl->controls, &pl->ncontrols, &err);
+    if (rc || !(pl->sources = calloc(pl->nmutants + 1, sizeof *pl->sources)))
+        return cli_usage_error(a->cmd, "%s", rc ? err.msg : "out of memory");
     for (size_t i = 0; i < pl->nmutants + pl->ncontrols; i++) {
         const int mut = i < pl->nmutants;
         kvf_mutant_entry *e = mut ? &pl->mutants[i] : &pl->controls[i - pl->nmutants];
@@ -280,11 +283,12 @@ static int mutants_run(mutants_plan *pl, const mutants_args *a) {
 }
 
 int kvf_cmd_mutants(int argc, char **argv) {
-    mutants_args a = {"mutants", "cpu", NULL, NULL, 60, -1, 1, 1, 0, {0}};
+    mutants_args a = {"mutants", "cpu", NULL, NULL, 60, -1, 1, 1, 0, {0}, {0}};
     a.jobs = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
     a.seeds_dir = access("corpus/seeds", R_OK) == 0 ? "corpus/seeds" : NULL;
     int rc = mutants_parse(&a, argc, argv);
-    const kvf_device dev = strcmp(a.device, "cuda") == 0 ? KVF_DEVICE_CUDA : KVF_DEVICE_CPU;
+    kvf_device dev = strcmp(a.device, "cuda") == 0 ? KVF_DEVICE_CUDA : KVF_DEVICE_CPU;
+    if (a.own.count) dev = a.own.items[0]->device; /* a plugin's benchmark runs on its device */
     mutants_plan pl = {0};
     pl.args = &a;
     if (!rc) rc = mutants_choose(&pl, &a, dev);
@@ -296,5 +300,6 @@ int kvf_cmd_mutants(int argc, char **argv) {
     free(pl.controls);
     free(pl.sources);
     kvf_kernel_list_free(&a.extras);
+    kvf_kernel_list_free(&a.own);
     return rc < 0 ? KVF_EXIT_OK : rc;
 }

@@ -250,6 +250,7 @@ static void plugin_kernel_release(kvf_kernel *k) {
     free((char *)k->description);
     free((char *)k->precision);
     free((char *)k->promises);
+    free((char *)k->models);
     free(k);
 }
 
@@ -290,8 +291,11 @@ static kvf_kernel *plugin_kernel_new(const char *path, const kvf__probe_kernel *
     k->release = plugin_kernel_release;
     /* A failed copy of the declared model would judge the kernel under f32 without a word:
      * treated as the allocation failure it is. */
+    /* A mutant is a kernel with a bug class (kvf_kernel.models), named or not. */
+    const char *models = pk->models[0] ? pk->models : "plugin";
     if ((pk->precision[0] && !(k->precision = dup_str(pk->precision))) ||
-        (pk->promises[0] && !(k->promises = dup_str(pk->promises)))) {
+        (pk->promises[0] && !(k->promises = dup_str(pk->promises))) ||
+        (pk->role == KVF_PLUGIN_ROLE_MUTANT && !(k->models = dup_str(models)))) {
         plugin_kernel_release(k);
         return NULL;
     }

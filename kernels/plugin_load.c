@@ -28,6 +28,11 @@ const char *kvf__plugin_kernel_precision(const kvf_plugin_kernel *k) {
     return k->struct_size >= end ? k->precision : NULL;
 }
 
+const char *kvf__plugin_kernel_models(const kvf_plugin_kernel *k) {
+    const size_t end = offsetof(kvf_plugin_kernel, models) + sizeof k->models;
+    return k->struct_size >= end ? k->models : NULL;
+}
+
 const char *kvf__plugin_kernel_promises(const kvf_plugin_kernel *k) {
     const size_t end = offsetof(kvf_plugin_kernel, promises) + sizeof k->promises;
     return k->struct_size >= end ? k->promises : NULL;
@@ -45,6 +50,13 @@ static int precision_text_ok(const char *s) {
             return 0;
     }
     return 1;
+}
+
+static int models_text_ok(const char *s) {
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (n >= KVF_PLUGIN_MODELS_MAX || s[n] < 0x20 || s[n] > 0x7e) return 0;
+    return n > 0;
 }
 
 int kvf__plugin_kernel_index(const kvf_plugin *p, const char *name) {
@@ -109,7 +121,8 @@ static int check_descriptor(const char *path, const kvf_plugin *p, kvf_error *er
         if (k->device != KVF_PLUGIN_DEVICE_CPU && k->device != KVF_PLUGIN_DEVICE_CUDA)
             return kvf_error_set(err, KVF_EINVAL, "plugin %s: kernel %s has unknown device %d",
                                  path, k->name, (int)k->device);
-        if (k->role != KVF_PLUGIN_ROLE_UNDER_TEST && k->role != KVF_PLUGIN_ROLE_REFERENCE)
+        if (k->role != KVF_PLUGIN_ROLE_UNDER_TEST && k->role != KVF_PLUGIN_ROLE_REFERENCE &&
+            k->role != KVF_PLUGIN_ROLE_MUTANT)
             return kvf_error_set(err, KVF_EINVAL, "plugin %s: kernel %s has unknown role %d", path,
                                  k->name, (int)k->role);
         const int32_t states = kvf__plugin_kernel_states(k);
@@ -124,6 +137,12 @@ static int check_descriptor(const char *path, const kvf_plugin *p, kvf_error *er
                                  "plugin %s: kernel %s declares a precision model that is not "
                                  "1-%d of a-z, 0-9, '-' and '+' (as bf16-p+ftz)",
                                  path, k->name, KVF_PLUGIN_PRECISION_MAX);
+        const char *models = kvf__plugin_kernel_models(k);
+        if (models && !models_text_ok(models))
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "plugin %s: kernel %s: the bug class it models must be 1-%d "
+                                 "printable characters",
+                                 path, k->name, KVF_PLUGIN_MODELS_MAX);
         const char *promises = kvf__plugin_kernel_promises(k);
         unsigned mask;
         kvf_error perr = {0};

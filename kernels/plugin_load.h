@@ -26,6 +26,8 @@ const kvf_plugin_kernel *kvf__plugin_kernel_at(const kvf_plugin *p, uint32_t i);
 int32_t kvf__plugin_kernel_states(const kvf_plugin_kernel *k);
 /* Its declared precision model, or NULL (also for an entry whose struct_size ends before it). */
 const char *kvf__plugin_kernel_precision(const kvf_plugin_kernel *k);
+/* The bug class a mutant models, or NULL (also for an entry whose struct_size ends before it). */
+const char *kvf__plugin_kernel_models(const kvf_plugin_kernel *k);
 /* Its declared promises, or NULL (also for an entry whose struct_size ends before them). */
 const char *kvf__plugin_kernel_promises(const kvf_plugin_kernel *k);
 /* The most concurrent_states kvfuzz accepts. */

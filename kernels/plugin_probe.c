@@ -101,6 +101,8 @@ static void probe_main(int fd, const char *path) {
         snprintf(rec.precision, sizeof rec.precision, "%s", precision ? precision : "");
         const char *promises = kvf__plugin_kernel_promises(k);
         snprintf(rec.promises, sizeof rec.promises, "%s", promises ? promises : "");
+        const char *models = kvf__plugin_kernel_models(k);
+        snprintf(rec.models, sizeof rec.models, "%s", models ? models : "");
         rec.device = k->device;
         rec.role = k->role;
         if (write_all(fd, &rec, sizeof rec)) _exit(1);

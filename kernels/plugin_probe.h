@@ -25,6 +25,7 @@ typedef struct kvf__probe_kernel {
     int32_t device, role;
     char precision[64]; /* the declared precision model, "" for none */
     char promises[128]; /* the declared promises, "" for the defaults */
+    char models[32];    /* a mutant's bug class, "" for none */
 } kvf__probe_kernel;
 
 int kvf__probe_start(const char *path, kvf__probe **out, kvf__probe_kernel **kernels,

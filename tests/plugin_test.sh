@@ -135,11 +135,19 @@ if command -v pkg-config >/dev/null; then
     >"$tmp/cfg.log" 2>&1 || fail "the example does not configure: $(tail -5 "$tmp/cfg.log")"
   cmake --build "$tmp/ex" >"$tmp/ex.log" 2>&1 || fail "the example does not build: $(tail -5 "$tmp/ex.log")"
   ex="$tmp/ex/libkvf_example_cpu.so"
-  "$kvfuzz" replay --kernel "$ex" "$src/corpus/seeds" >"$tmp/out" 2>&1 \
+  "$kvfuzz" replay --kernel "$ex:example-cpu" "$src/corpus/seeds" >"$tmp/out" 2>&1 \
     || fail "the example fails the seed cases: $(tail -3 "$tmp/out")"
-  "$kvfuzz" fuzz --kernel "$ex" --time 20 --seed 9 --findings "$tmp/f-ex" >"$tmp/out" 2>"$tmp/err" \
-    || fail "the example plugin's campaign found something: $(tail -5 "$tmp/out")"
+  "$kvfuzz" fuzz --kernel "$ex:example-cpu" --time 20 --seed 9 --findings "$tmp/f-ex" \
+    >"$tmp/out" 2>"$tmp/err" || fail "the example plugin's campaign found something: $(tail -5 "$tmp/out")"
   grep -q "0 new signature" "$tmp/out" || fail "the example's campaign summary: $(tail -3 "$tmp/out")"
+  # The plugin's own mutants through the benchmark, its reference kernel the control: the same
+  # table as the built-in benchmark's.
+  "$kvfuzz" mutants --kernel "$ex" --budget 5 --controls-budget 3 --jobs 1 >"$tmp/out" 2>"$tmp/err" \
+    || fail "the example's mutants are not all killed: $(tail -3 "$tmp/out") $(cat "$tmp/err")"
+  grep -q "^mutant  *class  *kvfuzz  *seconds  *cases finding  *strict  *fa  *fib-bench fi-tests" "$tmp/out" \
+    || fail "mutants --kernel does not print the benchmark's columns: $(head -1 "$tmp/out")"
+  grep -q "kvfuzz killed 3 of 3 mutants" "$tmp/out" || fail "mutants --kernel: $(tail -1 "$tmp/out")"
+  grep -q "example-cpu  *no finding" "$tmp/out" || fail "the example's control: $(grep -A1 controls "$tmp/out")"
 else
   fail "pkg-config is not installed (scripts/setup.sh installs it)"
 fi

@@ -1,8 +1,11 @@
 /* A correct CPU decode kernel as a kvfuzz plugin: fp32 logits, softmax with the maximum
  * subtracted, weights normalised before P.V, bf16 round-to-nearest-even store, base-2 lse.
- * Build it against an installed kvfuzz (see CMakeLists.txt here), then:
+ * Beside it, three mutants of it (role KVF_PLUGIN_ROLE_MUTANT), each with one deliberate bug,
+ * for the plugin's own benchmark. Build it against an installed kvfuzz (see CMakeLists.txt
+ * here), then:
  *   kvfuzz kernels --kernel ./libkvf_example_cpu.so
- *   kvfuzz fuzz --kernel ./libkvf_example_cpu.so:example-cpu --time 60 */
+ *   kvfuzz fuzz --kernel ./libkvf_example_cpu.so:example-cpu --time 60
+ *   kvfuzz mutants --kernel ./libkvf_example_cpu.so --budget 10 */
 #include <kvfuzz/plugin_helpers.h> /* includes kvfuzz/plugin.h */
 #include <math.h>
 #include <stdlib.h>
@@ -14,8 +17,27 @@ static int supports(const kvf_plugin_kernel *self, const kvf_plugin_shape *s, ch
     return 1; /* any shape kvfuzz generates */
 }
 
+/* Which bug a kernel carries: its entry's `user` (BUG_NONE for the correct kernel). */
+enum { BUG_NONE, BUG_NATURAL_LOG_LSE, BUG_HEAD_MODULO, BUG_TRUNC_STORE };
+static const int bug_none = BUG_NONE, bug_natural_log = BUG_NATURAL_LOG_LSE,
+                 bug_head_modulo = BUG_HEAD_MODULO, bug_trunc_store = BUG_TRUNC_STORE;
+
+/* The state is the bug: run() sees its kernel only through it. */
+static int create(const kvf_plugin_kernel *self, void **state, char *msg, size_t msg_size) {
+    (void)msg, (void)msg_size;
+    *state = self->user;
+    return KVF_PLUGIN_OK;
+}
+
+/* Round toward zero: the classic wrong bf16 store. */
+static uint16_t trunc_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (uint16_t)(u >> 16);
+}
+
 static int run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_size) {
-    (void)state;
+    const int bug = *(const int *)state;
     const kvf_plugin_shape *s = a->shape;
     const int32_t hq = s->num_qo_heads, d = s->head_dim;
     float *logits = malloc((size_t)(s->max_seq_len > 0 ? s->max_seq_len : 1) * sizeof *logits);
@@ -38,7 +60,8 @@ static int run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_size
                 *lse = -INFINITY;
                 continue;
             }
-            const int32_t kh = kvf_plugin_kv_head(s, h);
+            const int32_t kh =
+                bug == BUG_HEAD_MODULO ? h % s->num_kv_heads : kvf_plugin_kv_head(s, h);
             float m = -INFINITY;
             for (int64_t t = 0; t < len; t++) {
                 const uint16_t *k = kvf_plugin_k_token(a, b, t, kh, s->page_size);
@@ -62,8 +85,10 @@ static int run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_size
                     acc[i] += p * kvf_plugin_bf16_to_f32(v[i]);
             }
             for (int32_t i = 0; i < d; i++)
-                oh[i] = kvf_plugin_f32_to_bf16(acc[i]);
-            *lse = (m + logf(z)) * 1.44269504088896340736f;
+                oh[i] =
+                    bug == BUG_TRUNC_STORE ? trunc_bf16(acc[i]) : kvf_plugin_f32_to_bf16(acc[i]);
+            *lse =
+                bug == BUG_NATURAL_LOG_LSE ? m + logf(z) : (m + logf(z)) * 1.44269504088896340736f;
         }
     }
     free(logits);
@@ -71,22 +96,33 @@ static int run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_size
     return KVF_PLUGIN_OK;
 }
 
-static const kvf_plugin_kernel kernels[] = {{
-    .struct_size = sizeof(kvf_plugin_kernel),
-    .name = "example-cpu",
-    .description = "example plugin: fp32 softmax then P.V, bf16 round-to-nearest-even store",
-    .device = KVF_PLUGIN_DEVICE_CPU,
-    .role = KVF_PLUGIN_ROLE_UNDER_TEST,
-    .supports = supports,
-    .run = run,
-}};
+/* One kernel entry: the correct kernel (a reference, the controls of its benchmark) or a
+ * mutant with the bug class it models. */
+#define EXAMPLE_KERNEL(NAME, DESCRIPTION, ROLE, BUG, MODELS)                                       \
+    {                                                                                              \
+        .struct_size = sizeof(kvf_plugin_kernel), .name = (NAME), .description = (DESCRIPTION),    \
+        .device = KVF_PLUGIN_DEVICE_CPU, .role = (ROLE), .user = (void *)(BUG),                    \
+        .supports = supports, .create = create, .run = run, .models = (MODELS),                    \
+    }
+
+static const kvf_plugin_kernel kernels[] = {
+    EXAMPLE_KERNEL("example-cpu",
+                   "example plugin: fp32 softmax then P.V, bf16 round-to-nearest-even store",
+                   KVF_PLUGIN_ROLE_REFERENCE, &bug_none, NULL),
+    EXAMPLE_KERNEL("example-cpu/mut=natural-log-lse", "lse in natural log, base 2 specified",
+                   KVF_PLUGIN_ROLE_MUTANT, &bug_natural_log, "lse-base"),
+    EXAMPLE_KERNEL("example-cpu/mut=head-modulo", "q head h reads kv head h % Hk, not h / G",
+                   KVF_PLUGIN_ROLE_MUTANT, &bug_head_modulo, "gqa-map"),
+    EXAMPLE_KERNEL("example-cpu/mut=trunc-store", "the bf16 store truncates",
+                   KVF_PLUGIN_ROLE_MUTANT, &bug_trunc_store, "rounding"),
+};
 
 static const kvf_plugin plugin = {
     .abi_version = KVF_PLUGIN_ABI_VERSION,
     .struct_size = sizeof(kvf_plugin),
     .name = "kvfuzz example CPU plugin",
     .kernel_struct_size = sizeof(kvf_plugin_kernel),
-    .num_kernels = 1,
+    .num_kernels = sizeof kernels / sizeof kernels[0],
     .kernels = kernels,
 };
 

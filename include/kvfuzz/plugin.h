@@ -108,6 +108,8 @@ typedef enum kvf_plugin_role {
     KVF_PLUGIN_ROLE_UNDER_TEST = 0, /* a kernel to judge */
     KVF_PLUGIN_ROLE_REFERENCE = 1,  /* a known-good kernel: `mutants` and `bench` may use it as a
                                        control */
+    KVF_PLUGIN_ROLE_MUTANT = 2,     /* a kernel with a deliberate bug (the class it models in
+                                       `models`): `kvfuzz mutants --kernel PATH.so` must kill it */
 } kvf_plugin_role;
 
 /* The shape of one case: everything supports(), plan() and workspace_bytes() may depend on,
@@ -214,6 +216,11 @@ struct kvf_plugin_kernel {
      * quantizes v). NULL or "": the defaults. A relation promised and broken is a finding; one
      * not promised is measured and reported as a property. At most 127 characters. */
     const char *promises;
+    /* Added later still (reads as NULL when struct_size ends before it): for role
+     * KVF_PLUGIN_ROLE_MUTANT, the bug class the mutant models ("B10", "int32-offset"), shown in
+     * the kill table of `kvfuzz mutants --kernel PATH.so`. At most 31 printable characters; NULL
+     * for other roles. */
+    const char *models;
 };
 
 /* The size of a version-1 kernel entry without the fields added later: the smallest
@@ -223,6 +230,8 @@ struct kvf_plugin_kernel {
 #define KVF_PLUGIN_PRECISION_MAX 63
 /* The longest promises text kvfuzz accepts, without its NUL. */
 #define KVF_PLUGIN_PROMISES_MAX 127
+/* The longest `models` text (a mutant's bug class) kvfuzz accepts, without its NUL. */
+#define KVF_PLUGIN_MODELS_MAX 31
 
 /* The most kernels one library may list: a larger num_kernels fails the load (exit status 2)
  * rather than costing thousands of worker processes in `replay --kernel PATH.so`. */

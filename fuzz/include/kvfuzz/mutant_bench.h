@@ -142,6 +142,13 @@ int kvf_mutant_bench_kernels(kvf_device dev, const kvf_kernel_list *extras,
                              kvf_mutant_entry **mutants, size_t *nmutants,
                              kvf_mutant_entry **controls, size_t *ncontrols, kvf_error *err);
 
+/* A plugin's own benchmark (`kvfuzz mutants --kernel PATH.so`): its kernels of role mutant are
+ * the mutants, its kernels of role reference and the extras the controls, the others left out.
+ * KVF_EINVAL when it lists no mutant, KVF_ENOMEM (mutant_kernels.c). */
+int kvf_mutant_plugin_kernels(const kvf_kernel_list *plugin, const kvf_kernel_list *extras,
+                              kvf_mutant_entry **mutants, size_t *nmutants,
+                              kvf_mutant_entry **controls, size_t *ncontrols, kvf_error *err);
+
 /* The controls one kernel name adds to extras (the kernels from index `before` on): of a whole
  * plugin (more than one kernel) only those of role reference, the others freed; a kernel named
  * alone as it is. Returns how many it kept (mutant_kernels.c). */
