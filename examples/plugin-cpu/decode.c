@@ -37,7 +37,7 @@ static uint16_t trunc_bf16(float f) {
 }
 
 static int run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_size) {
-    const int bug = *(const int *)state;
+    const int bug = state ? *(const int *)state : BUG_NONE; /* no create(): the correct one */
     const kvf_plugin_shape *s = a->shape;
     const int32_t hq = s->num_qo_heads, d = s->head_dim;
     float *logits = malloc((size_t)(s->max_seq_len > 0 ? s->max_seq_len : 1) * sizeof *logits);
