@@ -95,6 +95,9 @@ static void describe(const kvf_kernel *k) {
     char model[KVF_ERROR_MSG_MAX + 64];
     declared_model(k, model, sizeof model);
     printf("    %-11s %s\n", "precision", model);
+    char promised[256];
+    kvf_relation_mask_text(kvf_kernel_promises(k), promised, sizeof promised);
+    printf("    %-11s %s (docs/invariance.md)\n", "promises", promised);
     static const int groups[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
     static const int dims[] = {32, 64, 80, 96, 128, 192, 256, 512};
     static const int pages[] = {1, 2, 8, 16, 32, 64, 128, 256};

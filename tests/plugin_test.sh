@@ -47,6 +47,8 @@ done
 
 # ---- listing ----------------------------------------------------------------------------------
 "$kvfuzz" kernels --kernel "$plugin:groups" >"$tmp/out" 2>&1 || fail "kernels --kernel $plugin:groups failed"
+grep -q "^    promises    placement,head-permutation,v-scaling (docs/invariance.md)" "$tmp/out" \
+  || fail "kernels --kernel does not list the kernel's promises: $(cat "$tmp/out")"
 grep -q "groups      1,2,3,4,5,6,8$" "$tmp/out" || fail "groups not listed: $(cat "$tmp/out")"
 grep -q "not dispatched" "$tmp/out" || fail "no refusal reason: $(cat "$tmp/out")"
 
