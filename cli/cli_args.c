@@ -192,28 +192,9 @@ void cli_print_options(FILE *f, const cli_option *opts) {
 }
 
 int cli_relations_parse(const char *cmd, const char *text, unsigned *mask) {
-    unsigned m = 0;
-    for (const char *w = text; *w;) {
-        const char *end = strchr(w, ',');
-        const size_t n = end ? (size_t)(end - w) : strlen(w);
-        char name[64];
-        int r = -1;
-        if (n < sizeof name) {
-            memcpy(name, w, n);
-            name[n] = 0;
-            r = strcmp(name, "all") == 0 ? KVF_RELATION_COUNT : kvf_relation_parse(name);
-        }
-        if (r < 0) {
-            char known[256];
-            kvf_relation_mask_text(KVF_RELATION_ALL, known, sizeof known);
-            return cli_usage_error(cmd,
-                                   "--relations: \"%.*s\" is not a relation (known: %s, or all)",
-                                   (int)(n < 64 ? n : 64), w, known);
-        }
-        m |= r == KVF_RELATION_COUNT ? KVF_RELATION_ALL : KVF_RELATION_BIT(r);
-        w += n + (end != NULL);
-    }
-    if (!m) return cli_usage_error(cmd, "--relations needs at least one relation (or all)");
-    *mask = m;
+    kvf_error err = {0};
+    if (kvf_relation_set_parse(text, "list", 0, mask, &err))
+        return cli_usage_error(cmd, "--relations: %s", err.msg);
+    if (!*mask) return cli_usage_error(cmd, "--relations needs at least one relation (or all)");
     return 0;
 }

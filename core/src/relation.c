@@ -49,35 +49,39 @@ unsigned kvf_relation_default_promises(void) {
     return m;
 }
 
-int kvf_relation_promises_parse(const char *text, unsigned *mask, kvf_error *err) {
-    unsigned m = kvf_relation_default_promises();
+int kvf_relation_set_parse(const char *text, const char *what, unsigned base, unsigned *mask,
+                           kvf_error *err) {
+    unsigned m = base;
     for (const char *w = text ? text : ""; *w;) {
         const char *end = strchr(w, ',');
-        size_t n = end ? (size_t)(end - w) : strlen(w);
+        const size_t n = end ? (size_t)(end - w) : strlen(w);
         const int minus = n > 0 && w[0] == '-';
         char name[64];
         int r = -1;
         if (n - minus < sizeof name) {
             memcpy(name, w + minus, n - minus);
             name[n - minus] = 0;
-            r = kvf_relation_parse(name);
+            r = strcmp(name, "all") == 0 ? KVF_RELATION_COUNT : kvf_relation_parse(name);
         }
         if (r < 0) {
             char known[256];
             kvf_relation_mask_text(KVF_RELATION_ALL, known, sizeof known);
-            return kvf_error_set(err, KVF_EINVAL,
-                                 "\"%.*s\" in the promises \"%.80s\" is not a relation (known: "
-                                 "%s, each may follow '-')",
-                                 (int)(n < 64 ? n : 64), w, text, known);
+            return kvf_error_set(
+                err, KVF_EINVAL,
+                "\"%.*s\" in the %s \"%.80s\" is not a relation (known: %s, or all; "
+                "each may follow '-')",
+                (int)(n < 64 ? n : 64), w, what, text, known);
         }
-        if (minus)
-            m &= ~KVF_RELATION_BIT(r);
-        else
-            m |= KVF_RELATION_BIT(r);
+        const unsigned bits = r == KVF_RELATION_COUNT ? KVF_RELATION_ALL : KVF_RELATION_BIT(r);
+        m = minus ? m & ~bits : m | bits;
         w += n + (end != NULL);
     }
     *mask = m;
     return 0;
+}
+
+int kvf_relation_promises_parse(const char *text, unsigned *mask, kvf_error *err) {
+    return kvf_relation_set_parse(text, "promises", kvf_relation_default_promises(), mask, err);
 }
 
 void kvf_relation_mask_text(unsigned mask, char *buf, size_t size) {
@@ -119,6 +123,18 @@ static int alloc_like(kvf_relation_pair *p, const kvf_case *c, int32_t batch, in
     for (int32_t h = 0; h < c->num_qo_heads; h++)
         p->head_of[h] = h;
     return 0;
+}
+
+/* The derived case keeps c's sequences: its indptr and last-page lengths, and with `indices`
+ * its page ids, with `q` its queries. */
+static void copy_table(kvf_case *d, const kvf_case *c, int indices, int q) {
+    memcpy(d->kv_indptr, c->kv_indptr, (size_t)(c->batch_size + 1) * sizeof *d->kv_indptr);
+    memcpy(d->kv_last_page_len, c->kv_last_page_len,
+           (size_t)c->batch_size * sizeof *d->kv_last_page_len);
+    if (indices)
+        memcpy(d->kv_indices, c->kv_indices,
+               (size_t)c->kv_indptr[c->batch_size] * sizeof *d->kv_indices);
+    if (q) memcpy(d->q, c->q, (size_t)kvf_case_q_elems(c) * sizeof *d->q);
 }
 
 static void copy_page(kvf_case *dst, int64_t to, const kvf_case *src, int64_t from) {
@@ -198,10 +214,7 @@ static int derive_placement(kvf_relation_pair *p, const kvf_case *c, kvf_prng *r
             perm[j] = t;
         }
         kvf_case *d = &p->derived;
-        memcpy(d->kv_indptr, c->kv_indptr, (size_t)(c->batch_size + 1) * sizeof *d->kv_indptr);
-        memcpy(d->kv_last_page_len, c->kv_last_page_len,
-               (size_t)c->batch_size * sizeof *d->kv_last_page_len);
-        memcpy(d->q, c->q, (size_t)kvf_case_q_elems(c) * sizeof *d->q);
+        copy_table(d, c, 0, 1);
         for (int64_t i = 0; i < entries; i++) {
             const int32_t *at = bsearch(&c->kv_indices[i], ids, (size_t)u, sizeof *ids, cmp_i32);
             d->kv_indices[i] = (int32_t)(base + perm[at - ids]);
@@ -239,10 +252,7 @@ static int derive_heads(kvf_relation_pair *p, const kvf_case *c, kvf_prng *rng,
     int rc = alloc_like(p, c, c->batch_size, entries, c->num_pages, lim, err);
     if (rc) return rc;
     kvf_case *d = &p->derived;
-    memcpy(d->kv_indptr, c->kv_indptr, (size_t)(c->batch_size + 1) * sizeof *d->kv_indptr);
-    memcpy(d->kv_indices, c->kv_indices, (size_t)entries * sizeof *d->kv_indices);
-    memcpy(d->kv_last_page_len, c->kv_last_page_len,
-           (size_t)c->batch_size * sizeof *d->kv_last_page_len);
+    copy_table(d, c, 1, 0);
     for (int32_t h = 0; h < c->num_qo_heads; h++)
         p->head_of[h] = perm[h / g] * g + h % g;
     for (int32_t b = 0; b < c->batch_size; b++)
@@ -343,33 +353,32 @@ static int v_scales(const kvf_case *c, int k) {
 
 /* Marks the o elements with a term p_t |v_td| (p relative to the row's largest) below
  * 2^(|k| - 60), or with a non-finite logit: there a product or quotient may round in the
- * subnormal range on one side and not the other (sums that land there are exact). */
+ * subnormal range on one side and not the other (sums that land there are exact). Without
+ * memory for the logits, every element is marked: nothing compared is safer than a guess. */
 static void mark_excluded(kvf_relation_pair *p, const kvf_case *c, int k) {
     const int32_t hq = c->num_qo_heads, hk = c->num_kv_heads, g = hq / hk, dim = c->head_dim;
     const double floor_term = ldexp(1.0, abs(k) - 60);
+    const int64_t longest = kvf_case_max_seq_len(c);
+    double *s = malloc((size_t)(longest > 0 ? longest : 1) * sizeof *s);
     for (int32_t b = 0; b < c->batch_size; b++) {
         const int64_t len = kvf_case_seq_len(c, b);
         for (int32_t h = 0; h < hq; h++) {
             uint8_t *ex = p->excluded + ((int64_t)b * hq + h) * dim;
             const kvf_bf16 *q = c->q + ((int64_t)b * hq + h) * dim;
             double m = -INFINITY;
-            int bad = 0;
+            int bad = s == NULL;
             for (int64_t t = 0; t < len && !bad; t++) {
                 const kvf_bf16 *kk = c->k_cache + kvf_case_kv_offset(c, b, t, h / g, 0);
-                double s = 0;
+                double dot = 0;
                 for (int32_t d = 0; d < dim; d++)
-                    s += (double)kvf_bf16_to_f32(q[d]) * kvf_bf16_to_f32(kk[d]);
-                s *= c->sm_scale;
-                bad = !isfinite(s);
-                if (s > m) m = s;
+                    dot += (double)kvf_bf16_to_f32(q[d]) * kvf_bf16_to_f32(kk[d]);
+                s[t] = dot * c->sm_scale;
+                bad = !isfinite(s[t]);
+                if (s[t] > m) m = s[t];
             }
             for (int64_t t = 0; t < len && !bad; t++) {
-                const kvf_bf16 *kk = c->k_cache + kvf_case_kv_offset(c, b, t, h / g, 0);
                 const kvf_bf16 *v = c->v_cache + kvf_case_kv_offset(c, b, t, h / g, 0);
-                double s = 0;
-                for (int32_t d = 0; d < dim; d++)
-                    s += (double)kvf_bf16_to_f32(q[d]) * kvf_bf16_to_f32(kk[d]);
-                const double pt = exp(s * c->sm_scale - m);
+                const double pt = exp(s[t] - m);
                 for (int32_t d = 0; d < dim; d++) {
                     const double term = pt * fabs(kvf_bf16_to_f32(v[d]));
                     if (term != 0 && term < floor_term) ex[d] = 1;
@@ -381,6 +390,7 @@ static void mark_excluded(kvf_relation_pair *p, const kvf_case *c, int k) {
             }
         }
     }
+    free(s);
 }
 
 static int derive_scaling(kvf_relation_pair *p, const kvf_case *c, kvf_prng *rng,
@@ -400,11 +410,7 @@ static int derive_scaling(kvf_relation_pair *p, const kvf_case *c, kvf_prng *rng
     p->excluded = calloc((size_t)kvf_case_o_elems(c) + 1, 1);
     if (!p->excluded) return kvf_error_set(err, KVF_ENOMEM, "could not allocate the v-scaling map");
     kvf_case *d = &p->derived;
-    memcpy(d->kv_indptr, c->kv_indptr, (size_t)(c->batch_size + 1) * sizeof *d->kv_indptr);
-    memcpy(d->kv_indices, c->kv_indices, (size_t)entries * sizeof *d->kv_indices);
-    memcpy(d->kv_last_page_len, c->kv_last_page_len,
-           (size_t)c->batch_size * sizeof *d->kv_last_page_len);
-    memcpy(d->q, c->q, (size_t)kvf_case_q_elems(c) * sizeof *d->q);
+    copy_table(d, c, 1, 1);
     for (int64_t i = 0; i < c->num_resident_pages; i++)
         copy_page(d, c->resident_pages[i], c, c->resident_pages[i]);
     /* v of every referenced page, tail slots included (a kernel must not read them); a page

@@ -66,14 +66,9 @@ void kvf__relation_done(struct kvf_campaign *cp, kvf__job *j, const kvf_run_resu
     if (res->status == KVF_RUN_OK) {
         kvf_outcome_relate(&out, p, is_promised, &j->c, j->o, j->lse, j->o2, j->lse2);
     } else { /* the first run gave output, the second none: the relation broke */
-        out.relation_broken = 1;
-        out.relation = (int)p->relation;
-        out.relation_seed = p->seed;
-        out.relation_promised = is_promised;
-        snprintf(out.relation_what, sizeof out.relation_what, "%s", p->what);
+        kvf_outcome_relation_broken(&out, p, is_promised);
         snprintf(out.message, sizeof out.message, "the transformed case's run ended: %s: %.200s",
                  kvf_run_status_name(res->status), res->message);
-        if (is_promised) out.finding = KVF_FINDING_INVARIANCE;
     }
     pthread_mutex_lock(&cp->mu);
     cp->stats->relations_promised = promised;

@@ -7,17 +7,24 @@
 #include "kvfuzz/outcome.h"
 #include "kvfuzz/relation.h"
 
+void kvf_outcome_relation_broken(kvf_outcome *out, const kvf_relation_pair *p, int promised) {
+    out->relation_broken = 1;
+    out->relation = (int)p->relation;
+    out->relation_seed = p->seed;
+    out->relation_promised = promised;
+    snprintf(out->relation_what, sizeof out->relation_what, "%s", p->what);
+    if (promised && out->finding == KVF_FINDING_NONE) {
+        out->finding = KVF_FINDING_INVARIANCE;
+        out->rule = -1;
+    }
+}
+
 int64_t kvf_outcome_relate(kvf_outcome *out, const kvf_relation_pair *p, int promised,
                            const kvf_case *c, const kvf_bf16 *o, const float *lse,
                            const kvf_bf16 *o2, const float *lse2) {
     kvf_relation_diff f;
     const int64_t n = kvf_relation_compare(p, c, o, lse, o2, lse2, &f);
     if (n == 0) return 0;
-    out->relation_broken = 1;
-    out->relation = (int)p->relation;
-    out->relation_seed = p->seed;
-    out->relation_promised = promised;
-    snprintf(out->relation_what, sizeof out->relation_what, "%s", p->what);
     out->difference = (kvf_difference){
         .output = f.lse ? KVF_OUTPUT_LSE : KVF_OUTPUT_O,
         .b = f.b,
@@ -27,10 +34,7 @@ int64_t kvf_outcome_relate(kvf_outcome *out, const kvf_relation_pair *p, int pro
         .second_bits = f.derived_bits,
         .count = f.count,
     };
-    if (promised && out->finding == KVF_FINDING_NONE) {
-        out->finding = KVF_FINDING_INVARIANCE;
-        out->rule = -1;
-    }
+    kvf_outcome_relation_broken(out, p, promised);
     return n;
 }
 

@@ -38,6 +38,11 @@ const char *kvf_relation_doc(kvf_relation r);
 int kvf_relation_parse(const char *name);
 /* The relations every kernel promises unless it says otherwise (PROMISED DEFAULT). */
 unsigned kvf_relation_default_promises(void);
+/* A set of relations from text, starting from `base`: names joined by ',', each adding its
+ * relation, or withdrawing it after '-'; "all" stands for every relation. KVF_EINVAL with a
+ * sentence naming the first word that is not a relation and the text (`what` it is). */
+int kvf_relation_set_parse(const char *text, const char *what, unsigned base, unsigned *mask,
+                           kvf_error *err);
 /* A kernel's promises from its declaration (kvfuzz/plugin.h, `promises`): the defaults changed
  * by names joined by ',' ("batch-invariance" adds, "-v-scaling" withdraws). NULL or "" gives
  * the defaults. KVF_EINVAL with a sentence naming the first word that is not a relation. */

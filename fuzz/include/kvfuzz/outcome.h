@@ -124,6 +124,10 @@ json_t *kvf_attribution_json(const kvf_attribution *a);
 int kvf_outcome_compare(kvf_outcome *out, const kvf_case *c, const kvf_bf16 *o1, const float *lse1,
                         const kvf_bf16 *o2, const float *lse2);
 
+/* Records in the outcome that relation p broke (which, its seed and case in words, whether
+ * promised), and, when promised and nothing else counts yet, makes the finding `invariance`. */
+void kvf_outcome_relation_broken(kvf_outcome *out, const kvf_relation_pair *p, int promised);
+
 /* Compares a kernel's outputs on c (o, lse) and on the relation's derived case (o2, lse2) bit
  * for bit (kvf_relation_compare); on a difference records the relation in the outcome, and,
  * when the kernel promised it and nothing else counts yet, makes the finding `invariance`.
