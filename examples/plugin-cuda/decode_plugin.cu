@@ -117,6 +117,8 @@ static const kvf_plugin_kernel kernels[] = {{
     KVF_PLUGIN_ROLE_UNDER_TEST, NULL, supports, NULL, NULL, NULL, NULL, run, NULL,
     8,    /* concurrent_states: the kernel keeps no state, so a worker may run 8 cases at once */
     NULL, /* precision: f32 */
+    NULL, /* promises: the defaults (placement, head-permutation, v-scaling) */
+    NULL, /* models: not a mutant */
 }};
 
 static const kvf_plugin plugin = {KVF_PLUGIN_ABI_VERSION,
