@@ -53,7 +53,8 @@ static const cli_option replay_options[] = {
     {"relations", REPLAY_RELATIONS, "LIST",
      "also run each case transformed by these invariance relations\n"
      "(names joined by ',', or all: placement, head-permutation,\n"
-     "v-scaling, batch-invariance; docs/invariance.md) and compare\n"
+     "v-scaling, batch-invariance, graph-replay (CUDA kernels);\n"
+     "docs/invariance.md) and compare\n"
      "the bits: a relation the kernel promises that breaks is an\n"
      "invariance failure, one it does not promise a property. An\n"
      "invariance finding's report beside its case adds its relation\n"

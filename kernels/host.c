@@ -39,6 +39,11 @@ void kvf__cuda_host_describe(void *h, char *buf, size_t n) {
 void kvf__cuda_host_destroy(void *h) {
     (void)h;
 }
+int kvf__cuda_host_graph_replay(void *h, const kvf_case *capture, const kvf_case *c, kvf_bf16 *o,
+                                float *lse, kvf_error *err) {
+    (void)h, (void)capture, (void)c, (void)o, (void)lse;
+    return kvf_error_set(err, KVF_EDEVICE, "kvfuzz was built without CUDA");
+}
 #endif
 
 int kvf_host_create(const kvf_plugin_kernel *desc, kvf_host **out, kvf_error *err) {
@@ -104,4 +109,15 @@ void kvf_host_destroy(kvf_host *h) {
     else
         kvf__cpu_host_destroy(h->impl);
     free(h);
+}
+
+int kvf_host_graph_replay(kvf_host *h, const kvf_case *capture, const kvf_case *c, kvf_bf16 *o,
+                          float *lse, kvf_error *err) {
+    if (h->submitted)
+        return kvf_error_set(err, KVF_EINVAL, "a run was submitted and not yet collected");
+    if (!h->cuda)
+        return kvf_error_set(
+            err, KVF_EUNSUPPORTED,
+            "graph replay applies to CUDA kernels only (this one runs on the CPU)");
+    return kvf__cuda_host_graph_replay(h->impl, capture, c, o, lse, err);
 }

@@ -75,5 +75,8 @@ int kvf__cuda_host_submit(void *h, const kvf_case *c, kvf_error *err);
 int kvf__cuda_host_collect(void *h, kvf_bf16 *o, float *lse, kvf_error *err);
 void kvf__cuda_host_describe(void *h, char *buf, size_t buf_size);
 void kvf__cuda_host_destroy(void *h); /* NULL is fine */
+/* kvf_host_graph_replay for CUDA descriptors (cuda/host_graph.cu). */
+int kvf__cuda_host_graph_replay(void *h, const kvf_case *capture, const kvf_case *c, kvf_bf16 *o,
+                                float *lse, kvf_error *err);
 
 #endif

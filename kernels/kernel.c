@@ -95,6 +95,20 @@ int kvf_kernel_run(const kvf_kernel *k, void *state, const kvf_case *c, kvf_bf16
     return kvf_host_run(((hosted *)state)->host, c, o, lse, err);
 }
 
+int kvf_kernel_can_graph_replay(const kvf_kernel *k) {
+    return k->device == KVF_DEVICE_CUDA && hosted_kernel(k);
+}
+
+int kvf_kernel_graph_replay(const kvf_kernel *k, void *state, const kvf_case *capture,
+                            const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err) {
+    if (!kvf_kernel_can_graph_replay(k))
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "graph replay applies to CUDA kernels run through the buffer host; "
+                             "%s is not one",
+                             k->name);
+    return kvf_host_graph_replay(((hosted *)state)->host, capture, c, o, lse, err);
+}
+
 int kvf_kernel_overlaps(const kvf_kernel *k, void *state) {
     if (!hosted_kernel(k)) return k->submit && k->collect;
     return state && kvf_host_overlaps(((hosted *)state)->host);

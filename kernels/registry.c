@@ -16,6 +16,7 @@ extern const kvf_kernel kvf_kernel_cpu_splitkv;
 #ifdef KVF_HAVE_CUDA
 extern const kvf_kernel kvf_kernel_cuda;
 extern const kvf_kernel kvf_kernel_cuda_naive;
+extern const kvf_kernel kvf_kernel_cuda_naive_mut_baked_max_seq_len;
 /* Defined by the CUDA library: 1 if a device is usable, else 0 with the reason. */
 int kvf_cuda_runtime_available(char *why, size_t why_size);
 #endif
@@ -28,11 +29,9 @@ int kvf_cuda_runtime_available(char *why, size_t why_size);
 #endif
 
 static const kvf_kernel *const kernels[] = {
-    &kvf_kernel_cpu_ref,
-    &kvf_kernel_cpu_splitkv,
+    &kvf_kernel_cpu_ref, &kvf_kernel_cpu_splitkv,
 #ifdef KVF_HAVE_CUDA
-    &kvf_kernel_cuda,
-    &kvf_kernel_cuda_naive,
+    &kvf_kernel_cuda,    &kvf_kernel_cuda_naive,  &kvf_kernel_cuda_naive_mut_baked_max_seq_len,
 #endif
 #define KVF_MUTANT(id, name, cls, desc) &kvf_kernel_cpu_mut_##id,
 #define KVF_MUTANT_CPU KVF_MUTANT

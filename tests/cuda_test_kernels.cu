@@ -6,6 +6,8 @@
 //   test-modify-k   writes every output and flips a bit of the first page a sequence reads
 //   test-pdl        writes every output from a kernel launched as a programmatic dependent of
 //                   another (as FlashInfer does on Hopper): correct, so the host must pass it
+//   test-sync       writes every output, then synchronizes its stream inside run(): correct
+//                   eagerly, but run() cannot be captured in a CUDA graph
 #include <cuda_runtime.h>
 
 #include <stdint.h>
@@ -16,7 +18,7 @@
 
 namespace {
 
-enum Mode { kUnwritten, kOobO, kModifyK, kPdl };
+enum Mode { kUnwritten, kOobO, kModifyK, kPdl, kSync };
 
 // Zero o (n_o elements, `extra` past the end too) and lse; optionally flip k[page * stride].
 __global__ void write_kernel(uint16_t *o, int64_t n_o, int64_t extra, float *lse, int64_t n_lse,
@@ -69,6 +71,7 @@ template <Mode M> int run_mode(void *state, const kvf_plugin_args *a, char *msg,
         write_kernel<<<64, 256, 0, st>>>(a->o, n_o, extra, a->lse, rows, k, a->kv_indices,
                                          a->kv_stride_page, 0);
         e = cudaGetLastError();
+        if (e == cudaSuccess && M == kSync) e = cudaStreamSynchronize(st);
     }
     if (e != cudaSuccess) {
         snprintf(msg, msg_size, "launch failed: %s", cudaGetErrorName(e));
@@ -104,3 +107,5 @@ extern "C" const kvf_plugin_kernel kvf_test_cuda_modify_k =
     TEST_DESC("test-modify-k", "flips a bit of k_cache", kModifyK);
 extern "C" const kvf_plugin_kernel kvf_test_cuda_pdl =
     TEST_DESC("test-pdl", "writes every output from a programmatic dependent launch", kPdl);
+extern "C" const kvf_plugin_kernel kvf_test_cuda_sync =
+    TEST_DESC("test-sync", "synchronizes its stream inside run()", kSync);

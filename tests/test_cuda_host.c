@@ -205,8 +205,39 @@ static void test_two_phase(void) {
     kvf_host_destroy(h[1]);
 }
 
+/* Graph replay (kvf_host_graph_replay): a run() that synchronizes its stream passes eagerly and
+ * cannot be captured, which comes back as the kernel's error naming the CUDA error; the host
+ * runs eagerly again afterwards. */
+static void test_graph_capture_failure(void) {
+    char why[256];
+    if (!kvf_cuda_available(why, sizeof why)) CHECK_SKIP("%s", why);
+    kvf_spec spec;
+    kvf_case c;
+    kvf_error err = {0};
+    CHECK_OK(build(&c, &spec, 0, &err), &err);
+    kvf_host *h = NULL;
+    CHECK_OK(kvf_host_create(&kvf_test_cuda_sync, &h, &err), &err);
+    kvf_bf16 *o = calloc((size_t)kvf_case_o_elems(&c) + 1, sizeof *o);
+    float *lse = calloc((size_t)kvf_case_lse_elems(&c) + 1, sizeof *lse);
+    if (h && o && lse) {
+        CHECK_OK(kvf_host_run(h, &c, o, lse, &err), &err);
+        kvf_error_clear(&err);
+        CHECK_INT_EQ(kvf_host_graph_replay(h, &c, &c, o, lse, &err), KVF_EKERNEL);
+        CHECK_STR_CONTAINS(err.msg, "could not be captured in a CUDA graph");
+        CHECK_STR_CONTAINS(err.msg, "cudaError");
+        kvf_error_clear(&err);
+        CHECK_OK(kvf_host_run(h, &c, o, lse, &err), &err);
+    }
+    free(o);
+    free(lse);
+    kvf_host_destroy(h);
+    kvf_case_free(&c);
+    kvf_spec_free(&spec);
+}
+
 static const check_test tests[] = {
     {"violations", test_violations},
+    {"graph_capture_failure", test_graph_capture_failure},
     {"unwritten_place", test_unwritten_place},
     {"two_phase", test_two_phase},
     {NULL, NULL},

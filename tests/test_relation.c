@@ -62,6 +62,7 @@ static void relate(const kvf_kernel *k, const kvf_case *c, uint64_t seed, int64_
     for (int r = 0; r < KVF_RELATION_COUNT; r++) {
         kvf_relation_pair p;
         kvf_error err = {0};
+        if (kvf_relation_is_replay((kvf_relation)r)) continue; /* CUDA only: test_gpu_graph */
         int rc = kvf_relation_derive(&p, (kvf_relation)r, c, seed, &lim, &err);
         if (rc == KVF_EUNSUPPORTED) continue;
         CHECK_OK(rc, &err);
@@ -98,6 +99,7 @@ static void correct_kernels_hold_the_default_relations(void) {
         for (int r = 0; r < KVF_RELATION_COUNT; r++) {
             printf("  %s %s: %lld pair(s), %lld broken\n", names[i],
                    kvf_relation_name((kvf_relation)r), (long long)checked[r], (long long)broken[r]);
+            if (kvf_relation_is_replay((kvf_relation)r)) continue;
             CHECK(checked[r] >= GENERATED_CASES / 4); /* the relations apply to most cases */
             if (kvf_relation_default_promises() & KVF_RELATION_BIT(r)) CHECK_INT_EQ(broken[r], 0);
         }
@@ -162,7 +164,9 @@ static void compare_maps_back_and_counts(void) {
     for (int r = 0; r < KVF_RELATION_COUNT; r++) {
         kvf_relation_pair p;
         kvf_error err = {0};
-        if (kvf_relation_derive(&p, (kvf_relation)r, &c, 5, &lim, &err)) continue;
+        if (kvf_relation_is_replay((kvf_relation)r) ||
+            kvf_relation_derive(&p, (kvf_relation)r, &c, 5, &lim, &err))
+            continue;
         outputs a, b;
         CHECK_INT_EQ(run(k, &c, &a), 0);
         CHECK_INT_EQ(run(k, &p.derived, &b), 0);
@@ -186,6 +190,43 @@ static void compare_maps_back_and_counts(void) {
         kvf_relation_pair_free(&p);
     }
     kvf_case_free(&c);
+}
+
+/* graph-replay's capture case: the same batch, shape, pool and queries, every sequence a
+ * strictly shorter prefix of its own (its first pages, the same ids), so that the capture's
+ * longest sequence is shorter than the case's. */
+static void graph_capture_case_is_a_shorter_prefix(void) {
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        kvf_case c;
+        if (build_random(seed, &c)) continue;
+        kvf_relation_pair p;
+        kvf_error err = {0};
+        const int rc = kvf_relation_derive(&p, KVF_RELATION_GRAPH_REPLAY, &c, seed, &lim, &err);
+        if (rc == KVF_EUNSUPPORTED) {
+            CHECK_INT_EQ(kvf_case_max_seq_len(&c), 0); /* only a batch without tokens */
+        } else {
+            CHECK_OK(rc, &err);
+            const kvf_case *d = &p.derived;
+            CHECK_INT_EQ(d->batch_size, c.batch_size);
+            CHECK_INT_EQ(d->num_pages, c.num_pages);
+            CHECK_INT_EQ(d->num_qo_heads, c.num_qo_heads);
+            CHECK(kvf_case_max_seq_len(d) < kvf_case_max_seq_len(&c));
+            CHECK(memcmp(d->q, c.q, (size_t)kvf_case_q_elems(&c) * sizeof *c.q) == 0);
+            for (int32_t b = 0; b < c.batch_size; b++) {
+                const int64_t n = kvf_case_seq_len(&c, b), m = kvf_case_seq_len(d, b);
+                CHECK(n == 0 ? m == 0 : m < n);
+                const int32_t pages = d->kv_indptr[b + 1] - d->kv_indptr[b];
+                CHECK(memcmp(d->kv_indices + d->kv_indptr[b], c.kv_indices + c.kv_indptr[b],
+                             (size_t)pages * sizeof(int32_t)) == 0);
+                CHECK_INT_EQ(p.seq_of[b], b);
+            }
+            CHECK(kvf_relation_is_replay(p.relation));
+        }
+        kvf_relation_pair_free(&p);
+        kvf_case_free(&c);
+    }
 }
 
 /* docs/invariance.md's table names every relation of relations.def, with its default promise,
@@ -228,6 +269,7 @@ static const check_test tests[] = {
     {"derivation_is_deterministic_and_valid", derivation_is_deterministic_and_valid},
     {"int32_offset_mutant_breaks_placement", int32_offset_mutant_breaks_placement},
     {"compare_maps_back_and_counts", compare_maps_back_and_counts},
+    {"graph_capture_case_is_a_shorter_prefix", graph_capture_case_is_a_shorter_prefix},
     {NULL, NULL},
 };
 

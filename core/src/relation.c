@@ -36,6 +36,10 @@ const char *kvf_relation_doc(kvf_relation r) {
     return (unsigned)r < KVF_RELATION_COUNT ? relation_docs[r] : "?";
 }
 
+int kvf_relation_is_replay(kvf_relation r) {
+    return r == KVF_RELATION_GRAPH_REPLAY;
+}
+
 int kvf_relation_parse(const char *name) {
     for (int r = 0; r < KVF_RELATION_COUNT; r++)
         if (strcmp(name, relation_names[r]) == 0) return r;
@@ -314,6 +318,52 @@ static int derive_batch(kvf_relation_pair *p, const kvf_case *c, kvf_prng *rng,
     return finish(p, lim, err);
 }
 
+/* ---- graph replay ---------------------------------------------------------------------------- */
+
+/* The case a CUDA graph is captured on before it is replayed on c (kvf_kernel_graph_replay):
+ * the same batch, shape, pool and queries, each non-empty sequence cut to a shorter prefix of
+ * its tokens (0 to length - 1, its first pages), so the capture's longest sequence, its token
+ * count and its table are all smaller than the replay's. What a launch took from the host at
+ * capture (a grid sized by the lengths, max_seq_len in an argument) is then stale at replay. */
+static int derive_graph(kvf_relation_pair *p, const kvf_case *c, kvf_prng *rng,
+                        const kvf_limits *lim, kvf_error *err) {
+    const int32_t B = c->batch_size, S = c->page_size;
+    int64_t *len = malloc((size_t)B * sizeof *len);
+    if (!len) return kvf_error_set(err, KVF_ENOMEM, "could not allocate the cut lengths");
+    int64_t entries = 0, tokens = 0, kept = 0;
+    for (int32_t b = 0; b < B; b++) {
+        const int64_t n = kvf_case_seq_len(c, b);
+        len[b] = n > 0 ? (int64_t)kvf_prng_below(rng, (uint64_t)n) : 0;
+        entries += (len[b] + S - 1) / S;
+        tokens += n;
+        kept += len[b];
+    }
+    int rc = tokens == 0 ? kvf_error_set(err, KVF_EUNSUPPORTED, "no sequence has a token to cut")
+                         : alloc_like(p, c, B, entries, c->num_pages, lim, err);
+    if (rc) {
+        free(len);
+        return rc;
+    }
+    kvf_case *d = &p->derived;
+    memcpy(d->q, c->q, (size_t)kvf_case_q_elems(c) * sizeof *d->q);
+    d->kv_indptr[0] = 0;
+    for (int32_t b = 0; b < B; b++) {
+        const int32_t pages = (int32_t)((len[b] + S - 1) / S);
+        const int32_t *from = c->kv_indices + c->kv_indptr[b];
+        d->kv_indptr[b + 1] = d->kv_indptr[b] + pages;
+        memcpy(d->kv_indices + d->kv_indptr[b], from, (size_t)pages * sizeof *from);
+        d->kv_last_page_len[b] = pages > 0 ? (int32_t)(len[b] - (int64_t)(pages - 1) * S) : 0;
+        for (int32_t i = 0; i < pages; i++)
+            copy_page(d, from[i], c, from[i]);
+    }
+    free(len);
+    snprintf(p->what, sizeof p->what,
+             "run() captured in a CUDA graph on the batch cut to %lld of its %lld tokens, then "
+             "planned and replayed on the case",
+             (long long)kept, (long long)tokens);
+    return finish(p, lim, err);
+}
+
 /* ---- v scaling ------------------------------------------------------------------------------- */
 
 #define KVF__SCALING_MAX_WORK ((int64_t)1 << 26) /* logit terms the exclusion may compute */
@@ -454,6 +504,9 @@ int kvf_relation_derive(kvf_relation_pair *p, kvf_relation r, const kvf_case *c,
         break;
     case KVF_RELATION_BATCH:
         rc = derive_batch(p, c, &rng, lim, err);
+        break;
+    case KVF_RELATION_GRAPH_REPLAY:
+        rc = derive_graph(p, c, &rng, lim, err);
         break;
     default:
         rc = kvf_error_set(err, KVF_EINVAL, "unknown relation %d", (int)r);

@@ -96,6 +96,9 @@ struct kvf_campaign {
     atomic_int dispatcher_done;
     atomic_int live_dispatchers;
     atomic_int live_oracles;
+    /* Relations no longer tried (a kvf_relation mask): a replay relation the kernel does not
+     * promise whose run failed (relations.c). */
+    atomic_uint relations_off;
     int fatal;
     kvf_error fatal_err;
 

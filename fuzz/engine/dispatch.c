@@ -67,14 +67,17 @@ static void note_runner(kvf__dispatcher *d) {
     pthread_mutex_unlock(&cp->mu);
 }
 
-static int submit_case(kvf__dispatcher *d, const kvf_case *c, double *wait_kernel) {
+/* Submits c, or with a relation pair p the relation's second run of c. */
+static int submit_case(kvf__dispatcher *d, const kvf_case *c, const kvf_relation_pair *p,
+                       double *wait_kernel) {
     struct kvf_campaign *cp = d->cp;
     kvf_error err = {0};
     if (d->retired) return KVF_EDEVICE;
     /* Counted as waiting for the kernel: a case larger than the socket buffer goes out only
      * as fast as the worker takes it in. */
     double t0 = kvf__now_s();
-    int rc = kvf_runner_submit(d->runner, c, &err);
+    int rc = p ? kvf_runner_submit_relation(d->runner, c, p, &err)
+               : kvf_runner_submit(d->runner, c, &err);
     *wait_kernel += kvf__now_s() - t0;
     note_runner(d);
     /* Stopping on a signal kills the worker, also one still starting: that is not the
@@ -84,15 +87,15 @@ static int submit_case(kvf__dispatcher *d, const kvf_case *c, double *wait_kerne
 }
 
 static int submit(kvf__dispatcher *d, kvf__job *j, double *wait_kernel) {
-    return submit_case(d, &j->c, wait_kernel);
+    return submit_case(d, &j->c, NULL, wait_kernel);
 }
 
-/* Submits the relation's derived case of j, with room for its outputs in o2 and lse2. */
+/* Submits the relation's second run of j, with room for its outputs in o2 and lse2. */
 static int submit_derived(kvf__dispatcher *d, kvf__job *j, double *wait_kernel) {
     const kvf_case *c = &j->pair->derived;
     j->o2 = malloc((size_t)(kvf_case_o_elems(c) + 1) * sizeof *j->o2);
     j->lse2 = malloc((size_t)(kvf_case_lse_elems(c) + 1) * sizeof *j->lse2);
-    return j->o2 && j->lse2 ? submit_case(d, c, wait_kernel) : KVF_ENOMEM;
+    return j->o2 && j->lse2 ? submit_case(d, &j->c, j->pair, wait_kernel) : KVF_ENOMEM;
 }
 
 /* Submits a case taken from the generators. When that retires this dispatcher (its device is

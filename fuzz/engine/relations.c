@@ -2,7 +2,11 @@
  * relations_every-th case also runs transformed by one relation, the relations in turn. The
  * generator derives the second case, the dispatcher runs it right after the first and hands
  * both outputs here; a broken relation the kernel promises is an `invariance` finding (the case
- * saved, the relation and its seed in the report), one it does not promise a property. */
+ * saved, the relation and its seed in the report), one it does not promise a property.
+ * Graph replay applies only to CUDA kernels run through the buffer host. A kernel that does not
+ * promise it and whose replay failed outright (a crash, a device error: a kernel not built for
+ * graphs may fault on a stale plan) has its property settled: the campaign stops trying it
+ * rather than pay a fresh worker every few cases. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +29,12 @@ void kvf__job_relate(struct kvf_campaign *cp, kvf__job *j) {
     if (!p) return;
     const uint64_t turn = j->index / (uint64_t)o->relations_every;
     /* The relation of this turn, or the next one that applies to the case. */
+    const unsigned off = atomic_load(&cp->relations_off);
     for (int k = 0; k < KVF_RELATION_COUNT; k++) {
         const kvf_relation r = (kvf_relation)((turn + (uint64_t)k) % KVF_RELATION_COUNT);
+        if ((off & KVF_RELATION_BIT(r)) ||
+            (kvf_relation_is_replay(r) && !kvf_kernel_can_graph_replay(o->kernel)))
+            continue;
         kvf_error err = {0};
         const uint64_t seed = o->seed * 0x9E3779B97F4A7C15ull + j->index;
         if (kvf_relation_derive(p, r, &j->c, seed, &o->case_limits, &err) == 0) {
@@ -66,8 +74,11 @@ void kvf__relation_done(struct kvf_campaign *cp, kvf__job *j, const kvf_run_resu
     if (res->status == KVF_RUN_OK) {
         kvf_outcome_relate(&out, p, is_promised, &j->c, j->o, j->lse, j->o2, j->lse2);
     } else { /* the first run gave output, the second none: the relation broke */
+        if (kvf_relation_is_replay(p->relation) && !is_promised)
+            atomic_fetch_or(&cp->relations_off, KVF_RELATION_BIT(p->relation));
         kvf_outcome_relation_broken(&out, p, is_promised);
-        snprintf(out.message, sizeof out.message, "the transformed case's run ended: %s: %.200s",
+        snprintf(out.message, sizeof out.message, "the %s ended: %s: %.200s",
+                 kvf_relation_is_replay(p->relation) ? "graph replay" : "transformed case's run",
                  kvf_run_status_name(res->status), res->message);
     }
     pthread_mutex_lock(&cp->mu);

@@ -459,7 +459,19 @@ static void mark_alone(launch *l) {
     kvf__wire_case_add_flags(l->req.head, KVF__CASE_ALONE);
 }
 
-int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
+/* In this process: the graph-replay relation's run of c (kvf_runner_submit_relation). */
+static int run_graph_here(kvf_runner *r, const kvf_case *c, uint64_t seed, kvf_bf16 *o, float *lse,
+                          kvf_error *e) {
+    kvf_relation_pair p;
+    int rc = kvf_relation_derive(&p, KVF_RELATION_GRAPH_REPLAY, c, seed, &r->opts.limits, e);
+    if (!rc) rc = kvf_kernel_graph_replay(r->opts.kernel, r->state, &p.derived, c, o, lse, e);
+    kvf_relation_pair_free(&p);
+    return rc;
+}
+
+/* One launch of c; graph != 0: as the graph-replay relation's run with `seed`. */
+static int submit_launch(kvf_runner *r, const kvf_case *c, int graph, uint64_t seed,
+                         kvf_error *err) {
     if (r->count >= kvf_runner_max_inflight(r))
         return kvf_error_set(err, KVF_EINVAL, "%d launches are already in flight", r->count);
     launch *l = at(r, r->count);
@@ -484,7 +496,8 @@ int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
         kvf_bf16 *o = (kvf_bf16 *)l->payload;
         float *lse = (float *)(l->payload + (size_t)(l->n_o + 1) * sizeof(kvf_bf16));
         double t0 = kvf__wire_now_s();
-        int rc = kvf_kernel_run(r->opts.kernel, r->state, c, o, lse, &e);
+        int rc = graph ? run_graph_here(r, c, seed, o, lse, &e)
+                       : kvf_kernel_run(r->opts.kernel, r->state, c, o, lse, &e);
         res->kernel_s = kvf__wire_now_s() - t0;
         res->status = kvf_run_status_from_code(rc);
         if (rc) snprintf(res->message, sizeof res->message, "%s", e.msg);
@@ -494,7 +507,10 @@ int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
     }
     if (kvf__wire_case_message(&l->req, c, ++r->seq))
         return kvf_error_set(err, KVF_ENOMEM, "out of memory for a case message");
-    if (r->rerun_open > 0 || r->alone_left > 0) {
+    if (graph) {
+        kvf__wire_case_set_graph(l->req.head, seed);
+        l->alone = 1;
+    } else if (r->rerun_open > 0 || r->alone_left > 0) {
         mark_alone(l);
         if (r->rerun_open == 0) r->alone_left--;
     }
@@ -520,6 +536,24 @@ int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
     /* Behind other launches. A failure here is an earlier launch's, and is reported when that
      * is collected (which then sends the launches behind it to a fresh worker). */
     (void)send_pending(r);
+    return 0;
+}
+
+int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err) {
+    return submit_launch(r, c, 0, 0, err);
+}
+
+int kvf_runner_submit_relation(kvf_runner *r, const kvf_case *c, const kvf_relation_pair *p,
+                               kvf_error *err) {
+    if (kvf_relation_is_replay(p->relation)) return submit_launch(r, c, 1, p->seed, err);
+    return submit_launch(r, &p->derived, 0, 0, err);
+}
+
+int kvf_runner_run_relation(kvf_runner *r, const kvf_case *c, const kvf_relation_pair *p,
+                            kvf_bf16 *o, float *lse, kvf_run_result *res, kvf_error *err) {
+    int rc = kvf_runner_submit_relation(r, c, p, err);
+    if (rc) return rc;
+    kvf_runner_collect(r, o, lse, res);
     return 0;
 }
 

@@ -122,7 +122,8 @@ int kvf__wire_case_message(kvf__case_message *msg, const kvf_case *c, uint64_t s
                        seq,
                        c->num_pages,
                        entries,
-                       c->num_resident_pages};
+                       c->num_resident_pages,
+                       0};
     const void *src[6] = {&m,   c->kv_indptr,     c->kv_indices, c->kv_last_page_len,
                           c->q, c->resident_pages};
     size_t off = 0;
@@ -195,6 +196,14 @@ void kvf__wire_case_add_flags(uint8_t *msg, uint32_t flags) {
     memcpy(msg, &m, sizeof m);
 }
 
+void kvf__wire_case_set_graph(uint8_t *msg, uint64_t seed) {
+    kvf__case_msg m;
+    memcpy(&m, msg, sizeof m);
+    m.flags |= KVF__CASE_GRAPH | KVF__CASE_ALONE;
+    m.graph_seed = seed;
+    memcpy(msg, &m, sizeof m);
+}
+
 void kvf__wire_receive_case(int fd, const kvf_limits *limits, kvf__received_case *rc) {
     kvf__case_msg m;
     memset(rc, 0, sizeof *rc);
@@ -206,6 +215,7 @@ void kvf__wire_receive_case(int fd, const kvf_limits *limits, kvf__received_case
     if (got || m.magic != KVF__MAGIC_CASE) return;
     rc->seq = m.seq;
     rc->flags = m.flags;
+    rc->graph_seed = m.graph_seed;
     kvf_case *c = &rc->c;
     /* Fresh pools for every case (mapped lazily, zero until written), so nothing a kernel
      * does to its input can reach the next case. */

@@ -40,6 +40,10 @@ typedef struct kvf__ready_msg {
 /* kvf__case_msg.flags: run this case alone, with no other case of the worker running beside
  * it (a failure seen while several ran is re-run this way to find whose it is). */
 #define KVF__CASE_ALONE 1u
+/* ... and: this case is the graph-replay relation's second run (kvfuzz/relation.h): the worker
+ * derives the capture case from it with graph_seed and runs kvf_kernel_graph_replay. Always
+ * with KVF__CASE_ALONE (the graph owns the state's buffers from capture to replay). */
+#define KVF__CASE_GRAPH 2u
 
 typedef struct kvf__case_msg {
     uint32_t magic;
@@ -48,6 +52,7 @@ typedef struct kvf__case_msg {
     uint32_t flags; /* KVF__CASE_* */
     uint64_t seq;
     int64_t num_pages, entries, num_resident;
+    uint64_t graph_seed; /* KVF__CASE_GRAPH: the relation's seed */
 } kvf__case_msg;
 
 typedef struct kvf__result_msg {
@@ -103,6 +108,8 @@ void kvf__wire_case_free(kvf__case_message *msg);
 
 /* Sets KVF__CASE_* flags in a case message's header (kvf__case_message.head). */
 void kvf__wire_case_add_flags(uint8_t *msg, uint32_t flags);
+/* Marks a case message as the graph-replay relation's run with its seed (and alone). */
+void kvf__wire_case_set_graph(uint8_t *msg, uint64_t seed);
 
 /* What receiving a case gave. */
 enum { KVF__CASE_NONE, KVF__CASE_READY, KVF__CASE_END, KVF__CASE_UNHOLDABLE };
@@ -110,7 +117,8 @@ enum { KVF__CASE_NONE, KVF__CASE_READY, KVF__CASE_END, KVF__CASE_UNHOLDABLE };
 typedef struct kvf__received_case {
     int kind; /* a case to run, the end of the stream, or a case that could not be held */
     uint64_t seq;
-    uint32_t flags; /* KVF__CASE_* */
+    uint32_t flags;      /* KVF__CASE_* */
+    uint64_t graph_seed; /* KVF__CASE_GRAPH: the relation's seed */
     kvf_case c;
     kvf_error err;                   /* KVF__CASE_UNHOLDABLE: why */
     double wait_parent_s, receive_s; /* KVF_WORKER_TIMING: blocked on the socket, then taking

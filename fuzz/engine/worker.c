@@ -218,11 +218,24 @@ static void close_answer(const kvf_kernel *k, void *state, kvf__received_case *c
     }
 }
 
+/* The kernel's run of a received case: a plain run, or the graph-replay relation's (the capture
+ * case derived again from the case and its seed, as the parent derived it). */
+static int kernel_run(const worker *w, void *state, kvf__received_case *cur, answer *a) {
+    if (!(cur->flags & KVF__CASE_GRAPH))
+        return kvf_kernel_run(w->k, state, &cur->c, a->o, a->lse, &a->err);
+    kvf_relation_pair p;
+    int rc = kvf_relation_derive(&p, KVF_RELATION_GRAPH_REPLAY, &cur->c, cur->graph_seed,
+                                 &w->opts->limits, &a->err);
+    if (!rc) rc = kvf_kernel_graph_replay(w->k, state, &p.derived, &cur->c, a->o, a->lse, &a->err);
+    kvf_relation_pair_free(&p);
+    return rc;
+}
+
 /* Runs one received case into its answer slot (not under mu). */
 static void run_case(lane *ln, kvf__received_case *cur, answer *a) {
     if (!open_answer(cur, a)) return;
     const double t0 = kvf__wire_now_s();
-    a->rc = kvf_kernel_run(ln->w->k, ln->state, &cur->c, a->o, a->lse, &a->err);
+    a->rc = kernel_run(ln->w, ln->state, cur, a);
     a->kernel_s = kvf__wire_now_s() - t0;
     close_answer(ln->w->k, ln->state, cur, a, 0);
 }
@@ -336,7 +349,14 @@ static void pipeline_main(worker *w, lane *lanes, int n) {
                 if (f->c.kind == KVF__CASE_END) taking = 0;
                 f->runs = open_answer(&f->c, f->a);
                 double submit_s = 0;
-                if (f->runs) {
+                if (f->runs && (f->c.flags & KVF__CASE_GRAPH)) {
+                    /* Alone, so nothing else is in flight: run it through, collect nothing. */
+                    const double t0 = kvf__wire_now_s();
+                    f->a->rc = kernel_run(w, f->state, &f->c, f->a);
+                    f->a->kernel_s = kvf__wire_now_s() - t0;
+                    close_answer(w->k, f->state, &f->c, f->a, w->writer);
+                    f->runs = 0;
+                } else if (f->runs) {
                     const double t0 = kvf__wire_now_s();
                     /* A failed submit's error comes back from the collect. */
                     (void)kvf_kernel_submit(w->k, f->state, &f->c.c, &f->a->err);

@@ -92,7 +92,7 @@ static int evaluate_relation(ctx *cx, const kvf_case *c, const kvf_trial_buffers
     int rc = kvf_trial_buffers_alloc(&b2, &p.derived, err);
     kvf_outcome_from_run(out, KVF_RUN_OK, NULL);
     kvf_run_result res;
-    if (rc == 0) rc = kvf_runner_run(cx->runner, &p.derived, b2.o, b2.lse, &res, err);
+    if (rc == 0) rc = kvf_runner_run_relation(cx->runner, c, &p, b2.o, b2.lse, &res, err);
     if (rc == 0 && res.status == KVF_RUN_OK)
         kvf_outcome_relate(out, &p, 1, c, b->o, b->lse, b2.o, b2.lse);
     kvf_trial_buffers_free(&b2);

@@ -164,6 +164,10 @@ int64_t kvf_replay_relate(kvf_replay *r, const kvf_replay_case *rc, size_t k, kv
     kvf_relation_pair p;
     kvf_error err = {0};
     kvf_outcome_from_run(out, KVF_RUN_OK, NULL);
+    if (kvf_relation_is_replay(rel) && !kvf_kernel_can_graph_replay(r->o.kernels[k])) {
+        snprintf(why, why_size, "graph replay applies to CUDA kernels run through the buffer host");
+        return -1;
+    }
     if (kvf_relation_derive(&p, rel, &rc->c, seed, &r->o.limits, &err)) {
         snprintf(why, why_size, "%s", err.msg);
         return -1;
@@ -172,7 +176,7 @@ int64_t kvf_replay_relate(kvf_replay *r, const kvf_replay_case *rc, size_t k, kv
     kvf_run_result res;
     int64_t n = -1;
     if (kvf_trial_buffers_alloc(&b, &p.derived, &err) ||
-        kvf_runner_run(r->runners[k], &p.derived, b.o, b.lse, &res, &err)) {
+        kvf_runner_run_relation(r->runners[k], &rc->c, &p, b.o, b.lse, &res, &err)) {
         snprintf(why, why_size, "%s", err.msg);
     } else if (res.status != KVF_RUN_OK) {
         snprintf(why, why_size, "the transformed case's run ended: %s: %s",

@@ -212,8 +212,11 @@ struct kvf_plugin_kernel {
     /* Added later still (reads as NULL when struct_size ends before it): the invariance
      * relations the kernel promises (docs/invariance.md), as changes to the default set
      * (placement, head-permutation, v-scaling), joined by ',': a name adds a relation
-     * ("batch-invariance"), a name after '-' withdraws one ("-v-scaling", for a kernel that
-     * quantizes v). NULL or "": the defaults. A relation promised and broken is a finding; one
+     * ("batch-invariance"; "graph-replay" for a CUDA kernel whose run() may be captured in a
+     * CUDA graph on one case and replayed, after plan() on the next case of the same batch
+     * size, heads, head dim, page size, pool and sm_scale, with its buffers at the same
+     * addresses), a name after '-' withdraws one ("-v-scaling", for a kernel that quantizes
+     * v). NULL or "": the defaults. A relation promised and broken is a finding; one
      * not promised is measured and reported as a property. At most 127 characters. */
     const char *promises;
     /* Added later still (reads as NULL when struct_size ends before it): for role

@@ -125,12 +125,15 @@ extern "C" int kvf_cuda_runtime_available(char *why, size_t why_size) {
 #define KVF_CUDA_TEXT                                                                              \
     "CUDA split-KV (flash-decoding) decode: fp32 partial states + merge kernel, any group 1-16"
 #define KVF_CUDA_NAIVE_NAME "cuda-naive"
+#define KVF_CUDA_NAIVE_PROMISES "graph-replay"
 #define KVF_CUDA_NAIVE_TEXT                                                                        \
     "CUDA naive decode: one block per (sequence, q head), whole sequence, no split"
 
 static const kvf_plugin_kernel kDescCuda =
     KVF_CUDA_SPLIT_DESC(KVF_CUDA_NAME, KVF_CUDA_TEXT, KVF_PLUGIN_ROLE_REFERENCE);
 
+// cuda-naive's launch depends on nothing but the shape (one block per sequence and q head, the
+// lengths read on the device), so it promises graph replay (docs/invariance.md).
 static const kvf_plugin_kernel kDescCudaNaive = {sizeof(kvf_plugin_kernel),
                                                  KVF_CUDA_NAIVE_NAME,
                                                  KVF_CUDA_NAIVE_TEXT,
@@ -144,11 +147,15 @@ static const kvf_plugin_kernel kDescCudaNaive = {sizeof(kvf_plugin_kernel),
                                                  desc_workspace_bytes,
                                                  desc_run,
                                                  desc_describe,
-                                                 KVF_CUDA_CONCURRENT_STATES};
+                                                 KVF_CUDA_CONCURRENT_STATES,
+                                                 NULL,
+                                                 KVF_CUDA_NAIVE_PROMISES,
+                                                 NULL};
 
 // The registry's entries: no case-level vtable, so they run through the buffer host like a
 // plugin does (kernel.h).
-// Fields: name, description, device, models, create, destroy, run, desc, role, plugin.
+// Fields: name, description, device, models, create, destroy, run, desc, role, plugin, release,
+// submit, collect, concurrent_states, precision, promises.
 // clang-format off
 extern "C" const kvf_kernel kvf_kernel_cuda = {
     KVF_CUDA_NAME, KVF_CUDA_TEXT, KVF_DEVICE_CUDA, NULL, NULL, NULL, NULL, &kDescCuda,
@@ -157,6 +164,7 @@ extern "C" const kvf_kernel kvf_kernel_cuda = {
 
 extern "C" const kvf_kernel kvf_kernel_cuda_naive = {
     KVF_CUDA_NAIVE_NAME, KVF_CUDA_NAIVE_TEXT, KVF_DEVICE_CUDA, NULL, NULL, NULL, NULL,
-    &kDescCudaNaive, KVF_PLUGIN_ROLE_REFERENCE, NULL,
+    &kDescCudaNaive, KVF_PLUGIN_ROLE_REFERENCE, NULL, NULL, NULL, NULL, 0, NULL,
+    KVF_CUDA_NAIVE_PROMISES,
 };
 // clang-format on

@@ -7,6 +7,7 @@
 //   host_run.cu       one checked run (enqueue, finish, checks) and locating a failed check;
 //   host_checks.cu    the device check kernels (prepare, post, poison, scatter, fill, count) and
 //                     their launches: no other file names a kernel of the host's;
+//   host_graph.cu     the graph-replay relation's run: capture, replay (kernel_host.h);
 //   bench_support.cu  the hooks of `kvfuzz bench` (kvfuzz/kernel_bench.h).
 // This header owns the host's structs (Host, Slot, Layout, Enqueued, Timing, and CheckParams and
 // CheckResult, which the check kernels share with the host code), the constants of its memory,
@@ -178,6 +179,10 @@ inline void dev_mark(Timing &t, int i, cudaStream_t st) {
     if (t.on && t.events) (void)cudaEventRecord(t.ev[i], st);
 }
 
+// How checked_enqueue calls the descriptor's run(): directly, captured in a CUDA graph that it
+// then launches once, or by replaying that graph (host_graph.cu).
+enum GraphPhase { kEager, kCapture, kReplay };
+
 // What checked_enqueue leaves for checked_finish.
 struct Enqueued {
     int k;                       // the slot run
@@ -231,6 +236,13 @@ struct Host {
     int loaded;
     size_t page_bytes;
     int64_t num_pages;
+    // Graph replay (host_graph.cu): the phase, the instantiated graph, and the floors the layout
+    // keeps so that both cases of a replay get the same addresses (page-table entries and
+    // workspace bytes at least these).
+    GraphPhase graph_phase;
+    cudaGraphExec_t graph_exec;
+    int64_t floor_entries, floor_read_pages;
+    size_t floor_ws;
     Enqueued q;    // the run submitted and not yet collected
     int submitted; // kvf__cuda_host_submit queued a run that kvf__cuda_host_collect has not
                    // finished
@@ -273,6 +285,11 @@ int checked_enqueue(Host *h, int k, kvf_error *err);
 int checked_finish(Host *h, kvf_bf16 *o, float *lse, kvf_error *err);
 int checked_run(Host *h, int k, kvf_bf16 *o, float *lse, kvf_error *err);
 void after_failure(Host *h);
+
+// host_graph.cu: run() of slot s in the graph phase of h: captured into h->graph_exec and
+// launched (kCapture), or h->graph_exec launched (kReplay); returns run()'s status, a failed
+// capture as KVF_PLUGIN_ERROR with its sentence in q->msg, a failed launch in q->e.
+int graph_run(Host *h, Slot *s, const kvf_plugin_args *a, Enqueued *q);
 
 // host_checks.cu: the launches. Each enqueues its kernel on `stream` as the host always has and
 // returns the launch's error (cudaGetLastError for a <<<>>> launch).

@@ -250,9 +250,14 @@ int layout(Host *h, const kvf_case *c, int64_t poison_slots, int64_t stage_pages
     L.q = kG;
     L.ip = piece_bytes(L.q_b) + kG;
     L.ix = L.ip - kG + piece_bytes(L.ip_b) + kG;
-    L.ll = L.ix - kG + piece_bytes(L.ix_b) + kG;
+    // Under graph replay both cases get the table room of the longer one: same addresses.
+    const size_t ix_room =
+        L.ix_b > (size_t)h->floor_entries * 4 ? L.ix_b : (size_t)h->floor_entries * 4;
+    L.ll = L.ix - kG + piece_bytes(ix_room) + kG;
     L.in_b = L.ll - kG + piece_bytes(L.ll_b);
-    const size_t ids_b = align256((size_t)h->num_read_pages * sizeof(int64_t));
+    const int64_t ids =
+        h->num_read_pages > h->floor_read_pages ? h->num_read_pages : h->floor_read_pages;
+    const size_t ids_b = align256((size_t)ids * sizeof(int64_t));
     L.poison_at = L.in_b;
     L.ids_at = L.poison_at + align256((size_t)poison_slots * sizeof(int64_t));
     L.stage_at = L.ids_at + ids_b;
@@ -267,6 +272,7 @@ int layout(Host *h, const kvf_case *c, int64_t poison_slots, int64_t stage_pages
     L.lse = piece_bytes(L.o_b) + kG;
     L.out_b = L.lse - kG + piece_bytes(L.lse_b);
     L.ws_at = L.out_at + L.out_b;
+    L.ws_bytes = h->floor_ws;
     for (int i = 0; i < h->n; ++i)
         if (h->slots[i].rc == 0 && h->slots[i].ws_bytes > L.ws_bytes)
             L.ws_bytes = h->slots[i].ws_bytes;
@@ -341,8 +347,11 @@ void fill_args(Host *h, const Slot *s, kvf_plugin_args *a) {
     a->kv_last_page_len = (const int32_t *)(io + L.ll);
     a->o = (uint16_t *)(io + L.out_at + L.o);
     a->lse = (float *)(io + L.out_at + L.lse);
-    a->workspace = s->ws_bytes ? io + L.ws_at + kG : NULL;
-    a->workspace_bytes = s->ws_bytes;
+    // A captured run keeps the workspace it was given: under graph replay it gets the whole
+    // region laid out for both cases.
+    const size_t ws = h->graph_phase == kEager ? s->ws_bytes : L.ws_bytes;
+    a->workspace = ws ? io + L.ws_at + kG : NULL;
+    a->workspace_bytes = ws;
     a->stream = h->stream;
 }
 

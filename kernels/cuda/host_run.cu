@@ -154,7 +154,8 @@ int checked_enqueue(Host *h, int k, kvf_error *err) {
     q.k = k;
     memset(q.msg, 0, sizeof q.msg);
     host_mark(h->t, kCalls);
-    q.st = s->desc->run(s->state, &a, q.msg, sizeof q.msg - 1);
+    q.st = h->graph_phase == kEager ? s->desc->run(s->state, &a, q.msg, sizeof q.msg - 1)
+                                    : graph_run(h, s, &a, &q);
     host_mark(h->t, kRunCall);
     dev_mark(h->t, kPost, h->stream);
     // The kernel's own launch errors first: they are the kernel's, not the host's.

@@ -18,6 +18,7 @@ struct NaiveParams {
     uint16_t *o;
     float *lse;
     int32_t num_qo_heads, num_kv_heads, page_size;
+    int32_t len_cap; // tokens read at most per sequence (kvf_cuda_plan.naive_len_cap)
     float scale_log2;
 };
 
@@ -38,7 +39,7 @@ __global__ void __launch_bounds__(kNaiveThreads) naive_kernel(const NaiveParams 
     const int Hq = p.num_qo_heads, Hk = p.num_kv_heads, S = p.page_size;
     const int hk = h / (Hq / Hk);
     const int pbeg = p.kv_indptr[b], npages = p.kv_indptr[b + 1] - pbeg;
-    const int len = npages == 0 ? 0 : (npages - 1) * S + p.kv_last_len[b];
+    const int len = min(npages == 0 ? 0 : (npages - 1) * S + p.kv_last_len[b], p.len_cap);
 
     for (int d = tid; d < D; d += kNaiveThreads)
         s_q[d] = __uint_as_float((uint32_t)p.q[((int64_t)b * Hq + h) * D + d] << 16);
@@ -121,6 +122,8 @@ int kvf__cuda_naive_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStre
     np.kv_last_len = t->kv_last_page_len;
     np.o = t->o, np.lse = t->lse;
     np.num_qo_heads = p->Hq, np.num_kv_heads = p->Hk, np.page_size = p->S;
+    np.len_cap = p->naive_len_cap > 0 && p->naive_len_cap < INT32_MAX ? (int32_t)p->naive_len_cap
+                                                                      : INT32_MAX;
     np.scale_log2 = p->scale_log2;
     const dim3 grid((unsigned)p->Hq, (unsigned)p->B);
     if (p->D == 64)

@@ -32,6 +32,10 @@ struct kvf_cuda_plan {
     // buffer host poisons and guards it like every other buffer a kernel writes.
     size_t ws_acc_bytes; // [rows][D] floats at offset 0, then [rows] float2 at ws_ml_at
     size_t ws_ml_at, ws_bytes;
+    // cuda-naive's launch reads at most this many tokens of a sequence when > 0: only the
+    // baked-max-seq-len mutant (cuda/mutants/naive_baked.cu) sets it, from the host's shape at
+    // launch.
+    int64_t naive_len_cap;
 };
 
 // Records the shape of a checked problem in p (not ready yet).

@@ -1,10 +1,14 @@
 /* kvfuzz plugin for FlashInfer's CUDA-core paged decode (BatchDecodeWithPagedKVCache).
  *
- * Two kernels share one FlashInfer instantiation:
+ * Three kernels share one FlashInfer instantiation:
  *   flashinfer          FlashInfer's own scheduler: DecodePlan with its work estimation, which
  *                       splits long sequences into KV chunks when the batch alone would leave
  *                       the GPU idle, then merges the chunks' partial states;
- *   flashinfer-nosplit  the same plan with the split turned off, one CTA per (sequence, KV head).
+ *   flashinfer-nosplit  the same plan with the split turned off, one CTA per (sequence, KV head);
+ *   flashinfer-graph    the plan FlashInfer makes for CUDA graphs (enable_cuda_graph, as its
+ *                       wrapper's use_cuda_graph=True does): a grid fixed by the batch size and
+ *                       the device, the work items a launch skips marked in block_valid_mask.
+ *                       It promises the graph-replay relation (docs/invariance.md).
  *
  * Nothing of FlashInfer lives in this repository: the headers come from the checkout named by
  * -DKVF_FLASHINFER_DIR. Element types are bf16 for q, K/V and o, int32 indices, no positional
@@ -77,8 +81,12 @@ size_t align_up(size_t x, size_t a) {
     return (x + a - 1) / a * a;
 }
 
+/* Which kernel a state runs: kvf_plugin_kernel.user points at one of these. */
+int nosplit_tag, graph_tag;
+
 struct State {
     bool nosplit;
+    bool graph; /* planned with enable_cuda_graph */
     int cc_major;
     cudaStream_t plan_stream;
     /* Pinned staging that DecodePlan fills; run() copies it into kvfuzz's workspace. */
@@ -173,7 +181,8 @@ int fi_create(const kvf_plugin_kernel *self, void **out, char *msg, size_t msg_s
         say(msg, msg_size, "out of host memory for the plugin state");
         return KVF_PLUGIN_NOMEM;
     }
-    st->nosplit = self->user != nullptr;
+    st->nosplit = self->user == &nosplit_tag;
+    st->graph = self->user == &graph_tag;
     int dev = 0, major = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e == cudaSuccess)
@@ -232,7 +241,7 @@ cudaError_t plan_one(State *st, IdType *indptr, size_t int_ws) {
     return fi::DecodePlan<HEAD_DIM, kPos, Variant, Params>(
         float_base, SIZE_MAX / 4, st->plan_dev, st->staging, int_ws, st->info, indptr,
         (uint32_t)s.batch_size, (uint32_t)s.num_qo_heads, (uint32_t)s.page_size,
-        /*enable_cuda_graph=*/false, st->plan_stream, estimate);
+        /*enable_cuda_graph=*/st->graph, st->plan_stream, estimate);
 }
 
 template <uint32_t HEAD_DIM> cudaError_t plan_dim(State *st, IdType *indptr, size_t int_ws) {
@@ -373,11 +382,16 @@ int fi_run(void *p, const kvf_plugin_args *a, char *msg, size_t msg_size) {
     /* The plan's indices enter the workspace here, on the caller's stream, after kvfuzz has
      * poisoned it: FlashInfer's kernel reads them (and kv_indptr) before its PDL wait, so they
      * must be in place before the launch, which a copy ahead of it on the stream guarantees. */
-    cudaError_t e =
-        cudaMemcpyAsync(int_buf, st->staging, st->int_bytes, cudaMemcpyHostToDevice, stream);
-    if (e == cudaSuccess) e = cudaEventRecord(st->staged, stream);
+    /* Under a graph capture the copy becomes a node that reads the staging at each replay, which
+     * the next plan() refills (kvfuzz synchronizes the stream before it): no event then. */
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaStreamIsCapturing(stream, &capturing);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(int_buf, st->staging, st->int_bytes, cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess && capturing == cudaStreamCaptureStatusNone)
+        e = cudaEventRecord(st->staged, stream);
     if (e != cudaSuccess) return cuda_fail(msg, msg_size, "flashinfer run: staging the plan", e);
-    st->staged_pending = true;
+    st->staged_pending = capturing == cudaStreamCaptureStatusNone;
 
     const int64_t kv_strides[3] = {a->kv_stride_page, a->kv_stride_slot, a->kv_stride_head};
     fi::paged_kv_t<DType, IdType> paged_kv(
@@ -406,7 +420,11 @@ int fi_run(void *p, const kvf_plugin_args *a, char *msg, size_t msg_size) {
     params.o_indptr = fi::GetPtrFromBaseOffset<IdType>(int_buf, in.o_indptr_offset);
     params.kv_chunk_size_ptr =
         fi::GetPtrFromBaseOffset<IdType>(int_buf, in.kv_chunk_size_ptr_offset);
-    params.block_valid_mask = nullptr; /* only set under CUDA graphs, which the plan disables */
+    /* Only a plan for CUDA graphs pads the batch with work items to skip. */
+    params.block_valid_mask =
+        in.enable_cuda_graph && in.split_kv
+            ? fi::GetPtrFromBaseOffset<bool>(int_buf, in.block_valid_mask_offset)
+            : nullptr;
     params.padded_batch_size = (uint32_t)in.padded_batch_size;
     DType *tmp_v = nullptr;
     float *tmp_s = nullptr;
@@ -455,8 +473,6 @@ void fi_describe(void *p, char *buf, size_t size) {
         st->cc_major >= 9 ? "yes" : "no");
 }
 
-int nosplit_tag;
-
 const kvf_plugin_kernel kernels[] = {
     {sizeof(kvf_plugin_kernel), "flashinfer",
      "FlashInfer BatchDecodeWithPagedKVCache (CUDA cores), its own split-KV plan",
@@ -467,13 +483,19 @@ const kvf_plugin_kernel kernels[] = {
      /*precision=*/"bf16-partials+ftz",
      // The defaults (placement, head permutation, v-scaling); its planner sizes the splits
      // from the batch, so batch invariance is not promised (docs/invariance.md).
-     /*promises=*/nullptr},
+     /*promises=*/nullptr, /*models=*/nullptr},
     {sizeof(kvf_plugin_kernel), "flashinfer-nosplit",
      "FlashInfer BatchDecodeWithPagedKVCache (CUDA cores), split-KV disabled in the plan",
      KVF_PLUGIN_DEVICE_CUDA, KVF_PLUGIN_ROLE_UNDER_TEST, &nosplit_tag, fi_supports, fi_create,
      fi_destroy, fi_plan, fi_workspace_bytes, fi_run, fi_describe, /*concurrent_states=*/0,
      // No partials without a split; -use_fast_math still flushes.
-     /*precision=*/"ftz", /*promises=*/nullptr},
+     /*precision=*/"ftz", /*promises=*/nullptr, /*models=*/nullptr},
+    {sizeof(kvf_plugin_kernel), "flashinfer-graph",
+     "FlashInfer BatchDecodeWithPagedKVCache (CUDA cores), planned for CUDA graphs",
+     KVF_PLUGIN_DEVICE_CUDA, KVF_PLUGIN_ROLE_UNDER_TEST, &graph_tag, fi_supports, fi_create,
+     fi_destroy, fi_plan, fi_workspace_bytes, fi_run, fi_describe, /*concurrent_states=*/0,
+     // Always split (the partials in bf16) when the batch leaves the GPU idle.
+     /*precision=*/"bf16-partials+ftz", /*promises=*/"graph-replay", /*models=*/nullptr},
 };
 
 const kvf_plugin plugin = {KVF_PLUGIN_ABI_VERSION,

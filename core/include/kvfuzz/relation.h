@@ -34,6 +34,11 @@ typedef enum kvf_relation {
 
 const char *kvf_relation_name(kvf_relation r); /* "?" out of range */
 const char *kvf_relation_doc(kvf_relation r);
+/* 1 for a relation whose second run is not a run of the derived case but the case itself,
+ * replayed through a CUDA graph captured on the derived case (graph-replay: kvf_kernel_graph_
+ * replay in kvfuzz/kernel.h, the wire flag of the campaign's worker); its outputs are then
+ * compared with the case's eager run through identity maps. 0 for the others. */
+int kvf_relation_is_replay(kvf_relation r);
 /* The relation named `name`, or -1. */
 int kvf_relation_parse(const char *name);
 /* The relations every kernel promises unless it says otherwise (PROMISED DEFAULT). */

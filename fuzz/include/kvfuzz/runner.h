@@ -110,6 +110,16 @@ int kvf_runner_lanes(const kvf_runner *r);
  * (KVF_EINVAL) when the limit is reached. */
 int kvf_runner_submit(kvf_runner *r, const kvf_case *c, kvf_error *err);
 
+/* The second run of relation pair p of case c: its derived case, or, for a replay relation
+ * (kvf_relation_is_replay: graph-replay), c itself replayed through a CUDA graph captured on
+ * the derived case, which the worker derives again from c and p->seed. Its outputs have the
+ * derived case's sizes (a replay: c's). The case that travels (p->derived, or c) must stay
+ * alive as kvf_runner_submit says. A replay runs alone in the worker. */
+int kvf_runner_submit_relation(kvf_runner *r, const kvf_case *c, const kvf_relation_pair *p,
+                               kvf_error *err);
+int kvf_runner_run_relation(kvf_runner *r, const kvf_case *c, const kvf_relation_pair *p,
+                            kvf_bf16 *o, float *lse, kvf_run_result *res, kvf_error *err);
+
 /* Waits for the oldest launch in flight (up to its deadline, counted from when the worker
  * started it) and copies its o and lse into the caller's buffers when res->status is
  * KVF_RUN_OK. A crash or hang leaves the worker dead, and so does a kernel error (a CUDA context

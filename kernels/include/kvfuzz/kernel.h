@@ -97,6 +97,14 @@ int kvf_kernel_concurrent_states(const kvf_kernel *k, void *state);
 /* The kernel's plan facts for the last case run, one line into buf ("" when it has none). */
 void kvf_kernel_describe(const kvf_kernel *k, void *state, char *buf, size_t buf_size);
 
+/* The graph-replay relation's second run (kvf_host_graph_replay in kvfuzz/kernel_host.h): run()
+ * captured in a CUDA graph on `capture`, then planned and replayed on c, writing c's o and lse.
+ * Only kernels run through the CUDA buffer host; others are KVF_EUNSUPPORTED. */
+int kvf_kernel_graph_replay(const kvf_kernel *k, void *state, const kvf_case *capture,
+                            const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err);
+/* Whether kvf_kernel_graph_replay can apply to k: a CUDA kernel run through the buffer host. */
+int kvf_kernel_can_graph_replay(const kvf_kernel *k);
+
 /* Convenience: create, run once, destroy. */
 int kvf_kernel_run_once(const kvf_kernel *kernel, const kvf_case *c, kvf_bf16 *o, float *lse,
                         kvf_error *err);

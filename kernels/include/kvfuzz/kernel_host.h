@@ -55,6 +55,17 @@ void kvf_host_destroy(kvf_host *h); /* NULL is fine */
  * case and queues every call of the run in submit, then returns before the device has run it
  * (kvf_host_overlaps: 1); the CPU host runs the case in collect (0). */
 int kvf_host_submit(kvf_host *h, const kvf_case *c, kvf_error *err);
+/* The graph-replay relation's run (docs/invariance.md): capture, replay, compare elsewhere.
+ * `capture` and c have the same batch size, heads, head dim, page size, pool size and sm_scale,
+ * and capture's page table is no longer than c's (KVF_EINVAL otherwise). The host plans c (to
+ * size the buffers for both), loads capture into buffers laid out for the larger of the two,
+ * captures the descriptor's run() on its stream in a CUDA graph and replays it once (checked
+ * as any run is), then loads c into the same buffers, calls plan() again and replays the graph
+ * (checked again), o and lse receiving c's outputs. A run() that cannot be captured (it
+ * synchronizes, allocates, or its capture is invalidated) is KVF_EKERNEL naming the CUDA
+ * error; a CPU descriptor is KVF_EUNSUPPORTED. */
+int kvf_host_graph_replay(kvf_host *h, const kvf_case *capture, const kvf_case *c, kvf_bf16 *o,
+                          float *lse, kvf_error *err);
 int kvf_host_collect(kvf_host *h, kvf_bf16 *o, float *lse, kvf_error *err);
 int kvf_host_overlaps(const kvf_host *h);
 
