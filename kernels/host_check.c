@@ -33,24 +33,6 @@ int32_t *kvf__host_used_slots(const kvf_case *c, int64_t max_pages, kvf_error *e
     return used;
 }
 
-void kvf__host_page_image(const kvf_case *c, const kvf_bf16 *cache, int64_t p, int32_t used,
-                          kvf_bf16 *dst) {
-    const int64_t slot_elems = (int64_t)c->num_kv_heads * c->head_dim;
-    const int64_t page_elems = kvf_case_page_elems(c);
-    const int64_t keep = (int64_t)used * slot_elems;
-    memcpy(dst, cache + p * page_elems, (size_t)keep * sizeof *dst);
-    /* Four poison values a store: most of a small case's page is poison tail, written for
-     * every page of every case. */
-    const uint64_t four = 0x0001000100010001ull * (uint16_t)KVF_HOST_POISON_INPUT;
-    int64_t i = keep;
-    for (; i < page_elems && (i & 3); i++)
-        dst[i] = (kvf_bf16)KVF_HOST_POISON_INPUT;
-    for (; i + 4 <= page_elems; i += 4)
-        memcpy(dst + i, &four, sizeof four);
-    for (; i < page_elems; i++)
-        dst[i] = (kvf_bf16)KVF_HOST_POISON_INPUT;
-}
-
 void kvf__host_fill_guard(void *p, size_t n) {
     memset(p, KVF_HOST_GUARD_BYTE, n);
 }
@@ -124,22 +106,6 @@ int kvf__host_check_outputs(const kvf_case *c, const kvf_bf16 *o, const float *l
                              " lse elements unwritten, the first at b %" PRId64 " h %" PRId64,
                              unwritten, nl, first / hq, first % hq);
     return 0;
-}
-
-void kvf__host_contiguous_args(const kvf_case *c, const kvf_plugin_shape *shape,
-                               kvf_plugin_args *args) {
-    memset(args, 0, sizeof *args);
-    args->struct_size = sizeof *args;
-    args->shape = shape;
-    args->q_stride_head = c->head_dim;
-    args->q_stride_batch = (int64_t)c->num_qo_heads * c->head_dim;
-    args->kv_stride_head = c->head_dim;
-    args->kv_stride_slot = (int64_t)c->num_kv_heads * c->head_dim;
-    args->kv_stride_page = kvf_case_page_elems(c);
-    args->o_stride_head = c->head_dim;
-    args->o_stride_batch = args->q_stride_batch;
-    args->lse_stride_batch = c->num_qo_heads;
-    args->sm_scale = c->sm_scale;
 }
 
 int kvf__host_supports(const kvf_plugin_kernel *desc, const kvf_plugin_shape *shape,

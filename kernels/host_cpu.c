@@ -7,7 +7,8 @@
  * as the case holds them with unused slots poisoned, every other page poisoned whole while the
  * pool is at most KVF_HOST_POISON_POOL_BYTES (past that, only the pages next to referenced ones
  * are poisoned: an off-by-one page read still shows, and a huge sparse pool costs no more than
- * its resident pages). */
+ * its resident pages). The case's layout (host_layout.h) sets the strides, the padding and the
+ * views' offsets into their allocations; q's image is kept to check the input against. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,8 @@ typedef struct cpu_host {
     const kvf_plugin_kernel *desc;
     void *state;
     guarded q, indptr, indices, last, o, lse, ws;
+    kvf_bf16 *q_image; /* what q's buffer must hold: the case's q in the layout */
+    size_t q_image_cap;
     /* Where the K and V pools of cases poisoned whole (at most KVF_HOST_POISON_POOL_BYTES
      * each) live, kept between runs: every byte of such a pool is written for each case, so a
      * fresh mapping per case (two system calls and a fault per OS page) buys nothing. Each is
@@ -114,9 +117,9 @@ static int input_check(guarded *g, const void *src, const char *name, kvf_error 
  * slots (kvf__host_used_slots' rule). A list, not a map over the pool: a sparse pool has up to
  * 2^31 pages, and a per-page array or scan of it costs seconds for a case that reads a few. */
 typedef struct pools {
-    kvf_bf16 *k, *v;
-    size_t bytes; /* of each */
-    int mapped;   /* k and v are this case's own mappings (else the host's whole_k/whole_v) */
+    kvf_bf16 *k, *v; /* the allocations; the views start L.view elements in */
+    size_t bytes;    /* of each */
+    int mapped;      /* k and v are this case's own mappings (else the host's whole_k/whole_v) */
     int64_t *pages;
     int32_t *used;
     int64_t n;
@@ -195,11 +198,11 @@ static int pools_list(pools *pl, const kvf_case *c, int whole, kvf_error *err) {
     return 0;
 }
 
-static int pools_build(cpu_host *h, pools *pl, const kvf_case *c, kvf_error *err) {
+static int pools_build(cpu_host *h, pools *pl, const kvf_case *c, const kvf__host_layout *L,
+                       kvf_error *err) {
     memset(pl, 0, sizeof *pl);
-    const int64_t pe = kvf_case_page_elems(c);
-    const size_t page_bytes = (size_t)pe * sizeof(kvf_bf16);
-    pl->bytes = (size_t)c->num_pages * page_bytes;
+    const int64_t pe = L->page_elems;
+    pl->bytes = (size_t)L->pool_elems * sizeof(kvf_bf16);
     if (pl->bytes == 0) pl->bytes = 1;
     const int whole = pl->bytes <= KVF_HOST_POISON_POOL_BYTES;
     int rc = pools_list(pl, c, whole, err);
@@ -224,11 +227,14 @@ static int pools_build(cpu_host *h, pools *pl, const kvf_case *c, kvf_error *err
         return kvf_error_set(err, KVF_ENOMEM, "cannot map two %zu-byte page pools", pl->bytes);
     }
     /* Only the slots some sequence reads carry the case's data; an unreferenced page is all
-     * poison (a page image with no used slots), whatever the case file put there. */
+     * poison (a page image with no used slots), whatever the case file put there, and so is
+     * what lies before the views. */
+    for (int64_t i = 0; i < L->view && c->num_pages; i++)
+        pl->k[i] = pl->v[i] = (kvf_bf16)KVF_HOST_POISON_INPUT;
     for (int64_t i = 0; i < pl->n; i++) {
         const int64_t p = pl->pages[i];
-        kvf__host_page_image(c, c->k_cache, p, pl->used[i], pl->k + p * pe);
-        kvf__host_page_image(c, c->v_cache, p, pl->used[i], pl->v + p * pe);
+        kvf__host_page_image(c, L, c->k_cache, p, pl->used[i], pl->k + L->view + p * pe);
+        kvf__host_page_image(c, L, c->v_cache, p, pl->used[i], pl->v + L->view + p * pe);
     }
     return 0;
 }
@@ -236,27 +242,40 @@ static int pools_build(cpu_host *h, pools *pl, const kvf_case *c, kvf_error *err
 /* Every page the host wrote must still hold what it wrote. Pages it did not write (only in
  * pools past KVF_HOST_POISON_POOL_BYTES) are not scanned: reading gigabytes of zero pages per
  * case would cost more than the kernel. */
-static int pools_check(const pools *pl, const kvf_case *c, kvf_error *err) {
-    const int64_t pe = kvf_case_page_elems(c);
+static int pools_check(const pools *pl, const kvf_case *c, const kvf__host_layout *L,
+                       kvf_error *err) {
+    const int64_t pe = L->page_elems;
+    for (int64_t i = 0; i < L->view && c->num_pages; i++)
+        if (pl->k[i] != (kvf_bf16)KVF_HOST_POISON_INPUT ||
+            pl->v[i] != (kvf_bf16)KVF_HOST_POISON_INPUT)
+            return kvf_error_set(
+                err, KVF_EOOBWRITE,
+                "the kernel wrote into %s %" PRId64 " elements before the view of its page pool",
+                pl->k[i] != (kvf_bf16)KVF_HOST_POISON_INPUT ? "k_cache" : "v_cache", L->view - i);
     kvf_bf16 *want = malloc((size_t)(pe > 0 ? pe : 1) * sizeof *want);
     if (!want) return kvf_error_set(err, KVF_ENOMEM, "out of memory for the input check");
     int rc = 0;
     for (int64_t j = 0; j < pl->n && !rc; j++) {
         const int64_t p = pl->pages[j];
         for (int which = 0; which < 2 && !rc; which++) {
-            const kvf_bf16 *have = (which ? pl->v : pl->k) + p * pe;
-            kvf__host_page_image(c, which ? c->v_cache : c->k_cache, p, pl->used[j], want);
+            const kvf_bf16 *have = (which ? pl->v : pl->k) + L->view + p * pe;
+            kvf__host_page_image(c, L, which ? c->v_cache : c->k_cache, p, pl->used[j], want);
             if (memcmp(have, want, (size_t)pe * sizeof *want) == 0) continue;
-            int64_t i = 0;
+            int64_t i = 0, slot = 0, head = 0, d = 0;
             while (have[i] == want[i])
                 i++;
-            const int64_t slot = i / ((int64_t)c->num_kv_heads * c->head_dim);
-            rc =
-                kvf_error_set(err, KVF_EINPUTMOD,
-                              "the kernel modified its input %s at page %" PRId64 " slot %" PRId64
-                              " kv head %" PRId64 " d %" PRId64 " (0x%04x became 0x%04x)",
-                              which ? "v_cache" : "k_cache", p, slot,
-                              i / c->head_dim % c->num_kv_heads, i % c->head_dim, want[i], have[i]);
+            const char *name = which ? "v_cache" : "k_cache";
+            if (kvf__host_page_place(c, L, i, &slot, &head, &d))
+                rc = kvf_error_set(err, KVF_EINPUTMOD,
+                                   "the kernel modified its input %s at page %" PRId64
+                                   " slot %" PRId64 " kv head %" PRId64 " d %" PRId64
+                                   " (0x%04x became 0x%04x)",
+                                   name, p, slot, head, d, want[i], have[i]);
+            else
+                rc = kvf_error_set(err, KVF_EOOBWRITE,
+                                   "the kernel wrote into the padding of %s's page %" PRId64
+                                   " at element %" PRId64 " (0x%04x became 0x%04x)",
+                                   name, p, i, want[i], have[i]);
         }
     }
     free(want);
@@ -290,6 +309,7 @@ void kvf__cpu_host_destroy(void *hv) {
     guarded *all[] = {&h->q, &h->indptr, &h->indices, &h->last, &h->o, &h->lse, &h->ws};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]->base);
+    free(h->q_image);
     for (int i = 0; i < 2; i++)
         if (h->whole[i]) munmap(h->whole[i], KVF_HOST_POISON_POOL_BYTES + h->os_page);
     free(h);
@@ -312,12 +332,21 @@ int kvf__cpu_host_run(void *hv, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_
         if (rc) return rc;
     }
     const size_t ws_bytes = d->workspace_bytes ? d->workspace_bytes(h->state, &shape) : 0;
-    const int64_t no = kvf_case_o_elems(c), nl = kvf_case_lse_elems(c);
-    const size_t nq = (size_t)kvf_case_q_elems(c) * sizeof(kvf_bf16);
+    kvf__host_layout L;
+    kvf__host_layout_of(c, &L);
+    const int64_t no = L.o_elems, nl = L.lse_elems;
+    const size_t nq = (size_t)L.q_elems * sizeof(kvf_bf16);
+    if (nq > h->q_image_cap) {
+        kvf_bf16 *img = realloc(h->q_image, nq);
+        if (!img) return kvf_error_set(err, KVF_ENOMEM, "out of memory for q's image");
+        h->q_image = img;
+        h->q_image_cap = nq;
+    }
+    if (nq) kvf__host_q_image(c, &L, h->q_image);
     const size_t nptr = ((size_t)c->batch_size + 1) * sizeof(int32_t);
     const size_t nidx = (size_t)c->kv_indptr[c->batch_size] * sizeof(int32_t);
     const size_t nlast = (size_t)c->batch_size * sizeof(int32_t);
-    if ((rc = input_copy(&h->q, c->q, nq, err)) ||
+    if ((rc = input_copy(&h->q, h->q_image, nq, err)) ||
         (rc = input_copy(&h->indptr, c->kv_indptr, nptr, err)) ||
         (rc = input_copy(&h->indices, c->kv_indices, nidx, err)) ||
         (rc = input_copy(&h->last, c->kv_last_page_len, nlast, err)) ||
@@ -329,32 +358,32 @@ int kvf__cpu_host_run(void *hv, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_
     kvf__host_poison_lse(data_of(&h->lse), nl);
     memset(data_of(&h->ws), KVF_HOST_POISON_BYTE, ws_bytes);
     pools pl;
-    if ((rc = pools_build(h, &pl, c, err))) return rc;
+    if ((rc = pools_build(h, &pl, c, &L, err))) return rc;
 
     kvf_plugin_args a;
-    kvf__host_contiguous_args(c, &shape, &a);
-    a.q = data_of(&h->q);
-    a.k_cache = pl.k;
-    a.v_cache = pl.v;
+    kvf__host_layout_args(&L, c, &shape, &a);
+    a.q = (kvf_bf16 *)data_of(&h->q) + L.view;
+    a.k_cache = pl.k + L.view;
+    a.v_cache = pl.v + L.view;
     a.kv_indptr = data_of(&h->indptr);
     a.kv_indices = data_of(&h->indices);
     a.kv_last_page_len = data_of(&h->last);
-    a.o = data_of(&h->o);
-    a.lse = data_of(&h->lse);
+    a.o = (kvf_bf16 *)data_of(&h->o) + L.view;
+    a.lse = (float *)data_of(&h->lse) + L.view;
     a.workspace = ws_bytes ? data_of(&h->ws) : NULL;
     a.workspace_bytes = ws_bytes;
     rc = kvf__host_status(d, d->run(h->state, &a, msg, sizeof msg - 1), msg, "run", err);
     /* The outputs go back whatever the checks find, so a finding shows what was written. */
-    if (no) memcpy(o, data_of(&h->o), (size_t)no * sizeof *o);
-    if (nl) memcpy(lse, data_of(&h->lse), (size_t)nl * sizeof *lse);
+    kvf__host_gather_outputs(c, &L, data_of(&h->o), data_of(&h->lse), o, lse);
     if (!rc) rc = guarded_check(&h->o, "o", err);
     if (!rc) rc = guarded_check(&h->lse, "lse", err);
     if (!rc) rc = guarded_check(&h->ws, "the workspace", err);
-    if (!rc) rc = input_check(&h->q, c->q, "q", err);
+    if (!rc) rc = kvf__host_check_output_padding(c, &L, data_of(&h->o), data_of(&h->lse), err);
+    if (!rc) rc = input_check(&h->q, h->q_image, "q", err);
     if (!rc) rc = input_check(&h->indptr, c->kv_indptr, "kv_indptr", err);
     if (!rc) rc = input_check(&h->indices, c->kv_indices, "kv_indices", err);
     if (!rc) rc = input_check(&h->last, c->kv_last_page_len, "kv_last_page_len", err);
-    if (!rc) rc = pools_check(&pl, c, err);
+    if (!rc) rc = pools_check(&pl, c, &L, err);
     if (!rc) rc = kvf__host_check_outputs(c, o, lse, err);
     pools_free(&pl);
     return rc;

@@ -10,16 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "host_layout.h" /* the buffers' layout: page and q images, outputs, padding */
 #include "kvfuzz/kernel_host.h"
 
 /* ---- shared by the CPU and CUDA hosts (host_check.c) ---------------------------------------- */
 
 /* kvf__host_used_slots, the pages' used slots, is declared in kernel_host.h. */
-
-/* Writes into dst the page `p` of cache (k or v) as the kernel must see it: the case's data in
- * used slots, KVF_HOST_POISON_INPUT elsewhere. */
-void kvf__host_page_image(const kvf_case *c, const kvf_bf16 *cache, int64_t p, int32_t used,
-                          kvf_bf16 *dst);
 
 /* Checks what the kernels do not: pointers, the page table against the pool, lengths. A
  * malformed case is KVF_EINVAL with one sentence before any kernel sees it; a pool past 2^62
@@ -36,11 +32,6 @@ void kvf__host_poison_lse(float *lse, int64_t n);
 int kvf__host_check_guard(const void *guard, size_t n, const char *name, const char *side,
                           kvf_error *err);
 int kvf__host_check_outputs(const kvf_case *c, const kvf_bf16 *o, const float *lse, kvf_error *err);
-
-/* The args for a contiguous layout of this case (strides of an exactly sized buffer). Pointers
- * are left NULL for the host to fill. */
-void kvf__host_contiguous_args(const kvf_case *c, const kvf_plugin_shape *shape,
-                               kvf_plugin_args *args);
 
 /* Calls desc->supports and turns "no" into KVF_EUNSUPPORTED with the reason. */
 int kvf__host_supports(const kvf_plugin_kernel *desc, const kvf_plugin_shape *shape,

@@ -95,6 +95,10 @@ int kvf_kernel_run(const kvf_kernel *k, void *state, const kvf_case *c, kvf_bf16
     return kvf_host_run(((hosted *)state)->host, c, o, lse, err);
 }
 
+int kvf_kernel_takes_layouts(const kvf_kernel *k) {
+    return k->device != KVF_DEVICE_CUDA;
+}
+
 int kvf_kernel_can_graph_replay(const kvf_kernel *k) {
     return k->device == KVF_DEVICE_CUDA && hosted_kernel(k);
 }
@@ -170,13 +174,23 @@ void kvf_kernel_shape(const kvf_case *c, kvf_plugin_shape *s) {
     s->total_tokens = kvf_case_total_tokens(c);
     s->max_seq_len = kvf_case_max_seq_len(c);
     s->sm_scale = c->sm_scale;
+    kvf_strides st;
+    kvf_layout_strides(&c->layout, c->num_qo_heads, c->num_kv_heads, c->head_dim, c->page_size,
+                       &st);
+    s->q_stride_batch = st.q_batch, s->q_stride_head = st.q_head;
+    s->kv_stride_page = st.kv_page, s->kv_stride_slot = st.kv_slot, s->kv_stride_head = st.kv_head;
+    s->o_stride_batch = st.o_batch, s->o_stride_head = st.o_head;
+    s->lse_stride_batch = st.lse_batch;
 }
 
 /* FNV-1a over the shape's fields (not its padding). */
 static uint64_t shape_hash(const kvf_plugin_shape *s) {
-    const int64_t f[] = {s->num_qo_heads, s->num_kv_heads, s->head_dim,
-                         s->page_size,    s->batch_size,   s->num_pages,
-                         s->num_entries,  s->total_tokens, s->max_seq_len};
+    const int64_t f[] = {s->num_qo_heads,   s->num_kv_heads,    s->head_dim,
+                         s->page_size,      s->batch_size,      s->num_pages,
+                         s->num_entries,    s->total_tokens,    s->max_seq_len,
+                         s->q_stride_batch, s->q_stride_head,   s->kv_stride_page,
+                         s->kv_stride_slot, s->kv_stride_head,  s->o_stride_batch,
+                         s->o_stride_head,  s->lse_stride_batch};
     uint64_t h = 1469598103934665603ull;
     const unsigned char *p = (const unsigned char *)f;
     for (size_t i = 0; i < sizeof f; i++)
@@ -192,7 +206,11 @@ static int shape_equal(const kvf_plugin_shape *a, const kvf_plugin_shape *b) {
            a->batch_size == b->batch_size && a->num_pages == b->num_pages &&
            a->num_entries == b->num_entries && a->total_tokens == b->total_tokens &&
            a->max_seq_len == b->max_seq_len &&
-           memcmp(&a->sm_scale, &b->sm_scale, sizeof a->sm_scale) == 0;
+           memcmp(&a->sm_scale, &b->sm_scale, sizeof a->sm_scale) == 0 &&
+           a->q_stride_batch == b->q_stride_batch && a->q_stride_head == b->q_stride_head &&
+           a->kv_stride_page == b->kv_stride_page && a->kv_stride_slot == b->kv_stride_slot &&
+           a->kv_stride_head == b->kv_stride_head && a->o_stride_batch == b->o_stride_batch &&
+           a->o_stride_head == b->o_stride_head && a->lse_stride_batch == b->lse_stride_batch;
 }
 
 int kvf_kernel_supports(const kvf_kernel *k, const kvf_plugin_shape *shape, char *why,

@@ -176,9 +176,9 @@ static int two_phase_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse
     "test only: cpu-ref run in two phases (submit, collect), with test-crash's and test-hang's "   \
     "triggers"
 
-static const kvf__case_kernel planted_impl = {planted_run}, crash_impl = {crash_run},
-                              hang_impl = {hang_run}, pool_check_impl = {pool_check_run},
-                              flaky_impl = {flaky_run}, overlap_impl = {overlap_run};
+static const kvf__case_kernel planted_impl = {planted_run, 0}, crash_impl = {crash_run, 0},
+                              hang_impl = {hang_run, 0}, pool_check_impl = {pool_check_run, 0},
+                              flaky_impl = {flaky_run, 0}, overlap_impl = {overlap_run, 0};
 
 #define PLANTED_DESC "test only: cpu-ref reading one slot past each partly filled last page"
 #define CRASH_DESC "test only: cpu-ref that segfaults on cases with an empty sequence"
@@ -204,7 +204,7 @@ static int reference_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse
     (void)state;
     return run_reference(c, o, lse, err);
 }
-static const kvf__case_kernel reference_impl = {reference_run};
+static const kvf__case_kernel reference_impl = {reference_run, 0};
 
 /* A broken GPU of a multi-device campaign, without a GPU: the worker the campaign pins to
  * device 1 cannot start its kernel; the others run cpu-ref. */

@@ -159,12 +159,41 @@ static const random_set random_shapes[] = {
     {"large", 64, 64, 1 << 16, (int64_t)1 << 24, 10, 200001, 0},
 };
 
+/* A layout is drawn from a stream of its own after everything else: the same seed with and
+ * without layouts gives the same recipe fields and the same tensors, bit for bit, and some of
+ * the recipes do get a layout. */
+static void test_layouts_change_no_value(void) {
+    kvf_random_opts with, without;
+    kvf_random_opts_default(&with);
+    kvf_random_opts_default(&without);
+    without.layouts = 0;
+    int laid_out = 0;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        kvf_spec a, b;
+        kvf_error err = {0};
+        CHECK_OK(kvf_spec_random(&a, seed, &with, &err), &err);
+        CHECK_OK(kvf_spec_random(&b, seed, &without, &err), &err);
+        CHECK(kvf_layout_is_dense(&b.layout));
+        laid_out += !kvf_layout_is_dense(&a.layout);
+        const uint64_t ha = build_hash(&a, "a random recipe with its layout");
+        const uint64_t hb = build_hash(&b, "the same recipe without");
+        if (ha != hb)
+            CHECK_FAIL_AT("seed %llu: the layout changed the tensors", (unsigned long long)seed);
+        memset(&a.layout, 0, sizeof a.layout);
+        CHECK(kvf_spec_equal(&a, &b));
+        kvf_spec_free(&a);
+        kvf_spec_free(&b);
+    }
+    CHECK(laid_out >= 20 && laid_out <= 90); /* one in four */
+}
+
 static void check_random(int expansion, const random_set *recorded, size_t nrecorded) {
     if (print_mode() && print_mode() != expansion) return;
     for (size_t i = 0; i < sizeof random_shapes / sizeof random_shapes[0]; i++) {
         const random_set *rs = &random_shapes[i];
         kvf_random_opts o;
         kvf_random_opts_default(&o);
+        o.layouts = 0; /* the recipes as pinned; layouts_change_no_value checks the rest */
         o.expansion = expansion;
         o.max_batch = rs->max_batch;
         o.max_pages = rs->max_pages;
@@ -297,6 +326,7 @@ static void test_corpus_files_expand_to_recorded_bits(void) {
 }
 
 static const check_test tests[] = {
+    {"layouts_change_no_value", test_layouts_change_no_value},
     {"corpus_files_expand_to_recorded_bits", test_corpus_files_expand_to_recorded_bits},
     {"presets_expand_to_recorded_bits", test_presets_expand_to_recorded_bits},
     {"random_recipes_expand_to_recorded_bits", test_random_recipes_expand_to_recorded_bits},

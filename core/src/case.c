@@ -139,7 +139,12 @@ int kvf_case_validate(const kvf_case *c, const kvf_limits *lim, kvf_error *err) 
     int rc = check_shape(c->num_qo_heads, c->num_kv_heads, c->head_dim, c->page_size, c->batch_size,
                          lim, err);
     if (rc) return rc;
-    rc = check_pool(c->num_pages, kvf_case_page_elems(c), lim, err);
+    rc = kvf_layout_check(&c->layout, err);
+    if (rc) return rc;
+    kvf_strides st;
+    kvf_layout_strides(&c->layout, c->num_qo_heads, c->num_kv_heads, c->head_dim, c->page_size,
+                       &st);
+    rc = check_pool(c->num_pages, st.kv_page, lim, err);
     if (rc) return rc;
     if (!isfinite(c->sm_scale))
         return kvf_error_set(err, KVF_EINVAL, "sm_scale must be finite, got %g",

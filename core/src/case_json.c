@@ -159,6 +159,23 @@ static int add_origin(json_t *root, const kvf_origin *og) {
 }
 
 /* The summaries of q and of the k and v values sequences use, and the resident pages. */
+/* The buffers' layout, when it is not the dense one: its text and the strides it gives. */
+static int add_layout(json_t *root, const kvf_case *c) {
+    if (kvf_layout_is_dense(&c->layout)) return 0;
+    char text[160];
+    kvf_layout_text(&c->layout, text, sizeof text);
+    kvf_strides s;
+    kvf_layout_strides(&c->layout, c->num_qo_heads, c->num_kv_heads, c->head_dim, c->page_size, &s);
+    json_t *l = json_pack(
+        "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "text", text, "kv_order",
+        c->layout.kv_order ? "HND" : "NHD", "q_stride_batch", (json_int_t)s.q_batch,
+        "q_stride_head", (json_int_t)s.q_head, "o_stride_batch", (json_int_t)s.o_batch,
+        "o_stride_head", (json_int_t)s.o_head, "lse_stride_batch", (json_int_t)s.lse_batch,
+        "kv_stride_page", (json_int_t)s.kv_page, "kv_stride_slot", (json_int_t)s.kv_slot,
+        "kv_stride_head", (json_int_t)s.kv_head, "view_offset", (json_int_t)c->layout.view_offset);
+    return !l || json_object_set_new(root, "layout", l) != 0;
+}
+
 static int add_values(json_t *root, const kvf_case *c) {
     kvf_value_summary sq = {0}, sk = {0}, sv = {0};
     for (int64_t i = 0; i < kvf_case_q_elems(c); i++)
@@ -200,7 +217,7 @@ json_t *kvf_case_json(const char *path, const kvf_spec *spec, const kvf_case *c,
     json_t *root = json_object();
     int bad = !root || add_shape(root, path, spec, c) || add_recipe(root, &spec->recipe) ||
               add_overrides(root, spec) || (spec->has_origin && add_origin(root, &spec->origin)) ||
-              add_values(root, c) || (full && add_tensors(root, c));
+              add_layout(root, c) || add_values(root, c) || (full && add_tensors(root, c));
     if (bad) {
         json_decref(root);
         return NULL;

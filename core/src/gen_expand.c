@@ -569,6 +569,7 @@ int kvf_case_build(kvf_case *out, const kvf_spec *s, const kvf_limits *lim, kvf_
         return rc;
     }
     out->sm_scale = rp->sm_scale;
+    out->layout = s->layout;
     for (uint32_t b = 0; b < rp->batch_size; b++) {
         out->kv_indptr[b + 1] = out->kv_indptr[b] + rp->num_pages[b];
         out->kv_last_page_len[b] = rp->last_page_len[b];

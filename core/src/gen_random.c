@@ -68,6 +68,40 @@ void kvf_random_opts_default(kvf_random_opts *o) {
     o->allow_overflow = 1;
     o->allow_high_ids = 1;
     o->expansion = KVF_EXPANSION_DEFAULT;
+    o->layouts = 1;
+}
+
+/* A padding: mostly 0 or a multiple of 8 elements, now and then an odd amount. */
+static uint32_t draw_pad(kvf_prng *r) {
+    static const uint32_t pads[] = {0, 0, 0, 8, 8, 16, 64, 1, 3};
+    return pads[kvf_prng_below(r, sizeof pads / sizeof pads[0])];
+}
+
+void kvf_recipe_draw_layout(kvf_layout *l, const kvf_recipe *rp, kvf_prng *r) {
+    memset(l, 0, sizeof *l);
+    l->kv_order = (uint8_t)kvf_prng_below(r, 2);
+    l->q_head_pad = draw_pad(r), l->q_batch_pad = draw_pad(r);
+    l->o_head_pad = draw_pad(r), l->o_batch_pad = draw_pad(r);
+    l->lse_batch_pad = kvf_prng_below(r, 2) ? 0 : 1 + (uint32_t)kvf_prng_below(r, 7);
+    /* A high-ids pool is sized near the case limits at the dense page size: its pages keep it. */
+    const int high = rp->page_id_base > 0;
+    l->kv_row_pad = high ? 0 : draw_pad(r);
+    l->kv_mid_pad = high ? 0 : draw_pad(r);
+    l->kv_page_pad = high ? 0 : draw_pad(r);
+    l->view_offset = kvf_prng_below(r, 2) ? 0 : 8u * (1 + (uint32_t)kvf_prng_below(r, 4));
+    /* A packed page record: K or V is a small part of a page many times its size. Only for
+     * tables whose pool is at most twice the entries plus the spares (no high ids). */
+    const int64_t page = kvf_recipe_page_elems(rp);
+    const int64_t pool = 2 * kvf_recipe_entries(rp) + rp->spare_pages + 1;
+    if (!high && kvf_prng_below(r, 4) == 0) {
+        const int64_t budget = ((int64_t)256 << 20) / 2 / pool; /* elements per padded page */
+        const int64_t k = 1 + (int64_t)kvf_prng_below(r, 31);
+        int64_t pad = page * k;
+        if (pad > (int64_t)KVF_LAYOUT_MAX_PAGE_PAD) pad = KVF_LAYOUT_MAX_PAGE_PAD;
+        if (page + pad + 4 * (int64_t)KVF_LAYOUT_MAX_PAD > budget) pad = 0;
+        if (pad > 0) l->kv_page_pad = (uint32_t)pad;
+    }
+    if (kvf_layout_is_dense(l)) l->kv_order = KVF_LAYOUT_HND; /* never the dense one */
 }
 
 /* A random recipe's lengths: the page edges and tile edges, the rest anywhere up to max. */
@@ -215,5 +249,12 @@ int kvf_spec_random(kvf_spec *out, uint64_t seed, const kvf_random_opts *o, kvf_
      * so that every recipe field drawn before keeps the value it had for the same seed. Kinds
      * added since are drawn so too, after it. */
     draw_late(rp, &r, o);
+    /* The layout comes from a stream of its own, after everything else: the recipe's fields
+     * and every value are those of the same seed without it. */
+    if (o->layouts) {
+        kvf_prng lr;
+        kvf_prng_seed_stream(&lr, seed, KVF__STREAM_LAYOUT);
+        if (kvf_prng_below(&lr, 4) == 0) kvf_recipe_draw_layout(&out->layout, rp, &lr);
+    }
     return 0;
 }

@@ -118,6 +118,7 @@ static int alloc_like(kvf_relation_pair *p, const kvf_case *c, int32_t batch, in
                             c->page_size, batch, entries, num_pages, lim, err);
     if (rc) return rc;
     p->derived.sm_scale = c->sm_scale;
+    p->derived.layout = c->layout; /* the same buffers' layout on both sides */
     p->seq_of = malloc((size_t)(c->batch_size ? c->batch_size : 1) * sizeof *p->seq_of);
     p->head_of = malloc((size_t)c->num_qo_heads * sizeof *p->head_of);
     if (!p->seq_of || !p->head_of)
@@ -160,10 +161,17 @@ static int cmp_i32(const void *a, const void *b) {
 
 /* ---- placement ------------------------------------------------------------------------------- */
 
-/* The first page id whose element offset (id x page elements) passes INT32_MAX. */
+/* The first page id whose element offset (id x page stride) passes INT32_MAX. */
+/* Elements from one page to the next in the kernels' buffers: the layout's page stride (a
+ * padded page record reaches the int32 edge at a low page id). */
+static int64_t page_stride(const kvf_case *c) {
+    kvf_strides s;
+    kvf_layout_strides(&c->layout, c->num_qo_heads, c->num_kv_heads, c->head_dim, c->page_size, &s);
+    return s.kv_page;
+}
+
 static int64_t int32_edge_page(const kvf_case *c) {
-    const int64_t pe = kvf_case_page_elems(c);
-    return ((int64_t)1 << 31) / pe + 1;
+    return ((int64_t)1 << 31) / page_stride(c) + 1;
 }
 
 /* Where the u referenced pages go: ids base.. in a pool of *pool pages. High placements
@@ -171,7 +179,7 @@ static int64_t int32_edge_page(const kvf_case *c) {
  * the pool grow; otherwise (or when they cannot) the pages are shuffled in a small pool. */
 static int64_t choose_base(const kvf_case *c, int64_t u, kvf_prng *rng, const kvf_limits *lim,
                            int64_t *pool) {
-    const int64_t page_bytes = kvf_case_page_elems(c) * (int64_t)sizeof(kvf_bf16);
+    const int64_t page_bytes = page_stride(c) * (int64_t)sizeof(kvf_bf16);
     int64_t cap = lim->max_pool_bytes / page_bytes;
     if (cap > lim->max_pool_pages) cap = lim->max_pool_pages;
     if (cap > INT32_MAX) cap = INT32_MAX;

@@ -15,6 +15,7 @@
 #define SECTION_OVERRIDES 0x01u
 #define SECTION_EXPLICIT 0x02u
 #define SECTION_ORIGIN 0x04u
+#define SECTION_LAYOUT 0x08u
 #define OVERRIDE_RECORD_BYTES 13u
 
 typedef struct reader {
@@ -198,6 +199,17 @@ static int decode_origin(reader *r, kvf_origin *o) {
 
 /* The overrides section: a count (at least 1) and that many records. Fills out->overrides as
  * it reads, so the caller's kvf_spec_free releases a half-read section. */
+static int decode_layout(reader *r, kvf_layout *l) {
+    uint32_t *const pads[] = {&l->q_head_pad,  &l->q_batch_pad,   &l->o_head_pad,
+                              &l->o_batch_pad, &l->lse_batch_pad, &l->kv_row_pad,
+                              &l->kv_mid_pad,  &l->kv_page_pad,   &l->view_offset};
+    int rc = read_u8(r, &l->kv_order, "the layout's page order");
+    if (!rc) rc = read_zero(r, 3, "the layout's reserved bytes");
+    for (size_t i = 0; !rc && i < sizeof pads / sizeof pads[0]; i++)
+        rc = read_u32(r, pads[i], "the layout's paddings");
+    return rc ? rc : kvf_layout_check(l, r->err);
+}
+
 static int decode_overrides(reader *r, kvf_spec *out) {
     uint32_t n;
     int rc;
@@ -286,7 +298,7 @@ int kvf_spec_decode(kvf_spec *out, const uint8_t *data, size_t size, const kvf_l
                              version);
     rp->expansion = version;
     if ((rc = read_u8(&r, &sections, "the section flags"))) return rc;
-    if (sections & ~(SECTION_OVERRIDES | SECTION_EXPLICIT | SECTION_ORIGIN))
+    if (sections & ~(SECTION_OVERRIDES | SECTION_EXPLICIT | SECTION_ORIGIN | SECTION_LAYOUT))
         return kvf_error_set(err, KVF_EFORMAT, "section flags 0x%02x use undefined bits", sections);
     uint32_t scale_bits;
     uint16_t batch;
@@ -328,6 +340,7 @@ int kvf_spec_decode(kvf_spec *out, const uint8_t *data, size_t size, const kvf_l
     if ((sections & SECTION_EXPLICIT) && (rc = decode_explicit(&r, out, lim))) goto fail;
     if ((sections & SECTION_ORIGIN) && (rc = decode_origin(&r, &out->origin))) goto fail;
     out->has_origin = (sections & SECTION_ORIGIN) != 0;
+    if ((sections & SECTION_LAYOUT) && (rc = decode_layout(&r, &out->layout))) goto fail;
     if (r.left) {
         rc = kvf_error_set(err, KVF_EFORMAT, "%zu unexpected bytes follow the case at byte %zu",
                            r.left, r.offset);
@@ -352,7 +365,8 @@ int kvf_spec_encode(const kvf_spec *s, uint8_t **out_data, size_t *out_size, kvf
     put_u8(&w, rp->expansion == KVF_EXPANSION_2 ? KVF_EXPANSION_2 : KVF_EXPANSION_1);
     put_u8(&w, (uint8_t)((s->num_overrides ? SECTION_OVERRIDES : 0) |
                          (s->has_explicit ? SECTION_EXPLICIT : 0) |
-                         (s->has_origin ? SECTION_ORIGIN : 0)));
+                         (s->has_origin ? SECTION_ORIGIN : 0) |
+                         (kvf_layout_is_dense(&s->layout) ? 0 : SECTION_LAYOUT)));
     put_u16(&w, 0);
     put_u8(&w, rp->num_qo_heads);
     put_u8(&w, rp->num_kv_heads);
@@ -414,6 +428,21 @@ int kvf_spec_encode(const kvf_spec *s, uint8_t **out_data, size_t *out_size, kvf
         put_u8(&w, 0);
         put_u16(&w, 0);
         put_u64(&w, o->random_seed);
+    }
+    if (!kvf_layout_is_dense(&s->layout)) {
+        const kvf_layout *l = &s->layout;
+        if (kvf_layout_check(l, err)) {
+            free(w.p);
+            return err ? err->code : KVF_EINVAL;
+        }
+        put_u8(&w, l->kv_order);
+        put_u8(&w, 0);
+        put_u16(&w, 0);
+        const uint32_t pads[] = {l->q_head_pad,  l->q_batch_pad,   l->o_head_pad,
+                                 l->o_batch_pad, l->lse_batch_pad, l->kv_row_pad,
+                                 l->kv_mid_pad,  l->kv_page_pad,   l->view_offset};
+        for (size_t i = 0; i < sizeof pads / sizeof pads[0]; i++)
+            put_u32(&w, pads[i]);
     }
     if (w.failed) {
         free(w.p);

@@ -277,7 +277,11 @@ int kvf_campaign_init(kvf_campaign **out, const kvf_campaign_opts *o, kvf_campai
     if (!o->kernel && !o->oracle_only) return kvf_error_set(err, KVF_EINVAL, "no kernel given");
     kvf_campaign *cp = calloc(1, sizeof *cp);
     if (!cp) return kvf_error_set(err, KVF_ENOMEM, "out of memory");
-    cp->opts = o;
+    /* Buffer layouts only for a kernel whose host lays them out (kvf_kernel_takes_layouts). */
+    cp->own_opts = *o;
+    if (o->kernel && !kvf_kernel_takes_layouts(o->kernel))
+        cp->own_opts.mutate.allow_layouts = cp->own_opts.large.allow_layouts = 0;
+    cp->opts = &cp->own_opts;
     cp->stats = st;
     cp->nrules = o->nrules > 0 ? (o->nrules < KVF_MAX_RULES ? o->nrules : KVF_MAX_RULES) : 1;
     if (o->nrules > 0)

@@ -99,6 +99,7 @@ struct kvf_campaign {
     /* Relations no longer tried (a kvf_relation mask): a replay relation the kernel does not
      * promise whose run failed (relations.c). */
     atomic_uint relations_off;
+    kvf_campaign_opts own_opts; /* the caller's, with what the kernel cannot take turned off */
     int fatal;
     kvf_error fatal_err;
 

@@ -123,7 +123,8 @@ int kvf__wire_case_message(kvf__case_message *msg, const kvf_case *c, uint64_t s
                        c->num_pages,
                        entries,
                        c->num_resident_pages,
-                       0};
+                       0,
+                       c->layout};
     const void *src[6] = {&m,   c->kv_indptr,     c->kv_indices, c->kv_last_page_len,
                           c->q, c->resident_pages};
     size_t off = 0;
@@ -225,6 +226,7 @@ void kvf__wire_receive_case(int fd, const kvf_limits *limits, kvf__received_case
         return;
     }
     c->sm_scale = m.sm_scale;
+    c->layout = m.layout;
     const int64_t pe = kvf_case_page_elems(c);
     /* The rest of the message in two vectored reads straight into place: the tables, q and the
      * resident page ids, then every page (a recv per array and per page was a large part of

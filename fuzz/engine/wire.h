@@ -53,6 +53,7 @@ typedef struct kvf__case_msg {
     uint64_t seq;
     int64_t num_pages, entries, num_resident;
     uint64_t graph_seed; /* KVF__CASE_GRAPH: the relation's seed */
+    kvf_layout layout;   /* the case's buffer layout */
 } kvf__case_msg;
 
 typedef struct kvf__result_msg {

@@ -281,6 +281,12 @@ int kvf_mutant_bench_run(kvf_mutant_bench *b, const kvf_mutant_opts *o, kvf_erro
     memset(b, 0, sizeof *b);
     kvf__bench_run run = {o, b, {0}};
     kvf_mutant_cases_init(&run.cache, o->seed, &o->limits, o->threads);
+    /* One list of cases for every kernel: buffer layouts only when all of them take them. */
+    for (size_t i = 0; i < o->nmutants + o->ncontrols; i++) {
+        const kvf_kernel *k =
+            i < o->nmutants ? o->mutants[i].kernel : o->controls[i - o->nmutants].kernel;
+        if (!kvf_kernel_takes_layouts(k)) run.cache.ropts.layouts = 0;
+    }
     run.cache.warn = o->warn;
     run.cache.warn_ctx = o->ctx;
     int rc = kvf__bench_alloc(b, o, err);

@@ -42,10 +42,10 @@ void kvf_spec_size_text(char *out, size_t size, const kvf_spec *s) {
     snprintf(
         out, size,
         "%u sequence(s), %lld page(s), %lld token(s), Hq %u Hk %u D %u S %u, %u override(s)%s, "
-        "%zu bytes",
+        "%s layout, %zu bytes",
         rp->batch_size, (long long)pages, (long long)tokens, rp->num_qo_heads, rp->num_kv_heads,
         rp->head_dim, rp->page_size, s->num_overrides, s->has_explicit ? ", explicit tensors" : "",
-        n);
+        kvf_layout_is_dense(&s->layout) ? "dense" : "padded", n);
 }
 
 /* ---- evaluation ----------------------------------------------------------------------------- */
@@ -234,6 +234,31 @@ static int pass_drop_override(kvf_spec *s, int k) {
     return 1;
 }
 
+/* The dense layout, else one padding (or the page order, or the view offset) at a time back to
+ * its dense value. */
+static int pass_layout(kvf_spec *s, int k) {
+    kvf_layout *l = &s->layout;
+    if (kvf_layout_is_dense(l)) return 0;
+    if (k == 0) {
+        memset(l, 0, sizeof *l);
+        return 1;
+    }
+    uint32_t *const f[] = {&l->kv_page_pad,   &l->view_offset, &l->q_head_pad,
+                           &l->q_batch_pad,   &l->o_head_pad,  &l->o_batch_pad,
+                           &l->lse_batch_pad, &l->kv_row_pad,  &l->kv_mid_pad};
+    const int n = (int)(sizeof f / sizeof f[0]);
+    if (k <= n) {
+        if (*f[k - 1] == 0) return -1;
+        *f[k - 1] = 0;
+        return 1;
+    }
+    if (k == n + 1 && l->kv_order != KVF_LAYOUT_NHD) {
+        l->kv_order = KVF_LAYOUT_NHD;
+        return 1;
+    }
+    return k == n + 1 ? -1 : 0;
+}
+
 static int pass_shape(kvf_spec *s, int k) {
     kvf_recipe *rp = &s->recipe;
     if (k >= 5) return 0;
@@ -386,9 +411,9 @@ static int pass_explicit(kvf_spec *s, int k) {
     return 0;
 }
 
-static const pass_fn passes[] = {pass_remove_sequence, pass_shorten,   pass_drop_override,
-                                 pass_shape,           pass_page_size, pass_table,
-                                 pass_values,          pass_explicit};
+static const pass_fn passes[] = {pass_remove_sequence, pass_shorten, pass_drop_override,
+                                 pass_layout,          pass_shape,   pass_page_size,
+                                 pass_table,           pass_values,  pass_explicit};
 
 /* ---- the loop ------------------------------------------------------------------------------- */
 

@@ -15,7 +15,7 @@
 static const char *const mutation_names[KVF_MUT_COUNT] = {
     "batch",  "seq-remove", "seq-duplicate", "seq-length",    "seq-pages", "last-len", "page-size",
     "shape",  "table",      "spare",         "table-entry",   "dist",      "value",    "poison",
-    "logits", "sm-scale",   "seed",          "drop-override", "explicit"};
+    "logits", "sm-scale",   "seed",          "drop-override", "explicit",  "layout"};
 
 const char *kvf_mutation_name(kvf_mutation m) {
     return (unsigned)m < KVF_MUT_COUNT ? mutation_names[m] : "unknown";
@@ -34,6 +34,7 @@ void kvf_mutate_limits_default(kvf_mutate_limits *lim) {
     lim->allow_overflow = 1;
     lim->allow_high_ids = 1;
     lim->allow_nonfinite = 0;
+    lim->allow_layouts = 1;
 }
 
 static uint64_t below(kvf_prng *rng, uint64_t n) {
@@ -52,6 +53,7 @@ void kvf_mutate_random_opts(kvf_random_opts *o, const kvf_mutate_limits *lim) {
     o->max_tokens = (int32_t)(lim->max_work < INT32_MAX ? lim->max_work : INT32_MAX);
     o->allow_overflow = lim->allow_overflow;
     o->allow_high_ids = lim->allow_high_ids;
+    o->layouts = lim->allow_layouts;
 }
 
 /* ---- overrides ------------------------------------------------------------------------------ */
@@ -341,6 +343,7 @@ static int changes_structure(int m) {
     case KVF_MUT_VALUE:
     case KVF_MUT_SM_SCALE:
     case KVF_MUT_DROP_OVERRIDE:
+    case KVF_MUT_LAYOUT:
     case KVF_MUT_EXPLICIT:
     case KVF_MUT_LAST_LEN:
         return 0;
@@ -561,6 +564,14 @@ static int apply(kvf_spec *s, kvf_prng *rng, int m, const kvf_mutate_limits *lim
         if (s->num_overrides == 0) return 1;
         drop_override(s, (uint32_t)below(rng, s->num_overrides));
         return 0;
+    case KVF_MUT_LAYOUT:
+        if (!lim->allow_layouts) return 1;
+        /* Back to dense half the time a layout is set; otherwise a layout drawn anew. */
+        if (!kvf_layout_is_dense(&s->layout) && below(rng, 2))
+            memset(&s->layout, 0, sizeof s->layout);
+        else
+            kvf_recipe_draw_layout(&s->layout, &s->recipe, rng);
+        return 0;
     case KVF_MUT_EXPLICIT:
         return s->has_explicit ? mutate_explicit(s, rng, lim->allow_nonfinite) : 1;
     default:
@@ -576,7 +587,7 @@ static const uint8_t move_weight[KVF_MUT_COUNT] = {
     [KVF_MUT_SPARE] = 2,      [KVF_MUT_TABLE_ENTRY] = 4, [KVF_MUT_DIST] = 6,
     [KVF_MUT_VALUE] = 6,      [KVF_MUT_POISON] = 3,      [KVF_MUT_LOGITS] = 3,
     [KVF_MUT_SM_SCALE] = 3,   [KVF_MUT_SEED] = 3,        [KVF_MUT_DROP_OVERRIDE] = 2,
-    [KVF_MUT_EXPLICIT] = 3};
+    [KVF_MUT_EXPLICIT] = 3,   [KVF_MUT_LAYOUT] = 2};
 
 static int pick_move(kvf_prng *rng) {
     unsigned total = 0;
@@ -610,6 +621,24 @@ int kvf_spec_mutate(kvf_spec *s, kvf_prng *rng, int which, const kvf_mutate_limi
 }
 
 /* ---- fitting -------------------------------------------------------------------------------- */
+
+/* A padded page stride keeps a pool without high ids within 256 MiB per cache, and a high-ids
+ * pool keeps its pages' dense strides (as kvf_recipe_draw_layout draws them). */
+static void fit_layout(kvf_spec *s, const kvf_mutate_limits *lim) {
+    const kvf_recipe *rp = &s->recipe;
+    kvf_layout *l = &s->layout;
+    if (!lim->allow_layouts) {
+        memset(l, 0, sizeof *l);
+        return;
+    }
+    if (uses_high_ids(rp->table)) { /* its pool is sized at the dense page stride */
+        l->kv_row_pad = l->kv_mid_pad = l->kv_page_pad = 0;
+        return;
+    }
+    const int64_t pool = 2 * kvf_recipe_entries(rp) + rp->spare_pages + 1;
+    const int64_t stride = kvf_recipe_page_elems(rp) + l->kv_page_pad + 4 * KVF_LAYOUT_MAX_PAD;
+    if (pool * stride * 2 > ((int64_t)256 << 20)) l->kv_page_pad = 0;
+}
 
 static uint32_t longest_sequence(const kvf_recipe *rp) {
     uint32_t best = 0;
@@ -691,10 +720,15 @@ void kvf_spec_fit(kvf_spec *s, const kvf_mutate_limits *lim) {
         }
     }
     if (!uses_high_ids(rp->table)) rp->page_id_base = 0;
-    if (uses_high_ids(rp->table) && kvf_recipe_page_elems(rp) > 0) {
-        /* Keep the pool inside the address space the case limits allow. */
-        int64_t max_base = MAX_POOL_BYTES / (2 * kvf_recipe_page_elems(rp)) -
-                           3 * kvf_recipe_entries(rp) - rp->spare_pages - 2;
+    fit_layout(s, lim);
+    kvf_strides st;
+    kvf_layout_strides(&s->layout, rp->num_qo_heads, rp->num_kv_heads, rp->head_dim, rp->page_size,
+                       &st);
+    if (uses_high_ids(rp->table) && st.kv_page > 0) {
+        /* Keep the pool inside the address space the case limits allow (at the layout's page
+         * stride). */
+        int64_t max_base =
+            MAX_POOL_BYTES / (2 * st.kv_page) - 3 * kvf_recipe_entries(rp) - rp->spare_pages - 2;
         if ((int64_t)rp->page_id_base > max_base)
             rp->page_id_base = (uint32_t)(max_base > 0 ? max_base : 0);
     }

@@ -431,6 +431,9 @@ int main(int argc, char **argv) {
     out_dir = argv[2];
     kvf_limits_default(&limits);
     kvf_mutate_limits_default(&mlim);
+    /* The shipped corpora keep the bits they were generated with: dense layouts; the fuzzers'
+     * mutations add layouts where the target's kernel takes them. */
+    mlim.allow_layouts = 0;
     want_cuda = strcmp(argv[1], "cuda") == 0;
     if (strcmp(argv[1], "case") == 0)
         case_corpus();

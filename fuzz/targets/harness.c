@@ -137,6 +137,7 @@ void kvf_harness_init(int *argc, char ***argv, kvf_harness_device device, const 
     if (kvf_env_check(&env_err)) die_usage("%s", env_err.msg); /* every KVF_* variable */
     kvf_limits_default(&H.limits);
     kvf_mutate_limits_default(&H.mlim);
+    H.mlim.allow_layouts = device != KVF_HARNESS_CUDA; /* the CUDA host lays out dense buffers */
     /* Reject what the mutator would never produce, with some slack for byte mutations. */
     H.max_work = H.mlim.max_work * 4;
     H.max_pool = H.mlim.max_pool_elems * 4;

@@ -16,7 +16,13 @@ static void print_case(FILE *f, const kvf_spec *s, const kvf_case *c) {
             rp->num_kv_heads, rp->num_qo_heads / rp->num_kv_heads, rp->head_dim, rp->page_size,
             rp->batch_size);
     if (c) fprintf(f, ", pool %" PRId64 " pages", c->num_pages);
-    fprintf(f, ", sm_scale %.9g (0x%08x)\n", (double)rp->sm_scale, kvf_f32_bits(rp->sm_scale));
+    fprintf(f, ", sm_scale %.9g (0x%08x)", (double)rp->sm_scale, kvf_f32_bits(rp->sm_scale));
+    if (!kvf_layout_is_dense(&s->layout)) {
+        char text[160];
+        kvf_layout_text(&s->layout, text, sizeof text);
+        fprintf(f, ", buffers %s", text);
+    }
+    fprintf(f, "\n");
     fprintf(f, "  lengths [");
     int64_t tokens = 0;
     for (uint32_t b = 0; b < rp->batch_size; b++) {

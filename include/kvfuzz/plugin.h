@@ -21,13 +21,21 @@
  * than once in one process, each time a kernel state is created) into storage it never frees,
  * and must return the same, unchanged descriptor on every call.
  *
- * The operation. One query token per sequence, paged K/V in NHD layout:
+ * The operation. One query token per sequence, paged K/V:
  *   q        bf16 [B][Hq][D]          strides q_stride_batch, q_stride_head, 1 (elements)
- *   k_cache  bf16 [P][S][Hk][D]       strides kv_stride_page, kv_stride_slot, kv_stride_head, 1
- *   v_cache  bf16 [P][S][Hk][D]       same strides as k_cache
+ *   k_cache  bf16 [P] pages of [S][Hk][D] (NHD) or [Hk][S][D] (HND)
+ *                                     strides kv_stride_page, kv_stride_slot, kv_stride_head, 1
+ *   v_cache  bf16, the same layout and strides as k_cache
  *   kv_indptr int32 [B+1], kv_indices int32 [kv_indptr[B]], kv_last_page_len int32 [B]
  *   o        bf16 [B][Hq][D]  (out)   strides o_stride_batch, o_stride_head, 1
  *   lse      f32  [B][Hq]     (out)   stride lse_stride_batch, 1; base-2 log-sum-exp
+ * Element (b, h, d) of q is q[b * q_stride_batch + h * q_stride_head + d]; element (slot t,
+ * head g, d) of page p is k_cache[p * kv_stride_page + t * kv_stride_slot + g * kv_stride_head
+ * + d]. kvfuzz varies the layout (docs/plugins.md, "Layouts"): strides padded past the dense
+ * ones, HND pages (kv_stride_head > kv_stride_slot), pages padded far past their size, and
+ * views that start inside larger allocations. Padding and what precedes a view hold poison; a
+ * kernel that writes there is an out-of-bounds-write finding. The shape carries the same
+ * strides, so supports() can decline a layout the kernel does not take.
  * Sequence b owns pages kv_indices[kv_indptr[b] .. kv_indptr[b+1]); with n pages its length is
  * (n-1)*S + kv_last_page_len[b], or 0 when n == 0. Query head h reads KV head h / (Hq/Hk).
  * s_t = sm_scale * q.k_t;  lse = log2(sum_t exp(s_t));  o = sum_t exp(s_t) v_t / sum_t exp(s_t).
@@ -126,6 +134,15 @@ typedef struct kvf_plugin_shape {
     int64_t total_tokens; /* sum of sequence lengths */
     int64_t max_seq_len;  /* longest sequence, in tokens */
     float sm_scale;
+    /* Added after the first release of version 1 (a plugin built before reads only the fields
+     * above; kvfuzz always fills these): the layout of the case's buffers, the strides run()
+     * will get in kvf_plugin_args, in elements. Dense NHD is q_stride_head = D, q_stride_batch
+     * = Hq * D, kv_stride_head = D, kv_stride_slot = Hk * D, kv_stride_page = S * Hk * D, o as
+     * q, lse_stride_batch = Hq. */
+    int64_t q_stride_batch, q_stride_head;
+    int64_t kv_stride_page, kv_stride_slot, kv_stride_head;
+    int64_t o_stride_batch, o_stride_head;
+    int64_t lse_stride_batch;
 } kvf_plugin_shape;
 
 /* Host copies of the index arrays, for plan(). Valid during the call only. */

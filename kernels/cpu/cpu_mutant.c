@@ -9,7 +9,7 @@
 
 #include "kvfuzz/builtin_kernel.h"
 
-static const kvf__case_kernel cpu_mutant_impl = {cpu_mutant_run};
+static const kvf__case_kernel cpu_mutant_impl = {cpu_mutant_run, KVF_MUT(PAGE_STRIDE_IGNORED)};
 static const kvf_plugin_kernel cpu_mutant_desc =
     KVF_BUILTIN_CPU_DESC("cpu-splitkv/mut=" KVF_MUTANT_NAME, KVF_MUTANT_DESC, cpu_mutant_impl);
 

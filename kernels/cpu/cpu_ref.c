@@ -68,7 +68,7 @@ static int cpu_ref_run(void *state, const kvf_case *c, kvf_bf16 *o, float *lse, 
     return kvf__cpu_ref_compute(c, o, lse, err);
 }
 
-static const kvf__case_kernel cpu_ref_impl = {cpu_ref_run};
+static const kvf__case_kernel cpu_ref_impl = {cpu_ref_run, 0};
 static const kvf_plugin_kernel cpu_ref_desc =
     KVF_BUILTIN_CPU_DESC("cpu-ref", CPU_REF_DESCRIPTION, cpu_ref_impl);
 

@@ -34,6 +34,16 @@ int desc_supports(const kvf_plugin_kernel *self, const kvf_plugin_shape *shape, 
     pr.sm_scale = shape->sm_scale;
     kvf_error e = {0, {0}};
     int rc = kvf__cuda_check_shape(&pr, &e);
+    // The kernels index dense NHD tensors. A shape from before layouts has no strides (0).
+    const int64_t D = shape->head_dim, Hq = shape->num_qo_heads, Hk = shape->num_kv_heads;
+    if (!rc && shape->struct_size >= sizeof *shape &&
+        (shape->q_stride_head != D || shape->q_stride_batch != Hq * D ||
+         shape->o_stride_head != D || shape->o_stride_batch != Hq * D ||
+         shape->lse_stride_batch != Hq || shape->kv_stride_head != D ||
+         shape->kv_stride_slot != Hk * D || shape->kv_stride_page != shape->page_size * Hk * D))
+        rc = kvf_error_set(&e, KVF_EUNSUPPORTED,
+                           "The CUDA kernels take dense NHD tensors only, not padded strides or "
+                           "HND pages.");
     if (!rc && shape->max_seq_len > KVF_CUDA_MAX_SEQ_LEN)
         rc = kvf_error_set(&e, KVF_EUNSUPPORTED,
                            "A sequence of %lld tokens is above the CUDA kernels' maximum of 2^30.",

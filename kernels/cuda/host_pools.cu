@@ -167,11 +167,13 @@ static int64_t plan_pages(Host *h, int *staged) {
 static void write_page_images(const Host *h, const kvf_case *c, int64_t i0, int64_t n,
                               kvf_bf16 *stage) {
     const int64_t page_elems = (int64_t)(h->page_bytes / 2);
+    kvf__host_layout hl; // dense: load_case takes no other
+    kvf__host_layout_of(c, &hl);
     for (int64_t i = 0; i < n; ++i) {
         const int64_t p = h->pages[i0 + i];
         const int32_t used = h->page_used[i0 + i];
-        kvf__host_page_image(c, c->k_cache, p, used, stage + i * page_elems);
-        kvf__host_page_image(c, c->v_cache, p, used, stage + (n + i) * page_elems);
+        kvf__host_page_image(c, &hl, c->k_cache, p, used, stage + i * page_elems);
+        kvf__host_page_image(c, &hl, c->v_cache, p, used, stage + (n + i) * page_elems);
     }
 }
 
@@ -338,7 +340,9 @@ void plan_slots(Host *h, const kvf_case *c) {
 void fill_args(Host *h, const Slot *s, kvf_plugin_args *a) {
     const Layout &L = h->L;
     unsigned char *io = (unsigned char *)h->d_io;
-    kvf__host_contiguous_args(h->c, &h->shape, a);
+    kvf__host_layout hl; // dense: load_case takes no other
+    kvf__host_layout_of(h->c, &hl);
+    kvf__host_layout_args(&hl, h->c, &h->shape, a);
     a->q = (const uint16_t *)(io + L.q);
     a->k_cache = (const uint16_t *)h->d_k;
     a->v_cache = (const uint16_t *)h->d_v;
@@ -394,6 +398,14 @@ int load_case(Host *h, const kvf_case *c, kvf_error *err) {
     h->pools_known = 1;
     int rc = kvf__host_check_case(c, err);
     if (rc) return rc;
+    if (!kvf_layout_is_dense(&c->layout)) {
+        char text[160];
+        kvf_layout_text(&c->layout, text, sizeof text);
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "the CUDA buffer host lays out dense buffers only (this case's "
+                             "layout: %s)",
+                             text);
+    }
     if (c->kv_indptr[c->batch_size] > 0 && (!c->k_cache || !c->v_cache))
         return kvf_error_set(err, KVF_EINVAL, "the case has no k_cache or v_cache");
     kvf_kernel_shape(c, &h->shape);

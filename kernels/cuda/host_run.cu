@@ -78,7 +78,9 @@ static int locate_in_page(Host *h, int64_t p, int32_t used, kvf_bf16 *have, kvf_
         KVF_CUDA_TRY(cudaMemcpy(have, pool + (size_t)p * h->page_bytes, h->page_bytes,
                                 cudaMemcpyDeviceToHost),
                      "Reading back a page");
-        kvf__host_page_image(c, which ? c->v_cache : c->k_cache, p, used, want);
+        kvf__host_layout hl; // dense: load_case takes no other
+        kvf__host_layout_of(c, &hl);
+        kvf__host_page_image(c, &hl, which ? c->v_cache : c->k_cache, p, used, want);
         for (int64_t i = 0; i < pe; ++i)
             if (have[i] != want[i]) {
                 const int64_t slot = i / ((int64_t)c->num_kv_heads * c->head_dim);

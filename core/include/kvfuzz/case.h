@@ -12,6 +12,7 @@
 
 #include "kvfuzz/bf16.h"
 #include "kvfuzz/error.h"
+#include "kvfuzz/layout.h"
 
 /* Size limits, checked before any allocation. Every field is an inclusive maximum. */
 typedef struct kvf_limits {
@@ -61,6 +62,10 @@ typedef struct kvf_case {
      * unique. A device kernel needs to upload only these; every other page is all zero bits. */
     int64_t *resident_pages;
     int64_t num_resident_pages;
+
+    /* How a kernel's buffers lay these tensors out (kvfuzz/layout.h): the arrays above are
+     * always dense; the buffer hosts apply the layout. All zero (kvf_case_alloc): dense. */
+    kvf_layout layout;
 } kvf_case;
 
 /* Element counts. */
@@ -101,7 +106,8 @@ int kvf_case_alloc(kvf_case *out, int32_t num_qo_heads, int32_t num_kv_heads, in
 
 /* Full validation of docs/design.md §1: shapes, indptr monotone and starting at 0, page ids in
  * range, last-page lengths in [1, S] for non-empty sequences (and 0 allowed for empty ones),
- * sm_scale finite, limits. Returns 0 or KVF_EINVAL / KVF_ELIMIT with one sentence. */
+ * sm_scale finite, the layout in its domain, limits (the pool's bytes at the layout's page
+ * stride included). Returns 0 or KVF_EINVAL / KVF_ELIMIT with one sentence. */
 int kvf_case_validate(const kvf_case *c, const kvf_limits *limits, kvf_error *err);
 
 /* Recomputes resident_pages from the page table plus the extra pages given (may be NULL/0). */

@@ -202,6 +202,9 @@ typedef struct kvf_spec {
     kvf_explicit explicit_tensors;
     int has_origin;
     kvf_origin origin;
+    /* The buffers' layout (kvfuzz/layout.h; docs/case-format.md, "Layout section"): all zero
+     * for the dense layout, which writes no section. */
+    kvf_layout layout;
 } kvf_spec;
 
 /* Decodes a .kvfz byte string (version 1 or 2). Any byte string either decodes (return 0) or is
@@ -260,9 +263,18 @@ typedef struct kvf_random_opts {
     int allow_overflow; /* may draw KVF_LOGITS_BEYOND_F32 */
     int allow_high_ids; /* may draw KVF_TABLE_HIGH_IDS with ids past 65535 */
     int expansion;      /* kvf_expansion of the recipes drawn; 0 means KVF_EXPANSION_DEFAULT */
+    int layouts;        /* may draw a buffer layout other than the dense one (one in four) */
 } kvf_random_opts;
 
 void kvf_random_opts_default(kvf_random_opts *opts);
+
+/* A buffer layout other than the dense one for recipe rp (kvfuzz/layout.h), drawn with r:
+ * strides padded by multiples of 8 elements (rows stay 16-byte aligned) or, less often, by odd
+ * amounts; HND pages half the time; views inside larger allocations; and, where the pool is
+ * small enough for it, pages padded far past their size, as packed page records are (the pool
+ * stays within 256 MiB per cache at the padded stride). A high-ids table, whose pool is sized
+ * near the case limits, keeps its pages' dense strides. */
+void kvf_recipe_draw_layout(kvf_layout *out, const kvf_recipe *rp, kvf_prng *r);
 
 /* A random, valid spec from `seed`: every table kind, distribution, logit shape, poison bit
  * and GQA group 1..16 (with 5 and 7) can come out; shapes from the grid D in {64,128,256},

@@ -33,6 +33,7 @@ typedef struct kvf_mutate_limits {
     int allow_high_ids;  /* may choose the high-ids table (page ids past 65535) */
     int allow_nonfinite; /* may put NaN/inf at referenced positions (outside the default input
                             domain, docs/design.md §4); unused slots take them regardless */
+    int allow_layouts;   /* may give a case a buffer layout other than the dense one */
 } kvf_mutate_limits;
 
 /* The smallest max_work under which a case is not empty: one token of one head of one
@@ -65,6 +66,7 @@ typedef enum kvf_mutation {
     KVF_MUT_SEED,     /* new values, same structure */
     KVF_MUT_DROP_OVERRIDE, /* remove one override */
     KVF_MUT_EXPLICIT,      /* one element or page id of explicit tensors */
+    KVF_MUT_LAYOUT,        /* the buffer layout: drawn anew, or back to dense */
     KVF_MUT_COUNT
 } kvf_mutation;
 

@@ -11,11 +11,16 @@ typedef int (*kvf__case_fn)(void *state, const kvf_case *c, kvf_bf16 *o, float *
 
 typedef struct kvf__case_kernel {
     kvf__case_fn run;
+    /* A mutant's (page-stride-ignored): the copy out of a strided pool steps pages by their
+     * unpadded size instead of kv_stride_page. 0 for every production kernel. */
+    int ignores_page_stride;
 } kvf__case_kernel;
 
 /* create(): the state is the kvf__case_kernel in self->user. */
 int kvf__builtin_create(const kvf_plugin_kernel *self, void **state, char *msg, size_t msg_size);
-/* run(): views the host's contiguous buffers as a kvf_case and calls the function. */
+/* run(): views the host's buffers as a kvf_case and calls the function: dense buffers in place,
+ * any other layout through dense copies (q, the pages the table references, renumbered, and
+ * the outputs written back at their strides). */
 int kvf__builtin_run(void *state, const kvf_plugin_args *args, char *msg, size_t msg_size);
 /* supports(): every valid shape. */
 int kvf__builtin_supports_all(const kvf_plugin_kernel *self, const kvf_plugin_shape *shape,

@@ -102,6 +102,10 @@ void kvf_kernel_describe(const kvf_kernel *k, void *state, char *buf, size_t buf
  * Only kernels run through the CUDA buffer host; others are KVF_EUNSUPPORTED. */
 int kvf_kernel_graph_replay(const kvf_kernel *k, void *state, const kvf_case *capture,
                             const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *err);
+/* Whether k's host lays out buffer layouts other than the dense one (kvfuzz/layout.h): the CPU
+ * buffer host does (CPU plugins, built-in CPU kernels, Python kernels); the CUDA buffer host
+ * declines them (KVF_EUNSUPPORTED), so campaigns of CUDA kernels draw none. */
+int kvf_kernel_takes_layouts(const kvf_kernel *k);
 /* Whether kvf_kernel_graph_replay can apply to k: a CUDA kernel run through the buffer host. */
 int kvf_kernel_can_graph_replay(const kvf_kernel *k);
 
