@@ -472,9 +472,9 @@ static int build_groups(kvf_groups *gs, kvf_error *err) {
     }
     /* The smallest key of each union, found once per root. */
     for (size_t i = 0; i < n; i++)
-        if (strcmp(keys[i], keys[root[i]]) < 0)
-            snprintf(keys[root[i]], sizeof keys[0], "%s", keys[i]);
-    qsort(gs->groups, gs->ngroups, sizeof *gs->groups, cmp_group);
+        if (root[i] != i && strcmp(keys[i], keys[root[i]]) < 0) /* keys of one size */
+            memcpy(keys[root[i]], keys[i], sizeof keys[0]);
+    if (gs->ngroups) qsort(gs->groups, gs->ngroups, sizeof *gs->groups, cmp_group);
     for (size_t gi = 0; gi < gs->ngroups; gi++) {
         kvf_group *g = &gs->groups[gi];
         snprintf(g->id, sizeof g->id, "%012" PRIx64,
@@ -502,7 +502,8 @@ int kvf_groups_scan(kvf_groups *out, const char *const *dirs, size_t ndirs, kvf_
         int rc = seen ? 0 : scan_dir(out, dirs[i], err);
         if (rc) return rc;
     }
-    qsort(out->findings, out->nfindings, sizeof *out->findings, cmp_finding);
+    if (out->nfindings) /* none: no array at all, which qsort may not be given */
+        qsort(out->findings, out->nfindings, sizeof *out->findings, cmp_finding);
     for (size_t i = 0; i < out->nfindings; i++) {
         kvf_group_finding *f = &out->findings[i];
         if (read_json(f)) return kvf_error_set(err, KVF_ENOMEM, "out of memory reading findings");
