@@ -50,6 +50,7 @@ static inline void random_opts(kvf_random_opts *o) {
     o->max_tokens = 384;   /* > 4 tiles of 64: several splits and merges per sequence */
     o->allow_overflow = 0; /* logits past f32 are their own finding class, not accuracy */
     o->allow_high_ids = 1;
+    o->layouts = 0; /* the CUDA buffer host lays out dense buffers only */
 }
 
 /* One run's outputs (one spare element each, as everywhere in the tests). */

@@ -131,6 +131,7 @@ static void test_two_phase(void) {
     kvf_random_opts rnd;
     kvf_random_opts_default(&rnd);
     rnd.max_batch = 12, rnd.max_pages = 40, rnd.max_tokens = 6000;
+    rnd.layouts = 0; /* the CUDA buffer host lays out dense buffers only */
     kvf_error err = {0};
     kvf_case cases[N];
     kvf_bf16 *want_o[N], *o[N];

@@ -71,9 +71,11 @@ constexpr fi::PosEncodingMode kPos = fi::PosEncodingMode::kNone;
 
 /* The plan's int workspace holds request indices, tile indices, o_indptr (padded batch + 1
  * each), the chunk size and a byte mask, each 16-byte aligned; the padded batch never exceeds
- * one entry per page plus one per empty sequence. */
-size_t int_workspace_bound(const kvf_plugin_shape *s) {
-    const size_t n = (size_t)s->num_entries + (size_t)s->batch_size + 1;
+ * one entry per page plus one per empty sequence, or, planned for CUDA graphs, the grid
+ * (resident blocks per SM, at most 32, times the SMs: graph_grid). */
+size_t int_workspace_bound(const kvf_plugin_shape *s, size_t graph_grid) {
+    size_t n = (size_t)s->num_entries + (size_t)s->batch_size + 1;
+    if (graph_grid > n) n = graph_grid;
     return 3 * (n + 1) * sizeof(IdType) + n + 8 * 16;
 }
 
@@ -88,6 +90,7 @@ struct State {
     bool nosplit;
     bool graph; /* planned with enable_cuda_graph */
     int cc_major;
+    int num_sms;
     cudaStream_t plan_stream;
     /* Pinned staging that DecodePlan fills; run() copies it into kvfuzz's workspace. */
     void *staging;
@@ -187,6 +190,8 @@ int fi_create(const kvf_plugin_kernel *self, void **out, char *msg, size_t msg_s
     cudaError_t e = cudaGetDevice(&dev);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&st->num_sms, cudaDevAttrMultiProcessorCount, dev);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&st->plan_stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&st->staged, cudaEventDisableTiming);
     if (e != cudaSuccess) {
@@ -289,7 +294,7 @@ int fi_plan(void *p, const kvf_plugin_shape *s, const kvf_plugin_index *index, c
         if (e != cudaSuccess)
             return cuda_fail(msg, msg_size, "flashinfer plan: waiting for the last staging", e);
     }
-    const size_t int_ws = int_workspace_bound(s);
+    const size_t int_ws = int_workspace_bound(s, st->graph ? (size_t)st->num_sms * 32 : 0);
     if (grow(&st->staging, &st->staging_bytes, int_ws, true) ||
         grow(&st->plan_dev, &st->plan_dev_bytes, int_ws, false)) {
         say(msg, msg_size, "flashinfer plan: no memory for %zu bytes of plan staging", int_ws);
