@@ -98,8 +98,11 @@ void kvf__relations_print(FILE *f, const kvf_campaign_stats *st) {
         const int promised = (st->relations_promised & KVF_RELATION_BIT(r)) != 0;
         const char *name = kvf_relation_name((kvf_relation)r);
         if (st->relation_checked[r] == 0) {
-            fprintf(f, "    %-18s %s, not checked (no case it applied to)\n", name,
-                    promised ? "promised" : "property");
+            /* A replay never applies to a CPU kernel; that is the usual reason it has no pair. */
+            fprintf(f, "    %-18s %s, not checked (%s)\n", name, promised ? "promised" : "property",
+                    kvf_relation_is_replay((kvf_relation)r)
+                        ? "it applies to CUDA kernels run through the buffer host"
+                        : "no case it applied to");
         } else if (st->relation_broken[r] == 0) {
             fprintf(f, "    %-18s %s, held in %" PRId64 " pair(s)\n", name,
                     promised ? "promised" : "property", st->relation_checked[r]);
