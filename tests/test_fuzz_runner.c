@@ -435,7 +435,58 @@ static void runner_without_restart(void) {
     kvf_spec_free(&one);
 }
 
+/* A case's buffer layout travels to the worker: the mutant page-stride-ignored, wrong only on
+ * padded pages, gives the worker the bits it gives in this process on a padded case; and the
+ * graph-replay relation's run of a CPU kernel comes back unsupported, not as an error. */
+static void layout_and_graph_reach_the_worker(void) {
+    const kvf_kernel *mut = kvf_kernel_find("cpu-splitkv/mut=page-stride-ignored");
+    kvf_limits cl = case_limits();
+    kvf_random_opts rnd;
+    small_random_opts(&rnd);
+    rnd.allow_high_ids = 0;
+    kvf_error err = {0};
+    kvf_runner_opts ro = {mut, cl, 30, 0, 0, 1}, here = {mut, cl, 30, 0, 1, 1};
+    kvf_runner *r = NULL, *h = NULL;
+    CHECK_OK(kvf_runner_create(&r, &ro, &err), &err);
+    CHECK_OK(kvf_runner_create(&h, &here, &err), &err);
+    int compared = 0;
+    for (uint64_t seed = 1; seed <= 12 && r && h; seed++) {
+        kvf_spec spec;
+        kvf_case c;
+        if (kvf_spec_random(&spec, seed, &rnd, &err)) continue;
+        spec.layout.kv_page_pad = 64, spec.layout.kv_order = KVF_LAYOUT_HND;
+        if (kvf_case_build(&c, &spec, &cl, &err) == 0) {
+            const size_t no = (size_t)kvf_case_o_elems(&c) + 1,
+                         nl = (size_t)c.batch_size * c.num_qo_heads + 1;
+            kvf_bf16 *o[2] = {calloc(no, 2), calloc(no, 2)};
+            float *lse[2] = {calloc(nl, 4), calloc(nl, 4)};
+            kvf_run_result a, b;
+            CHECK_OK(kvf_runner_run(r, &c, o[0], lse[0], &a, &err), &err);
+            CHECK_OK(kvf_runner_run(h, &c, o[1], lse[1], &b, &err), &err);
+            if (a.status == KVF_RUN_OK && b.status == KVF_RUN_OK) {
+                compared++;
+                CHECK(memcmp(o[0], o[1], (no - 1) * 2) == 0);
+            }
+            kvf_relation_pair p;
+            if (kvf_relation_derive(&p, KVF_RELATION_GRAPH_REPLAY, &c, seed, &cl, &err) == 0) {
+                CHECK_OK(kvf_runner_run_relation(r, &c, &p, o[0], lse[0], &a, &err), &err);
+                CHECK_INT_EQ(a.status, KVF_RUN_UNSUPPORTED);
+                CHECK_STR_CONTAINS(a.message, "CUDA kernels");
+                kvf_relation_pair_free(&p);
+            }
+            for (int i = 0; i < 2; i++)
+                free(o[i]), free(lse[i]);
+            kvf_case_free(&c);
+        }
+        kvf_spec_free(&spec);
+    }
+    CHECK(compared >= 8);
+    kvf_runner_destroy(r);
+    kvf_runner_destroy(h);
+}
+
 static const check_test tests[] = {
+    {"layout_and_graph_reach_the_worker", layout_and_graph_reach_the_worker},
     {"runner_survives_crash_and_hang", runner_survives_crash_and_hang},
     {"runner_without_restart", runner_without_restart},
     {"worker_pages_between_cases", worker_pages_between_cases},
