@@ -47,6 +47,7 @@ static kvf_plugin_shape seed_shape(int group, int head_dim, int page_size) {
     s.num_entries = (3202 + page_size - 1) / page_size;
     s.num_pages = s.num_entries + 1;
     s.sm_scale = 1.0f / 11.3137085f;
+    kvf_kernel_shape_dense_strides(&s);
     return s;
 }
 

@@ -161,6 +161,16 @@ int kvf_kernel_run_once(const kvf_kernel *kernel, const kvf_case *c, kvf_bf16 *o
     return rc;
 }
 
+void kvf_kernel_shape_dense_strides(kvf_plugin_shape *s) {
+    const kvf_layout dense = {0};
+    kvf_strides st;
+    kvf_layout_strides(&dense, s->num_qo_heads, s->num_kv_heads, s->head_dim, s->page_size, &st);
+    s->q_stride_batch = st.q_batch, s->q_stride_head = st.q_head;
+    s->kv_stride_page = st.kv_page, s->kv_stride_slot = st.kv_slot, s->kv_stride_head = st.kv_head;
+    s->o_stride_batch = st.o_batch, s->o_stride_head = st.o_head;
+    s->lse_stride_batch = st.lse_batch;
+}
+
 void kvf_kernel_shape(const kvf_case *c, kvf_plugin_shape *s) {
     memset(s, 0, sizeof *s);
     s->struct_size = sizeof *s;

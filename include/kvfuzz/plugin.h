@@ -138,7 +138,7 @@ typedef struct kvf_plugin_shape {
      * above; kvfuzz always fills these): the layout of the case's buffers, the strides run()
      * will get in kvf_plugin_args, in elements. Dense NHD is q_stride_head = D, q_stride_batch
      * = Hq * D, kv_stride_head = D, kv_stride_slot = Hk * D, kv_stride_page = S * Hk * D, o as
-     * q, lse_stride_batch = Hq. */
+     * q, lse_stride_batch = Hq. All 0 (a shape built without them): dense. */
     int64_t q_stride_batch, q_stride_head;
     int64_t kv_stride_page, kv_stride_slot, kv_stride_head;
     int64_t o_stride_batch, o_stride_head;

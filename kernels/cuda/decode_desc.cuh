@@ -34,9 +34,11 @@ int desc_supports(const kvf_plugin_kernel *self, const kvf_plugin_shape *shape, 
     pr.sm_scale = shape->sm_scale;
     kvf_error e = {0, {0}};
     int rc = kvf__cuda_check_shape(&pr, &e);
-    // The kernels index dense NHD tensors. A shape from before layouts has no strides (0).
+    // The kernels index dense NHD tensors. A shape from before layouts, or built by hand
+    // without strides, has none (all 0): dense (plugin.h).
     const int64_t D = shape->head_dim, Hq = shape->num_qo_heads, Hk = shape->num_kv_heads;
-    if (!rc && shape->struct_size >= sizeof *shape &&
+    const int has_strides = shape->struct_size >= sizeof *shape && shape->q_stride_head != 0;
+    if (!rc && has_strides &&
         (shape->q_stride_head != D || shape->q_stride_batch != Hq * D ||
          shape->o_stride_head != D || shape->o_stride_batch != Hq * D ||
          shape->lse_stride_batch != Hq || shape->kv_stride_head != D ||

@@ -115,6 +115,9 @@ int kvf_kernel_run_once(const kvf_kernel *kernel, const kvf_case *c, kvf_bf16 *o
 
 /* The shape of a case as the ABI describes it. */
 void kvf_kernel_shape(const kvf_case *c, kvf_plugin_shape *shape);
+/* Sets the shape's strides to the dense NHD layout's, from its heads, head dim and page size
+ * (for a shape built by hand rather than from a case). */
+void kvf_kernel_shape_dense_strides(kvf_plugin_shape *shape);
 
 /* Whether the kernel handles this shape: 1 yes, 0 no (the reason in why), a negative KVF_E*
  * when it cannot be asked (a plugin's probe process died). Safe to call from several threads.
