@@ -161,14 +161,29 @@ int kvf_kernel_run_once(const kvf_kernel *kernel, const kvf_case *c, kvf_bf16 *o
     return rc;
 }
 
-void kvf_kernel_shape_dense_strides(kvf_plugin_shape *s) {
-    const kvf_layout dense = {0};
+/* The shape's strides under layout l. */
+static void set_strides(kvf_plugin_shape *s, const kvf_layout *l) {
     kvf_strides st;
-    kvf_layout_strides(&dense, s->num_qo_heads, s->num_kv_heads, s->head_dim, s->page_size, &st);
+    kvf_layout_strides(l, s->num_qo_heads, s->num_kv_heads, s->head_dim, s->page_size, &st);
     s->q_stride_batch = st.q_batch, s->q_stride_head = st.q_head;
     s->kv_stride_page = st.kv_page, s->kv_stride_slot = st.kv_slot, s->kv_stride_head = st.kv_head;
     s->o_stride_batch = st.o_batch, s->o_stride_head = st.o_head;
     s->lse_stride_batch = st.lse_batch;
+}
+
+void kvf_kernel_shape_dense_strides(kvf_plugin_shape *s) {
+    const kvf_layout dense = {0};
+    set_strides(s, &dense);
+}
+
+int kvf_kernel_graph_relation_run(const kvf_kernel *k, void *state, const kvf_case *c,
+                                  uint64_t seed, const kvf_limits *lim, kvf_bf16 *o, float *lse,
+                                  kvf_error *err) {
+    kvf_relation_pair p;
+    int rc = kvf_relation_derive(&p, KVF_RELATION_GRAPH_REPLAY, c, seed, lim, err);
+    if (!rc) rc = kvf_kernel_graph_replay(k, state, &p.derived, c, o, lse, err);
+    kvf_relation_pair_free(&p);
+    return rc;
 }
 
 void kvf_kernel_shape(const kvf_case *c, kvf_plugin_shape *s) {
@@ -184,13 +199,7 @@ void kvf_kernel_shape(const kvf_case *c, kvf_plugin_shape *s) {
     s->total_tokens = kvf_case_total_tokens(c);
     s->max_seq_len = kvf_case_max_seq_len(c);
     s->sm_scale = c->sm_scale;
-    kvf_strides st;
-    kvf_layout_strides(&c->layout, c->num_qo_heads, c->num_kv_heads, c->head_dim, c->page_size,
-                       &st);
-    s->q_stride_batch = st.q_batch, s->q_stride_head = st.q_head;
-    s->kv_stride_page = st.kv_page, s->kv_stride_slot = st.kv_slot, s->kv_stride_head = st.kv_head;
-    s->o_stride_batch = st.o_batch, s->o_stride_head = st.o_head;
-    s->lse_stride_batch = st.lse_batch;
+    set_strides(s, &c->layout);
 }
 
 /* FNV-1a over the shape's fields (not its padding). */

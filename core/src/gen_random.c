@@ -77,6 +77,17 @@ static uint32_t draw_pad(kvf_prng *r) {
     return pads[kvf_prng_below(r, sizeof pads / sizeof pads[0])];
 }
 
+int64_t kvf_recipe_max_page_pad(const kvf_recipe *rp) {
+    if (rp->page_id_base > 0) return 0;
+    /* A pool without high ids holds at most twice the entries plus the spares (the scattered
+     * table); the other paddings add at most 4 x KVF_LAYOUT_MAX_PAD to a page. */
+    const int64_t pool = 2 * kvf_recipe_entries(rp) + rp->spare_pages + 1;
+    const int64_t room = ((int64_t)256 << 20) / 2 / pool - kvf_recipe_page_elems(rp) -
+                         4 * (int64_t)KVF_LAYOUT_MAX_PAD;
+    if (room <= 0) return 0;
+    return room < (int64_t)KVF_LAYOUT_MAX_PAGE_PAD ? room : (int64_t)KVF_LAYOUT_MAX_PAGE_PAD;
+}
+
 void kvf_recipe_draw_layout(kvf_layout *l, const kvf_recipe *rp, kvf_prng *r) {
     memset(l, 0, sizeof *l);
     l->kv_order = (uint8_t)kvf_prng_below(r, 2);
@@ -91,15 +102,10 @@ void kvf_recipe_draw_layout(kvf_layout *l, const kvf_recipe *rp, kvf_prng *r) {
     l->view_offset = kvf_prng_below(r, 2) ? 0 : 8u * (1 + (uint32_t)kvf_prng_below(r, 4));
     /* A packed page record: K or V is a small part of a page many times its size. Only for
      * tables whose pool is at most twice the entries plus the spares (no high ids). */
-    const int64_t page = kvf_recipe_page_elems(rp);
-    const int64_t pool = 2 * kvf_recipe_entries(rp) + rp->spare_pages + 1;
     if (!high && kvf_prng_below(r, 4) == 0) {
-        const int64_t budget = ((int64_t)256 << 20) / 2 / pool; /* elements per padded page */
         const int64_t k = 1 + (int64_t)kvf_prng_below(r, 31);
-        int64_t pad = page * k;
-        if (pad > (int64_t)KVF_LAYOUT_MAX_PAGE_PAD) pad = KVF_LAYOUT_MAX_PAGE_PAD;
-        if (page + pad + 4 * (int64_t)KVF_LAYOUT_MAX_PAD > budget) pad = 0;
-        if (pad > 0) l->kv_page_pad = (uint32_t)pad;
+        const int64_t pad = kvf_recipe_page_elems(rp) * k;
+        if (pad <= kvf_recipe_max_page_pad(rp)) l->kv_page_pad = (uint32_t)pad;
     }
     if (kvf_layout_is_dense(l)) l->kv_order = KVF_LAYOUT_HND; /* never the dense one */
 }

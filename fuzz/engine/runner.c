@@ -459,16 +459,6 @@ static void mark_alone(launch *l) {
     kvf__wire_case_add_flags(l->req.head, KVF__CASE_ALONE);
 }
 
-/* In this process: the graph-replay relation's run of c (kvf_runner_submit_relation). */
-static int run_graph_here(kvf_runner *r, const kvf_case *c, uint64_t seed, kvf_bf16 *o, float *lse,
-                          kvf_error *e) {
-    kvf_relation_pair p;
-    int rc = kvf_relation_derive(&p, KVF_RELATION_GRAPH_REPLAY, c, seed, &r->opts.limits, e);
-    if (!rc) rc = kvf_kernel_graph_replay(r->opts.kernel, r->state, &p.derived, c, o, lse, e);
-    kvf_relation_pair_free(&p);
-    return rc;
-}
-
 /* One launch of c; graph != 0: as the graph-replay relation's run with `seed`. */
 static int submit_launch(kvf_runner *r, const kvf_case *c, int graph, uint64_t seed,
                          kvf_error *err) {
@@ -496,7 +486,8 @@ static int submit_launch(kvf_runner *r, const kvf_case *c, int graph, uint64_t s
         kvf_bf16 *o = (kvf_bf16 *)l->payload;
         float *lse = (float *)(l->payload + (size_t)(l->n_o + 1) * sizeof(kvf_bf16));
         double t0 = kvf__wire_now_s();
-        int rc = graph ? run_graph_here(r, c, seed, o, lse, &e)
+        int rc = graph ? kvf_kernel_graph_relation_run(r->opts.kernel, r->state, c, seed,
+                                                       &r->opts.limits, o, lse, &e)
                        : kvf_kernel_run(r->opts.kernel, r->state, c, o, lse, &e);
         res->kernel_s = kvf__wire_now_s() - t0;
         res->status = kvf_run_status_from_code(rc);

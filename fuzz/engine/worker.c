@@ -223,12 +223,8 @@ static void close_answer(const kvf_kernel *k, void *state, kvf__received_case *c
 static int kernel_run(const worker *w, void *state, kvf__received_case *cur, answer *a) {
     if (!(cur->flags & KVF__CASE_GRAPH))
         return kvf_kernel_run(w->k, state, &cur->c, a->o, a->lse, &a->err);
-    kvf_relation_pair p;
-    int rc = kvf_relation_derive(&p, KVF_RELATION_GRAPH_REPLAY, &cur->c, cur->graph_seed,
-                                 &w->opts->limits, &a->err);
-    if (!rc) rc = kvf_kernel_graph_replay(w->k, state, &p.derived, &cur->c, a->o, a->lse, &a->err);
-    kvf_relation_pair_free(&p);
-    return rc;
+    return kvf_kernel_graph_relation_run(w->k, state, &cur->c, cur->graph_seed, &w->opts->limits,
+                                         a->o, a->lse, &a->err);
 }
 
 /* Runs one received case into its answer slot (not under mu). */

@@ -635,9 +635,7 @@ static void fit_layout(kvf_spec *s, const kvf_mutate_limits *lim) {
         l->kv_row_pad = l->kv_mid_pad = l->kv_page_pad = 0;
         return;
     }
-    const int64_t pool = 2 * kvf_recipe_entries(rp) + rp->spare_pages + 1;
-    const int64_t stride = kvf_recipe_page_elems(rp) + l->kv_page_pad + 4 * KVF_LAYOUT_MAX_PAD;
-    if (pool * stride * 2 > ((int64_t)256 << 20)) l->kv_page_pad = 0;
+    if ((int64_t)l->kv_page_pad > kvf_recipe_max_page_pad(rp)) l->kv_page_pad = 0;
 }
 
 static uint32_t longest_sequence(const kvf_recipe *rp) {

@@ -275,6 +275,9 @@ void kvf_random_opts_default(kvf_random_opts *opts);
  * stays within 256 MiB per cache at the padded stride). A high-ids table, whose pool is sized
  * near the case limits, keeps its pages' dense strides. */
 void kvf_recipe_draw_layout(kvf_layout *out, const kvf_recipe *rp, kvf_prng *r);
+/* The largest page padding that keeps rp's pool within 256 MiB per cache (whatever the other
+ * paddings), and at most KVF_LAYOUT_MAX_PAGE_PAD; 0 for a high-ids table. */
+int64_t kvf_recipe_max_page_pad(const kvf_recipe *rp);
 
 /* A random, valid spec from `seed`: every table kind, distribution, logit shape, poison bit
  * and GQA group 1..16 (with 5 and 7) can come out; shapes from the grid D in {64,128,256},

@@ -106,6 +106,12 @@ int kvf_kernel_graph_replay(const kvf_kernel *k, void *state, const kvf_case *ca
  * buffer host does (CPU plugins, built-in CPU kernels, Python kernels); the CUDA buffer host
  * declines them (KVF_EUNSUPPORTED), so campaigns of CUDA kernels draw none. */
 int kvf_kernel_takes_layouts(const kvf_kernel *k);
+/* The graph-replay relation's run of c (kvfuzz/relation.h): its capture case derived with
+ * seed under lim, then kvf_kernel_graph_replay; what the campaign's worker and an in-process
+ * runner both run. */
+int kvf_kernel_graph_relation_run(const kvf_kernel *k, void *state, const kvf_case *c,
+                                  uint64_t seed, const kvf_limits *lim, kvf_bf16 *o, float *lse,
+                                  kvf_error *err);
 /* Whether kvf_kernel_graph_replay can apply to k: a CUDA kernel run through the buffer host. */
 int kvf_kernel_can_graph_replay(const kvf_kernel *k);
 
