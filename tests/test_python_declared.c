@@ -108,6 +108,27 @@ static void test_supports_declines_shapes(void) {
     }
     kvf__python_kernel_free(k);
 
+    /* The layout: a shape without strides is dense NHD; a padded HND one says so. */
+    spec_for(spec, sizeof spec, "tests/python/declared_kernels.py", "declines_with_layout");
+    k = make(spec);
+    if (k) {
+        kvf_plugin_shape sh = seed_shape();
+        CHECK_INT_EQ(k->desc->supports(k->desc, &sh, why, sizeof why), 0);
+        static const char *const dense[] = {
+            "q_stride_batch=2560 q_stride_head=128 o_stride_batch=2560 o_stride_head=128 "
+            "lse_stride_batch=20 kv_stride_page=32768 kv_stride_slot=512 kv_stride_head=128 "
+            "kv_layout=NHD dense=True"};
+        CHECK_STR_CONTAINS(why, dense[0]);
+        sh.q_stride_batch = 3000, sh.q_stride_head = 136, sh.o_stride_batch = 2560;
+        sh.o_stride_head = 128, sh.lse_stride_batch = 21, sh.kv_stride_page = 40000;
+        sh.kv_stride_slot = 128, sh.kv_stride_head = 8192;
+        CHECK_INT_EQ(kvf_kernel_supports(k, &sh, why, sizeof why), 0);
+        CHECK_STR_CONTAINS(why, "q_stride_batch=3000 q_stride_head=136 ");
+        CHECK_STR_CONTAINS(why, "lse_stride_batch=21 kv_stride_page=40000 kv_stride_slot=128 "
+                                "kv_stride_head=8192 kv_layout=HND dense=False");
+    }
+    kvf__python_kernel_free(k);
+
     spec_for(spec, sizeof spec, "tests/python/declared_kernels.py", "declines_all");
     k = make(spec);
     kvf_host *h = k ? create(k) : NULL;

@@ -1,7 +1,8 @@
 /* Python kernels (kernels/python), a worker that misbehaves: a Python exception is a kernel error
  * carrying its last line; a Python worker that dies takes the process running the kernel with
  * it, by the same signal or exit status; an output left unwritten, a write past the output and an
- * input changed in place reach the host's buffers, where the buffer host's checks see them. The
+ * input changed in place reach the host's buffers, where the buffer host's checks see them; a
+ * function gets the case's layout as strided views. The
  * kernels (tests/python/bad_kernels.py) run on kvfuzz's CPU buffer host (kernel_host.h). Each
  * test skips, with the reason, where no python3 imports torch. */
 #include <signal.h>
@@ -92,10 +93,65 @@ static void test_buffer_violations_reach_the_host(void) {
     kvf_case_free(&c);
 }
 
+/* A function named by module gets the case's layout as strided views over the host's padded
+ * buffers: the torch reference gives the dense layout's bits through them, and a function that
+ * takes its tensors for contiguous reads and writes the padding. */
+static void test_strided_views_reach_the_function(void) {
+    NEED_TORCH();
+    kvf_case c;
+    if (seed_case(&c)) return;
+    char spec[1024];
+    spec_for(spec, sizeof spec, "examples/python/torch_decode.py", "decode");
+    kvf_kernel *ref = make(spec);
+    spec_for(spec, sizeof spec, "tests/python/bad_kernels.py", "ignores_strides");
+    kvf_kernel *bad = make(spec);
+    kvf_host *hr = ref ? create(ref) : NULL, *hb = bad ? create(bad) : NULL;
+    if (hr && hb) {
+        host_run dense, laid, wrong;
+        run_case(hr, &c, &dense);
+        CHECK_INT_EQ(dense.rc, 0);
+        /* The ignoring function is right on the dense layout. */
+        run_case(hb, &c, &wrong);
+        CHECK_INT_EQ(wrong.rc, 0);
+        if (!dense.rc && !wrong.rc)
+            CHECK(memcmp(dense.o, wrong.o, (size_t)kvf_case_o_elems(&c) * 2) == 0);
+        host_run_free(&wrong);
+        c.layout = (kvf_layout){.kv_order = KVF_LAYOUT_HND,
+                                .q_head_pad = 8,
+                                .q_batch_pad = 3,
+                                .o_head_pad = 16,
+                                .o_batch_pad = 5,
+                                .lse_batch_pad = 7,
+                                .kv_row_pad = 8,
+                                .kv_mid_pad = 2,
+                                .kv_page_pad = 100,
+                                .view_offset = 16};
+        run_case(hr, &c, &laid);
+        CHECK_INT_EQ(laid.rc, 0);
+        if (!dense.rc && !laid.rc) {
+            CHECK(memcmp(dense.o, laid.o, (size_t)kvf_case_o_elems(&c) * 2) == 0);
+            CHECK(memcmp(dense.lse, laid.lse, (size_t)kvf_case_lse_elems(&c) * 4) == 0);
+        }
+        CHECK(judge_one(ref, hr, &c, "the reference on an HND padded layout"));
+        run_case(hb, &c, &wrong);
+        /* Its writes land in the outputs' padding: the host's padding check names them. */
+        CHECK_INT_EQ(wrong.rc, KVF_EOOBWRITE);
+        host_run_free(&wrong);
+        host_run_free(&laid);
+        host_run_free(&dense);
+    }
+    kvf_host_destroy(hr);
+    kvf_host_destroy(hb);
+    kvf__python_kernel_free(ref);
+    kvf__python_kernel_free(bad);
+    kvf_case_free(&c);
+}
+
 static const check_test tests[] = {
     {"exception_is_kernel_error", test_exception_is_kernel_error},
     {"dead_worker_kills_the_runner", test_dead_worker_kills_the_runner},
     {"buffer_violations_reach_the_host", test_buffer_violations_reach_the_host},
+    {"strided_views_reach_the_function", test_strided_views_reach_the_function},
     {NULL, NULL},
 };
 

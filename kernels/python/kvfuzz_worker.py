@@ -31,8 +31,9 @@ A module target's function may carry three attributes (docs/python-kernels.md):
                                    the invariance relations it promises beyond the defaults, or
                                    "-name" to withdraw a default, joined by ',' (absent: the
                                    defaults; docs/invariance.md), parsed by kvfuzz
-  fn.kvfuzz_supports = callable    called with the shape (a dict: SHAPE_KEYS, and "device",
-                                   "cuda" or "cpu") before kvfuzz spends a case on it: True
+  fn.kvfuzz_supports = callable    called with the shape (a dict: SHAPE_KEYS, the layout's
+                                   STRIDE_KEYS, "kv_layout", "dense", and "device", "cuda" or
+                                   "cpu"; shape_dict) before kvfuzz spends a case on it: True
                                    accepts; False, None, a string (the reason) or
                                    (False, "reason") declines, which is not a finding; an
                                    exception is the kernel's error
@@ -41,8 +42,10 @@ A FlashInfer-Bench solution's function has neither: its definition fixes its sha
 
 The protocol (all little-endian). Requests arrive on the socket SOCK; the tensors live in the
 shared memory MEMFD, which kvfuzz lays out, grows and fills: q, the K/V page pool, the index
-arrays, and two output regions, each `guard | data | guard` with the data poisoned. The worker
-builds torch tensors over that memory (on the CPU they are views of it; on a GPU they are
+arrays, and two output regions, each `guard | data | guard` with the data poisoned. q, the pool
+and the outputs lie there with the strides the request gives: the case's layout, padding and its
+poison included, for a function named by module; dense for a solution. The worker builds torch
+tensors over that memory with those strides (on the CPU they are views of it; on a GPU they are
 copies, copied back after the call, inputs included, so kvfuzz sees every byte the kernel
 changed), calls
 
@@ -65,12 +68,13 @@ import sys
 import traceback
 
 # A launch: flags, arena size, Hq, Hk, D, S, B, pages sent, entries, sm_scale, guard bytes, the
-# eight offsets, then the shape's num_pages, total_tokens and max_seq_len.
-REQUEST = struct.Struct("<4sIQiiiiiqqfi8Qqqq")
+# eight offsets, the shape's num_pages, total_tokens and max_seq_len, then the eight strides of
+# the tensors in the arena (STRIDE_KEYS' order, elements).
+REQUEST = struct.Struct("<4sIQiiiiiqqfi8Qqqq8q")
 REQUEST_MAGIC = b"KVFQ"
 # A supports question: Hq, Hk, D, S, B, num_pages, num_entries, total_tokens, max_seq_len,
-# sm_scale.
-SUPPORTS = struct.Struct("<4siiiiiqqqqf")
+# sm_scale, then the layout's eight strides (STRIDE_KEYS' order, elements).
+SUPPORTS = struct.Struct("<4siiiiiqqqqf8q")
 SUPPORTS_MAGIC = b"KVFS"
 REPLY = struct.Struct("<4sII")
 REPLY_MAGIC = b"KVFA"
@@ -240,6 +244,21 @@ def attributes(fn, shown, kind):
 
 SHAPE_KEYS = ("num_qo_heads", "num_kv_heads", "head_dim", "page_size", "batch_size", "num_pages",
               "num_entries", "total_tokens", "max_seq_len", "sm_scale")
+STRIDE_KEYS = ("q_stride_batch", "q_stride_head", "o_stride_batch", "o_stride_head",
+               "lse_stride_batch", "kv_stride_page", "kv_stride_slot", "kv_stride_head")
+
+
+def shape_dict(values, strides, device):
+    """The shape supports() sees: SHAPE_KEYS, the strides (elements), kv_layout ("NHD" when a
+    slot's heads lie together, "HND" when a head's slots do), dense (every stride the contiguous
+    one) and device."""
+    shape = dict(zip(SHAPE_KEYS, values))
+    shape.update(zip(STRIDE_KEYS, strides))
+    hq, hk, d, s = (shape[k] for k in ("num_qo_heads", "num_kv_heads", "head_dim", "page_size"))
+    shape["kv_layout"] = "HND" if shape["kv_stride_head"] > shape["kv_stride_slot"] else "NHD"
+    shape["dense"] = tuple(strides) == (hq * d, d, hq * d, d, hq, s * hk * d, hk * d, d)
+    shape["device"] = device
+    return shape
 
 
 class KernelError(Exception):
@@ -334,7 +353,8 @@ def serve(sock_fd, mem_fd, target):
             body = recv_exact(sock, SUPPORTS.size - 4)
             if body is None:
                 return 0
-            shape = dict(zip(SHAPE_KEYS, SUPPORTS.unpack(magic + body)[1:]), device=device)
+            fields = SUPPORTS.unpack(magic + body)[1:]
+            shape = shape_dict(fields[:len(SHAPE_KEYS)], fields[len(SHAPE_KEYS):], device)
             if supports is None:
                 reply(sock, STATUS_OK, "1")
                 continue
@@ -349,15 +369,18 @@ def serve(sock_fd, mem_fd, target):
         if body is None or mem_fd is None:
             reply(sock, STATUS_INTERNAL, "the worker received a malformed request")
             return 1
+        fields = REQUEST.unpack(magic + body)
         (magic, _flags, size, hq, hk, d, s, b, p, n_entries, sm_scale, guard,
          off_q, off_k, off_v, off_indptr, off_indices, off_last, off_o, off_lse,
-         num_pages, total_tokens, max_seq_len) = REQUEST.unpack(magic + body)
+         num_pages, total_tokens, max_seq_len) = fields[:-8]
+        strides = fields[-8:]
+        (sqb, sqh, sob, soh, slb, skp, sks, skh) = strides
         if supports is not None:
             # Whoever asked before (a probe, this worker) may have met an exception and let the
             # case through: asking again here makes it this launch's error. The answer itself
             # was given already.
-            shape = dict(zip(SHAPE_KEYS, (hq, hk, d, s, b, num_pages, n_entries, total_tokens,
-                                          max_seq_len, sm_scale)), device=device)
+            shape = shape_dict((hq, hk, d, s, b, num_pages, n_entries, total_tokens, max_seq_len,
+                                sm_scale), strides, device)
             try:
                 ask_supports(supports, shown, shape)
             except KernelError as e:
@@ -373,28 +396,32 @@ def serve(sock_fd, mem_fd, target):
                 return torch.empty(0, dtype=dtype)
             return torch.frombuffer(arena, dtype=dtype, count=count, offset=offset)
 
-        page = s * hk * d
+        # Each tensor spans its extent in the arena: from its first element to the end of its
+        # last, padding included (the C side's run_dims).
+        q_ext = (b - 1) * sqb + (hq - 1) * sqh + d if b else 0
+        o_ext = (b - 1) * sob + (hq - 1) * soh + d if b else 0
+        lse_ext = (b - 1) * slb + hq if b else 0
         g16, g32 = guard // 2, guard // 4
         shm = {
-            "q": view(torch.int16, off_q, b * hq * d),
-            "k": view(torch.int16, off_k, p * page),
-            "v": view(torch.int16, off_v, p * page),
+            "q": view(torch.int16, off_q, q_ext),
+            "k": view(torch.int16, off_k, p * skp),
+            "v": view(torch.int16, off_v, p * skp),
             "indptr": view(torch.int32, off_indptr, b + 1),
             "indices": view(torch.int32, off_indices, n_entries),
             "last": view(torch.int32, off_last, b),
-            "o": view(torch.int16, off_o, g16 + b * hq * d + g16),
-            "lse": view(torch.int32, off_lse, g32 + b * hq + g32),
+            "o": view(torch.int16, off_o, g16 + o_ext + g16),
+            "lse": view(torch.int32, off_lse, g32 + lse_ext + g32),
         }
         if device == "cpu":
             t = shm
         else:
             t = {k: x.to(device) for k, x in shm.items()}
         o_region, lse_region = t["o"], t["lse"]
-        q = t["q"].view(torch.bfloat16).view(b, hq, d)
-        k_cache = t["k"].view(torch.bfloat16).view(p, s, hk, d)
-        v_cache = t["v"].view(torch.bfloat16).view(p, s, hk, d)
-        output = o_region[g16:g16 + b * hq * d].view(torch.bfloat16).view(b, hq, d)
-        lse = lse_region[g32:g32 + b * hq].view(torch.float32).view(b, hq)
+        q = t["q"].view(torch.bfloat16).as_strided((b, hq, d), (sqb, sqh, 1))
+        k_cache = t["k"].view(torch.bfloat16).as_strided((p, s, hk, d), (skp, sks, skh, 1))
+        v_cache = t["v"].view(torch.bfloat16).as_strided((p, s, hk, d), (skp, sks, skh, 1))
+        output = o_region[g16:g16 + o_ext].view(torch.bfloat16).as_strided((b, hq, d), (sob, soh, 1))
+        lse = lse_region[g32:g32 + lse_ext].view(torch.float32).as_strided((b, hq), (slb, 1))
         try:
             if nargs == 9:
                 fn(q, k_cache, v_cache, t["indptr"], t["indices"], t["last"], float(sm_scale),

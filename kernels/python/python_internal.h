@@ -29,9 +29,9 @@
 
 #define REQUEST_MAGIC "KVFQ"
 #define REPLY_MAGIC "KVFA"
-#define REQUEST_SIZE 148 /* struct "<4sIQiiiiiqqfi8Qqqq" of kvfuzz_worker.py */
+#define REQUEST_SIZE 212 /* struct "<4sIQiiiiiqqfi8Qqqq8q" of kvfuzz_worker.py */
 #define SUPPORTS_MAGIC "KVFS"
-#define SUPPORTS_SIZE 60 /* "<4siiiiiqqqqf" */
+#define SUPPORTS_SIZE 124 /* "<4siiiiiqqqqf8q" */
 #define REPLY_SIZE 12    /* "<4sII" */
 #define STATUS_OK 0
 #define STATUS_EXCEPTION 1

@@ -237,7 +237,18 @@ int kvf__py_ask(int sock, const kvf_plugin_shape *sh, double deadline, reply *r)
     kvf__py_put32(&p, (uint32_t)sh->batch_size);
     kvf__py_put64(&p, (uint64_t)sh->num_pages), kvf__py_put64(&p, (uint64_t)sh->num_entries);
     kvf__py_put64(&p, (uint64_t)sh->total_tokens), kvf__py_put64(&p, (uint64_t)sh->max_seq_len);
-    memcpy(p, &sh->sm_scale, 4);
+    memcpy(p, &sh->sm_scale, 4), p += 4;
+    /* The layout's strides; a shape built without them is dense. */
+    kvf_plugin_shape full = *sh;
+    if (!full.q_stride_batch && !full.q_stride_head && !full.kv_stride_page &&
+        !full.kv_stride_slot && !full.kv_stride_head && !full.o_stride_batch &&
+        !full.o_stride_head && !full.lse_stride_batch)
+        kvf_kernel_shape_dense_strides(&full);
+    const int64_t strides[8] = {full.q_stride_batch, full.q_stride_head,    full.o_stride_batch,
+                                full.o_stride_head,  full.lse_stride_batch, full.kv_stride_page,
+                                full.kv_stride_slot, full.kv_stride_head};
+    for (int i = 0; i < 8; i++)
+        kvf__py_put64(&p, (uint64_t)strides[i]);
     if (kvf__py_send_all(sock, req, sizeof req)) return -1;
     return kvf__py_recv_reply(sock, r, deadline);
 }

@@ -2,7 +2,12 @@
  * memory arena the worker maps (the whole pool, or past FULL_POOL_BYTES its referenced pages
  * renumbered), one request over the socket, and what the function did to every copy (outputs,
  * guard bytes, inputs) mirrored back onto the host's buffers, so that the buffer host's checks
- * judge it (python_kernel.c says why). */
+ * judge it (python_kernel.c says why).
+ *
+ * A function named by module gets the host's layout (docs/plugins.md, "Layouts"): the arena
+ * holds each buffer as the host laid it out, padding and its poison included, and the worker
+ * builds strided views with the host's strides. A FlashInfer-Bench solution gets dense copies,
+ * as FlashInfer-Bench gives it contiguous tensors. */
 #define _GNU_SOURCE
 
 #include <errno.h>
@@ -91,7 +96,37 @@ typedef struct run_dims {
     size_t row, page_bytes;
     int full;  /* the whole pool goes */
     size_t np; /* pages sent */
+    /* The arena's strides, in elements: the host's (strided), else dense. Each buffer in the
+     * arena spans its extent, from its first element to the end of its last: q_ext, o_ext and
+     * lse_ext elements, and page_bytes per page (the page stride's bytes when strided). */
+    int strided;
+    kvf_strides s;
+    int64_t q_ext, o_ext, lse_ext;
 } run_dims;
+
+/* Elements from a [B][H][D] view's first element to the end of its last (0 when empty). */
+static int64_t extent3(int32_t B, int32_t H, int32_t D, int64_t sb, int64_t sh) {
+    return B > 0 && H > 0 ? (int64_t)(B - 1) * sb + (int64_t)(H - 1) * sh + D : 0;
+}
+
+/* The arena's strides: the host's for a function named by module, dense for a solution. */
+static void arena_strides(const pystate *st, const kvf_plugin_args *a, run_dims *d) {
+    d->strided = strcmp(st->cfg->target[0], "solution") != 0;
+    kvf_strides *s = &d->s;
+    if (d->strided) {
+        *s = (kvf_strides){a->q_stride_batch, a->q_stride_head,    a->o_stride_batch,
+                           a->o_stride_head,  a->lse_stride_batch, a->kv_stride_page,
+                           a->kv_stride_slot, a->kv_stride_head};
+    } else {
+        const int64_t D = d->D;
+        *s = (kvf_strides){d->hq * D, D, d->hq * D, D, d->hq, (int64_t)d->S * d->hk * D,
+                           d->hk * D, D};
+    }
+    d->q_ext = extent3(d->B, d->hq, d->D, s->q_batch, s->q_head);
+    d->o_ext = extent3(d->B, d->hq, d->D, s->o_batch, s->o_head);
+    d->lse_ext = extent3(d->B, 1, d->hq, s->lse_batch, 0);
+    d->page_bytes = (size_t)s->kv_page * 2;
+}
 
 /* Where each part lies in the arena: q | k pages | v pages | indptr | indices | last | guard o
  * guard | guard lse guard, each part 256-byte aligned; `end` is the arena's size. */
@@ -108,8 +143,9 @@ static int plan_run(pystate *st, const kvf_plugin_args *a, run_dims *d, char *ms
     d->D = sh->head_dim, d->S = sh->page_size;
     const int64_t P = sh->num_pages;
     d->n_entries = d->B > 0 ? a->kv_indptr[d->B] : 0;
-    d->row = (size_t)d->D * 2, d->page_bytes = (size_t)d->S * d->hk * d->row;
+    d->row = (size_t)d->D * 2;
     d->n_o = (int64_t)d->B * d->hq * d->D, d->n_lse = (int64_t)d->B * d->hq;
+    arena_strides(st, a, d);
     d->full = (uint64_t)P * d->page_bytes <= FULL_POOL_BYTES;
     d->np = (size_t)P;
     if (d->full) return 0;
@@ -133,21 +169,20 @@ static arena_layout lay_out(const run_dims *d) {
     const size_t G = KVF_HOST_GUARD_BYTES;
     arena_layout o;
     size_t off = 0;
-    o.q = off, off = align_up(off + (size_t)d->n_o * 2);
+    o.q = off, off = align_up(off + (size_t)d->q_ext * 2);
     o.k = off, off = align_up(off + d->np * d->page_bytes);
     o.v = off, off = align_up(off + d->np * d->page_bytes);
     o.ip = off, off = align_up(off + (size_t)(d->B + 1) * 4);
     o.ix = off, off = align_up(off + (size_t)d->n_entries * 4);
     o.last = off, off = align_up(off + (size_t)d->B * 4);
-    o.o = off, off = align_up(off + 2 * G + (size_t)d->n_o * 2);
-    o.lse = off, off = align_up(off + 2 * G + (size_t)d->n_lse * 4);
+    o.o = off, off = align_up(off + 2 * G + (size_t)d->o_ext * 2);
+    o.lse = off, off = align_up(off + 2 * G + (size_t)d->lse_ext * 4);
     o.end = off;
     return o;
 }
 
-/* Copies the host's buffers into the arena (the pages sent, renumbered indices in compact
- * mode) and writes the output copies' poison and guards. */
-static void write_arena(const pystate *st, const kvf_plugin_args *a, const run_dims *d,
+/* The dense copies of q, the pages and the outputs' poison (a solution's arena). */
+static void write_dense(const pystate *st, const kvf_plugin_args *a, const run_dims *d,
                         const arena_layout *o) {
     const size_t G = KVF_HOST_GUARD_BYTES, row = d->row;
     const int32_t B = d->B, hq = d->hq, hk = d->hk, S = d->S;
@@ -167,17 +202,43 @@ static void write_arena(const pystate *st, const kvf_plugin_args *a, const run_d
                 memcpy(A + o->v + dst, a->v_cache + src, row);
             }
     }
-    memcpy(A + o->ip, a->kv_indptr, (size_t)(B + 1) * 4);
-    int32_t *ix = (int32_t *)(A + o->ix);
-    for (int64_t i = 0; i < d->n_entries; i++)
-        ix[i] = d->full ? a->kv_indices[i] : compact_id(st, d->np, a->kv_indices[i]);
-    if (B) memcpy(A + o->last, a->kv_last_page_len, (size_t)B * 4);
     fill_guard(A + o->o);
     poison(A + o->o + G, d->n_o, 2, KVF_HOST_POISON_O); /* little-endian: the low half */
     fill_guard(A + o->o + G + (size_t)d->n_o * 2);
     fill_guard(A + o->lse);
     poison(A + o->lse + G, d->n_lse, 4, KVF_HOST_POISON_LSE);
     fill_guard(A + o->lse + G + (size_t)d->n_lse * 4);
+}
+
+/* Copies the host's buffers into the arena (the pages sent, renumbered indices in compact
+ * mode) and writes the output copies' guards. */
+static void write_arena(const pystate *st, const kvf_plugin_args *a, const run_dims *d,
+                        const arena_layout *o) {
+    const size_t G = KVF_HOST_GUARD_BYTES;
+    const int32_t B = d->B;
+    uint8_t *A = st->arena;
+    if (d->strided) {
+        /* Each buffer as the host laid it out, its padding's poison included. */
+        memcpy(A + o->q, a->q, (size_t)d->q_ext * 2);
+        for (size_t i = 0; i < d->np; i++) {
+            const int64_t p = d->full ? (int64_t)i : st->pages[i];
+            memcpy(A + o->k + i * d->page_bytes, a->k_cache + p * a->kv_stride_page, d->page_bytes);
+            memcpy(A + o->v + i * d->page_bytes, a->v_cache + p * a->kv_stride_page, d->page_bytes);
+        }
+        fill_guard(A + o->o);
+        memcpy(A + o->o + G, a->o, (size_t)d->o_ext * 2);
+        fill_guard(A + o->o + G + (size_t)d->o_ext * 2);
+        fill_guard(A + o->lse);
+        memcpy(A + o->lse + G, a->lse, (size_t)d->lse_ext * 4);
+        fill_guard(A + o->lse + G + (size_t)d->lse_ext * 4);
+    } else {
+        write_dense(st, a, d, o);
+    }
+    memcpy(A + o->ip, a->kv_indptr, (size_t)(B + 1) * 4);
+    int32_t *ix = (int32_t *)(A + o->ix);
+    for (int64_t i = 0; i < d->n_entries; i++)
+        ix[i] = d->full ? a->kv_indices[i] : compact_id(st, d->np, a->kv_indices[i]);
+    if (B) memcpy(A + o->last, a->kv_last_page_len, (size_t)B * 4);
 }
 
 /* Sends the request for the arena's run and waits for the worker's reply into r; a worker gone
@@ -201,6 +262,11 @@ static void call_worker(pystate *st, const kvf_plugin_args *a, const run_dims *d
     /* The shape as supports() saw it (the pool sent may be renumbered). */
     kvf__py_put64(&p, (uint64_t)sh->num_pages), kvf__py_put64(&p, (uint64_t)sh->total_tokens);
     kvf__py_put64(&p, (uint64_t)sh->max_seq_len);
+    /* The arena's strides (elements): the host's layout, or dense for a solution. */
+    const int64_t strides[8] = {d->s.q_batch,   d->s.q_head,  d->s.o_batch, d->s.o_head,
+                                d->s.lse_batch, d->s.kv_page, d->s.kv_slot, d->s.kv_head};
+    for (int i = 0; i < 8; i++)
+        kvf__py_put64(&p, (uint64_t)strides[i]);
     if (kvf__py_send_all(st->sock, req, sizeof req) || kvf__py_recv_reply(st->sock, r, -1))
         kvf__py_die_like_worker(st);
 }
@@ -216,21 +282,27 @@ static int read_outputs(const pystate *st, const kvf_plugin_args *a, const run_d
     const size_t G = KVF_HOST_GUARD_BYTES, row = d->row;
     const int32_t B = d->B, hq = d->hq, D = d->D;
     const uint8_t *A = st->arena, *o = A + ao->o + G, *l = A + ao->lse + G;
-    for (int32_t b = 0; b < B; b++)
-        for (int32_t h = 0; h < hq; h++)
-            memcpy(a->o + b * a->o_stride_batch + h * a->o_stride_head,
-                   o + ((size_t)b * hq + h) * row, row);
-    for (int32_t b = 0; b < B; b++)
-        memcpy(a->lse + b * a->lse_stride_batch, l + (size_t)b * hq * 4, (size_t)hq * 4);
+    if (d->strided) { /* rows and padding alike: the host checks its padding */
+        memcpy(a->o, o, (size_t)d->o_ext * 2);
+        memcpy(a->lse, l, (size_t)d->lse_ext * 4);
+    } else {
+        for (int32_t b = 0; b < B; b++)
+            for (int32_t h = 0; h < hq; h++)
+                memcpy(a->o + b * a->o_stride_batch + h * a->o_stride_head,
+                       o + ((size_t)b * hq + h) * row, row);
+        for (int32_t b = 0; b < B; b++)
+            memcpy(a->lse + b * a->lse_stride_batch, l + (size_t)b * hq * 4, (size_t)hq * 4);
+    }
     const int o_dense = a->o && a->o_stride_head == D && a->o_stride_batch == (int64_t)hq * D;
     const int l_dense = a->lse && a->lse_stride_batch == hq;
     (void)msg, (void)msg_size;
     uint8_t *ho = o_dense ? (uint8_t *)a->o : NULL, *hl = l_dense ? (uint8_t *)a->lse : NULL;
     const int o_before = mirror_guard(A + ao->o, ho ? ho - G : NULL);
-    const int o_after = mirror_guard(o + (size_t)d->n_o * 2, ho ? ho + (size_t)d->n_o * 2 : NULL);
+    const size_t o_end = (size_t)(d->strided ? d->o_ext : d->n_o) * 2;
+    const size_t l_end = (size_t)(d->strided ? d->lse_ext : d->n_lse) * 4;
+    const int o_after = mirror_guard(o + o_end, ho ? ho + (size_t)d->n_o * 2 : NULL);
     const int l_before = mirror_guard(A + ao->lse, hl ? hl - G : NULL);
-    const int l_after =
-        mirror_guard(l + (size_t)d->n_lse * 4, hl ? hl + (size_t)d->n_lse * 4 : NULL);
+    const int l_after = mirror_guard(l + l_end, hl ? hl + (size_t)d->n_lse * 4 : NULL);
     if (B > 0 && !o_dense && (o_before || o_after))
         *(o_before ? a->o - 1
                    : a->o + (B - 1) * a->o_stride_batch + (hq - 1) * a->o_stride_head + D) = 0;
@@ -239,18 +311,21 @@ static int read_outputs(const pystate *st, const kvf_plugin_args *a, const run_d
     return 0;
 }
 
-/* Inputs the function changed: the same change, made to the host's buffers. */
-static void mirror_inputs(const pystate *st, const kvf_plugin_args *a, const run_dims *d,
-                          const arena_layout *o) {
+/* A changed copy of host bytes, copied back over them. */
+static void mirror_blob(void *host, const uint8_t *copy, size_t n) {
+    if (memcmp(host, copy, n)) memcpy(host, copy, n);
+}
+
+/* q and the pages from a dense arena (a solution's) back to the host's strided buffers. */
+static void mirror_dense(const pystate *st, const kvf_plugin_args *a, const run_dims *d,
+                         const arena_layout *o) {
     const size_t row = d->row;
     const int32_t B = d->B, hq = d->hq, hk = d->hk, S = d->S;
     const uint8_t *A = st->arena;
     for (int32_t b = 0; b < B; b++)
-        for (int32_t h = 0; h < hq; h++) {
-            uint16_t *dst = (uint16_t *)a->q + b * a->q_stride_batch + h * a->q_stride_head;
-            const uint8_t *src = A + o->q + ((size_t)b * hq + h) * row;
-            if (memcmp(dst, src, row)) memcpy(dst, src, row);
-        }
+        for (int32_t h = 0; h < hq; h++)
+            mirror_blob((uint16_t *)a->q + b * a->q_stride_batch + h * a->q_stride_head,
+                        A + o->q + ((size_t)b * hq + h) * row, row);
     for (size_t i = 0; i < d->np; i++) {
         const int64_t pg = d->full ? (int64_t)i : st->pages[i];
         for (int32_t s = 0; s < S; s++)
@@ -258,11 +333,29 @@ static void mirror_inputs(const pystate *st, const kvf_plugin_args *a, const run
                 const int64_t at =
                     pg * a->kv_stride_page + s * a->kv_stride_slot + g * a->kv_stride_head;
                 const size_t src = i * d->page_bytes + ((size_t)s * hk + g) * row;
-                if (memcmp(a->k_cache + at, A + o->k + src, row))
-                    memcpy((uint16_t *)a->k_cache + at, A + o->k + src, row);
-                if (memcmp(a->v_cache + at, A + o->v + src, row))
-                    memcpy((uint16_t *)a->v_cache + at, A + o->v + src, row);
+                mirror_blob((uint16_t *)a->k_cache + at, A + o->k + src, row);
+                mirror_blob((uint16_t *)a->v_cache + at, A + o->v + src, row);
             }
+    }
+}
+
+/* Inputs the function changed: the same change, made to the host's buffers. */
+static void mirror_inputs(const pystate *st, const kvf_plugin_args *a, const run_dims *d,
+                          const arena_layout *o) {
+    const int32_t B = d->B;
+    const uint8_t *A = st->arena;
+    if (d->strided) {
+        mirror_blob((void *)a->q, A + o->q, (size_t)d->q_ext * 2);
+        for (size_t i = 0; i < d->np; i++) {
+            const int64_t pg = d->full ? (int64_t)i : st->pages[i];
+            const size_t at = i * d->page_bytes;
+            mirror_blob((void *)(a->k_cache + pg * a->kv_stride_page), A + o->k + at,
+                        d->page_bytes);
+            mirror_blob((void *)(a->v_cache + pg * a->kv_stride_page), A + o->v + at,
+                        d->page_bytes);
+        }
+    } else {
+        mirror_dense(st, a, d, o);
     }
     if (memcmp(a->kv_indptr, A + o->ip, (size_t)(B + 1) * 4))
         memcpy((int32_t *)a->kv_indptr, A + o->ip, (size_t)(B + 1) * 4);

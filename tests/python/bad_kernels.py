@@ -54,3 +54,19 @@ not_a_function = 42
 def hangs(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, output, lse):
     while True:
         time.sleep(1)
+
+
+def _as_dense(t):
+    """t's storage read as if t were contiguous from its first element: right only when it is."""
+    strides, step = [], 1
+    for n in reversed(t.shape):
+        strides.insert(0, step)
+        step *= n
+    return t.as_strided(t.shape, tuple(strides), t.storage_offset())
+
+
+def ignores_strides(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale,
+                    output, lse):
+    """Takes every tensor for contiguous: right on dense buffers, wrong on a padded layout."""
+    decode(_as_dense(q), _as_dense(k_cache), _as_dense(v_cache), kv_indptr, kv_indices,
+           kv_last_page_len, sm_scale, _as_dense(output), _as_dense(lse))

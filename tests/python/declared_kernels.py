@@ -45,8 +45,19 @@ def declines_all(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, s
 declines_all.kvfuzz_supports = lambda shape: "this kernel declines every shape"
 
 
+LAYOUT_KEYS = ("q_stride_batch", "q_stride_head", "o_stride_batch", "o_stride_head",
+               "lse_stride_batch", "kv_stride_page", "kv_stride_slot", "kv_stride_head",
+               "kv_layout", "dense")
+
+
 def _describe_shape(shape):
-    return False, " ".join("%s=%s" % (key, shape[key]) for key in sorted(shape))
+    """The shape without its layout (a reason has room for one of the two)."""
+    return False, " ".join("%s=%s" % (key, shape[key]) for key in sorted(shape)
+                           if key not in LAYOUT_KEYS)
+
+
+def _describe_layout(shape):
+    return False, " ".join("%s=%s" % (key, shape[key]) for key in LAYOUT_KEYS)
 
 
 def declines_with_shape(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale,
@@ -56,6 +67,15 @@ def declines_with_shape(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page
 
 
 declines_with_shape.kvfuzz_supports = _describe_shape
+
+
+def declines_with_layout(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale,
+                         output, lse):
+    """Declines every shape, naming the layout supports() was given."""
+    raise AssertionError("declines_with_layout was launched on a shape its supports() declined")
+
+
+declines_with_layout.kvfuzz_supports = _describe_layout
 
 
 def _raise(shape):
