@@ -135,6 +135,31 @@ bool group_ok(int g) {
     return (g >= 1 && g <= 6) || g == 8;
 }
 
+/* The layouts FlashInfer's decode takes (a shape with every stride 0 is dense): o and lse
+ * written densely by the kernel and its merge, q and page strides within the 32-bit fields
+ * its params keep them in. run() refuses the same layouts, for a caller that skips this. */
+static int layout_ok(const kvf_plugin_shape *s, char *why, size_t why_size) {
+    const int64_t hq = s->num_qo_heads, d = s->head_dim;
+    const bool dense = !s->q_stride_batch && !s->q_stride_head && !s->kv_stride_page &&
+                       !s->kv_stride_slot && !s->kv_stride_head && !s->o_stride_batch &&
+                       !s->o_stride_head && !s->lse_stride_batch;
+    if (dense) return 1;
+    if (s->o_stride_head != d || s->o_stride_batch != hq * d || s->lse_stride_batch != hq) {
+        say(why, why_size,
+            "FlashInfer writes o and lse densely; this layout pads them (o %lld/%lld, lse %lld)",
+            (long long)s->o_stride_batch, (long long)s->o_stride_head,
+            (long long)s->lse_stride_batch);
+        return 0;
+    }
+    if (s->q_stride_batch > INT32_MAX || s->q_stride_head > INT32_MAX ||
+        s->kv_stride_page > UINT32_MAX || s->kv_stride_slot > UINT32_MAX ||
+        s->kv_stride_head > UINT32_MAX) {
+        say(why, why_size, "a stride of this layout exceeds FlashInfer's 32-bit stride fields");
+        return 0;
+    }
+    return 1;
+}
+
 int fi_supports(const kvf_plugin_kernel *, const kvf_plugin_shape *s, char *why, size_t why_size) {
     if (!head_dim_ok(s->head_dim)) {
         say(why, why_size, "head dim %d is not instantiated (64, 128 and 256 are)", s->head_dim);
@@ -175,7 +200,7 @@ int fi_supports(const kvf_plugin_kernel *, const kvf_plugin_shape *s, char *why,
         say(why, why_size, "q of batch %d overflows FlashInfer's 32-bit q strides", s->batch_size);
         return 0;
     }
-    return 1;
+    return layout_ok(s, why, why_size);
 }
 
 int fi_create(const kvf_plugin_kernel *self, void **out, char *msg, size_t msg_size) {
