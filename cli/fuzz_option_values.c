@@ -219,6 +219,10 @@ int cli_fuzz_case_option(cli_fuzz *f, int ch, const char *v) {
         rc = parse_int(cmd, "--large-share", v, 0, 90, &n);
         f->o.large_share = (double)n / 100;
         return rc;
+    case FUZZ_OPT_SHAPE_SET:
+        rc = parse_int(cmd, "--shape-set", v, 0, 256, &n);
+        f->o.shape_set = (int)n;
+        return rc;
     case FUZZ_OPT_LARGE_WORK:
         rc = parse_int(cmd, "--large-work", v, KVF_MUTATE_MIN_WORK, INT64_MAX / 4, &n);
         f->o.large.max_work = n;

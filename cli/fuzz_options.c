@@ -11,10 +11,11 @@ static void fuzz_help(void) {
         "                   [--stats FILE] [--stats-interval SEC] [--deadline SEC]\n"
         "                   [--determinism N] [--relations N] [--max-batch N] [--max-pages N]\n"
         "                   [--max-page-size N] [--max-work N] [--large-share PCT]\n"
-        "                   [--large-work N] [--require-overflow] [--stop-on-finding]\n"
-        "                   [--max-findings N] [--workers N] [--lanes N] [--devices all|LIST]\n"
-        "                   [--generators N] [--tag TEXT] [--minimize-time SEC]\n"
-        "                   [--in-process] [--oracle-only] [--oracle fast|mpfr] [--verbose]\n\n"
+        "                   [--large-work N] [--shape-set N] [--require-overflow]\n"
+        "                   [--stop-on-finding] [--max-findings N] [--workers N] [--lanes N]\n"
+        "                   [--devices all|LIST] [--generators N] [--tag TEXT]\n"
+        "                   [--minimize-time SEC] [--in-process] [--oracle-only]\n"
+        "                   [--oracle fast|mpfr] [--verbose]\n\n"
         "Generates cases (random recipes over every strategy, and structure-aware mutations\n"
         "of a corpus that grows with cases reaching new error buckets), runs the kernel in a\n"
         "worker process, computes the MPFR oracle on a pool of threads and judges each case\n"
@@ -83,6 +84,11 @@ static void fuzz_help(void) {
         "                      in 8); 1 in 4 is a batch of 64 to 256 sequences of mixed\n"
         "                      lengths (0 to 4,096). Heads and D shrink to fit the cap.\n"
         "  --large-work N      cap on the oracle's cost per large case (default 16777216).\n"
+        "  --shape-set N       draw shapes (Hq, Hk, D, S) from a set that starts with N\n"
+        "                      shapes and admits one more every 1,000 cases, so that a kernel\n"
+        "                      compiling per shape reuses its compilations; 0 to 256, 0 draws\n"
+        "                      every shape anew (default 4 for a Python kernel on a GPU,\n"
+        "                      else 0).\n"
         "  --require-overflow  count violations on rows whose logits exceed the f32 range\n"
         "                      (class overflow) as findings.\n"
         "  --workers N         kernel worker processes (default 1; per device with\n"
@@ -157,6 +163,7 @@ static const struct option fuzz_options[] = {
     {"minimize-time", required_argument, NULL, FUZZ_OPT_MINIMIZE_TIME},
     {"reload", required_argument, NULL, FUZZ_OPT_RELOAD},
     {"large-share", required_argument, NULL, FUZZ_OPT_LARGE_SHARE},
+    {"shape-set", required_argument, NULL, FUZZ_OPT_SHAPE_SET},
     {"large-work", required_argument, NULL, FUZZ_OPT_LARGE_WORK},
     {"tag", required_argument, NULL, FUZZ_OPT_TAG},
     {NULL, 0, NULL, 0},

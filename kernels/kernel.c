@@ -99,6 +99,15 @@ int kvf_kernel_takes_layouts(const kvf_kernel *k) {
     return k->device != KVF_DEVICE_CUDA;
 }
 
+int kvf_kernel_compiles_per_shape(const kvf_kernel *k) {
+#ifdef KVF_HAVE_PYTHON_KERNELS
+    return k->release == kvf__python_kernel_free && kvf__python_kernel_on_gpu(k);
+#else
+    (void)k;
+    return 0;
+#endif
+}
+
 int kvf_kernel_can_graph_replay(const kvf_kernel *k) {
     return k->device == KVF_DEVICE_CUDA && hosted_kernel(k);
 }

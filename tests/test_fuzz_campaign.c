@@ -1,5 +1,6 @@
 /* Unit tests for the campaign (fuzz/engine/campaign.c): crash confirmation, default jobs,
- * lifecycle, stopping on findings, reach to long and wide cases and corpus reload. */
+ * lifecycle, stopping on findings, reach to long and wide cases, corpus reload and the shape
+ * set. */
 #include "fuzz_fixtures.h"
 
 /* A worker killed from outside (here: the first time each case runs) is not a finding: each crash
@@ -150,6 +151,66 @@ static void campaign_reaches_long_and_wide(void) {
     fclose(log);
 }
 
+/* The shapes the judge met, for the shape set's test. */
+typedef struct shapes_seen {
+    pthread_mutex_t mu;
+    uint64_t key[512];
+    int n;
+} shapes_seen;
+
+static int note_shape(void *ctx, int thread, const kvf_spec *spec, const kvf_case *c,
+                      kvf_judge_hooks *hooks) {
+    (void)thread, (void)spec, (void)hooks;
+    shapes_seen *s = ctx;
+    const uint64_t key = (uint64_t)c->num_qo_heads << 48 | (uint64_t)c->num_kv_heads << 32 |
+                         (uint64_t)c->head_dim << 16 | (uint64_t)c->page_size;
+    pthread_mutex_lock(&s->mu);
+    int i = 0;
+    while (i < s->n && s->key[i] != key)
+        i++;
+    if (i == s->n && s->n < 512) s->key[s->n++] = key;
+    pthread_mutex_unlock(&s->mu);
+    return 1; /* judged without hooks */
+}
+
+/* The shape set: with 3, every case the kernel met (fresh, mutated and large) had one of the
+ * first 3 shapes, and cases that drew another shape took one of them; without it, shapes are
+ * many. The default leaves it off for a kernel that does not compile per shape. */
+static void campaign_shape_set(void) {
+    FILE *log = fopen("/dev/null", "w");
+    kvf_campaign_opts o;
+    kvf_campaign_opts_default(&o);
+    CHECK_INT_EQ(o.shape_set, -1);
+    o.kernel = kvf_fuzz_kernel_find("cpu-ref");
+    CHECK(!kvf_kernel_compiles_per_shape(o.kernel));
+    o.large.max_work = o.large.max_pool_elems = (int64_t)1 << 20; /* cheaper large cases */
+    o.max_runs = 400;
+    o.jobs = 2;
+    o.generators = 1;
+    o.seed = 5;
+    o.log = log;
+    shapes_seen seen = {.n = 0};
+    pthread_mutex_init(&seen.mu, NULL);
+    o.judge_hooks = note_shape;
+    o.observer_ctx = &seen;
+    o.shape_set = 3;
+    kvf_campaign_stats st;
+    kvf_error err = {0};
+    CHECK_OK(kvf_campaign_run(&o, &st, &err), &err);
+    CHECK_INT_EQ(st.shape_set_size, 3);
+    CHECK(st.shape_set_replaced > 100);
+    CHECK(st.large_cases > 0);
+    CHECK(seen.n >= 1 && seen.n <= 3);
+    seen.n = 0;
+    o.shape_set = -1; /* cpu-ref: off */
+    CHECK_OK(kvf_campaign_run(&o, &st, &err), &err);
+    CHECK_INT_EQ(st.shape_set_size, 0);
+    CHECK_INT_EQ(st.shape_set_replaced, 0);
+    CHECK(seen.n > 20);
+    pthread_mutex_destroy(&seen.mu);
+    fclose(log);
+}
+
 /* A running campaign takes in corpus files that appear in its folder (another campaign's),
  * and only those: its own new entries are not read back. */
 static void campaign_reloads_corpus(void) {
@@ -197,6 +258,7 @@ static const check_test tests[] = {
     {"campaign_stops_on_finding", campaign_stops_on_finding},
     {"campaign_reaches_long_and_wide", campaign_reaches_long_and_wide},
     {"campaign_reloads_corpus", campaign_reloads_corpus},
+    {"campaign_shape_set", campaign_shape_set},
     {NULL, NULL},
 };
 

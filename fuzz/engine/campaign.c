@@ -33,6 +33,7 @@ void kvf_campaign_opts_default(kvf_campaign_opts *o) {
      * tokens that took 21 s for one case. The overflow class is small cases' business. */
     o->large.allow_overflow = 0;
     o->large_share = 0.25;
+    o->shape_set = -1;
     kvf_limits_default(&o->case_limits);
 }
 
@@ -234,6 +235,11 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
     fprintf(f, "  corpus %" PRId64 " (+%" PRId64 " new", st->corpus_size, st->corpus_added);
     if (st->corpus_unsaved) fprintf(f, ", %" PRId64 " of them not saved", st->corpus_unsaved);
     fprintf(f, ")\n");
+    if (st->shape_set_size)
+        fprintf(f,
+                "  shapes: %d in the shape set, %" PRId64 " case(s) took one of them instead of "
+                "their own (--shape-set 0 draws every shape)\n",
+                st->shape_set_size, st->shape_set_replaced);
     if (st->skipped_unsupported) {
         fprintf(f,
                 "  skipped %" PRId64 " generated case(s) whose shape the kernel does not support"
@@ -282,6 +288,12 @@ int kvf_campaign_init(kvf_campaign **out, const kvf_campaign_opts *o, kvf_campai
     if (o->kernel && !kvf_kernel_takes_layouts(o->kernel))
         cp->own_opts.mutate.allow_layouts = cp->own_opts.large.allow_layouts = 0;
     cp->opts = &cp->own_opts;
+    int shapes = o->shape_set;
+    if (shapes < 0)
+        shapes = o->kernel && !o->oracle_only && kvf_kernel_compiles_per_shape(o->kernel)
+                     ? KVF_CAMPAIGN_SHAPE_SET
+                     : 0;
+    kvf__shape_set_init(&cp->shapes, shapes, KVF_CAMPAIGN_SHAPE_GROWTH);
     cp->stats = st;
     cp->nrules = o->nrules > 0 ? (o->nrules < KVF_MAX_RULES ? o->nrules : KVF_MAX_RULES) : 1;
     if (o->nrules > 0)
@@ -438,6 +450,8 @@ int kvf_campaign_wait(kvf_campaign *cp, kvf_error *err) {
         if (cp->worker_device[i] >= 0)
             st->device[cp->worker_device[i]].worker_starts += cp->worker_starts[i];
     st->corpus_size = (int64_t)kvf__corpus_size(&cp->corpus);
+    st->shape_set_size = cp->shapes.initial > 0 ? kvf__shape_set_size(&cp->shapes) : 0;
+    st->shape_set_replaced = (int64_t)cp->shapes.replaced;
     kvf__write_hits(cp);
     if (cp->fatal) {
         if (err) *err = cp->fatal_err;
@@ -467,6 +481,7 @@ void kvf_campaign_free(kvf_campaign *cp) {
     free(cp->sig_hits);
     free(cp->lost);
     pthread_mutex_destroy(&cp->mu);
+    kvf__shape_set_destroy(&cp->shapes);
     free(cp);
 }
 

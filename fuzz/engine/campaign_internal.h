@@ -20,6 +20,7 @@
 #include "kvfuzz/campaign.h"
 #include "kvfuzz/runner.h"
 #include "queue.h"
+#include "shape_set.h"
 
 #define KVF__MAX_GENERATORS 64
 #define KVF__MAX_WORKERS 64
@@ -100,6 +101,7 @@ struct kvf_campaign {
      * promise whose run failed (relations.c). */
     atomic_uint relations_off;
     kvf_campaign_opts own_opts; /* the caller's, with what the kernel cannot take turned off */
+    kvf__shape_set shapes;      /* the shape set (shape_set.h); initial 0: off */
     int fatal;
     kvf_error fatal_err;
 

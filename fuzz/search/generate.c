@@ -159,6 +159,9 @@ static kvf__job *make_job(struct kvf_campaign *cp, kvf__generator *g, uint64_t i
             if (kvf_spec_random(&s, kvf_prng_next(rng), &ro, NULL)) continue;
             kvf_spec_fit(&s, &o->mutate);
         }
+        /* The shape set (shape_set.h): the initial corpus runs as it is. */
+        if (!j->from_corpus)
+            kvf__shape_set_apply(&cp->shapes, &s, rng, large ? &o->large : &o->mutate);
         if (kvf_spec_repair(&s, &o->case_limits, o->mutate.allow_nonfinite, &j->c, NULL) != 0 ||
             kvf_spec_encode(&s, &j->bytes, &j->size, NULL) != 0) {
             kvf_spec_free(&s);

@@ -72,6 +72,7 @@ typedef struct pyk {
     char *precision;        /* fn.kvfuzz_precision; NULL when absent (f32) */
     char *promises;         /* fn.kvfuzz_promises; NULL when absent (the defaults) */
     int has_supports;       /* fn.kvfuzz_supports exists */
+    int on_gpu;             /* the check's torch device was cuda */
     /* The supports() probe of the process that made the kernel (`owner`): one Python process,
      * one question at a time under probe_mu. A forked process never touches these (the mutex
      * may have been held by another thread at the fork, the socket closed since). */

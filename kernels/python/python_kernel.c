@@ -373,6 +373,9 @@ int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err) 
             goto fail;
         }
     }
+    /* The check's line ends with "on cpu" or "on cuda". */
+    const size_t line_len = strlen(line);
+    k->on_gpu = line_len >= 8 && strcmp(line + line_len - 8, " on cuda") == 0;
     char desc[2 * KVF_ERROR_MSG_MAX];
     if (k->solution.name)
         snprintf(desc, sizeof desc, "FlashInfer-Bench %s solution for %s: %s", k->solution.language,
@@ -408,4 +411,8 @@ nomem:
 fail:
     kvf__python_kernel_free(&k->kernel);
     return rc;
+}
+
+int kvf__python_kernel_on_gpu(const kvf_kernel *k) {
+    return ((const pyk *)k)->on_gpu;
 }

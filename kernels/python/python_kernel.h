@@ -60,6 +60,10 @@ int kvf__python_choose(char **python, int *torch, kvf_error *err);
 /* Releases a kernel from kvf__python_kernel_make (NULL is fine). */
 void kvf__python_kernel_free(kvf_kernel *k);
 
+/* Whether a kernel from kvf__python_kernel_make runs its tensors on a GPU (where Triton and
+ * torch.compile specialise on shapes), as its check found torch's device. */
+int kvf__python_kernel_on_gpu(const kvf_kernel *k);
+
 /* Whether a --kernel argument names a Python kernel (python:... or *.json). */
 int kvf__python_kernel_spec(const char *spec);
 

@@ -31,6 +31,10 @@
 #include "kvfuzz/outcome.h"
 
 #define KVF_CAMPAIGN_MAX_JOBS 256 /* oracle threads */
+/* The shape set of a kernel that compiles per shape: its first shapes, and the cases between
+ * two later admissions (kvf_campaign_opts.shape_set). */
+#define KVF_CAMPAIGN_SHAPE_SET 4
+#define KVF_CAMPAIGN_SHAPE_GROWTH 1000
 
 /* What the campaign observed for one judged case, for a statistics module (reports/) to
  * accumulate. Valid only during the callback. */
@@ -94,6 +98,13 @@ typedef struct kvf_campaign_opts {
      * (64 to 256 sequences of mixed lengths), kept within large.max_work each. */
     kvf_mutate_limits large;
     double large_share; /* 0 .. 0.9; 0: small cases only */
+    /* The shape set (docs/fuzzing.md, "Shape sets"): cases take their shape (Hq, Hk, D, S) from
+     * a set that starts with this many shapes and admits one more every
+     * KVF_CAMPAIGN_SHAPE_GROWTH cases, so that a kernel compiling per shape reuses its
+     * compilations. 0: off; -1 (the default): KVF_CAMPAIGN_SHAPE_SET for a kernel that compiles
+     * per shape (kvf_kernel_compiles_per_shape: Python kernels on a GPU), off for any
+     * other. */
+    int shape_set;
     kvf_limits case_limits;
     FILE *log;   /* progress, findings, summary; NULL: stderr */
     int verbose; /* print the full report of every new finding */
@@ -151,6 +162,10 @@ typedef struct kvf_campaign_stats {
     /* Generated cases replaced before they ran because the kernel's supports() refused their
      * shape, and the reasons it gave. */
     int64_t skipped_unsupported;
+    /* The shape set (kvf_campaign_opts.shape_set): its size at the end (0: off) and the cases
+     * whose shape it replaced. */
+    int shape_set_size;
+    int64_t shape_set_replaced;
     char skip_reasons[KVF_CAMPAIGN_REASONS][KVF_CAMPAIGN_REASON_MAX];
     int64_t skip_counts[KVF_CAMPAIGN_REASONS];
     int64_t tokens; /* total tokens of judged cases */

@@ -112,6 +112,10 @@ int kvf_kernel_takes_layouts(const kvf_kernel *k);
 int kvf_kernel_graph_relation_run(const kvf_kernel *k, void *state, const kvf_case *c,
                                   uint64_t seed, const kvf_limits *lim, kvf_bf16 *o, float *lse,
                                   kvf_error *err);
+/* Whether k may compile itself anew for each shape it meets (a Python kernel on a GPU: Triton
+ * and torch.compile specialise on shapes), so that campaigns draw its shapes from a shape set.
+ * On the CPU a Python kernel runs torch eagerly, and a set would only narrow its shapes. */
+int kvf_kernel_compiles_per_shape(const kvf_kernel *k);
 /* Whether kvf_kernel_graph_replay can apply to k: a CUDA kernel run through the buffer host. */
 int kvf_kernel_can_graph_replay(const kvf_kernel *k);
 
