@@ -62,7 +62,7 @@ if [ $libfuzzer = 0 ]; then
   echo "SKIP: libFuzzer part: $why"
 else
   # ---- libFuzzer -----------------------------------------------------------------------------
-  mkdir -p "$tmp/case" "$tmp/cpu" "$tmp/planted" "$tmp/art"
+  mkdir -p "$tmp/case" "$tmp/cpu" "$tmp/planted" "$tmp/art" "$tmp/planted-art"
   cp "$src"/corpus/fuzz_case/*.kvfz "$tmp/case/"
   cp "$src"/corpus/fuzz_decode_cpu/*.kvfz "$tmp/cpu/"
   # Bounded runs of a minute each: long enough to go past the corpus, short enough for CI.
@@ -81,14 +81,15 @@ else
   KVF_FUZZ_KERNEL=test-planted "$bin/fuzz_decode_cpu_replay" "$tmp/planted" >/dev/null 2>&1 \
     || fail "the planted bug already shows on the starting case"
   KVF_FUZZ_KERNEL=test-planted "$bin/fuzz_decode_cpu" -seed=1 -runs=20000 -max_total_time=120 \
-    -max_len=2048 -artifact_prefix="$tmp/art/" "$tmp/planted" >"$tmp/lf.log" 2>&1
+    -max_len=2048 -artifact_prefix="$tmp/planted-art/" "$tmp/planted" >"$tmp/lf.log" 2>&1
   rc=$?
   [ $rc -ne 0 ] || fail "libFuzzer did not find the planted bug in 20000 runs"
   grep -qE "kvfuzz finding: (o-tolerance|nonfinite) \(kernel test-planted" "$tmp/lf.log" \
     || fail "no full report for the planted bug: $(tail -30 "$tmp/lf.log")"
   grep -qE "in kvf_found_(o_tolerance|nonfinite)" "$tmp/lf.log" || fail "the abort is not from an accuracy call site"
   grep -E "^#[0-9]+" "$tmp/lf.log" | tail -1
-  artifact=$(ls "$tmp"/art/crash-* 2>/dev/null | head -1)
+  # Its own folder: an artifact another target left (a failure reported above) is not this one.
+  artifact=$(ls "$tmp"/planted-art/crash-* 2>/dev/null | head -1)
   if [ -z "$artifact" ]; then
     fail "no crash artifact"
   else

@@ -67,6 +67,11 @@ static void test_section_round_trip_and_domain(void) {
     memcpy(bytes + n - 36, &big, 4); /* the first padding: q's head stride */
     CHECK_INT_EQ(kvf_spec_decode(&d, bytes, n, &lim, &err), KVF_EINVAL);
     CHECK_STR_CONTAINS(err.msg, "q head padding");
+    /* A section holding the dense layout is refused: the dense case has one encoding, without
+     * the section. */
+    memset(bytes + n - 40, 0, 40);
+    CHECK_INT_EQ(kvf_spec_decode(&d, bytes, n, &lim, &err), KVF_EFORMAT);
+    CHECK_STR_CONTAINS(err.msg, "holds the dense layout, which is written as no section");
     free(bytes);
     /* The dense layout writes no section: the file is the one before layouts existed. */
     memset(&s.layout, 0, sizeof s.layout);

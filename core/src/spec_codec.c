@@ -197,16 +197,23 @@ static int decode_origin(reader *r, kvf_origin *o) {
     return 0;
 }
 
-/* The overrides section: a count (at least 1) and that many records. Fills out->overrides as
- * it reads, so the caller's kvf_spec_free releases a half-read section. */
+/* The layout section: the page order, three reserved zero bytes, nine paddings. The dense
+ * layout is written as no section, so a section holding it is refused: every case has one
+ * encoding. */
 static int decode_layout(reader *r, kvf_layout *l) {
     uint32_t *const pads[] = {&l->q_head_pad,  &l->q_batch_pad,   &l->o_head_pad,
                               &l->o_batch_pad, &l->lse_batch_pad, &l->kv_row_pad,
                               &l->kv_mid_pad,  &l->kv_page_pad,   &l->view_offset};
+    const size_t at = r->offset;
     int rc = read_u8(r, &l->kv_order, "the layout's page order");
     if (!rc) rc = read_zero(r, 3, "the layout's reserved bytes");
     for (size_t i = 0; !rc && i < sizeof pads / sizeof pads[0]; i++)
         rc = read_u32(r, pads[i], "the layout's paddings");
+    if (!rc && kvf_layout_is_dense(l))
+        return kvf_error_set(r->err, KVF_EFORMAT,
+                             "the layout section at byte %zu holds the dense layout, which is "
+                             "written as no section (clear bit 3 of the sections byte)",
+                             at);
     return rc ? rc : kvf_layout_check(l, r->err);
 }
 
