@@ -32,8 +32,10 @@ def writes_nothing(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len,
 def writes_past_output(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale,
                        output, lse):
     decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, output, lse)
-    # The element right after the output, through its storage: out of bounds for the view.
-    past = output.as_strided((1,), (1,), output.storage_offset() + output.numel())
+    # The element right after the view's last element, through its storage: out of bounds for
+    # the view whatever its strides (a padded layout's view does not end at offset + numel).
+    last = output.storage_offset() + sum((n - 1) * s for n, s in zip(output.shape, output.stride()))
+    past = output.as_strided((1,), (1,), last + 1)
     past.fill_(1.0)
 
 
