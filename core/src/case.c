@@ -135,6 +135,68 @@ int kvf__case_alloc(kvf_case *out, int32_t hq, int32_t hk, int32_t d, int32_t s,
     return 0;
 }
 
+int kvf_case_set_quant(kvf_case *c, const kvf_kv_quant *quant, const kvf_limits *lim,
+                       kvf_error *err) {
+    int rc = kvf_kv_quant_check(quant, err);
+    if (rc) return rc;
+    c->quant = *quant;
+    int64_t n = kvf_case_scale_count(c);
+    if (n * 4 > lim->max_pool_bytes)
+        return kvf_error_set(err, KVF_ELIMIT,
+                             "per-token scales need %lld bytes per cache, past the limit of %lld",
+                             (long long)(n * 4), (long long)lim->max_pool_bytes);
+    if (!n) return 0;
+    c->scale_bytes = (size_t)n * sizeof(float);
+    c->k_scale = reserve(c->scale_bytes, 1);
+    c->v_scale = reserve(c->scale_bytes, 1);
+    if (!c->k_scale || !c->v_scale)
+        return kvf_error_set(err, KVF_ENOMEM, "could not allocate two %zu-byte scale arrays",
+                             c->scale_bytes);
+    return 0;
+}
+
+/* The values and scales a sequence reads, for quantized caches: element images of the
+ * dtype's bytes, scales finite and positive. */
+static int check_quant_values(const kvf_case *c, kvf_error *err) {
+    int rc = kvf_kv_quant_check(&c->quant, err);
+    if (rc || kvf_kv_quant_is_plain(&c->quant)) return rc;
+    if (c->quant.granularity && (!c->k_scale || !c->v_scale))
+        return kvf_error_set(err, KVF_EINVAL, "the case has a scale granularity but no scales");
+    const int dts[2] = {c->quant.k_dtype, c->quant.v_dtype};
+    const kvf_bf16 *caches[2] = {c->k_cache, c->v_cache};
+    const float *scales[2] = {c->k_scale, c->v_scale};
+    static const char *const names[2] = {"k", "v"};
+    for (int32_t b = 0; b < c->batch_size; b++) {
+        int64_t len = kvf_case_seq_len(c, b);
+        for (int64_t t = 0; t < len; t++) {
+            for (int32_t g = 0; g < c->num_kv_heads; g++) {
+                for (int w = 0; w < 2; w++) {
+                    if (c->quant.granularity) {
+                        float sc = scales[w][kvf_case_scale_index(c, b, t, g)];
+                        if (!(isfinite(sc) && sc > 0))
+                            return kvf_error_set(err, KVF_EINVAL,
+                                                 "%s_scale of sequence %d token %lld kv head %d is "
+                                                 "%g, not finite and positive",
+                                                 names[w], b, (long long)t, g, (double)sc);
+                    }
+                    if (!kvf_kv_dtype_is_fp8(dts[w])) continue;
+                    const kvf_bf16 *row = caches[w] + kvf_case_kv_offset(c, b, t, g, 0);
+                    for (int32_t d = 0; d < c->head_dim; d++) {
+                        uint8_t byte;
+                        if (!kvf_fp8_from_bf16_exact(row[d], dts[w], &byte))
+                            return kvf_error_set(
+                                err, KVF_EINVAL,
+                                "%s_cache of sequence %d token %lld kv head %d d %d holds bf16 "
+                                "0x%04x, which is not an %s value",
+                                names[w], b, (long long)t, g, d, row[d], kvf_kv_dtype_name(dts[w]));
+                    }
+                }
+            }
+        }
+    }
+    return 0;
+}
+
 int kvf_case_validate(const kvf_case *c, const kvf_limits *lim, kvf_error *err) {
     int rc = check_shape(c->num_qo_heads, c->num_kv_heads, c->head_dim, c->page_size, c->batch_size,
                          lim, err);
@@ -183,7 +245,7 @@ int kvf_case_validate(const kvf_case *c, const kvf_limits *lim, kvf_error *err) 
                                  "kv_indices[%lld] = %d is outside the page pool [0, %lld)",
                                  (long long)i, id, (long long)c->num_pages);
     }
-    return 0;
+    return check_quant_values(c, err);
 }
 
 static int cmp_i64(const void *a, const void *b) {
@@ -239,6 +301,8 @@ void kvf_case_free(kvf_case *c) {
     release_reserved(c->k_cache, c->pool_bytes);
     release_reserved(c->v_cache, c->pool_bytes);
     free(c->resident_pages);
+    release_reserved(c->k_scale, c->scale_bytes);
+    release_reserved(c->v_scale, c->scale_bytes);
     memset(c, 0, sizeof *c);
 }
 

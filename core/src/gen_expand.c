@@ -23,6 +23,7 @@
 #include "gen_draw1.h"
 #include "gen_draw2.h"
 #include "gen_internal.h"
+#include "gen_quant.h"
 #include "kvfuzz/cost.h"
 #include "kvfuzz/prng.h"
 #include "kvfuzz/spec.h"
@@ -595,6 +596,7 @@ int kvf_case_build(kvf_case *out, const kvf_spec *s, const kvf_limits *lim, kvf_
                      &rq);
         if ((rc = fill_pool(out, rp, &extra, &num_extra, lim, err))) goto fail;
         shape_logits(out, rp);
+        if ((rc = kvf__gen_quantize(out, s, extra, num_extra, lim, err))) goto fail;
     }
     if ((rc = apply_overrides(out, s, &extra, &num_extra, err))) goto fail;
     if ((rc = kvf_case_validate(out, lim, err))) goto fail;

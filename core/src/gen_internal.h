@@ -26,7 +26,9 @@ enum {
     KVF__STREAM_POISON,    /* unused slots and unreferenced pages: poison or filler */
     KVF__STREAM_LOGITS,    /* logit patterns imposed through k */
     KVF__STREAM_PICK,      /* kvf_spec_random's choices */
-    KVF__STREAM_LAYOUT     /* kvf_spec_random's buffer layout */
+    KVF__STREAM_LAYOUT,    /* kvf_spec_random's buffer layout */
+    KVF__STREAM_SCALES,    /* the scales of quantized caches (gen_quant.c) */
+    KVF__STREAM_QUANT      /* kvf_spec_random's quantization recipe */
 };
 
 /* kvf_f32_to_bf16_rne((float)x), inlined: the generator converts one value per element. The

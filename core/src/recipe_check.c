@@ -81,3 +81,34 @@ int kvf_recipe_check(const kvf_recipe *rp, const kvf_limits *lim, kvf_error *err
                              (long long)tokens, (long long)lim->max_tokens);
     return kvf__recipe_check_budgets(rp, lim, err);
 }
+
+int kvf_quant_recipe_is_plain(const kvf_quant_recipe *q) {
+    return kvf_kv_quant_is_plain(&q->kv) && q->k_scale == 0 && q->v_scale == 0 && !q->spread &&
+           !q->fine;
+}
+
+int kvf_quant_recipe_check(const kvf_quant_recipe *q, kvf_error *err) {
+    int rc = kvf_kv_quant_check(&q->kv, err);
+    if (rc) return rc;
+    if (kvf_quant_recipe_is_plain(q)) return 0;
+    if (q->fine > 1)
+        return kvf_error_set(err, KVF_EINVAL, "the scales' fine flag is %u, not 0 or 1", q->fine);
+    if (q->spread > KVF_QUANT_MAX_SPREAD)
+        return kvf_error_set(err, KVF_EINVAL, "the scales' spread %u is above its maximum %d",
+                             q->spread, KVF_QUANT_MAX_SPREAD);
+    if (q->kv.granularity == KVF_SCALE_NONE) {
+        if (q->k_scale != 1.0f || q->v_scale != 1.0f || q->spread || q->fine)
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "caches without scales must have base scales 1 and no spread or "
+                                 "fine flag");
+        return 0;
+    }
+    if (q->kv.granularity == KVF_SCALE_TENSOR && (q->spread || q->fine))
+        return kvf_error_set(err, KVF_EINVAL,
+                             "tensor scales are their bases: the spread and fine flag must be 0");
+    if (!(isfinite(q->k_scale) && q->k_scale > 0) || !(isfinite(q->v_scale) && q->v_scale > 0))
+        return kvf_error_set(err, KVF_EINVAL,
+                             "the base scales k %g and v %g must be finite and positive",
+                             (double)q->k_scale, (double)q->v_scale);
+    return 0;
+}

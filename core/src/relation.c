@@ -497,6 +497,10 @@ int kvf_relation_derive(kvf_relation_pair *p, kvf_relation r, const kvf_case *c,
     p->seed = seed;
     if (c->batch_size < 1)
         return kvf_error_set(err, KVF_EUNSUPPORTED, "an empty batch has nothing to relate");
+    /* The derivations move values and pages, not scales: a quantized case is not related yet
+     * (docs/invariance.md). */
+    if (!kvf_kv_quant_is_plain(&c->quant))
+        return kvf_error_set(err, KVF_EUNSUPPORTED, "the relations do not derive quantized cases");
     kvf_prng rng;
     kvf_prng_seed_stream(&rng, seed, (uint64_t)r);
     int rc;

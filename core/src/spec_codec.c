@@ -16,6 +16,7 @@
 #define SECTION_EXPLICIT 0x02u
 #define SECTION_ORIGIN 0x04u
 #define SECTION_LAYOUT 0x08u
+#define SECTION_QUANT 0x10u
 #define OVERRIDE_RECORD_BYTES 13u
 
 typedef struct reader {
@@ -217,6 +218,31 @@ static int decode_layout(reader *r, kvf_layout *l) {
     return rc ? rc : kvf_layout_check(l, r->err);
 }
 
+/* The quantization section: k dtype, v dtype, granularity, spread, fine flag, three reserved
+ * zero bytes, the base k and v scales. bf16 without scales is written as no section. */
+static int decode_quant(reader *r, kvf_quant_recipe *q) {
+    const size_t at = r->offset;
+    uint32_t kbits = 0, vbits = 0;
+    int rc = read_u8(r, &q->kv.k_dtype, "the k cache's dtype");
+    if (!rc) rc = read_u8(r, &q->kv.v_dtype, "the v cache's dtype");
+    if (!rc) rc = read_u8(r, &q->kv.granularity, "the scale granularity");
+    if (!rc) rc = read_u8(r, &q->spread, "the scales' spread");
+    if (!rc) rc = read_u8(r, &q->fine, "the scales' fine flag");
+    if (!rc) rc = read_zero(r, 3, "the quantization's reserved bytes");
+    if (!rc) rc = read_u32(r, &kbits, "the base k scale");
+    if (!rc) rc = read_u32(r, &vbits, "the base v scale");
+    if (rc) return rc;
+    q->k_scale = kvf_f32_from_bits(kbits);
+    q->v_scale = kvf_f32_from_bits(vbits);
+    if (kvf_kv_quant_is_plain(&q->kv))
+        return kvf_error_set(r->err, KVF_EFORMAT,
+                             "the quantization section at byte %zu holds bf16 caches without "
+                             "scales, which are written as no section (clear bit 4 of the "
+                             "sections byte)",
+                             at);
+    return kvf_quant_recipe_check(q, r->err);
+}
+
 static int decode_overrides(reader *r, kvf_spec *out) {
     uint32_t n;
     int rc;
@@ -305,7 +331,8 @@ int kvf_spec_decode(kvf_spec *out, const uint8_t *data, size_t size, const kvf_l
                              version);
     rp->expansion = version;
     if ((rc = read_u8(&r, &sections, "the section flags"))) return rc;
-    if (sections & ~(SECTION_OVERRIDES | SECTION_EXPLICIT | SECTION_ORIGIN | SECTION_LAYOUT))
+    if (sections &
+        ~(SECTION_OVERRIDES | SECTION_EXPLICIT | SECTION_ORIGIN | SECTION_LAYOUT | SECTION_QUANT))
         return kvf_error_set(err, KVF_EFORMAT, "section flags 0x%02x use undefined bits", sections);
     uint32_t scale_bits;
     uint16_t batch;
@@ -348,6 +375,12 @@ int kvf_spec_decode(kvf_spec *out, const uint8_t *data, size_t size, const kvf_l
     if ((sections & SECTION_ORIGIN) && (rc = decode_origin(&r, &out->origin))) goto fail;
     out->has_origin = (sections & SECTION_ORIGIN) != 0;
     if ((sections & SECTION_LAYOUT) && (rc = decode_layout(&r, &out->layout))) goto fail;
+    if ((sections & SECTION_QUANT) && (rc = decode_quant(&r, &out->quant))) goto fail;
+    if ((sections & SECTION_QUANT) && (sections & SECTION_EXPLICIT)) {
+        rc = kvf_error_set(err, KVF_EFORMAT,
+                           "a case with explicit tensors cannot have a quantization section");
+        goto fail;
+    }
     if (r.left) {
         rc = kvf_error_set(err, KVF_EFORMAT, "%zu unexpected bytes follow the case at byte %zu",
                            r.left, r.offset);
@@ -373,7 +406,8 @@ int kvf_spec_encode(const kvf_spec *s, uint8_t **out_data, size_t *out_size, kvf
     put_u8(&w, (uint8_t)((s->num_overrides ? SECTION_OVERRIDES : 0) |
                          (s->has_explicit ? SECTION_EXPLICIT : 0) |
                          (s->has_origin ? SECTION_ORIGIN : 0) |
-                         (kvf_layout_is_dense(&s->layout) ? 0 : SECTION_LAYOUT)));
+                         (kvf_layout_is_dense(&s->layout) ? 0 : SECTION_LAYOUT) |
+                         (kvf_quant_recipe_is_plain(&s->quant) ? 0 : SECTION_QUANT)));
     put_u16(&w, 0);
     put_u8(&w, rp->num_qo_heads);
     put_u8(&w, rp->num_kv_heads);
@@ -450,6 +484,27 @@ int kvf_spec_encode(const kvf_spec *s, uint8_t **out_data, size_t *out_size, kvf
                                  l->kv_mid_pad,  l->kv_page_pad,   l->view_offset};
         for (size_t i = 0; i < sizeof pads / sizeof pads[0]; i++)
             put_u32(&w, pads[i]);
+    }
+    if (!kvf_quant_recipe_is_plain(&s->quant)) {
+        const kvf_quant_recipe *q = &s->quant;
+        int qrc = kvf_quant_recipe_check(q, err);
+        if (!qrc && (kvf_kv_quant_is_plain(&q->kv) || s->has_explicit))
+            qrc = kvf_error_set(err, KVF_EINVAL,
+                                "the case's quantization recipe has bf16 caches without scales "
+                                "but a base, or comes with explicit tensors");
+        if (qrc) {
+            free(w.p);
+            return qrc;
+        }
+        put_u8(&w, q->kv.k_dtype);
+        put_u8(&w, q->kv.v_dtype);
+        put_u8(&w, q->kv.granularity);
+        put_u8(&w, q->spread);
+        put_u8(&w, q->fine);
+        put_u8(&w, 0);
+        put_u16(&w, 0);
+        put_u32(&w, kvf_f32_bits(q->k_scale));
+        put_u32(&w, kvf_f32_bits(q->v_scale));
     }
     if (w.failed) {
         free(w.p);

@@ -101,7 +101,12 @@ int kvf__wire_case_message(kvf__case_message *msg, const kvf_case *c, uint64_t s
     size_t head = 0;
     for (int i = 0; i < 6; i++)
         head += parts[i];
-    const size_t niov = 1 + 2 * (size_t)c->num_resident_pages;
+    /* Scales follow the pages: per-token ones for the resident pages only, in their order;
+     * per-head and tensor ones whole. */
+    const int per_token = c->quant.granularity == KVF_SCALE_TOKEN;
+    const size_t nscale_iov =
+        per_token ? 2 * (size_t)c->num_resident_pages : (c->quant.granularity ? 2 : 0);
+    const size_t niov = 1 + 2 * (size_t)c->num_resident_pages + nscale_iov;
     /* Grown, never shrunk: a realloc per launch of a buffer past malloc's mmap threshold maps
      * and unmaps memory each time, and unmapping in this many-threaded process interrupts
      * every core that runs one of its threads. */
@@ -124,7 +129,8 @@ int kvf__wire_case_message(kvf__case_message *msg, const kvf_case *c, uint64_t s
                        entries,
                        c->num_resident_pages,
                        0,
-                       c->layout};
+                       c->layout,
+                       c->quant};
     const void *src[6] = {&m,   c->kv_indptr,     c->kv_indices, c->kv_last_page_len,
                           c->q, c->resident_pages};
     size_t off = 0;
@@ -140,8 +146,24 @@ int kvf__wire_case_message(kvf__case_message *msg, const kvf_case *c, uint64_t s
         msg->iov[1 + 2 * i] = (struct iovec){(void *)(c->k_cache + p * pe), page_bytes};
         msg->iov[2 + 2 * i] = (struct iovec){(void *)(c->v_cache + p * pe), page_bytes};
     }
+    size_t scale_total = 0;
+    struct iovec *sc = msg->iov + 1 + 2 * c->num_resident_pages;
+    if (per_token) {
+        const int64_t ps = (int64_t)c->page_size * c->num_kv_heads;
+        const size_t bytes = (size_t)ps * sizeof(float);
+        for (int64_t i = 0; i < c->num_resident_pages; i++) {
+            int64_t p = c->resident_pages[i];
+            sc[2 * i] = (struct iovec){(void *)(c->k_scale + p * ps), bytes};
+            sc[2 * i + 1] = (struct iovec){(void *)(c->v_scale + p * ps), bytes};
+            scale_total += 2 * bytes;
+        }
+    } else if (c->quant.granularity) {
+        sc[0] = (struct iovec){(void *)c->k_scale, c->scale_bytes};
+        sc[1] = (struct iovec){(void *)c->v_scale, c->scale_bytes};
+        scale_total = 2 * c->scale_bytes;
+    }
     msg->niov = niov;
-    msg->size = head + 2 * page_bytes * (size_t)c->num_resident_pages;
+    msg->size = head + 2 * page_bytes * (size_t)c->num_resident_pages + scale_total;
     msg->sent = msg->cur = msg->cur_off = 0;
     return 0;
 }
@@ -227,13 +249,19 @@ void kvf__wire_receive_case(int fd, const kvf_limits *limits, kvf__received_case
     }
     c->sm_scale = m.sm_scale;
     c->layout = m.layout;
+    if (kvf_case_set_quant(c, &m.quant, limits, &rc->err)) {
+        kvf_case_free(c);
+        rc->kind = KVF__CASE_UNHOLDABLE;
+        return;
+    }
+    const int per_token = m.quant.granularity == KVF_SCALE_TOKEN;
     const int64_t pe = kvf_case_page_elems(c);
     /* The rest of the message in two vectored reads straight into place: the tables, q and the
      * resident page ids, then every page (a recv per array and per page was a large part of
      * the worker's time per case). */
     const size_t page_bytes = (size_t)pe * sizeof(kvf_bf16);
     int64_t *resident = malloc((size_t)(m.num_resident + 1) * sizeof *resident);
-    struct iovec *iov = malloc((size_t)(2 * m.num_resident + 5) * sizeof *iov);
+    struct iovec *iov = malloc((size_t)(4 * m.num_resident + 5) * sizeof *iov);
     if (!resident || !iov) _exit(4);
     struct iovec head[5] = {
         {c->kv_indptr, ((size_t)m.batch_size + 1) * sizeof *c->kv_indptr},
@@ -249,6 +277,19 @@ void kvf__wire_receive_case(int fd, const kvf_limits *limits, kvf__received_case
         iov[2 * i + 1] = (struct iovec){c->v_cache + resident[i] * pe, page_bytes};
     }
     if (!bad) bad = kvf__wire_transfer_iov(fd, iov, (int)(2 * m.num_resident), 0);
+    if (!bad && per_token) {
+        const int64_t ps = (int64_t)c->page_size * c->num_kv_heads;
+        for (int64_t i = 0; i < m.num_resident; i++) {
+            iov[2 * i] = (struct iovec){c->k_scale + resident[i] * ps, (size_t)ps * sizeof(float)};
+            iov[2 * i + 1] =
+                (struct iovec){c->v_scale + resident[i] * ps, (size_t)ps * sizeof(float)};
+        }
+        bad = kvf__wire_transfer_iov(fd, iov, (int)(2 * m.num_resident), 0);
+    } else if (!bad && m.quant.granularity) {
+        iov[0] = (struct iovec){c->k_scale, c->scale_bytes};
+        iov[1] = (struct iovec){c->v_scale, c->scale_bytes};
+        bad = kvf__wire_transfer_iov(fd, iov, 2, 0);
+    }
     free(iov);
     if (!bad && kvf_case_set_resident(c, resident, m.num_resident, NULL)) _exit(4);
     free(resident);

@@ -54,6 +54,7 @@ typedef struct kvf__case_msg {
     int64_t num_pages, entries, num_resident;
     uint64_t graph_seed; /* KVF__CASE_GRAPH: the relation's seed */
     kvf_layout layout;   /* the case's buffer layout */
+    kvf_kv_quant quant;  /* the caches' dtypes and scale granularity */
 } kvf__case_msg;
 
 typedef struct kvf__result_msg {

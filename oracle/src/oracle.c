@@ -58,6 +58,19 @@
  *    (then lse = log2 L, an integer iff L is a power of two, handled exactly); every rounding
  *    boundary of f32 is rational, so the lse Ziv loop needs no tie test.
  *
+ * 6. Scaled caches (kvfuzz/kv_quant.h: k = k_scale_t k8, v = v_scale_t v8, both caches FP8 when
+ *    scales exist). The key scale goes into the dot: k_scale = K 2^E with K < 2^24 and E in
+ *    [-149, 104], an FP8 k is an 8-bit integer times 2^e with e in [-23, 8] and a bf16 q one
+ *    times 2^e' with e' in [-133, 120], so each product q_d K k_td is an integer below 2^40 at
+ *    bit e' + e + E + 305 in [0, 537]: the dot, scaled by 2^305, is an integer below 2^608 (D <
+ *    2^30), differences below 2^609, in the same 640-bit digits; with sm_scale's 24 bits every
+ *    s_t and difference of deltas is below 2^634 and exact in LOGIT_PREC. Groups of equal dots
+ *    are then groups of equal logits, as before. The value scale goes into the weights: the
+ *    accumulator takes w_hat_t v_scale_t (exact at p + 24 bits) times the FP8 v, which is
+ *    N_hat for the values v_scale_t v_td, and A_up, V, S_j take v_scale_t v_td (exact in
+ *    double: 32 bits, exponent >= -172). Every bound above holds with v read as the
+ *    dequantized value; S_j needs GROUP_SUM_PREC = 384 (multiples of 2^-172 below 2^173).
+ *
  * Threads: rows are shared out over pthreads. MPFR's exponent range and constant caches are
  * per thread only in a thread-safe (TLS) build, so without TLS the oracle runs on one thread. */
 #include "kvfuzz/oracle.h"
@@ -75,10 +88,12 @@
 #include "oracle_fast.h"
 #include "row_store.h"
 
-#define DOT_SHIFT 266      /* every bf16*bf16 product is a multiple of 2^-266 */
+#define DOT_SHIFT 266 /* every bf16*bf16 product is a multiple of 2^-266 */
+/* Scaled caches (item 6): every q_d * k_scale_t * k_td with FP8 k is a multiple of 2^-305. */
+#define DOT_SHIFT_SCALED 305
 #define DOT_DIGITS 20      /* 640-bit two's complement digits hold |dot| * 2^266 < 2^553 */
 #define LOGIT_PREC 640     /* exact s_t, m, delta_t and differences of deltas (item 1) */
-#define GROUP_SUM_PREC 320 /* exact S_j: multiples of 2^-134 below 2^158 (boundary_side) */
+#define GROUP_SUM_PREC 384 /* exact S_j: multiples of 2^-172 below 2^173 (boundary_side) */
 #define NEGL_LOG2 20       /* delta < -2^20 is negligible; eta = 2^(-2^20) */
 #define MIN_WORK_PREC 24   /* keeps u <= 2^-20, which the bound constants assume */
 #define MAX_WORK_PREC (1L << 19)
@@ -310,6 +325,8 @@ typedef struct ws {
     long blk_p;          /* precision of its weights; 0: none */
     uint32_t *dots;      /* [cap][DOT_DIGITS] exact dot * 2^266, two's complement */
     int64_t *kvoff;      /* [cap] element offset of (token, kv head, d = 0) */
+    double *vsc;         /* [cap] the token's v scale (1 without scales) */
+    int out_of_model;    /* a scaled row's k held a value no FP8 value is (item 6) */
     mpfr_t *delta;       /* [cap] s_t - m, exact (LOGIT_PREC) */
     unsigned char *negl; /* [cap] delta < -2^20 */
     mpfr_t *w;           /* [cap] RN_p(e^delta) */
@@ -367,7 +384,7 @@ typedef struct ws {
 
     mpz_t z;
     mpfr_t m, smf, zsum, rsum, nhat, ohat, chat, bound, t1, t2, lo, hi, eta, beta, scratch, ln2,
-        lse_l, lse_y, lam, gd, tsum, absum, neglsum;
+        lse_l, lse_y, lam, gd, tsum, absum, neglsum, wsc;
 } ws;
 
 typedef struct counters {
@@ -381,7 +398,7 @@ typedef struct counters {
         (s)->m, (s)->smf, (s)->zsum, (s)->rsum, (s)->nhat, (s)->ohat, (s)->chat, (s)->bound,       \
             (s)->t1, (s)->t2, (s)->lo, (s)->hi, (s)->eta, (s)->beta, (s)->scratch, (s)->ln2,       \
             (s)->lse_l, (s)->lse_y, (s)->lam, (s)->gd, (s)->tsum, (s)->absum, (s)->neglsum,        \
-            (s)->zacc, (s)->ztmp                                                                   \
+            (s)->zacc, (s)->ztmp, (s)->wsc                                                         \
     }
 
 static void ws_init(ws *s) {
@@ -409,11 +426,12 @@ static void ws_free(ws *s) {
     }
     for (int64_t i = 0; i < s->ndelta; i++)
         mpfr_clear(s->ddelta[i]);
-    void *blocks[] = {s->dots,  s->kvoff,  s->delta, s->negl,   s->w,      s->ptrs,     s->wexp,
-                      s->wup,   s->chunks, s->keys,  s->gstart, s->gdel,   s->gsum,     s->gterm,
-                      s->gexp,  s->gstamp, s->gptrs, s->ddig,   s->dcount, s->drank,    s->ddelta,
-                      s->dhash, s->qm,     s->qe,    s->qneg,   s->qabs,   s->colstate, s->colmag,
-                      s->list,  s->araw,   s->aup,   s->fexp,   s->ntrunc, s->acc,      s->digbuf};
+    void *blocks[] = {s->vsc,  s->dots,   s->kvoff, s->delta,    s->negl,   s->w,
+                      s->ptrs, s->wexp,   s->wup,   s->chunks,   s->keys,   s->gstart,
+                      s->gdel, s->gsum,   s->gterm, s->gexp,     s->gstamp, s->gptrs,
+                      s->ddig, s->dcount, s->drank, s->ddelta,   s->dhash,  s->qm,
+                      s->qe,   s->qneg,   s->qabs,  s->colstate, s->colmag, s->list,
+                      s->araw, s->aup,    s->fexp,  s->ntrunc,   s->acc,    s->digbuf};
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
         free(blocks[i]);
     mpz_clear(s->z);
@@ -451,6 +469,7 @@ static int ws_reserve_tokens(ws *s, int64_t n) {
     int fail = 0;
     GROW(s->dots, c * DOT_DIGITS, &fail);
     GROW(s->kvoff, c, &fail);
+    GROW(s->vsc, c, &fail);
     GROW(s->delta, c, &fail);
     GROW(s->negl, c, &fail);
     GROW(s->w, c, &fail);
@@ -535,6 +554,8 @@ typedef struct row {
     int32_t b, h, g, D;
     int64_t L;
     int sm_sign;         /* sign of sm_scale (0 for +-0: every logit is 0) */
+    int scaled;          /* the case has scales (item 6) */
+    long dot_shift;      /* DOT_SHIFT, or DOT_SHIFT_SCALED when scaled */
     int64_t ref;         /* a token with the largest logit */
     int64_t n_neg;       /* negligible tokens */
     int all_zero_logits; /* every s_t == 0 */
@@ -586,6 +607,47 @@ static int dot_accumulate(ws *s, int32_t D, const kvf_bf16 *kr, uint32_t *dig, d
     return bad;
 }
 
+/* dot_accumulate for a scaled row (item 6): the key scale ks = K 2^E joins every product, placed
+ * at bit e_q + e_k + E + 305. K k_m q_m < 2^40 shifted by up to 31 bits is cut into a low part
+ * (two digit increments below 2^32) and a high part below 2^39 (two more), so a slot grows by
+ * less than 2^33 per product and D < 2^30 products cannot overflow it. */
+static int dot_accumulate_scaled(ws *s, int32_t D, const kvf_bf16 *kr, float ks, uint32_t *dig,
+                                 double *abs_sum) {
+    int64_t acc[DOT_DIGITS] = {0};
+    double asum[4] = {0, 0, 0, 0};
+    int bad = 0;
+    int ke_s;
+    (void)frexp((double)ks, &ke_s); /* ks in [2^(ke_s - 1), 2^ke_s) */
+    long kse = ke_s - 24 < -149 ? -149 : ke_s - 24;
+    uint64_t kk = (uint64_t)ldexp((double)ks, (int)-kse); /* exact: ks = kk 2^kse, kk < 2^24 */
+    for (int32_t d = 0; d < D; d++) {
+        kvf_bf16 kb = kr[d];
+        if (bf16_nonfinite(kb)) {
+            bad = 1;
+            continue;
+        }
+        uint32_t km;
+        long ke;
+        int kneg = bf16_split(kb, &km, &ke);
+        uint64_t prod = (uint64_t)s->qm[d] * km * kk;
+        if (!prod) continue;
+        long off = s->qe[d] + ke + kse + DOT_SHIFT_SCALED;
+        if (off < 0 || off > 537) return 2; /* k outside the FP8 range: the caller refuses it */
+        int sh = (int)(off & 31);
+        long j = off >> 5;
+        uint64_t lo = (prod & M32) << sh, hi = (prod >> 32) << sh;
+        int64_t m = -(int64_t)(kneg ^ s->qneg[d]);
+        acc[j] += ((int64_t)(lo & M32) ^ m) - m;
+        acc[j + 1] += ((int64_t)(lo >> 32) ^ m) - m;
+        acc[j + 1] += ((int64_t)(hi & M32) ^ m) - m;
+        acc[j + 2] += ((int64_t)(hi >> 32) ^ m) - m;
+        asum[d & 3] += s->qabs[d] * fabs((double)kvf_bf16_to_f32(kb)) * (double)ks;
+    }
+    digits_normalize(dig, acc, DOT_DIGITS);
+    *abs_sum = (asum[0] + asum[1]) + (asum[2] + asum[3]);
+    return bad;
+}
+
 static int cmp_dot_desc(const void *a, const void *b) {
     const tok_key *x = a, *y = b;
     int c = digits_cmp(y->dig, x->dig, DOT_DIGITS);
@@ -612,9 +674,19 @@ static int block_dots(ws *s, const row *r, int64_t t0, int64_t t1, double *abs_m
         if (!(t & 255) && kvf__oracle_halted()) break;
         int64_t i = t - t0;
         s->kvoff[i] = kvf_case_kv_offset(c, r->b, t, r->g, 0);
-        double asum;
-        bad |= dot_accumulate(s, r->D, c->k_cache + s->kvoff[i], s->dots + (size_t)i * DOT_DIGITS,
-                              &asum);
+        double asum = 0;
+        if (r->scaled) {
+            s->vsc[i] = (double)kvf_case_v_scale(c, r->b, t, r->g);
+            int got = dot_accumulate_scaled(s, r->D, c->k_cache + s->kvoff[i],
+                                            kvf_case_k_scale(c, r->b, t, r->g),
+                                            s->dots + (size_t)i * DOT_DIGITS, &asum);
+            if (got == 2) s->out_of_model = 1;
+            bad |= got & 1;
+        } else {
+            s->vsc[i] = 1.0;
+            bad |= dot_accumulate(s, r->D, c->k_cache + s->kvoff[i],
+                                  s->dots + (size_t)i * DOT_DIGITS, &asum);
+        }
         if (asum > *abs_max) *abs_max = asum;
     }
     return bad;
@@ -631,7 +703,7 @@ static int64_t block_deltas(ws *s, const row *r, int64_t n) {
         if (r->sm_sign == 0 || digits_is_zero(tmp, DOT_DIGITS)) {
             mpfr_set_ui(s->delta[i], 0, MPFR_RNDN);
         } else {
-            digits_to_mpfr(s->delta[i], tmp, DOT_DIGITS, -DOT_SHIFT, s->z);
+            digits_to_mpfr(s->delta[i], tmp, DOT_DIGITS, -r->dot_shift, s->z);
             mpfr_mul(s->delta[i], s->delta[i], s->smf, MPFR_RNDN);
         }
         s->negl[i] = mpfr_cmp_si_2exp(s->delta[i], -1, NEGL_LOG2) < 0;
@@ -640,9 +712,16 @@ static int64_t block_deltas(ws *s, const row *r, int64_t n) {
     return nneg;
 }
 
-/* Weights at precision p for the block's n tokens: w_t, their 32-bit chunks, an upper double. */
-static int block_weights(ws *s, int64_t n, long p) {
-    size_t nc = (size_t)(p + 31) / 32;
+/* Bits of the accumulator's weights at precision p: w_hat_t, or w_hat_t v_scale_t on a scaled
+ * row (item 6: exact with 24 more bits). */
+static long chunk_bits(const row *r, long p) {
+    return r->scaled ? p + 24 : p;
+}
+
+/* Weights at precision p for the block's n tokens: w_t, the 32-bit chunks of w_t (times the v
+ * scale on a scaled row), an upper double of w_t. */
+static int block_weights(ws *s, const row *r, int64_t n, long p) {
+    size_t nc = (size_t)(chunk_bits(r, p) + 31) / 32;
     int fail = 0;
     if (RESERVE(s->chunks, s->chunks_cap, (size_t)n * nc, &fail)) return KVF_ENOMEM;
     for (int64_t i = 0; i < n; i++) {
@@ -654,7 +733,13 @@ static int block_weights(ws *s, int64_t n, long p) {
         mpfr_ptr w = s->w[i];
         mpfr_set_prec(w, p);
         mpfr_exp(w, s->delta[i], MPFR_RNDN);
-        s->wexp[i] = (long)mpfr_get_z_2exp(s->z, w);
+        if (r->scaled) {
+            mpfr_set_prec(s->wsc, p + 24);
+            mpfr_mul_d(s->wsc, w, s->vsc[i], MPFR_RNDN); /* exact: p + 24 bits */
+            s->wexp[i] = (long)mpfr_get_z_2exp(s->z, s->wsc);
+        } else {
+            s->wexp[i] = (long)mpfr_get_z_2exp(s->z, w);
+        }
         uint32_t *ch = s->chunks + (size_t)i * nc;
         size_t cnt = 0;
         mpz_export(ch, &cnt, -1, sizeof(uint32_t), 0, 0, s->z);
@@ -681,7 +766,7 @@ static int block_at(ws *s, const row *r, int64_t t0, long p, int64_t *n) {
         if (kvf__oracle_halted()) return KVF_EINTR;
     }
     if (p && s->blk_p != p) {
-        int rc = block_weights(s, *n, p);
+        int rc = block_weights(s, r, *n, p);
         if (rc) return rc;
         s->blk_p = p;
     }
@@ -818,7 +903,7 @@ static int ensure_groups(ws *s, const row *r, int32_t d, kvf_error *err) {
             if (r->sm_sign == 0 || digits_is_zero(tmp, DOT_DIGITS)) {
                 mpfr_set_ui(s->ddelta[i], 0, MPFR_RNDN);
             } else {
-                digits_to_mpfr(s->ddelta[i], tmp, DOT_DIGITS, -DOT_SHIFT, s->z);
+                digits_to_mpfr(s->ddelta[i], tmp, DOT_DIGITS, -r->dot_shift, s->z);
                 mpfr_mul(s->ddelta[i], s->ddelta[i], s->smf, MPFR_RNDN);
             }
             s->keys[i].dig = dig;
@@ -852,8 +937,10 @@ static int group_sums(ws *s, const row *r, int32_t d, mpfr_srcptr beta, kvf_erro
         for (int64_t j = 0; j < s->ngroups; j++) {
             if (kvf__oracle_halted()) return halt_error(err);
             for (int64_t i = s->gstart[j]; i < s->gstart[j + 1]; i++) {
-                kvf_bf16 vb = row_v(r, s->kvoff[s->keys[i].t])[d];
-                mpfr_add_d(s->gsum[j], s->gsum[j], (double)kvf_bf16_to_f32(vb), MPFR_RNDN);
+                int64_t t = s->keys[i].t;
+                kvf_bf16 vb = row_v(r, s->kvoff[t])[d];
+                mpfr_add_d(s->gsum[j], s->gsum[j], s->vsc[t] * (double)kvf_bf16_to_f32(vb),
+                           MPFR_RNDN);
             }
         }
     } else {
@@ -874,7 +961,10 @@ static int group_sums(ws *s, const row *r, int32_t d, mpfr_srcptr beta, kvf_erro
                 int64_t off =
                     r->sm_sign != 0 ? s->kvoff[i] : kvf_case_kv_offset(r->c, r->b, t0 + i, r->g, 0);
                 kvf_bf16 vb = row_v(r, off)[d];
-                mpfr_add_d(s->gsum[j], s->gsum[j], (double)kvf_bf16_to_f32(vb), MPFR_RNDN);
+                double vs = !r->scaled        ? 1.0
+                            : r->sm_sign != 0 ? s->vsc[i]
+                                              : (double)kvf_case_v_scale(r->c, r->b, t0 + i, r->g);
+                mpfr_add_d(s->gsum[j], s->gsum[j], vs * (double)kvf_bf16_to_f32(vb), MPFR_RNDN);
             }
         }
     }
@@ -1032,11 +1122,12 @@ static int weights_pass(ws *s, row *r, int32_t nlist, long p) {
             } else {
                 s->ptrs[k++] = w;
             }
-            double a = s->wup[i];
+            double a = s->wup[i], vs = s->vsc[i];
             const kvf_bf16 *vr = row_v(r, s->kvoff[i]);
+            /* vs |v| is exact (item 6), so each term is one product, as without scales. */
             for (int32_t j = 0; j < nlist; j++) {
                 int32_t d = s->list[j];
-                s->araw[d] += a * fabs((double)kvf_bf16_to_f32(vr[d]));
+                s->araw[d] += a * (vs * fabs((double)kvf_bf16_to_f32(vr[d])));
             }
         }
         if (s->stored) {
@@ -1087,7 +1178,9 @@ static void column_abs_up(ws *s, const row *r, int32_t nlist) {
  * sum stays below 2^(2p + lg + 40) relative to 2^F, well inside 32 slots bits with its sign.
  * The sum is exact, so its order does not matter: a streamed row adds block by block. */
 static int accumulate_pass(ws *s, const row *r, int32_t nlist, long p, size_t *slots_out) {
-    size_t nc = (size_t)(p + 31) / 32;
+    /* A scaled row's weights carry the v scale: W < 2^(p + 24), W >= 2^(p + 23) (item 6), and
+     * the products still stay below A_up, so b < p + lg + 41 holds as stated. */
+    size_t nc = (size_t)(chunk_bits(r, p) + 31) / 32;
     int lg = ceil_log2_u64((uint64_t)r->L);
     size_t slots = (size_t)(p + lg + 40) / 32 + nc + 3;
     int fail = 0;
@@ -1349,6 +1442,9 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
                              (long long)r->L);
     }
     s->groups_ready = 0;
+    s->out_of_model = 0;
+    r->scaled = c->quant.granularity != KVF_SCALE_NONE;
+    r->dot_shift = r->scaled ? DOT_SHIFT_SCALED : DOT_SHIFT;
 
     /* q, decoded once per row. */
     const kvf_bf16 *qr = c->q + ((size_t)r->b * c->num_qo_heads + r->h) * (size_t)D;
@@ -1421,7 +1517,29 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
             }
         }
     }
+    if (s->out_of_model)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "oracle: sequence %d of a scaled case reads a k value outside the "
+                             "FP8 range (below 2^-16 or above 57344 in magnitude)",
+                             (int)r->b);
     double vmax = (double)kvf_bf16_to_f32(magmax);
+    double kscale_max = 1.0;
+    if (r->scaled) {
+        /* The largest |v_scale_t v_td| (finite v), and the largest k scale: exact products. */
+        vmax = 0;
+        for (int64_t t = 0; t < r->L; t++) {
+            if (!(t & 255) && kvf__oracle_halted()) return halt_error(err);
+            const kvf_bf16 *vr = row_v(r, kvf_case_kv_offset(c, r->b, t, r->g, 0));
+            double vs = (double)kvf_case_v_scale(c, r->b, t, r->g);
+            double ks = (double)kvf_case_k_scale(c, r->b, t, r->g);
+            if (ks > kscale_max) kscale_max = ks;
+            for (int32_t d = 0; d < D; d++) {
+                if (bf16_nonfinite(vr[d])) continue;
+                double a = vs * fabs((double)kvf_bf16_to_f32(vr[d]));
+                if (a > vmax) vmax = a;
+            }
+        }
+    }
     r->vmax = vmax;
     info->v_abs_max = vmax;
     if (bad_qk) {
@@ -1441,13 +1559,13 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
     double logit_abs = 0;
     for (int k = 0; k < 2; k++) {
         memcpy(tmp, k ? dmin : dmax, sizeof tmp);
-        digits_to_mpfr(s->m, tmp, DOT_DIGITS, -DOT_SHIFT, s->z);
+        digits_to_mpfr(s->m, tmp, DOT_DIGITS, -r->dot_shift, s->z);
         mpfr_mul(s->m, s->m, s->smf, MPFR_RNDN);      /* exact (item 1) */
         double a = fabs(mpfr_get_d(s->m, MPFR_RNDA)); /* magnitude rounded up */
         if (a > logit_abs) logit_abs = a;
     }
     memcpy(tmp, s->dref, sizeof tmp);
-    digits_to_mpfr(s->m, tmp, DOT_DIGITS, -DOT_SHIFT, s->z);
+    digits_to_mpfr(s->m, tmp, DOT_DIGITS, -r->dot_shift, s->z);
     mpfr_mul(s->m, s->m, s->smf, MPFR_RNDN);
     r->all_zero_logits = mpfr_zero_p(s->m) && logit_abs == 0;
     info->logit_abs_max = logit_abs;
@@ -1471,6 +1589,10 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
         ldexp(1.0 - 0x1p-22, 128))
         info->overflow |= KVF_ORACLE_OVERFLOW_LOGITS;
     if ((double)r->L * vmax >= ldexp(1.0, 127)) info->overflow |= KVF_ORACLE_OVERFLOW_ACCUM;
+    /* A kernel may fold the key scale into sm_scale (log2 e included), as FlashInfer does:
+     * the folded f32 constant overflows by itself (docs/oracle.md, "overflow class"). */
+    if (kscale_max * scale_up * 1.4426950408889634 >= ldexp(1.0 - 0x1p-22, 128))
+        info->overflow |= KVF_ORACLE_OVERFLOW_LOGITS;
 
     /* delta_t = sm * (dot_t - dot_ref) * 2^-266, exact: once for a stored row, in every pass
      * for a streamed one (block_at). */
@@ -1647,6 +1769,12 @@ static int check_case(const kvf_case *c, kvf_error *err) {
                              (int)c->num_qo_heads, (int)c->num_kv_heads);
     if (!isfinite(c->sm_scale))
         return kvf_error_set(err, KVF_EINVAL, "oracle: sm_scale is not finite");
+    int rc = kvf_kv_quant_check(&c->quant, err);
+    if (rc) return rc;
+    if (c->quant.granularity && (!c->k_scale || !c->v_scale))
+        return kvf_error_set(err, KVF_EINVAL, "oracle: the case has a granularity but no scales");
+    if (c->quant.granularity && c->head_dim >= (1 << 30))
+        return kvf_error_set(err, KVF_ELIMIT, "oracle: a scaled case's head_dim is past 2^30");
     if (c->batch_size == 0) return 0;
     if (!c->kv_indptr || !c->kv_last_page_len || !c->q)
         return kvf_error_set(err, KVF_EINVAL, "oracle: case arrays are missing");
@@ -1731,7 +1859,9 @@ int kvf_oracle_run(kvf_oracle_result *out, const kvf_case *c, const kvf_oracle_o
     j.p0 = p0;
     j.pmax = pmax;
     j.mp_cap = max_memory;
-    j.fast = opts->path != KVF_ORACLE_MPFR;
+    /* The fast path knows no scales (docs/oracle.md, "Scaled caches"): a scaled case takes the
+     * MPFR path for every row. */
+    j.fast = opts->path != KVF_ORACLE_MPFR && c->quant.granularity == KVF_SCALE_NONE;
     atomic_init(&j.next_row, 0);
     atomic_init(&j.stop, 0);
     pthread_mutex_init(&j.lock, NULL);

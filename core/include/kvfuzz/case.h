@@ -12,6 +12,7 @@
 
 #include "kvfuzz/bf16.h"
 #include "kvfuzz/error.h"
+#include "kvfuzz/kv_quant.h"
 #include "kvfuzz/layout.h"
 
 /* Size limits, checked before any allocation. Every field is an inclusive maximum. */
@@ -66,6 +67,14 @@ typedef struct kvf_case {
     /* How a kernel's buffers lay these tensors out (kvfuzz/layout.h): the arrays above are
      * always dense; the buffer hosts apply the layout. All zero (kvf_case_alloc): dense. */
     kvf_layout layout;
+
+    /* The caches' dtypes and scales (kvfuzz/kv_quant.h). An FP8 cache keeps the bf16 images of
+     * its bytes in k_cache / v_cache (kvfuzz/fp8.h), so whoever reads values reads exact ones
+     * and the buffer hosts turn them back into bytes; the scales multiply them. All zero
+     * (kvf_case_alloc): bf16 caches without scales, k_scale and v_scale NULL. */
+    kvf_kv_quant quant;
+    float *k_scale, *v_scale; /* kvf_case_scale_count floats each: [1], [Hk] or [P][S][Hk] */
+    size_t scale_bytes;       /* bytes of each */
 } kvf_case;
 
 /* Element counts. */
@@ -95,6 +104,31 @@ static inline int64_t kvf_case_kv_offset(const kvf_case *c, int32_t b, int64_t t
     return ((page * c->page_size + slot) * c->num_kv_heads + g) * c->head_dim + d;
 }
 
+/* Scales per cache (0 without scales). */
+static inline int64_t kvf_case_scale_count(const kvf_case *c) {
+    return kvf_kv_quant_scale_count(&c->quant, c->num_kv_heads, c->page_size, c->num_pages);
+}
+/* Index into k_scale / v_scale of token t of sequence b, KV head g. Valid cases with scales. */
+static inline int64_t kvf_case_scale_index(const kvf_case *c, int32_t b, int64_t t, int32_t g) {
+    switch (c->quant.granularity) {
+    case KVF_SCALE_HEAD:
+        return g;
+    case KVF_SCALE_TOKEN: {
+        int64_t page = c->kv_indices[c->kv_indptr[b] + t / c->page_size];
+        return (page * c->page_size + t % c->page_size) * c->num_kv_heads + g;
+    }
+    default:
+        return 0;
+    }
+}
+/* The scale of token t of sequence b, KV head g, in k (1 without scales). */
+static inline float kvf_case_k_scale(const kvf_case *c, int32_t b, int64_t t, int32_t g) {
+    return c->quant.granularity ? c->k_scale[kvf_case_scale_index(c, b, t, g)] : 1.0f;
+}
+static inline float kvf_case_v_scale(const kvf_case *c, int32_t b, int64_t t, int32_t g) {
+    return c->quant.granularity ? c->v_scale[kvf_case_scale_index(c, b, t, g)] : 1.0f;
+}
+
 /* Allocates the arrays of a case with the given shape, batch, table size and pool size:
  * indptr/indices/last_len zeroed, q zeroed, caches reserved lazily (zero pages). Shape fields
  * are set; sm_scale is set to 1/sqrt(D). Checks limits first: KVF_ELIMIT or KVF_EINVAL with a
@@ -104,10 +138,18 @@ int kvf_case_alloc(kvf_case *out, int32_t num_qo_heads, int32_t num_kv_heads, in
                    int32_t page_size, int32_t batch_size, int64_t table_entries, int64_t num_pages,
                    const kvf_limits *limits, kvf_error *err);
 
+/* Sets a case's dtypes and scale granularity and allocates its scales (zeroed; the caller
+ * fills them): KVF_EINVAL for a field out of its domain, KVF_ELIMIT when per-token scales would
+ * pass max_pool_bytes, KVF_ENOMEM. Call after kvf_case_alloc, once. */
+int kvf_case_set_quant(kvf_case *c, const kvf_kv_quant *quant, const kvf_limits *limits,
+                       kvf_error *err);
+
 /* Full validation of docs/design.md §1: shapes, indptr monotone and starting at 0, page ids in
  * range, last-page lengths in [1, S] for non-empty sequences (and 0 allowed for empty ones),
  * sm_scale finite, the layout in its domain, limits (the pool's bytes at the layout's page
- * stride included). Returns 0 or KVF_EINVAL / KVF_ELIMIT with one sentence. */
+ * stride included); for quantized caches, every element a sequence reads an image of its
+ * dtype's bytes and every scale it reads finite and positive. Returns 0 or KVF_EINVAL / KVF_ELIMIT
+ * with one sentence. */
 int kvf_case_validate(const kvf_case *c, const kvf_limits *limits, kvf_error *err);
 
 /* Recomputes resident_pages from the page table plus the extra pages given (may be NULL/0). */

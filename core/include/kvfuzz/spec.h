@@ -194,6 +194,25 @@ typedef struct kvf_origin {
 /* Whether s is a valid origin name (see kvf_origin). */
 int kvf_origin_name_ok(const char *s);
 
+/* How a case's caches are quantized (kvfuzz/kv_quant.h; docs/case-format.md, "Quantization
+ * section"): the expansion draws the values as for bf16 and rounds each cache's to its dtype
+ * (kvf_fp8_from_f32: nearest, ties to even, saturating), then draws the scales from the seed.
+ * A tensor scale is the base itself; a per-head or per-token scale is the base times 2^u, u
+ * uniform in [-spread, spread], times a significand uniform in [1, 2) when `fine` is set,
+ * rounded to f32 (kept within (0, FLT_MAX]). All zero: bf16 caches without scales, no section. */
+#define KVF_QUANT_MAX_SPREAD 64
+typedef struct kvf_quant_recipe {
+    kvf_kv_quant kv;
+    float k_scale, v_scale; /* finite, > 0; exactly 1 without scales */
+    uint8_t spread;         /* 0..KVF_QUANT_MAX_SPREAD; 0 for tensor scales and none */
+    uint8_t fine;           /* 0 or 1; 0 for tensor scales and none */
+} kvf_quant_recipe;
+
+/* 1 when q is the all-zero recipe (bf16 caches, no scales). */
+int kvf_quant_recipe_is_plain(const kvf_quant_recipe *q);
+/* The fields in their domains (KVF_EINVAL with one sentence). */
+int kvf_quant_recipe_check(const kvf_quant_recipe *q, kvf_error *err);
+
 typedef struct kvf_spec {
     kvf_recipe recipe;
     kvf_override *overrides;
@@ -205,6 +224,9 @@ typedef struct kvf_spec {
     /* The buffers' layout (kvfuzz/layout.h; docs/case-format.md, "Layout section"): all zero
      * for the dense layout, which writes no section. */
     kvf_layout layout;
+    /* The caches' dtypes and scales: all zero for bf16 without scales, which writes no
+     * section. Not with explicit tensors. */
+    kvf_quant_recipe quant;
 } kvf_spec;
 
 /* Decodes a .kvfz byte string (version 1 or 2). Any byte string either decodes (return 0) or is

@@ -1,0 +1,102 @@
+/* Quantized caches in the expansion (kvfuzz/spec.h, kvf_quant_recipe): the values drawn as for
+ * bf16 are rounded to each cache's FP8 dtype in place (their bf16 images), and the scales are
+ * drawn from their own stream, so a recipe's values are the bf16 recipe's, rounded. */
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "gen_internal.h"
+#include "gen_quant.h"
+#include "kvfuzz/fp8.h"
+
+/* bf16 bits -> the image of the nearest FP8 value, per dtype: one lookup per element. */
+static kvf_bf16 rounded[KVF_KV_DTYPE_COUNT][1u << 16];
+static pthread_once_t rounded_once = PTHREAD_ONCE_INIT;
+
+static void rounded_init(void) {
+    for (int dt = KVF_KV_E4M3; dt <= KVF_KV_E5M2; dt++)
+        for (uint32_t h = 0; h < (1u << 16); h++)
+            rounded[dt][h] =
+                kvf_fp8_to_bf16(kvf_fp8_from_f32(kvf_bf16_to_f32((kvf_bf16)h), dt), dt);
+}
+
+static void round_page(kvf_bf16 *page, int64_t n, int dtype) {
+    const kvf_bf16 *lut = rounded[dtype];
+    for (int64_t i = 0; i < n; i++)
+        page[i] = lut[page[i]];
+}
+
+static float draw_scale(float base, const kvf_quant_recipe *q, kvf_prng *r) {
+    double s = base;
+    if (q->spread) s = ldexp(s, (int)kvf_prng_below(r, 2u * q->spread + 1) - (int)q->spread);
+    if (q->fine) s *= 1.0 + (double)(kvf_prng_next(r) >> 41) * 0x1p-23;
+    float f = (float)s;
+    if (f == 0) f = FLT_TRUE_MIN;
+    if (isinf(f)) f = FLT_MAX;
+    return f;
+}
+
+/* Fills one cache's scales over the pages listed (per-token) or its Hk (per-head). */
+static void draw_scales(kvf_case *c, float *dst, float base, const kvf_quant_recipe *q,
+                        const int64_t *pages, int64_t npages, kvf_prng *r) {
+    switch (q->kv.granularity) {
+    case KVF_SCALE_TENSOR:
+        dst[0] = base;
+        break;
+    case KVF_SCALE_HEAD:
+        for (int32_t g = 0; g < c->num_kv_heads; g++)
+            dst[g] = draw_scale(base, q, r);
+        break;
+    case KVF_SCALE_TOKEN: {
+        const int64_t per_page = (int64_t)c->page_size * c->num_kv_heads;
+        for (int64_t i = 0; i < npages; i++)
+            for (int64_t j = 0; j < per_page; j++)
+                dst[pages[i] * per_page + j] = draw_scale(base, q, r);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int kvf__gen_quantize(kvf_case *c, const kvf_spec *s, const int64_t *extra, int64_t num_extra,
+                      const kvf_limits *lim, kvf_error *err) {
+    const kvf_quant_recipe *q = &s->quant;
+    if (kvf_quant_recipe_is_plain(q)) return 0;
+    int rc = kvf_quant_recipe_check(q, err);
+    if (!rc) rc = kvf_case_set_quant(c, &q->kv, lim, err);
+    if (rc) return rc;
+    /* Every page that holds data: the referenced ones and the poisoned extra ones, ascending
+     * (the per-token scales are drawn in page order). */
+    int64_t n = c->num_resident_pages + num_extra;
+    int64_t *pages = malloc((size_t)(n ? n : 1) * sizeof *pages);
+    if (!pages) return kvf_error_set(err, KVF_ENOMEM, "out of memory quantizing the caches");
+    for (int64_t i = 0; i < c->num_resident_pages; i++)
+        pages[i] = c->resident_pages[i];
+    for (int64_t i = 0; i < num_extra; i++)
+        pages[c->num_resident_pages + i] = extra[i];
+    qsort(pages, (size_t)n, sizeof *pages, cmp_i64);
+    int64_t u = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!u || pages[u - 1] != pages[i]) pages[u++] = pages[i];
+    pthread_once(&rounded_once, rounded_init);
+    const int64_t pe = kvf_case_page_elems(c);
+    for (int64_t i = 0; i < u; i++) {
+        if (kvf_kv_dtype_is_fp8(q->kv.k_dtype))
+            round_page(c->k_cache + pages[i] * pe, pe, q->kv.k_dtype);
+        if (kvf_kv_dtype_is_fp8(q->kv.v_dtype))
+            round_page(c->v_cache + pages[i] * pe, pe, q->kv.v_dtype);
+    }
+    kvf_prng r;
+    kvf_prng_seed_stream(&r, s->recipe.seed, KVF__STREAM_SCALES);
+    draw_scales(c, c->k_scale, q->k_scale, q, pages, u, &r);
+    draw_scales(c, c->v_scale, q->v_scale, q, pages, u, &r);
+    free(pages);
+    return 0;
+}

@@ -1,0 +1,68 @@
+/* The KV caches' dtypes and scale layout (kvfuzz/kv_quant.h). */
+#include "kvfuzz/kv_quant.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const granularity_names[KVF_SCALE_GRANULARITY_COUNT] = {"none", "tensor", "head",
+                                                                           "token"};
+
+const char *kvf_scale_granularity_name(int granularity) {
+    return granularity >= 0 && granularity < KVF_SCALE_GRANULARITY_COUNT
+               ? granularity_names[granularity]
+               : "?";
+}
+
+int kvf_scale_granularity_parse(const char *name) {
+    for (int i = 0; name && i < KVF_SCALE_GRANULARITY_COUNT; i++)
+        if (!strcmp(name, granularity_names[i])) return i;
+    return -1;
+}
+
+int kvf_kv_quant_is_plain(const kvf_kv_quant *q) {
+    return q->k_dtype == KVF_KV_BF16 && q->v_dtype == KVF_KV_BF16 &&
+           q->granularity == KVF_SCALE_NONE;
+}
+
+int kvf_kv_quant_check(const kvf_kv_quant *q, kvf_error *err) {
+    if (q->k_dtype >= KVF_KV_DTYPE_COUNT)
+        return kvf_error_set(err, KVF_EINVAL, "the k cache's dtype code %u is not 0..%d",
+                             q->k_dtype, KVF_KV_DTYPE_COUNT - 1);
+    if (q->v_dtype >= KVF_KV_DTYPE_COUNT)
+        return kvf_error_set(err, KVF_EINVAL, "the v cache's dtype code %u is not 0..%d",
+                             q->v_dtype, KVF_KV_DTYPE_COUNT - 1);
+    if (q->granularity >= KVF_SCALE_GRANULARITY_COUNT)
+        return kvf_error_set(err, KVF_EINVAL, "the scale granularity code %u is not 0..%d",
+                             q->granularity, KVF_SCALE_GRANULARITY_COUNT - 1);
+    if (q->granularity != KVF_SCALE_NONE &&
+        !(kvf_kv_dtype_is_fp8(q->k_dtype) && kvf_kv_dtype_is_fp8(q->v_dtype)))
+        return kvf_error_set(err, KVF_EINVAL,
+                             "scales dequantize FP8 caches: with %s scales both caches must be "
+                             "e4m3 or e5m2, not k %s and v %s",
+                             kvf_scale_granularity_name(q->granularity),
+                             kvf_kv_dtype_name(q->k_dtype), kvf_kv_dtype_name(q->v_dtype));
+    return 0;
+}
+
+int64_t kvf_kv_quant_scale_count(const kvf_kv_quant *q, int32_t num_kv_heads, int32_t page_size,
+                                 int64_t num_pages) {
+    switch (q->granularity) {
+    case KVF_SCALE_TENSOR:
+        return 1;
+    case KVF_SCALE_HEAD:
+        return num_kv_heads;
+    case KVF_SCALE_TOKEN:
+        return num_pages * page_size * num_kv_heads;
+    default:
+        return 0;
+    }
+}
+
+void kvf_kv_quant_text(const kvf_kv_quant *q, char *buf, size_t size) {
+    if (kvf_kv_quant_is_plain(q)) {
+        snprintf(buf, size, "bf16");
+        return;
+    }
+    snprintf(buf, size, "k %s v %s scales %s", kvf_kv_dtype_name(q->k_dtype),
+             kvf_kv_dtype_name(q->v_dtype), kvf_scale_granularity_name(q->granularity));
+}
