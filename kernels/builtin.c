@@ -1,6 +1,8 @@
 /* Built-in CPU kernels as descriptors (builtin_kernel.h). */
 #include "kvfuzz/builtin_kernel.h"
 
+#include "kvfuzz/fp8.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +25,24 @@ typedef struct dense_copy {
     kvf_bf16 *q, *k, *v, *o;
     float *lse;
     int32_t *indices;
+    float *k_scale, *v_scale; /* per-token scales of the renumbered pages */
 } dense_copy;
 
 static void dense_free(dense_copy *d) {
     free(d->q), free(d->k), free(d->v), free(d->o), free(d->lse), free(d->indices);
+    free(d->k_scale), free(d->v_scale);
+}
+
+/* D elements of a cache row into bf16: copied, or an FP8 row's bytes turned into their images
+ * (kvfuzz/fp8.h), which is what a kvf_case holds. */
+static void row_copy(kvf_bf16 *dst, const uint16_t *cache, int64_t at, int64_t D, int dtype) {
+    if (!kvf_kv_dtype_is_fp8(dtype)) {
+        memcpy(dst, cache + at, (size_t)D * sizeof *dst);
+        return;
+    }
+    const uint8_t *bytes = (const uint8_t *)(const void *)cache + at;
+    for (int64_t d = 0; d < D; d++)
+        dst[d] = kvf_fp8_to_bf16(bytes[d], dtype);
 }
 
 static int cmp_i32(const void *a, const void *b) {
@@ -77,9 +93,25 @@ static int dense_gather(const kvf__case_kernel *impl, const kvf_plugin_args *a, 
         for (int64_t t = 0; t < S; t++)
             for (int64_t g = 0; g < hk; g++) {
                 const int64_t from = ids[j] * page + t * a->kv_stride_slot + g * a->kv_stride_head;
-                memcpy(d->k + j * pe + (t * hk + g) * D, a->k_cache + from, (size_t)D * 2);
-                memcpy(d->v + j * pe + (t * hk + g) * D, a->v_cache + from, (size_t)D * 2);
+                row_copy(d->k + j * pe + (t * hk + g) * D, a->k_cache, from, D, s->k_dtype);
+                row_copy(d->v + j * pe + (t * hk + g) * D, a->v_cache, from, D, s->v_dtype);
             }
+    if (s->scale_granularity == KVF_SCALE_TOKEN) {
+        /* Per-token scales follow their pages into the renumbered pool. */
+        const int64_t ps = S * hk;
+        d->k_scale = malloc(((size_t)(n * ps) + 1) * sizeof *d->k_scale);
+        d->v_scale = malloc(((size_t)(n * ps) + 1) * sizeof *d->v_scale);
+        if (!d->k_scale || !d->v_scale) {
+            free(ids);
+            return KVF_ENOMEM;
+        }
+        for (int64_t j = 0; j < n; j++) {
+            memcpy(d->k_scale + j * ps, a->k_scale + ids[j] * ps, (size_t)ps * sizeof(float));
+            memcpy(d->v_scale + j * ps, a->v_scale + ids[j] * ps, (size_t)ps * sizeof(float));
+        }
+        view->k_scale = d->k_scale;
+        view->v_scale = d->v_scale;
+    }
     for (int64_t i = 0; i < entries; i++) {
         const int32_t *at = bsearch(&a->kv_indices[i], ids, (size_t)n, sizeof *ids, cmp_i32);
         d->indices[i] = (int32_t)(at - ids);
@@ -123,7 +155,14 @@ int kvf__builtin_run(void *state, const kvf_plugin_args *a, char *msg, size_t ms
     view.k_cache = (kvf_bf16 *)a->k_cache;
     view.v_cache = (kvf_bf16 *)a->v_cache;
     view.pool_bytes = (size_t)s->num_pages * (size_t)a->kv_stride_page * sizeof(kvf_bf16);
-    const int dense = is_dense(a);
+    /* Quantized caches (docs/plugins.md, "FP8 caches"): the dtypes and scales as the args give
+     * them; FP8 bytes always go through the dense copies, which turn them into images. */
+    view.quant =
+        (kvf_kv_quant){(uint8_t)s->k_dtype, (uint8_t)s->v_dtype, (uint8_t)s->scale_granularity};
+    view.k_scale = (float *)a->k_scale;
+    view.v_scale = (float *)a->v_scale;
+    const int fp8 = kvf_kv_dtype_is_fp8(s->k_dtype) || kvf_kv_dtype_is_fp8(s->v_dtype);
+    const int dense = is_dense(a) && !fp8;
     dense_copy d;
     memset(&d, 0, sizeof d);
     kvf_error err = {0};

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "host_internal.h"
+#include "plugin_load.h"
 
 int32_t *kvf__host_used_slots(const kvf_case *c, int64_t max_pages, kvf_error *err) {
     if (c->num_pages > max_pages) {
@@ -111,7 +112,7 @@ int kvf__host_check_outputs(const kvf_case *c, const kvf_bf16 *o, const float *l
 int kvf__host_supports(const kvf_plugin_kernel *desc, const kvf_plugin_shape *shape,
                        kvf_error *err) {
     char why[KVF_ERROR_MSG_MAX] = {0};
-    if (desc->supports(desc, shape, why, sizeof why - 1)) return 0;
+    if (kvf__plugin_kernel_supports(desc, shape, why, sizeof why - 1)) return 0;
     why[sizeof why - 1] = 0;
     return kvf_error_set(err, KVF_EUNSUPPORTED, "%s does not support this case: %s", desc->name,
                          why[0] ? why : "no reason given");

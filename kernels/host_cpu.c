@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "kvfuzz/fp8.h"
 #include "kvfuzz/kernel.h"
 #include "host_internal.h"
 
@@ -29,7 +30,7 @@ typedef struct guarded {
 typedef struct cpu_host {
     const kvf_plugin_kernel *desc;
     void *state;
-    guarded q, indptr, indices, last, o, lse, ws;
+    guarded q, indptr, indices, last, o, lse, ws, k_scale, v_scale;
     kvf_bf16 *q_image; /* what q's buffer must hold: the case's q in the layout */
     size_t q_image_cap;
     /* Where the K and V pools of cases poisoned whole (at most KVF_HOST_POISON_POOL_BYTES
@@ -119,7 +120,11 @@ static int input_check(guarded *g, const void *src, const char *name, kvf_error 
 typedef struct pools {
     kvf_bf16 *k, *v; /* the allocations; the views start L.view elements in */
     size_t bytes;    /* of each */
-    int mapped;      /* k and v are this case's own mappings (else the host's whole_k/whole_v) */
+    /* An FP8 cache's bytes (docs/plugins.md, "FP8 caches"): its bf16 pool above converted
+     * element by element, poison NaN to the dtype's NaN; what the kernel gets. */
+    uint8_t *k8, *v8;
+    size_t bytes8;
+    int mapped; /* k and v are this case's own mappings (else the host's whole_k/whole_v) */
     int64_t *pages;
     int32_t *used;
     int64_t n;
@@ -128,6 +133,8 @@ typedef struct pools {
 static void pools_free(pools *p) {
     if (p->mapped && p->k) munmap(p->k, p->bytes);
     if (p->mapped && p->v) munmap(p->v, p->bytes);
+    if (p->k8) munmap(p->k8, p->bytes8);
+    if (p->v8) munmap(p->v8, p->bytes8);
     free(p->pages);
     free(p->used);
     memset(p, 0, sizeof *p);
@@ -239,19 +246,70 @@ static int pools_build(cpu_host *h, pools *pl, const kvf_case *c, const kvf__hos
     return 0;
 }
 
+/* The byte an FP8 cache holds for a bf16 image: the image's byte, or for the host's poison (a
+ * bf16 NaN no byte names) the dtype's NaN. */
+static uint8_t fp8_byte(kvf_bf16 b, int dtype) {
+    uint8_t x;
+    if (kvf_fp8_from_bf16_exact(b, dtype, &x)) return x;
+    return kvf_fp8_from_f32(kvf_bf16_to_f32(b), dtype);
+}
+
+static void fp8_pack(uint8_t *dst, const kvf_bf16 *src, int64_t n, int dtype) {
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = fp8_byte(src[i], dtype);
+}
+
+/* The byte pools of FP8 caches, from the bf16 pools just built: the view's prefix and every
+ * page written (the rest of a mapping reads as zero, +0 in both). */
+static int pools_pack_fp8(pools *pl, const kvf_case *c, const kvf__host_layout *L, kvf_error *err) {
+    const int dts[2] = {c->quant.k_dtype, c->quant.v_dtype};
+    if (!kvf_kv_dtype_is_fp8(dts[0]) && !kvf_kv_dtype_is_fp8(dts[1])) return 0;
+    pl->bytes8 = (size_t)L->pool_elems ? (size_t)L->pool_elems : 1;
+    const int64_t pe = L->page_elems;
+    for (int w = 0; w < 2; w++) {
+        if (!kvf_kv_dtype_is_fp8(dts[w])) continue;
+        void *m = mmap(NULL, pl->bytes8, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED)
+            return kvf_error_set(err, KVF_ENOMEM, "cannot map a %zu-byte FP8 page pool",
+                                 pl->bytes8);
+        uint8_t *dst = m;
+        const kvf_bf16 *src = w ? pl->v : pl->k;
+        *(w ? &pl->v8 : &pl->k8) = dst;
+        if (c->num_pages) fp8_pack(dst, src, L->view, dts[w]);
+        for (int64_t i = 0; i < pl->n; i++) {
+            const int64_t at = L->view + pl->pages[i] * pe;
+            fp8_pack(dst + at, src + at, pe, dts[w]);
+        }
+    }
+    return 0;
+}
+
+/* An FP8 page against what the host wrote: 0, or the offending element's index. */
+static int64_t fp8_page_diff(const uint8_t *have, const kvf_bf16 *want, int64_t n, int dtype) {
+    for (int64_t i = 0; i < n; i++)
+        if (have[i] != fp8_byte(want[i], dtype)) return i;
+    return -1;
+}
+
 /* Every page the host wrote must still hold what it wrote. Pages it did not write (only in
  * pools past KVF_HOST_POISON_POOL_BYTES) are not scanned: reading gigabytes of zero pages per
  * case would cost more than the kernel. */
 static int pools_check(const pools *pl, const kvf_case *c, const kvf__host_layout *L,
                        kvf_error *err) {
     const int64_t pe = L->page_elems;
+    const int dts[2] = {c->quant.k_dtype, c->quant.v_dtype};
     for (int64_t i = 0; i < L->view && c->num_pages; i++)
-        if (pl->k[i] != (kvf_bf16)KVF_HOST_POISON_INPUT ||
-            pl->v[i] != (kvf_bf16)KVF_HOST_POISON_INPUT)
-            return kvf_error_set(
-                err, KVF_EOOBWRITE,
-                "the kernel wrote into %s %" PRId64 " elements before the view of its page pool",
-                pl->k[i] != (kvf_bf16)KVF_HOST_POISON_INPUT ? "k_cache" : "v_cache", L->view - i);
+        for (int w = 0; w < 2; w++) {
+            const uint8_t *b8 = w ? pl->v8 : pl->k8;
+            const int bad = b8 ? b8[i] != fp8_byte((kvf_bf16)KVF_HOST_POISON_INPUT, dts[w])
+                               : (w ? pl->v : pl->k)[i] != (kvf_bf16)KVF_HOST_POISON_INPUT;
+            if (bad)
+                return kvf_error_set(err, KVF_EOOBWRITE,
+                                     "the kernel wrote into %s %" PRId64
+                                     " elements before the view of its page pool",
+                                     w ? "v_cache" : "k_cache", L->view - i);
+        }
     kvf_bf16 *want = malloc((size_t)(pe > 0 ? pe : 1) * sizeof *want);
     if (!want) return kvf_error_set(err, KVF_ENOMEM, "out of memory for the input check");
     int rc = 0;
@@ -259,12 +317,31 @@ static int pools_check(const pools *pl, const kvf_case *c, const kvf__host_layou
         const int64_t p = pl->pages[j];
         for (int which = 0; which < 2 && !rc; which++) {
             const kvf_bf16 *have = (which ? pl->v : pl->k) + L->view + p * pe;
+            const uint8_t *have8 = which ? pl->v8 : pl->k8;
             kvf__host_page_image(c, L, which ? c->v_cache : c->k_cache, p, pl->used[j], want);
-            if (memcmp(have, want, (size_t)pe * sizeof *want) == 0) continue;
             int64_t i = 0, slot = 0, head = 0, d = 0;
+            const char *name = which ? "v_cache" : "k_cache";
+            if (have8) {
+                /* The kernel saw bytes: the bf16 pool is the host's own scratch. */
+                have8 += L->view + p * pe;
+                i = fp8_page_diff(have8, want, pe, dts[which]);
+                if (i < 0) continue;
+                if (kvf__host_page_place(c, L, i, &slot, &head, &d))
+                    rc = kvf_error_set(
+                        err, KVF_EINPUTMOD,
+                        "the kernel modified its input %s at page %" PRId64 " slot %" PRId64
+                        " kv head %" PRId64 " d %" PRId64 " (byte 0x%02x became 0x%02x)",
+                        name, p, slot, head, d, fp8_byte(want[i], dts[which]), have8[i]);
+                else
+                    rc = kvf_error_set(err, KVF_EOOBWRITE,
+                                       "the kernel wrote into the padding of %s's page %" PRId64
+                                       " at element %" PRId64 " (byte 0x%02x became 0x%02x)",
+                                       name, p, i, fp8_byte(want[i], dts[which]), have8[i]);
+                continue;
+            }
+            if (memcmp(have, want, (size_t)pe * sizeof *want) == 0) continue;
             while (have[i] == want[i])
                 i++;
-            const char *name = which ? "v_cache" : "k_cache";
             if (kvf__host_page_place(c, L, i, &slot, &head, &d))
                 rc = kvf_error_set(err, KVF_EINPUTMOD,
                                    "the kernel modified its input %s at page %" PRId64
@@ -306,7 +383,8 @@ void kvf__cpu_host_destroy(void *hv) {
     cpu_host *h = hv;
     if (!h) return;
     if (h->desc->destroy) h->desc->destroy(h->state);
-    guarded *all[] = {&h->q, &h->indptr, &h->indices, &h->last, &h->o, &h->lse, &h->ws};
+    guarded *all[] = {&h->q,   &h->indptr, &h->indices, &h->last,   &h->o,
+                      &h->lse, &h->ws,     &h->k_scale, &h->v_scale};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]->base);
     free(h->q_image);
@@ -352,19 +430,27 @@ int kvf__cpu_host_run(void *hv, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_
         (rc = input_copy(&h->last, c->kv_last_page_len, nlast, err)) ||
         (rc = guarded_prepare(&h->o, (size_t)no * sizeof(kvf_bf16), err)) ||
         (rc = guarded_prepare(&h->lse, (size_t)nl * sizeof(float), err)) ||
-        (rc = guarded_prepare(&h->ws, ws_bytes, err)))
+        (rc = guarded_prepare(&h->ws, ws_bytes, err)) ||
+        (rc = input_copy(&h->k_scale, c->k_scale, c->k_scale ? c->scale_bytes : 0, err)) ||
+        (rc = input_copy(&h->v_scale, c->v_scale, c->v_scale ? c->scale_bytes : 0, err)))
         return rc;
     kvf__host_poison_o(data_of(&h->o), no);
     kvf__host_poison_lse(data_of(&h->lse), nl);
     memset(data_of(&h->ws), KVF_HOST_POISON_BYTE, ws_bytes);
     pools pl;
     if ((rc = pools_build(h, &pl, c, &L, err))) return rc;
+    if ((rc = pools_pack_fp8(&pl, c, &L, err))) {
+        pools_free(&pl);
+        return rc;
+    }
 
     kvf_plugin_args a;
     kvf__host_layout_args(&L, c, &shape, &a);
     a.q = (kvf_bf16 *)data_of(&h->q) + L.view;
-    a.k_cache = pl.k + L.view;
-    a.v_cache = pl.v + L.view;
+    a.k_cache = pl.k8 ? (const uint16_t *)(void *)(pl.k8 + L.view) : pl.k + L.view;
+    a.v_cache = pl.v8 ? (const uint16_t *)(void *)(pl.v8 + L.view) : pl.v + L.view;
+    a.k_scale = c->quant.granularity ? data_of(&h->k_scale) : NULL;
+    a.v_scale = c->quant.granularity ? data_of(&h->v_scale) : NULL;
     a.kv_indptr = data_of(&h->indptr);
     a.kv_indices = data_of(&h->indices);
     a.kv_last_page_len = data_of(&h->last);
@@ -383,6 +469,8 @@ int kvf__cpu_host_run(void *hv, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_
     if (!rc) rc = input_check(&h->indptr, c->kv_indptr, "kv_indptr", err);
     if (!rc) rc = input_check(&h->indices, c->kv_indices, "kv_indices", err);
     if (!rc) rc = input_check(&h->last, c->kv_last_page_len, "kv_last_page_len", err);
+    if (!rc && c->k_scale) rc = input_check(&h->k_scale, c->k_scale, "k_scale", err);
+    if (!rc && c->v_scale) rc = input_check(&h->v_scale, c->v_scale, "v_scale", err);
     if (!rc) rc = pools_check(&pl, c, &L, err);
     if (!rc) rc = kvf__host_check_outputs(c, o, lse, err);
     pools_free(&pl);

@@ -99,6 +99,31 @@ int kvf_kernel_takes_layouts(const kvf_kernel *k) {
     return k->device != KVF_DEVICE_CUDA;
 }
 
+int kvf_kernel_takes_quant(const kvf_kernel *k) {
+    if (k->desc)
+        return (kvf__plugin_kernel_kv_dtypes(k->desc) & ~1u) != 0 &&
+               (kvf__plugin_kernel_scale_granularities(k->desc) & ~1u) != 0;
+    if (!k->plugin) return 0; /* a case-level kernel reads bf16 only */
+    /* A plugin kernel's masks live in its probe: ask it about a small shape, FP8 with
+     * per-tensor scales, beside the same shape in bf16 (a kernel that declines both says
+     * nothing of FP8, so its cases decide). */
+    kvf_plugin_shape sh;
+    memset(&sh, 0, sizeof sh);
+    sh.struct_size = sizeof sh;
+    sh.num_qo_heads = sh.num_kv_heads = 1;
+    sh.head_dim = 128;
+    sh.page_size = 16;
+    sh.batch_size = sh.num_pages = sh.num_entries = 1;
+    sh.total_tokens = sh.max_seq_len = 16;
+    sh.sm_scale = 0.125f;
+    kvf_kernel_shape_dense_strides(&sh);
+    char why[KVF_ERROR_MSG_MAX];
+    if (kvf_kernel_supports(k, &sh, why, sizeof why) != 1) return 1;
+    sh.k_dtype = sh.v_dtype = KVF_KV_E4M3;
+    sh.scale_granularity = KVF_SCALE_TENSOR;
+    return kvf_kernel_supports(k, &sh, why, sizeof why) == 1;
+}
+
 int kvf_kernel_compiles_per_shape(const kvf_kernel *k) {
 #ifdef KVF_HAVE_PYTHON_KERNELS
     return k->release == kvf__python_kernel_free && kvf__python_kernel_on_gpu(k);
@@ -209,16 +234,19 @@ void kvf_kernel_shape(const kvf_case *c, kvf_plugin_shape *s) {
     s->max_seq_len = kvf_case_max_seq_len(c);
     s->sm_scale = c->sm_scale;
     set_strides(s, &c->layout);
+    s->k_dtype = c->quant.k_dtype;
+    s->v_dtype = c->quant.v_dtype;
+    s->scale_granularity = c->quant.granularity;
 }
 
 /* FNV-1a over the shape's fields (not its padding). */
 static uint64_t shape_hash(const kvf_plugin_shape *s) {
-    const int64_t f[] = {s->num_qo_heads,   s->num_kv_heads,    s->head_dim,
-                         s->page_size,      s->batch_size,      s->num_pages,
-                         s->num_entries,    s->total_tokens,    s->max_seq_len,
-                         s->q_stride_batch, s->q_stride_head,   s->kv_stride_page,
-                         s->kv_stride_slot, s->kv_stride_head,  s->o_stride_batch,
-                         s->o_stride_head,  s->lse_stride_batch};
+    const int64_t f[] = {
+        s->num_qo_heads,     s->num_kv_heads,   s->head_dim,       s->page_size,
+        s->batch_size,       s->num_pages,      s->num_entries,    s->total_tokens,
+        s->max_seq_len,      s->q_stride_batch, s->q_stride_head,  s->kv_stride_page,
+        s->kv_stride_slot,   s->kv_stride_head, s->o_stride_batch, s->o_stride_head,
+        s->lse_stride_batch, s->k_dtype,        s->v_dtype,        s->scale_granularity};
     uint64_t h = 1469598103934665603ull;
     const unsigned char *p = (const unsigned char *)f;
     for (size_t i = 0; i < sizeof f; i++)
@@ -238,7 +266,9 @@ static int shape_equal(const kvf_plugin_shape *a, const kvf_plugin_shape *b) {
            a->q_stride_batch == b->q_stride_batch && a->q_stride_head == b->q_stride_head &&
            a->kv_stride_page == b->kv_stride_page && a->kv_stride_slot == b->kv_stride_slot &&
            a->kv_stride_head == b->kv_stride_head && a->o_stride_batch == b->o_stride_batch &&
-           a->o_stride_head == b->o_stride_head && a->lse_stride_batch == b->lse_stride_batch;
+           a->o_stride_head == b->o_stride_head && a->lse_stride_batch == b->lse_stride_batch &&
+           a->k_dtype == b->k_dtype && a->v_dtype == b->v_dtype &&
+           a->scale_granularity == b->scale_granularity;
 }
 
 int kvf_kernel_supports(const kvf_kernel *k, const kvf_plugin_shape *shape, char *why,
@@ -246,7 +276,7 @@ int kvf_kernel_supports(const kvf_kernel *k, const kvf_plugin_shape *shape, char
     if (why && why_size) why[0] = 0;
     if (k->desc) {
         char buf[KVF_ERROR_MSG_MAX] = {0};
-        int yes = k->desc->supports(k->desc, shape, buf, sizeof buf - 1);
+        int yes = kvf__plugin_kernel_supports(k->desc, shape, buf, sizeof buf - 1);
         if (!yes && why && why_size) snprintf(why, why_size, "%s", buf);
         return yes ? 1 : 0;
     }

@@ -3,6 +3,7 @@
  * load time rather than a crash later. */
 #include "plugin_load.h"
 
+#include "kvfuzz/kv_quant.h"
 #include "kvfuzz/relation.h"
 
 #include <dlfcn.h>
@@ -36,6 +37,34 @@ const char *kvf__plugin_kernel_models(const kvf_plugin_kernel *k) {
 const char *kvf__plugin_kernel_promises(const kvf_plugin_kernel *k) {
     const size_t end = offsetof(kvf_plugin_kernel, promises) + sizeof k->promises;
     return k->struct_size >= end ? k->promises : NULL;
+}
+
+uint32_t kvf__plugin_kernel_kv_dtypes(const kvf_plugin_kernel *k) {
+    const size_t end = offsetof(kvf_plugin_kernel, kv_dtypes) + sizeof k->kv_dtypes;
+    return k->struct_size >= end ? k->kv_dtypes : 0;
+}
+
+uint32_t kvf__plugin_kernel_scale_granularities(const kvf_plugin_kernel *k) {
+    const size_t end =
+        offsetof(kvf_plugin_kernel, scale_granularities) + sizeof k->scale_granularities;
+    return k->struct_size >= end ? k->scale_granularities : 0;
+}
+
+int kvf__plugin_kernel_supports(const kvf_plugin_kernel *k, const kvf_plugin_shape *shape,
+                                char *why, size_t why_size) {
+    const uint32_t dtypes = kvf__plugin_kernel_kv_dtypes(k) | 1u;
+    const uint32_t grans = kvf__plugin_kernel_scale_granularities(k) | 1u;
+    const int32_t kd = shape->k_dtype, vd = shape->v_dtype, gr = shape->scale_granularity;
+    const int dtype_ok =
+        kd >= 0 && kd < 32 && vd >= 0 && vd < 32 && (dtypes >> kd & 1u) && (dtypes >> vd & 1u);
+    if (!dtype_ok || gr < 0 || gr >= 32 || !(grans >> gr & 1u)) {
+        if (why && why_size)
+            snprintf(why, why_size, "%s takes %s caches, not k %s and v %s with %s scales", k->name,
+                     dtypes == 1u ? "only bf16" : "declared", kvf_kv_dtype_name(kd),
+                     kvf_kv_dtype_name(vd), kvf_scale_granularity_name(gr));
+        return 0;
+    }
+    return k->supports(k, shape, why, why_size) ? 1 : 0;
 }
 
 /* A precision model text as the ABI allows it: lower-case letters, digits, '-' and '+', at most

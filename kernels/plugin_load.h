@@ -30,6 +30,13 @@ const char *kvf__plugin_kernel_precision(const kvf_plugin_kernel *k);
 const char *kvf__plugin_kernel_models(const kvf_plugin_kernel *k);
 /* Its declared promises, or NULL (also for an entry whose struct_size ends before them). */
 const char *kvf__plugin_kernel_promises(const kvf_plugin_kernel *k);
+/* Its kv_dtypes and scale_granularities masks, 0 for an entry that ends before them. */
+uint32_t kvf__plugin_kernel_kv_dtypes(const kvf_plugin_kernel *k);
+uint32_t kvf__plugin_kernel_scale_granularities(const kvf_plugin_kernel *k);
+/* supports() behind the dtype gate: 0 with the reason when the shape's cache dtypes or scale
+ * granularity are outside the kernel's masks (supports() is then not called), else its answer. */
+int kvf__plugin_kernel_supports(const kvf_plugin_kernel *k, const kvf_plugin_shape *shape,
+                                char *why, size_t why_size);
 /* The most concurrent_states kvfuzz accepts. */
 #define KVF_PLUGIN_MAX_STATES 64
 

@@ -114,7 +114,7 @@ static void probe_main(int fd, const char *path) {
         memset(&a, 0, sizeof a);
         const kvf_plugin_kernel *k = kvf__plugin_kernel_at(lib.desc, q.index);
         if (k) {
-            a.yes = k->supports(k, &q.shape, a.why, sizeof a.why - 1) ? 1 : 0;
+            a.yes = kvf__plugin_kernel_supports(k, &q.shape, a.why, sizeof a.why - 1);
             a.why[sizeof a.why - 1] = 0;
         }
         if (write_all(fd, &a, sizeof a)) _exit(0);

@@ -194,10 +194,12 @@ static int write_padding(void *state, const kvf_plugin_args *a, char *msg, size_
 }
 
 static void test_supports_and_padding(void) {
-    kvf_plugin_kernel d = {
-        sizeof d, "test-layout", "test", KVF_PLUGIN_DEVICE_CPU, 0,    NULL, dense_only, NULL,
-        NULL,     NULL,          NULL,   write_padding,         NULL, 0,    NULL,       NULL,
-        NULL};
+    kvf_plugin_kernel d = {.struct_size = sizeof d,
+                           .name = "test-layout",
+                           .description = "test",
+                           .device = KVF_PLUGIN_DEVICE_CPU,
+                           .supports = dense_only,
+                           .run = write_padding};
     kvf_limits lim;
     kvf_limits_default(&lim);
     kvf_spec s;

@@ -176,6 +176,51 @@ static int add_layout(json_t *root, const kvf_case *c) {
     return !l || json_object_set_new(root, "layout", l) != 0;
 }
 
+/* Quantized caches: the dtypes, the granularity, the recipe's bases and the scales themselves
+ * (tensor and per-head ones; per-slot ones as their range over the slots sequences read). */
+static json_t *float_array(const float *x, int64_t n) {
+    json_t *a = json_array();
+    for (int64_t i = 0; a && i < n; i++)
+        if (kvf_json_push(a, json_real((double)x[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+static int add_quant(json_t *root, const kvf_spec *spec, const kvf_case *c) {
+    if (kvf_kv_quant_is_plain(&c->quant)) return 0;
+    char text[96];
+    kvf_kv_quant_text(&c->quant, text, sizeof text);
+    json_t *q = json_object();
+    int bad = kvf_json_set(root, "quant", q) || kvf_json_set(q, "text", json_string(text)) ||
+              kvf_json_set(q, "k_dtype", json_string(kvf_kv_dtype_name(c->quant.k_dtype))) ||
+              kvf_json_set(q, "v_dtype", json_string(kvf_kv_dtype_name(c->quant.v_dtype))) ||
+              kvf_json_set(q, "granularity",
+                           json_string(kvf_scale_granularity_name(c->quant.granularity)));
+    if (bad || !c->quant.granularity) return bad;
+    const kvf_quant_recipe *r = &spec->quant;
+    bad = kvf_json_set(q, "k_scale_base", json_real((double)r->k_scale)) ||
+          kvf_json_set(q, "v_scale_base", json_real((double)r->v_scale)) ||
+          kvf_json_set(q, "spread", json_integer(r->spread)) ||
+          kvf_json_set(q, "fine", json_boolean(r->fine));
+    if (bad) return bad;
+    if (c->quant.granularity != KVF_SCALE_TOKEN)
+        return kvf_json_set(q, "k_scale", float_array(c->k_scale, kvf_case_scale_count(c))) ||
+               kvf_json_set(q, "v_scale", float_array(c->v_scale, kvf_case_scale_count(c)));
+    double lo[2] = {INFINITY, INFINITY}, hi[2] = {0, 0};
+    for (int32_t b = 0; b < c->batch_size; b++)
+        for (int64_t t = 0; t < kvf_case_seq_len(c, b); t++)
+            for (int32_t g = 0; g < c->num_kv_heads; g++) {
+                const double ks = kvf_case_k_scale(c, b, t, g), vs = kvf_case_v_scale(c, b, t, g);
+                lo[0] = fmin(lo[0], ks), hi[0] = fmax(hi[0], ks);
+                lo[1] = fmin(lo[1], vs), hi[1] = fmax(hi[1], vs);
+            }
+    if (hi[0] == 0) return 0; /* no token read */
+    return kvf_json_set(q, "k_scale_read", json_pack("[f, f]", lo[0], hi[0])) ||
+           kvf_json_set(q, "v_scale_read", json_pack("[f, f]", lo[1], hi[1]));
+}
+
 static int add_values(json_t *root, const kvf_case *c) {
     kvf_value_summary sq = {0}, sk = {0}, sv = {0};
     for (int64_t i = 0; i < kvf_case_q_elems(c); i++)
@@ -217,7 +262,8 @@ json_t *kvf_case_json(const char *path, const kvf_spec *spec, const kvf_case *c,
     json_t *root = json_object();
     int bad = !root || add_shape(root, path, spec, c) || add_recipe(root, &spec->recipe) ||
               add_overrides(root, spec) || (spec->has_origin && add_origin(root, &spec->origin)) ||
-              add_layout(root, c) || add_values(root, c) || (full && add_tensors(root, c));
+              add_layout(root, c) || add_quant(root, spec, c) || add_values(root, c) ||
+              (full && add_tensors(root, c));
     if (bad) {
         json_decref(root);
         return NULL;

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gen_internal.h"
 #include "gen_quant.h"
@@ -99,4 +100,49 @@ int kvf__gen_quantize(kvf_case *c, const kvf_spec *s, const int64_t *extra, int6
     draw_scales(c, c->v_scale, q->v_scale, q, pages, u, &r);
     free(pages);
     return 0;
+}
+
+void kvf_recipe_draw_quant(kvf_quant_recipe *q, kvf_recipe *rp, kvf_prng *r) {
+    memset(q, 0, sizeof *q);
+    q->kv.k_dtype = (uint8_t)(KVF_KV_E4M3 + kvf_prng_below(r, 2));
+    q->kv.v_dtype =
+        kvf_prng_below(r, 4) ? q->kv.k_dtype : (uint8_t)(KVF_KV_E4M3 + KVF_KV_E5M2 - q->kv.k_dtype);
+    static const uint8_t grans[8] = {KVF_SCALE_NONE,   KVF_SCALE_TENSOR, KVF_SCALE_TENSOR,
+                                     KVF_SCALE_TENSOR, KVF_SCALE_HEAD,   KVF_SCALE_HEAD,
+                                     KVF_SCALE_TOKEN,  KVF_SCALE_TOKEN};
+    q->kv.granularity = grans[kvf_prng_below(r, 8)];
+    int64_t pool_pages = kvf_recipe_entries(rp) + rp->spare_pages;
+    if (q->kv.granularity == KVF_SCALE_TOKEN &&
+        (rp->page_id_base || pool_pages * rp->page_size * rp->num_kv_heads > (1 << 20)))
+        q->kv.granularity = KVF_SCALE_HEAD;
+    /* Values toward the dtypes' edges: the largest (saturating) or the subnormals. */
+    kvf_dist *dists[2] = {&rp->k, &rp->v};
+    const int dts[2] = {q->kv.k_dtype, q->kv.v_dtype};
+    for (int w = 0; w < 2; w++) {
+        uint64_t e = kvf_prng_below(r, 4);
+        int top = dts[w] == KVF_KV_E4M3 ? 8 : 15, sub = dts[w] == KVF_KV_E4M3 ? -8 : -15;
+        if (e == 0) dists[w]->log2_scale = (int8_t)(top - 1 + (int)kvf_prng_below(r, 3));
+        if (e == 1) dists[w]->log2_scale = (int8_t)(sub - 1 + (int)kvf_prng_below(r, 3));
+    }
+    if (q->kv.granularity == KVF_SCALE_NONE) {
+        q->k_scale = q->v_scale = 1.0f;
+        return;
+    }
+    float *bases[2] = {&q->k_scale, &q->v_scale};
+    for (int w = 0; w < 2; w++) {
+        uint64_t where = kvf_prng_below(r, 8);
+        int e = where == 0   ? 100 + (int)kvf_prng_below(r, 28)  /* near overflow */
+                : where == 1 ? -149 + (int)kvf_prng_below(r, 30) /* near underflow */
+                             : (int)kvf_prng_below(r, 17) - 8;
+        double m = kvf_prng_below(r, 2) ? 1.0 : 1.0 + (double)(kvf_prng_next(r) >> 41) * 0x1p-23;
+        float f = (float)ldexp(m, e);
+        *bases[w] = f > 0 && isfinite(f) ? f : 1.0f;
+    }
+    if (q->kv.granularity != KVF_SCALE_TENSOR) {
+        uint64_t s = kvf_prng_below(r, 4);
+        q->spread = s < 2    ? 0
+                    : s == 2 ? (uint8_t)(1 + kvf_prng_below(r, 4))
+                             : (uint8_t)(10 + kvf_prng_below(r, 31));
+        q->fine = (uint8_t)kvf_prng_below(r, 2);
+    }
 }

@@ -262,5 +262,11 @@ int kvf_spec_random(kvf_spec *out, uint64_t seed, const kvf_random_opts *o, kvf_
         kvf_prng_seed_stream(&lr, seed, KVF__STREAM_LAYOUT);
         if (kvf_prng_below(&lr, 4) == 0) kvf_recipe_draw_layout(&out->layout, rp, &lr);
     }
+    /* Quantized caches likewise, from their own stream after the layout. */
+    if (o->quant) {
+        kvf_prng qr;
+        kvf_prng_seed_stream(&qr, seed, KVF__STREAM_QUANT);
+        if (kvf_prng_below(&qr, 4) == 0) kvf_recipe_draw_quant(&out->quant, rp, &qr);
+    }
     return 0;
 }

@@ -287,6 +287,9 @@ int kvf_campaign_init(kvf_campaign **out, const kvf_campaign_opts *o, kvf_campai
     cp->own_opts = *o;
     if (o->kernel && !kvf_kernel_takes_layouts(o->kernel))
         cp->own_opts.mutate.allow_layouts = cp->own_opts.large.allow_layouts = 0;
+    /* Quantized caches only for a kernel that reads them (kvf_kernel_takes_quant). */
+    if (o->kernel && !o->oracle_only && !kvf_kernel_takes_quant(o->kernel))
+        cp->own_opts.mutate.allow_quant = cp->own_opts.large.allow_quant = 0;
     cp->opts = &cp->own_opts;
     int shapes = o->shape_set;
     if (shapes < 0)

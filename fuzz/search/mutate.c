@@ -15,7 +15,7 @@
 static const char *const mutation_names[KVF_MUT_COUNT] = {
     "batch",  "seq-remove", "seq-duplicate", "seq-length",    "seq-pages", "last-len", "page-size",
     "shape",  "table",      "spare",         "table-entry",   "dist",      "value",    "poison",
-    "logits", "sm-scale",   "seed",          "drop-override", "explicit",  "layout"};
+    "logits", "sm-scale",   "seed",          "drop-override", "explicit",  "layout",   "quant"};
 
 const char *kvf_mutation_name(kvf_mutation m) {
     return (unsigned)m < KVF_MUT_COUNT ? mutation_names[m] : "unknown";
@@ -35,6 +35,7 @@ void kvf_mutate_limits_default(kvf_mutate_limits *lim) {
     lim->allow_high_ids = 1;
     lim->allow_nonfinite = 0;
     lim->allow_layouts = 1;
+    lim->allow_quant = 1;
 }
 
 static uint64_t below(kvf_prng *rng, uint64_t n) {
@@ -54,6 +55,7 @@ void kvf_mutate_random_opts(kvf_random_opts *o, const kvf_mutate_limits *lim) {
     o->allow_overflow = lim->allow_overflow;
     o->allow_high_ids = lim->allow_high_ids;
     o->layouts = lim->allow_layouts;
+    o->quant = lim->allow_quant;
 }
 
 /* ---- overrides ------------------------------------------------------------------------------ */
@@ -574,6 +576,14 @@ static int apply(kvf_spec *s, kvf_prng *rng, int m, const kvf_mutate_limits *lim
         return 0;
     case KVF_MUT_EXPLICIT:
         return s->has_explicit ? mutate_explicit(s, rng, lim->allow_nonfinite) : 1;
+    case KVF_MUT_QUANT:
+        if (!lim->allow_quant || s->has_explicit) return 1;
+        /* Back to bf16 half the time the caches are quantized; otherwise drawn anew. */
+        if (!kvf_quant_recipe_is_plain(&s->quant) && below(rng, 2))
+            memset(&s->quant, 0, sizeof s->quant);
+        else
+            kvf_recipe_draw_quant(&s->quant, &s->recipe, rng);
+        return 0;
     default:
         return 1;
     }
@@ -587,7 +597,7 @@ static const uint8_t move_weight[KVF_MUT_COUNT] = {
     [KVF_MUT_SPARE] = 2,      [KVF_MUT_TABLE_ENTRY] = 4, [KVF_MUT_DIST] = 6,
     [KVF_MUT_VALUE] = 6,      [KVF_MUT_POISON] = 3,      [KVF_MUT_LOGITS] = 3,
     [KVF_MUT_SM_SCALE] = 3,   [KVF_MUT_SEED] = 3,        [KVF_MUT_DROP_OVERRIDE] = 2,
-    [KVF_MUT_EXPLICIT] = 3,   [KVF_MUT_LAYOUT] = 2};
+    [KVF_MUT_EXPLICIT] = 3,   [KVF_MUT_LAYOUT] = 2,      [KVF_MUT_QUANT] = 2};
 
 static int pick_move(kvf_prng *rng) {
     unsigned total = 0;
@@ -636,6 +646,31 @@ static void fit_layout(kvf_spec *s, const kvf_mutate_limits *lim) {
         return;
     }
     if ((int64_t)l->kv_page_pad > kvf_recipe_max_page_pad(rp)) l->kv_page_pad = 0;
+}
+
+/* Quantized caches only where allowed and without explicit tensors; per-slot scales only for a
+ * pool of at most 2^20 slots and KV heads (else per head); K and V overrides rounded to the
+ * caches' FP8 values, which the case must hold (kvf_case_validate). */
+static void fit_quant(kvf_spec *s, const kvf_mutate_limits *lim) {
+    kvf_quant_recipe *q = &s->quant;
+    if (kvf_quant_recipe_is_plain(q)) return;
+    if (!lim->allow_quant || s->has_explicit) {
+        memset(q, 0, sizeof *q);
+        return;
+    }
+    const kvf_recipe *rp = &s->recipe;
+    if (q->kv.granularity == KVF_SCALE_TOKEN &&
+        (uses_high_ids(rp->table) || kvf_spec_pool_elems(s) / rp->head_dim > (1 << 20)))
+        q->kv.granularity = KVF_SCALE_HEAD;
+    for (uint32_t i = 0; i < s->num_overrides; i++) {
+        kvf_override *o = &s->overrides[i];
+        int dt = o->target == KVF_OVERRIDE_K   ? q->kv.k_dtype
+                 : o->target == KVF_OVERRIDE_V ? q->kv.v_dtype
+                                               : KVF_KV_BF16;
+        if (kvf_kv_dtype_is_fp8(dt))
+            o->value =
+                kvf_fp8_to_bf16(kvf_fp8_from_f32(kvf_bf16_to_f32((kvf_bf16)o->value), dt), dt);
+    }
 }
 
 static uint32_t longest_sequence(const kvf_recipe *rp) {
@@ -719,6 +754,7 @@ void kvf_spec_fit(kvf_spec *s, const kvf_mutate_limits *lim) {
     }
     if (!uses_high_ids(rp->table)) rp->page_id_base = 0;
     fit_layout(s, lim);
+    fit_quant(s, lim);
     kvf_strides st;
     kvf_layout_strides(&s->layout, rp->num_qo_heads, rp->num_kv_heads, rp->head_dim, rp->page_size,
                        &st);

@@ -36,6 +36,14 @@
  * views that start inside larger allocations. Padding and what precedes a view hold poison; a
  * kernel that writes there is an out-of-bounds-write finding. The shape carries the same
  * strides, so supports() can decline a layout the kernel does not take.
+ * Quantized caches (docs/plugins.md, "FP8 caches"; only for a kernel whose kv_dtypes and
+ * scale_granularities below take them): k_cache and v_cache may hold FP8 bytes (shape.k_dtype,
+ * shape.v_dtype: 1 e4m3 = float8_e4m3fn, 2 e5m2), one byte per element at the same strides, and
+ * f32 scales come in args.k_scale / args.v_scale (shape.scale_granularity: 1 one scale, 2 [Hk],
+ * 3 [P][S][Hk] contiguous, per page slot and KV head). The values are exact rationals:
+ *   k = k_scale[i] * k8,  v = v_scale[i] * v8,  i = 0 / g / (page * S + slot) * Hk + g,
+ * and the operation below is applied to them (FlashInfer folds k_scale into sm_scale and
+ * multiplies o by v_scale: both are roundings of this definition).
  * Sequence b owns pages kv_indices[kv_indptr[b] .. kv_indptr[b+1]); with n pages its length is
  * (n-1)*S + kv_last_page_len[b], or 0 when n == 0. Query head h reads KV head h / (Hq/Hk).
  * s_t = sm_scale * q.k_t;  lse = log2(sum_t exp(s_t));  o = sum_t exp(s_t) v_t / sum_t exp(s_t).
@@ -143,6 +151,12 @@ typedef struct kvf_plugin_shape {
     int64_t kv_stride_page, kv_stride_slot, kv_stride_head;
     int64_t o_stride_batch, o_stride_head;
     int64_t lse_stride_batch;
+    /* Added later still (0 for a shape built without them: bf16 caches, no scales): the
+     * caches' element types (0 bf16, 1 e4m3, 2 e5m2) and the scales' granularity (0 none, 1
+     * tensor, 2 per KV head, 3 per page slot and KV head). kvfuzz gives a kernel only the
+     * dtypes and granularities its kv_dtypes and scale_granularities name. */
+    int32_t k_dtype, v_dtype;
+    int32_t scale_granularity;
 } kvf_plugin_shape;
 
 /* Host copies of the index arrays, for plan(). Valid during the call only. */
@@ -179,6 +193,12 @@ typedef struct kvf_plugin_args {
     size_t workspace_bytes;
 
     void *stream; /* cudaStream_t for CUDA kernels, NULL for CPU kernels */
+
+    /* Added later still (read only when shape->scale_granularity is not 0): the f32 scales,
+     * 1, Hk or P x S x Hk of each, read-only, guarded and checked as the other inputs. With an
+     * FP8 dtype, k_cache / v_cache above point to its bytes (cast them to const uint8_t *). */
+    const float *k_scale;
+    const float *v_scale;
 } kvf_plugin_args;
 
 typedef struct kvf_plugin_kernel kvf_plugin_kernel;
@@ -241,11 +261,23 @@ struct kvf_plugin_kernel {
      * the kill table of `kvfuzz mutants --kernel PATH.so`. At most 31 printable characters; NULL
      * for other roles. */
     const char *models;
+    /* Added later still (reads as 0 when struct_size ends before them): the cache dtypes the
+     * kernel reads, as a mask of 1u << dtype (bf16 is always taken: 0 means bf16 only), and
+     * the scale granularities it takes, as a mask of 1u << granularity (caches without scales
+     * always: 0 means none but those). A case outside both masks never reaches supports(). */
+    uint32_t kv_dtypes;
+    uint32_t scale_granularities;
 };
 
 /* The size of a version-1 kernel entry without the fields added later: the smallest
  * struct_size and kernel_struct_size kvfuzz accepts. */
 #define KVF_PLUGIN_KERNEL_V1_SIZE offsetof(kvf_plugin_kernel, concurrent_states)
+/* kv_dtypes and scale_granularities bits. */
+#define KVF_PLUGIN_KV_E4M3 (1u << 1)
+#define KVF_PLUGIN_KV_E5M2 (1u << 2)
+#define KVF_PLUGIN_SCALE_TENSOR (1u << 1)
+#define KVF_PLUGIN_SCALE_HEAD (1u << 2)
+#define KVF_PLUGIN_SCALE_TOKEN (1u << 3)
 /* The longest precision model text kvfuzz accepts, without its NUL. */
 #define KVF_PLUGIN_PRECISION_MAX 63
 /* The longest promises text kvfuzz accepts, without its NUL. */

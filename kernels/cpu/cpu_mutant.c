@@ -10,8 +10,8 @@
 #include "kvfuzz/builtin_kernel.h"
 
 static const kvf__case_kernel cpu_mutant_impl = {cpu_mutant_run, KVF_MUT(PAGE_STRIDE_IGNORED)};
-static const kvf_plugin_kernel cpu_mutant_desc =
-    KVF_BUILTIN_CPU_DESC("cpu-splitkv/mut=" KVF_MUTANT_NAME, KVF_MUTANT_DESC, cpu_mutant_impl);
+static const kvf_plugin_kernel cpu_mutant_desc = KVF_BUILTIN_CPU_DESC_QUANT(
+    "cpu-splitkv/mut=" KVF_MUTANT_NAME, KVF_MUTANT_DESC, cpu_mutant_impl);
 
 const kvf_kernel KVF_CAT(kvf_kernel_cpu_mut_, KVF_MUTANT_ID) = {
     .name = "cpu-splitkv/mut=" KVF_MUTANT_NAME,

@@ -9,7 +9,7 @@
     "split-KV online softmax in fp32: 32-token tiles, chunk states merged by lse"
 static const kvf__case_kernel cpu_splitkv_impl = {cpu_splitkv_run, 0};
 static const kvf_plugin_kernel cpu_splitkv_desc =
-    KVF_BUILTIN_CPU_DESC("cpu-splitkv", CPU_SPLITKV_DESCRIPTION, cpu_splitkv_impl);
+    KVF_BUILTIN_CPU_DESC_QUANT("cpu-splitkv", CPU_SPLITKV_DESCRIPTION, cpu_splitkv_impl);
 
 const kvf_kernel kvf_kernel_cpu_splitkv = {
     .name = "cpu-splitkv",

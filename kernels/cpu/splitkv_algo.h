@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvfuzz/fp8.h"
 #include "kvfuzz/kernel.h"
 
 #include "../mutants.h"
@@ -86,6 +87,46 @@ static const kvf_bf16 *splitkv_row(const kvf_case *c, const kvf_bf16 *cache, int
     return cache + off;
 }
 
+/* Quantized caches (docs/plugins.md, "FP8 caches"), as FlashInfer reads them: the key scale of
+ * a tensor or KV head folded into the logit scale, a per-slot one multiplying the dot; the
+ * value scale of a tensor or head multiplying the output, a per-slot one the weight. */
+static int splitkv_scale_kv_head(const kvf_case *c, int32_t h, int32_t g) {
+    return KVF_MUT(SCALE_Q_HEAD) ? h % c->num_kv_heads : g;
+}
+
+static float splitkv_scale(const kvf_case *c, const float *scales, int32_t b, int64_t t,
+                           int32_t sg) {
+    if (!c->quant.granularity) return 1.0f;
+    if (KVF_MUT(TOKEN_SCALE_SLOT) && c->quant.granularity == KVF_SCALE_TOKEN)
+        t -= t % c->page_size; /* the page's first slot */
+    return scales[kvf_case_scale_index(c, b, t, sg)];
+}
+
+/* A cache element as the kernel decodes it: the case's image, or a mutant's misreading of
+ * the byte behind it. */
+static inline float splitkv_elem(kvf_bf16 x, int dtype) {
+    if (!(KVF_MUT(E4M3_AS_E5M2) || KVF_MUT(FP8_SUBNORMAL_FLUSH)) || !kvf_kv_dtype_is_fp8(dtype))
+        return kvf_bf16_to_f32(x);
+    uint8_t byte;
+    if (!kvf_fp8_from_bf16_exact(x, dtype, &byte)) return kvf_bf16_to_f32(x);
+    if (KVF_MUT(E4M3_AS_E5M2))
+        return dtype == KVF_KV_E4M3 ? kvf_fp8_to_f32(byte, KVF_KV_E5M2) : kvf_bf16_to_f32(x);
+    /* A zero exponent field read as zero. */
+    const int mbits = dtype == KVF_KV_E4M3 ? 3 : 2;
+    return ((byte & 0x7F) >> mbits) == 0 ? 0.0f : kvf_bf16_to_f32(x);
+}
+
+/* Mutant v-scale-fp16-weights: a value held in fp16 (11 significant bits, subnormals from
+ * 2^-14 on a 2^-24 grid, past 65504 infinite). */
+static inline float round_fp16(float x) {
+    if (!isfinite(x) || x == 0.0f) return x;
+    int e;
+    (void)frexpf(x, &e); /* |x| in [2^(e-1), 2^e) */
+    int q = e - 1 < -14 ? -24 : e - 11;
+    float r = ldexpf(nearbyintf(ldexpf(x, -q)), q);
+    return fabsf(r) > 65504.0f ? copysignf(INFINITY, x) : r;
+}
+
 static int32_t splitkv_kv_head(const kvf_case *c, int32_t h) {
     int32_t group = c->num_qo_heads / c->num_kv_heads;
     if (KVF_MUT(HEAD_MODULO)) return h % c->num_kv_heads; /* h % Hk instead of h / G */
@@ -107,8 +148,16 @@ static void splitkv_chunk(const kvf_case *c, int32_t b, int32_t h, int64_t t0, i
     /* B14: every request reads request 0's q. */
     const kvf_bf16 *qh = KVF_MUT(BATCH_INDEX) ? c->q + (int64_t)h * d
                                               : c->q + ((int64_t)b * c->num_qo_heads + h) * d;
-    const float scale_log2 =
+    float scale_log2 =
         KVF_MUT(SCALE_TWICE) ? c->sm_scale * c->sm_scale * LOG2E_F : c->sm_scale * LOG2E_F;
+    const int per_token = c->quant.granularity == KVF_SCALE_TOKEN;
+    const int32_t sg = splitkv_scale_kv_head(c, h, g);
+    if (c->quant.granularity && !per_token) {
+        const float ks = splitkv_scale(c, c->k_scale, b, 0, sg);
+        scale_log2 *= ks; /* the fold */
+        if (KVF_MUT(K_SCALE_TWICE)) scale_log2 *= ks;
+    }
+    const int kd = c->quant.k_dtype, vd = c->quant.v_dtype;
     float m = KVF_MUT(FINITE_MASK_SENTINEL) ? -5e4f : -INFINITY; /* B01: a finite "-inf" */
     float l = 0.0f;
     for (int32_t i = 0; i < d; i++)
@@ -122,8 +171,13 @@ static void splitkv_chunk(const kvf_case *c, int32_t b, int32_t h, int64_t t0, i
             const kvf_bf16 *k = splitkv_row(c, c->k_cache, b, tile + j, g);
             float dot = 0.0f;
             for (int32_t i = 0; i < d; i++) {
-                dot += kvf_bf16_to_f32(qh[i]) * kvf_bf16_to_f32(k[i]);
+                dot += kvf_bf16_to_f32(qh[i]) * splitkv_elem(k[i], kd);
                 if (KVF_MUT(BF16_QK)) dot = round_bf16(dot); /* q.k accumulated in bf16 */
+            }
+            if (per_token) {
+                const float ks = splitkv_scale(c, c->k_scale, b, tile + j, sg);
+                dot *= ks;
+                if (KVF_MUT(K_SCALE_TWICE)) dot *= ks;
             }
             tile_s[j] = dot * scale_log2;
             if (tile_s[j] > tile_max) tile_max = tile_s[j];
@@ -141,8 +195,14 @@ static void splitkv_chunk(const kvf_case *c, int32_t b, int32_t h, int64_t t0, i
             if (KVF_MUT_ROUNDS_P) p = round_bf16(p); /* B12: weights rounded before P.V */
             const kvf_bf16 *v = splitkv_row(c, c->v_cache, b, tile + j, g);
             l += p;
+            /* A per-slot value scale weighs the token (the output's scale comes at the end). */
+            float pv = per_token && !KVF_MUT(V_SCALE_IGNORED)
+                           ? p * splitkv_scale(c, c->v_scale, b, tile + j, sg)
+                           : p;
+            if (KVF_MUT(V_SCALE_FP16_WEIGHTS) && c->quant.granularity)
+                pv = round_fp16(per_token ? pv : p * splitkv_scale(c, c->v_scale, b, 0, sg));
             for (int32_t i = 0; i < d; i++) {
-                o_part[i] += p * kvf_bf16_to_f32(v[i]);
+                o_part[i] += pv * splitkv_elem(v[i], vd);
                 if (KVF_MUT_BF16_ACC) o_part[i] = round_bf16(o_part[i]); /* P.V in bf16 */
             }
         }
@@ -218,6 +278,11 @@ static int KVF_SPLITKV_FN(void *state, const kvf_case *c, kvf_bf16 *o, float *ls
                                                : -INFINITY;
                 continue;
             }
+            float out_scale = 1.0f;
+            if (c->quant.granularity && c->quant.granularity != KVF_SCALE_TOKEN &&
+                !KVF_MUT(V_SCALE_IGNORED) && !KVF_MUT(V_SCALE_FP16_WEIGHTS))
+                out_scale = splitkv_scale(c, c->v_scale, b, 0,
+                                          splitkv_scale_kv_head(c, h, splitkv_kv_head(c, h)));
             float wsum = 0.0f;
             for (int64_t k = 0; k < weighted; k++)
                 /* B02: -inf - -inf = NaN for empty rows */
@@ -229,9 +294,10 @@ static int KVF_SPLITKV_FN(void *state, const kvf_case *c, kvf_bf16 *o, float *ls
                     if (lse_parts[k] != -INFINITY)
                         acc += exp2f(lse_parts[k] - big) * o_parts[k * d + i];
                 if (KVF_MUT(MERGE_EMPTY_NAN) && merged_chunks == 0) acc = 0.0f / wsum;
+                float y = acc / wsum;
+                if (out_scale != 1.0f) y *= out_scale; /* the value scale of a tensor or head */
                 /* truncation instead of RNE */
-                oh[i] = KVF_MUT_TRUNC_STORE ? kvf_f32_to_bf16_trunc(acc / wsum)
-                                            : kvf_f32_to_bf16_rne(acc / wsum);
+                oh[i] = KVF_MUT_TRUNC_STORE ? kvf_f32_to_bf16_trunc(y) : kvf_f32_to_bf16_rne(y);
             }
             if (KVF_MUT(SPLIT_LSE))
                 lse[(int64_t)b * hq + h] = big; /* B06: lse of the largest split only */

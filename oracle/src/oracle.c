@@ -326,7 +326,9 @@ typedef struct ws {
     uint32_t *dots;      /* [cap][DOT_DIGITS] exact dot * 2^266, two's complement */
     int64_t *kvoff;      /* [cap] element offset of (token, kv head, d = 0) */
     double *vsc;         /* [cap] the token's v scale (1 without scales) */
-    int out_of_model;    /* a scaled row's k held a value no FP8 value is (item 6) */
+    int out_of_model;    /* a scaled row's k held a value outside the FP8 range (item 6) */
+    double raw_abs_max;  /* a scaled row's largest sum_d |q_d k8_td|, without the scale */
+    double kdeq_abs_max; /* ... and its largest dequantized |k| */
     mpfr_t *delta;       /* [cap] s_t - m, exact (LOGIT_PREC) */
     unsigned char *negl; /* [cap] delta < -2^20 */
     mpfr_t *w;           /* [cap] RN_p(e^delta) */
@@ -615,6 +617,7 @@ static int dot_accumulate_scaled(ws *s, int32_t D, const kvf_bf16 *kr, float ks,
                                  double *abs_sum) {
     int64_t acc[DOT_DIGITS] = {0};
     double asum[4] = {0, 0, 0, 0};
+    *abs_sum = 0;
     int bad = 0;
     int ke_s;
     (void)frexp((double)ks, &ke_s); /* ks in [2^(ke_s - 1), 2^ke_s) */
@@ -629,6 +632,10 @@ static int dot_accumulate_scaled(ws *s, int32_t D, const kvf_bf16 *kr, float ks,
         uint32_t km;
         long ke;
         int kneg = bf16_split(kb, &km, &ke);
+        /* Every element counts here, a zero q beside it too: 0 times an infinite f32 product
+         * is NaN. */
+        double ka = fabs((double)kvf_bf16_to_f32(kb));
+        if (ka * (double)ks > s->kdeq_abs_max) s->kdeq_abs_max = ka * (double)ks;
         uint64_t prod = (uint64_t)s->qm[d] * km * kk;
         if (!prod) continue;
         long off = s->qe[d] + ke + kse + DOT_SHIFT_SCALED;
@@ -641,10 +648,13 @@ static int dot_accumulate_scaled(ws *s, int32_t D, const kvf_bf16 *kr, float ks,
         acc[j + 1] += ((int64_t)(lo >> 32) ^ m) - m;
         acc[j + 1] += ((int64_t)(hi & M32) ^ m) - m;
         acc[j + 2] += ((int64_t)(hi >> 32) ^ m) - m;
-        asum[d & 3] += s->qabs[d] * fabs((double)kvf_bf16_to_f32(kb)) * (double)ks;
+        asum[d & 3] += s->qabs[d] * ka;
     }
     digits_normalize(dig, acc, DOT_DIGITS);
-    *abs_sum = (asum[0] + asum[1]) + (asum[2] + asum[3]);
+    /* Unscaled first: a kernel that folds the scale forms this dot in f32 (item 6). */
+    double raw = (asum[0] + asum[1]) + (asum[2] + asum[3]);
+    if (raw > s->raw_abs_max) s->raw_abs_max = raw;
+    *abs_sum = raw * (double)ks;
     return bad;
 }
 
@@ -1443,6 +1453,7 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
     }
     s->groups_ready = 0;
     s->out_of_model = 0;
+    s->raw_abs_max = s->kdeq_abs_max = 0;
     r->scaled = c->quant.granularity != KVF_SCALE_NONE;
     r->dot_shift = r->scaled ? DOT_SHIFT_SCALED : DOT_SHIFT;
 
@@ -1592,6 +1603,12 @@ static int row_compute(ws *s, row *r, long p0, long pmax, counters *cnt, kvf_err
     /* A kernel may fold the key scale into sm_scale (log2 e included), as FlashInfer does:
      * the folded f32 constant overflows by itself (docs/oracle.md, "overflow class"). */
     if (kscale_max * scale_up * 1.4426950408889634 >= ldexp(1.0 - 0x1p-22, 128))
+        info->overflow |= KVF_ORACLE_OVERFLOW_LOGITS;
+    /* ... and then forms the unscaled dot q.k8 in f32, which must hold it; a kernel that
+     * dequantizes instead needs k_scale k8 itself in f32 (an exact product rounds to inf from
+     * 2^128 (1 - 2^-25) on). */
+    if (s->raw_abs_max * scale_up * 1.4426950408889634 >= ldexp(1.0, 127) ||
+        s->kdeq_abs_max >= ldexp(1.0 - 0x1p-25, 128))
         info->overflow |= KVF_ORACLE_OVERFLOW_LOGITS;
 
     /* delta_t = sm * (dot_t - dot_ref) * 2^-266, exact: once for a stored row, in every pass

@@ -286,6 +286,7 @@ typedef struct kvf_random_opts {
     int allow_high_ids; /* may draw KVF_TABLE_HIGH_IDS with ids past 65535 */
     int expansion;      /* kvf_expansion of the recipes drawn; 0 means KVF_EXPANSION_DEFAULT */
     int layouts;        /* may draw a buffer layout other than the dense one (one in four) */
+    int quant;          /* may draw quantized caches (kvf_recipe_draw_quant, one in four) */
 } kvf_random_opts;
 
 void kvf_random_opts_default(kvf_random_opts *opts);
@@ -300,6 +301,14 @@ void kvf_recipe_draw_layout(kvf_layout *out, const kvf_recipe *rp, kvf_prng *r);
 /* The largest page padding that keeps rp's pool within 256 MiB per cache (whatever the other
  * paddings), and at most KVF_LAYOUT_MAX_PAGE_PAD; 0 for a high-ids table. */
 int64_t kvf_recipe_max_page_pad(const kvf_recipe *rp);
+
+/* A quantization for recipe rp drawn with r (kvf_quant_recipe): e4m3 or e5m2 caches (the same
+ * dtype three times in four), scales per tensor, KV head or page slot (per slot only while the
+ * pool stays within 2^20 slots; one in eight without scales), bases log-uniform in [2^-8, 2^8]
+ * or, one in eight each, near f32's overflow or underflow, a spread of 0, a few binades or
+ * tens of them, fine significands half the time. One in two draws also moves the k or v
+ * distribution's scale to the dtype's largest values (saturation) or its subnormals. */
+void kvf_recipe_draw_quant(kvf_quant_recipe *out, kvf_recipe *rp, kvf_prng *r);
 
 /* A random, valid spec from `seed`: every table kind, distribution, logit shape, poison bit
  * and GQA group 1..16 (with 5 and 7) can come out; shapes from the grid D in {64,128,256},

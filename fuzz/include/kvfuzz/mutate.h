@@ -34,6 +34,7 @@ typedef struct kvf_mutate_limits {
     int allow_nonfinite; /* may put NaN/inf at referenced positions (outside the default input
                             domain, docs/design.md §4); unused slots take them regardless */
     int allow_layouts;   /* may give a case a buffer layout other than the dense one */
+    int allow_quant;     /* may give a case FP8 caches and scales (kvf_recipe_draw_quant) */
 } kvf_mutate_limits;
 
 /* The smallest max_work under which a case is not empty: one token of one head of one
@@ -67,6 +68,7 @@ typedef enum kvf_mutation {
     KVF_MUT_DROP_OVERRIDE, /* remove one override */
     KVF_MUT_EXPLICIT,      /* one element or page id of explicit tensors */
     KVF_MUT_LAYOUT,        /* the buffer layout: drawn anew, or back to dense */
+    KVF_MUT_QUANT,         /* the caches' dtypes and scales: drawn anew, or back to bf16 */
     KVF_MUT_COUNT
 } kvf_mutation;
 

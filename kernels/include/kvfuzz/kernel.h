@@ -112,6 +112,11 @@ int kvf_kernel_takes_layouts(const kvf_kernel *k);
 int kvf_kernel_graph_relation_run(const kvf_kernel *k, void *state, const kvf_case *c,
                                   uint64_t seed, const kvf_limits *lim, kvf_bf16 *o, float *lse,
                                   kvf_error *err);
+/* Whether k takes quantized caches (FP8 dtypes and scales, docs/plugins.md "FP8 caches"), so
+ * that campaigns draw them: a descriptor's kv_dtypes and scale_granularities name some; a
+ * plugin kernel (masks in its probe) accepts a small FP8 shape with tensor scales, or declines
+ * the same shape in bf16 too. Case-level kernels read bf16 only. */
+int kvf_kernel_takes_quant(const kvf_kernel *k);
 /* Whether k may compile itself anew for each shape it meets (a Python kernel on a GPU: Triton
  * and torch.compile specialise on shapes), so that campaigns draw its shapes from a shape set.
  * On the CPU a Python kernel runs torch eagerly, and a set would only narrow its shapes. */

@@ -19,15 +19,23 @@ static int32_t kv_head(const kvf_case *c, int32_t h) {
     return h / (c->num_qo_heads / c->num_kv_heads);
 }
 
+/* A cache element as the baselines read it: a quantized value times its scale in f32. */
+static float dequant(kvf_bf16 x, float scale, const kvf_case *c) {
+    return c->quant.granularity ? scale * kvf_bf16_to_f32(x) : kvf_bf16_to_f32(x);
+}
+
 void kvf__fa_baseline_logits(const kvf_case *c, int32_t b, int32_t h, float *s) {
     const int32_t D = c->head_dim, g = kv_head(c, h);
     const int64_t L = kvf_case_seq_len(c, b);
     const kvf_bf16 *q = c->q + ((int64_t)b * c->num_qo_heads + h) * D;
     for (int64_t t = 0; t < L; t++) {
         const kvf_bf16 *k = c->k_cache + kvf_case_kv_offset(c, b, t, g, 0);
+        const float ks = kvf_case_k_scale(c, b, t, g);
         float dot = 0.0f;
         for (int32_t d = 0; d < D; d++) {
-            float prod = kvf_bf16_to_f32(q[d]) * kvf_bf16_to_f32(k[d]); /* exact */
+            /* A quantized key dequantized in f32 (one rounding); exact without scales. */
+            float kd = dequant(k[d], ks, c);
+            float prod = kvf_bf16_to_f32(q[d]) * kd; /* exact without scales */
             dot = dot + prod;
         }
         s[t] = dot * c->sm_scale;
@@ -55,9 +63,10 @@ static void two_pass(const kvf_case *c, int32_t b, int32_t g, int64_t L, const f
     const float den3 = 3.0f * den;
     for (int64_t t = 0; t < L; t++) {
         const kvf_bf16 *v = c->v_cache + kvf_case_kv_offset(c, b, t, g, 0);
+        const float vs = kvf_case_v_scale(c, b, t, g);
         float p = w[t] / den3;
         for (int32_t d = 0; d < D; d++) {
-            float prod = p * kvf_bf16_to_f32(v[d]);
+            float prod = p * dequant(v[d], vs, c);
             o[d] = o[d] + prod;
         }
     }
@@ -90,8 +99,9 @@ static void online(const kvf_case *c, int32_t b, int32_t g, int64_t L, int backw
         float p = backward ? e * (1.0f - 0x1p-24f) : e;
         den = den + p;
         const kvf_bf16 *v = c->v_cache + kvf_case_kv_offset(c, b, t, g, 0);
+        const float vs = kvf_case_v_scale(c, b, t, g);
         for (int32_t d = 0; d < D; d++) {
-            float prod = p * kvf_bf16_to_f32(v[d]);
+            float prod = p * dequant(v[d], vs, c);
             o[d] = o[d] + prod;
         }
     }

@@ -6,6 +6,8 @@
 
 #include "rule.h"
 
+#include "kvfuzz/fp8.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,6 +175,10 @@ typedef struct strict_model_in {
     double daz;
     double share_m;
     const double *cm;
+    /* Quantized caches (docs/strict-rule.md, "Quantized caches"): the dequantization's
+     * roundings are charged, and the underflow of its products, dequant_tiny in logit units. */
+    int quant;
+    double dequant_tiny;
 } strict_model_in;
 
 static void strict_row_init(kvf__strict_row *s, int32_t head_dim, float sm_scale,
@@ -207,7 +213,17 @@ static void strict_row_init(kvf__strict_row *s, int32_t head_dim, float sm_scale
     double ftz_logit = (D + 3) * tiny * (1 + scale);
     double mma_tiny = mma_logit_tiny(D, scale);
     double h_mma = mma_logit_rel(D, EPS_MMA) * A + mma_tiny;
-    double h_logit = fmax(gamma_n(D + 3) * A + ftz_logit, h_mma) + daz;
+    /* Quantized caches (Q1): a dequantized key element (k8 times its scale) and a scale fold
+     * (into sm_scale, or a per-slot scale times the dot) are two more roundings of each
+     * product, and their underflow is an absolute error of its own. */
+    const double nq = mi->quant ? 2 : 0;
+    if (mi->quant)
+        h_mma = (mma_logit_rel(D, EPS_MMA) + pow_up_minus_1(nq) +
+                 mma_logit_rel(D, EPS_MMA) * pow_up_minus_1(nq)) *
+                    A * (1 + 0x1p-40) +
+                mma_tiny;
+    double h_logit =
+        fmax(gamma_n(D + 3 + nq) * A + ftz_logit, h_mma) + daz + (mi->quant ? mi->dequant_tiny : 0);
     /* Bound on any computed base-2 logit (natural-unit kernels: the same times ln 2). */
     double M2 = LOG2E * (S + h_logit);
 
@@ -239,6 +255,12 @@ static void strict_row_init(kvf__strict_row *s, int32_t head_dim, float sm_scale
      * bits under the largest, the sum truncated to 24 bits), steps without a token are exact,
      * so a term passes at most L/2 + 3L such units: 4L more factors (1 + u). */
     double n_acc = L + 2 * R;
+    /* Quantized caches (Q2): a dequantized value (v8 times its scale) and a per-slot scale
+     * times the weight are two more roundings of each term of the numerator. */
+    if (mi->quant) {
+        n_acc += 2;
+        s->quant = 1;
+    }
     if (prec->p_format != KVF_P_F32) {
         s->p_model = prec->p_sum_rounded ? 2 : 1;
         s->u_p = p_unit(prec->p_format);
@@ -273,6 +295,8 @@ static void strict_row_init(kvf__strict_row *s, int32_t head_dim, float sm_scale
         s->part_tiny = ftz ? 0x1p-126 : 0x1p-134;
     }
     s->cap_scale = (1 + s->u_p) * (1 + s->u_part);
+    /* Q2, Q3: the dequantized values and the output's product with a value scale. */
+    if (mi->quant) s->cap_scale *= (1 + U_F32) * (1 + U_F32) * (1 + 0x1p-40);
 
     /* Step 3: fp32 accumulation of numerator and denominator. */
     /* |theta| <= (1 + u)^n - 1, and the computed denominator is at least (1 - u)^n of its
@@ -295,6 +319,11 @@ static void strict_row_init(kvf__strict_row *s, int32_t head_dim, float sm_scale
         s->floor_abs = 0x1p-149 * (L + 2 * R + 1);
         if (2 * M2 + lg + 1 >= 126) s->floor_abs += 0x1p-125 * (L + R) * 2 * s->v;
     }
+    /* Q2, Q3: a dequantized value and the scaled output may each round on the subnormal grid
+     * or flush (two losses of `tiny`), and a weight times a per-slot scale may lose `tiny`
+     * before it multiplies an FP8 value of up to 57344: L such terms over a denominator of at
+     * least 1 (in units of the running maximum's weight). */
+    if (mi->quant) s->floor_abs += tiny * (2 + L * kvf_fp8_max(KVF_KV_E5M2));
     /* P.V on MMA steps may lose each term and the result below 2^-126 (K2: not
      * characterized there), at most MMA_K + 2 of them per step and L steps. */
     if (s->p_model) s->floor_abs += 2 * (MMA_K + 2) * L * 0x1p-126 * fmax(1.0, s->v);
@@ -370,6 +399,9 @@ double kvf__strict_o_allowed(const kvf__strict_row *s, double x, double cond, in
     double e_model = wp + part;
     double e_pre = w + e_model + s->g * ((1 + s->u_part) * cw + ax + w + e_model); /* + accum. */
     double e = e_pre + U_F32 * (ax + e_pre) + s->floor_abs; /* + final division */
+    /* Q3: the output times a tensor or head value scale after the division, one more rounding
+     * of the result. */
+    if (s->quant) e += U_F32 * (ax + e);
     /* Whatever the weights, a correct kernel's fp32 result is a near-convex combination of the
      * row's v values, so |y| <= V (1 + gamma_n)(1 + u)/(1 - gamma_n) (plus the floor; times
      * the model's roundings of P and of the partials). This caps the bound where H is huge
@@ -425,6 +457,21 @@ static void model_in_compute(strict_model_in *mi, const kvf_precision *prec, con
     int32_t b = (int32_t)(row / c->num_qo_heads), h = (int32_t)(row % c->num_qo_heads);
     mi->prec = prec;
     mi->daz = prec->ftz && orow->length > 0 ? daz_logit_bound(c, b, h) : 0.0;
+    mi->quant = c->quant.granularity != KVF_SCALE_NONE;
+    mi->dequant_tiny = 0.0;
+    if (mi->quant) {
+        /* Q1: a key element's product with its scale and the fold's product each lose at most
+         * `tiny` below 2^-126: |sm| sum|q| tiny and tiny sum|q| max|k8| log2 e, and a per-slot
+         * scale times the dot one more tiny (base-2 units, log2 e < 2). */
+        const double tiny = prec->ftz ? 0x1p-126 : 0x1p-150;
+        const kvf_bf16 *q = c->q + ((int64_t)b * c->num_qo_heads + h) * c->head_dim;
+        double qsum = 0;
+        for (int32_t d = 0; d < c->head_dim; d++)
+            qsum += fabs((double)kvf_bf16_to_f32(q[d]));
+        mi->dequant_tiny =
+            tiny * (qsum * (fabs((double)c->sm_scale) + 2 * kvf_fp8_max(KVF_KV_E5M2)) + 2);
+        if (!isfinite(mi->dequant_tiny)) mi->dequant_tiny = INFINITY;
+    }
     mi->share_m = 0.0;
     mi->cm = NULL;
     if (prec->p_format != KVF_P_F32 && orow->length > 0 && cm && !orow->overflow &&

@@ -36,7 +36,9 @@ typedef struct kvf__strict_row {
     double u_part;    /* bf16 partials: 2^-8, else 0 */
     double part_tiny; /* a bf16 partial's absolute rounding below the normal range */
     double g_mma_fa;  /* fa's charge for P.V tensor-core steps' truncation (P models) */
-    double cap_scale; /* the cap's V multiplier: (1 + u_p)(1 + u_part) */
+    double cap_scale; /* the cap's V multiplier: (1 + u_p)(1 + u_part), and (1 + u)^2 for
+                         quantized caches */
+    int quant;        /* quantized caches: the output's product with a value scale (Q3) */
 } kvf__strict_row;
 
 /* Whether model p needs row scratch (P models read the row's tokens), and how many doubles of
