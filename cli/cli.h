@@ -63,6 +63,8 @@ int cli_opt_u64(const char *cmd, const char *opt, const char *text, uint64_t *ou
 int cli_opt_i64(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
                 int64_t *out);
 int cli_opt_seconds(const char *cmd, const char *opt, const char *text, double hi, double *out);
+/* A scale: positive and, rounded to f32, finite and nonzero (*out is the f32 value). */
+int cli_opt_scale(const char *cmd, const char *opt, const char *text, double *out);
 
 /* True when argv[i] is -h or --help. */
 int cli_is_help(const char *arg);

@@ -1,5 +1,6 @@
 /* The commands' shared argument handling (cli.h): usage errors, strict numbers, and the
  * option tables with their parser and --help listing. */
+#include <math.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -60,6 +61,15 @@ int cli_opt_seconds(const char *cmd, const char *opt, const char *text, double h
         return cli_usage_error(
             cmd, "%s must be a positive number of seconds (at most %g), got \"%s\"", opt, hi, text);
     *out = v;
+    return KVF_EXIT_OK;
+}
+
+int cli_opt_scale(const char *cmd, const char *opt, const char *text, double *out) {
+    double v;
+    if (kvf_parse_double(text, &v) || !(v > 0) || !isfinite((float)v) || (float)v == 0)
+        return cli_usage_error(cmd, "%s must be a positive number within the f32 range, got \"%s\"",
+                               opt, text);
+    *out = (double)(float)v;
     return KVF_EXIT_OK;
 }
 

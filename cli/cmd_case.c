@@ -16,7 +16,19 @@
 
 /* ---- gen ---------------------------------------------------------------------------------- */
 
-enum { GEN_SEED = 256, GEN_PRESET, GEN_RANDOM, GEN_EXPANSION };
+enum {
+    GEN_SEED = 256,
+    GEN_PRESET,
+    GEN_RANDOM,
+    GEN_EXPANSION,
+    GEN_K_DTYPE,
+    GEN_V_DTYPE,
+    GEN_SCALES,
+    GEN_K_SCALE,
+    GEN_V_SCALE,
+    GEN_SPREAD,
+    GEN_FINE
+};
 
 static const cli_option gen_options[] = {
     {"seed", GEN_SEED, "N", "seed for the values (and, with --random, for the recipe); default 1"},
@@ -26,12 +38,26 @@ static const cli_option gen_options[] = {
      "1 or 2: how the recipe expands into tensors, written as the file's\n"
      "version (docs/case-format.md); default 2, the faster one. 1 writes\n"
      "the version 1 file of the recipe (what the shipped seeds are)"},
+    {"k-dtype", GEN_K_DTYPE, "T",
+     "bf16, e4m3 or e5m2: the k cache's element type (docs/design.md §1,\n"
+     "\"KV dtypes and scales\"); FP8 values are the recipe's rounded to it"},
+    {"v-dtype", GEN_V_DTYPE, "T", "the v cache's; default the k cache's"},
+    {"scales", GEN_SCALES, "G",
+     "none, tensor, head or token: the f32 scales' granularity (FP8\n"
+     "caches only); default tensor for FP8 caches"},
+    {"k-scale", GEN_K_SCALE, "X", "the base k scale (finite, > 0); default 1"},
+    {"v-scale", GEN_V_SCALE, "X", "the base v scale; default 1"},
+    {"scale-spread", GEN_SPREAD, "N",
+     "per-head and per-token scales: the base times 2^u, u uniform in\n[-N, N] (0..64); default 0"},
+    {"fine-scales", GEN_FINE, NULL, "per-head and per-token scales also get a random significand"},
     {NULL, 'o', "FILE", "output path (written atomically)"},
     {0},
 };
 
 static void gen_help(void) {
-    printf("usage: kvfuzz gen [--seed N] [--preset NAME | --random] [--expansion N] -o FILE\n\n"
+    printf("usage: kvfuzz gen [--seed N] [--preset NAME | --random] [--expansion N]\n"
+           "                  [--k-dtype T [--v-dtype T] [--scales G] [--k-scale X]\n"
+           "                  [--v-scale X] [--scale-spread N] [--fine-scales]] -o FILE\n\n"
            "Writes a .kvfz case file (a recipe the generator expands deterministically).\n\n");
     cli_print_options(stdout, gen_options);
     printf("\npresets:\n");
@@ -43,7 +69,9 @@ int kvf_cmd_gen(int argc, char **argv) {
     const char *cmd = "gen", *preset = NULL, *out = NULL;
     uint64_t seed = 1;
     int64_t expansion = KVF_EXPANSION_DEFAULT;
-    int random = 0;
+    int random = 0, kd = -1, vd = -1, gran = -1, fine = 0;
+    int64_t spread = 0;
+    double kscale = 1.0, vscale = 1.0;
     cli_parser p;
     cli_parser_init(&p, cmd, argc, argv, gen_options);
     const char *v;
@@ -70,7 +98,49 @@ int kvf_cmd_gen(int argc, char **argv) {
             if (cli_opt_i64(cmd, "--expansion", v, KVF_EXPANSION_1, KVF_EXPANSION_2, &expansion))
                 return KVF_EXIT_USAGE;
             break;
+        case GEN_K_DTYPE:
+        case GEN_V_DTYPE:
+            if ((*(key == GEN_K_DTYPE ? &kd : &vd) = kvf_kv_dtype_parse(v)) < 0)
+                return cli_usage_error(cmd, "%s \"%s\" is not bf16, e4m3 or e5m2",
+                                       key == GEN_K_DTYPE ? "--k-dtype" : "--v-dtype", v);
+            break;
+        case GEN_SCALES:
+            if ((gran = kvf_scale_granularity_parse(v)) < 0)
+                return cli_usage_error(cmd, "--scales \"%s\" is not none, tensor, head or token",
+                                       v);
+            break;
+        case GEN_K_SCALE:
+        case GEN_V_SCALE:
+            if (cli_opt_scale(cmd, key == GEN_K_SCALE ? "--k-scale" : "--v-scale", v,
+                              key == GEN_K_SCALE ? &kscale : &vscale))
+                return KVF_EXIT_USAGE;
+            break;
+        case GEN_SPREAD:
+            if (cli_opt_i64(cmd, "--scale-spread", v, 0, KVF_QUANT_MAX_SPREAD, &spread))
+                return KVF_EXIT_USAGE;
+            break;
+        case GEN_FINE:
+            fine = 1;
+            break;
         }
+    }
+    /* The quantization, from the options (kvf_quant_recipe_check says what is wrong). */
+    kvf_quant_recipe quant = {0};
+    const int quantized =
+        kd >= 0 || vd >= 0 || gran >= 0 || kscale != 1.0 || vscale != 1.0 || spread || fine;
+    if (quantized) {
+        quant.kv.k_dtype = (uint8_t)(kd >= 0 ? kd : vd >= 0 ? vd : KVF_KV_BF16);
+        quant.kv.v_dtype = (uint8_t)(vd >= 0 ? vd : quant.kv.k_dtype);
+        const int fp8 =
+            kvf_kv_dtype_is_fp8(quant.kv.k_dtype) && kvf_kv_dtype_is_fp8(quant.kv.v_dtype);
+        quant.kv.granularity = (uint8_t)(gran >= 0 ? gran : fp8 ? KVF_SCALE_TENSOR : 0);
+        quant.k_scale = (float)kscale;
+        quant.v_scale = (float)vscale;
+        quant.spread = (uint8_t)spread;
+        quant.fine = (uint8_t)fine;
+        if (kvf_kv_quant_is_plain(&quant.kv) && (kscale != 1.0 || vscale != 1.0 || spread || fine))
+            return cli_usage_error(cmd, "scale options need FP8 caches (--k-dtype e4m3 or e5m2)");
+        if (kvf_kv_quant_is_plain(&quant.kv)) memset(&quant, 0, sizeof quant);
     }
     char **rest;
     if (cli_operands(&p, &rest))
@@ -82,7 +152,8 @@ int kvf_cmd_gen(int argc, char **argv) {
     cli_limits(&limits);
     kvf_spec spec;
     kvf_error err = {0};
-    if (kvf_spec_make(&spec, random ? NULL : preset, seed, (int)expansion, &limits, &err))
+    if (kvf_spec_make(&spec, random ? NULL : preset, seed, (int)expansion,
+                      quantized ? &quant : NULL, &limits, &err))
         return cli_usage_error(cmd, "%s", err.msg);
     int rc = kvf_spec_save(&spec, out, &err);
     kvf_spec_free(&spec);

@@ -11,6 +11,8 @@
 #include <stdint.h>
 
 #include "check.h"
+
+#include "kvfuzz/fp8.h"
 #include "kvfuzz/spec.h"
 
 typedef struct fnv {
@@ -187,6 +189,75 @@ static void test_layouts_change_no_value(void) {
     CHECK(laid_out >= 20 && laid_out <= 90); /* one in four */
 }
 
+/* Quantized caches likewise come from a stream of their own: the same seed with and without
+ * quantization gives the same recipe fields but the quantization and the k and v distributions'
+ * scales, and with those scales the plain recipe's q and sequences bit for bit, its k and v
+ * rounded to their FP8 dtypes, and positive finite scales on every slot a sequence reads. */
+static void test_quantization_rounds_the_plain_values(void) {
+    kvf_random_opts with, without;
+    kvf_random_opts_default(&with);
+    kvf_random_opts_default(&without);
+    with.quant = 1;
+    with.layouts = without.layouts = 0;
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    int quantized = 0, per_gran[KVF_SCALE_GRANULARITY_COUNT] = {0};
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        kvf_spec a, b;
+        kvf_error err = {0};
+        CHECK_OK(kvf_spec_random(&a, seed, &with, &err), &err);
+        CHECK_OK(kvf_spec_random(&b, seed, &without, &err), &err);
+        CHECK(kvf_quant_recipe_is_plain(&b.quant));
+        if (kvf_quant_recipe_is_plain(&a.quant)) {
+            CHECK(kvf_spec_equal(&a, &b));
+        } else {
+            quantized++;
+            per_gran[a.quant.kv.granularity]++;
+            b.recipe.k = a.recipe.k;
+            b.recipe.v = a.recipe.v;
+            kvf_case ca, cb;
+            CHECK_OK(kvf_case_build(&ca, &a, &lim, &err), &err);
+            CHECK_OK(kvf_case_build(&cb, &b, &lim, &err), &err);
+            CHECK(memcmp(ca.q, cb.q, (size_t)kvf_case_q_elems(&ca) * 2) == 0);
+            CHECK(memcmp(ca.kv_indices, cb.kv_indices,
+                         (size_t)ca.kv_indptr[ca.batch_size] * sizeof *ca.kv_indices) == 0);
+            int bad = 0;
+            for (int32_t bb = 0; bb < ca.batch_size && !bad; bb++)
+                for (int64_t t = 0; t < kvf_case_seq_len(&ca, bb) && !bad; t++)
+                    for (int32_t g = 0; g < ca.num_kv_heads && !bad; g++) {
+                        const int64_t off = kvf_case_kv_offset(&ca, bb, t, g, 0);
+                        for (int32_t d = 0; d < ca.head_dim && !bad; d++)
+                            for (int w = 0; w < 2; w++) {
+                                const int dt = w ? ca.quant.v_dtype : ca.quant.k_dtype;
+                                const kvf_bf16 x = (w ? cb.v_cache : cb.k_cache)[off + d];
+                                const kvf_bf16 want =
+                                    kvf_fp8_to_bf16(kvf_fp8_from_f32(kvf_bf16_to_f32(x), dt), dt);
+                                if ((w ? ca.v_cache : ca.k_cache)[off + d] != want) bad = 1;
+                            }
+                        if (ca.quant.granularity && !(kvf_case_k_scale(&ca, bb, t, g) > 0 &&
+                                                      isfinite(kvf_case_k_scale(&ca, bb, t, g)) &&
+                                                      kvf_case_v_scale(&ca, bb, t, g) > 0 &&
+                                                      isfinite(kvf_case_v_scale(&ca, bb, t, g))))
+                            bad = 2;
+                    }
+            if (bad)
+                CHECK_FAIL_AT("seed %llu: %s", (unsigned long long)seed,
+                              bad == 1 ? "a value is not the plain value rounded"
+                                       : "a scale read is not finite and positive");
+            kvf_case_free(&ca);
+            kvf_case_free(&cb);
+            memset(&a.quant, 0, sizeof a.quant);
+            CHECK(kvf_spec_equal(&a, &b));
+        }
+        kvf_spec_free(&a);
+        kvf_spec_free(&b);
+    }
+    CHECK(quantized >= 20 && quantized <= 90); /* one in four */
+    for (int gr = 0; gr < KVF_SCALE_GRANULARITY_COUNT; gr++)
+        if (!per_gran[gr])
+            CHECK_FAIL_AT("no quantized recipe with %s scales", kvf_scale_granularity_name(gr));
+}
+
 static void check_random(int expansion, const random_set *recorded, size_t nrecorded) {
     if (print_mode() && print_mode() != expansion) return;
     for (size_t i = 0; i < sizeof random_shapes / sizeof random_shapes[0]; i++) {
@@ -327,6 +398,7 @@ static void test_corpus_files_expand_to_recorded_bits(void) {
 
 static const check_test tests[] = {
     {"layouts_change_no_value", test_layouts_change_no_value},
+    {"quantization_rounds_the_plain_values", test_quantization_rounds_the_plain_values},
     {"corpus_files_expand_to_recorded_bits", test_corpus_files_expand_to_recorded_bits},
     {"presets_expand_to_recorded_bits", test_presets_expand_to_recorded_bits},
     {"random_recipes_expand_to_recorded_bits", test_random_recipes_expand_to_recorded_bits},

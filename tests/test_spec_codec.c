@@ -161,11 +161,77 @@ static void test_explicit_tensors_round_trip(void) {
     kvf_spec_free(&d);
 }
 
+/* ---- quantization ------------------------------------------------------------------------- */
+
+/* A quantization section round-trips canonically, follows the layout, builds into a case with
+ * its dtypes and scales; the plain quantization writes no section, and a section holding it, a
+ * spread on tensor scales, scales on a bf16 cache and a section beside explicit tensors are
+ * refused with one sentence. */
+static void test_quantization_section(void) {
+    kvf_limits lim = limits();
+    kvf_error err = {0};
+    kvf_spec s;
+    CHECK_OK(kvf_spec_preset(&s, "mixed-lengths", 5, &err), &err);
+    uint8_t *plain;
+    size_t nplain;
+    encode_or_fail(&s, &plain, &nplain);
+    s.quant = (kvf_quant_recipe){{KVF_KV_E4M3, KVF_KV_E5M2, KVF_SCALE_HEAD}, 0.75f, 3.0f, 5, 1};
+    uint8_t *b;
+    size_t n;
+    encode_or_fail(&s, &b, &n);
+    CHECK_INT_EQ(n, nplain + 16);
+    CHECK_INT_EQ(b[OFF_VERSION + 1] & 0x10, 0x10);
+    CHECK(memcmp(b + nplain, "\x01\x02\x02\x05\x01\0\0\0", 8) == 0);
+    kvf_spec d;
+    CHECK_OK(kvf_spec_decode(&d, b, n, &lim, &err), &err);
+    CHECK(kvf_spec_equal(&s, &d));
+    kvf_case c;
+    CHECK_OK(kvf_case_build(&c, &d, &lim, &err), &err);
+    CHECK_INT_EQ(c.quant.k_dtype, KVF_KV_E4M3);
+    CHECK_INT_EQ(c.quant.granularity, KVF_SCALE_HEAD);
+    CHECK_INT_EQ(kvf_case_scale_count(&c), c.num_kv_heads);
+    for (int32_t g = 0; g < c.num_kv_heads; g++) {
+        /* 0.75 times 2^[-5, 5] times [1, 2) */
+        CHECK(c.k_scale[g] >= 0.75f / 32 && c.k_scale[g] < 0.75f * 64);
+        CHECK(c.v_scale[g] >= 3.0f / 32 && c.v_scale[g] < 3.0f * 64);
+    }
+    kvf_case_free(&c);
+    kvf_spec_free(&d);
+    /* Refusals, each by one sentence. */
+    struct {
+        kvf_quant_recipe q;
+        const char *words;
+    } bad[] = {
+        {{{0, 0, 0}, 1.0f, 1.0f, 0, 0}, "which are written as no section"},
+        {{{KVF_KV_E4M3, KVF_KV_E4M3, KVF_SCALE_TENSOR}, 2.0f, 2.0f, 3, 0}, "tensor scales"},
+        {{{KVF_KV_BF16, KVF_KV_E4M3, KVF_SCALE_HEAD}, 2.0f, 2.0f, 0, 0}, "both caches must be"},
+        {{{KVF_KV_E4M3, KVF_KV_E4M3, KVF_SCALE_HEAD}, -2.0f, 2.0f, 0, 0}, "finite and positive"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint8_t *x = malloc(n);
+        memcpy(x, b, n);
+        const kvf_quant_recipe *q = &bad[i].q;
+        uint8_t *sec = x + nplain;
+        sec[0] = q->kv.k_dtype, sec[1] = q->kv.v_dtype, sec[2] = q->kv.granularity;
+        sec[3] = q->spread, sec[4] = q->fine;
+        uint32_t kb = kvf_f32_bits(q->k_scale), vb = kvf_f32_bits(q->v_scale);
+        memcpy(sec + 8, &kb, 4);
+        memcpy(sec + 12, &vb, 4);
+        CHECK(kvf_spec_decode(&d, x, n, &lim, &err) != 0);
+        CHECK_STR_CONTAINS(err.msg, bad[i].words);
+        free(x);
+    }
+    free(b);
+    free(plain);
+    kvf_spec_free(&s);
+}
+
 BOTH_EXPANSIONS(test_preset_round_trip)
 BOTH_EXPANSIONS(test_explicit_tensors_round_trip)
 
 static const check_test tests[] = {
     {"versions_round_trip", test_versions_round_trip},
+    {"quantization_section", test_quantization_section},
     {"preset_round_trip", test_preset_round_trip_e1},
     {"preset_round_trip_expansion2", test_preset_round_trip_e2},
     {"explicit_tensors_round_trip", test_explicit_tensors_round_trip_e1},

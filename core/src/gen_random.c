@@ -69,6 +69,7 @@ void kvf_random_opts_default(kvf_random_opts *o) {
     o->allow_high_ids = 1;
     o->expansion = KVF_EXPANSION_DEFAULT;
     o->layouts = 1;
+    o->quant = 0; /* FP8 caches only for callers that ask (their kernels read them) */
 }
 
 /* A padding: mostly 0 or a multiple of 8 elements, now and then an odd amount. */

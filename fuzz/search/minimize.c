@@ -39,13 +39,15 @@ void kvf_spec_size_text(char *out, size_t size, const kvf_spec *s) {
     size_t n = 0;
     kvf_spec_encode(s, &bytes, &n, NULL);
     free(bytes);
+    char quant[96];
+    kvf_kv_quant_text(&s->quant.kv, quant, sizeof quant);
     snprintf(
         out, size,
         "%u sequence(s), %lld page(s), %lld token(s), Hq %u Hk %u D %u S %u, %u override(s)%s, "
-        "%s layout, %zu bytes",
+        "%s layout, %s caches, %zu bytes",
         rp->batch_size, (long long)pages, (long long)tokens, rp->num_qo_heads, rp->num_kv_heads,
         rp->head_dim, rp->page_size, s->num_overrides, s->has_explicit ? ", explicit tensors" : "",
-        kvf_layout_is_dense(&s->layout) ? "dense" : "padded", n);
+        kvf_layout_is_dense(&s->layout) ? "dense" : "padded", quant, n);
 }
 
 /* ---- evaluation ----------------------------------------------------------------------------- */
@@ -259,6 +261,47 @@ static int pass_layout(kvf_spec *s, int k) {
     return k == n + 1 ? -1 : 0;
 }
 
+/* bf16 caches without scales, else one simplification of the quantization at a time: no fine
+ * significands, no spread, coarser scales (per slot to per head to per tensor), base scales of
+ * 1, the same dtype for v as for k. */
+static int pass_quant(kvf_spec *s, int k) {
+    kvf_quant_recipe *q = &s->quant;
+    if (kvf_quant_recipe_is_plain(q)) return 0;
+    const int scaled = q->kv.granularity != KVF_SCALE_NONE;
+    switch (k) {
+    case 0:
+        memset(q, 0, sizeof *q);
+        return 1;
+    case 1:
+        if (!q->fine) return -1;
+        q->fine = 0;
+        return 1;
+    case 2:
+        if (!q->spread) return -1;
+        q->spread = 0;
+        return 1;
+    case 3:
+        if (q->kv.granularity != KVF_SCALE_TOKEN && q->kv.granularity != KVF_SCALE_HEAD) return -1;
+        q->kv.granularity--;
+        if (q->kv.granularity == KVF_SCALE_TENSOR) q->spread = q->fine = 0;
+        return 1;
+    case 4:
+        if (!scaled || q->k_scale == 1.0f) return -1;
+        q->k_scale = 1.0f;
+        return 1;
+    case 5:
+        if (!scaled || q->v_scale == 1.0f) return -1;
+        q->v_scale = 1.0f;
+        return 1;
+    case 6:
+        if (q->kv.v_dtype == q->kv.k_dtype || !kvf_kv_dtype_is_fp8(q->kv.k_dtype)) return -1;
+        q->kv.v_dtype = q->kv.k_dtype;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 static int pass_shape(kvf_spec *s, int k) {
     kvf_recipe *rp = &s->recipe;
     if (k >= 5) return 0;
@@ -411,9 +454,9 @@ static int pass_explicit(kvf_spec *s, int k) {
     return 0;
 }
 
-static const pass_fn passes[] = {pass_remove_sequence, pass_shorten, pass_drop_override,
-                                 pass_layout,          pass_shape,   pass_page_size,
-                                 pass_table,           pass_values,  pass_explicit};
+static const pass_fn passes[] = {
+    pass_remove_sequence, pass_shorten,   pass_drop_override, pass_layout, pass_quant,
+    pass_shape,           pass_page_size, pass_table,         pass_values, pass_explicit};
 
 /* ---- the loop ------------------------------------------------------------------------------- */
 

@@ -22,6 +22,14 @@ static void print_case(FILE *f, const kvf_spec *s, const kvf_case *c) {
         kvf_layout_text(&s->layout, text, sizeof text);
         fprintf(f, ", buffers %s", text);
     }
+    if (!kvf_quant_recipe_is_plain(&s->quant)) {
+        char text[96];
+        kvf_kv_quant_text(&s->quant.kv, text, sizeof text);
+        fprintf(f, ", caches %s", text);
+        if (s->quant.kv.granularity)
+            fprintf(f, " (bases k %.9g v %.9g, spread %u%s)", (double)s->quant.k_scale,
+                    (double)s->quant.v_scale, s->quant.spread, s->quant.fine ? ", fine" : "");
+    }
     fprintf(f, "\n");
     fprintf(f, "  lengths [");
     int64_t tokens = 0;

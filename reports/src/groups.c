@@ -567,16 +567,22 @@ void kvf_group_case_shape(const char *kvfz_path, char *buf, size_t size) {
     else
         snprintf(lens, sizeof lens, "L %" PRId64 "..%" PRId64 ", %" PRId64 " tokens", lo, hi,
                  total);
-    char extra[64] = "", layout[160] = "";
+    char extra[64] = "", layout[160] = "", quant[112] = "";
+    if (!kvf_quant_recipe_is_plain(&s.quant)) {
+        char text[96];
+        kvf_kv_quant_text(&s.quant.kv, text, sizeof text);
+        snprintf(quant, sizeof quant, ", %s", text);
+    }
     if (empty) snprintf(extra, sizeof extra, " (%u empty)", empty);
     if (!kvf_layout_is_dense(&s.layout)) {
         char text[140];
         kvf_layout_text(&s.layout, text, sizeof text);
         snprintf(layout, sizeof layout, ", layout %s", text);
     }
-    snprintf(buf, size, "B %u, Hq %u/Hk %u, D %u, S %u, %s%s%s%s", (unsigned)rp->batch_size,
+    snprintf(buf, size, "B %u, Hq %u/Hk %u, D %u, S %u, %s%s%s%s%s", (unsigned)rp->batch_size,
              (unsigned)rp->num_qo_heads, (unsigned)rp->num_kv_heads, (unsigned)rp->head_dim,
-             (unsigned)rp->page_size, lens, extra, s.num_overrides ? ", overrides" : "", layout);
+             (unsigned)rp->page_size, lens, extra, s.num_overrides ? ", overrides" : "", layout,
+             quant);
     kvf_spec_free(&s);
 }
 

@@ -16,8 +16,10 @@
 #include "kvfuzz/spec.h"
 
 /* The preset `preset` with values from `seed`, or with preset NULL a random recipe drawn from
- * `seed`; its recipe.expansion is `expansion` (KVF_EXPANSION_1 or KVF_EXPANSION_2). */
+ * `seed`; its recipe.expansion is `expansion` (KVF_EXPANSION_1 or KVF_EXPANSION_2); with quant
+ * not NULL, its caches quantized so (kvf_quant_recipe; KVF_EINVAL with the sentence of
+ * kvf_quant_recipe_check when out of its domain). */
 int kvf_spec_make(kvf_spec *out, const char *preset, uint64_t seed, int expansion,
-                  const kvf_limits *limits, kvf_error *err);
+                  const kvf_quant_recipe *quant, const kvf_limits *limits, kvf_error *err);
 
 #endif
