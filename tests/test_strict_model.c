@@ -11,6 +11,7 @@
 #include "kvfuzz/judge.h"
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/oracle.h"
+#include "kvfuzz/prng.h"
 #include "kvfuzz/spec.h"
 
 #define LOG2E_F 1.44269504088896340736f
@@ -75,6 +76,65 @@ static void test_correctly_rounded_passes(void) {
         kvf_oracle_result_free(&r);
         kvf_case_free(&c);
     }
+}
+
+/* The same on quantized caches: random recipes with FP8 caches and scales of every
+ * granularity (spreads of tens of binades, scales near f32's edges among them); the correctly
+ * rounded answer passes every rule, and cpu-ref and cpu-splitkv, which round the dequantization
+ * as Q1-Q3 allow (docs/strict-rule.md), pass strict. */
+static void test_quantized_correct_kernels_pass(void) {
+    kvf_random_opts ro;
+    kvf_random_opts_default(&ro);
+    ro.max_work = 1 << 15;
+    ro.layouts = 0;
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_oracle_opts oo;
+    kvf_oracle_opts_default(&oo);
+    const kvf_kernel *kernels[2] = {kvf_kernel_find("cpu-ref"), kvf_kernel_find("cpu-splitkv")};
+    int judged = 0;
+    for (uint64_t seed = 1; seed <= 120; seed++) {
+        kvf_spec s;
+        kvf_error err = {0};
+        CHECK_OK(kvf_spec_random(&s, seed, &ro, &err), &err);
+        kvf_prng r;
+        kvf_prng_seed_stream(&r, seed, 5);
+        kvf_recipe_draw_quant(&s.quant, &s.recipe, &r);
+        kvf_case c;
+        kvf_oracle_result res;
+        if (kvf_case_build(&c, &s, &lim, &err)) {
+            CHECK_FAIL_AT("seed %llu: %s", (unsigned long long)seed, err.msg);
+            kvf_spec_free(&s);
+            continue;
+        }
+        CHECK_OK(kvf_oracle_run(&res, &c, &oo, &err), &err);
+        const char *rules[] = {"strict", "strict:ftz", "fa"};
+        for (int k = 0; k < 3; k++) {
+            kvf_verdict v = judge(rules[k], &c, &res, res.o_rounded, res.lse_rounded);
+            if (!v.pass)
+                CHECK_FAIL_AT("seed %llu: the correctly rounded answer fails %s (%s)",
+                              (unsigned long long)seed, rules[k],
+                              kvf_finding_class_name(v.finding));
+        }
+        kvf_bf16 *o = calloc((size_t)kvf_case_o_elems(&c) + 1, sizeof *o);
+        float *lse = calloc((size_t)kvf_case_lse_elems(&c) + 1, sizeof *lse);
+        for (int k = 0; k < 2 && o && lse; k++) {
+            CHECK_OK(kvf_kernel_run_once(kernels[k], &c, o, lse, &err), &err);
+            kvf_verdict v = judge("strict", &c, &res, o, lse);
+            /* Rows out of the input model (overflow) are the oracle's to flag, not failures. */
+            if (!v.pass && v.finding != KVF_FINDING_OVERFLOW)
+                CHECK_FAIL_AT("seed %llu (%s): %s fails strict (%s)", (unsigned long long)seed,
+                              kvf_scale_granularity_name(c.quant.granularity), kernels[k]->name,
+                              kvf_finding_class_name(v.finding));
+        }
+        judged += c.batch_size > 0;
+        free(o);
+        free(lse);
+        kvf_oracle_result_free(&res);
+        kvf_case_free(&c);
+        kvf_spec_free(&s);
+    }
+    CHECK(judged >= 60);
 }
 
 /* One sequence of 3 tokens on one page of 4 slots, one q head and one kv head of dimension D,
@@ -272,6 +332,7 @@ static void test_per_token_rescales_biased_exp(void) {
 
 static const check_test tests[] = {
     {"correctly_rounded_passes", test_correctly_rounded_passes},
+    {"quantized_correct_kernels_pass", test_quantized_correct_kernels_pass},
     {"prescaled_q_overflow_flag", test_prescaled_q_overflow_flag},
     {"folded_scale_overflow_flag", test_folded_scale_overflow_flag},
     {"subnormal_outputs", test_subnormal_outputs},

@@ -141,10 +141,11 @@ int kvf_case_set_quant(kvf_case *c, const kvf_kv_quant *quant, const kvf_limits 
     if (rc) return rc;
     c->quant = *quant;
     int64_t n = kvf_case_scale_count(c);
-    if (n * 4 > lim->max_pool_bytes)
+    if (n > KVF_CASE_MAX_SCALES || n * 4 > lim->max_pool_bytes)
         return kvf_error_set(err, KVF_ELIMIT,
-                             "per-token scales need %lld bytes per cache, past the limit of %lld",
-                             (long long)(n * 4), (long long)lim->max_pool_bytes);
+                             "per-token scales of %lld page slots and KV heads are past the limit "
+                             "of %lld (2^24, or max_pool_bytes / 4)",
+                             (long long)n, (long long)KVF_CASE_MAX_SCALES);
     if (!n) return 0;
     c->scale_bytes = (size_t)n * sizeof(float);
     c->k_scale = reserve(c->scale_bytes, 1);
@@ -160,7 +161,7 @@ int kvf_case_set_quant(kvf_case *c, const kvf_kv_quant *quant, const kvf_limits 
 static int check_quant_values(const kvf_case *c, kvf_error *err) {
     int rc = kvf_kv_quant_check(&c->quant, err);
     if (rc || kvf_kv_quant_is_plain(&c->quant)) return rc;
-    if (c->quant.granularity && (!c->k_scale || !c->v_scale))
+    if (kvf_case_scale_count(c) > 0 && (!c->k_scale || !c->v_scale))
         return kvf_error_set(err, KVF_EINVAL, "the case has a scale granularity but no scales");
     const int dts[2] = {c->quant.k_dtype, c->quant.v_dtype};
     const kvf_bf16 *caches[2] = {c->k_cache, c->v_cache};

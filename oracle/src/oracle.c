@@ -544,6 +544,8 @@ typedef struct job {
     long p0, pmax;
     int64_t mp_cap; /* GMP bytes per thread: the memory budget */
     int fast;       /* try the fast path first (oracle_fast.c) */
+    int handed;     /* the fast path was asked for: rows it does not certify count as handed
+                       over (fallback_rows), a scaled case's every row among them */
     atomic_long next_row;
     atomic_int stop;
     pthread_mutex_t lock;
@@ -1732,7 +1734,7 @@ static void *worker_main(void *arg) {
                 wk->cnt.fast_rows++;
                 continue;
             }
-            if (j->fast) wk->cnt.fallback_rows++;
+            if (j->handed) wk->cnt.fallback_rows++;
             row r = {0};
             r.c = c;
             r.b = (int32_t)(ri / c->num_qo_heads);
@@ -1788,7 +1790,7 @@ static int check_case(const kvf_case *c, kvf_error *err) {
         return kvf_error_set(err, KVF_EINVAL, "oracle: sm_scale is not finite");
     int rc = kvf_kv_quant_check(&c->quant, err);
     if (rc) return rc;
-    if (c->quant.granularity && (!c->k_scale || !c->v_scale))
+    if (kvf_case_scale_count(c) > 0 && (!c->k_scale || !c->v_scale))
         return kvf_error_set(err, KVF_EINVAL, "oracle: the case has a granularity but no scales");
     if (c->quant.granularity && c->head_dim >= (1 << 30))
         return kvf_error_set(err, KVF_ELIMIT, "oracle: a scaled case's head_dim is past 2^30");
@@ -1878,7 +1880,8 @@ int kvf_oracle_run(kvf_oracle_result *out, const kvf_case *c, const kvf_oracle_o
     j.mp_cap = max_memory;
     /* The fast path knows no scales (docs/oracle.md, "Scaled caches"): a scaled case takes the
      * MPFR path for every row. */
-    j.fast = opts->path != KVF_ORACLE_MPFR && c->quant.granularity == KVF_SCALE_NONE;
+    j.handed = opts->path != KVF_ORACLE_MPFR;
+    j.fast = j.handed && c->quant.granularity == KVF_SCALE_NONE;
     atomic_init(&j.next_row, 0);
     atomic_init(&j.stop, 0);
     pthread_mutex_init(&j.lock, NULL);

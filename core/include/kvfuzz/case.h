@@ -138,9 +138,13 @@ int kvf_case_alloc(kvf_case *out, int32_t num_qo_heads, int32_t num_kv_heads, in
                    int32_t page_size, int32_t batch_size, int64_t table_entries, int64_t num_pages,
                    const kvf_limits *limits, kvf_error *err);
 
+/* The most scales of one cache (per-token scales: P x S x Hk): every buffer host copies them
+ * whole for each run, so they stay within 64 MiB per cache whatever the pool's size. */
+#define KVF_CASE_MAX_SCALES ((int64_t)1 << 24)
+
 /* Sets a case's dtypes and scale granularity and allocates its scales (zeroed; the caller
  * fills them): KVF_EINVAL for a field out of its domain, KVF_ELIMIT when per-token scales would
- * pass max_pool_bytes, KVF_ENOMEM. Call after kvf_case_alloc, once. */
+ * pass KVF_CASE_MAX_SCALES or max_pool_bytes / 4, KVF_ENOMEM. Call after kvf_case_alloc, once. */
 int kvf_case_set_quant(kvf_case *c, const kvf_kv_quant *quant, const kvf_limits *limits,
                        kvf_error *err);
 

@@ -51,8 +51,8 @@ typedef struct kvf_oracle_result {
     long ziv_retries;
     long exact_ties;
     /* Rows (sequence, q head) certified by the fast path, and rows it handed to the MPFR path
-     * (always 0 and every row under KVF_ORACLE_MPFR). The fallback rate is
-     * fallback_rows / (fast_rows + fallback_rows). */
+     * (every row of a case with scales, which only the MPFR path knows); both 0 under
+     * KVF_ORACLE_MPFR. The fallback rate is fallback_rows / (fast_rows + fallback_rows). */
     long fast_rows;
     long fallback_rows;
 } kvf_oracle_result;
