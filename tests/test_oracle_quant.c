@@ -6,6 +6,7 @@
 #include "oracle_hand.h"
 
 #include "kvfuzz/fp8.h"
+#include "kvfuzz/prng.h"
 
 static uint64_t rng_state = 0x243F6A8885A308D3u;
 static uint64_t rng_next(void) {
@@ -120,7 +121,9 @@ static void ref_row(const kvf_case *c, int32_t b, int32_t h, kvf_bf16 *o, float 
 
 static void check_against_definition(const kvf_case *c) {
     kvf_oracle_result r;
-    if (run_mpfr(&r, c, 0, 0)) return;
+    /* run() also checks the fast path's bits against the MPFR path's (tensor and head scales;
+     * per-token scales go to the MPFR path whole). */
+    if (run(&r, c, 0, 0)) return;
     for (int32_t b = 0; b < c->batch_size; b++)
         for (int32_t h = 0; h < c->num_qo_heads; h++) {
             kvf_bf16 o[16];
@@ -131,7 +134,7 @@ static void check_against_definition(const kvf_case *c) {
             for (int32_t d = 0; d < c->head_dim; d++)
                 CHECK_HEX_EQ(r.o_rounded[row * c->head_dim + d], o[d]);
         }
-    CHECK_INT_EQ(r.fast_rows, 0); /* scaled cases take the MPFR path */
+    CHECK_INT_EQ(r.fast_rows, 0); /* run()'s first result is the MPFR path's */
     kvf_oracle_result_free(&r);
 }
 
@@ -274,8 +277,53 @@ static void refuses_k_outside_fp8_range(void) {
     kvf_case_free(&c);
 }
 
+/* Generated quantized cases (every strategy, tensor and per-head scales, their edges): the
+ * fast path's rounded values and row data are the MPFR path's bit for bit (run() checks), and it
+ * certifies most rows itself. */
+static void fast_path_agrees_on_generated_cases(void) {
+    kvf_random_opts ro;
+    kvf_random_opts_default(&ro);
+    ro.max_work = 1 << 14;
+    ro.layouts = 0;
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    long fast = 0, rows = 0;
+    for (uint64_t seed = 1; seed <= 150; seed++) {
+        kvf_spec sp;
+        kvf_error err = {0};
+        CHECK_OK(kvf_spec_random(&sp, seed, &ro, &err), &err);
+        kvf_prng r;
+        kvf_prng_seed_stream(&r, seed, 3);
+        kvf_recipe_draw_quant(&sp.quant, &sp.recipe, &r);
+        if (sp.quant.kv.granularity == KVF_SCALE_TOKEN) sp.quant.kv.granularity = KVF_SCALE_HEAD;
+        kvf_case c;
+        if (kvf_case_build(&c, &sp, &lim, &err)) {
+            CHECK_FAIL_AT("seed %llu: %s", (unsigned long long)seed, err.msg);
+            kvf_spec_free(&sp);
+            continue;
+        }
+        kvf_oracle_opts o;
+        kvf_oracle_opts_default(&o);
+        kvf_oracle_result f, m;
+        CHECK_OK(kvf_oracle_run(&f, &c, &o, &err), &err);
+        if (run_mpfr(&m, &c, 0, 0) == 0) {
+            check_fast_path_agrees(&m, &c);
+            kvf_oracle_result_free(&m);
+        }
+        fast += f.fast_rows;
+        rows += f.fast_rows + f.fallback_rows;
+        kvf_oracle_result_free(&f);
+        kvf_case_free(&c);
+        kvf_spec_free(&sp);
+    }
+    CHECK(rows > 0 && fast * 2 > rows);
+    printf("fast path certified %ld of %ld rows of quantized cases\n", fast, rows);
+}
+
 static void streamed_rows_agree(void) {
-    void (*const fns[])(void) = {per_token_scales_match_definition, scaled_values_decide_ties};
+    void (*const fns[])(void) = {per_token_scales_match_definition,
+                                 per_head_scales_match_definition, scaled_values_decide_ties,
+                                 fast_path_agrees_on_generated_cases};
     run_streamed(fns, sizeof fns / sizeof fns[0]);
 }
 
@@ -287,6 +335,7 @@ static const check_test tests[] = {
     {"scaled_values_decide_ties", scaled_values_decide_ties},
     {"folded_scale_overflow_is_flagged", folded_scale_overflow_is_flagged},
     {"refuses_k_outside_fp8_range", refuses_k_outside_fp8_range},
+    {"fast_path_agrees_on_generated_cases", fast_path_agrees_on_generated_cases},
     {"streamed_rows_agree", streamed_rows_agree},
     {NULL, NULL},
 };

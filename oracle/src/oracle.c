@@ -1775,6 +1775,27 @@ void kvf_oracle_thread_done(void) {
     mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
 }
 
+/* A scaled case's keys within the FP8 range, 2^-16 <= |k| < 2^16 or 0 (item 6: the exact dot's
+ * digits hold no other), every referenced one: a case built by hand may hold others, and is
+ * refused for every row rather than answered where the fast path happens to certify. */
+static int check_scaled_keys(const kvf_case *c, kvf_error *err) {
+    for (int32_t b = 0; b < c->batch_size; b++)
+        for (int64_t t = 0; t < kvf_case_seq_len(c, b); t++)
+            for (int32_t g = 0; g < c->num_kv_heads; g++) {
+                const kvf_bf16 *kr = c->k_cache + kvf_case_kv_offset(c, b, t, g, 0);
+                for (int32_t d = 0; d < c->head_dim; d++) {
+                    double a = fabs((double)kvf_bf16_to_f32(kr[d]));
+                    if (a != 0 && isfinite(a) && !(a >= 0x1p-16 && a < 0x1p16))
+                        return kvf_error_set(
+                            err, KVF_EINVAL,
+                            "oracle: sequence %d of a scaled case reads a k value outside the "
+                            "FP8 range (below 2^-16 or above 57344 in magnitude)",
+                            (int)b);
+                }
+            }
+    return 0;
+}
+
 /* The fields the oracle indexes with, checked so that a malformed case is an error and never
  * an out-of-bounds read (kvf_case_validate does the full job, with limits). */
 static int check_case(const kvf_case *c, kvf_error *err) {
@@ -1819,7 +1840,7 @@ static int check_case(const kvf_case *c, kvf_error *err) {
                                      "oracle: kv_indices[%d] = %d is outside [0, %lld)", (int)i,
                                      (int)c->kv_indices[i], (long long)c->num_pages);
     }
-    return 0;
+    return c->quant.granularity ? check_scaled_keys(c, err) : 0;
 }
 
 void kvf_oracle_result_free(kvf_oracle_result *r) {
@@ -1878,10 +1899,10 @@ int kvf_oracle_run(kvf_oracle_result *out, const kvf_case *c, const kvf_oracle_o
     j.p0 = p0;
     j.pmax = pmax;
     j.mp_cap = max_memory;
-    /* The fast path knows no scales (docs/oracle.md, "Scaled caches"): a scaled case takes the
-     * MPFR path for every row. */
+    /* The fast path knows one key and one value scale per kv group (docs/oracle.md, "Scaled
+     * caches"): per-token scales take the MPFR path for every row. */
     j.handed = opts->path != KVF_ORACLE_MPFR;
-    j.fast = j.handed && c->quant.granularity == KVF_SCALE_NONE;
+    j.fast = j.handed && c->quant.granularity != KVF_SCALE_TOKEN;
     atomic_init(&j.next_row, 0);
     atomic_init(&j.stop, 0);
     pthread_mutex_init(&j.lock, NULL);

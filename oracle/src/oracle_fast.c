@@ -12,7 +12,11 @@
  * doubles evaluated with round to nearest, so its computed value is at least its exact value
  * times (1 - u)^12; UP() multiplies by 1 + 2^-40, which more than covers that and its own
  * rounding. Absolute floors of 2^-1000 cover underflow inside the bound arithmetic; they are
- * far below every bf16 (2^-134) and f32 (2^-150) rounding boundary gap that matters. */
+ * far below every bf16 (2^-134) and f32 (2^-150) rounding boundary gap that matters.
+ *
+ * Scaled caches (tensor and per-head scales; docs/oracle.md, "Scaled caches"): the group's
+ * logit scale is sm_scale k_scale, exact in double, and o is v_scale N / Z with one more
+ * rounding; columns that need a boundary decision go to the MPFR path. */
 #include "oracle_fast.h"
 
 #include <math.h>
@@ -104,8 +108,15 @@ struct kvf__fast_ws {
     unsigned char *done; /* [G] */
     int *qlsb;           /* [G] */
     double *abs_dot_max; /* [G] */
-    mpfr_t ex;           /* exact dot (640 bits) */
-    mpfr_t gx, gy;       /* exact group sums (320 bits, F8) */
+    /* The group's scales (docs/oracle.md, "Scaled caches"): tensor and per-head scales are one
+     * key scale and one value scale per kv group. sm is the logit scale sm_scale k_scale
+     * (exact in double: 48 significant bits), vsc the value scale; 1 and sm_scale without
+     * scales. kmag_max: the largest |k| bits of the group's keys. */
+    int scaled;
+    double sm, ksc, vsc;
+    uint16_t kmag_max;
+    mpfr_t ex;     /* exact dot (640 bits) */
+    mpfr_t gx, gy; /* exact group sums (320 bits, F8) */
 };
 
 kvf__fast_ws *kvf__fast_ws_new(void) {
@@ -306,11 +317,12 @@ static int head_prepare(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g
     const int64_t row = (int64_t)b * c->num_qo_heads + (int64_t)g * G + hh;
     kvf_oracle_row *info = out->rows + row;
     head *hd = &s->hs[hh];
-    const double sm = (double)c->sm_scale, asm_ = fabs(sm);
+    const double sm = s->sm, asm_ = fabs((double)c->sm_scale);
 
     /* Row data, computed as the MPFR path does (oracle.c, row_compute); v_abs_max and the
-     * accumulator flag come with the values (kvf__fast_group). */
-    double abs_dot_max = s->abs_dot_max[hh];
+     * accumulator flag come with the values (kvf__fast_group). A scaled group's sums are the
+     * unscaled ones times the key scale (rounding is monotone, so the maximum is the same). */
+    double abs_dot_max = s->scaled ? s->abs_dot_max[hh] * s->ksc : s->abs_dot_max[hh];
     info->dot_abs_max = asm_ * abs_dot_max;
     double scale_up = asm_ > 1 ? asm_ : 1.0;
     if (abs_dot_max * scale_up * 1.4426950408889634 >= ldexp(1.0, 127))
@@ -326,6 +338,16 @@ static int head_prepare(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g
     if ((q_abs_max > 1 ? q_abs_max : 1.0) * scale_up * 1.4426950408889634 >=
         ldexp(1.0 - 0x1p-22, 128))
         info->overflow |= KVF_ORACLE_OVERFLOW_LOGITS;
+    /* The scaled cases' own conditions (oracle.c, row_compute): the folded key scale, the
+     * unscaled dot, the dequantized key. Products of a bf16 and an f32 are exact in double. */
+    if (s->scaled) {
+        const double kscale_max = s->ksc > 1 ? s->ksc : 1.0;
+        const double kdeq = (double)kvf_bf16_to_f32(s->kmag_max) * s->ksc;
+        if (kscale_max * scale_up * 1.4426950408889634 >= ldexp(1.0 - 0x1p-22, 128) ||
+            s->abs_dot_max[hh] * scale_up * 1.4426950408889634 >= ldexp(1.0, 127) ||
+            kdeq >= ldexp(1.0 - 0x1p-25, 128))
+            info->overflow |= KVF_ORACLE_OVERFLOW_LOGITS;
+    }
 
     /* logit_abs_max = RU(max_t |s_t|) exactly (F1): the candidates whose dot is exact were
      * evaluated with an FMA in pass 1 (head_observe), the inexact ones are summed in MPFR. */
@@ -383,7 +405,7 @@ static int head_finish(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g,
     const int32_t G = c->num_qo_heads / c->num_kv_heads;
     const int64_t row = (int64_t)b * c->num_qo_heads + (int64_t)g * G + hh;
     head *hd = &s->hs[hh];
-    const double sm = (double)c->sm_scale, asm_ = fabs(sm);
+    const double sm = s->sm, asm_ = fabs(sm);
     const double rsum = hd->rsum, dref = hd->dref, eref = hd->eref;
     /* |w_hat - w| <= rho w with rho = e^eps (1 + KVF__EXP_ERR) - 1, below
      * (eps + KVF__EXP_ERR)(1 + 2^-18) for eps <= 2^-20; kappa = rho / (1 - rho) bounds it
@@ -404,6 +426,7 @@ static int head_finish(kvf__fast_ws *s, const kvf_case *c, int32_t b, int32_t g,
     float *lse_rounded = out->lse_rounded + row;
     double *lse_exact = out->lse_exact + row;
     int zero_logits = sm == 0 || (hd->all_exact && hd->all_zero);
+    (void)c;
     if (zero_logits && (L & (L - 1)) == 0) {
         int k = 0;
         while (((int64_t)1 << k) < L)
@@ -453,8 +476,9 @@ static int cmp_tok(const void *a, const void *b) {
  * are set whenever 1 is returned. */
 static int boundary_side(kvf__fast_ws *s, const kvf_case *c, int32_t hh, int64_t L, int32_t d,
                          double beta, int *side, double *t_hat, double *t_err) {
-    /* Groups need every token's dot and weight at hand: a streamed row goes to MPFR. */
-    if (!s->stored || !s->hs[hh].exact_dots) return 0;
+    /* Groups need every token's dot and weight at hand: a streamed row goes to MPFR, and so
+     * does a scaled group (its boundaries are the MPFR path's, section "Scaled caches"). */
+    if (!s->stored || !s->hs[hh].exact_dots || s->scaled) return 0;
     const double *dot = s->dot + hh * L;
     if (s->order_head != hh) {
         if (L > s->ocap) {
@@ -637,6 +661,14 @@ static int head_columns(kvf__fast_ws *s, const kvf_case *c, int64_t row, int32_t
         double o = nh / zhat;
         double ao = fabs(o);
         double e = ((dn + oabs * dz) * izh + 1.01 * KVF__U * ao) * (1 + 0x1p-38) + FLOOR;
+        if (s->scaled) {
+            /* The value scale, one more rounding: o = v_scale N / Z, the bound scaled with it
+             * (its own rounding inside 2^-50), plus u |o| and an underflow of 2^-1074. */
+            o *= s->vsc;
+            ao = fabs(o);
+            e = e * s->vsc * (1 + 0x1p-50) + KVF__U * ao + 0x1p-1074;
+            ah *= s->vsc;
+        }
         /* [lo, hi] strictly contains [o - e, o + e] whatever the rounding of the two ends:
          * the widening 4u (e + |o|) exceeds the rounding error u |o +- e'| (F7). */
         double ew = e * (1 + 4 * KVF__U) + 4 * KVF__U * ao + 0x1p-1070;
@@ -711,6 +743,7 @@ static inline __attribute__((always_inline)) int token_dots(kvf__fast_ws *s, con
     int kfield;
     decode_row(kr, D, kd, ka, &kmag, &kfield);
     if (kmag >= 0x7F80u) return 1;
+    if (observe && kmag > s->kmag_max) s->kmag_max = kmag;
     for (int32_t hh = 0; hh < G; hh++) {
         const double *restrict qd = s->qd + (size_t)hh * D, *restrict qa = s->qa + (size_t)hh * D;
         /* Four lanes, element d in lane d mod 4, as the MPFR path sums its abs_sum: one
@@ -816,7 +849,12 @@ KVF__HOT const unsigned char *kvf__fast_group(kvf__fast_ws *s, const kvf_case *c
         hd->ncand = 0;
         hd->ref = 0;
     }
-    const double sm = (double)c->sm_scale, asm_ = fabs(sm);
+    s->scaled = c->quant.granularity != KVF_SCALE_NONE;
+    s->ksc = s->scaled ? (double)kvf_case_k_scale(c, b, 0, g) : 1.0;
+    s->vsc = s->scaled ? (double)kvf_case_v_scale(c, b, 0, g) : 1.0;
+    s->sm = (double)c->sm_scale * s->ksc; /* exact: 24 + 24 bits, exponent >= -298 */
+    s->kmag_max = 0;
+    const double sm = s->sm, asm_ = fabs(sm);
 
     /* Pass 1 (F1): dots, and what needs all of them (head_observe). */
     const double gdot = UP((double)(D + 1) * KVF__U);
@@ -909,11 +947,12 @@ KVF__HOT const unsigned char *kvf__fast_group(kvf__fast_ws *s, const kvf_case *c
     }
     if (magmax >= 0x7F80u) return s->done;
     const double vmax = (double)kvf_bf16_to_f32(magmax);
+    const double vmax_scaled = vmax * s->vsc; /* exact */
     for (int32_t hh = 0; hh < G; hh++) {
         int64_t row = row0 + hh;
         kvf_oracle_row *info = out->rows + row;
-        info->v_abs_max = vmax;
-        if ((double)L * vmax >= ldexp(1.0, 127)) info->overflow |= KVF_ORACLE_OVERFLOW_ACCUM;
+        info->v_abs_max = vmax_scaled;
+        if ((double)L * vmax_scaled >= ldexp(1.0, 127)) info->overflow |= KVF_ORACLE_OVERFLOW_ACCUM;
         if (s->hs[hh].live) s->hs[hh].live = head_finish(s, c, b, g, hh, L, out);
         if (s->hs[hh].live) s->done[hh] = (unsigned char)head_columns(s, c, row, hh, L, vmax, out);
     }
