@@ -22,7 +22,8 @@ static void kernels_help(void) {
            "precision model it declares (f32 when none; docs/precision.md), description (and\n"
            "the bug class a mutant models).\n"
            "With --kernel K, lists each kernel K provides with its device, role and declared\n"
-           "precision model, and which group sizes, head dims and page sizes its supports()\n"
+           "precision model, the KV caches it reads (bf16, or FP8 too), and which group\n"
+           "sizes, head dims and page sizes its supports()\n"
            "accepts around the seed shape (20 q heads, 4 kv heads, head dim 128, page size 64,\n"
            "3,202 tokens). strict and fa judge a kernel within its model unless --precision\n"
            "overrides it.\n"
@@ -99,6 +100,9 @@ static void describe(const kvf_kernel *k) {
     char promised[256];
     kvf_relation_mask_text(kvf_kernel_promises(k), promised, sizeof promised);
     printf("    %-11s %s (docs/invariance.md)\n", "promises", promised);
+    printf("    %-11s %s\n", "kv caches",
+           kvf_kernel_takes_quant(k) ? "bf16 and FP8 with scales (docs/plugins.md, \"FP8 caches\")"
+                                     : "bf16");
     static const int groups[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
     static const int dims[] = {32, 64, 80, 96, 128, 192, 256, 512};
     static const int pages[] = {1, 2, 8, 16, 32, 64, 128, 256};

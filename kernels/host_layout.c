@@ -122,6 +122,12 @@ static int64_t first_padding_write(int64_t n, int64_t view, int64_t B, int64_t h
     return -1;
 }
 
+static uint32_t lse_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
 int kvf__host_check_output_padding(const kvf_case *c, const kvf__host_layout *L,
                                    const kvf_bf16 *obuf, const float *lbuf, kvf_error *err) {
     if (L->dense) return 0;
@@ -134,15 +140,15 @@ int kvf__host_check_output_padding(const kvf_case *c, const kvf__host_layout *L,
         return kvf_error_set(err, KVF_EOOBWRITE,
                              "the kernel wrote into o's padding at element %" PRId64
                              " of its buffer (the view starts at %" PRId64 ", batch stride %" PRId64
-                             ", head stride %" PRId64 ")",
-                             i, L->view, L->s.o_batch, L->s.o_head);
+                             ", head stride %" PRId64 "; poison 0x%04x became 0x%04x)",
+                             i, L->view, L->s.o_batch, L->s.o_head, po, obuf[i]);
     i = first_padding_write(L->lse_elems, L->view, B, 1, hq, L->s.lse_batch, L->s.lse_batch, lbuf,
                             sizeof *lbuf, &pl);
     if (i >= 0)
         return kvf_error_set(err, KVF_EOOBWRITE,
                              "the kernel wrote into lse's padding at element %" PRId64
                              " of its buffer (the view starts at %" PRId64 ", batch stride %" PRId64
-                             ")",
-                             i, L->view, L->s.lse_batch);
+                             "; poison 0x%08x became 0x%08x)",
+                             i, L->view, L->s.lse_batch, pl, lse_bits(lbuf[i]));
     return 0;
 }

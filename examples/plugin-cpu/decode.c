@@ -1,5 +1,7 @@
 /* A correct CPU decode kernel as a kvfuzz plugin: fp32 logits, softmax with the maximum
  * subtracted, weights normalised before P.V, bf16 round-to-nearest-even store, base-2 lse.
+ * It reads FP8 caches too (e4m3, e5m2, scales of every granularity), dequantized in fp32 as
+ * value times scale (docs/plugins.md, "FP8 caches").
  * Beside it, three mutants of it (role KVF_PLUGIN_ROLE_MUTANT), each with one deliberate bug,
  * for the plugin's own benchmark. Build it against an installed kvfuzz (see CMakeLists.txt
  * here), then:
@@ -64,10 +66,16 @@ static int run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_size
                 bug == BUG_HEAD_MODULO ? h % s->num_kv_heads : kvf_plugin_kv_head(s, h);
             float m = -INFINITY;
             for (int64_t t = 0; t < len; t++) {
-                const uint16_t *k = kvf_plugin_k_token(a, b, t, kh, s->page_size);
+                const int64_t page = kvf_plugin_token_page(a, b, t, s->page_size);
+                const int64_t slot = t % s->page_size;
+                const float ks = kvf_plugin_kv_scale(a, 0, s->scale_granularity, page, slot, kh,
+                                                     s->page_size, s->num_kv_heads);
                 float dot = 0.0f;
-                for (int32_t i = 0; i < d; i++)
-                    dot += kvf_plugin_bf16_to_f32(qh[i]) * kvf_plugin_bf16_to_f32(k[i]);
+                for (int32_t i = 0; i < d; i++) {
+                    float k = kvf_plugin_kv_value(a, 0, s->k_dtype, page, slot, kh, i);
+                    if (s->scale_granularity) k *= ks; /* dequantized in fp32 */
+                    dot += kvf_plugin_bf16_to_f32(qh[i]) * k;
+                }
                 logits[t] = dot * a->sm_scale;
                 if (logits[t] > m) m = logits[t];
             }
@@ -79,10 +87,16 @@ static int run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_size
             for (int32_t i = 0; i < d; i++)
                 acc[i] = 0.0f;
             for (int64_t t = 0; t < len; t++) {
-                const uint16_t *v = kvf_plugin_v_token(a, b, t, kh, s->page_size);
+                const int64_t page = kvf_plugin_token_page(a, b, t, s->page_size);
+                const int64_t slot = t % s->page_size;
+                const float vs = kvf_plugin_kv_scale(a, 1, s->scale_granularity, page, slot, kh,
+                                                     s->page_size, s->num_kv_heads);
                 const float p = logits[t] / z;
-                for (int32_t i = 0; i < d; i++)
-                    acc[i] += p * kvf_plugin_bf16_to_f32(v[i]);
+                for (int32_t i = 0; i < d; i++) {
+                    float v = kvf_plugin_kv_value(a, 1, s->v_dtype, page, slot, kh, i);
+                    if (s->scale_granularity) v *= vs;
+                    acc[i] += p * v;
+                }
             }
             for (int32_t i = 0; i < d; i++)
                 oh[i] =
@@ -103,6 +117,9 @@ static int run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_size
         .struct_size = sizeof(kvf_plugin_kernel), .name = (NAME), .description = (DESCRIPTION),    \
         .device = KVF_PLUGIN_DEVICE_CPU, .role = (ROLE), .user = (void *)(BUG),                    \
         .supports = supports, .create = create, .run = run, .models = (MODELS),                    \
+        .kv_dtypes = KVF_PLUGIN_KV_E4M3 | KVF_PLUGIN_KV_E5M2,                                      \
+        .scale_granularities =                                                                     \
+            KVF_PLUGIN_SCALE_TENSOR | KVF_PLUGIN_SCALE_HEAD | KVF_PLUGIN_SCALE_TOKEN,              \
     }
 
 static const kvf_plugin_kernel kernels[] = {

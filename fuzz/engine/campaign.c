@@ -235,6 +235,9 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
     fprintf(f, "  corpus %" PRId64 " (+%" PRId64 " new", st->corpus_size, st->corpus_added);
     if (st->corpus_unsaved) fprintf(f, ", %" PRId64 " of them not saved", st->corpus_unsaved);
     fprintf(f, ")\n");
+    if (st->judged_quant)
+        fprintf(f, "  kv caches: %" PRId64 " of the judged cases had FP8 caches\n",
+                st->judged_quant);
     if (st->shape_set_size)
         fprintf(f,
                 "  shapes: %d in the shape set, %" PRId64 " case(s) took one of them instead of "

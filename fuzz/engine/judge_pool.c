@@ -270,6 +270,7 @@ static void judge_job(struct kvf_campaign *cp, kvf__job *j, int thread) {
     }
     st->judged++;
     st->tokens += kvf_case_total_tokens(&j->c);
+    if (!kvf_kv_quant_is_plain(&j->c.quant)) st->judged_quant++;
     count_oracle(st, &oracle, oracle_s);
     count_reach(st, j);
     for (int r = 0; r < cp->nrules; r++) {

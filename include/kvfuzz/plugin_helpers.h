@@ -21,10 +21,13 @@
  *   const uint16_t *k = kvf_plugin_k_token(a, b, t, kvf_plugin_kv_head(a->shape, h), S);
  *   float x = kvf_plugin_bf16_to_f32(q[i]) * kvf_plugin_bf16_to_f32(k[i]); ...
  *   kvf_plugin_o_row(a, b, h)[i] = kvf_plugin_f32_to_bf16(acc[i]);
- *   *kvf_plugin_lse_at(a, b, h) = lse; */
+ *   *kvf_plugin_lse_at(a, b, h) = lse;
+ * and for FP8 caches, kvf_plugin_kv_value and kvf_plugin_kv_scale read an element and its
+ * scale whatever the dtype. */
 #ifndef KVFUZZ_PLUGIN_HELPERS_H
 #define KVFUZZ_PLUGIN_HELPERS_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -145,6 +148,61 @@ KVF_PLUGIN_INLINE const uint16_t *kvf_plugin_k_token(const kvf_plugin_args *a, i
 KVF_PLUGIN_INLINE const uint16_t *kvf_plugin_v_token(const kvf_plugin_args *a, int32_t b, int64_t t,
                                                      int32_t kv_head, int32_t page_size) {
     return kvf_plugin_v_row(a, kvf_plugin_token_page(a, b, t, page_size), t % page_size, kv_head);
+}
+
+/* ---- FP8 caches ------------------------------------------------------------------------------
+ * For a kernel that declares them (kv_dtypes, scale_granularities; docs/plugins.md "FP8
+ * caches"): an FP8 cache's pointer is its bytes, at the same element strides. */
+
+/* An FP8 byte's value, exactly (dtype 1 e4m3 = float8_e4m3fn: S.1111.111 NaN, no infinities;
+ * 2 e5m2: S.11111.00 infinite, S.11111.xx NaN). */
+KVF_PLUGIN_INLINE float kvf_plugin_fp8_to_f32(uint8_t x, int32_t dtype) {
+    const int mbits = dtype == 1 ? 3 : 2, bias = dtype == 1 ? 7 : 15, emax = dtype == 1 ? 15 : 31;
+    const int e = (x & 0x7F) >> mbits, m = x & ((1 << mbits) - 1);
+    const float sign = (x & 0x80) ? -1.0f : 1.0f;
+    if (e == emax && (dtype == 2 || m == (1 << mbits) - 1))
+        return dtype == 2 && m == 0 ? sign * INFINITY : NAN;
+    /* m 2^(1 - bias - mbits) for subnormals, (2^mbits + m) 2^(e - bias - mbits) otherwise;
+     * exact: at most 4 significant bits, exponents within f32's normal range. */
+    float v = (float)(e ? (1 << mbits) + m : m);
+    int p = (e ? e : 1) - bias - mbits;
+    for (; p > 0; p--)
+        v *= 2.0f;
+    for (; p < 0; p++)
+        v *= 0.5f;
+    return sign * v;
+}
+
+/* Element (page, slot, kv head, d) of K (which 0) or V (which 1) as a float, whatever the
+ * cache's dtype (0 bf16, else FP8, shape->k_dtype / v_dtype), before any scale. */
+KVF_PLUGIN_INLINE float kvf_plugin_kv_value(const kvf_plugin_args *a, int which, int32_t dtype,
+                                            int64_t page, int64_t slot, int32_t kv_head,
+                                            int32_t d) {
+    const int64_t at = page * a->kv_stride_page + slot * a->kv_stride_slot +
+                       (int64_t)kv_head * a->kv_stride_head + d;
+    const void *base = which ? (const void *)a->v_cache : (const void *)a->k_cache;
+    if (dtype == 0) return kvf_plugin_bf16_to_f32(((const uint16_t *)base)[at]);
+    return kvf_plugin_fp8_to_f32(((const uint8_t *)base)[at], dtype);
+}
+
+/* The scale of (page, slot, kv head) in K (which 0) or V (which 1): 1 without scales
+ * (granularity 0), else args->k_scale / v_scale at the granularity (shape->scale_granularity:
+ * 1 tensor, 2 per KV head, 3 per page slot and KV head). */
+KVF_PLUGIN_INLINE float kvf_plugin_kv_scale(const kvf_plugin_args *a, int which,
+                                            int32_t granularity, int64_t page, int64_t slot,
+                                            int32_t kv_head, int32_t page_size,
+                                            int32_t num_kv_heads) {
+    const float *sc = which ? a->v_scale : a->k_scale;
+    switch (granularity) {
+    case 1:
+        return sc[0];
+    case 2:
+        return sc[kv_head];
+    case 3:
+        return sc[(page * page_size + slot) * num_kv_heads + kv_head];
+    default:
+        return 1.0f;
+    }
 }
 
 #endif

@@ -168,7 +168,8 @@ typedef struct kvf_campaign_stats {
     int64_t shape_set_replaced;
     char skip_reasons[KVF_CAMPAIGN_REASONS][KVF_CAMPAIGN_REASON_MAX];
     int64_t skip_counts[KVF_CAMPAIGN_REASONS];
-    int64_t tokens; /* total tokens of judged cases */
+    int64_t tokens;       /* total tokens of judged cases */
+    int64_t judged_quant; /* judged cases with FP8 caches (docs/fuzzing.md, "FP8 caches") */
     /* Reach, over judged cases: how many were large (large_share), the oracle work
      * (kvf_spec_work) of large and of small ones, the longest sequence and the largest batch. */
     int64_t large_cases;
