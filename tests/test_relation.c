@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "kvfuzz/prng.h"
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/relation.h"
 #include "kvfuzz/spec.h"
@@ -83,6 +84,57 @@ static void relate(const kvf_kernel *k, const kvf_case *c, uint64_t seed, int64_
         kvf_relation_pair_free(&p);
     }
     outputs_free(&base);
+}
+
+/* Quantized caches: placement, head permutation and the batch relation move the scales with
+ * their pages and heads, and the correct kernels hold them bit for bit (cpu-ref, whose
+ * sequences are computed alone, the batch relation too); v-scaling declines them. */
+static void quantized_cases_hold_the_relations(void) {
+    const char *names[2] = {"cpu-ref", "cpu-splitkv"};
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    for (int i = 0; i < 2; i++) {
+        const kvf_kernel *k = kvf_kernel_find(names[i]);
+        CHECK(k != NULL);
+        int64_t checked[KVF_RELATION_COUNT] = {0}, broken[KVF_RELATION_COUNT] = {0};
+        int per_gran[KVF_SCALE_GRANULARITY_COUNT] = {0};
+        for (uint64_t seed = 1; seed <= 60; seed++) {
+            kvf_random_opts ro;
+            kvf_random_opts_default(&ro);
+            ro.max_work = 1 << 16;
+            kvf_spec s;
+            kvf_error err = {0};
+            CHECK_OK(kvf_spec_random(&s, seed, &ro, &err), &err);
+            kvf_prng r;
+            kvf_prng_seed_stream(&r, seed, 21);
+            kvf_recipe_draw_quant(&s.quant, &s.recipe, &r);
+            s.quant.kv.granularity = (uint8_t)(seed % 4);
+            if (s.quant.kv.granularity <= KVF_SCALE_TENSOR) s.quant.spread = s.quant.fine = 0;
+            if (s.quant.kv.granularity == KVF_SCALE_NONE) s.quant.k_scale = s.quant.v_scale = 1.0f;
+            kvf_case c;
+            if (kvf_case_build(&c, &s, &lim, &err) == 0) {
+                per_gran[c.quant.granularity]++;
+                relate(k, &c, seed, checked, broken);
+                kvf_relation_pair p;
+                CHECK_INT_EQ(kvf_relation_derive(&p, KVF_RELATION_V_SCALING, &c, seed, &lim, &err),
+                             KVF_EUNSUPPORTED);
+                kvf_relation_pair_free(&p);
+                kvf_case_free(&c);
+            }
+            kvf_spec_free(&s);
+        }
+        const kvf_relation held[3] = {KVF_RELATION_PLACEMENT, KVF_RELATION_HEAD_PERMUTATION,
+                                      KVF_RELATION_BATCH};
+        for (int j = 0; j < 3; j++) {
+            const kvf_relation r = held[j];
+            printf("  %s on quantized cases, %s: %lld pair(s), %lld broken\n", names[i],
+                   kvf_relation_name(r), (long long)checked[r], (long long)broken[r]);
+            CHECK(checked[r] >= 10);
+            if (r != KVF_RELATION_BATCH || i == 0) CHECK_INT_EQ(broken[r], 0);
+        }
+        for (int g = KVF_SCALE_TENSOR; g < KVF_SCALE_GRANULARITY_COUNT; g++)
+            CHECK(per_gran[g] >= 5);
+    }
 }
 
 static void correct_kernels_hold_the_default_relations(void) {
@@ -264,6 +316,7 @@ static void docs_table_matches_def(void) {
 }
 
 static const check_test tests[] = {
+    {"quantized_cases_hold_the_relations", quantized_cases_hold_the_relations},
     {"docs_table_matches_def", docs_table_matches_def},
     {"correct_kernels_hold_the_default_relations", correct_kernels_hold_the_default_relations},
     {"derivation_is_deterministic_and_valid", derivation_is_deterministic_and_valid},
