@@ -436,6 +436,26 @@ static int v_scales(const kvf_case *c, int k) {
     return 1;
 }
 
+/* The same for scaled caches: every value scale a sequence reads times 2^k a normal f32 (so
+ * the product is exact and no kernel flushes it), with L x max|v_scale v| x 2^k far from f32's
+ * top. */
+static int v_scale_scales(const kvf_case *c, int k) {
+    for (int32_t b = 0; b < c->batch_size; b++) {
+        const int64_t len = kvf_case_seq_len(c, b);
+        for (int64_t t = 0; t < len; t++)
+            for (int32_t kh = 0; kh < c->num_kv_heads; kh++) {
+                const double vs = ldexp((double)kvf_case_v_scale(c, b, t, kh), k);
+                if (!(vs >= 0x1p-126 && vs <= 0x1p127)) return 0;
+                const kvf_bf16 *v = c->v_cache + kvf_case_kv_offset(c, b, t, kh, 0);
+                for (int32_t d = 0; d < c->head_dim; d++)
+                    if (kvf_bf16_is_finite(v[d]) &&
+                        fabs(kvf_bf16_to_f32(v[d])) * vs * (double)(len + 1) > 0x1p100)
+                        return 0;
+            }
+    }
+    return 1;
+}
+
 /* Marks the o elements with a term p_t |v_td| (p relative to the row's largest) below
  * 2^(|k| - 60), or with a non-finite logit: there a product or quotient may round in the
  * subnormal range on one side and not the other (sums that land there are exact). Without
@@ -457,13 +477,14 @@ static void mark_excluded(kvf_relation_pair *p, const kvf_case *c, int k) {
                 double dot = 0;
                 for (int32_t d = 0; d < dim; d++)
                     dot += (double)kvf_bf16_to_f32(q[d]) * kvf_bf16_to_f32(kk[d]);
-                s[t] = dot * c->sm_scale;
+                s[t] = dot * (double)kvf_case_k_scale(c, b, t, h / g) * c->sm_scale;
                 bad = !isfinite(s[t]);
                 if (s[t] > m) m = s[t];
             }
             for (int64_t t = 0; t < len && !bad; t++) {
                 const kvf_bf16 *v = c->v_cache + kvf_case_kv_offset(c, b, t, h / g, 0);
-                const double pt = exp(s[t] - m);
+                /* A term with its value scale (a kernel may form p v_scale first) */
+                const double pt = exp(s[t] - m) * (double)kvf_case_v_scale(c, b, t, h / g);
                 for (int32_t d = 0; d < dim; d++) {
                     const double term = pt * fabs(kvf_bf16_to_f32(v[d]));
                     if (term != 0 && term < floor_term) ex[d] = 1;
@@ -480,16 +501,19 @@ static void mark_excluded(kvf_relation_pair *p, const kvf_case *c, int k) {
 
 static int derive_scaling(kvf_relation_pair *p, const kvf_case *c, kvf_prng *rng,
                           const kvf_limits *lim, kvf_error *err) {
-    /* A value 2^k times an FP8 value is rarely one; a scale times 2^k would be the relation of
-     * quantized caches, and is not derived yet (docs/invariance.md). */
-    if (!kvf_kv_quant_is_plain(&c->quant))
-        return kvf_error_set(err, KVF_EUNSUPPORTED, "v-scaling does not derive quantized cases");
+    /* 2^k times an FP8 value is rarely one: with scales, the value scales are multiplied
+     * instead (exact for normal f32 results); FP8 caches without scales are not scaled. */
+    const int scaled = c->quant.granularity != KVF_SCALE_NONE;
+    if (!scaled && kvf_kv_dtype_is_fp8(c->quant.v_dtype))
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "v-scaling scales an FP8 v cache through its scales, and this one "
+                             "has none");
     if (kvf_case_total_tokens(c) * c->num_qo_heads * c->head_dim > KVF__SCALING_MAX_WORK)
         return kvf_error_set(err, KVF_EUNSUPPORTED, "the case is too large for v-scaling");
     int k = 1 + (int)kvf_prng_below(rng, 3);
     if (kvf_prng_below(rng, 2)) k = -k;
-    if (!v_scales(c, k)) k = -k;
-    if (!v_scales(c, k))
+    if (!(scaled ? v_scale_scales(c, k) : v_scales(c, k))) k = -k;
+    if (!(scaled ? v_scale_scales(c, k) : v_scales(c, k)))
         return kvf_error_set(err, KVF_EUNSUPPORTED,
                              "v holds values that 2^%d does not scale exactly", abs(k));
     const int64_t entries = c->kv_indptr[c->batch_size];
@@ -505,7 +529,11 @@ static int derive_scaling(kvf_relation_pair *p, const kvf_case *c, kvf_prng *rng
     /* v of every referenced page, tail slots included (a kernel must not read them); a page
      * referenced twice is scaled from the original again, to the same bits */
     const int64_t pe = kvf_case_page_elems(c);
-    for (int64_t i = 0; i < entries; i++) {
+    if (scaled) { /* the value scales, every one (zeros of unused slots stay zero) */
+        for (int64_t i = 0; i < kvf_case_scale_count(c); i++)
+            d->v_scale[i] = ldexpf(c->v_scale[i], k);
+    }
+    for (int64_t i = 0; i < entries && !scaled; i++) {
         kvf_bf16 *v = d->v_cache + (int64_t)c->kv_indices[i] * pe;
         const kvf_bf16 *src = c->v_cache + (int64_t)c->kv_indices[i] * pe;
         for (int64_t e = 0; e < pe; e++)
