@@ -371,7 +371,29 @@ static void test_fib_evaluate(void) {
     CHECK(ev.passed && ev.max_absolute_error == 0 && ev.max_relative_error == 0);
 }
 
+/* A case with FP8 caches is not exported: FlashInfer-Bench's definitions take bf16 caches,
+ * and the bf16 images without their scales would be another operation. The same case in bf16
+ * is exportable. */
+static void test_quantized_case_not_exportable(void) {
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_spec s;
+    kvf_error err = {0};
+    small_spec(&s);
+    kvf_case c;
+    CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
+    CHECK_OK(kvf_fib_check_exportable(&c, &err), &err);
+    kvf_case_free(&c);
+    s.quant = (kvf_quant_recipe){{KVF_KV_E4M3, KVF_KV_E4M3, KVF_SCALE_TENSOR}, 0.5f, 2.0f, 0, 0};
+    CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
+    CHECK_INT_EQ(kvf_fib_check_exportable(&c, &err), KVF_EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "quantized caches (k e4m3 v e4m3 scales tensor)");
+    kvf_case_free(&c);
+    kvf_spec_free(&s);
+}
+
 static const check_test tests[] = {
+    {"quantized_case_not_exportable", test_quantized_case_not_exportable},
     {"writer_layout_and_round_trip", test_writer_layout_and_round_trip},
     {"reader_refuses", test_reader_refuses},
     {"origin_section_round_trip", test_origin_section_round_trip},

@@ -23,6 +23,16 @@ int kvf_fib_check_exportable(const kvf_case *c, kvf_error *err) {
                              "the case's page pool is %zu bytes per cache; a FIB blob holds every "
                              "page, and kvfuzz writes at most 1 GiB per cache",
                              c->pool_bytes);
+    /* FlashInfer-Bench's paged decode definitions take bf16 caches without scales: exporting
+     * the images of FP8 bytes would drop the quantization silently. */
+    if (!kvf_kv_quant_is_plain(&c->quant)) {
+        char text[96];
+        kvf_kv_quant_text(&c->quant, text, sizeof text);
+        return kvf_error_set(err, KVF_EINVAL,
+                             "the case has quantized caches (%s), and FlashInfer-Bench's paged "
+                             "decode definitions take bf16 k_cache and v_cache without scales",
+                             text);
+    }
     /* No smaller valid shape keeps the case: num_kv_indices must equal kv_indptr[-1], so a
      * page-table entry could only come with a page for some sequence, another case. */
     if (c->batch_size == 0 || c->kv_indptr[c->batch_size] == 0)
