@@ -6,30 +6,20 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "kernel_outputs.h"
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/kernel_host.h"
 #include "kvfuzz/prng.h"
 #include "kvfuzz/spec.h"
 
-typedef struct outputs {
-    kvf_bf16 *o;
-    float *lse;
-} outputs;
-
 static int run(const kvf_kernel *k, const kvf_case *c, outputs *out, kvf_error *err) {
-    out->o = calloc((size_t)kvf_case_o_elems(c) + 1, sizeof *out->o);
-    out->lse = calloc((size_t)kvf_case_lse_elems(c) + 1, sizeof *out->lse);
+    outputs_alloc(out, c);
     return kvf_kernel_run_once(k, c, out->o, out->lse, err);
 }
 
 static int same_bits(const kvf_case *c, const outputs *a, const outputs *b) {
     return memcmp(a->o, b->o, (size_t)kvf_case_o_elems(c) * sizeof *a->o) == 0 &&
            memcmp(a->lse, b->lse, (size_t)kvf_case_lse_elems(c) * sizeof *a->lse) == 0;
-}
-
-static void outputs_free(outputs *o) {
-    free(o->o);
-    free(o->lse);
 }
 
 /* A random small spec with a layout drawn for it (never the dense one). */
@@ -172,12 +162,6 @@ static int dense_only(const kvf_plugin_kernel *self, const kvf_plugin_shape *s, 
     return dense;
 }
 
-static int all_shapes(const kvf_plugin_kernel *self, const kvf_plugin_shape *s, char *why,
-                      size_t n) {
-    (void)self, (void)s, (void)why, (void)n;
-    return 1;
-}
-
 /* Writes every output with zeros, and the element after each o row (padding when the head
  * stride is padded). */
 static int write_padding(void *state, const kvf_plugin_args *a, char *msg, size_t n) {
@@ -211,8 +195,8 @@ static void test_supports_and_padding(void) {
     CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
     kvf_host *h = NULL;
     CHECK_OK(kvf_host_create(&d, &h, &err), &err);
-    outputs out = {calloc((size_t)kvf_case_o_elems(&c) + 1, 2),
-                   calloc((size_t)kvf_case_lse_elems(&c) + 1, 4)};
+    outputs out;
+    outputs_alloc(&out, &c);
     CHECK_INT_EQ(kvf_host_run(h, &c, out.o, out.lse, &err), KVF_EUNSUPPORTED);
     CHECK_STR_CONTAINS(err.msg, "dense rows only");
     kvf_host_destroy(h);

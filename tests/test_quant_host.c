@@ -6,26 +6,12 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "kernel_outputs.h"
 #include "kvfuzz/builtin_kernel.h"
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/kernel_host.h"
 #include "kvfuzz/prng.h"
 #include "kvfuzz/spec.h"
-
-typedef struct outputs {
-    kvf_bf16 *o;
-    float *lse;
-} outputs;
-
-static void outputs_alloc(outputs *o, const kvf_case *c) {
-    o->o = calloc((size_t)kvf_case_o_elems(c) + 1, sizeof *o->o);
-    o->lse = calloc((size_t)kvf_case_lse_elems(c) + 1, sizeof *o->lse);
-}
-
-static void outputs_free(outputs *o) {
-    free(o->o);
-    free(o->lse);
-}
 
 /* A small random spec with FP8 caches at `gran` and, when `laid_out`, a layout. */
 static int quant_spec(uint64_t seed, int gran, int laid_out, kvf_spec *s) {
@@ -45,12 +31,6 @@ static int quant_spec(uint64_t seed, int gran, int laid_out, kvf_spec *s) {
     if (gran == KVF_SCALE_TENSOR) s->quant.spread = s->quant.fine = 0;
     if (laid_out) kvf_recipe_draw_layout(&s->layout, &s->recipe, &r);
     return 0;
-}
-
-static int all_shapes(const kvf_plugin_kernel *self, const kvf_plugin_shape *shape, char *why,
-                      size_t n) {
-    (void)self, (void)shape, (void)why, (void)n;
-    return 1;
 }
 
 /* cpu-ref through the buffer host against cpu-ref on the case: the same bits, so the bytes, the

@@ -9,17 +9,13 @@
 #include <string.h>
 
 #include "check.h"
+#include "kernel_outputs.h"
 #include "kvfuzz/prng.h"
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/relation.h"
 #include "kvfuzz/spec.h"
 
 #define GENERATED_CASES 150
-
-typedef struct outputs {
-    kvf_bf16 *o;
-    float *lse;
-} outputs;
 
 static int run(const kvf_kernel *k, const kvf_case *c, outputs *out) {
     kvf_error err = {0};
@@ -29,11 +25,6 @@ static int run(const kvf_kernel *k, const kvf_case *c, outputs *out) {
     int rc = kvf_kernel_run_once(k, c, out->o, out->lse, &err);
     if (rc && rc != KVF_EUNSUPPORTED) CHECK_FAIL_AT("%s failed: %s", k->name, err.msg);
     return rc;
-}
-
-static void outputs_free(outputs *o) {
-    free(o->o);
-    free(o->lse);
 }
 
 static int build_random(uint64_t seed, kvf_case *c) {
