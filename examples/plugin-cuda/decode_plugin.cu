@@ -119,6 +119,8 @@ static const kvf_plugin_kernel kernels[] = {{
     NULL, /* precision: f32 */
     NULL, /* promises: the defaults (placement, head-permutation, v-scaling) */
     NULL, /* models: not a mutant */
+    0,    /* kv_dtypes: bf16 caches only */
+    0,    /* scale_granularities: no scales */
 }};
 
 static const kvf_plugin plugin = {KVF_PLUGIN_ABI_VERSION,

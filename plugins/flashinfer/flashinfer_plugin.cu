@@ -503,6 +503,7 @@ void fi_describe(void *p, char *buf, size_t size) {
         st->cc_major >= 9 ? "yes" : "no");
 }
 
+// kv_dtypes and scale_granularities 0: bf16 caches only (its FP8 decode is not wired up yet).
 const kvf_plugin_kernel kernels[] = {
     {sizeof(kvf_plugin_kernel), "flashinfer",
      "FlashInfer BatchDecodeWithPagedKVCache (CUDA cores), its own split-KV plan",
@@ -513,19 +514,22 @@ const kvf_plugin_kernel kernels[] = {
      /*precision=*/"bf16-partials+ftz",
      // The defaults (placement, head permutation, v-scaling); its planner sizes the splits
      // from the batch, so batch invariance is not promised (docs/invariance.md).
-     /*promises=*/nullptr, /*models=*/nullptr},
+     /*promises=*/nullptr, /*models=*/nullptr,
+     /*kv_dtypes=*/0, /*scale_granularities=*/0},
     {sizeof(kvf_plugin_kernel), "flashinfer-nosplit",
      "FlashInfer BatchDecodeWithPagedKVCache (CUDA cores), split-KV disabled in the plan",
      KVF_PLUGIN_DEVICE_CUDA, KVF_PLUGIN_ROLE_UNDER_TEST, &nosplit_tag, fi_supports, fi_create,
      fi_destroy, fi_plan, fi_workspace_bytes, fi_run, fi_describe, /*concurrent_states=*/0,
      // No partials without a split; -use_fast_math still flushes.
-     /*precision=*/"ftz", /*promises=*/nullptr, /*models=*/nullptr},
+     /*precision=*/"ftz", /*promises=*/nullptr, /*models=*/nullptr,
+     /*kv_dtypes=*/0, /*scale_granularities=*/0},
     {sizeof(kvf_plugin_kernel), "flashinfer-graph",
      "FlashInfer BatchDecodeWithPagedKVCache (CUDA cores), planned for CUDA graphs",
      KVF_PLUGIN_DEVICE_CUDA, KVF_PLUGIN_ROLE_UNDER_TEST, &graph_tag, fi_supports, fi_create,
      fi_destroy, fi_plan, fi_workspace_bytes, fi_run, fi_describe, /*concurrent_states=*/0,
      // Always split (the partials in bf16) when the batch leaves the GPU idle.
-     /*precision=*/"bf16-partials+ftz", /*promises=*/"graph-replay", /*models=*/nullptr},
+     /*precision=*/"bf16-partials+ftz", /*promises=*/"graph-replay", /*models=*/nullptr,
+     /*kv_dtypes=*/0, /*scale_granularities=*/0},
 };
 
 const kvf_plugin plugin = {KVF_PLUGIN_ABI_VERSION,
