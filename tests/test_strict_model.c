@@ -80,8 +80,9 @@ static void test_correctly_rounded_passes(void) {
 
 /* The same on quantized caches: random recipes with FP8 caches and scales of every
  * granularity (spreads of tens of binades, scales near f32's edges among them); the correctly
- * rounded answer passes every rule, and cpu-ref and cpu-splitkv, which round the dequantization
- * as Q1-Q3 allow (docs/strict-rule.md), pass strict. */
+ * rounded answer passes every rule, cpu-ref and cpu-splitkv, which round the dequantization as
+ * Q1-Q3 allow (docs/strict-rule.md), pass strict, and a bf16-p-rsum kernel passes that model
+ * while a defect inside it fails. */
 static void test_quantized_correct_kernels_pass(void) {
     kvf_random_opts ro;
     kvf_random_opts_default(&ro);
@@ -92,7 +93,7 @@ static void test_quantized_correct_kernels_pass(void) {
     kvf_oracle_opts oo;
     kvf_oracle_opts_default(&oo);
     const kvf_kernel *kernels[2] = {kvf_kernel_find("cpu-ref"), kvf_kernel_find("cpu-splitkv")};
-    int judged = 0;
+    int judged = 0, defects_caught = 0;
     for (uint64_t seed = 1; seed <= 120; seed++) {
         kvf_spec s;
         kvf_error err = {0};
@@ -127,6 +128,21 @@ static void test_quantized_correct_kernels_pass(void) {
                               kvf_scale_granularity_name(c.quant.granularity), kernels[k]->name,
                               kvf_finding_class_name(v.finding));
         }
+        /* Precision models stay proofs on quantized caches: bf16-probs (P and its sum in bf16)
+         * passes strict:bf16-p-rsum; bf16p-trunc-store, a defect inside that model, is caught
+         * on some case (counted below). */
+        const kvf_kernel *in_model = kvf_kernel_find("cpu-splitkv/mut=bf16-probs");
+        const kvf_kernel *defect = kvf_kernel_find("cpu-splitkv/mut=bf16p-trunc-store");
+        for (int k = 0; k < 2 && o && lse && in_model && defect; k++) {
+            CHECK_OK(kvf_kernel_run_once(k ? defect : in_model, &c, o, lse, &err), &err);
+            kvf_verdict v = judge("strict:bf16-p-rsum", &c, &res, o, lse);
+            if (k == 0 && !v.pass && v.finding != KVF_FINDING_OVERFLOW)
+                CHECK_FAIL_AT("seed %llu (%s): bf16-probs fails strict:bf16-p-rsum (%s)",
+                              (unsigned long long)seed,
+                              kvf_scale_granularity_name(c.quant.granularity),
+                              kvf_finding_class_name(v.finding));
+            if (k == 1 && !v.pass && v.finding != KVF_FINDING_OVERFLOW) defects_caught++;
+        }
         judged += c.batch_size > 0;
         free(o);
         free(lse);
@@ -135,6 +151,7 @@ static void test_quantized_correct_kernels_pass(void) {
         kvf_spec_free(&s);
     }
     CHECK(judged >= 60);
+    CHECK(defects_caught >= 10);
 }
 
 /* One sequence of 3 tokens on one page of 4 slots, one q head and one kv head of dimension D,

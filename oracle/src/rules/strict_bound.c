@@ -92,6 +92,7 @@ static double daz_logit_bound(const kvf_case *c, int32_t b, int32_t h) {
         for (int32_t d = 0; d < D; d++)
             if (bf16_subnormal(q[d]) || bf16_subnormal(k[d]))
                 sum += fabs((double)kvf_bf16_to_f32(q[d]) * (double)kvf_bf16_to_f32(k[d]));
+        sum *= (double)kvf_case_k_scale(c, b, t, g); /* dequantized keys (1 without scales) */
         if (sum > worst) worst = sum;
     }
     return isfinite(worst) ? fabs((double)c->sm_scale) * worst : INFINITY;
@@ -113,7 +114,8 @@ static double near_max_theta(int format) {
 }
 
 /* The logit of token t in base 2, in double: bf16 products are exact there and the sum of D of
- * them errs by at most (D + 2) 2^-52 of sum |q k| (returned through abs_err). */
+ * them errs by at most (D + 2) 2^-52 of sum |q k| (returned through abs_err). A quantized key's
+ * scale multiplies the dot: one more rounding, inside the 4 of the bound's D + 4. */
 static double logit2_double(const kvf_case *c, const kvf_bf16 *q, int32_t b, int64_t t, int32_t g,
                             double *abs_err) {
     const kvf_bf16 *k = c->k_cache + kvf_case_kv_offset(c, b, t, g, 0);
@@ -123,9 +125,10 @@ static double logit2_double(const kvf_case *c, const kvf_bf16 *q, int32_t b, int
         dot += prod;
         absdot += fabs(prod);
     }
+    const double ks = (double)kvf_case_k_scale(c, b, t, g);
     double scale2 = (double)c->sm_scale * LOG2E;
-    *abs_err = (c->head_dim + 4) * 0x1p-52 * fabs(scale2) * absdot;
-    return scale2 * dot;
+    *abs_err = (c->head_dim + 4) * 0x1p-52 * fabs(scale2) * (absdot * ks);
+    return scale2 * (dot * ks);
 }
 
 /* The near-maximum tokens' share of sum p (returned) and their part of C per column (cm[D]),
@@ -156,8 +159,10 @@ static double near_max_compute(const kvf_case *c, int32_t b, int32_t h, double l
         const kvf_bf16 *v = c->v_cache + kvf_case_kv_offset(c, b, t, g, 0);
         double w = exp2(s2[t] - lse_exact);
         share += w;
+        /* C in dequantized units: the value scale joins the weight (1 without scales) */
+        const double wv = w * (double)kvf_case_v_scale(c, b, t, g);
         for (int32_t d = 0; d < D; d++)
-            cm[d] += w * fabs((double)kvf_bf16_to_f32(v[d]));
+            cm[d] += wv * fabs((double)kvf_bf16_to_f32(v[d]));
     }
     /* Each w carries the lse's error and the logit's, as factors 2^{+-err}; the sums in double
      * lose far less than the 2^-30 taken besides. */
