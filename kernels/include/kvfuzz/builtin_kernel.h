@@ -33,6 +33,13 @@ int kvf__cpu_ref_compute(const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *
  * its own stream) and the kernels keep nothing outside it. */
 #define KVF_BUILTIN_CONCURRENT_STATES 8
 
+/* The fields every built-in CPU descriptor has. */
+#define KVF__BUILTIN_CPU_FIELDS(NAME, DESCRIPTION, IMPL, CREATE)                                   \
+    .struct_size = sizeof(kvf_plugin_kernel), .name = (NAME), .description = (DESCRIPTION),        \
+    .device = KVF_PLUGIN_DEVICE_CPU, .role = KVF_PLUGIN_ROLE_UNDER_TEST, .user = (void *)&(IMPL),  \
+    .supports = kvf__builtin_supports_all, .create = (CREATE), .run = kvf__builtin_run,            \
+    .concurrent_states = KVF_BUILTIN_CONCURRENT_STATES
+
 /* A descriptor for a CPU case function; `impl` names a static kvf__case_kernel. */
 #define KVF_BUILTIN_CPU_DESC(NAME, DESCRIPTION, IMPL)                                              \
     KVF_BUILTIN_CPU_DESC_CREATE(NAME, DESCRIPTION, IMPL, kvf__builtin_create)
@@ -40,22 +47,13 @@ int kvf__cpu_ref_compute(const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *
  * scales of every granularity: kvfuzz/kv_quant.h) as the case gives them. */
 #define KVF_BUILTIN_CPU_DESC_QUANT(NAME, DESCRIPTION, IMPL)                                        \
     {                                                                                              \
-        .struct_size = sizeof(kvf_plugin_kernel), .name = (NAME), .description = (DESCRIPTION),    \
-        .device = KVF_PLUGIN_DEVICE_CPU, .role = KVF_PLUGIN_ROLE_UNDER_TEST,                       \
-        .user = (void *)&(IMPL), .supports = kvf__builtin_supports_all,                            \
-        .create = kvf__builtin_create, .run = kvf__builtin_run,                                    \
-        .concurrent_states = KVF_BUILTIN_CONCURRENT_STATES,                                        \
+        KVF__BUILTIN_CPU_FIELDS(NAME, DESCRIPTION, IMPL, kvf__builtin_create),                     \
         .kv_dtypes = KVF_PLUGIN_KV_E4M3 | KVF_PLUGIN_KV_E5M2,                                      \
         .scale_granularities =                                                                     \
             KVF_PLUGIN_SCALE_TENSOR | KVF_PLUGIN_SCALE_HEAD | KVF_PLUGIN_SCALE_TOKEN,              \
     }
 /* The same with its own create() (which ends in kvf__builtin_create when it starts). */
 #define KVF_BUILTIN_CPU_DESC_CREATE(NAME, DESCRIPTION, IMPL, CREATE)                               \
-    {                                                                                              \
-        .struct_size = sizeof(kvf_plugin_kernel), .name = (NAME), .description = (DESCRIPTION),    \
-        .device = KVF_PLUGIN_DEVICE_CPU, .role = KVF_PLUGIN_ROLE_UNDER_TEST,                       \
-        .user = (void *)&(IMPL), .supports = kvf__builtin_supports_all, .create = (CREATE),        \
-        .run = kvf__builtin_run, .concurrent_states = KVF_BUILTIN_CONCURRENT_STATES,               \
-    }
+    { KVF__BUILTIN_CPU_FIELDS(NAME, DESCRIPTION, IMPL, CREATE) }
 
 #endif
