@@ -27,6 +27,8 @@ enum {
     BENCH_ITERS,
     BENCH_WARMUP,
     BENCH_SEED,
+    BENCH_KV_DTYPE,
+    BENCH_SCALES,
     BENCH_JSON
 };
 
@@ -56,6 +58,11 @@ static const cli_option bench_options[] = {
     {"iters", BENCH_ITERS, "N", "timed iterations, median and min reported (default 50)"},
     {"warmup", BENCH_WARMUP, "N", "untimed iterations first (default 5)"},
     {"seed", BENCH_SEED, "N", "input seed (default 1)"},
+    {"kv-dtype", BENCH_KV_DTYPE, "T",
+     "bf16, e4m3 or e5m2: the K and V caches' element type (default bf16);\n"
+     "FP8 halves the bytes the roofline reads"},
+    {"scales", BENCH_SCALES, "G",
+     "FP8 scales: none, tensor, head or token (default tensor with FP8)"},
     {"json", BENCH_JSON, NULL,
      "one JSON object instead of the table: the device, the settings and\n"
      "\"results\", one object per (workload, kernel)"},
@@ -67,7 +74,7 @@ static void bench_help(FILE *f) {
         f,
         "usage: kvfuzz bench [--kernel K]... [--preset P | --batch B --len L]\n"
         "                    [--heads HQ:HK] [--head-dim D] [--page-size S] [--iters N]\n"
-        "                    [--warmup N] [--seed N] [--json]\n"
+        "                    [--warmup N] [--seed N] [--kv-dtype T [--scales G]] [--json]\n"
         "       kvfuzz bench --oracle ...   (oracle throughput: kvfuzz bench --oracle --help)\n\n"
         "Times CUDA decode kernels side by side on the same device-resident inputs and compares\n"
         "each with a streaming read of the same number of bytes measured in the same run (the\n"
@@ -90,6 +97,7 @@ typedef struct bench_opts {
     int json;
     const char *preset;
     int64_t batch, len, page_size, iters, warmup; /* into st once parsed */
+    int scales;                                   /* --scales, -1 when not given */
     kvf_kernel_list kernels; /* grows: PATH.so adds every CUDA kernel of a plugin */
 } bench_opts;
 
@@ -133,9 +141,11 @@ static json_t *print_header(bench_out *bo, const kvf_bench_device *dev) {
     }
     const kvf_bench_shape *sh = &o->st.shape;
     printf("kvfuzz bench  %s  %s (%d SMs, %d MB L2)  Hq %d Hk %d D %d S %d  iters %d, warmup "
-           "%d, round robin, L2 flushed (%zu MiB written) before each run\n",
+           "%d, round robin, L2 flushed (%zu MiB written) before each run%s%s%s%s\n",
            date, dev->name, dev->sms, dev->l2_bytes >> 20, sh->hq, sh->hk, sh->d, sh->s,
-           o->st.iters, o->st.warmup, KVF_BENCH_FLUSH_BYTES >> 20);
+           o->st.iters, o->st.warmup, KVF_BENCH_FLUSH_BYTES >> 20, sh->kv_dtype ? "  kv " : "",
+           sh->kv_dtype ? kvf_kv_dtype_name(sh->kv_dtype) : "", sh->kv_dtype ? ", scales " : "",
+           sh->kv_dtype ? kvf_scale_granularity_name(sh->scale_gran) : "");
     printf("%-14s %-14s %6s %7s %10s %10s %8s %10s %8s %6s  %-8s %s\n", "workload", "kernel",
            "batch", "len", "median_us", "min_us", "GB/s", "roof_us", "roofGB/s", "frac", "check",
            "plan");
@@ -247,6 +257,21 @@ static int bench_option(const char *cmd, bench_opts *o, int key, const char *val
         return cli_opt_i64(cmd, "--warmup", val, 0, 100000, &o->warmup);
     case BENCH_SEED:
         return cli_opt_u64(cmd, "--seed", val, &o->st.seed);
+    case BENCH_KV_DTYPE: {
+        const int dt = kvf_kv_dtype_parse(val);
+        if (dt < 0)
+            return cli_usage_error(cmd, "--kv-dtype must be bf16, e4m3 or e5m2, not \"%s\"", val);
+        o->st.shape.kv_dtype = dt;
+        break;
+    }
+    case BENCH_SCALES: {
+        const int g = kvf_scale_granularity_parse(val);
+        if (g < 0)
+            return cli_usage_error(cmd, "--scales must be none, tensor, head or token, not \"%s\"",
+                                   val);
+        o->scales = g;
+        break;
+    }
     }
     return rc;
 }
@@ -273,6 +298,11 @@ static int bench_parse(const char *cmd, bench_opts *o, int argc, char **argv) {
         return cli_usage_error(cmd, "out of memory for the kernel list");
     if (o->batch >= 0 && o->preset)
         return cli_usage_error(cmd, "give either --preset or --batch/--len, not both");
+    const int fp8 = kvf_kv_dtype_is_fp8(o->st.shape.kv_dtype);
+    if (!fp8 && o->scales > 0)
+        return cli_usage_error(cmd, "--scales %s needs --kv-dtype e4m3 or e5m2",
+                               kvf_scale_granularity_name(o->scales));
+    o->st.shape.scale_gran = o->scales >= 0 ? o->scales : fp8 ? KVF_SCALE_TENSOR : KVF_SCALE_NONE;
     o->st.shape.s = (int32_t)o->page_size, o->st.iters = (int)o->iters;
     o->st.warmup = (int)o->warmup;
     return -1;
@@ -282,7 +312,7 @@ int kvf_cmd_bench(int argc, char **argv) {
     const char *cmd = "bench";
     if (argc > 1 && strcmp(argv[1], "--oracle") == 0) /* cli/bench_oracle.c */
         return kvf_cmd_bench_oracle(argc - 1, argv + 1);
-    bench_opts o = {{{20, 4, 128, 64}, 50, 5, 1}, 0, NULL, -1, -1, 64, 50, 5, {0}};
+    bench_opts o = {{{20, 4, 128, 64, 0, 0}, 50, 5, 1}, 0, NULL, -1, -1, 64, 50, 5, -1, {0}};
     kvf_bench_workloads w = {0};
     kvf_error err = {0};
     int rc = bench_parse(cmd, &o, argc, argv);

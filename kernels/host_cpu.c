@@ -246,19 +246,6 @@ static int pools_build(cpu_host *h, pools *pl, const kvf_case *c, const kvf__hos
     return 0;
 }
 
-/* The byte an FP8 cache holds for a bf16 image: the image's byte, or for the host's poison (a
- * bf16 NaN no byte names) the dtype's NaN. */
-static uint8_t fp8_byte(kvf_bf16 b, int dtype) {
-    uint8_t x;
-    if (kvf_fp8_from_bf16_exact(b, dtype, &x)) return x;
-    return kvf_fp8_from_f32(kvf_bf16_to_f32(b), dtype);
-}
-
-static void fp8_pack(uint8_t *dst, const kvf_bf16 *src, int64_t n, int dtype) {
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = fp8_byte(src[i], dtype);
-}
-
 /* The byte pools of FP8 caches, from the bf16 pools just built: the view's prefix and every
  * page written (the rest of a mapping reads as zero, +0 in both). */
 static int pools_pack_fp8(pools *pl, const kvf_case *c, const kvf__host_layout *L, kvf_error *err) {
@@ -276,10 +263,10 @@ static int pools_pack_fp8(pools *pl, const kvf_case *c, const kvf__host_layout *
         uint8_t *dst = m;
         const kvf_bf16 *src = w ? pl->v : pl->k;
         *(w ? &pl->v8 : &pl->k8) = dst;
-        if (c->num_pages) fp8_pack(dst, src, L->view, dts[w]);
+        if (c->num_pages) kvf__host_fp8_pack(dst, src, L->view, dts[w]);
         for (int64_t i = 0; i < pl->n; i++) {
             const int64_t at = L->view + pl->pages[i] * pe;
-            fp8_pack(dst + at, src + at, pe, dts[w]);
+            kvf__host_fp8_pack(dst + at, src + at, pe, dts[w]);
         }
     }
     return 0;
@@ -288,7 +275,7 @@ static int pools_pack_fp8(pools *pl, const kvf_case *c, const kvf__host_layout *
 /* An FP8 page against what the host wrote: 0, or the offending element's index. */
 static int64_t fp8_page_diff(const uint8_t *have, const kvf_bf16 *want, int64_t n, int dtype) {
     for (int64_t i = 0; i < n; i++)
-        if (have[i] != fp8_byte(want[i], dtype)) return i;
+        if (have[i] != kvf__host_fp8_byte(want[i], dtype)) return i;
     return -1;
 }
 
@@ -302,8 +289,9 @@ static int pools_check(const pools *pl, const kvf_case *c, const kvf__host_layou
     for (int64_t i = 0; i < L->view && c->num_pages; i++)
         for (int w = 0; w < 2; w++) {
             const uint8_t *b8 = w ? pl->v8 : pl->k8;
-            const int bad = b8 ? b8[i] != fp8_byte((kvf_bf16)KVF_HOST_POISON_INPUT, dts[w])
-                               : (w ? pl->v : pl->k)[i] != (kvf_bf16)KVF_HOST_POISON_INPUT;
+            const int bad =
+                b8 ? b8[i] != kvf__host_fp8_byte((kvf_bf16)KVF_HOST_POISON_INPUT, dts[w])
+                   : (w ? pl->v : pl->k)[i] != (kvf_bf16)KVF_HOST_POISON_INPUT;
             if (bad)
                 return kvf_error_set(err, KVF_EOOBWRITE,
                                      "the kernel wrote into %s %" PRId64
@@ -331,12 +319,13 @@ static int pools_check(const pools *pl, const kvf_case *c, const kvf__host_layou
                         err, KVF_EINPUTMOD,
                         "the kernel modified its input %s at page %" PRId64 " slot %" PRId64
                         " kv head %" PRId64 " d %" PRId64 " (byte 0x%02x became 0x%02x)",
-                        name, p, slot, head, d, fp8_byte(want[i], dts[which]), have8[i]);
+                        name, p, slot, head, d, kvf__host_fp8_byte(want[i], dts[which]), have8[i]);
                 else
                     rc = kvf_error_set(err, KVF_EOOBWRITE,
                                        "the kernel wrote into the padding of %s's page %" PRId64
                                        " at element %" PRId64 " (byte 0x%02x became 0x%02x)",
-                                       name, p, i, fp8_byte(want[i], dts[which]), have8[i]);
+                                       name, p, i, kvf__host_fp8_byte(want[i], dts[which]),
+                                       have8[i]);
                 continue;
             }
             if (memcmp(have, want, (size_t)pe * sizeof *want) == 0) continue;

@@ -4,6 +4,8 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "kvfuzz/bf16.h"
+#include "kvfuzz/fp8.h"
 #include "kvfuzz/kernel_host.h"
 
 void kvf__host_layout_of(const kvf_case *c, kvf__host_layout *L) {
@@ -151,4 +153,15 @@ int kvf__host_check_output_padding(const kvf_case *c, const kvf__host_layout *L,
                              "; poison 0x%08x became 0x%08x)",
                              i, L->view, L->s.lse_batch, pl, lse_bits(lbuf[i]));
     return 0;
+}
+
+uint8_t kvf__host_fp8_byte(kvf_bf16 b, int dtype) {
+    uint8_t x;
+    if (kvf_fp8_from_bf16_exact(b, dtype, &x)) return x;
+    return kvf_fp8_from_f32(kvf_bf16_to_f32(b), dtype);
+}
+
+void kvf__host_fp8_pack(uint8_t *dst, const kvf_bf16 *src, int64_t n, int dtype) {
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = kvf__host_fp8_byte(src[i], dtype);
 }

@@ -39,6 +39,12 @@ void kvf__host_q_image(const kvf_case *c, const kvf__host_layout *L, kvf_bf16 *d
 void kvf__host_page_image(const kvf_case *c, const kvf__host_layout *L, const kvf_bf16 *cache,
                           int64_t p, int32_t used, kvf_bf16 *dst);
 
+/* The byte an FP8 cache of `dtype` holds for a bf16 image: the image's byte, or for the host's
+ * poison (a bf16 NaN no byte names) the dtype's NaN (0x7F for both formats). Both hosts lay FP8
+ * pages out from bf16 images this way (docs/plugins.md, "FP8 caches"). */
+uint8_t kvf__host_fp8_byte(kvf_bf16 b, int dtype);
+void kvf__host_fp8_pack(uint8_t *dst, const kvf_bf16 *src, int64_t n, int dtype);
+
 /* Where element i of a page lies: 1 with its slot, KV head and d, or 0 for padding. */
 int kvf__host_page_place(const kvf_case *c, const kvf__host_layout *L, int64_t i, int64_t *slot,
                          int64_t *head, int64_t *d);

@@ -31,6 +31,11 @@ enum kvf__mut_id {
  * mutants, whose weights and denominator follow bf16-p-rsum by design. */
 #define KVF_MUT_DECLARED_PRECISION                                                                 \
     ((KVF_MUT(BF16P_ACC) || KVF_MUT(BF16P_TRUNC_STORE)) ? "bf16-p-rsum" : (const char *)0)
+/* The FP8 mutants (classes fp8-scale and fp8-decode): they take FP8 caches, the others bf16. */
+#define KVF_MUT_FP8                                                                                \
+    (KVF_MUT(V_SCALE_IGNORED) || KVF_MUT(K_SCALE_TWICE) || KVF_MUT(SCALE_Q_HEAD) ||                \
+     KVF_MUT(TOKEN_SCALE_SLOT) || KVF_MUT(E4M3_AS_E5M2) || KVF_MUT(FP8_SUBNORMAL_FLUSH) ||         \
+     KVF_MUT(V_SCALE_FP16_WEIGHTS))
 /* Some mutant is compiled in (a mutant object, not a production one). */
 #define KVF_MUT_ANY ((int)(KVF_MUT_ACTIVE) != (int)KVF__MUT_NONE)
 

@@ -97,7 +97,7 @@ static kvf_bench_workload workload(const char *name, int32_t batch, int32_t *len
 static void test_case_build(void) {
     int32_t lens[4] = {0, 5, 64, 65};
     kvf_bench_workload w = workload("t", 4, lens);
-    kvf_bench_shape sh = {8, 2, 128, 64};
+    kvf_bench_shape sh = {8, 2, 128, 64, 0, 0};
     kvf_case c, again, other;
     kvf_error err = {0};
     CHECK_OK(kvf_bench_case_build(&c, &w, &sh, 7, 1, &err), &err);
@@ -140,7 +140,7 @@ static void test_case_too_many_pages(void) {
     for (int i = 0; i < 65535; i++)
         lens[i] = 1 << 20;
     kvf_bench_workload w = workload("b65535-l1048576", 65535, lens);
-    kvf_bench_shape sh = {20, 4, 128, 1};
+    kvf_bench_shape sh = {20, 4, 128, 1, 0, 0};
     kvf_case c;
     kvf_error err = {0};
     CHECK_INT_EQ(kvf_bench_case_build(&c, &w, &sh, 1, 1, &err), KVF_ELIMIT);
@@ -153,19 +153,35 @@ static void test_case_too_many_pages(void) {
 static void test_bytes(void) {
     int32_t lens[2] = {3, 0};
     kvf_bench_workload w = workload("t", 2, lens);
-    kvf_bench_shape sh = {4, 2, 64, 16};
+    kvf_bench_shape sh = {4, 2, 64, 16, 0, 0};
     kvf_case c;
     kvf_error err = {0};
     CHECK_OK(kvf_bench_case_build(&c, &w, &sh, 1, 0, &err), &err);
     CHECK_INT_EQ(kvf_bench_bytes(&c), 1024 + 3 * 2 * 64 * 2 * 2 + 1024 + 2 * 4 * 4);
     CHECK_DBL_EQ(kvf_bench_gbps(2000000, 1000.0), 2.0);
     kvf_case_free(&c);
+    /* FP8 caches: one byte an element, plus the scales the kernel reads (per tensor: the two
+     * scalars; per token: a k and a v scale per row read). */
+    kvf_bench_shape s8 = {4, 2, 64, 16, KVF_KV_E4M3, KVF_SCALE_TENSOR};
+    CHECK_OK(kvf_bench_case_build(&c, &w, &s8, 1, 0, &err), &err);
+    CHECK_INT_EQ(c.quant.k_dtype, KVF_KV_E4M3);
+    CHECK_INT_EQ(c.quant.v_dtype, KVF_KV_E4M3);
+    CHECK(c.k_scale && c.v_scale && c.k_scale[0] > 0 && c.v_scale[0] > 0);
+    CHECK_INT_EQ(kvf_bench_bytes(&c), 1024 + 3 * 2 * 64 * 2 + 8 + 1024 + 2 * 4 * 4);
+    kvf_case_free(&c);
+    s8.kv_dtype = KVF_KV_E5M2, s8.scale_gran = KVF_SCALE_TOKEN;
+    CHECK_OK(kvf_bench_case_build(&c, &w, &s8, 1, 0, &err), &err);
+    CHECK_INT_EQ(kvf_case_scale_count(&c), c.num_pages * 16 * 2);
+    for (int64_t i = 0; i < kvf_case_scale_count(&c); i++)
+        CHECK(c.k_scale[i] > 0 && c.v_scale[i] > 0);
+    CHECK_INT_EQ(kvf_bench_bytes(&c), 1024 + 3 * 2 * 64 * 2 + 3 * 2 * 8 + 1024 + 2 * 4 * 4);
+    kvf_case_free(&c);
 }
 
 static void test_compare(void) {
     int32_t lens[1] = {3};
     kvf_bench_workload w = workload("t", 1, lens);
-    kvf_bench_shape sh = {1, 1, 64, 16};
+    kvf_bench_shape sh = {1, 1, 64, 16, 0, 0};
     kvf_case c;
     kvf_error err = {0};
     CHECK_OK(kvf_bench_case_build(&c, &w, &sh, 1, 0, &err), &err);
@@ -235,7 +251,7 @@ static void test_check_word(void) {
 static void test_json(void) {
     int32_t lens[2] = {100, 7};
     kvf_bench_workload w = workload("b2", 2, lens);
-    kvf_bench_shape sh = {20, 4, 128, 64};
+    kvf_bench_shape sh = {20, 4, 128, 64, 0, 0};
     kvf_bench_device dev = {"GPU", 132, 50 << 20};
     json_t *results = NULL;
     json_t *root = kvf_bench_json_root("2024-01-02", &dev, 50, 5, 256u << 20, &results);

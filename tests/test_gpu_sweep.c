@@ -1,7 +1,8 @@
 /* GPU tests, the oracle sweep: the `cuda` and `cuda-naive` kernels, run through the CUDA buffer
  * host as every kernel with a descriptor is (kvf_kernel_run), judged by the MPFR oracle under the
  * `strict` and `fib` rules on generated cases spanning every generator strategy and the shape
- * grid. Skips (exit 77) when no usable CUDA device is present.
+ * grid, then on a mix with quantized recipes (FP8 caches and their scales). Skips (exit 77) when
+ * no usable CUDA device is present.
  *
  * Environment: KVF_GPU_CASES sets the random case count (default GPU_CASES_DEFAULT; a sanitizer
  * run uses a few dozen), KVF_GPU_THREADS the oracle worker threads (default: online CPUs). */
@@ -34,6 +35,8 @@ typedef struct sweep {
     long table[KVF_TABLE_COUNT], logits[KVF_LOGITS_COUNT], dist[3][KVF_DIST_COUNT];
     long poison[4], group[17], dim[3], page[NUM_PAGE_SIZES], triple[17][3][NUM_PAGE_SIZES];
     long empty_seqs, multi_seq;
+    int quant;      /* draw quantized recipes too (kvf_random_opts.quant) */
+    long fp8_cases; /* cases with FP8 caches */
 } sweep;
 
 static int dim_index(int d) {
@@ -137,6 +140,7 @@ static void *sweep_worker(void *arg) {
     sweep *sw = arg;
     kvf_random_opts ro;
     random_opts(&ro);
+    ro.quant = sw->quant;
     kvf_limits lim;
     kvf_limits_default(&lim);
     kvf_oracle_opts oo;
@@ -161,6 +165,8 @@ static void *sweep_worker(void *arg) {
             continue;
         }
         record_coverage(sw, &spec, &c);
+        if (kvf_kv_dtype_is_fp8(c.quant.k_dtype) || kvf_kv_dtype_is_fp8(c.quant.v_dtype))
+            count(sw, &sw->fp8_cases, 1);
         kvf_oracle_result orc;
         memset(&orc, 0, sizeof orc);
         if (kvf_oracle_run(&orc, &c, &oo, &err)) {
@@ -228,13 +234,16 @@ static void *sweep_worker(void *arg) {
     return NULL;
 }
 
-static void test_oracle_sweep(void) {
+/* The sweep of bf16 cases (quant 0), or of the mix with quantized recipes (quant 1: one in
+ * four has FP8 caches, with scales of every granularity and their edges). */
+static void run_sweep(int quant) {
     char why[256];
     if (gpu_skip_reason(why, sizeof why)) CHECK_SKIP("%s", why);
     sweep *sw = calloc(1, sizeof *sw);
     CHECK(sw != NULL);
     if (!sw) return;
     sw->cases = env_long("KVF_GPU_CASES", GPU_CASES_DEFAULT, 1, 100000000);
+    sw->quant = quant;
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     long threads = env_long("KVF_GPU_THREADS", online > 0 ? online : 4, 1, 1024);
     atomic_init(&sw->next, 0);
@@ -270,15 +279,16 @@ static void test_oracle_sweep(void) {
            "§4), %ld fib verdicts failing on the -inf lse of empty sequences, %ld fib "
            "verdicts failing on elements no fp32 kernel can bring within fib's tolerance\n",
            sw->overflow_rows, sw->fib_empty_lse, sw->fib_ill);
-    printf("  coverage: %ld empty sequences, %ld multi-sequence cases\n", sw->empty_seqs,
-           sw->multi_seq);
+    printf("  coverage: %ld empty sequences, %ld multi-sequence cases, %ld with FP8 caches\n",
+           sw->empty_seqs, sw->multi_seq, sw->fp8_cases);
+    if (quant) CHECK(sw->fp8_cases > 0);
     CHECK_INT_EQ(sw->failures, 0);
     CHECK_INT_EQ(sw->unsupported, 0);
     CHECK_INT_EQ(sw->kernel_errors, 0);
     CHECK_INT_EQ(sw->build_errors, 0);
     CHECK_INT_EQ(sw->oracle_errors, 0);
     CHECK_INT_EQ(sw->runs, 2 * sw->cases);
-    if (sw->cases >= GPU_CASES_DEFAULT) {
+    if (!quant && sw->cases >= GPU_CASES_DEFAULT) {
         /* The strategy space and the shape grid, every value of every axis, every triple. */
         for (int i = 0; i < KVF_TABLE_COUNT; i++)
             if (!sw->table[i]) CHECK_FAIL_AT("table kind %s never drawn", kvf_table_name(i));
@@ -305,8 +315,17 @@ static void test_oracle_sweep(void) {
     free(sw);
 }
 
+static void test_oracle_sweep(void) {
+    run_sweep(0);
+}
+
+static void test_oracle_sweep_fp8(void) {
+    run_sweep(1);
+}
+
 static const check_test tests[] = {
     {"oracle_sweep", test_oracle_sweep},
+    {"oracle_sweep_fp8", test_oracle_sweep_fp8},
     {NULL, NULL},
 };
 

@@ -27,7 +27,14 @@ void kvf_bench_compare(const kvf_case *c, const kvf_bf16 *o, const float *lse,
 
 int64_t kvf_bench_bytes(const kvf_case *c) {
     const int64_t q_b = kvf_case_q_elems(c) * 2, lse_b = kvf_case_lse_elems(c) * 4;
-    return q_b + kvf_case_total_tokens(c) * c->num_kv_heads * c->head_dim * 2 * 2 + q_b + lse_b;
+    const int64_t rows = kvf_case_total_tokens(c) * c->num_kv_heads;
+    const int64_t kb = kvf_kv_dtype_is_fp8(c->quant.k_dtype) ? 1 : 2;
+    const int64_t vb = kvf_kv_dtype_is_fp8(c->quant.v_dtype) ? 1 : 2;
+    /* The scales a kernel must read: one k and v scale per token row when per token, else the
+     * whole (tiny) arrays. */
+    const int64_t sc =
+        c->quant.granularity == KVF_SCALE_TOKEN ? rows * 8 : kvf_case_scale_count(c) * 8;
+    return q_b + rows * c->head_dim * (kb + vb) + sc + q_b + lse_b;
 }
 
 double kvf_bench_gbps(int64_t bytes, double us) {
@@ -91,16 +98,19 @@ json_t *kvf_bench_json_row(const kvf_bench_workload *w, const kvf_bench_shape *s
     /* Numbers only where they were measured: an untimed kernel has no time and no difference
      * from the reference (no 0 standing for "none"). */
     json_t *row = json_object();
-    int bad = !row || kvf_json_set(row, "workload", json_string(w->name)) ||
-              kvf_json_set(row, "kernel", json_string(r->kernel)) ||
-              kvf_json_set(row, "batch", json_integer(w->batch)) ||
-              kvf_json_set(row, "max_len", json_integer(kvf_bench_workload_max_len(w))) ||
-              kvf_json_set(row, "tokens", json_integer(tokens)) ||
-              kvf_json_set(row, "num_qo_heads", json_integer(shape->hq)) ||
-              kvf_json_set(row, "num_kv_heads", json_integer(shape->hk)) ||
-              kvf_json_set(row, "head_dim", json_integer(shape->d)) ||
-              kvf_json_set(row, "page_size", json_integer(shape->s)) ||
-              kvf_json_set(row, "bytes", json_integer(bytes));
+    int bad =
+        !row || kvf_json_set(row, "workload", json_string(w->name)) ||
+        kvf_json_set(row, "kernel", json_string(r->kernel)) ||
+        kvf_json_set(row, "batch", json_integer(w->batch)) ||
+        kvf_json_set(row, "max_len", json_integer(kvf_bench_workload_max_len(w))) ||
+        kvf_json_set(row, "tokens", json_integer(tokens)) ||
+        kvf_json_set(row, "num_qo_heads", json_integer(shape->hq)) ||
+        kvf_json_set(row, "num_kv_heads", json_integer(shape->hk)) ||
+        kvf_json_set(row, "head_dim", json_integer(shape->d)) ||
+        kvf_json_set(row, "page_size", json_integer(shape->s)) ||
+        kvf_json_set(row, "kv_dtype", json_string(kvf_kv_dtype_name(shape->kv_dtype))) ||
+        kvf_json_set(row, "scales", json_string(kvf_scale_granularity_name(shape->scale_gran))) ||
+        kvf_json_set(row, "bytes", json_integer(bytes));
     if (!bad && timed)
         bad = kvf_json_set(row, "median_us", kvf_json_number(r->med_us)) ||
               kvf_json_set(row, "min_us", kvf_json_number(r->min_us)) ||

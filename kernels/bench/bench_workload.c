@@ -181,6 +181,26 @@ int kvf_bench_case_build(kvf_case *c, const kvf_bench_workload *w, const kvf_ben
     }
     memcpy(c->kv_indices, perm, sizeof(int32_t) * (size_t)pages);
     free(perm);
+    /* FP8 caches: both K and V in the shape's dtype, the device fills them with values up to
+     * 240 (kvf_cuda_fill_fp8), and scales near 1/240 bring them back to about U(-1, 1). */
+    if (kvf_kv_dtype_is_fp8(shape->kv_dtype)) {
+        kvf_kv_quant qt = {(uint8_t)shape->kv_dtype, (uint8_t)shape->kv_dtype,
+                           (uint8_t)shape->scale_gran};
+        kvf_limits lim;
+        kvf_limits_default(&lim);
+        rc = kvf_case_set_quant(c, &qt, &lim, err);
+        if (rc) {
+            kvf_case_free(c);
+            return rc;
+        }
+        const int64_t n = kvf_case_scale_count(c);
+        uint64_t ss = seed * 3 + 4;
+        for (int64_t i = 0; i < n; i++) {
+            const double u = (double)(splitmix(&ss) >> 11) / 9007199254740992.0;
+            c->k_scale[i] = (float)((1.0 + 0.25 * u) / 240.0);
+            c->v_scale[i] = (float)((1.25 - 0.25 * u) / 240.0);
+        }
+    }
     /* q ~ U(-1, 1) like K and V: logits of order 0.3 with the default scale. */
     uint64_t qs = seed * 3 + 3;
     for (int64_t i = 0; i < kvf_case_q_elems(c); i++)

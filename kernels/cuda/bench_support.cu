@@ -6,6 +6,7 @@
 // the same run: 16-byte loads, four independent ones in flight per thread, a grid of several
 // blocks per SM, and an XOR checksum per block written out so the loads cannot be dropped.
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <stdint.h>
@@ -71,6 +72,16 @@ __global__ void fill_bf16_kernel(uint16_t *dst, int64_t n, uint64_t seed, float 
     }
 }
 
+__global__ void fill_fp8_kernel(uint8_t *dst, int64_t n, uint64_t seed, float scale, int e5m2) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const uint64_t h = mix64(seed ^ mix64((uint64_t)i));
+        const float u = (float)(h >> 40) * (1.0f / 16777216.0f); // [0, 1), 24 bits
+        const float x = (2.0f * u - 1.0f) * scale;
+        dst[i] = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
+    }
+}
+
 int fail(kvf_error *err, cudaError_t e, const char *what) {
     return kvf_error_set(err, e == cudaErrorMemoryAllocation ? KVF_ENOMEM : KVF_EDEVICE,
                          "%s failed: %s.", what, cudaGetErrorString(e));
@@ -100,6 +111,18 @@ extern "C" int kvf_cuda_roofline_launch(const void *dev, int64_t bytes, uint32_t
                                                                                  n, sink);
     e = cudaGetLastError();
     return e == cudaSuccess ? 0 : fail(err, e, "Launching the roofline kernel");
+}
+
+extern "C" int kvf_cuda_fill_fp8(uint8_t *dev, int64_t n, uint64_t seed, float scale, int dtype,
+                                 void *stream, kvf_error *err) {
+    if (dtype != 1 && dtype != 2)
+        return kvf_error_set(err, KVF_EINVAL, "FP8 fill of dtype %d (1 e4m3, 2 e5m2).", dtype);
+    if (n <= 0) return 0;
+    const int64_t blocks = (n + 255) / 256 < 65536 ? (n + 255) / 256 : 65536;
+    fill_fp8_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(dev, n, seed, scale,
+                                                                        dtype == 2);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? 0 : fail(err, e, "Launching the FP8 fill kernel");
 }
 
 extern "C" int kvf_cuda_fill_bf16(kvf_bf16 *dev, int64_t n, uint64_t seed, float scale,
@@ -141,9 +164,10 @@ static int poison_unread(Host *h, const kvf_case *c, kvf_error *err) {
                            cudaMemcpyHostToDevice);
         if (e == cudaSuccess && !rc) {
             const int64_t page_vec = (int64_t)(h->page_bytes / 16);
-            e = launch_poison_tails(
-                (const int64_t *)d_tail, (const int32_t *)((char *)d_tail + (size_t)n * 8), n,
-                page_vec, page_vec / c->page_size, (uint4 *)h->d_k, (uint4 *)h->d_v, h->stream);
+            e = launch_poison_tails((const int64_t *)d_tail,
+                                    (const int32_t *)((char *)d_tail + (size_t)n * 8), n, page_vec,
+                                    page_vec / c->page_size, (uint4 *)h->d_k, (uint4 *)h->d_v,
+                                    h->pool_word, h->stream);
         }
         if (e == cudaSuccess) e = cudaStreamSynchronize(h->stream);
         if (!rc && e != cudaSuccess) rc = kvf__cuda_fail(err, e, "Poisoning generated pools");
@@ -165,7 +189,7 @@ static int load_generated(Host *h, const kvf_case *c, uint64_t seed, kvf_error *
     if (rc) return rc;
     kvf_kernel_shape(c, &h->shape);
     plan_slots(h, c);
-    h->page_bytes = (size_t)kvf_case_page_elems(c) * 2;
+    if ((rc = set_elements(h, c, err))) return rc;
     h->num_pages = c->num_pages;
     if (h->page_bytes % 16)
         return kvf_error_set(err, KVF_EUNSUPPORTED, "a page of %zu bytes is not a multiple of 16",
@@ -183,10 +207,22 @@ static int load_generated(Host *h, const kvf_case *c, uint64_t seed, kvf_error *
     h->pool_clean = 0; // generated values everywhere: no longer poison outside a page list
     rc = pools_reserve(h, pool, err);
     if (rc || pool == 0) return rc;
-    const int64_t elems = (int64_t)(pool / 2);
-    if ((rc = kvf_cuda_fill_bf16((kvf_bf16 *)h->d_k, elems, seed * 3 + 1, 1.0f, h->stream, err)) ||
-        (rc = kvf_cuda_fill_bf16((kvf_bf16 *)h->d_v, elems, seed * 3 + 2, 1.0f, h->stream, err)))
-        return rc;
+    if (h->fp8) {
+        // Values up to 240 (e4m3's largest is 448), brought near U(-1, 1) by the case's scales
+        // (bench_workload.c).
+        if ((rc = kvf_cuda_fill_fp8((uint8_t *)h->d_k, (int64_t)pool, seed * 3 + 1, 240.0f,
+                                    c->quant.k_dtype, h->stream, err)) ||
+            (rc = kvf_cuda_fill_fp8((uint8_t *)h->d_v, (int64_t)pool, seed * 3 + 2, 240.0f,
+                                    c->quant.v_dtype, h->stream, err)))
+            return rc;
+    } else {
+        const int64_t elems = (int64_t)(pool / 2);
+        if ((rc = kvf_cuda_fill_bf16((kvf_bf16 *)h->d_k, elems, seed * 3 + 1, 1.0f, h->stream,
+                                     err)) ||
+            (rc =
+                 kvf_cuda_fill_bf16((kvf_bf16 *)h->d_v, elems, seed * 3 + 2, 1.0f, h->stream, err)))
+            return rc;
+    }
     if ((rc = poison_unread(h, c, err))) return rc;
     h->n_written = 0; // the pools are not clean: the next case poisons them whole
     KVF_CUDA_TRY(cudaStreamSynchronize(h->stream), "Generating the pools");

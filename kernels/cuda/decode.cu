@@ -1,5 +1,6 @@
-// CUDA GQA paged-KV decode attention: bf16 q/k/v, fp32 accumulation, bf16 o (round to nearest
-// even), base-2 f32 lse, NHD pages [P][S][Hk][D]. Head dims 64/128/256, groups 1..16, page
+// CUDA GQA paged-KV decode attention: bf16 q, bf16 or FP8 (e4m3, e5m2) k/v with f32 scales per
+// tensor, KV head or (slot, KV head), fp32 accumulation, bf16 o (round to nearest even), base-2
+// f32 lse, NHD pages [P][S][Hk][D]. Head dims 64/128/256, groups 1..16, page
 // sizes 1..256, empty and mixed-length sequences, shared pages, page ids up to 2^31-1.
 //
 // Variants (registered kernels; judge any of them with `kvfuzz replay --kernel NAME CASES`,
@@ -129,8 +130,8 @@ extern "C" int kvf_cuda_runtime_available(char *why, size_t why_size) {
 #define KVF_CUDA_NAIVE_TEXT                                                                        \
     "CUDA naive decode: one block per (sequence, q head), whole sequence, no split"
 
-static const kvf_plugin_kernel kDescCuda =
-    KVF_CUDA_SPLIT_DESC(KVF_CUDA_NAME, KVF_CUDA_TEXT, KVF_PLUGIN_ROLE_REFERENCE);
+static const kvf_plugin_kernel kDescCuda = KVF_CUDA_SPLIT_DESC(
+    KVF_CUDA_NAME, KVF_CUDA_TEXT, KVF_PLUGIN_ROLE_REFERENCE, KVF_CUDA_KV_DTYPES, KVF_CUDA_SCALES);
 
 // cuda-naive's launch depends on nothing but the shape (one block per sequence and q head, the
 // lengths read on the device), so it promises graph replay (docs/invariance.md).
@@ -150,7 +151,9 @@ static const kvf_plugin_kernel kDescCudaNaive = {sizeof(kvf_plugin_kernel),
                                                  KVF_CUDA_CONCURRENT_STATES,
                                                  NULL,
                                                  KVF_CUDA_NAIVE_PROMISES,
-                                                 NULL};
+                                                 NULL,
+                                                 KVF_CUDA_KV_DTYPES,
+                                                 KVF_CUDA_SCALES};
 
 // The registry's entries: no case-level vtable, so they run through the buffer host like a
 // plugin does (kernel.h).

@@ -29,6 +29,16 @@
 // with (m, l) in fp32 for the merge kernel. Measured on an H200 in
 // docs/performance.md.
 //
+// FP8 caches (the F8 instances, decode_split_fp8_d*.cu): the ring holds the cache's bytes, D a
+// row, half a bf16 tile, with two more stages in flight; 16-byte chunks of odd rows are swizzled
+// (f8_chunk) instead of padded. Each lane widens 16 key bytes of its token per 64 dims to bf16
+// (exact: fp8.cuh) straight into the MMA's B fragments, q's A fragments taking the dims in the
+// matching order, and each V element to f32 where P.V reads it. Scales as FlashInfer applies
+// them: a per-tensor or per-head k_scale folded into the logit scale, v_scale multiplying o
+// after the division (here, or in the merge); per-token scales multiply each dot and each
+// weight (their copies ride in the ring, 4 bytes a row). docs/strict-rule.md ("Quantized
+// caches") charges each of these roundings.
+//
 // Mutants (kernels/mutants.def): the kernels take a bug policy, Bug<KVF__MUT_<ID>> (below), as
 // a template parameter and test it with `if constexpr (KVF_BUG(B, <ID>))`, the way FlashInfer's
 // AttentionVariant selects code at compile time. Every mutant branch compiles in every build;
@@ -45,6 +55,7 @@
 #include <type_traits>
 
 #include "../mutants.h"
+#include "fp8.cuh"
 #include "split_item.h"
 
 namespace kvf {
@@ -91,6 +102,14 @@ struct SplitParams {
     int32_t chunk_tokens;
     float scale_log2; // sm_scale * log2(e): logits in base-2 units
     int32_t use_pdl;  // the merge kernel was launched as a programmatic dependent
+    // FP8 caches (the F8 instances; plugin.h, "Quantized caches"): k and v point to bytes.
+    // scale_mode 0: no scales; 1: one k and v scale per CTA, k_scale[hk * scale_head_stride]
+    // folded into scale_log2 and v_scale applied to o after the division (here, or in the
+    // merge); 2: per (slot, kv head), each logit times its key's scale and each weight times
+    // its value's scale.
+    const float *k_scale, *v_scale;
+    int32_t scale_mode, scale_head_stride;
+    int32_t k_e5m2, v_e5m2; // the caches' FP8 formats: 1 e5m2, 0 e4m3
 };
 // A mutant's split kernel takes two fields more, which two mutants read. They live in a struct
 // of their own so that the production kernels' parameter block is the one they always had.
@@ -99,38 +118,56 @@ struct SplitParamsMut : SplitParams {
     int32_t n_entries;  // kv_indptr[B]: B15's extra page's table entry is clamped to the table
 };
 
-// Compile-time geometry of one (D, G) instance.
-template <int D, int G> struct SplitCfg {
+// Compile-time geometry of one (D, G) instance, for bf16 caches or (F8) FP8 ones.
+template <int D, int G, bool F8 = false> struct SplitCfg {
     static constexpr int T = D == 256 ? 32 : 64; // tile tokens: equal bytes per tile for D=256
-    static constexpr int ROW = D + 8;            // smem row stride (bf16): +16 B keeps the
-                                                 // ldmatrix rows and V row reads conflict-free
+    static constexpr int EB = F8 ? 1 : 2;        // bytes per cache element
+    // Shared-memory row stride in bytes. bf16: D + 8 elements, the +16 B keeping the ldmatrix
+    // rows and V row reads conflict-free. FP8: D bytes, its 16-byte chunks swizzled instead
+    // (f8_chunk): the score reads take 16 bytes of 8 rows at once.
+    static constexpr int ROWB = F8 ? D : (D + 8) * 2;
+    static constexpr int ROW = ROWB / 2; // bf16 elements per row (bf16 caches)
+    // Ring depth: tiles i+1 .. i+STAGES-1 load during tile i. An FP8 tile holds half the
+    // bytes, so it keeps two more in flight for about the same bytes per CTA.
+    static constexpr int STAGES = F8 ? kStages + 2 : kStages;
     static constexpr int NW = kThreads / 32;
-    static constexpr int NB = T / 8;     // 8-token blocks of a tile, one warp each (per slice)
-    static constexpr int MS = NW / NB;   // warps sharing a block: P.V slices of D (1, or 2 for
-                                         // D = 256; both compute the block's scores)
-    static constexpr int DSL = D / MS;   // P.V dims per warp
-    static constexpr int DPL = DSL / 32; // P.V dims per lane
-    static constexpr int KS = D / 16;    // chained MMAs per score (k = 16 each)
-    static constexpr int PW = 12;        // floats per head in a warp's weight buffer: the 8
-                                         // weights, the rescale factor, padding to 16 bytes
-    static constexpr int CPR = D / 8;    // 16-byte chunks per K/V row
+    static constexpr int NB = T / 8;        // 8-token blocks of a tile, one warp each (per slice)
+    static constexpr int MS = NW / NB;      // warps sharing a block: P.V slices of D (1, or 2 for
+                                            // D = 256; both compute the block's scores)
+    static constexpr int DSL = D / MS;      // P.V dims per warp
+    static constexpr int DPL = DSL / 32;    // P.V dims per lane
+    static constexpr int KS = D / 16;       // chained MMAs per score (k = 16 each)
+    static constexpr int PW = 12;           // floats per head in a warp's weight buffer: the 8
+                                            // weights, the rescale factor, padding to 16 bytes
+    static constexpr int CPR = D * EB / 16; // 16-byte chunks per K/V row
     static constexpr int RSTEP = kThreads / CPR;
-    static constexpr int LROWS = T / RSTEP; // rows each thread copies per tile (K and V)
-    static constexpr int KV_TILE = T * ROW; // bf16 elements of one K (or V) tile
-    // Shared memory, bytes: [kStages][K,V][T][ROW] bf16 | q [G][D] f32 (bf16-qk mutant) |
-    // weights [NW][G][PW] f32 | per-warp (m, l) [NW][16] f32 each | merge factors [NW][16] |
-    // the CTA's (m, l) [16] each.
-    static constexpr int OFF_Q = kStages * 2 * KV_TILE * 2;
+    static constexpr int LROWS = T / RSTEP;    // rows each thread copies per tile (K and V)
+    static constexpr int KV_TILE_B = T * ROWB; // bytes of one K (or V) tile
+    static constexpr int KV_TILE = KV_TILE_B / 2;
+    // Shared memory, bytes: [STAGES][K,V][T][ROWB] (at least the epilogue's [NB][G][D] f32) |
+    // q [G][D] f32 (bf16-qk mutant) | weights [NW][G][PW] f32 | per-warp (m, l) [NW][16] f32
+    // each | merge factors [NW][16] | the CTA's (m, l) [16] each | FP8: per-token scales
+    // [STAGES][K,V][T] f32.
+    static constexpr int RING = STAGES * 2 * KV_TILE_B;
+    static constexpr int OFF_Q = RING > NB *G *D * 4 ? RING : NB *G *D * 4;
     static constexpr int OFF_P = OFF_Q + G * D * 4;
     static constexpr int OFF_STAT = OFF_P + NW * G * PW * 4;
-    static constexpr int SMEM = OFF_STAT + (3 * NW + 2) * 16 * 4;
+    static constexpr int OFF_SC = OFF_STAT + (3 * NW + 2) * 16 * 4;
+    static constexpr int SMEM = OFF_SC + (F8 ? STAGES * 2 * T * 4 : 0);
     // Two CTAs per SM when their shared memory fits (228 KB per SM, 1 KB reserved per CTA);
     // the register cap of 128 that this implies costs a few spills only for the largest G.
     static constexpr int MIN_BLOCKS = 2 * (SMEM + 1024) <= 233472 ? 2 : 1;
     static_assert(T % RSTEP == 0 && NW % NB == 0 && KS % 2 == 0 && DPL % 2 == 0, "geometry");
     static_assert(G <= 16, "one MMA's 16 rows hold every head of the group");
-    static_assert(NB * G * D * 4 <= OFF_Q, "epilogue buffer fits in the ring");
+    static_assert(!F8 || D % 64 == 0, "FP8 scores take 64 dims of a row per 16-byte read");
 };
+
+// The byte offset of 16-byte chunk `c` of an FP8 ring row `row`: odd rows swap the halves of
+// each 128 bytes, so that the score reads (chunks 4j + lane % 4 of rows r and r + 1 in one
+// quarter-warp) and the V reads (a whole row per warp) both hit 32 distinct banks.
+template <int D> __device__ __forceinline__ int f8_chunk(int row, int c) {
+    return (D >= 128 ? c ^ ((row & 1) << 2) : c) * 16;
+}
 
 // bf16 <-> f32. A bf16 is the top half of an f32, so widening is exact.
 __device__ __forceinline__ float bf16lo(uint32_t w) {
@@ -182,6 +219,11 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
 __device__ __forceinline__ void cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
+// A 4-byte copy (per-token scales), through L1: neighbouring slots share lines.
+__device__ __forceinline__ void cp_async4(void *smem, const void *gmem) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem) : "memory");
+}
 template <int N> __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
@@ -227,6 +269,32 @@ __device__ __forceinline__ float warp_sum(float x) {
     return __shfl_sync(0xffffffffu, x, 0);
 }
 
+// FP8 mutants. fp8-subnormal-flush: a widened FP8 value below the format's smallest normal
+// (2^-6 e4m3, 2^-14 e5m2) read as zero.
+__device__ __forceinline__ float mut_fp8_flush1(float x, bool e5m2) {
+    return fabsf(x) < (e5m2 ? 0x1p-14f : 0x1p-6f) ? copysignf(0.f, x) : x;
+}
+__device__ __forceinline__ float4 mut_fp8_flush(float4 f, bool e5m2) {
+    return make_float4(mut_fp8_flush1(f.x, e5m2), mut_fp8_flush1(f.y, e5m2),
+                       mut_fp8_flush1(f.z, e5m2), mut_fp8_flush1(f.w, e5m2));
+}
+// scale-q-head: the logit multiplier and the value scale of q head hq, with a per-head scale
+// indexed by hq mod Hk instead of its KV head (the CTA's xscale and vs otherwise).
+template <class B, class P>
+__device__ __forceinline__ float mut_row_xscale(const P &p, float xscale, int hq) {
+    if constexpr (KVF_BUG(B, SCALE_Q_HEAD))
+        if (p.scale_mode == 1)
+            return p.scale_log2 * __ldg(p.k_scale + (hq % p.num_kv_heads) * p.scale_head_stride);
+    return xscale;
+}
+template <class B, class P>
+__device__ __forceinline__ float mut_row_vscale(const P &p, float vs, int hq) {
+    if constexpr (KVF_BUG(B, SCALE_Q_HEAD))
+        if (p.scale_mode == 1)
+            return __ldg(p.v_scale + (hq % p.num_kv_heads) * p.scale_head_stride);
+    return vs;
+}
+
 // Token t of a sequence -> (page index in the sequence's table, slot).
 template <class B>
 __device__ __forceinline__ void token_page(int t, int page_size, int page_shift, int *pi,
@@ -266,13 +334,15 @@ template <class B> __device__ __forceinline__ int mut_kv_head(int h, int Hq, int
     }
 }
 
-template <int D, int G, class B>
-__global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
+template <int D, int G, class B, bool F8 = false>
+__global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
     splitkv_kernel(const ParamsFor<B, SplitParams, SplitParamsMut> p) {
-    using C = SplitCfg<D, G>;
-    constexpr int T = C::T;
+    using C = SplitCfg<D, G, F8>;
+    constexpr int T = C::T, NST = C::STAGES;
     extern __shared__ __align__(16) unsigned char smem[];
     uint16_t *s_kv = reinterpret_cast<uint16_t *>(smem);
+    unsigned char *s_kv8 = smem;                               // FP8: the ring, as bytes
+    float *s_sc = reinterpret_cast<float *>(smem + C::OFF_SC); // FP8: [NST][K,V][T]
     float *s_q = reinterpret_cast<float *>(smem + C::OFF_Q);
     float *s_pw = reinterpret_cast<float *>(smem + C::OFF_P);    // [NW][G][PW]
     float *s_mw = reinterpret_cast<float *>(smem + C::OFF_STAT); // [NW][16]
@@ -338,11 +408,15 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
             const uint32_t *q8 = reinterpret_cast<const uint32_t *>(p.q + (qrow + r + 8) * D);
 #pragma unroll
             for (int kk = 0; kk < C::KS; ++kk) {
-                const int k0 = kk * 16 + c2;
+                // FP8 keys are read 16 bytes a lane (the scores below), so the MMAs take the
+                // dims in another order: MMA kk = 4j + i, k-index 2 tq + e (+ 8) is dim
+                // 64 j + 16 tq + 4 i + e (+ 2). The same products, summed the same way.
+                const int k0 = F8 ? (kk >> 2) * 64 + 16 * (lane & 3) + 4 * (kk & 3) : kk * 16 + c2;
+                const int k8 = F8 ? k0 + 2 : k0 + 8;
                 qf[kk][0] = r < G ? __ldg(q0 + k0 / 2) : 0u;
-                qf[kk][2] = r < G ? __ldg(q0 + (k0 + 8) / 2) : 0u;
+                qf[kk][2] = r < G ? __ldg(q0 + k8 / 2) : 0u;
                 qf[kk][1] = G > 8 && r + 8 < G ? __ldg(q8 + k0 / 2) : 0u;
-                qf[kk][3] = G > 8 && r + 8 < G ? __ldg(q8 + (k0 + 8) / 2) : 0u;
+                qf[kk][3] = G > 8 && r + 8 < G ? __ldg(q8 + k8 / 2) : 0u;
             }
         } else {
             const uint4 *qg = reinterpret_cast<const uint4 *>(p.q + qrow * D);
@@ -357,7 +431,7 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
 
     // Copy assignment: thread copies 16-byte chunk `cc` of rows row0 + RSTEP*j.
     const int cc = tid % C::CPR, row0 = tid / C::CPR;
-    const int head_off = hk * D + cc * 8;
+    const int head_off = hk * D + cc * (16 / C::EB);
     // Page ids of the next tile to issue, fetched one iteration early so the dependent
     // index load never stalls the copy issue. When pages hold whole tiles (S % T == 0, and
     // chunks start on tile boundaries) one id serves every row: pg[0], sl[0] = the first slot.
@@ -394,6 +468,7 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
         if (tile < ntiles) {
             const int t0 = tok_beg + tile * T;
             uint16_t *kdst = s_kv + stage * 2 * C::KV_TILE + row0 * C::ROW + cc * 8;
+            unsigned char *kdst8 = s_kv8 + stage * 2 * C::KV_TILE_B;
             // 64-bit on purpose: page * page_elems passes 2^31 past page 65535 at the seed
             // shape (bug class B10); slot * Hk * D can too for wide pages.
             int64_t base = 0;
@@ -402,21 +477,44 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
                        head_off;
 #pragma unroll
             for (int j = 0; j < C::LROWS; ++j) {
+                const int row = row0 + C::RSTEP * j;
                 uint16_t *dk = kdst + C::RSTEP * j * C::ROW;
                 uint16_t *dv = dk + C::KV_TILE;
-                const bool valid = p.tile_in_page ? t0 + row0 + C::RSTEP * j < tok_end : pg[j] >= 0;
+                if constexpr (F8) {
+                    dk = reinterpret_cast<uint16_t *>(kdst8 + row * C::ROWB + f8_chunk<D>(row, cc));
+                    dv = reinterpret_cast<uint16_t *>(reinterpret_cast<unsigned char *>(dk) +
+                                                      C::KV_TILE_B);
+                }
+                const bool valid = p.tile_in_page ? t0 + row < tok_end : pg[j] >= 0;
                 if (valid) {
                     int64_t off = p.tile_in_page ? base + (int64_t)(C::RSTEP * j) * p.row_elems
                                                  : (int64_t)pg[j] * p.page_elems +
                                                        (int64_t)sl[j] * p.row_elems + head_off;
                     if constexpr (KVF_BUG(B, INT32_OFFSET))
                         off = mut_int32_offset(off, p.pool_elems);
-                    cp_async16(dk, p.k + off);
-                    cp_async16(dv, p.v + off);
+                    if constexpr (F8) {
+                        cp_async16(dk, reinterpret_cast<const unsigned char *>(p.k) + off);
+                        cp_async16(dv, reinterpret_cast<const unsigned char *>(p.v) + off);
+                        if (p.scale_mode == 2 && cc == 0) {
+                            // Per-token scales: the row's pair, one 4-byte copy each.
+                            const int64_t pgj = p.tile_in_page ? pg[0] : pg[j];
+                            int slj = p.tile_in_page ? sl[0] + row : sl[j];
+                            if constexpr (KVF_BUG(B, TOKEN_SCALE_SLOT)) slj = 0; // page's first
+                            const int64_t si = (pgj * S + slj) * p.num_kv_heads + hk;
+                            float *ds = s_sc + stage * 2 * T + row;
+                            cp_async4(ds, p.k_scale + si);
+                            cp_async4(ds + T, p.v_scale + si);
+                        }
+                    } else {
+                        cp_async16(dk, p.k + off);
+                        cp_async16(dv, p.v + off);
+                    }
                 } else {
                     // Past the chunk's end: zeros, and no global read at all (B03).
                     *reinterpret_cast<uint4 *>(dk) = make_uint4(0, 0, 0, 0);
                     *reinterpret_cast<uint4 *>(dv) = make_uint4(0, 0, 0, 0);
+                    if (F8 && p.scale_mode == 2 && cc == 0)
+                        s_sc[stage * 2 * T + row] = 0.f, s_sc[stage * 2 * T + T + row] = 0.f;
                 }
             }
         }
@@ -424,11 +522,11 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
     };
 
 #pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
+    for (int s = 0; s < NST - 1; ++s) {
         fetch_pages(s);
         issue(s, s);
     }
-    fetch_pages(kStages - 1);
+    fetch_pages(NST - 1);
     // The first tile's barrier makes these stores visible before any score reads them.
 #pragma unroll
     for (int k = 0; k < QV; ++k) {
@@ -445,6 +543,26 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
     // This lane's place: token block nb of every tile, P.V dims [ms*DSL + lane*DPL, +DPL);
     // in the scores and softmax, head rows r and r + 8 and the block's tokens 2 tq, 2 tq + 1.
     const int nb = warp % C::NB, ms = warp / C::NB, r = lane >> 2, tq = lane & 3;
+    // The logit multiplier: sm_scale * log2(e), FP8 scale_mode 1 times the CTA's key scale
+    // (FlashInfer's fold; one rounding, Q1). vs_cta multiplies o after the division (Q3).
+    float xscale = p.scale_log2, vs_cta = 1.f;
+    bool tok_scales = false, k_e5m2 = false, v_e5m2 = false;
+    int voff0 = 0, voff1 = 0; // FP8: this lane's V bytes in even and odd ring rows
+    if constexpr (F8) {
+        if (p.scale_mode == 1) {
+            const int si = hk * p.scale_head_stride;
+            const float ks = __ldg(p.k_scale + si);
+            xscale = p.scale_log2 * ks;
+            if constexpr (KVF_BUG(B, K_SCALE_TWICE)) xscale *= ks;
+            vs_cta = __ldg(p.v_scale + si);
+        }
+        tok_scales = p.scale_mode == 2;
+        k_e5m2 = p.k_e5m2 != 0 || KVF_BUG(B, E4M3_AS_E5M2);
+        v_e5m2 = p.v_e5m2 != 0 || KVF_BUG(B, E4M3_AS_E5M2);
+        const int d = ms * C::DSL + lane * C::DPL;
+        voff0 = f8_chunk<D>(0, d >> 4) + (d & 15), voff1 = f8_chunk<D>(1, d >> 4) + (d & 15);
+    }
+    (void)vs_cta, (void)k_e5m2, (void)v_e5m2, (void)voff0, (void)voff1;
     constexpr int HR = G > 8 ? 2 : 1; // head rows per lane
     float acc[G][C::DPL];
 #pragma unroll
@@ -460,21 +578,42 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
         run_m[h] = KVF_BUG(B, FINITE_MASK_SENTINEL) ? -5e4f : -INFINITY, run_l[h] = 0.f;
     float *pw = s_pw + warp * G * C::PW;
 
-    int stage = 0; // tile % kStages, kept incrementally
+    int stage = 0; // tile % NST, kept incrementally
     for (int tile = 0; tile < ntiles; ++tile) {
-        cp_async_wait<kStages - 2>();
+        cp_async_wait<NST - 2>();
         __syncthreads(); // tile's rows visible; the stage refilled below is no longer read
-        issue(tile + kStages - 1, stage == 0 ? kStages - 1 : stage - 1);
-        fetch_pages(tile + kStages);
+        issue(tile + NST - 1, stage == 0 ? NST - 1 : stage - 1);
+        fetch_pages(tile + NST);
 
         const uint16_t *sk = s_kv + stage * 2 * C::KV_TILE;
-        stage = stage == kStages - 1 ? 0 : stage + 1;
+        const unsigned char *sk8 = s_kv8 + stage * 2 * C::KV_TILE_B;
+        const float *ssc = s_sc + stage * 2 * T; // FP8 per-token scales: K [T], then V [T]
+        stage = stage == NST - 1 ? 0 : stage + 1;
         const uint16_t *sv = sk + C::KV_TILE;
+        const unsigned char *sv8 = sk8 + C::KV_TILE_B;
         const int blk = tok_beg + tile * T + nb * 8; // the block's first token
 
         // Scores of heads r, r + 8 for tokens 2 tq, 2 tq + 1 of the block (the MMA's C layout).
         float sc[4] = {0.f, 0.f, 0.f, 0.f};
-        if constexpr (kMma) {
+        if constexpr (F8) {
+            // Lane (r, tq) widens 16 key bytes of token r per 64 dims, four MMAs' B fragments
+            // (the dims order of qf above).
+            const unsigned char *kb = sk8 + (nb * 8 + r) * C::ROWB;
+#pragma unroll
+            for (int j = 0; j < D / 64; ++j) {
+                const uint4 w = *reinterpret_cast<const uint4 *>(kb + f8_chunk<D>(r, 4 * j + tq));
+                const uint32_t wi[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    uint2 bf = fp8x4_to_bf16x4(wi[i], k_e5m2);
+                    if constexpr (KVF_BUG(B, FP8_SUBNORMAL_FLUSH)) {
+                        const float4 f = mut_fp8_flush(fp8x4_to_float4(wi[i], k_e5m2), k_e5m2);
+                        bf = make_uint2(pack_bf16x2_rn(f.x, f.y), pack_bf16x2_rn(f.z, f.w));
+                    }
+                    mma_bf16_16816(sc, qf[4 * j + i], bf.x, bf.y);
+                }
+            }
+        } else if constexpr (kMma) {
             const uint16_t *kb = sk + (nb * 8 + (lane & 7)) * C::ROW + (lane >> 3) * 8;
 #pragma unroll
             for (int kk = 0; kk < C::KS; kk += 2) {
@@ -500,6 +639,15 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
             }
         }
 
+        // Per-token scales of this lane's two tokens (FP8, scale_mode 2).
+        float2 tks = make_float2(1.f, 1.f), tvs = make_float2(1.f, 1.f);
+        if (tok_scales) {
+            tks = *reinterpret_cast<const float2 *>(ssc + nb * 8 + 2 * tq);
+            tvs = *reinterpret_cast<const float2 *>(ssc + T + nb * 8 + 2 * tq);
+            if constexpr (KVF_BUG(B, K_SCALE_TWICE)) tks.x *= tks.x, tks.y *= tks.y;
+            if constexpr (KVF_BUG(B, V_SCALE_IGNORED)) tvs = make_float2(1.f, 1.f);
+        }
+
         // Online softmax of this warp's block, per head row, in registers.
 #pragma unroll
         for (int h = 0; h < HR; ++h) {
@@ -509,7 +657,11 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
 #pragma unroll
             for (int k = 0; k < 2; ++k) {
                 // Mask by token index: tokens past the chunk never count (B13).
-                x[k] = blk + 2 * tq + k < tok_end ? sc[2 * h + k] * p.scale_log2 : -INFINITY;
+                // FP8: a per-token key scale times the dot, then the logit scale; a CTA's key
+                // scale is folded into xscale (docs/strict-rule.md, Q1).
+                const float dot = tok_scales ? sc[2 * h + k] * (k ? tks.y : tks.x) : sc[2 * h + k];
+                x[k] = blk + 2 * tq + k < tok_end ? dot * mut_row_xscale<B>(p, xscale, hq0 + g)
+                                                  : -INFINITY;
                 tmax = fmaxf(tmax, x[k]);
             }
             tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
@@ -537,7 +689,16 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
             run_l[h] = l;
             run_m[h] = m_new;
             if (g < G) {
-                *reinterpret_cast<float2 *>(pw + g * C::PW + 2 * tq) = make_float2(pk[0], pk[1]);
+                // FP8 per-token value scales join the weights, not the denominator (Q2).
+                float2 wv = tok_scales ? make_float2(pk[0] * tvs.x, pk[1] * tvs.y)
+                                       : make_float2(pk[0], pk[1]);
+                if constexpr (KVF_BUG(B, V_SCALE_FP16_WEIGHTS)) {
+                    // v_scale folded into the weights, held in fp16.
+                    const float s = tok_scales ? 1.f : p.scale_mode == 1 ? vs_cta : 1.f;
+                    wv = make_float2(__half2float(__float2half_rn(wv.x * s)),
+                                     __half2float(__float2half_rn(wv.y * s)));
+                }
+                *reinterpret_cast<float2 *>(pw + g * C::PW + 2 * tq) = wv;
                 if (tq == 0) pw[g * C::PW + 8] = alpha;
             }
         }
@@ -555,6 +716,7 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
             }
         }
         const uint16_t *vb = sv + nb * 8 * C::ROW + ms * C::DSL + lane * C::DPL;
+        const unsigned char *vb8 = sv8 + nb * 8 * C::ROWB;
 #pragma unroll
         for (int jh = 0; jh < 8; jh += 4) {
             float4 w4[G];
@@ -565,7 +727,24 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
             for (int j = 0; j < 4; ++j) {
                 float vf[C::DPL];
                 const uint16_t *vrow = vb + (jh + j) * C::ROW;
-                if constexpr (C::DPL == 4) {
+                if constexpr (F8) {
+                    // Rows alternate parity with j (nb * 8 and jh are even): two offsets.
+                    const unsigned char *vr = vb8 + (jh + j) * C::ROWB + ((j & 1) ? voff1 : voff0);
+                    if constexpr (C::DPL == 4) {
+                        const float4 f =
+                            fp8x4_to_float4(*reinterpret_cast<const uint32_t *>(vr), v_e5m2);
+                        vf[0] = f.x, vf[1] = f.y, vf[2] = f.z, vf[3] = f.w;
+                    } else {
+                        const float2 f =
+                            fp8x2_to_float2(*reinterpret_cast<const uint16_t *>(vr), v_e5m2);
+                        vf[0] = f.x, vf[1] = f.y;
+                    }
+                    if constexpr (KVF_BUG(B, FP8_SUBNORMAL_FLUSH)) {
+#pragma unroll
+                        for (int v = 0; v < C::DPL; ++v)
+                            vf[v] = mut_fp8_flush1(vf[v], v_e5m2);
+                    }
+                } else if constexpr (C::DPL == 4) {
                     const uint2 w = *reinterpret_cast<const uint2 *>(vrow);
                     vf[0] = bf16lo(w.x), vf[1] = bf16hi(w.x), vf[2] = bf16lo(w.y);
                     vf[3] = bf16hi(w.y);
@@ -683,6 +862,11 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G>::MIN_BLOCKS)
                     o0 = l > 0.f ? t[0][e] / l : 0.f;
                     o1 = l > 0.f ? t[0][e + 1] / l : 0.f;
                 }
+                if (F8 && p.scale_mode == 1 && !KVF_BUG(B, V_SCALE_IGNORED) &&
+                    !KVF_BUG(B, V_SCALE_FP16_WEIGHTS)) { // after the division
+                    const float vs = mut_row_vscale<B>(p, vs_cta, hq0 + g);
+                    o0 *= vs, o1 *= vs;
+                }
                 if constexpr (KVF_BUG_TRUNC_STORE(B))
                     packed[e / 2] = mut_bf16_trunc(o0) | mut_bf16_trunc(o1) << 16;
                 else
@@ -721,23 +905,32 @@ struct SplitEntry {
 } // namespace kvf
 
 // The production instance tables (NoBug), 16 entries (G = 1..16) each, defined in
-// decode_split_d*.cu. A mutant object defines a d128 table of its own policy in its own
-// namespace (kernels/cuda/mutants/decode_mutant.cu).
+// decode_split_d*.cu (bf16 caches) and decode_split_fp8_d*.cu (FP8 caches). A mutant object
+// defines a d128 bf16 table of its own policy in its own namespace
+// (kernels/cuda/mutants/decode_mutant.cu).
 extern const kvf::SplitEntry kvf_split_d64[16];
 extern const kvf::SplitEntry kvf_split_d128[16];
 extern const kvf::SplitEntry kvf_split_d256[16];
+extern const kvf::SplitEntry kvf_split_fp8_d64[16];
+extern const kvf::SplitEntry kvf_split_fp8_d128[16];
+extern const kvf::SplitEntry kvf_split_fp8_d256[16];
 
-// Defines the table kvf_split_d<D> of the instances <D, 1..16, BUG>.
-#define KVF_SPLIT_TABLE(D, BUG)                                                                    \
-    const kvf::SplitEntry kvf_split_d##D[16] = {                                                   \
-        KVF_SPLIT_ENTRY(D, 1, BUG),  KVF_SPLIT_ENTRY(D, 2, BUG),  KVF_SPLIT_ENTRY(D, 3, BUG),      \
-        KVF_SPLIT_ENTRY(D, 4, BUG),  KVF_SPLIT_ENTRY(D, 5, BUG),  KVF_SPLIT_ENTRY(D, 6, BUG),      \
-        KVF_SPLIT_ENTRY(D, 7, BUG),  KVF_SPLIT_ENTRY(D, 8, BUG),  KVF_SPLIT_ENTRY(D, 9, BUG),      \
-        KVF_SPLIT_ENTRY(D, 10, BUG), KVF_SPLIT_ENTRY(D, 11, BUG), KVF_SPLIT_ENTRY(D, 12, BUG),     \
-        KVF_SPLIT_ENTRY(D, 13, BUG), KVF_SPLIT_ENTRY(D, 14, BUG), KVF_SPLIT_ENTRY(D, 15, BUG),     \
-        KVF_SPLIT_ENTRY(D, 16, BUG)}
-#define KVF_SPLIT_ENTRY(D, G, BUG)                                                                 \
+// Defines the table NAME of the instances <D, 1..16, BUG, F8>.
+#define KVF_SPLIT_TABLE_OF(NAME, D, BUG, F8)                                                       \
+    const kvf::SplitEntry NAME[16] = {                                                             \
+        KVF_SPLIT_ENTRY(D, 1, BUG, F8),  KVF_SPLIT_ENTRY(D, 2, BUG, F8),                           \
+        KVF_SPLIT_ENTRY(D, 3, BUG, F8),  KVF_SPLIT_ENTRY(D, 4, BUG, F8),                           \
+        KVF_SPLIT_ENTRY(D, 5, BUG, F8),  KVF_SPLIT_ENTRY(D, 6, BUG, F8),                           \
+        KVF_SPLIT_ENTRY(D, 7, BUG, F8),  KVF_SPLIT_ENTRY(D, 8, BUG, F8),                           \
+        KVF_SPLIT_ENTRY(D, 9, BUG, F8),  KVF_SPLIT_ENTRY(D, 10, BUG, F8),                          \
+        KVF_SPLIT_ENTRY(D, 11, BUG, F8), KVF_SPLIT_ENTRY(D, 12, BUG, F8),                          \
+        KVF_SPLIT_ENTRY(D, 13, BUG, F8), KVF_SPLIT_ENTRY(D, 14, BUG, F8),                          \
+        KVF_SPLIT_ENTRY(D, 15, BUG, F8), KVF_SPLIT_ENTRY(D, 16, BUG, F8)}
+// The bf16 table kvf_split_d<D> of policy BUG, and the FP8 table kvf_split_fp8_d<D>.
+#define KVF_SPLIT_TABLE(D, BUG) KVF_SPLIT_TABLE_OF(kvf_split_d##D, D, BUG, false)
+#define KVF_SPLIT_TABLE_FP8(D) KVF_SPLIT_TABLE_OF(kvf_split_fp8_d##D, D, kvf::NoBug, true)
+#define KVF_SPLIT_ENTRY(D, G, BUG, F8)                                                             \
     {                                                                                              \
-        (const void *)&kvf::splitkv_kernel<D, G, BUG>, kvf::SplitCfg<D, G>::SMEM,                  \
-            kvf::SplitCfg<D, G>::T                                                                 \
+        (const void *)&kvf::splitkv_kernel<D, G, BUG, F8>, kvf::SplitCfg<D, G, F8>::SMEM,          \
+            kvf::SplitCfg<D, G, F8>::T                                                             \
     }

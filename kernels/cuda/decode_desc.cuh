@@ -21,6 +21,15 @@ int plugin_status(int rc, const kvf_error *e, char *msg, size_t msg_size) {
                                   : KVF_PLUGIN_ERROR;
 }
 
+// The caches' element types and the scales' granularity of a shape (0 for a shape built before
+// they existed: bf16 without scales).
+void set_problem_dtypes(kvf_cuda_problem *pr, const kvf_plugin_shape *shape) {
+    const int has = shape->struct_size >=
+                    offsetof(kvf_plugin_shape, scale_granularity) + sizeof shape->scale_granularity;
+    pr->k_dtype = has ? shape->k_dtype : 0, pr->v_dtype = has ? shape->v_dtype : 0;
+    pr->scale_granularity = has ? shape->scale_granularity : 0;
+}
+
 // A pure function of the shape (plugin.h): the limits kvf__cuda_check_shape() enforces, plus the
 // sequence length, which prepare() would refuse.
 int desc_supports(const kvf_plugin_kernel *self, const kvf_plugin_shape *shape, char *why,
@@ -32,6 +41,7 @@ int desc_supports(const kvf_plugin_kernel *self, const kvf_plugin_shape *shape, 
     pr.head_dim = shape->head_dim, pr.page_size = shape->page_size;
     pr.batch_size = shape->batch_size, pr.num_pages = shape->num_pages;
     pr.sm_scale = shape->sm_scale;
+    set_problem_dtypes(&pr, shape);
     kvf_error e = {0, {0}};
     int rc = kvf__cuda_check_shape(&pr, &e);
     // The kernels index dense NHD tensors. A shape from before layouts, or built by hand
@@ -81,6 +91,7 @@ int desc_plan(void *state, const kvf_plugin_shape *shape, const kvf_plugin_index
     pr.batch_size = shape->batch_size, pr.num_pages = shape->num_pages;
     pr.sm_scale = shape->sm_scale;
     pr.kv_indptr = index->kv_indptr, pr.kv_last_page_len = index->kv_last_page_len;
+    set_problem_dtypes(&pr, shape);
     kvf_error e = {0, {0}};
     return plugin_status(plan_prepare((kvf_cuda_plan *)state, &pr, &e), &e, msg, msg_size);
 }
@@ -107,6 +118,10 @@ int desc_run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_size) 
     t.kv_last_page_len = a->kv_last_page_len;
     t.o = a->o, t.lse = a->lse;
     t.workspace = a->workspace, t.workspace_bytes = a->workspace_bytes;
+    // Scales exist in args that carry a granularity (plugin.h); older args end before them.
+    const int has_scales = s->struct_size >= sizeof *s && s->scale_granularity != 0 &&
+                           a->struct_size >= offsetof(kvf_plugin_args, v_scale) + sizeof a->v_scale;
+    t.k_scale = has_scales ? a->k_scale : NULL, t.v_scale = has_scales ? a->v_scale : NULL;
     kvf_error e = {0, {0}};
     return plugin_status(plan_launch((kvf_cuda_plan *)state, &t, a->stream, &e), &e, msg, msg_size);
 }
@@ -128,9 +143,14 @@ void desc_describe(void *state, char *buf, size_t buf_size) {
 
 } // namespace
 
-// The descriptor of a split-KV variant (the production kernel, or a mutant's build of it).
+// The FP8 caches and scales the production kernels take (plugin.h masks; cuda_kernels.h).
+#define KVF_CUDA_KV_DTYPES (KVF_PLUGIN_KV_E4M3 | KVF_PLUGIN_KV_E5M2)
+#define KVF_CUDA_SCALES (KVF_PLUGIN_SCALE_TENSOR | KVF_PLUGIN_SCALE_HEAD | KVF_PLUGIN_SCALE_TOKEN)
+
+// The descriptor of a split-KV variant (the production kernel, or a mutant's build of it, with
+// masks 0: bf16 only), with the precision, promises and models it leaves NULL.
 // clang-format off
-#define KVF_CUDA_SPLIT_DESC(NAME, DESCRIPTION, ROLE)                                               \
+#define KVF_CUDA_SPLIT_DESC(NAME, DESCRIPTION, ROLE, KV_DTYPES, SCALES)                            \
     {sizeof(kvf_plugin_kernel),                                                                    \
      NAME,                                                                                         \
      DESCRIPTION,                                                                                  \
@@ -144,5 +164,10 @@ void desc_describe(void *state, char *buf, size_t buf_size) {
      desc_workspace_bytes,                                                                         \
      desc_run,                                                                                     \
      desc_describe,                                                                                \
-     KVF_CUDA_CONCURRENT_STATES}
+     KVF_CUDA_CONCURRENT_STATES,                                                                   \
+     NULL,                                                                                         \
+     NULL,                                                                                         \
+     NULL,                                                                                         \
+     KV_DTYPES,                                                                                    \
+     SCALES}
 // clang-format on

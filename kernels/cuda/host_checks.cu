@@ -85,8 +85,8 @@ __device__ unsigned char ws_byte(const CheckParams &p, size_t i) {
 // The page work of one grid-stride loop: poisons the listed pages of both pools (what an
 // earlier case wrote) ...
 __device__ void poison_pages(const int64_t *ids, int64_t n, int64_t page_vec, uint4 *k_pool,
-                             uint4 *v_pool) {
-    const uint4 w = make_uint4(kPoisonWord, kPoisonWord, kPoisonWord, kPoisonWord);
+                             uint4 *v_pool, uint32_t word) {
+    const uint4 w = make_uint4(word, word, word, word);
     const int64_t total = n * page_vec;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -138,7 +138,7 @@ __global__ void prepare_kernel(const CheckParams p) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n_ids;
          i += (int64_t)gridDim.x * blockDim.x)
         ((int64_t *)p.ids)[i] = p.up_ids[i];
-    poison_pages(p.poison, p.n_poison, p.poison_vec, p.k, p.v);
+    poison_pages(p.poison, p.n_poison, p.poison_vec, p.k, p.v, p.poison_word);
     cg::this_grid().sync();
     scatter_pages(p.stage, p.ids, p.n_scatter, p.page_vec, p.k, p.v);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -192,15 +192,15 @@ __global__ void scatter_pages_kernel(const uint4 *src, const int64_t *ids, int64
 }
 
 __global__ void poison_pages_kernel(const int64_t *ids, int64_t n, int64_t page_vec, uint4 *k_pool,
-                                    uint4 *v_pool) {
-    poison_pages(ids, n, page_vec, k_pool, v_pool);
+                                    uint4 *v_pool, uint32_t word) {
+    poison_pages(ids, n, page_vec, k_pool, v_pool, word);
 }
 
 // Poisons slots [used[i], S) of pages ids[i] in both pools (device-generated pools of bench).
 __global__ void poison_tails_kernel(const int64_t *ids, const int32_t *used, int64_t n,
                                     int64_t page_vec, int64_t slot_vec, uint4 *k_pool,
-                                    uint4 *v_pool) {
-    const uint4 w = make_uint4(kPoisonWord, kPoisonWord, kPoisonWord, kPoisonWord);
+                                    uint4 *v_pool, uint32_t word) {
+    const uint4 w = make_uint4(word, word, word, word);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n * page_vec;
          i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t page = i / page_vec, j = i - page * page_vec;
@@ -213,7 +213,7 @@ __global__ void poison_tails_kernel(const int64_t *ids, const int32_t *used, int
 // Counts 16-byte vectors that are not poison outside the pages marked in `mask` (one byte per
 // page; vectors past num_pages pages belong to no page).
 __global__ void count_unpoisoned_kernel(const uint4 *pool, int64_t vecs, int64_t page_vec,
-                                        const unsigned char *mask, int64_t num_pages,
+                                        const unsigned char *mask, int64_t num_pages, uint32_t word,
                                         unsigned long long *count) {
     unsigned long long mine = 0;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < vecs;
@@ -221,8 +221,7 @@ __global__ void count_unpoisoned_kernel(const uint4 *pool, int64_t vecs, int64_t
         const int64_t page = i / page_vec;
         if (page < num_pages && mask[page]) continue;
         const uint4 v = pool[i];
-        if (v.x != kPoisonWord || v.y != kPoisonWord || v.z != kPoisonWord || v.w != kPoisonWord)
-            ++mine;
+        if (v.x != word || v.y != word || v.z != word || v.w != word) ++mine;
     }
     if (mine) atomicAdd(count, mine);
 }
@@ -283,9 +282,9 @@ cudaError_t launch_fill(uint4 *dst, int64_t vecs, uint32_t word, cudaStream_t st
 }
 
 cudaError_t launch_poison_pages(const int64_t *ids, int64_t n, int64_t page_vec, uint4 *k_pool,
-                                uint4 *v_pool, cudaStream_t stream) {
+                                uint4 *v_pool, uint32_t word, cudaStream_t stream) {
     poison_pages_kernel<<<grid_for(n * page_vec), 256, 0, stream>>>(ids, n, page_vec, k_pool,
-                                                                    v_pool);
+                                                                    v_pool, word);
     return cudaGetLastError();
 }
 
@@ -298,17 +297,17 @@ cudaError_t launch_scatter_pages(const uint4 *src, const int64_t *ids, int64_t n
 
 cudaError_t launch_poison_tails(const int64_t *ids, const int32_t *used, int64_t n,
                                 int64_t page_vec, int64_t slot_vec, uint4 *k_pool, uint4 *v_pool,
-                                cudaStream_t stream) {
+                                uint32_t word, cudaStream_t stream) {
     poison_tails_kernel<<<grid_for(n * page_vec), 256, 0, stream>>>(ids, used, n, page_vec,
-                                                                    slot_vec, k_pool, v_pool);
+                                                                    slot_vec, k_pool, v_pool, word);
     return cudaGetLastError();
 }
 
 cudaError_t launch_count_unpoisoned(const uint4 *pool, int64_t vecs, int64_t page_vec,
-                                    const unsigned char *mask, int64_t num_pages,
+                                    const unsigned char *mask, int64_t num_pages, uint32_t word,
                                     unsigned long long *count, cudaStream_t stream) {
     count_unpoisoned_kernel<<<grid_for(vecs), 256, 0, stream>>>(pool, vecs, page_vec, mask,
-                                                                num_pages, count);
+                                                                num_pages, word, count);
     return cudaGetLastError();
 }
 

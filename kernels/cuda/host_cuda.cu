@@ -221,6 +221,7 @@ extern "C" void kvf__cuda_host_destroy(void *hv) {
     free(h->written);
     free(h->pages);
     free(h->page_used);
+    free(h->img);
     free(h->page_sort);
     free(h->slots);
     free(h);

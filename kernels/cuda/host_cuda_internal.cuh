@@ -15,17 +15,20 @@
 // everything else is file-local. The names live in namespace kvf_cuda_host.
 //
 // Memory of one host:
-//   K and V pools   [P][S][Hk][D] each, every byte KVF_HOST_POISON_INPUT except the slots a
-//                   sequence reads. Kept between runs: a run writes only the pages the case
-//                   reads and re-poisons the pages the previous case wrote that this one does
-//                   not read. Filling whole pools every run (up to 2 x 8 GiB for page ids past
-//                   65535) made the GPU the bottleneck of a campaign.
+//   K and V pools   [P][S][Hk][D] each, every element KVF_HOST_POISON_INPUT (bf16 caches) or
+//                   0x7F, the NaN byte of both FP8 formats (FP8 caches: one byte an element),
+//                   except the slots a sequence reads. K and V have one element size. Kept between
+//                   runs: a run writes only the pages the case reads and re-poisons the pages the
+//                   previous case wrote that this one does not read. Filling whole pools every run
+//                   (up to 2 x 8 GiB for page ids past 65535) made the GPU the bottleneck of a
+//                   campaign.
 //   h_up            pinned and mapped (kernels read it in place): in, the page ids to
 //                   re-poison, the page ids the case reads, the stage (the K images of the
 //                   pages read, then their V images); each piece 256-byte aligned.
 //   d_io            [in | ids | result | out | ws]: in, out and ws made of pieces [guard | data |
 //                   guard] (guards of KVF_HOST_GUARD_BYTES):
-//                     in     q, kv_indptr, kv_indices, kv_last_page_len: what the kernel reads;
+//                     in     q, kv_indptr, kv_indices, kv_last_page_len, k_scale, v_scale:
+//                            what the kernel reads;
 //                     ids    the page ids the case reads;
 //                     result what the check kernels found (CheckResult);
 //                     out    o (KVF_HOST_POISON_O) and lse (KVF_HOST_POISON_LSE);
@@ -71,6 +74,7 @@ constexpr size_t kG = KVF_HOST_GUARD_BYTES;
 constexpr size_t kStageBytes = 64u << 20;          // gather buffer for the pages a case reads
 constexpr size_t kWholePoolCheckBytes = 64u << 20; // per pool: checksummed whole up to this
 constexpr uint32_t kPoisonWord = KVF_HOST_POISON_INPUT * 0x10001u; // two poison bf16
+constexpr uint32_t kPoisonWordFp8 = 0x7F7F7F7Fu; // four NaN bytes (e4m3 and e5m2 alike)
 constexpr unsigned long long kNone = ~0ull;
 constexpr size_t kResBytes = 256; // the result block of the check kernels
 
@@ -106,6 +110,7 @@ struct CheckParams {
     const uint4 *up_in;
     const int64_t *up_ids, *poison;
     int64_t n_poison, poison_vec;
+    uint32_t poison_word; // the pools' poison (Host.pool_word)
     const uint4 *stage;
     int64_t n_scatter;
     const uint4 *in; // in_vecs vectors
@@ -130,15 +135,15 @@ struct Slot {
 
 // Offsets of one loaded case in h_up (`in`, then the lists and the stage) and in d_io.
 struct Layout {
-    size_t q, ip, ix, ll;         // data offsets in `in`
-    size_t q_b, ip_b, ix_b, ll_b; // data bytes
-    size_t in_b;                  // bytes of `in`, at 0 in both
-    size_t poison_at, ids_at;     // h_up: the page ids to re-poison, the page ids the case reads
-    size_t stage_at, stage_b;     // h_up: the stage, K images of stage_pages pages, then V images
-    size_t image_b;               // bytes of h_up's image
-    size_t dev_ids_at;            // d_io: the page ids the case reads
-    size_t res_at, out_at;        // d_io: the result block, `out`
-    size_t o, lse;                // data offsets in `out`
+    size_t q, ip, ix, ll, ks, vs;             // data offsets in `in`
+    size_t q_b, ip_b, ix_b, ll_b, ks_b, vs_b; // data bytes (scales: 0 without)
+    size_t in_b;                              // bytes of `in`, at 0 in both
+    size_t poison_at, ids_at; // h_up: the page ids to re-poison, the page ids the case reads
+    size_t stage_at, stage_b; // h_up: the stage, K images of stage_pages pages, then V images
+    size_t image_b;           // bytes of h_up's image
+    size_t dev_ids_at;        // d_io: the page ids the case reads
+    size_t res_at, out_at;    // d_io: the result block, `out`
+    size_t o, lse;            // data offsets in `out`
     size_t o_b, lse_b, out_b;
     size_t ws_at, ws_bytes, ws_region;
     size_t total;
@@ -205,6 +210,10 @@ struct Host {
     void *d_k, *d_v;
     size_t pool_cap;
     int pool_clean, pool_touched;
+    uint32_t pool_word; // the poison the pools were filled with (kPoisonWord, kPoisonWordFp8)
+    int fp8;            // the loaded case's caches are FP8 (one byte an element)
+    kvf_bf16 *img;      // scratch: one bf16 page image before it is packed to FP8 bytes
+    size_t img_cap;
     int64_t *written;
     size_t written_cap;
     int64_t n_written;
@@ -274,6 +283,13 @@ void plan_slots(Host *h, const kvf_case *c);
 void fill_args(Host *h, const Slot *s, kvf_plugin_args *a);
 CheckParams check_params(Host *h);
 
+// host_pools.cu: the element size of the case's caches (page_bytes, fp8, the pools' poison
+// word; a bf16 cache beside an FP8 one is KVF_EUNSUPPORTED); page p of cache `which` (0 K, 1 V)
+// as the pool must hold it, page_bytes bytes into dst.
+int set_elements(Host *h, const kvf_case *c, kvf_error *err);
+void page_bytes_of(const Host *h, const kvf_case *c, int which, int64_t p, int32_t used,
+                   unsigned char *dst);
+
 // host_pools.cu: everything of one case before the run (validation, plans, layout, images,
 // pages); 0 with the inputs loaded, else the error.
 int load_case(Host *h, const kvf_case *c, kvf_error *err);
@@ -297,24 +313,24 @@ int graph_run(Host *h, Slot *s, const kvf_plugin_args *a, Enqueued *q);
 //   launch_prepare / launch_post: the check kernels around run() (CheckParams), on a grid for
 //     `items` units of device work and `host_vecs` vectors of host memory;
 //   launch_fill: `vecs` vectors of dst set to `word`;
-//   launch_poison_pages / launch_scatter_pages: pages ids[0..n) of both pools poisoned, or
-//     written from src (n K pages, then their V pages);
-//   launch_poison_tails: slots [used[i], S) of pages ids[i] poisoned (generated pools);
-//   launch_count_unpoisoned: adds to *count the vectors of pool that are not poison outside
+//   launch_poison_pages / launch_scatter_pages: pages ids[0..n) of both pools set to `word`,
+//     or written from src (n K pages, then their V pages);
+//   launch_poison_tails: slots [used[i], S) of pages ids[i] set to `word` (generated pools);
+//   launch_count_unpoisoned: adds to *count the vectors of pool that are not `word` outside
 //     the pages marked in mask.
 cudaError_t coop_capacity(int *blocks);
 cudaError_t launch_prepare(const Host *h, CheckParams *p, int64_t items, int64_t host_vecs);
 cudaError_t launch_post(const Host *h, CheckParams *p, int64_t items, int64_t host_vecs);
 cudaError_t launch_fill(uint4 *dst, int64_t vecs, uint32_t word, cudaStream_t stream);
 cudaError_t launch_poison_pages(const int64_t *ids, int64_t n, int64_t page_vec, uint4 *k_pool,
-                                uint4 *v_pool, cudaStream_t stream);
+                                uint4 *v_pool, uint32_t word, cudaStream_t stream);
 cudaError_t launch_scatter_pages(const uint4 *src, const int64_t *ids, int64_t n, int64_t page_vec,
                                  uint4 *k_pool, uint4 *v_pool, cudaStream_t stream);
 cudaError_t launch_poison_tails(const int64_t *ids, const int32_t *used, int64_t n,
                                 int64_t page_vec, int64_t slot_vec, uint4 *k_pool, uint4 *v_pool,
-                                cudaStream_t stream);
+                                uint32_t word, cudaStream_t stream);
 cudaError_t launch_count_unpoisoned(const uint4 *pool, int64_t vecs, int64_t page_vec,
-                                    const unsigned char *mask, int64_t num_pages,
+                                    const unsigned char *mask, int64_t num_pages, uint32_t word,
                                     unsigned long long *count, cudaStream_t stream);
 
 } // namespace kvf_cuda_host

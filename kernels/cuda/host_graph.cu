@@ -63,7 +63,10 @@ static int same_class(const kvf_case *a, const kvf_case *b) {
     return a->batch_size == b->batch_size && a->num_qo_heads == b->num_qo_heads &&
            a->num_kv_heads == b->num_kv_heads && a->head_dim == b->head_dim &&
            a->page_size == b->page_size && a->num_pages == b->num_pages &&
-           a->sm_scale == b->sm_scale && a->kv_indptr[a->batch_size] <= b->kv_indptr[b->batch_size];
+           a->sm_scale == b->sm_scale &&
+           a->kv_indptr[a->batch_size] <= b->kv_indptr[b->batch_size] &&
+           a->quant.k_dtype == b->quant.k_dtype && a->quant.v_dtype == b->quant.v_dtype &&
+           a->quant.granularity == b->quant.granularity;
 }
 
 // Says which of the two launches a failure came from.
@@ -115,8 +118,8 @@ extern "C" int kvf__cuda_host_graph_replay(void *hv, const kvf_case *capture, co
     if (!same_class(capture, c))
         return kvf_error_set(err, KVF_EINVAL,
                              "a graph is replayed only on a case of its shape class: the same "
-                             "batch, heads, head dim, page size, pool and sm_scale, and a table no "
-                             "shorter than the capture's");
+                             "batch, heads, head dim, page size, pool, sm_scale, cache dtypes and "
+                             "scale granularity, and a table no shorter than the capture's");
     (void)cudaGetLastError();
     h->pool_touched = 0;
     int rc = size_for(h, c, err);

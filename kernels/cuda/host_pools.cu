@@ -18,7 +18,7 @@ namespace kvf_cuda_host {
 static int pools_fill(Host *h, kvf_error *err) {
     const int64_t vecs = (int64_t)(h->pool_cap / 16);
     for (int which = 0; which < 2; ++which) {
-        KVF_CUDA_TRY(launch_fill((uint4 *)(which ? h->d_v : h->d_k), vecs, kPoisonWord, h->stream),
+        KVF_CUDA_TRY(launch_fill((uint4 *)(which ? h->d_v : h->d_k), vecs, h->pool_word, h->stream),
                      "Launching the pool poison kernel");
     }
     return 0;
@@ -57,7 +57,7 @@ int pools_verify(Host *h, kvf_error *err) {
     const int64_t vecs = (int64_t)(h->pool_cap / 16), page_vec = (int64_t)(h->page_bytes / 16);
     for (int which = 0; which < 2 && e == cudaSuccess; ++which) {
         e = launch_count_unpoisoned((const uint4 *)(which ? h->d_v : h->d_k), vecs, page_vec,
-                                    d_mask, P, d_count + which, h->stream);
+                                    d_mask, P, h->pool_word, d_count + which, h->stream);
     }
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(count, d_count, sizeof count, cudaMemcpyDeviceToHost, h->stream);
@@ -162,18 +162,32 @@ static int64_t plan_pages(Host *h, int *staged) {
     return *staged ? per_batch : h->num_read_pages;
 }
 
+// Page p of cache `which` (0 K, 1 V) as the pool holds it, page_bytes bytes into dst: the
+// case's page image, bf16, or packed to the cache's FP8 bytes through the host's scratch
+// (reserved by load_case).
+void page_bytes_of(const Host *h, const kvf_case *c, int which, int64_t p, int32_t used,
+                   unsigned char *dst) {
+    kvf__host_layout hl; // dense: load_case takes no other
+    kvf__host_layout_of(c, &hl);
+    const kvf_bf16 *cache = which ? c->v_cache : c->k_cache;
+    if (!h->fp8) {
+        kvf__host_page_image(c, &hl, cache, p, used, (kvf_bf16 *)dst);
+        return;
+    }
+    kvf__host_page_image(c, &hl, cache, p, used, h->img);
+    kvf__host_fp8_pack(dst, h->img, (int64_t)h->page_bytes,
+                       which ? c->quant.v_dtype : c->quant.k_dtype);
+}
+
 // The images of the n pages the case reads from its i-th on into `stage`: their K images, then
 // their V images (the layout the scatter kernels read).
 static void write_page_images(const Host *h, const kvf_case *c, int64_t i0, int64_t n,
-                              kvf_bf16 *stage) {
-    const int64_t page_elems = (int64_t)(h->page_bytes / 2);
-    kvf__host_layout hl; // dense: load_case takes no other
-    kvf__host_layout_of(c, &hl);
+                              unsigned char *stage) {
     for (int64_t i = 0; i < n; ++i) {
         const int64_t p = h->pages[i0 + i];
         const int32_t used = h->page_used[i0 + i];
-        kvf__host_page_image(c, &hl, c->k_cache, p, used, stage + i * page_elems);
-        kvf__host_page_image(c, &hl, c->v_cache, p, used, stage + (n + i) * page_elems);
+        page_bytes_of(h, c, 0, p, used, stage + (size_t)i * h->page_bytes);
+        page_bytes_of(h, c, 1, p, used, stage + (size_t)(n + i) * h->page_bytes);
     }
 }
 
@@ -198,13 +212,13 @@ static int upload_staged(Host *h, const kvf_case *c, kvf_error *err) {
                      "Uploading the page list");
         const int64_t page_vec = (int64_t)(h->poison_page_bytes / 16);
         KVF_CUDA_TRY(launch_poison_pages((const int64_t *)h->d_stage, h->n_poison, page_vec,
-                                         (uint4 *)h->d_k, (uint4 *)h->d_v, h->stream),
+                                         (uint4 *)h->d_k, (uint4 *)h->d_v, h->pool_word, h->stream),
                      "Launching the page poison kernel");
     }
     h->n_poison = 0;
     const int64_t per_batch = (int64_t)(L.stage_b / (2 * h->page_bytes));
-    const int64_t page_elems = (int64_t)(h->page_bytes / 2), page_vec = page_elems / 8;
-    kvf_bf16 *stage = (kvf_bf16 *)(up + L.stage_at);
+    const int64_t page_vec = (int64_t)(h->page_bytes / 16);
+    unsigned char *stage = up + L.stage_at;
     for (int64_t i0 = 0; i0 < h->num_read_pages; i0 += per_batch) {
         const int64_t left = h->num_read_pages - i0, n = left < per_batch ? left : per_batch;
         if (i0 > 0) KVF_CUDA_TRY(cudaStreamSynchronize(h->stream), "Uploading pages");
@@ -256,7 +270,12 @@ int layout(Host *h, const kvf_case *c, int64_t poison_slots, int64_t stage_pages
     const size_t ix_room =
         L.ix_b > (size_t)h->floor_entries * 4 ? L.ix_b : (size_t)h->floor_entries * 4;
     L.ll = L.ix - kG + piece_bytes(ix_room) + kG;
-    L.in_b = L.ll - kG + piece_bytes(L.ll_b);
+    // The scales (FP8 caches): guarded inputs like the rest, so a write to them is found.
+    L.ks_b = c->quant.granularity && c->k_scale ? c->scale_bytes : 0;
+    L.vs_b = c->quant.granularity && c->v_scale ? c->scale_bytes : 0;
+    L.ks = L.ll - kG + piece_bytes(L.ll_b) + kG;
+    L.vs = L.ks - kG + piece_bytes(L.ks_b) + kG;
+    L.in_b = L.vs - kG + piece_bytes(L.vs_b);
     const int64_t ids =
         h->num_read_pages > h->floor_read_pages ? h->num_read_pages : h->floor_read_pages;
     const size_t ids_b = align256((size_t)ids * sizeof(int64_t));
@@ -301,6 +320,8 @@ void build_images(Host *h, const kvf_case *c) {
     memcpy(up + L.ip, c->kv_indptr, L.ip_b);
     if (L.ix_b) memcpy(up + L.ix, c->kv_indices, L.ix_b);
     if (L.ll_b) memcpy(up + L.ll, c->kv_last_page_len, L.ll_b);
+    if (L.ks_b) memcpy(up + L.ks, c->k_scale, L.ks_b);
+    if (L.vs_b) memcpy(up + L.vs, c->v_scale, L.vs_b);
 }
 
 // h_up's lists (the pages to re-poison, n_poison of them from here on; the pages read) and, for
@@ -316,7 +337,7 @@ void write_lists(Host *h, const kvf_case *c, int staged) {
     if (h->num_read_pages)
         memcpy(up + L.ids_at, h->pages, (size_t)h->num_read_pages * sizeof(int64_t));
     if (staged) return;
-    write_page_images(h, c, 0, h->num_read_pages, (kvf_bf16 *)(up + L.stage_at));
+    write_page_images(h, c, 0, h->num_read_pages, up + L.stage_at);
 }
 
 // supports() and plan() of every slot for the loaded shape and table; sizes their workspaces.
@@ -349,6 +370,8 @@ void fill_args(Host *h, const Slot *s, kvf_plugin_args *a) {
     a->kv_indptr = (const int32_t *)(io + L.ip);
     a->kv_indices = (const int32_t *)(io + L.ix);
     a->kv_last_page_len = (const int32_t *)(io + L.ll);
+    a->k_scale = L.ks_b ? (const float *)(io + L.ks) : NULL;
+    a->v_scale = L.vs_b ? (const float *)(io + L.vs) : NULL;
     a->o = (uint16_t *)(io + L.out_at + L.o);
     a->lse = (float *)(io + L.out_at + L.lse);
     // A captured run keeps the workspace it was given: under graph replay it gets the whole
@@ -377,6 +400,7 @@ CheckParams check_params(Host *h) {
     p.poison = (const int64_t *)(up + L.poison_at);
     p.n_poison = h->n_poison;
     p.poison_vec = (int64_t)(h->poison_page_bytes / 16);
+    p.poison_word = h->pool_word;
     p.stage = (const uint4 *)(up + L.stage_at);
     p.n_scatter = h->n_scatter;
     p.in = (const uint4 *)io;
@@ -390,6 +414,32 @@ CheckParams check_params(Host *h) {
 }
 
 // ---- loading a case ------------------------------------------------------------------------
+
+// The element size of the case's caches: page_bytes, fp8, the image scratch, and the pools'
+// poison. Pools filled with the other poison are filled again (pool_clean cleared): a campaign
+// that alternates bf16 and FP8 cases pays a pool fill at each switch, which is cheap for the
+// pools of small cases and rare for large ones.
+int set_elements(Host *h, const kvf_case *c, kvf_error *err) {
+    const int kf = kvf_kv_dtype_is_fp8(c->quant.k_dtype),
+              vf = kvf_kv_dtype_is_fp8(c->quant.v_dtype);
+    if (kf != vf)
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "the CUDA buffer host lays out K and V caches of one element size, "
+                             "not a bf16 cache beside an FP8 one");
+    h->fp8 = kf;
+    const int64_t pe = kvf_case_page_elems(c);
+    h->page_bytes = (size_t)pe * (kf ? 1 : 2);
+    const uint32_t word = kf ? kPoisonWordFp8 : kPoisonWord;
+    if (word != h->pool_word) h->pool_clean = 0;
+    h->pool_word = word;
+    if (kf && (size_t)pe > h->img_cap) {
+        kvf_bf16 *img = (kvf_bf16 *)realloc(h->img, (size_t)pe * sizeof *img);
+        if (!img) return kvf_error_set(err, KVF_ENOMEM, "out of host memory for a page image");
+        h->img = img;
+        h->img_cap = (size_t)pe;
+    }
+    return 0;
+}
 
 // Everything of one host case before the run: validation, plans, layout, images, pages.
 int load_case(Host *h, const kvf_case *c, kvf_error *err) {
@@ -415,7 +465,8 @@ int load_case(Host *h, const kvf_case *c, kvf_error *err) {
         if (err) *err = h->slots[0].why;
         return h->slots[0].rc;
     }
-    h->page_bytes = (size_t)kvf_case_page_elems(c) * 2;
+    rc = set_elements(h, c, err);
+    if (rc) return rc;
     h->num_pages = c->num_pages;
     rc = read_pages(h, c, err);
     if (rc) return rc;

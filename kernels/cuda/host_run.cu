@@ -21,11 +21,13 @@ static int name_in_byte(Host *h, size_t at, unsigned char was, unsigned char now
     const struct {
         const char *name;
         size_t at, bytes;
-    } buf[4] = {{"q", L.q, L.q_b},
+    } buf[6] = {{"q", L.q, L.q_b},
                 {"kv_indptr", L.ip, L.ip_b},
                 {"kv_indices", L.ix, L.ix_b},
-                {"kv_last_page_len", L.ll, L.ll_b}};
-    for (int i = 0; i < 4; ++i) {
+                {"kv_last_page_len", L.ll, L.ll_b},
+                {"k_scale", L.ks, L.ks_b},
+                {"v_scale", L.vs, L.vs_b}};
+    for (int i = 0; i < 6; ++i) {
         const size_t beg = buf[i].at - kG, end = buf[i].at + buf[i].bytes + kG;
         if (at < beg || at >= end) continue;
         if (at >= buf[i].at && at < buf[i].at + buf[i].bytes)
@@ -67,30 +69,38 @@ static int locate_in_change(Host *h, kvf_error *err) {
               : kvf_error_set(err, KVF_EINPUTMOD, "the kernel modified its inputs during the run");
 }
 
+// Element i of a page as the pool holds it: a bf16's bits or an FP8 byte.
+static unsigned page_elem(const unsigned char *page, int64_t i, int fp8) {
+    if (fp8) return page[i];
+    uint16_t x;
+    memcpy(&x, page + 2 * i, sizeof x);
+    return x;
+}
+
 // Compares device page `p` of both pools with what it must hold (the case's page image, or
-// poison for a page the case does not read).
-static int locate_in_page(Host *h, int64_t p, int32_t used, kvf_bf16 *have, kvf_bf16 *want,
-                          kvf_error *err) {
+// poison for a page the case does not read); have and want hold page_bytes each.
+static int locate_in_page(Host *h, int64_t p, int32_t used, unsigned char *have,
+                          unsigned char *want, kvf_error *err) {
     const kvf_case *c = h->c;
-    const int64_t pe = (int64_t)(h->page_bytes / 2);
+    const int64_t pe = (int64_t)(h->page_bytes / (h->fp8 ? 1 : 2));
     for (int which = 0; which < 2; ++which) {
         const unsigned char *pool = (const unsigned char *)(which ? h->d_v : h->d_k);
         KVF_CUDA_TRY(cudaMemcpy(have, pool + (size_t)p * h->page_bytes, h->page_bytes,
                                 cudaMemcpyDeviceToHost),
                      "Reading back a page");
-        kvf__host_layout hl; // dense: load_case takes no other
-        kvf__host_layout_of(c, &hl);
-        kvf__host_page_image(c, &hl, which ? c->v_cache : c->k_cache, p, used, want);
-        for (int64_t i = 0; i < pe; ++i)
-            if (have[i] != want[i]) {
-                const int64_t slot = i / ((int64_t)c->num_kv_heads * c->head_dim);
-                return kvf_error_set(err, KVF_EINPUTMOD,
-                                     "the kernel modified its input %s at page %lld slot %lld kv "
-                                     "head %lld d %lld (0x%04x became 0x%04x)",
-                                     which ? "v_cache" : "k_cache", (long long)p, (long long)slot,
-                                     (long long)(i / c->head_dim % c->num_kv_heads),
-                                     (long long)(i % c->head_dim), want[i], have[i]);
-            }
+        page_bytes_of(h, c, which, p, used, want);
+        for (int64_t i = 0; i < pe; ++i) {
+            const unsigned was = page_elem(want, i, h->fp8), now = page_elem(have, i, h->fp8);
+            if (was == now) continue;
+            const int64_t slot = i / ((int64_t)c->num_kv_heads * c->head_dim);
+            return kvf_error_set(err, KVF_EINPUTMOD,
+                                 "the kernel modified its input %s at page %lld slot %lld kv "
+                                 "head %lld d %lld (0x%0*x became 0x%0*x)",
+                                 which ? "v_cache" : "k_cache", (long long)p, (long long)slot,
+                                 (long long)(i / c->head_dim % c->num_kv_heads),
+                                 (long long)(i % c->head_dim), h->fp8 ? 2 : 4, was, h->fp8 ? 2 : 4,
+                                 now);
+        }
     }
     return 0;
 }
@@ -99,10 +109,9 @@ static int locate_pool_change(Host *h, const CheckResult *r, kvf_error *err) {
     const char *which = r->before[0] != r->after[0] ? "k_cache" : "v_cache";
     if (!h->pools_known)
         return kvf_error_set(err, KVF_EINPUTMOD, "the kernel modified its input %s", which);
-    const size_t pe = h->page_bytes / 2;
-    kvf_bf16 *have = (kvf_bf16 *)malloc(2 * pe * sizeof(kvf_bf16));
+    unsigned char *have = (unsigned char *)malloc(2 * h->page_bytes);
     if (!have) return kvf_error_set(err, KVF_EINPUTMOD, "the kernel modified its input %s", which);
-    kvf_bf16 *want = have + pe;
+    unsigned char *want = have + h->page_bytes;
     int rc = 0;
     for (int64_t i = 0; i < h->num_read_pages && !rc; ++i)
         rc = locate_in_page(h, h->pages[i], h->page_used[i], have, want, err);

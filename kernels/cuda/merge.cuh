@@ -20,6 +20,10 @@ struct MergeParams {
     float *lse;
     int32_t num_qo_heads;
     int32_t batch; // sequences (merge_warp_kernel's row count is num_qo_heads x batch)
+    // FP8 caches with one value scale per CTA (SplitParams.scale_mode 1): o is multiplied by
+    // v_scale[h / vs_group] (vs_group 0: v_scale[0]) after the division. NULL: no scale.
+    const float *v_scale;
+    int32_t vs_group;
 };
 // A mutant's merge kernel takes one field more (as SplitParamsMut, decode.cuh).
 struct MergeParamsMut : MergeParams {
@@ -50,14 +54,28 @@ template <class B> __device__ __forceinline__ float merge_weight(float m, float 
     else
         return m == -INFINITY ? 0.f : ex2_approx(m - M);
 }
-// One element of o from the merged numerator and denominator, as bf16 bits.
-template <class B> __device__ __forceinline__ uint16_t merge_out(float od, float Lt) {
-    if constexpr (KVF_BUG(B, MERGE_EMPTY_NAN))
+// The value scale of q head h's row (MergeParams.v_scale), 1 without one. scale-q-head reads a
+// per-head scale at h mod Hk instead.
+template <class B, class P> __device__ __forceinline__ float merge_vscale(const P &p, int h) {
+    if (!p.v_scale) return 1.f;
+    int i = p.vs_group ? h / p.vs_group : 0;
+    if constexpr (KVF_BUG(B, SCALE_Q_HEAD))
+        if (p.vs_group) i = h % (p.num_qo_heads / p.vs_group);
+    return __ldg(p.v_scale + i);
+}
+// One element of o from the merged numerator and denominator, as bf16 bits; vs multiplies the
+// quotient when the row has a value scale (has_vs), a rounding of its own.
+template <class B>
+__device__ __forceinline__ uint16_t merge_out(float od, float Lt, bool has_vs, float vs) {
+    if constexpr (KVF_BUG(B, MERGE_EMPTY_NAN)) {
         return __bfloat16_as_ushort(__float2bfloat16_rn(od / Lt));
-    else if constexpr (KVF_BUG_TRUNC_STORE(B))
+    } else if constexpr (KVF_BUG_TRUNC_STORE(B)) {
         return (uint16_t)mut_bf16_trunc(Lt > 0.f ? od / Lt : 0.f);
-    else
-        return __bfloat16_as_ushort(__float2bfloat16_rn(Lt > 0.f ? od / Lt : 0.f));
+    } else {
+        float x = Lt > 0.f ? od / Lt : 0.f;
+        if (has_vs) x *= vs;
+        return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+    }
 }
 // The row's lse from M and the merged denominator (split_lse_big: B06's largest split lse).
 template <class B>
@@ -149,12 +167,13 @@ __global__ void __launch_bounds__(kMergeThreads)
     for (int w = 0; w < NW; ++w)
         Lt += s_lw[w];
     const int64_t orow = (int64_t)b * Hq + h;
+    const float vs = merge_vscale<B>(p, h);
     for (int d = tid; d < D; d += kMergeThreads) {
         float od = 0.f;
 #pragma unroll
         for (int w = 0; w < NW; ++w)
             od += s_o[w][d];
-        p.o[orow * D + d] = merge_out<B>(od, Lt);
+        p.o[orow * D + d] = merge_out<B>(od, Lt, p.v_scale != nullptr, vs);
     }
     float lse_big = -INFINITY; // B06's largest split lse
     if constexpr (KVF_BUG(B, SPLIT_LSE)) {
@@ -222,9 +241,10 @@ __global__ void __launch_bounds__(kMergeThreads)
         }
     }
     const int64_t orow = (int64_t)b * Hq + h;
+    const float vs = merge_vscale<B>(p, h);
 #pragma unroll
     for (int e = 0; e < PER; ++e)
-        p.o[orow * D + lane * PER + e] = merge_out<B>(o[e], L);
+        p.o[orow * D + lane * PER + e] = merge_out<B>(o[e], L, p.v_scale != nullptr, vs);
     float lse_big = -INFINITY; // B06's largest split lse
     if constexpr (KVF_BUG(B, SPLIT_LSE)) {
 #pragma unroll

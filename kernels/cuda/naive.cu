@@ -1,5 +1,8 @@
 // cuda-naive: one block per (sequence, q head), the whole sequence, no split, K/V re-read by
 // every head of a group: the baseline the split kernel must beat (decode.cu registers it).
+// FP8 caches are dequantized element by element in f32 (k_scale * k8, v_scale * v8), the way
+// FlashInfer-Bench's reference does, where the split kernel folds the scales instead: the two
+// are independent FP8 paths.
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -20,7 +23,23 @@ struct NaiveParams {
     int32_t num_qo_heads, num_kv_heads, page_size;
     int32_t len_cap; // tokens read at most per sequence (kvf_cuda_plan.naive_len_cap)
     float scale_log2;
+    int32_t k_dtype, v_dtype, scale_gran; // plugin.h's numbers (0: bf16, no scales)
+    const float *k_scale, *v_scale;
 };
+
+// Element `off` of a cache of element type dt (k and v point to bf16 bits or FP8 bytes).
+__device__ __forceinline__ float naive_elem(const uint16_t *cache, int64_t off, int dt) {
+    if (dt == kDtypeBf16) return __uint_as_float((uint32_t)cache[off] << 16);
+    return fp8_to_float(reinterpret_cast<const uint8_t *>(cache)[off], dt == kDtypeE5m2);
+}
+
+// The index of the scale of (page, slot, kv head) at granularity gran (plugin.h).
+__device__ __forceinline__ int64_t naive_scale_index(const NaiveParams &p, int64_t page, int slot,
+                                                     int hk) {
+    return p.scale_gran == 1   ? 0
+           : p.scale_gran == 2 ? hk
+                               : (page * p.page_size + slot) * p.num_kv_heads + hk;
+}
 
 constexpr int kNaiveThreads = 128;
 constexpr int kNaiveTile = 32; // tokens per rescale, the smallest the strict rule models
@@ -32,6 +51,7 @@ __global__ void __launch_bounds__(kNaiveThreads) naive_kernel(const NaiveParams 
     __shared__ float s_q[D];
     __shared__ float s_p[T];
     __shared__ int64_t s_off[T];
+    __shared__ float s_vs[T]; // each token's value scale (1 without scales)
     __shared__ float s_m, s_l, s_alpha;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -57,15 +77,23 @@ __global__ void __launch_bounds__(kNaiveThreads) naive_kernel(const NaiveParams 
             const int t = t0 + j, pi = t / S, slot = t - pi * S;
             const int64_t page = p.kv_indices[pbeg + pi];
             const int64_t off = ((page * S + slot) * Hk + hk) * D;
+            float ks = 1.f, vs = 1.f;
+            if (p.scale_gran) {
+                const int64_t si = naive_scale_index(p, page, slot, hk);
+                ks = p.k_scale[si], vs = p.v_scale[si];
+            }
             float dot = 0.f;
 #pragma unroll
-            for (int i = 0; i < D / 32; ++i)
-                dot = fmaf(s_q[lane + 32 * i],
-                           __uint_as_float((uint32_t)p.k[off + lane + 32 * i] << 16), dot);
+            for (int i = 0; i < D / 32; ++i) {
+                float k = naive_elem(p.k, off + lane + 32 * i, p.k_dtype);
+                if (p.scale_gran) k *= ks; // dequantized in f32
+                dot = fmaf(s_q[lane + 32 * i], k, dot);
+            }
             dot = warp_sum(dot);
             if (lane == 0) {
                 s_p[j] = dot * p.scale_log2;
                 s_off[j] = off;
+                s_vs[j] = vs;
             }
         }
         __syncthreads();
@@ -85,8 +113,11 @@ __global__ void __launch_bounds__(kNaiveThreads) naive_kernel(const NaiveParams 
             const int d = tid + kNaiveThreads * i;
             if (d < D) {
                 float a = acc[i] * alpha;
-                for (int j = 0; j < n; ++j) // only valid tokens: never 0 * NaN
-                    a = fmaf(s_p[j], __uint_as_float((uint32_t)p.v[s_off[j] + d] << 16), a);
+                for (int j = 0; j < n; ++j) { // only valid tokens: never 0 * NaN
+                    float v = naive_elem(p.v, s_off[j] + d, p.v_dtype);
+                    if (p.scale_gran) v *= s_vs[j]; // dequantized in f32
+                    a = fmaf(s_p[j], v, a);
+                }
                 acc[i] = a;
             }
         }
@@ -125,6 +156,8 @@ int kvf__cuda_naive_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStre
     np.len_cap = p->naive_len_cap > 0 && p->naive_len_cap < INT32_MAX ? (int32_t)p->naive_len_cap
                                                                       : INT32_MAX;
     np.scale_log2 = p->scale_log2;
+    np.k_dtype = p->k_dtype, np.v_dtype = p->v_dtype, np.scale_gran = p->scale_gran;
+    np.k_scale = t->k_scale, np.v_scale = t->v_scale;
     const dim3 grid((unsigned)p->Hq, (unsigned)p->B);
     if (p->D == 64)
         kvf::naive_kernel<64><<<grid, kvf::kNaiveThreads, 0, st>>>(np);

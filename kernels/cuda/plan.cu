@@ -48,6 +48,7 @@ void kvf__cuda_plan_set_problem(kvf_cuda_plan *p, const kvf_cuda_problem *pr, fl
     p->Hq = pr->num_qo_heads, p->Hk = pr->num_kv_heads, p->D = pr->head_dim;
     p->S = pr->page_size, p->B = pr->batch_size;
     p->scale_log2 = scale_log2;
+    p->k_dtype = pr->k_dtype, p->v_dtype = pr->v_dtype, p->scale_gran = pr->scale_granularity;
     p->num_pages = pr->num_pages;
     p->n_entries = pr->batch_size > 0 ? pr->kv_indptr[pr->batch_size] : 0;
     memset(&p->info, 0, sizeof p->info);
@@ -59,6 +60,9 @@ int kvf__cuda_plan_check_launch(const kvf_cuda_plan *p, const kvf_cuda_tensors *
     if (p->B == 0) return 1;
     if (!t->q || !t->kv_indptr || !t->kv_last_page_len || !t->o || !t->lse)
         return kvf_error_set(err, KVF_EINVAL, "A device tensor pointer is NULL.");
+    if (p->scale_gran && (!t->k_scale || !t->v_scale))
+        return kvf_error_set(err, KVF_EINVAL,
+                             "The prepared problem has scales and k_scale or v_scale is NULL.");
     if (p->ws_bytes &&
         (!t->workspace || t->workspace_bytes < p->ws_bytes || ((uintptr_t)t->workspace & 255) != 0))
         return kvf_error_set(err, KVF_EINVAL,

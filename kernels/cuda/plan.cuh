@@ -20,6 +20,7 @@ struct kvf_cuda_plan {
     int ready;
     int32_t Hq, Hk, D, S, B;
     float scale_log2;
+    int32_t k_dtype, v_dtype, scale_gran; // kvf_cuda_problem's: FP8 caches and their scales
     int64_t num_pages;            // the pool's pages (B10's mutant folds its offsets into the pool)
     int32_t n_entries;            // kv_indptr[B] (B15's mutant clamps its extra page to the table)
     const kvf::SplitEntry *entry; // the split instance (D, G) of the translation unit's policy

@@ -23,31 +23,32 @@
 
 using SplitBug = kvf::Bug<KVF_MUT_ACTIVE>; // the bug policy of this translation unit
 
-// A mutant is built for head_dim 128 only (kvf__cuda_check_shape): kAllDims is false there, so
-// that neither the other tables nor the other merge instances are referenced (templates, so
-// that the discarded branch is not even instantiated).
-template <bool kAllDims> static const kvf::SplitEntry *split_entry_of(int D, int G) {
+// A mutant is built for head_dim 128 only, and for bf16 caches unless it is an FP8 mutant
+// (kvf__cuda_check_shape): kAllDims is false there, so that neither the other tables nor the
+// other merge instances are referenced (templates, so that the discarded branch is not even
+// instantiated).
+template <bool kAllDims> static const kvf::SplitEntry *split_entry_of(int D, int G, bool fp8) {
     if constexpr (kAllDims) {
-        const kvf::SplitEntry *t = D == 64    ? kvf_split_d64
-                                   : D == 128 ? kvf_split_d128
-                                              : kvf_split_d256;
+        const kvf::SplitEntry *t = D == 64    ? (fp8 ? kvf_split_fp8_d64 : kvf_split_d64)
+                                   : D == 128 ? (fp8 ? kvf_split_fp8_d128 : kvf_split_d128)
+                                              : (fp8 ? kvf_split_fp8_d256 : kvf_split_d256);
         return &t[G - 1];
     } else {
-        return &kvf_split_d128[G - 1];
+        return &(fp8 ? kvf_split_fp8_d128 : kvf_split_d128)[G - 1];
     }
 }
-static const kvf::SplitEntry *split_entry(int D, int G) {
-    return split_entry_of<!KVF_MUT_ANY>(D, G);
+static const kvf::SplitEntry *split_entry(int D, int G, bool fp8) {
+    return split_entry_of<!KVF_MUT_ANY>(D, G, fp8);
 }
 
 // Per-instance one-time setup (dynamic shared memory above 48 KB) and occupancy, cached.
-static std::atomic<int> g_split_occ[3][16];
+static std::atomic<int> g_split_occ[2][3][16];
 
-static int split_occupancy(int D, int G, kvf_error *err) {
+static int split_occupancy(int D, int G, bool fp8, kvf_error *err) {
     const int di = D == 64 ? 0 : D == 128 ? 1 : 2;
-    int occ = g_split_occ[di][G - 1].load();
+    int occ = g_split_occ[fp8][di][G - 1].load();
     if (occ > 0) return occ;
-    const kvf::SplitEntry *e = split_entry(D, G);
+    const kvf::SplitEntry *e = split_entry(D, G, fp8);
     KVF_CUDA_TRY(
         cudaFuncSetAttribute(e->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, e->smem_bytes),
         "setting the split kernel's shared-memory size");
@@ -59,7 +60,7 @@ static int split_occupancy(int D, int G, kvf_error *err) {
                              "The split kernel for head_dim %d and group %d does not fit on this "
                              "device (%d bytes of shared memory).",
                              D, G, e->smem_bytes);
-    g_split_occ[di][G - 1].store(occ);
+    g_split_occ[fp8][di][G - 1].store(occ);
     return occ;
 }
 
@@ -67,8 +68,9 @@ static int split_occupancy(int D, int G, kvf_error *err) {
 static int split_prepare(kvf_cuda_plan *p, const kvf_cuda_problem *pr, kvf_error *err) {
     kvf__cuda_plan_set_problem(p, pr, kvf__cuda_scale_log2(pr->sm_scale));
     const int G = kvf__cuda_split_group(pr);
-    p->entry = split_entry(p->D, G);
-    const int occ = split_occupancy(p->D, G, err);
+    const bool fp8 = pr->k_dtype != 0;
+    p->entry = split_entry(p->D, G, fp8);
+    const int occ = split_occupancy(p->D, G, fp8, err);
     if (occ < 0) return occ;
     kvf__cuda_split_device dev;
     dev.num_sms = p->num_sms, dev.ctas_per_sm = occ, dev.tile_tokens = p->entry->tile_tokens;
@@ -170,6 +172,11 @@ static int split_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_
     sp.form_single = p->form.single;
     sp.scale_log2 = p->scale_log2;
     sp.use_pdl = p->info.merge;
+    // FP8 caches (decode.cuh, SplitParams): the scales' mode and the formats.
+    sp.k_scale = t->k_scale, sp.v_scale = t->v_scale;
+    sp.scale_mode = p->scale_gran == 0 ? 0 : p->scale_gran == 3 ? 2 : 1;
+    sp.scale_head_stride = p->scale_gran == 2 ? 1 : 0;
+    sp.k_e5m2 = p->k_dtype == 2, sp.v_e5m2 = p->v_dtype == 2;
     set_mutant_fields(sp, p);
     void *args[] = {&sp};
     // One CTA per item and kv head, or per q head for the mutants that map heads their own way,
@@ -183,6 +190,11 @@ static int split_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_
     MergeArgs mp;
     mp.ws_acc = sp.ws_acc, mp.ws_ml = sp.ws_ml, mp.seq_first = sp.seq_first;
     mp.o = t->o, mp.lse = t->lse, mp.num_qo_heads = p->Hq, mp.batch = p->B;
+    // A CTA-wide value scale multiplies the merged o (per-token ones are in the partials).
+    mp.v_scale = sp.scale_mode == 1 && !KVF_MUT(V_SCALE_IGNORED) && !KVF_MUT(V_SCALE_FP16_WEIGHTS)
+                     ? t->v_scale
+                     : NULL;
+    mp.vs_group = p->scale_gran == 2 ? p->Hq / p->Hk : 0;
     set_mutant_fields(mp, p);
     const cudaError_t e =
         launch_merge_for<!KVF_MUT_ANY>(p->D, mp, p->info.max_splits, p->num_sms, st);

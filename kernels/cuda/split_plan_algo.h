@@ -15,6 +15,28 @@
 #error "define KVF_MUT_ACTIVE (a kvf__mut_id) before including split_plan_algo.h"
 #endif
 
+// The caches' element types and scales (cuda_kernels.h): bf16 K and V without scales, or FP8 K
+// and V (e4m3 or e5m2 each) with scales of any granularity or none. The mutants are bf16
+// builds.
+static int kvf__cuda_check_dtypes(const kvf_cuda_problem *pr, kvf_error *err) {
+    const int32_t kd = pr->k_dtype, vd = pr->v_dtype, gr = pr->scale_granularity;
+    if (kd < 0 || kd > 2 || vd < 0 || vd > 2 || gr < 0 || gr > 3)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "k_dtype %d, v_dtype %d or scale_granularity %d is not a value "
+                             "plugin.h defines.",
+                             kd, vd, gr);
+    if ((kd == 0) != (vd == 0))
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "The CUDA kernels take bf16 K and V caches or FP8 ones, not a bf16 "
+                             "cache beside an FP8 one.");
+    if (kd == 0 && gr != 0)
+        return kvf_error_set(err, KVF_EINVAL, "bf16 caches come without scales.");
+    if (KVF_MUT_ANY && !KVF_MUT_FP8 && kd != 0)
+        return kvf_error_set(err, KVF_EUNSUPPORTED,
+                             "This CUDA mutant is built for bf16 caches only.");
+    return 0;
+}
+
 int kvf__cuda_check_shape(const kvf_cuda_problem *pr, kvf_error *err) {
     if (pr->num_qo_heads < 1 || pr->num_kv_heads < 1)
         return kvf_error_set(err, KVF_EINVAL,
@@ -63,7 +85,7 @@ int kvf__cuda_check_shape(const kvf_cuda_problem *pr, kvf_error *err) {
                              "num_pages %lld is outside [0, 2^31] (page ids are int32).",
                              (long long)pr->num_pages);
     if (!isfinite(pr->sm_scale)) return kvf_error_set(err, KVF_EINVAL, "sm_scale is not finite.");
-    return 0;
+    return kvf__cuda_check_dtypes(pr, err);
 }
 
 // Validates the host page-table metadata and returns the sequence lengths the kernel sees in

@@ -52,8 +52,14 @@
 using MutantBug = kvf::Bug<KVF_MUT_ACTIVE>; // this mutant's policy
 
 namespace KVF_MUT_NS {
-// The instance table split_launch.cuh reads: this mutant's kernels, D = 128.
+// The instance tables split_launch.cuh reads: this mutant's kernels, D = 128; the FP8 ones for
+// an FP8 mutant only (the others refuse FP8 caches in the plan, so the bf16 table stands in).
 KVF_SPLIT_TABLE(128, MutantBug);
+#ifdef KVF_MUTANT_FP8
+KVF_SPLIT_TABLE_OF(kvf_split_fp8_d128, 128, MutantBug, true);
+#else
+static const kvf::SplitEntry *const kvf_split_fp8_d128 = kvf_split_d128;
+#endif
 
 #include "../split_plan_algo.h"
 #include "../split_launch.cuh"
@@ -77,7 +83,8 @@ static int plan_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *t, void *stream
 static const kvf_plugin_kernel kDesc =
     KVF_CUDA_SPLIT_DESC("cuda/mut=" KVF_MUTANT_NAME,
                         KVF_MUTANT_DESC " (CUDA mutant of the split-KV kernel; head_dim 128 only)",
-                        KVF_PLUGIN_ROLE_UNDER_TEST);
+                        KVF_PLUGIN_ROLE_UNDER_TEST, KVF_MUT_FP8 ? KVF_CUDA_KV_DTYPES : 0,
+                        KVF_MUT_FP8 ? KVF_CUDA_SCALES : 0);
 } // namespace KVF_MUT_NS
 
 // A registry entry with no case-level vtable: the mutant runs through the CUDA buffer host,

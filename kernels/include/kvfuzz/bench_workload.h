@@ -24,9 +24,12 @@
 #include "kvfuzz/json_io.h"
 #include "kvfuzz/kernel.h"
 
-/* The shape every workload of a run shares: query and KV heads, head dim, page size. */
+/* The shape every workload of a run shares: query and KV heads, head dim, page size, and the
+ * caches' element type (kvf_kv_dtype: bf16, or FP8 for both K and V) with the scales'
+ * granularity (kvf_scale_granularity; none for bf16). */
 typedef struct kvf_bench_shape {
     int32_t hq, hk, d, s;
+    int32_t kv_dtype, scale_gran;
 } kvf_bench_shape;
 
 typedef struct kvf_bench_workload {

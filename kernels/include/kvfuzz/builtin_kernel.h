@@ -48,9 +48,9 @@ int kvf__cpu_ref_compute(const kvf_case *c, kvf_bf16 *o, float *lse, kvf_error *
 #define KVF_BUILTIN_CPU_DESC_QUANT(NAME, DESCRIPTION, IMPL)                                        \
     {                                                                                              \
         KVF__BUILTIN_CPU_FIELDS(NAME, DESCRIPTION, IMPL, kvf__builtin_create),                     \
-        .kv_dtypes = KVF_PLUGIN_KV_E4M3 | KVF_PLUGIN_KV_E5M2,                                      \
-        .scale_granularities =                                                                     \
-            KVF_PLUGIN_SCALE_TENSOR | KVF_PLUGIN_SCALE_HEAD | KVF_PLUGIN_SCALE_TOKEN,              \
+            .kv_dtypes = KVF_PLUGIN_KV_E4M3 | KVF_PLUGIN_KV_E5M2,                                  \
+            .scale_granularities =                                                                 \
+                KVF_PLUGIN_SCALE_TENSOR | KVF_PLUGIN_SCALE_HEAD | KVF_PLUGIN_SCALE_TOKEN,          \
     }
 /* The same with its own create() (which ends in kvf__builtin_create when it starts). */
 #define KVF_BUILTIN_CPU_DESC_CREATE(NAME, DESCRIPTION, IMPL, CREATE)                               \

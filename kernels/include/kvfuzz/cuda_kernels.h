@@ -62,10 +62,16 @@ typedef struct kvf_cuda_problem {
     float sm_scale;
     const int32_t *kv_indptr;        /* host [B+1] */
     const int32_t *kv_last_page_len; /* host [B] */
+    /* The caches' element types and the scales' granularity, numbered as plugin.h numbers
+     * them (0 for bf16 caches without scales). The split-KV kernel takes FP8 K and V (e4m3 or
+     * e5m2, either for each) with or without scales of any granularity, or bf16 K and V;
+     * cuda-naive takes the same. A bf16 cache beside an FP8 one is KVF_EUNSUPPORTED. */
+    int32_t k_dtype, v_dtype, scale_granularity;
 } kvf_cuda_problem;
 
-/* Device pointers for one launch; layouts as in docs/design.md section 1 (bf16 as raw bits). The
- * page table on the device must match the host arrays given to prepare(). */
+/* Device pointers for one launch; layouts as in docs/design.md section 1 (bf16 as raw bits; an
+ * FP8 cache's pointer is its bytes, one per element). The page table on the device must match
+ * the host arrays given to prepare(). */
 typedef struct kvf_cuda_tensors {
     const kvf_bf16 *q;       /* [B][Hq][D] */
     const kvf_bf16 *k_cache; /* [P][S][Hk][D] */
@@ -77,6 +83,8 @@ typedef struct kvf_cuda_tensors {
      * 256-byte aligned (NULL when that is 0). Its contents need not survive between launches. */
     void *workspace;
     size_t workspace_bytes;
+    /* f32 scales when the prepared problem has them (plugin.h: 1, Hk or P*S*Hk of each). */
+    const float *k_scale, *v_scale;
 } kvf_cuda_tensors;
 
 /* What prepare() decided, for reports and the benchmark. */
@@ -122,6 +130,11 @@ size_t kvf_cuda_plan_workspace_bytes(const kvf_cuda_plan *plan);
 int kvf_cuda_fill_bf16(kvf_bf16 *dev, int64_t n, uint64_t seed, float scale, void *stream,
                        kvf_error *err);
 
+/* Fills n FP8 bytes of `dtype` (1 e4m3, 2 e5m2) with the nearest values (ties to even) to a
+ * deterministic hash of (seed, index), uniform in [-scale, scale]: no NaN, never past the
+ * format's largest finite value. */
+int kvf_cuda_fill_fp8(uint8_t *dev, int64_t n, uint64_t seed, float scale, int dtype, void *stream,
+                      kvf_error *err);
 /* The read roofline: streams `bytes` bytes of `dev` once with 16-byte loads and folds them into
  * a checksum written to sink[0..kvf_cuda_roofline_sink_len()) so nothing can be optimized away.
  * `dev` must be 16-byte aligned and hold bytes rounded up to 16. */
