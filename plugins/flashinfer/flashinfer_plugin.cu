@@ -11,13 +11,17 @@
  *                       It promises the graph-replay relation (docs/invariance.md).
  *
  * Nothing of FlashInfer lives in this repository: the headers come from the checkout named by
- * -DKVF_FLASHINFER_DIR. Element types are bf16 for q, K/V and o, int32 indices, no positional
- * encoding, no window, no soft cap: the configuration FlashInfer's JIT builds for a plain
- * bf16 decode. */
+ * -DKVF_FLASHINFER_DIR. Element types are bf16 for q and o, bf16, e4m3 or e5m2 for K/V (one
+ * DTypeKV for both caches), int32 indices, no positional encoding, no window, no soft cap: the
+ * configurations FlashInfer's JIT builds for a plain decode. FP8 caches take one f32 scale
+ * each (or none), applied as FlashInfer's Python wrapper applies them: k_scale folded into
+ * sm_scale before the launch, o multiplied by v_scale in f32 and rounded to bf16 again after
+ * it (docs/flashinfer.md, "FP8 caches"). */
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdarg>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -64,7 +68,10 @@ namespace {
 
 using DType = nv_bfloat16;
 using IdType = int32_t;
-using Params = fi::BatchDecodeParams<DType, DType, DType, IdType>;
+/* DTypeKV is nv_bfloat16, __nv_fp8_e4m3 or __nv_fp8_e5m2; q and o stay bf16. The kernel's
+ * configuration (vector width, tile, shared memory) and so the work estimation's occupancy
+ * grid depend on sizeof(DTypeKV). */
+template <typename DTypeKV> using Params = fi::BatchDecodeParams<DType, DTypeKV, DType, IdType>;
 using Variant = fi::DefaultAttention</*custom_mask=*/false, /*sliding_window=*/false,
                                      /*soft_cap=*/false, /*alibi=*/false>;
 constexpr fi::PosEncodingMode kPos = fi::PosEncodingMode::kNone;
@@ -86,12 +93,31 @@ size_t align_up(size_t x, size_t a) {
 /* Which kernel a state runs: kvf_plugin_kernel.user points at one of these. */
 int nosplit_tag, graph_tag;
 
+/* The shape's cache dtypes and scale granularity (kvf_plugin_shape codes: 0 bf16, 1 e4m3, 2
+ * e5m2; 0 none, 1 tensor), read only where the shape's struct_size covers them: a shape
+ * built without them has bf16 caches and no scales. */
+struct KvTypes {
+    int k, v, granularity;
+};
+
+KvTypes kv_types(const kvf_plugin_shape *s) {
+    if (s->struct_size < offsetof(kvf_plugin_shape, scale_granularity) + sizeof(int32_t))
+        return {0, 0, 0};
+    return {s->k_dtype, s->v_dtype, s->scale_granularity};
+}
+
+const char *kv_name(int dtype) {
+    return dtype == 0 ? "bf16" : dtype == 1 ? "e4m3" : dtype == 2 ? "e5m2" : "unknown";
+}
+
 struct State {
     bool nosplit;
     bool graph; /* planned with enable_cuda_graph */
     int cc_major;
     int num_sms;
     cudaStream_t plan_stream;
+    /* Pinned: run() reads the case's k_scale into it (FP8 caches with a tensor scale). */
+    float *k_scale_host;
     /* Pinned staging that DecodePlan fills; run() copies it into kvfuzz's workspace. */
     void *staging;
     size_t staging_bytes;
@@ -106,6 +132,8 @@ struct State {
 
     bool planned;
     kvf_plugin_shape shape;
+    int kv_dtype;   /* of both caches: 0 bf16, 1 e4m3, 2 e5m2 */
+    bool kv_scaled; /* FP8 with tensor scales */
     fi::DecodePlanInfo info;
     size_t float_bytes; /* tmp_v and tmp_s, at the start of the workspace */
     size_t int_offset;  /* where the int section starts in the workspace */
@@ -160,7 +188,47 @@ static int layout_ok(const kvf_plugin_shape *s, char *why, size_t why_size) {
     return 1;
 }
 
-int fi_supports(const kvf_plugin_kernel *, const kvf_plugin_shape *s, char *why, size_t why_size) {
+/* The cache dtypes and scales FlashInfer's decode takes: one DTypeKV for both caches (bf16,
+ * e4m3 or e5m2) and, for FP8, one scale per cache or none. The graph kernel reads bf16 only:
+ * applying a tensor scale needs a synchronous read of k_scale, which a capture cannot hold. */
+int kv_ok(bool graph, const kvf_plugin_shape *s, char *why, size_t why_size) {
+    const KvTypes t = kv_types(s);
+    if (t.k < 0 || t.k > 2 || t.v < 0 || t.v > 2) {
+        say(why, why_size, "cache dtype %d/%d is not one of bf16, e4m3 and e5m2", t.k, t.v);
+        return 0;
+    }
+    if ((t.k == 0) != (t.v == 0)) {
+        say(why, why_size,
+            "K in %s beside V in %s: FlashInfer's decode reads both caches as one DTypeKV",
+            kv_name(t.k), kv_name(t.v));
+        return 0;
+    }
+    if (t.k != t.v) {
+        say(why, why_size,
+            "K in %s and V in %s: FlashInfer's decode reads both caches as one DTypeKV",
+            kv_name(t.k), kv_name(t.v));
+        return 0;
+    }
+    if (t.k == 0 && t.granularity != 0) {
+        say(why, why_size, "scales on bf16 caches are not a case FlashInfer's decode takes");
+        return 0;
+    }
+    if (t.granularity != 0 && t.granularity != 1) {
+        say(why, why_size,
+            "scale granularity %d: FlashInfer's decode takes one float scale per cache or none",
+            t.granularity);
+        return 0;
+    }
+    if (graph && t.k != 0) {
+        say(why, why_size,
+            "flashinfer-graph reads bf16 caches only (a synchronous read of k_scale cannot be "
+            "captured in a graph)");
+        return 0;
+    }
+    return 1;
+}
+
+int supports_shape(bool graph, const kvf_plugin_shape *s, char *why, size_t why_size) {
     if (!head_dim_ok(s->head_dim)) {
         say(why, why_size, "head dim %d is not instantiated (64, 128 and 256 are)", s->head_dim);
         return 0;
@@ -200,7 +268,13 @@ int fi_supports(const kvf_plugin_kernel *, const kvf_plugin_shape *s, char *why,
         say(why, why_size, "q of batch %d overflows FlashInfer's 32-bit q strides", s->batch_size);
         return 0;
     }
+    if (!kv_ok(graph, s, why, why_size)) return 0;
     return layout_ok(s, why, why_size);
+}
+
+int fi_supports(const kvf_plugin_kernel *self, const kvf_plugin_shape *s, char *why,
+                size_t why_size) {
+    return supports_shape(self && self->user == &graph_tag, s, why, why_size);
 }
 
 int fi_create(const kvf_plugin_kernel *self, void **out, char *msg, size_t msg_size) {
@@ -219,6 +293,9 @@ int fi_create(const kvf_plugin_kernel *self, void **out, char *msg, size_t msg_s
         e = cudaDeviceGetAttribute(&st->num_sms, cudaDevAttrMultiProcessorCount, dev);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&st->plan_stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&st->staged, cudaEventDisableTiming);
+    if (e == cudaSuccess)
+        e = cudaHostAlloc(reinterpret_cast<void **>(&st->k_scale_host), sizeof(float),
+                          cudaHostAllocDefault);
     if (e != cudaSuccess) {
         delete st;
         return cuda_fail(msg, msg_size, "flashinfer plugin: CUDA setup failed", e);
@@ -234,12 +311,13 @@ void fi_destroy(void *p) {
     if (st->staged_pending) cudaEventSynchronize(st->staged);
     cudaFreeHost(st->staging);
     cudaFree(st->plan_dev);
+    cudaFreeHost(st->k_scale_host);
     cudaEventDestroy(st->staged);
     cudaStreamDestroy(st->plan_stream);
     delete st;
 }
 
-template <uint32_t GROUP, uint32_t HEAD_DIM>
+template <typename DTypeKV, uint32_t GROUP, uint32_t HEAD_DIM>
 cudaError_t plan_one(State *st, IdType *indptr, size_t int_ws) {
     const kvf_plugin_shape &s = st->shape;
     auto estimate = [st](bool &split_kv, uint32_t &max_grid_size, uint32_t &pages_per_chunk,
@@ -248,7 +326,7 @@ cudaError_t plan_one(State *st, IdType *indptr, size_t int_ws) {
                          bool enable_cuda_graph, cudaStream_t stream) {
         cudaError_t e =
             fi::BatchDecodeWithPagedKVCacheWorkEstimationDispatched<GROUP, HEAD_DIM, kPos, Variant,
-                                                                    Params>(
+                                                                    Params<DTypeKV>>(
                 split_kv, max_grid_size, pages_per_chunk, new_batch_size, gdy, batch_size,
                 kv_indptr_h, num_qo_heads, page_size, enable_cuda_graph, stream);
         if (e == cudaSuccess && st->nosplit && split_kv) {
@@ -268,17 +346,30 @@ cudaError_t plan_one(State *st, IdType *indptr, size_t int_ws) {
      * non-null: the allocator treats a null result as overflow) and unbounded room; nothing
      * dereferences it. */
     void *const float_base = reinterpret_cast<void *>(uintptr_t{1} << 20);
-    return fi::DecodePlan<HEAD_DIM, kPos, Variant, Params>(
+    return fi::DecodePlan<HEAD_DIM, kPos, Variant, Params<DTypeKV>>(
         float_base, SIZE_MAX / 4, st->plan_dev, st->staging, int_ws, st->info, indptr,
         (uint32_t)s.batch_size, (uint32_t)s.num_qo_heads, (uint32_t)s.page_size,
         /*enable_cuda_graph=*/st->graph, st->plan_stream, estimate);
 }
 
-template <uint32_t HEAD_DIM> cudaError_t plan_dim(State *st, IdType *indptr, size_t int_ws) {
+template <typename DTypeKV, uint32_t HEAD_DIM>
+cudaError_t plan_dim(State *st, IdType *indptr, size_t int_ws) {
     cudaError_t e = cudaErrorInvalidValue;
     DISPATCH_GQA_GROUP_SIZE(st->shape.num_qo_heads / st->shape.num_kv_heads, GROUP,
-                            { e = plan_one<GROUP, HEAD_DIM>(st, indptr, int_ws); });
+                            { e = plan_one<DTypeKV, GROUP, HEAD_DIM>(st, indptr, int_ws); });
     return e;
+}
+
+template <typename DTypeKV> cudaError_t plan_kv(State *st, IdType *indptr, size_t int_ws) {
+    switch (st->shape.head_dim) {
+    case 64:
+        return plan_dim<DTypeKV, 64>(st, indptr, int_ws);
+    case 128:
+        return plan_dim<DTypeKV, 128>(st, indptr, int_ws);
+    case 256:
+        return plan_dim<DTypeKV, 256>(st, indptr, int_ws);
+    }
+    return cudaErrorInvalidValue;
 }
 
 int grow(void **buf, size_t *have, size_t need, bool pinned) {
@@ -303,9 +394,15 @@ int fi_plan(void *p, const kvf_plugin_shape *s, const kvf_plugin_index *index, c
             size_t msg_size) {
     State *st = static_cast<State *>(p);
     st->planned = false;
-    if (!fi_supports(nullptr, s, msg, msg_size)) return KVF_PLUGIN_UNSUPPORTED;
+    if (!supports_shape(st->graph, s, msg, msg_size)) return KVF_PLUGIN_UNSUPPORTED;
     st->shape = *s;
     st->shape.struct_size = sizeof(kvf_plugin_shape);
+    const KvTypes kv = kv_types(s);
+    st->shape.k_dtype = kv.k;
+    st->shape.v_dtype = kv.v;
+    st->shape.scale_granularity = kv.granularity;
+    st->kv_dtype = kv.k; /* supports_shape: the same for V */
+    st->kv_scaled = kv.granularity == 1;
     st->info = fi::DecodePlanInfo();
     st->float_bytes = st->int_offset = st->int_bytes = 0;
     st->chunk_tokens = 0;
@@ -329,15 +426,15 @@ int fi_plan(void *p, const kvf_plugin_shape *s, const kvf_plugin_index *index, c
     IdType *indptr = const_cast<IdType *>(index->kv_indptr);
     cudaError_t e = cudaErrorInvalidValue;
     try {
-        switch (s->head_dim) {
-        case 64:
-            e = plan_dim<64>(st, indptr, int_ws);
+        switch (st->kv_dtype) {
+        case 0:
+            e = plan_kv<nv_bfloat16>(st, indptr, int_ws);
             break;
-        case 128:
-            e = plan_dim<128>(st, indptr, int_ws);
+        case 1:
+            e = plan_kv<__nv_fp8_e4m3>(st, indptr, int_ws);
             break;
-        case 256:
-            e = plan_dim<256>(st, indptr, int_ws);
+        case 2:
+            e = plan_kv<__nv_fp8_e5m2>(st, indptr, int_ws);
             break;
         }
         if (e == cudaSuccess) e = cudaStreamSynchronize(st->plan_stream);
@@ -368,11 +465,92 @@ size_t fi_workspace_bytes(void *p, const kvf_plugin_shape *) {
     return st->planned ? st->int_offset + st->int_bytes : 0;
 }
 
-template <uint32_t HEAD_DIM>
-cudaError_t launch(const Params &params, DType *tmp_v, float *tmp_s, bool pdl,
-                   cudaStream_t stream) {
-    return fi::BatchDecodeWithPagedKVCacheDispatched<HEAD_DIM, kPos, Variant>(params, tmp_v, tmp_s,
-                                                                              pdl, stream);
+/* o[i] = bf16_rn(f32(o[i]) * v_scale): what FlashInfer's Python wrapper does after the kernel
+ * for a bf16 output (`out *= v_scale`, a torch multiply by a Python float, computed in f32 and
+ * rounded back to bf16), and nothing when v_scale is 1 (the wrapper skips a scale of 1.0). The
+ * multiply is written out as mul.rn.f32 so that -use_fast_math neither flushes it nor fuses
+ * it: torch's kernel is IEEE. */
+__global__ void scale_o_kernel(nv_bfloat16 *__restrict__ o, size_t n,
+                               const float *__restrict__ v_scale) {
+    const float vs = *v_scale;
+    if (vs == 1.0f) return;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const float x = __bfloat162float(o[i]);
+        float y;
+        asm("mul.rn.f32 %0, %1, %2;" : "=f"(y) : "f"(x), "f"(vs));
+        o[i] = __float2bfloat16_rn(y);
+    }
+}
+
+cudaError_t scale_o(nv_bfloat16 *o, size_t n, const float *v_scale, cudaStream_t stream) {
+    const unsigned threads = 256;
+    const size_t blocks = std::min<size_t>((n + threads - 1) / threads, 4096);
+    scale_o_kernel<<<(unsigned)blocks, threads, 0, stream>>>(o, n, v_scale);
+    return cudaGetLastError();
+}
+
+/* FlashInfer's decode for one DTypeKV on kvfuzz's buffers, with the plan's indices at int_buf. */
+template <typename DTypeKV>
+cudaError_t launch(const State *st, const kvf_plugin_args *a, char *ws, char *int_buf,
+                   float sm_scale, cudaStream_t stream) {
+    const kvf_plugin_shape &s = st->shape;
+    const int64_t kv_strides[3] = {a->kv_stride_page, a->kv_stride_slot, a->kv_stride_head};
+    /* An FP8 cache's bytes come at the bf16 caches' pointer fields, one byte per element at the
+     * same element strides. */
+    fi::paged_kv_t<DTypeKV, IdType> paged_kv(
+        (uint32_t)s.num_kv_heads, (uint32_t)s.page_size, (uint32_t)s.head_dim,
+        (uint32_t)s.batch_size, fi::QKVLayout::kNHD,
+        reinterpret_cast<DTypeKV *>(const_cast<uint16_t *>(a->k_cache)),
+        reinterpret_cast<DTypeKV *>(const_cast<uint16_t *>(a->v_cache)), kv_strides,
+        const_cast<IdType *>(a->kv_indices), const_cast<IdType *>(a->kv_indptr),
+        const_cast<IdType *>(a->kv_last_page_len));
+
+    const fi::DecodePlanInfo &in = st->info;
+    Params<DTypeKV> params;
+    params.q = reinterpret_cast<DType *>(const_cast<uint16_t *>(a->q));
+    params.paged_kv = paged_kv;
+    params.o = reinterpret_cast<DType *>(a->o);
+    params.lse = a->lse;
+    params.num_qo_heads = (uint32_t)s.num_qo_heads;
+    params.q_stride_n = (IdType)a->q_stride_batch;
+    params.q_stride_h = (IdType)a->q_stride_head;
+    params.window_left = -1;
+    params.logits_soft_cap = 0.0f;
+    params.sm_scale = sm_scale;
+    params.rope_rcp_scale = 1.0f;
+    params.rope_rcp_theta = 1.0f / 1e4f;
+    params.request_indices = fi::GetPtrFromBaseOffset<IdType>(int_buf, in.request_indices_offset);
+    params.kv_tile_indices = fi::GetPtrFromBaseOffset<IdType>(int_buf, in.kv_tile_indices_offset);
+    params.o_indptr = fi::GetPtrFromBaseOffset<IdType>(int_buf, in.o_indptr_offset);
+    params.kv_chunk_size_ptr =
+        fi::GetPtrFromBaseOffset<IdType>(int_buf, in.kv_chunk_size_ptr_offset);
+    /* Only a plan for CUDA graphs pads the batch with work items to skip. */
+    params.block_valid_mask =
+        in.enable_cuda_graph && in.split_kv
+            ? fi::GetPtrFromBaseOffset<bool>(int_buf, in.block_valid_mask_offset)
+            : nullptr;
+    params.padded_batch_size = (uint32_t)in.padded_batch_size;
+    DType *tmp_v = nullptr;
+    float *tmp_s = nullptr;
+    if (in.split_kv) {
+        /* FlashInfer keeps the partial outputs in DTypeO, here bf16, before the merge. */
+        tmp_v = fi::GetPtrFromBaseOffset<DType>(ws, in.v_offset);
+        tmp_s = fi::GetPtrFromBaseOffset<float>(ws, in.s_offset);
+    }
+    const bool pdl = st->cc_major >= 9; /* FlashInfer's default where the device supports it */
+    switch (s.head_dim) {
+    case 64:
+        return fi::BatchDecodeWithPagedKVCacheDispatched<64, kPos, Variant>(params, tmp_v, tmp_s,
+                                                                            pdl, stream);
+    case 128:
+        return fi::BatchDecodeWithPagedKVCacheDispatched<128, kPos, Variant>(params, tmp_v, tmp_s,
+                                                                             pdl, stream);
+    case 256:
+        return fi::BatchDecodeWithPagedKVCacheDispatched<256, kPos, Variant>(params, tmp_v, tmp_s,
+                                                                             pdl, stream);
+    }
+    return cudaErrorInvalidValue;
 }
 
 int fi_run(void *p, const kvf_plugin_args *a, char *msg, size_t msg_size) {
@@ -405,75 +583,60 @@ int fi_run(void *p, const kvf_plugin_args *a, char *msg, size_t msg_size) {
             a->workspace_bytes, need);
         return KVF_PLUGIN_ERROR;
     }
+    if (st->kv_scaled &&
+        (a->struct_size < offsetof(kvf_plugin_args, v_scale) + sizeof(a->v_scale) || !a->k_scale ||
+         !a->v_scale)) {
+        say(msg, msg_size, "flashinfer run: FP8 caches with tensor scales but no scale pointers");
+        return KVF_PLUGIN_ERROR;
+    }
     cudaStream_t stream = static_cast<cudaStream_t>(a->stream);
     char *ws = static_cast<char *>(a->workspace);
     char *int_buf = ws + st->int_offset;
+
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaStreamIsCapturing(stream, &capturing);
+    if (e != cudaSuccess) return cuda_fail(msg, msg_size, "flashinfer run: stream query", e);
+
+    /* FlashInfer's wrapper folds k_scale, a Python float, into sm_scale on the host (a double
+     * product, passed to the kernel as float). The scale lives in device memory here, written
+     * there on this stream, so it is read back first: a synchronous read that a graph capture
+     * cannot hold, which is why flashinfer-graph takes bf16 caches only. */
+    float sm_scale = a->sm_scale;
+    if (st->kv_scaled) {
+        if (capturing != cudaStreamCaptureStatusNone) {
+            say(msg, msg_size,
+                "flashinfer run: FP8 with scales reads k_scale synchronously, which a graph "
+                "capture cannot hold");
+            return KVF_PLUGIN_ERROR;
+        }
+        e = cudaMemcpyAsync(st->k_scale_host, a->k_scale, sizeof(float), cudaMemcpyDeviceToHost,
+                            stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+        if (e != cudaSuccess) return cuda_fail(msg, msg_size, "flashinfer run: reading k_scale", e);
+        sm_scale = (float)((double)a->sm_scale * (double)*st->k_scale_host);
+    }
 
     /* The plan's indices enter the workspace here, on the caller's stream, after kvfuzz has
      * poisoned it: FlashInfer's kernel reads them (and kv_indptr) before its PDL wait, so they
      * must be in place before the launch, which a copy ahead of it on the stream guarantees. */
     /* Under a graph capture the copy becomes a node that reads the staging at each replay, which
      * the next plan() refills (kvfuzz synchronizes the stream before it): no event then. */
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    cudaError_t e = cudaStreamIsCapturing(stream, &capturing);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(int_buf, st->staging, st->int_bytes, cudaMemcpyHostToDevice, stream);
+    e = cudaMemcpyAsync(int_buf, st->staging, st->int_bytes, cudaMemcpyHostToDevice, stream);
     if (e == cudaSuccess && capturing == cudaStreamCaptureStatusNone)
         e = cudaEventRecord(st->staged, stream);
     if (e != cudaSuccess) return cuda_fail(msg, msg_size, "flashinfer run: staging the plan", e);
     st->staged_pending = capturing == cudaStreamCaptureStatusNone;
 
-    const int64_t kv_strides[3] = {a->kv_stride_page, a->kv_stride_slot, a->kv_stride_head};
-    fi::paged_kv_t<DType, IdType> paged_kv(
-        (uint32_t)s.num_kv_heads, (uint32_t)s.page_size, (uint32_t)d, (uint32_t)s.batch_size,
-        fi::QKVLayout::kNHD, reinterpret_cast<DType *>(const_cast<uint16_t *>(a->k_cache)),
-        reinterpret_cast<DType *>(const_cast<uint16_t *>(a->v_cache)), kv_strides,
-        const_cast<IdType *>(a->kv_indices), const_cast<IdType *>(a->kv_indptr),
-        const_cast<IdType *>(a->kv_last_page_len));
-
-    const fi::DecodePlanInfo &in = st->info;
-    Params params;
-    params.q = reinterpret_cast<DType *>(const_cast<uint16_t *>(a->q));
-    params.paged_kv = paged_kv;
-    params.o = reinterpret_cast<DType *>(a->o);
-    params.lse = a->lse;
-    params.num_qo_heads = (uint32_t)hq;
-    params.q_stride_n = (IdType)a->q_stride_batch;
-    params.q_stride_h = (IdType)a->q_stride_head;
-    params.window_left = -1;
-    params.logits_soft_cap = 0.0f;
-    params.sm_scale = a->sm_scale;
-    params.rope_rcp_scale = 1.0f;
-    params.rope_rcp_theta = 1.0f / 1e4f;
-    params.request_indices = fi::GetPtrFromBaseOffset<IdType>(int_buf, in.request_indices_offset);
-    params.kv_tile_indices = fi::GetPtrFromBaseOffset<IdType>(int_buf, in.kv_tile_indices_offset);
-    params.o_indptr = fi::GetPtrFromBaseOffset<IdType>(int_buf, in.o_indptr_offset);
-    params.kv_chunk_size_ptr =
-        fi::GetPtrFromBaseOffset<IdType>(int_buf, in.kv_chunk_size_ptr_offset);
-    /* Only a plan for CUDA graphs pads the batch with work items to skip. */
-    params.block_valid_mask =
-        in.enable_cuda_graph && in.split_kv
-            ? fi::GetPtrFromBaseOffset<bool>(int_buf, in.block_valid_mask_offset)
-            : nullptr;
-    params.padded_batch_size = (uint32_t)in.padded_batch_size;
-    DType *tmp_v = nullptr;
-    float *tmp_s = nullptr;
-    if (in.split_kv) {
-        /* FlashInfer keeps the partial outputs in DTypeO, here bf16, before the merge. */
-        tmp_v = fi::GetPtrFromBaseOffset<DType>(ws, in.v_offset);
-        tmp_s = fi::GetPtrFromBaseOffset<float>(ws, in.s_offset);
-    }
-    const bool pdl = st->cc_major >= 9; /* FlashInfer's default where the device supports it */
     try {
-        switch (s.head_dim) {
-        case 64:
-            e = launch<64>(params, tmp_v, tmp_s, pdl, stream);
+        switch (st->kv_dtype) {
+        case 0:
+            e = launch<nv_bfloat16>(st, a, ws, int_buf, sm_scale, stream);
             break;
-        case 128:
-            e = launch<128>(params, tmp_v, tmp_s, pdl, stream);
+        case 1:
+            e = launch<__nv_fp8_e4m3>(st, a, ws, int_buf, sm_scale, stream);
             break;
-        case 256:
-            e = launch<256>(params, tmp_v, tmp_s, pdl, stream);
+        case 2:
+            e = launch<__nv_fp8_e5m2>(st, a, ws, int_buf, sm_scale, stream);
             break;
         default:
             e = cudaErrorInvalidValue;
@@ -483,6 +646,13 @@ int fi_run(void *p, const kvf_plugin_args *a, char *msg, size_t msg_size) {
         return KVF_PLUGIN_ERROR;
     }
     if (e != cudaSuccess) return cuda_fail(msg, msg_size, "flashinfer run: launch failed", e);
+    if (st->kv_scaled) {
+        /* The wrapper's `out *= v_scale`, after the kernel (and its merge) on the same stream. */
+        e = scale_o(reinterpret_cast<nv_bfloat16 *>(a->o), (size_t)s.batch_size * hq * d,
+                    a->v_scale, stream);
+        if (e != cudaSuccess)
+            return cuda_fail(msg, msg_size, "flashinfer run: launching the v_scale multiply", e);
+    }
     return KVF_PLUGIN_OK;
 }
 
@@ -497,13 +667,21 @@ void fi_describe(void *p, char *buf, size_t size) {
         say(buf, size, "split=no batch=0 ctas=0");
         return;
     }
-    say(buf, size, "split=%s chunk=%u padded_batch=%lld ctas=%lld max_grid=%u pdl=%s",
+    /* The cache type only for FP8, so bf16 plans read as they always have. */
+    char kv[32] = "";
+    if (st->kv_dtype != 0)
+        say(kv, sizeof kv, " kv=%s%s", kv_name(st->kv_dtype), st->kv_scaled ? "/tensor" : "");
+    say(buf, size, "split=%s chunk=%u padded_batch=%lld ctas=%lld max_grid=%u pdl=%s%s",
         in.split_kv ? "yes" : "no", st->chunk_tokens, (long long)in.padded_batch_size,
         (long long)in.padded_batch_size * st->shape.num_kv_heads, st->max_grid,
-        st->cc_major >= 9 ? "yes" : "no");
+        st->cc_major >= 9 ? "yes" : "no", kv);
 }
 
-// kv_dtypes and scale_granularities 0: bf16 caches only (its FP8 decode is not wired up yet).
+/* FP8 caches: e4m3 and e5m2 (both caches of one type, supports() says), with one tensor scale
+ * per cache or none, for flashinfer and flashinfer-nosplit. flashinfer-graph keeps bf16 only
+ * (0, 0): folding k_scale into sm_scale as FlashInfer's wrapper does needs a synchronous read of
+ * the scale from device memory in run(), which cannot be captured in a graph. */
+constexpr uint32_t kFp8 = KVF_PLUGIN_KV_E4M3 | KVF_PLUGIN_KV_E5M2;
 const kvf_plugin_kernel kernels[] = {
     {sizeof(kvf_plugin_kernel), "flashinfer",
      "FlashInfer BatchDecodeWithPagedKVCache (CUDA cores), its own split-KV plan",
@@ -515,14 +693,14 @@ const kvf_plugin_kernel kernels[] = {
      // The defaults (placement, head permutation, v-scaling); its planner sizes the splits
      // from the batch, so batch invariance is not promised (docs/invariance.md).
      /*promises=*/nullptr, /*models=*/nullptr,
-     /*kv_dtypes=*/0, /*scale_granularities=*/0},
+     /*kv_dtypes=*/kFp8, /*scale_granularities=*/KVF_PLUGIN_SCALE_TENSOR},
     {sizeof(kvf_plugin_kernel), "flashinfer-nosplit",
      "FlashInfer BatchDecodeWithPagedKVCache (CUDA cores), split-KV disabled in the plan",
      KVF_PLUGIN_DEVICE_CUDA, KVF_PLUGIN_ROLE_UNDER_TEST, &nosplit_tag, fi_supports, fi_create,
      fi_destroy, fi_plan, fi_workspace_bytes, fi_run, fi_describe, /*concurrent_states=*/0,
      // No partials without a split; -use_fast_math still flushes.
      /*precision=*/"ftz", /*promises=*/nullptr, /*models=*/nullptr,
-     /*kv_dtypes=*/0, /*scale_granularities=*/0},
+     /*kv_dtypes=*/kFp8, /*scale_granularities=*/KVF_PLUGIN_SCALE_TENSOR},
     {sizeof(kvf_plugin_kernel), "flashinfer-graph",
      "FlashInfer BatchDecodeWithPagedKVCache (CUDA cores), planned for CUDA graphs",
      KVF_PLUGIN_DEVICE_CUDA, KVF_PLUGIN_ROLE_UNDER_TEST, &graph_tag, fi_supports, fi_create,

@@ -5,7 +5,9 @@
  *
  * RANDOM_CASES adds that many random shapes (head dims 64/128/256, groups 1-6 and 8, page
  * sizes 1 to 256, batches up to 48) after the fixed cases, and a summary per kernel counts
- * the cases its plan split and the largest errors with and without a split.
+ * the cases its plan split and the largest errors with and without a split. Two FP8 cases come
+ * last (e4m3 with one scale per cache, e5m2 without scales), for the kernels whose kv_dtypes
+ * and scale_granularities take them; they stay out of the summary.
  * It stands in for kvfuzz's own plugin host where that is not available: buffers are laid out
  * as kvfuzz lays them out (NHD pages, NaN in unused slots and unreferenced pages, outputs
  * poisoned with NaN before the run and followed by a guard), and each line reports the plan
@@ -17,6 +19,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +37,15 @@ typedef struct smoke_case {
     int ones;        /* q = k = 1: equal logits, o is the mean of v */
 } smoke_case;
 
+/* An FP8 case: both caches in one FP8 type (kvf_plugin_shape codes: 1 e4m3, 2 e5m2), their
+ * bytes drawn uniformly among the codes of magnitude up to max_code (so values spread over
+ * the binades), with one f32 scale per cache (scaled) or none. */
+typedef struct fp8_spec {
+    int dtype, scaled;
+    float k_scale, v_scale;
+    int max_code;
+} fp8_spec;
+
 static const smoke_case cases[] = {
     {"seed h20/kv4 d128 ps64 3200 tok", 20, 4, 128, 64, 1, {3200}, 1, 0},
     {"d64 ps1 g1 256 tok", 8, 8, 64, 1, 1, {256}, 4, 0},
@@ -47,6 +59,18 @@ static const smoke_case cases[] = {
     {"d64 ps1 g1 256 tok q=k=1", 1, 1, 64, 1, 1, {256}, 1, 1},
     {"g4 d128 ps16 b4 q=k=1", 16, 4, 128, 16, 4, {4000, 1000, 300, 2}, 1, 1},
     {"g7 unsupported", 28, 4, 128, 16, 1, {100}, 1, 0},
+};
+
+/* After the random shapes, so that these draw nothing the cases before them would have. */
+static const struct {
+    smoke_case c;
+    fp8_spec f;
+} fp8_cases[] = {
+    /* 0x7E: e4m3's largest finite value (448); the scales map it near 1. */
+    {{"seed e4m3 scales", 20, 4, 128, 64, 1, {3200}, 1, 0}, {1, 1, 0.0021f, 0.0023f, 0x7E}},
+    /* 0x3C: e5m2's 1.0, so the values sit in [-1, 1] without a scale. */
+    {{"mixed g4 d128 ps16 e5m2", 32, 8, 128, 16, 6, {1, 63, 64, 65, 0, 700}, 3, 0},
+     {2, 0, 1.0f, 1.0f, 0x3C}},
 };
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -73,6 +97,17 @@ static double bf2d(uint16_t h) {
     memcpy(&f, &u, 4);
     return f;
 }
+/* An FP8 byte's value: e4m3 (float8_e4m3fn: bias 7, no infinities, 0x7F NaN) or e5m2 (bias
+ * 15, IEEE-like). */
+static double fp82d(uint8_t b, int dtype) {
+    const int man_bits = dtype == 1 ? 3 : 2, bias = dtype == 1 ? 7 : 15;
+    const int e = (b & 0x7f) >> man_bits, m = b & ((1 << man_bits) - 1);
+    const double sign = b & 0x80 ? -1 : 1;
+    if (dtype == 1 && (b & 0x7f) == 0x7f) return NAN;
+    if (dtype == 2 && e == 31) return m ? NAN : sign * INFINITY;
+    if (e == 0) return sign * ldexp(m, 1 - bias - man_bits);
+    return sign * ldexp(m + (1 << man_bits), e - bias - man_bits);
+}
 
 #define CK(call)                                                                                   \
     do {                                                                                           \
@@ -86,14 +121,30 @@ static double bf2d(uint16_t h) {
 typedef struct built {
     kvf_plugin_shape shape;
     int32_t *indptr, *indices, *last;
-    uint16_t *q, *k, *v;
+    uint16_t *q, *k, *v; /* k and v hold bf16, or FP8 bytes when fp8.dtype is set */
     size_t q_elems, kv_elems;
+    fp8_spec fp8;
     double *o_ref, *lse_ref; /* lse_ref base 2 */
     double *o_mag;           /* per element: sum p|v| / sum p, the scale of the row's terms */
 } built;
 
-static void build(const smoke_case *c, built *w) {
+/* Element off of cache k (which 0) or v (1) as the kernel is to read it: bf16, or the FP8
+ * value times its scale. */
+static double kv_value(const built *w, int which, size_t off) {
+    if (!w->fp8.dtype) return bf2d((which ? w->v : w->k)[off]);
+    const uint8_t b = ((const uint8_t *)(which ? w->v : w->k))[off];
+    const double scale = w->fp8.scaled ? (which ? w->fp8.v_scale : w->fp8.k_scale) : 1.0;
+    return scale * fp82d(b, w->fp8.dtype);
+}
+
+/* A random FP8 byte of magnitude code at most max_code. */
+static uint8_t fp8_draw(int max_code) {
+    return (uint8_t)((rng() % (uint64_t)(max_code + 1)) | (rng() & 1 ? 0x80 : 0));
+}
+
+static void build(const smoke_case *c, const fp8_spec *f, built *w) {
     memset(w, 0, sizeof *w);
+    if (f) w->fp8 = *f;
     int32_t lens[256];
     int64_t entries = 0, tokens = 0, maxlen = 0;
     for (int b = 0; b < c->b; b++) {
@@ -120,8 +171,13 @@ static void build(const smoke_case *c, built *w) {
     w->kv_elems = (size_t)pages * page_elems;
     w->k = malloc(w->kv_elems * 2);
     w->v = malloc(w->kv_elems * 2);
-    for (size_t i = 0; i < w->kv_elems; i++)
-        w->k[i] = w->v[i] = 0x7fc0; /* NaN: unreferenced pages and unused slots */
+    uint8_t *k8 = (uint8_t *)w->k, *v8 = (uint8_t *)w->v;
+    for (size_t i = 0; i < w->kv_elems; i++) {
+        if (f)
+            k8[i] = v8[i] = 0x7f; /* both FP8 types' NaN */
+        else
+            w->k[i] = w->v[i] = 0x7fc0; /* NaN: unreferenced pages and unused slots */
+    }
     int64_t e = 0;
     for (int b = 0; b < c->b; b++) {
         int n = (lens[b] + c->s - 1) / c->s;
@@ -135,6 +191,11 @@ static void build(const smoke_case *c, built *w) {
                     for (int x = 0; x < c->d; x++) {
                         size_t off =
                             (size_t)perm[e] * page_elems + ((size_t)t * c->hk + h) * c->d + x;
+                        if (f) {
+                            k8[off] = fp8_draw(f->max_code);
+                            v8[off] = fp8_draw(f->max_code);
+                            continue;
+                        }
                         w->k[off] = c->ones ? 0x3f80 : f2bf((float)(uniform() * 2 - 1));
                         w->v[off] = f2bf((float)(uniform() * 2 - 1));
                     }
@@ -159,6 +220,10 @@ static void build(const smoke_case *c, built *w) {
     s->total_tokens = tokens;
     s->max_seq_len = maxlen;
     s->sm_scale = (float)(1.0 / sqrt((double)c->d));
+    if (f) {
+        s->k_dtype = s->v_dtype = f->dtype;
+        s->scale_granularity = f->scaled ? 1 : 0;
+    }
 
     /* The reference: double precision from the bf16 inputs, lse in base 2. */
     w->o_ref = calloc(w->q_elems + 1, sizeof(double));
@@ -173,11 +238,11 @@ static void build(const smoke_case *c, built *w) {
             double m = -INFINITY;
             for (int t = 0; t < lens[b]; t++) {
                 int32_t pg = w->indices[w->indptr[b] + t / c->s];
-                const uint16_t *kv =
-                    w->k + (size_t)pg * page_elems + ((size_t)(t % c->s) * c->hk + kh) * c->d;
+                const size_t kv =
+                    (size_t)pg * page_elems + ((size_t)(t % c->s) * c->hk + kh) * c->d;
                 double acc = 0;
                 for (int x = 0; x < c->d; x++)
-                    acc += bf2d(qv[x]) * bf2d(kv[x]);
+                    acc += bf2d(qv[x]) * kv_value(w, 0, kv + x);
                 sc[t] = acc * s->sm_scale;
                 if (sc[t] > m) m = sc[t];
             }
@@ -188,11 +253,12 @@ static void build(const smoke_case *c, built *w) {
                 double p = exp(sc[t] - m);
                 sum += p;
                 int32_t pg = w->indices[w->indptr[b] + t / c->s];
-                const uint16_t *vv =
-                    w->v + (size_t)pg * page_elems + ((size_t)(t % c->s) * c->hk + kh) * c->d;
+                const size_t vv =
+                    (size_t)pg * page_elems + ((size_t)(t % c->s) * c->hk + kh) * c->d;
                 for (int x = 0; x < c->d; x++) {
-                    o[x] += p * bf2d(vv[x]);
-                    mag[x] += p * fabs(bf2d(vv[x]));
+                    const double v = kv_value(w, 1, vv + x);
+                    o[x] += p * v;
+                    mag[x] += p * fabs(v);
                 }
             }
             if (lens[b] == 0) {
@@ -244,10 +310,29 @@ typedef struct tally {
     double max_split, max_whole; /* largest ulp error on split and on unsplit cases */
 } tally;
 
+/* The stride of the plugin's kernel table: the fields of a kernel entry that exist. */
+static uint32_t kernel_struct_size;
+
+/* Whether the kernel's descriptor takes the case's caches: kvfuzz gives a kernel only the
+ * dtypes and scale granularities its kv_dtypes and scale_granularities name. */
+static int kv_declared(const kvf_plugin_kernel *k, const kvf_plugin_shape *s) {
+    if (!s->k_dtype && !s->v_dtype && !s->scale_granularity) return 1;
+    if (kernel_struct_size < offsetof(kvf_plugin_kernel, scale_granularities) + sizeof(uint32_t))
+        return 0;
+    const uint32_t dt = (1u << s->k_dtype) | (1u << s->v_dtype) | 1u;
+    return (k->kv_dtypes & dt) == (dt & ~1u) &&
+           (!s->scale_granularity || (k->scale_granularities >> s->scale_granularity & 1u));
+}
+
 static int run_case(const kvf_plugin_kernel *k, void *state, const smoke_case *c, built *w,
                     tally *t) {
     char msg[256] = "", why[256] = "", desc[256] = "";
     const kvf_plugin_shape *s = &w->shape;
+    if (!kv_declared(k, s)) {
+        printf("%-20s %-32s not declared: its kv_dtypes / scale_granularities leave it out\n",
+               k->name, c->name);
+        return 0;
+    }
     if (!k->supports(k, s, why, sizeof why)) {
         printf("%-20s %-32s unsupported: %s\n", k->name, c->name, why);
         return 0;
@@ -262,7 +347,13 @@ static int run_case(const kvf_plugin_kernel *k, void *state, const smoke_case *c
 
     const size_t o_bytes = w->q_elems * 2, lse_bytes = (size_t)c->b * c->hq * 4;
     uint16_t *dq = dev_copy(w->q, w->q_elems * 2);
-    uint16_t *dk = dev_copy(w->k, w->kv_elems * 2), *dv = dev_copy(w->v, w->kv_elems * 2);
+    const size_t kv_bytes = w->kv_elems * (w->fp8.dtype ? 1 : 2);
+    uint16_t *dk = dev_copy(w->k, kv_bytes), *dv = dev_copy(w->v, kv_bytes);
+    float *dks = NULL, *dvs = NULL;
+    if (w->fp8.scaled) {
+        dks = dev_copy(&w->fp8.k_scale, sizeof(float));
+        dvs = dev_copy(&w->fp8.v_scale, sizeof(float));
+    }
     int32_t *dip = dev_copy(w->indptr, ((size_t)c->b + 1) * 4);
     int32_t *dix = dev_copy(w->indices, (size_t)s->num_entries * 4);
     int32_t *dl = dev_copy(w->last, (size_t)c->b * 4);
@@ -297,6 +388,8 @@ static int run_case(const kvf_plugin_kernel *k, void *state, const smoke_case *c
     a.workspace = dws;
     a.workspace_bytes = ws;
     a.stream = stream;
+    a.k_scale = dks;
+    a.v_scale = dvs;
 
     /* Poison: 0xffff is a bf16 NaN and 0xffffffff an f32 NaN, so unwritten outputs show. */
     CK(cudaMemsetAsync(dout, 0xff, o_bytes + GUARD, stream));
@@ -373,11 +466,13 @@ static int run_case(const kvf_plugin_kernel *k, void *state, const smoke_case *c
                1000.0 * ms / iters, desc);
         bad = unwritten || guard; /* large errors are findings to report, not smoke failures */
         const int split = strncmp(desc, "split=yes", 9) == 0;
-        t->cases++;
-        t->split += split;
-        t->over1 += max_ulp > 1;
-        double *mx = split ? &t->max_split : &t->max_whole;
-        if (max_ulp > *mx) *mx = max_ulp;
+        if (t) { /* FP8 cases stay out of the summary */
+            t->cases++;
+            t->split += split;
+            t->over1 += max_ulp > 1;
+            double *mx = split ? &t->max_split : &t->max_whole;
+            if (max_ulp > *mx) *mx = max_ulp;
+        }
         free(o);
         free(lse);
     }
@@ -386,6 +481,8 @@ out:
     cudaFree(dq);
     cudaFree(dk);
     cudaFree(dv);
+    cudaFree(dks);
+    cudaFree(dvs);
     cudaFree(dip);
     cudaFree(dix);
     cudaFree(dl);
@@ -451,6 +548,7 @@ int main(int argc, char **argv) {
             (const kvf_plugin_kernel *)((const char *)pl->kernels +
                                         (size_t)i * pl->kernel_struct_size);
         if (only && strcmp(k->name, only) != 0) continue;
+        kernel_struct_size = pl->kernel_struct_size;
         char msg[256] = "";
         void *state = NULL;
         if (k->create && k->create(k, &state, msg, sizeof msg) != KVF_PLUGIN_OK) {
@@ -467,13 +565,23 @@ int main(int argc, char **argv) {
     }
     /* Cases outer, kernels inner: each case is built once and every kernel sees it. */
     const int nfixed = (int)(sizeof cases / sizeof cases[0]);
-    for (int ci = 0; ci < nfixed + nrandom; ci++) {
+    const int nfp8 = (int)(sizeof fp8_cases / sizeof fp8_cases[0]);
+    for (int ci = 0; ci < nfixed + nrandom + nfp8; ci++) {
         smoke_case rc;
-        const smoke_case *c = ci < nfixed ? &cases[ci] : (random_case(&rc, ci - nfixed), &rc);
+        const smoke_case *c = &rc;
+        const fp8_spec *f = NULL;
+        if (ci < nfixed) {
+            c = &cases[ci];
+        } else if (ci < nfixed + nrandom) {
+            random_case(&rc, ci - nfixed);
+        } else {
+            c = &fp8_cases[ci - nfixed - nrandom].c;
+            f = &fp8_cases[ci - nfixed - nrandom].f;
+        }
         built w;
-        build(c, &w);
+        build(c, f, &w);
         for (int j = 0; j < nk; j++)
-            failures += run_case(ks[j], states[j], c, &w, &tallies[j]);
+            failures += run_case(ks[j], states[j], c, &w, f ? NULL : &tallies[j]);
         release(&w);
     }
     for (int j = 0; j < nk; j++) {
