@@ -7,6 +7,10 @@
 #     campaign spends its cases on; a declined shape is unsupported, never a finding.
 #   - An exception in kvfuzz_supports is a kernel-error finding carrying its line.
 #   - A malformed kvfuzz_precision or kvfuzz_supports is exit 2 and one sentence.
+#   - A kernel declaring FP8 caches (tests/python/fp8_kernels.py) is exit 2 and one sentence under
+#     a torch without float8 dtypes; under a stand-in for a later one (KVF_STUB_TORCH_FLOAT8=1)
+#     `kvfuzz kernels` lists its FP8 caches, a case of a dtype it does not declare is unsupported,
+#     and each malformed FP8 declaration is exit 2 and one sentence.
 # Skips (77) where there is no python3.
 set -u
 kvfuzz=$1
@@ -84,6 +88,43 @@ precision_bad_character has the character 'B'
 precision_empty kvfuzz_precision is empty
 supports_not_callable kvfuzz_supports is 3 of type int, not a function
 LIST
+
+# ---- FP8 caches (tests/python/fp8_kernels.py) -----------------------------------------------------
+f=python:tests/python/fp8_kernels.py
+# The stand-in torch has no float8 dtypes (a torch before 2.1): a kernel declaring FP8 caches is
+# exit 2 and one sentence; one that does not loads.
+run 2 -- "$kvfuzz" kernels --kernel "$f:reference"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "FP8 on an old torch: not one sentence: $(cat "$tmp/err")"
+grep -qF "fp8_kernels.reference declares e4m3 caches (kvfuzz_kv_dtypes) but torch 0+kvfuzz.stub under" "$tmp/err" ||
+  fail "FP8 on an old torch: $(cat "$tmp/err")"
+grep -qF "has no torch.float8_e4m3fn, as FP8 tensors need torch 2.1 or later" "$tmp/err" ||
+  fail "FP8 on an old torch: $(cat "$tmp/err")"
+run 0 -- "$kvfuzz" kernels --kernel "$f:bf16_only"
+grep -qF "FP8" "$tmp/out" && fail "bf16_only is listed with FP8 caches: $(cat "$tmp/out")"
+# A stand-in for a later torch: listed as taking FP8 caches, and what it declares is shown.
+export KVF_STUB_TORCH_FLOAT8=1
+run 0 -- "$kvfuzz" kernels --kernel "$f:reference" --kernel "$f:e4m3_tensor"
+grep -qF "FP8 caches e4m3,e5m2 with tensor,head,token scales" "$tmp/out" || fail "reference's declaration: $(cat "$tmp/out")"
+grep -qF "FP8 caches e4m3 with tensor scales" "$tmp/out" || fail "e4m3_tensor's declaration: $(cat "$tmp/out")"
+[ "$(grep -cF "bf16 and FP8 with scales" "$tmp/out")" -eq 2 ] || fail "kernels does not list FP8 caches: $(cat "$tmp/out")"
+# A case with caches the kernel does not declare is unsupported, never a launch.
+run 0 -- "$kvfuzz" gen --preset page1 --k-dtype e5m2 --scales head -o "$tmp/e5m2.kvfz"
+run 0 -- "$kvfuzz" replay --kernel "$f:e4m3_tensor" "$tmp/e5m2.kvfz"
+grep -q "1 unsupported" "$tmp/out" || fail "e4m3_tensor ran an e5m2 case: $(tail -4 "$tmp/out")"
+# Malformed declarations: exit 2, one sentence.
+while read -r fn words; do
+  run 2 -- "$kvfuzz" fuzz --kernel "$f:$fn" --runs 1
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$fn: not one sentence: $(cat "$tmp/err")"
+  grep -qF -- "$words" "$tmp/err" || fail "$fn: stderr does not say \"$words\": $(cat "$tmp/err")"
+done <<'LIST'
+dtypes_not_a_string kvfuzz_kv_dtypes is 8 of type int, not a string naming KV cache dtypes
+dtypes_unknown names 'fp4', which is not a KV cache dtype (bf16, e4m3, e5m2)
+scales_unknown names 'channel', which is not a scale granularity (none, tensor, head, token)
+scales_without_fp8 kvfuzz_kv_dtypes names no FP8 dtype (e4m3, e5m2), and scales dequantize FP8 caches only
+fp8_without_scales names no scales (tensor, head, token), and kvfuzz draws FP8 caches only for kernels that take scales
+no_scale_keywords but not the keyword arguments k_scale and v_scale that carry the scales
+LIST
+unset KVF_STUB_TORCH_FLOAT8
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "python kernel declarations: all checks passed"

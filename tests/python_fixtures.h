@@ -15,6 +15,7 @@
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/kernel_host.h"
 #include "kvfuzz/oracle.h"
+#include "kvfuzz/prng.h"
 #include "kvfuzz/spec.h"
 #include "python_kernel.h"
 
@@ -146,6 +147,52 @@ static inline void expect_make_error(const char *spec, int code, const char *wor
     if (rc == 0) kvf__python_kernel_free(k);
 }
 
+/* ---- FP8 caches ------------------------------------------------------------------------------ */
+
+/* A small random spec (at most `work`, docs on kvf_random_opts) with quantized caches: dtypes
+ * drawn, then kd / vd where not -1; scales at `gran` (spread and fine scales as drawn, none for
+ * tensor scales); a layout when laid_out. -1 when no spec comes of the seed. */
+static inline int fp8_spec(uint64_t seed, int64_t work, int kd, int vd, int gran, int laid_out,
+                           kvf_spec *s) {
+    kvf_random_opts ro;
+    kvf_random_opts_default(&ro);
+    ro.max_work = work;
+    ro.allow_high_ids = 0;
+    ro.layouts = 0;
+    if (kvf_spec_random(s, seed, &ro, NULL)) return -1;
+    kvf_prng r;
+    kvf_prng_seed_stream(&r, seed, 77);
+    do /* a draw with scales, whose bases are set */
+        kvf_recipe_draw_quant(&s->quant, &s->recipe, &r);
+    while (s->quant.kv.granularity == KVF_SCALE_NONE);
+    if (kd >= 0) s->quant.kv.k_dtype = (uint8_t)kd;
+    if (vd >= 0) s->quant.kv.v_dtype = (uint8_t)vd;
+    s->quant.kv.granularity = (uint8_t)gran;
+    if (gran == KVF_SCALE_TENSOR || gran == KVF_SCALE_NONE) s->quant.spread = s->quant.fine = 0;
+    if (gran == KVF_SCALE_NONE) s->quant.k_scale = s->quant.v_scale = 1.0f;
+    if (laid_out) kvf_recipe_draw_layout(&s->layout, &s->recipe, &r);
+    return 0;
+}
+
+/* The first case of fp8_spec(seed, ...), fp8_spec(seed + 1, ...), ... (50 seeds at most) that
+ * builds and reads at least one page, into c; 0, or -1 (c empty) when none does. */
+static inline int fp8_case(uint64_t seed, int64_t work, int kd, int vd, int gran, int laid_out,
+                           kvf_case *c) {
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    memset(c, 0, sizeof *c);
+    for (uint64_t s = seed; s < seed + 50; s++) {
+        kvf_spec sp;
+        if (fp8_spec(s, work, kd, vd, gran, laid_out, &sp)) continue;
+        int rc = kvf_case_build(c, &sp, &lim, NULL);
+        kvf_spec_free(&sp);
+        if (rc == 0 && c->batch_size > 0 && c->kv_indptr[c->batch_size] > 0) return 0;
+        if (rc == 0) kvf_case_free(c);
+        memset(c, 0, sizeof *c);
+    }
+    return -1;
+}
+
 /* ---- without torch: any python3 and the stand-in torch ------------------------------------ */
 
 /* python3 on the PATH, else /usr/bin/python3, into py[n]: the interpreter the stand-in runs
@@ -170,22 +217,27 @@ static inline int some_python(char *py, size_t n) {
     } while (0)
 
 /* Environment variables saved to be put back. */
+#define SAVED_ENV_COUNT 6
 typedef struct saved_env {
-    char *value[4];
+    char *value[SAVED_ENV_COUNT];
 } saved_env;
 
-static const char *const saved_names[4] = {"PATH", "KVF_PYTHON", "PYTHONPATH",
-                                           "PYTHONDONTWRITEBYTECODE"};
+static const char *const saved_names[SAVED_ENV_COUNT] = {"PATH",
+                                                         "KVF_PYTHON",
+                                                         "PYTHONPATH",
+                                                         "PYTHONDONTWRITEBYTECODE",
+                                                         "KVF_PYTHON_WORKER",
+                                                         "KVF_STUB_TORCH_FLOAT8"};
 
 static inline void env_save(saved_env *e) {
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < SAVED_ENV_COUNT; i++) {
         const char *v = getenv(saved_names[i]);
         e->value[i] = v ? strdup(v) : NULL;
     }
 }
 
 static inline void env_restore(saved_env *e) {
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < SAVED_ENV_COUNT; i++) {
         if (e->value[i])
             setenv(saved_names[i], e->value[i], 1);
         else
@@ -195,7 +247,8 @@ static inline void env_restore(saved_env *e) {
 }
 
 /* Kernels load under py with tests/python/stub_torch in place of torch (no bytecode written into
- * the source tree). */
+ * the source tree); a torch before 2.1, without float8 dtypes, unless the caller then sets
+ * KVF_STUB_TORCH_FLOAT8=1 (restored by env_restore). */
 static inline void use_stub_torch(saved_env *e, const char *py) {
     char stub[1024];
     env_save(e);

@@ -1,7 +1,8 @@
 /* Python kernels (kernels/python), the reference: the torch reference decode passes the seed
  * corpus and generated cases under `strict` on kvfuzz's CPU buffer host (kernel_host.h), a pool
- * too large to copy whole goes as its referenced pages, and the Triton example passes where
- * torch sees a GPU. Each test skips, with the reason, where no python3 imports torch.
+ * too large to copy whole goes as its referenced pages, the Triton example passes where torch
+ * sees a GPU, and a reference reading FP8 caches passes FP8 cases where torch has float8 dtypes
+ * (2.1 or later). Each test skips, with the reason, where no python3 imports torch.
  *
  * Environment: KVF_PYTHON_CASES sets the generated case count (default 60). */
 #include <dirent.h>
@@ -116,10 +117,71 @@ static void test_triton_on_gpu(void) {
     kvf__python_kernel_free(k);
 }
 
+/* Whether the interpreter kernels run under has a torch with float8 dtypes (2.1 or later); when
+ * not, why, into why[n]. */
+static int torch_has_float8(char *why, size_t n) {
+    char py[1024], cmd[1400];
+    if (!kernel_python(py, sizeof py)) return snprintf(why, n, "no python3"), 0;
+    snprintf(cmd, sizeof cmd,
+             "'%s' -c 'import sys, torch; sys.exit(0 if hasattr(torch, \"float8_e4m3fn\") else 1)' "
+             ">/dev/null 2>&1",
+             py);
+    if (system(cmd) == 0) return 1;
+    snprintf(why, n, "the torch of %s has no float8 dtypes (FP8 tensors need torch 2.1 or later)",
+             py);
+    return 0;
+}
+
+/* A PyTorch reference that dequantizes FP8 caches (tests/python/fp8_kernels.py: value times
+ * scale in f32, then torch_decode's numerics) passes strict on FP8 cases of every dtype pair and
+ * granularity, laid out or dense, and on caches mixing bf16 and FP8: the bytes and scales it
+ * gets as torch.float8_e4m3fn / float8_e5m2 tensors and k_scale= / v_scale= are the case's.
+ * Needs a torch with float8 dtypes (2.1 or later); skips, saying so, elsewhere. */
+static void test_fp8_reference_passes(void) {
+    NEED_TORCH();
+    char why[1200];
+    if (!torch_has_float8(why, sizeof why)) CHECK_SKIP("%s", why);
+    char spec[1024];
+    spec_for(spec, sizeof spec, "tests/python/fp8_kernels.py", "reference");
+    kvf_kernel *k = make(spec);
+    kvf_host *h = k ? create(k) : NULL;
+    if (!h) goto out;
+    CHECK(kvf_kernel_takes_quant(k));
+    static const int kinds[][3] = {
+        {KVF_KV_E4M3, KVF_KV_E4M3, KVF_SCALE_TENSOR}, {KVF_KV_E5M2, KVF_KV_E5M2, KVF_SCALE_TENSOR},
+        {KVF_KV_E4M3, KVF_KV_E4M3, KVF_SCALE_HEAD},   {KVF_KV_E5M2, KVF_KV_E4M3, KVF_SCALE_HEAD},
+        {KVF_KV_E4M3, KVF_KV_E5M2, KVF_SCALE_TOKEN},  {KVF_KV_E5M2, KVF_KV_E5M2, KVF_SCALE_TOKEN},
+        {KVF_KV_E4M3, KVF_KV_E4M3, KVF_SCALE_NONE},   {KVF_KV_BF16, KVF_KV_E5M2, KVF_SCALE_NONE},
+    };
+    const int n = env_int("KVF_PYTHON_CASES", 60);
+    int cases = 0, passed = 0;
+    for (int i = 0; i < n; i++) {
+        const int *kind = kinds[i % 8];
+        kvf_case c;
+        if (fp8_case(1000 + 61 * (uint64_t)i, 1 << 16, kind[0], kind[1], kind[2], i / 8 % 2, &c))
+            continue;
+        char what[96];
+        snprintf(what, sizeof what, "case %d (k %s v %s scales %s%s)", i,
+                 kvf_kv_dtype_name(kind[0]), kvf_kv_dtype_name(kind[1]),
+                 kvf_scale_granularity_name(kind[2]), i / 8 % 2 ? ", laid out" : "");
+        passed += judge_one(k, h, &c, what);
+        cases++;
+        kvf_case_free(&c);
+    }
+    char facts[128];
+    kvf_host_describe(h, facts, sizeof facts);
+    printf("%s: %d of %d FP8 cases pass strict (%s)\n", k->name, passed, cases, facts);
+    CHECK(cases >= n * 3 / 4);
+out:
+    kvf_host_destroy(h);
+    kvf__python_kernel_free(k);
+}
+
 static const check_test tests[] = {
     {"torch_reference_passes", test_torch_reference_passes},
     {"large_pool_sends_referenced_pages", test_large_pool_sends_referenced_pages},
     {"triton_on_gpu", test_triton_on_gpu},
+    {"fp8_reference_passes", test_fp8_reference_passes},
     {NULL, NULL},
 };
 

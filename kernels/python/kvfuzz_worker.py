@@ -7,7 +7,8 @@ one of three modes:
   kvfuzz_worker.py check PYTHON TARGET... imports torch and the target, checks the function's
                                           signature and its kvfuzz_* attributes, prints one line
                                           and exits: 0 and "KVFUZZ-OK<TAB>precision<TAB>supports
-                                          <TAB>promises<TAB>description" when usable, 3 and one sentence when
+                                          <TAB>promises<TAB>kv_dtypes<TAB>scale_granularities<TAB>
+                                          description" when usable, 3 and one sentence when
                                           something is missing, 4 when something is wrong.
   kvfuzz_worker.py serve PYTHON SOCK MEMFD TARGET...
                                           the persistent worker: loads the target, answers
@@ -18,12 +19,13 @@ one of three modes:
                                           supports questions only (kvfuzz asks them of every
                                           generated shape, away from the process running it).
 
-PYTHON is the interpreter as kvfuzz names it (for messages). TARGET is `module NAME FUNCTION` (NAME a dotted module importable from the working directory or
-PYTHONPATH, or a path to a .py file) or `solution DIR ENTRY_FILE FUNCTION NARGS` (the sources of a
-FlashInfer-Bench solution written into DIR; NARGS 8 for a definition without kv_last_page_len,
-whose function is called without it).
+PYTHON is the interpreter as kvfuzz names it (for messages). TARGET is `module NAME FUNCTION`
+(NAME a dotted module importable from the working directory or PYTHONPATH, or a path to a .py
+file) or `solution DIR ENTRY_FILE FUNCTION NARGS` (the sources of a FlashInfer-Bench solution
+written into DIR; NARGS 8 for a definition without kv_last_page_len, whose function is called
+without it).
 
-A module target's function may carry three attributes (docs/python-kernels.md):
+A module target's function may carry these attributes (docs/python-kernels.md):
 
   fn.kvfuzz_precision = "bf16-p"   the precision model it implements (absent: f32); at most 63
                                    characters of a-z, 0-9, '+' and '-', parsed by kvfuzz
@@ -32,18 +34,26 @@ A module target's function may carry three attributes (docs/python-kernels.md):
                                    "-name" to withdraw a default, joined by ',' (absent: the
                                    defaults; docs/invariance.md), parsed by kvfuzz
   fn.kvfuzz_supports = callable    called with the shape (a dict: SHAPE_KEYS, the layout's
-                                   STRIDE_KEYS, "kv_layout", "dense", and "device", "cuda" or
+                                   STRIDE_KEYS, "kv_layout", "dense", the caches' "k_dtype",
+                                   "v_dtype" and "scale_granularity", and "device", "cuda" or
                                    "cpu"; shape_dict) before kvfuzz spends a case on it: True
                                    accepts; False, None, a string (the reason) or
                                    (False, "reason") declines, which is not a finding; an
                                    exception is the kernel's error
+  fn.kvfuzz_kv_dtypes = "e4m3,e5m2"
+  fn.kvfuzz_scale_granularities = "tensor,head,token"
+                                   the FP8 caches it reads and the scales it takes (absent: bf16
+                                   caches only; KV_DTYPES, SCALE_GRANULARITIES), a string joined
+                                   by ',' or a list of names, checked here against this torch (FP8
+                                   tensors need torch 2.1) and parsed again by kvfuzz
 
-A FlashInfer-Bench solution's function has neither: its definition fixes its shapes.
+A FlashInfer-Bench solution's function has none of them: its definition fixes its shapes.
 
 The protocol (all little-endian). Requests arrive on the socket SOCK; the tensors live in the
 shared memory MEMFD, which kvfuzz lays out, grows and fills: q, the K/V page pool, the index
-arrays, and two output regions, each `guard | data | guard` with the data poisoned. q, the pool
-and the outputs lie there with the strides the request gives: the case's layout, padding and its
+arrays, two output regions, each `guard | data | guard` with the data poisoned, and for scaled
+FP8 caches the two scale arrays (an FP8 cache is its bytes, one per element). q, the pool and
+the outputs lie there with the strides the request gives: the case's layout, padding and its
 poison included, for a function named by module; dense for a solution. The worker builds torch
 tensors over that memory with those strides (on the CPU they are views of it; on a GPU they are
 copies, copied back after the call, inputs included, so kvfuzz sees every byte the kernel
@@ -51,7 +61,8 @@ changed), calls
 
   fn(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, output, lse)
 
-in FlashInfer-Bench's destination-passing style, and replies with a status and one line. A
+in FlashInfer-Bench's destination-passing style (with k_scale= and v_scale= keywords when the
+case has scales: launch_plan says what each tensor is), and replies with a status and one line. A
 supports question (magic KVFS) carries a shape and gets status 0 with "1" (accepted) or "0" and
 the reason, or status 1 and the exception's line. A launch asks supports() first too, so that
 its exception becomes the launch's error whichever process asked before. It never writes to
@@ -68,13 +79,16 @@ import sys
 import traceback
 
 # A launch: flags, arena size, Hq, Hk, D, S, B, pages sent, entries, sm_scale, guard bytes, the
-# eight offsets, the shape's num_pages, total_tokens and max_seq_len, then the eight strides of
-# the tensors in the arena (STRIDE_KEYS' order, elements).
-REQUEST = struct.Struct("<4sIQiiiiiqqfi8Qqqq8q")
+# eight offsets, the shape's num_pages, total_tokens and max_seq_len, the eight strides of the
+# tensors in the arena (STRIDE_KEYS' order, elements), then the caches' dtypes (KV_DTYPES' codes),
+# the scale granularity (SCALE_GRANULARITIES' code), the offsets of k_scale and v_scale and the
+# scales in each (0 without scales).
+REQUEST = struct.Struct("<4sIQiiiiiqqfi8Qqqq8qiiiQQq")
 REQUEST_MAGIC = b"KVFQ"
 # A supports question: Hq, Hk, D, S, B, num_pages, num_entries, total_tokens, max_seq_len,
-# sm_scale, then the layout's eight strides (STRIDE_KEYS' order, elements).
-SUPPORTS = struct.Struct("<4siiiiiqqqqf8q")
+# sm_scale, the layout's eight strides (STRIDE_KEYS' order, elements), then k_dtype, v_dtype and
+# scale_granularity (codes).
+SUPPORTS = struct.Struct("<4siiiiiqqqqf8qiii")
 SUPPORTS_MAGIC = b"KVFS"
 REPLY = struct.Struct("<4sII")
 REPLY_MAGIC = b"KVFA"
@@ -84,6 +98,13 @@ PRECISION_MAX = 63
 PRECISION_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789+-")
 PROMISES_MAX = 127
 PROMISES_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz-,")
+# The caches' element types and the scales' granularities, by their codes in kvfuzz (kvfuzz/fp8.h,
+# kvfuzz/kv_quant.h), and the names a declaration may use for them.
+KV_DTYPES = ("bf16", "e4m3", "e5m2")
+KV_DTYPE_NAMES = {"bf16": "bf16", "bfloat16": "bf16", "e4m3": "e4m3", "float8_e4m3fn": "e4m3",
+                  "e5m2": "e5m2", "float8_e5m2": "e5m2"}
+TORCH_FP8 = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+SCALE_GRANULARITIES = ("none", "tensor", "head", "token")
 ARGS = "q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, output, lse"
 ARGS_8 = "q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale, output, lse"
 
@@ -242,21 +263,98 @@ def attributes(fn, shown, kind):
     return precision, supports, promises
 
 
+def declared_names(fn, shown, attr, known, order, what, whats):
+    """The names an attribute declares (a string joined by ',' or a list of strings), as
+    `known` maps them, in `order`'s order; () when the attribute is absent. `what` and `whats`
+    name one and several, for messages."""
+    value = getattr(fn, attr, None)
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        items = [item.strip() for item in value.split(",")] if value.strip() else []
+    elif isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+        items = list(value)
+    else:
+        raise TargetError(EXIT_INVALID, "%s.%s is %s of type %s, not a string naming %s such as "
+                          "\"%s\"" % (shown, attr, short(value), type(value).__name__, whats,
+                                      ",".join(order[1:])))
+    names = set()
+    for item in items:
+        if item not in known:
+            raise TargetError(EXIT_INVALID, "%s.%s names %s, which is not a %s (%s)"
+                              % (shown, attr, short(item), what, ", ".join(order)))
+        names.add(known[item])
+    return tuple(name for name in order if name in names)
+
+
+def declared_caches(fn, shown, kind, nargs, torch):
+    """The cache dtypes and scale granularities the function declares, each a tuple of names in
+    code order (() for bf16 caches only, as every solution's function). Checked at load, against
+    this torch and the function's signature, so that a kernel kvfuzz would send FP8 caches to can
+    take them: FP8 dtypes need scales to be drawn (kvfuzz's campaigns draw FP8 caches with scales
+    for kernels that take both), scales need FP8 dtypes to dequantize, FP8 tensors need torch's
+    float8 dtypes (torch 2.1 and later), and scales arrive as the keywords k_scale and v_scale."""
+    if kind != "module":
+        return (), ()
+    dtypes = declared_names(fn, shown, "kvfuzz_kv_dtypes", KV_DTYPE_NAMES, KV_DTYPES,
+                            "KV cache dtype", "KV cache dtypes")
+    grans = declared_names(fn, shown, "kvfuzz_scale_granularities",
+                           dict((g, g) for g in SCALE_GRANULARITIES), SCALE_GRANULARITIES,
+                           "scale granularity", "scale granularities")
+    fp8 = [d for d in dtypes if d in TORCH_FP8]
+    scaled = [g for g in grans if g != "none"]
+    if scaled and not fp8:
+        raise TargetError(EXIT_INVALID, "%s.kvfuzz_scale_granularities names %s scales but "
+                          "%s.kvfuzz_kv_dtypes names no FP8 dtype (e4m3, e5m2), and scales "
+                          "dequantize FP8 caches only" % (shown, ",".join(scaled), shown))
+    if fp8 and not scaled:
+        raise TargetError(EXIT_INVALID, "%s.kvfuzz_kv_dtypes names %s caches but "
+                          "%s.kvfuzz_scale_granularities names no scales (tensor, head, token), "
+                          "and kvfuzz draws FP8 caches only for kernels that take scales"
+                          % (shown, ",".join(fp8), shown))
+    for d in fp8:
+        if getattr(torch, TORCH_FP8[d], None) is None:
+            raise TargetError(EXIT_NOTFOUND, "%s declares %s caches (kvfuzz_kv_dtypes) but torch "
+                              "%s under %s has no torch.%s, as FP8 tensors need torch 2.1 or later"
+                              % (shown, d, torch.__version__, PYTHON, TORCH_FP8[d]))
+    if scaled:
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            sig = None  # a builtin or a jitted object: trust it
+        if sig is not None:
+            try:
+                sig.bind(*range(nargs), k_scale=None, v_scale=None)
+            except TypeError:
+                raise TargetError(EXIT_INVALID, "%s%s takes scaled FP8 caches "
+                                  "(kvfuzz_scale_granularities) but not the keyword arguments "
+                                  "k_scale and v_scale that carry the scales" % (shown, sig))
+    return dtypes, grans
+
+
 SHAPE_KEYS = ("num_qo_heads", "num_kv_heads", "head_dim", "page_size", "batch_size", "num_pages",
               "num_entries", "total_tokens", "max_seq_len", "sm_scale")
 STRIDE_KEYS = ("q_stride_batch", "q_stride_head", "o_stride_batch", "o_stride_head",
                "lse_stride_batch", "kv_stride_page", "kv_stride_slot", "kv_stride_head")
 
 
-def shape_dict(values, strides, device):
+def code_name(names, code):
+    return names[code] if 0 <= code < len(names) else "?"
+
+
+def shape_dict(values, strides, quant, device):
     """The shape supports() sees: SHAPE_KEYS, the strides (elements), kv_layout ("NHD" when a
     slot's heads lie together, "HND" when a head's slots do), dense (every stride the contiguous
-    one) and device."""
+    one), the caches' k_dtype and v_dtype (KV_DTYPES' names) and scale_granularity
+    (SCALE_GRANULARITIES' name) from quant's codes, and device."""
     shape = dict(zip(SHAPE_KEYS, values))
     shape.update(zip(STRIDE_KEYS, strides))
     hq, hk, d, s = (shape[k] for k in ("num_qo_heads", "num_kv_heads", "head_dim", "page_size"))
     shape["kv_layout"] = "HND" if shape["kv_stride_head"] > shape["kv_stride_slot"] else "NHD"
     shape["dense"] = tuple(strides) == (hq * d, d, hq * d, d, hq, s * hk * d, hk * d, d)
+    shape["k_dtype"] = code_name(KV_DTYPES, quant[0])
+    shape["v_dtype"] = code_name(KV_DTYPES, quant[1])
+    shape["scale_granularity"] = code_name(SCALE_GRANULARITIES, quant[2])
     shape["device"] = device
     return shape
 
@@ -303,15 +401,16 @@ def check(target):
     try:
         torch = import_torch()
         device = pick_device(torch)
-        fn, shown, _ = load_function(target)
+        fn, shown, nargs = load_function(target)
         precision, supports, promises = attributes(fn, shown, target[0])
+        dtypes, grans = declared_caches(fn, shown, target[0], nargs, torch)
     except TargetError as e:
         print(str(e), flush=True)
         return e.code
     # One tagged line, so that whatever the module printed on import cannot pass for it.
-    print("KVFUZZ-OK\t%s\t%d\t%s\t%s with torch %s on %s"
-          % (precision or "", supports is not None, promises or "", shown, torch.__version__,
-             device), flush=True)
+    print("KVFUZZ-OK\t%s\t%d\t%s\t%s\t%s\t%s with torch %s on %s"
+          % (precision or "", supports is not None, promises or "", ",".join(dtypes),
+             ",".join(grans), shown, torch.__version__, device), flush=True)
     return EXIT_OK
 
 
@@ -339,6 +438,7 @@ def serve(sock_fd, mem_fd, target):
         device = pick_device(torch)
         fn, shown, nargs = load_function(target)
         _, supports, _ = attributes(fn, shown, target[0])
+        declared_caches(fn, shown, target[0], nargs, torch)
     except TargetError as e:
         reply(sock, STATUS_INTERNAL, str(e))
         return 0
@@ -354,7 +454,8 @@ def serve(sock_fd, mem_fd, target):
             if body is None:
                 return 0
             fields = SUPPORTS.unpack(magic + body)[1:]
-            shape = shape_dict(fields[:len(SHAPE_KEYS)], fields[len(SHAPE_KEYS):], device)
+            n = len(SHAPE_KEYS)
+            shape = shape_dict(fields[:n], fields[n:n + 8], fields[n + 8:], device)
             if supports is None:
                 reply(sock, STATUS_OK, "1")
                 continue
@@ -369,74 +470,137 @@ def serve(sock_fd, mem_fd, target):
         if body is None or mem_fd is None:
             reply(sock, STATUS_INTERNAL, "the worker received a malformed request")
             return 1
-        fields = REQUEST.unpack(magic + body)
-        (magic, _flags, size, hq, hk, d, s, b, p, n_entries, sm_scale, guard,
-         off_q, off_k, off_v, off_indptr, off_indices, off_last, off_o, off_lse,
-         num_pages, total_tokens, max_seq_len) = fields[:-8]
-        strides = fields[-8:]
-        (sqb, sqh, sob, soh, slb, skp, sks, skh) = strides
+        r = dict(zip(REQUEST_KEYS, REQUEST.unpack(magic + body)[1:]))
         if supports is not None:
             # Whoever asked before (a probe, this worker) may have met an exception and let the
             # case through: asking again here makes it this launch's error. The answer itself
             # was given already.
-            shape = shape_dict((hq, hk, d, s, b, num_pages, n_entries, total_tokens, max_seq_len,
-                                sm_scale), strides, device)
+            shape = shape_dict([r[k] for k in REQUEST_SHAPE_KEYS], [r[k] for k in STRIDE_KEYS],
+                               [r[k] for k in QUANT_KEYS], device)
             try:
                 ask_supports(supports, shown, shape)
             except KernelError as e:
                 reply(sock, STATUS_EXCEPTION, str(e))
                 continue
-        if size != arena_size:
+        if r["size"] != arena_size:
             # The arena grew. Tensors of the last launch may still view the old mapping, so it
             # is dropped rather than closed.
-            arena, arena_size = mmap.mmap(mem_fd, size), size
+            arena, arena_size = mmap.mmap(mem_fd, r["size"]), r["size"]
+        status, text = launch(torch, device, fn, nargs, arena, r)
+        reply(sock, status, text)
 
-        def view(dtype, offset, count):
-            if count == 0:
-                return torch.empty(0, dtype=dtype)
-            return torch.frombuffer(arena, dtype=dtype, count=count, offset=offset)
 
-        # Each tensor spans its extent in the arena: from its first element to the end of its
-        # last, padding included (the C side's run_dims).
-        q_ext = (b - 1) * sqb + (hq - 1) * sqh + d if b else 0
-        o_ext = (b - 1) * sob + (hq - 1) * soh + d if b else 0
-        lse_ext = (b - 1) * slb + hq if b else 0
-        g16, g32 = guard // 2, guard // 4
-        shm = {
-            "q": view(torch.int16, off_q, q_ext),
-            "k": view(torch.int16, off_k, p * skp),
-            "v": view(torch.int16, off_v, p * skp),
-            "indptr": view(torch.int32, off_indptr, b + 1),
-            "indices": view(torch.int32, off_indices, n_entries),
-            "last": view(torch.int32, off_last, b),
-            "o": view(torch.int16, off_o, g16 + o_ext + g16),
-            "lse": view(torch.int32, off_lse, g32 + lse_ext + g32),
-        }
-        if device == "cpu":
-            t = shm
-        else:
-            t = {k: x.to(device) for k, x in shm.items()}
-        o_region, lse_region = t["o"], t["lse"]
-        q = t["q"].view(torch.bfloat16).as_strided((b, hq, d), (sqb, sqh, 1))
-        k_cache = t["k"].view(torch.bfloat16).as_strided((p, s, hk, d), (skp, sks, skh, 1))
-        v_cache = t["v"].view(torch.bfloat16).as_strided((p, s, hk, d), (skp, sks, skh, 1))
-        output = o_region[g16:g16 + o_ext].view(torch.bfloat16).as_strided((b, hq, d), (sob, soh, 1))
-        lse = lse_region[g32:g32 + lse_ext].view(torch.float32).as_strided((b, hq), (slb, 1))
-        try:
-            if nargs == 9:
-                fn(q, k_cache, v_cache, t["indptr"], t["indices"], t["last"], float(sm_scale),
-                   output, lse)
-            else:  # page size 1: every last page holds its one token
-                fn(q, k_cache, v_cache, t["indptr"], t["indices"], float(sm_scale), output, lse)
-            if device != "cpu":
-                torch.cuda.synchronize()
-        except Exception as e:  # SystemExit and KeyboardInterrupt end the worker: a crash
-            reply(sock, STATUS_EXCEPTION, last_line(e))
-            continue
+# A launch request's fields after its magic, by name (REQUEST's order), and those that make the
+# shape supports() sees.
+REQUEST_KEYS = (("flags", "size", "hq", "hk", "d", "s", "b", "p", "n_entries", "sm_scale", "guard",
+                 "off_q", "off_k", "off_v", "off_indptr", "off_indices", "off_last", "off_o",
+                 "off_lse", "num_pages", "total_tokens", "max_seq_len") + STRIDE_KEYS
+                + ("k_dtype", "v_dtype", "scale_granularity", "off_k_scale", "off_v_scale",
+                   "n_scales"))
+REQUEST_SHAPE_KEYS = ("hq", "hk", "d", "s", "b", "num_pages", "n_entries", "total_tokens",
+                      "max_seq_len", "sm_scale")
+QUANT_KEYS = ("k_dtype", "v_dtype", "scale_granularity")
+# Each cache dtype's element as the arena stores it (copied to a GPU as such) and as torch's
+# dtype the function gets.
+CACHE_STORE = {"bf16": "int16", "e4m3": "uint8", "e5m2": "uint8"}
+CACHE_DTYPE = {"bf16": "bfloat16", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+
+
+def launch_plan(r):
+    """What a launch request (REQUEST_KEYS -> values) lays out in the arena, without torch:
+    (regions, tensors). regions maps a name to (store, byte offset, elements): one tensor of
+    torch dtype `store` over the arena each, copied to the GPU and back as a whole. tensors maps
+    each of the function's arguments to (region, dtype, first element, shape, strides): a view of
+    its region from that element, as torch dtype `dtype` (of the store's element size), with that
+    shape and those strides (elements). k_scale and v_scale are there only for a case with
+    scales: [1], [Hk] or [P, S, Hk] f32, contiguous (per-slot scales of the pages sent, in
+    kv_indices' numbering)."""
+    hq, hk, d, s, b, p = (r[k] for k in ("hq", "hk", "d", "s", "b", "p"))
+    sqb, sqh, sob, soh, slb, skp, sks, skh = (r[k] for k in STRIDE_KEYS)
+    # Each tensor spans its extent in the arena: from its first element to the end of its last,
+    # padding included (the C side's run_dims).
+    q_ext = (b - 1) * sqb + (hq - 1) * sqh + d if b else 0
+    o_ext = (b - 1) * sob + (hq - 1) * soh + d if b else 0
+    lse_ext = (b - 1) * slb + hq if b else 0
+    g16, g32 = r["guard"] // 2, r["guard"] // 4
+    kd, vd = code_name(KV_DTYPES, r["k_dtype"]), code_name(KV_DTYPES, r["v_dtype"])
+    if kd not in CACHE_STORE or vd not in CACHE_STORE:
+        raise KernelError("the worker received a request for cache dtype codes %d and %d"
+                          % (r["k_dtype"], r["v_dtype"]))
+    regions = {
+        "q": ("int16", r["off_q"], q_ext),
+        "k": (CACHE_STORE[kd], r["off_k"], p * skp),
+        "v": (CACHE_STORE[vd], r["off_v"], p * skp),
+        "indptr": ("int32", r["off_indptr"], b + 1),
+        "indices": ("int32", r["off_indices"], r["n_entries"]),
+        "last": ("int32", r["off_last"], b),
+        "o": ("int16", r["off_o"], g16 + o_ext + g16),
+        "lse": ("int32", r["off_lse"], g32 + lse_ext + g32),
+    }
+    kv = ((p, s, hk, d), (skp, sks, skh, 1))
+    tensors = {
+        "q": ("q", "bfloat16", 0, (b, hq, d), (sqb, sqh, 1)),
+        "k_cache": ("k", CACHE_DTYPE[kd], 0) + kv,
+        "v_cache": ("v", CACHE_DTYPE[vd], 0) + kv,
+        "kv_indptr": ("indptr", "int32", 0, (b + 1,), (1,)),
+        "kv_indices": ("indices", "int32", 0, (r["n_entries"],), (1,)),
+        "kv_last_page_len": ("last", "int32", 0, (b,), (1,)),
+        "output": ("o", "bfloat16", g16, (b, hq, d), (sob, soh, 1)),
+        "lse": ("lse", "float32", g32, (b, hq), (slb, 1)),
+    }
+    gran = code_name(SCALE_GRANULARITIES, r["scale_granularity"])
+    if gran != "none":
+        shape, strides = {"tensor": ((1,), (1,)), "head": ((hk,), (1,)),
+                          "token": ((p, s, hk), (s * hk, hk, 1))}.get(gran, ((-1,), (1,)))
+        n = r["n_scales"]
+        if n != (p * s * hk if gran == "token" else shape[0]):
+            raise KernelError("the worker received %d scales for scale granularity code %d"
+                              % (n, r["scale_granularity"]))
+        for name in ("k_scale", "v_scale"):
+            regions[name] = ("float32", r["off_" + name], n)
+            tensors[name] = (name, "float32", 0, shape, strides)
+    return regions, tensors
+
+
+def launch(torch, device, fn, nargs, arena, r):
+    """Runs the function on one launch request (REQUEST_KEYS -> values) over the arena: builds
+    the tensors of launch_plan (on the CPU views of the shared memory, on a GPU copies of it),
+    calls the function, copies every region back from the GPU. Returns the reply's (status,
+    text)."""
+    try:
+        regions, tensors = launch_plan(r)
+    except KernelError as e:
+        return STATUS_INTERNAL, str(e)
+    for _, dtype, _, _, _ in tensors.values():
+        if getattr(torch, dtype, None) is None:  # the check refuses such a kernel; said again
+            return STATUS_INTERNAL, ("torch %s under %s has no torch.%s, as FP8 tensors need "
+                                     "torch 2.1 or later" % (torch.__version__, PYTHON, dtype))
+
+    def view(store, offset, count):
+        dtype = getattr(torch, store)
+        if count == 0:
+            return torch.empty(0, dtype=dtype)
+        return torch.frombuffer(arena, dtype=dtype, count=count, offset=offset)
+
+    shm = {name: view(*region) for name, region in regions.items()}
+    t = shm if device == "cpu" else {name: x.to(device) for name, x in shm.items()}
+    a = {arg: t[region][first:].view(getattr(torch, dtype)).as_strided(shape, strides)
+         for arg, (region, dtype, first, shape, strides) in tensors.items()}
+    args = [a["q"], a["k_cache"], a["v_cache"], a["kv_indptr"], a["kv_indices"]]
+    if nargs == 9:  # else page size 1: every last page holds its one token
+        args.append(a["kv_last_page_len"])
+    args += [float(r["sm_scale"]), a["output"], a["lse"]]
+    scales = dict((name, a[name]) for name in ("k_scale", "v_scale") if name in a)
+    try:
+        fn(*args, **scales)
         if device != "cpu":
-            for k, x in t.items():
-                shm[k].copy_(x.cpu())
-        reply(sock, STATUS_OK, "")
+            torch.cuda.synchronize()
+    except Exception as e:  # SystemExit and KeyboardInterrupt end the worker: a crash
+        return STATUS_EXCEPTION, last_line(e)
+    if device != "cpu":
+        for name, x in t.items():
+            shm[name].copy_(x.cpu())
+    return STATUS_OK, ""
 
 
 def main(argv):

@@ -29,10 +29,10 @@
 
 #define REQUEST_MAGIC "KVFQ"
 #define REPLY_MAGIC "KVFA"
-#define REQUEST_SIZE 212 /* struct "<4sIQiiiiiqqfi8Qqqq8q" of kvfuzz_worker.py */
+#define REQUEST_SIZE 248 /* struct "<4sIQiiiiiqqfi8Qqqq8qiiiQQq" of kvfuzz_worker.py */
 #define SUPPORTS_MAGIC "KVFS"
-#define SUPPORTS_SIZE 124 /* "<4siiiiiqqqqf8q" */
-#define REPLY_SIZE 12    /* "<4sII" */
+#define SUPPORTS_SIZE 136 /* "<4siiiiiqqqqf8qiii" */
+#define REPLY_SIZE 12     /* "<4sII" */
 #define STATUS_OK 0
 #define STATUS_EXCEPTION 1
 #define STATUS_INTERNAL 2
@@ -71,8 +71,12 @@ typedef struct pyk {
     kvf__solution solution; /* zeroed for python:MODULE:FUNCTION */
     char *precision;        /* fn.kvfuzz_precision; NULL when absent (f32) */
     char *promises;         /* fn.kvfuzz_promises; NULL when absent (the defaults) */
-    int has_supports;       /* fn.kvfuzz_supports exists */
-    int on_gpu;             /* the check's torch device was cuda */
+    /* fn.kvfuzz_kv_dtypes and fn.kvfuzz_scale_granularities as the check gave them (names
+     * joined by ','), parsed into desc.kv_dtypes and desc.scale_granularities; NULL when
+     * absent (bf16 caches only). */
+    char *kv_dtypes, *scale_granularities;
+    int has_supports; /* fn.kvfuzz_supports exists */
+    int on_gpu;       /* the check's torch device was cuda */
     /* The supports() probe of the process that made the kernel (`owner`): one Python process,
      * one question at a time under probe_mu. A forked process never touches these (the mutex
      * may have been held by another thread at the fork, the socket closed since). */
@@ -98,7 +102,7 @@ struct pystate {
     int32_t *pages; /* compact mode: the referenced page ids, sorted */
     size_t pages_cap;
     char device[16];
-    char facts[96];
+    char facts[128];
 };
 
 /* ---- python_process.c ----------------------------------------------------------------------- */

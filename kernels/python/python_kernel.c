@@ -38,6 +38,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kvfuzz/kv_quant.h"
 #include "kvfuzz/relation.h"
 #include "python_internal.h"
 
@@ -48,32 +49,75 @@
 
 /* ---- the check of a kernel being built ---------------------------------------------------- */
 
+/* A malloc'd copy of the n bytes at s (n > 0), else NULL: an empty field is an absent
+ * attribute. Sets *oom when out of memory. */
+static char *field_dup(const char *s, size_t n, int *oom) {
+    if (n == 0) return NULL;
+    char *out = strndup(s, n);
+    if (!out) *oom = 1;
+    return out;
+}
+
 /* Reads the check's verdict for a usable kernel, "KVFUZZ-OK<TAB>precision<TAB>supports<TAB>
- * promises<TAB>description", from the last line that carries the tag (a module may print on import,
- * before or, through its own exit handlers, after it). Returns 0 when there is one. */
+ * promises<TAB>kv_dtypes<TAB>scale_granularities<TAB>description", from the last line that
+ * carries the tag (a module may print on import, before or, through its own exit handlers,
+ * after it). Returns 0 when there is one. */
 static int read_verdict(pyk *k, const char *out, char *line, size_t line_size) {
     const char *hit = NULL;
     for (const char *p = out; (p = strstr(p, CHECK_OK_TAG)); p++)
         if (p == out || p[-1] == '\n') hit = p;
     if (!hit) return -1;
-    const char *prec = hit + strlen(CHECK_OK_TAG), *tab1 = strchr(prec, '\t');
-    const char *tab2 = tab1 ? strchr(tab1 + 1, '\t') : NULL;
-    const char *tab3 = tab2 ? strchr(tab2 + 1, '\t') : NULL,
-               *end = tab3 ? strchr(tab3, '\n') : NULL;
-    if (!tab3) return -1;
-    if (!end) end = tab3 + strlen(tab3);
-    if (tab1 > prec && !(k->precision = strndup(prec, (size_t)(tab1 - prec)))) return -1;
-    k->has_supports = tab1[1] == '1';
-    if (tab3 > tab2 + 1 && !(k->promises = strndup(tab2 + 1, (size_t)(tab3 - tab2 - 1)))) return -1;
-    size_t n = (size_t)(end - tab3 - 1);
+    const char *end = strchr(hit, '\n');
+    if (!end) end = hit + strlen(hit);
+    /* The five fields before the description, each ended by a tab. */
+    const char *field[5], *p = hit + strlen(CHECK_OK_TAG);
+    size_t len[5];
+    for (int i = 0; i < 5; i++) {
+        const char *tab = memchr(p, '\t', (size_t)(end - p));
+        if (!tab) return -1;
+        field[i] = p, len[i] = (size_t)(tab - p);
+        p = tab + 1;
+    }
+    int oom = 0;
+    k->precision = field_dup(field[0], len[0], &oom);
+    k->has_supports = len[1] == 1 && field[1][0] == '1';
+    k->promises = field_dup(field[2], len[2], &oom);
+    k->kv_dtypes = field_dup(field[3], len[3], &oom);
+    k->scale_granularities = field_dup(field[4], len[4], &oom);
+    if (oom) return -1;
+    size_t n = (size_t)(end - p);
     if (n >= line_size) n = line_size - 1;
-    memcpy(line, tab3 + 1, n);
+    memcpy(line, p, n);
     line[n] = 0;
     return 0;
 }
 
+/* The mask of names in `list` (joined by ','; NULL: none) as `parse` gives their codes, into
+ * *mask (1u << code each). KVF_EINVAL naming the function's attribute for a name it does not
+ * know: the worker checks the names first, so this is a worker and a kvfuzz of different
+ * versions. */
+static int parse_mask(const pyk *k, const char *attr, const char *list, int (*parse)(const char *),
+                      uint32_t *mask, kvf_error *err) {
+    *mask = 0;
+    for (const char *p = list; p && *p;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        char name[32];
+        snprintf(name, sizeof name, "%.*s", (int)n, p);
+        const int code = n < sizeof name ? parse(name) : -1;
+        if (code < 0 || code >= 32)
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "%s.%s names %.*s, which this kvfuzz does not know", k->name, attr,
+                                 (int)n, p);
+        *mask |= 1u << code;
+        p += n + (comma ? 1 : 0);
+    }
+    return 0;
+}
+
 /* Runs the worker's check mode: imports torch and the target in a short-lived process, and
- * learns the function's precision model and whether it has a supports(). */
+ * learns the function's precision model, whether it has a supports(), its promises and the
+ * caches it reads. */
 static int run_check(pyk *k, char *line, size_t line_size, kvf_error *err) {
     char *argv[10] = {k->python, k->worker, "check", k->python};
     int argc = 4;
@@ -296,6 +340,8 @@ void kvf__python_kernel_free(kvf_kernel *kernel) {
     kvf__solution_free(&k->solution);
     free(k->precision);
     free(k->promises);
+    free(k->kv_dtypes);
+    free(k->scale_granularities);
     /* Only the process that made the kernel owns its probe: in a forked copy the socket's
      * number may name something else by now. */
     if (k->owner == getpid()) kvf__py_stop(k->probe_pid, k->probe_sock);
@@ -361,6 +407,12 @@ int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err) 
         rc = kvf_error_set(err, KVF_EINVAL, "%s.kvfuzz_promises: %s", k->name, perr.msg);
         goto fail;
     }
+    /* The caches it reads: the descriptor's masks, which gate every case before supports(). */
+    uint32_t dtypes, grans;
+    if ((rc = parse_mask(k, "kvfuzz_kv_dtypes", k->kv_dtypes, kvf_kv_dtype_parse, &dtypes, err)) ||
+        (rc = parse_mask(k, "kvfuzz_scale_granularities", k->scale_granularities,
+                         kvf_scale_granularity_parse, &grans, err)))
+        goto fail;
     /* Probed now, from the thread loading the kernel (the process's main thread, for the
      * command line), which the probe's death signal is tied to: a generator thread that
      * asked first could end before the campaign does. */
@@ -380,6 +432,9 @@ int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err) 
     if (k->solution.name)
         snprintf(desc, sizeof desc, "FlashInfer-Bench %s solution for %s: %s", k->solution.language,
                  k->solution.definition, line);
+    else if (dtypes & ~1u)
+        snprintf(desc, sizeof desc, "Python kernel %s, FP8 caches %s with %s scales", line,
+                 k->kv_dtypes, k->scale_granularities);
     else
         snprintf(desc, sizeof desc, "Python kernel %s", line);
     if (!(k->description = kvf__py_dup_str(desc))) goto nomem;
@@ -395,6 +450,8 @@ int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err) 
     k->desc.destroy = py_destroy;
     k->desc.run = kvf__py_run;
     k->desc.describe = py_describe;
+    k->desc.kv_dtypes = dtypes;
+    k->desc.scale_granularities = grans;
     k->kernel.name = k->name;
     k->kernel.description = k->description;
     k->kernel.device = KVF_DEVICE_CPU;

@@ -12,9 +12,11 @@
  * modified) judge the Python kernel as they judge any other. docs/python-kernels.md has the
  * whole contract.
  *
- * The function may declare its precision model (fn.kvfuzz_precision, into kvf_kernel.precision)
- * and the shapes it handles (fn.kvfuzz_supports, asked through the descriptor's supports(); see
- * python_kernel.c for which Python process answers where).
+ * The function may declare its precision model (fn.kvfuzz_precision, into kvf_kernel.precision),
+ * the shapes it handles (fn.kvfuzz_supports, asked through the descriptor's supports(); see
+ * python_kernel.c for which Python process answers where) and the FP8 caches and scales it reads
+ * (fn.kvfuzz_kv_dtypes, fn.kvfuzz_scale_granularities, into the descriptor's kv_dtypes and
+ * scale_granularities: docs/python-kernels.md, "FP8 caches").
  *
  * Environment: KVF_PYTHON (the interpreter; default: the first of python3 on the PATH and
  * /usr/bin/python3 that imports torch, see kvf__python_choose), KVF_PYTHON_WORKER (the worker
@@ -40,13 +42,15 @@
  * FlashInfer-Bench Solution JSON (language python or triton, destination-passing style).
  * Checks at once, in a short-lived python3 subprocess, that python3, torch, the module and the
  * function exist, that the function takes nine arguments and that its kvfuzz_precision (a
- * string of at most 63 characters of a-z, 0-9, '+', '-') and kvfuzz_supports (callable) are
- * well formed. The first kernel loaded under the default interpreter prints, once per process,
- * which interpreter that is on stderr. Errors, each with one sentence: KVF_ENOTFOUND (no
- * interpreter, no torch, no module, no function, no such file, no worker script), KVF_EINVAL (a
- * malformed spec or JSON, a wrong language, an entry point or source file missing from the
- * solution, a module that fails to import, a wrong signature, a malformed attribute),
- * KVF_ENOMEM, KVF_EIO. */
+ * string of at most 63 characters of a-z, 0-9, '+', '-'), kvfuzz_supports (callable),
+ * kvfuzz_kv_dtypes and kvfuzz_scale_granularities (FP8 dtypes and scales named together, a
+ * torch with float8 dtypes, a function taking k_scale= and v_scale=) are well formed. The first
+ * kernel loaded under the default interpreter prints, once per process, which interpreter that
+ * is on stderr. Errors, each with one sentence: KVF_ENOTFOUND (no interpreter, no torch, no
+ * float8 dtypes in a torch before 2.1 for a function declaring FP8 caches, no module, no
+ * function, no such file, no worker script), KVF_EINVAL (a malformed spec or JSON, a wrong
+ * language, an entry point or source file missing from the solution, a module that fails to
+ * import, a wrong signature, a malformed attribute), KVF_ENOMEM, KVF_EIO. */
 int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err);
 
 /* The interpreter Python kernels run under, into *python (the caller frees it): KVF_PYTHON when

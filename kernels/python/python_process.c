@@ -249,6 +249,10 @@ int kvf__py_ask(int sock, const kvf_plugin_shape *sh, double deadline, reply *r)
                                 full.kv_stride_slot, full.kv_stride_head};
     for (int i = 0; i < 8; i++)
         kvf__py_put64(&p, (uint64_t)strides[i]);
+    /* The caches' dtypes and the scales' granularity: a kernel declaring FP8 caches may still
+     * decline some (a dtype pair, scales per slot). */
+    kvf__py_put32(&p, (uint32_t)sh->k_dtype), kvf__py_put32(&p, (uint32_t)sh->v_dtype);
+    kvf__py_put32(&p, (uint32_t)sh->scale_granularity);
     if (kvf__py_send_all(sock, req, sizeof req)) return -1;
     return kvf__py_recv_reply(sock, r, deadline);
 }

@@ -7,7 +7,11 @@
  * A function named by module gets the host's layout (docs/plugins.md, "Layouts"): the arena
  * holds each buffer as the host laid it out, padding and its poison included, and the worker
  * builds strided views with the host's strides. A FlashInfer-Bench solution gets dense copies,
- * as FlashInfer-Bench gives it contiguous tensors. */
+ * as FlashInfer-Bench gives it contiguous tensors.
+ *
+ * An FP8 cache (docs/plugins.md, "FP8 caches") goes as the bytes the host packed, one per
+ * element at the same strides, so the function reads what a compiled kernel reads; its scales
+ * go after the outputs: 1 or Hk of each, or per page slot and KV head for the pages sent. */
 #define _GNU_SOURCE
 
 #include <errno.h>
@@ -19,6 +23,7 @@
 #include <unistd.h>
 
 #include "kvfuzz/kernel_host.h"
+#include "kvfuzz/kv_quant.h"
 #include "python_internal.h"
 
 #define ALIGN 256
@@ -93,12 +98,20 @@ static int mirror_guard(const uint8_t *copy, uint8_t *host) {
 typedef struct run_dims {
     int32_t B, hq, hk, D, S;
     int64_t n_entries, n_o, n_lse;
-    size_t row, page_bytes;
+    size_t row; /* bytes of a bf16 row of q or o */
+    /* The caches: dtype (kvfuzz/fp8.h), bytes per element and per (slot, head) row, and bytes
+     * per page in the arena (the page stride's bytes when strided). */
+    int kd, vd;
+    size_t kb, vb, krow, vrow, k_page_bytes, v_page_bytes;
     int full;  /* the whole pool goes */
     size_t np; /* pages sent */
+    /* The scales: granularity (kvfuzz/kv_quant.h) and how many of each go (1, Hk, or np x S x
+     * Hk for the pages sent; 0 without scales). */
+    int gran;
+    int64_t n_scale;
     /* The arena's strides, in elements: the host's (strided), else dense. Each buffer in the
      * arena spans its extent, from its first element to the end of its last: q_ext, o_ext and
-     * lse_ext elements, and page_bytes per page (the page stride's bytes when strided). */
+     * lse_ext elements, and the page bytes above per page. */
     int strided;
     kvf_strides s;
     int64_t q_ext, o_ext, lse_ext;
@@ -125,14 +138,24 @@ static void arena_strides(const pystate *st, const kvf_plugin_args *a, run_dims 
     d->q_ext = extent3(d->B, d->hq, d->D, s->q_batch, s->q_head);
     d->o_ext = extent3(d->B, d->hq, d->D, s->o_batch, s->o_head);
     d->lse_ext = extent3(d->B, 1, d->hq, s->lse_batch, 0);
-    d->page_bytes = (size_t)s->kv_page * 2;
+    d->k_page_bytes = (size_t)s->kv_page * d->kb;
+    d->v_page_bytes = (size_t)s->kv_page * d->vb;
 }
 
 /* Where each part lies in the arena: q | k pages | v pages | indptr | indices | last | guard o
- * guard | guard lse guard, each part 256-byte aligned; `end` is the arena's size. */
+ * guard | guard lse guard | k_scale | v_scale, each part 256-byte aligned; `end` is the arena's
+ * size. */
 typedef struct arena_layout {
-    size_t q, k, v, ip, ix, last, o, lse, end;
+    size_t q, k, v, ip, ix, last, o, lse, ks, vs, end;
 } arena_layout;
+
+/* Scales of each cache in the arena: per-slot scales for the pages sent only. */
+static void set_scale_count(run_dims *d) {
+    d->n_scale = d->gran == KVF_SCALE_TOKEN    ? (int64_t)d->np * d->S * d->hk
+                 : d->gran == KVF_SCALE_HEAD   ? d->hk
+                 : d->gran == KVF_SCALE_TENSOR ? 1
+                                               : 0;
+}
 
 /* The run's sizes and its list of pages (st->pages, sorted and unique, when not the whole
  * pool). KVF_PLUGIN_NOMEM when the list cannot grow. */
@@ -144,11 +167,15 @@ static int plan_run(pystate *st, const kvf_plugin_args *a, run_dims *d, char *ms
     const int64_t P = sh->num_pages;
     d->n_entries = d->B > 0 ? a->kv_indptr[d->B] : 0;
     d->row = (size_t)d->D * 2;
+    d->kd = sh->k_dtype, d->vd = sh->v_dtype, d->gran = sh->scale_granularity;
+    d->kb = (size_t)kvf_kv_dtype_bytes(d->kd), d->vb = (size_t)kvf_kv_dtype_bytes(d->vd);
+    d->krow = (size_t)d->D * d->kb, d->vrow = (size_t)d->D * d->vb;
     d->n_o = (int64_t)d->B * d->hq * d->D, d->n_lse = (int64_t)d->B * d->hq;
     arena_strides(st, a, d);
-    d->full = (uint64_t)P * d->page_bytes <= FULL_POOL_BYTES;
+    const size_t page_bytes = d->k_page_bytes > d->v_page_bytes ? d->k_page_bytes : d->v_page_bytes;
+    d->full = (uint64_t)P * page_bytes <= FULL_POOL_BYTES;
     d->np = (size_t)P;
-    if (d->full) return 0;
+    if (d->full) return set_scale_count(d), 0;
     const int64_t n_entries = d->n_entries;
     if ((size_t)n_entries > st->pages_cap) {
         int32_t *p = realloc(st->pages, (size_t)n_entries * sizeof *p);
@@ -162,6 +189,7 @@ static int plan_run(pystate *st, const kvf_plugin_args *a, run_dims *d, char *ms
     for (int64_t i = 0; i < n_entries; i++)
         if (np == 0 || st->pages[np - 1] != st->pages[i]) st->pages[np++] = st->pages[i];
     d->np = np;
+    set_scale_count(d);
     return 0;
 }
 
@@ -170,13 +198,15 @@ static arena_layout lay_out(const run_dims *d) {
     arena_layout o;
     size_t off = 0;
     o.q = off, off = align_up(off + (size_t)d->q_ext * 2);
-    o.k = off, off = align_up(off + d->np * d->page_bytes);
-    o.v = off, off = align_up(off + d->np * d->page_bytes);
+    o.k = off, off = align_up(off + d->np * d->k_page_bytes);
+    o.v = off, off = align_up(off + d->np * d->v_page_bytes);
     o.ip = off, off = align_up(off + (size_t)(d->B + 1) * 4);
     o.ix = off, off = align_up(off + (size_t)d->n_entries * 4);
     o.last = off, off = align_up(off + (size_t)d->B * 4);
     o.o = off, off = align_up(off + 2 * G + (size_t)d->o_ext * 2);
     o.lse = off, off = align_up(off + 2 * G + (size_t)d->lse_ext * 4);
+    o.ks = off, off = align_up(off + (size_t)d->n_scale * 4);
+    o.vs = off, off = align_up(off + (size_t)d->n_scale * 4);
     o.end = off;
     return o;
 }
@@ -186,6 +216,7 @@ static void write_dense(const pystate *st, const kvf_plugin_args *a, const run_d
                         const arena_layout *o) {
     const size_t G = KVF_HOST_GUARD_BYTES, row = d->row;
     const int32_t B = d->B, hq = d->hq, hk = d->hk, S = d->S;
+    const uint8_t *K = (const uint8_t *)a->k_cache, *V = (const uint8_t *)a->v_cache;
     uint8_t *A = st->arena;
     for (int32_t b = 0; b < B; b++)
         for (int32_t h = 0; h < hq; h++)
@@ -195,11 +226,11 @@ static void write_dense(const pystate *st, const kvf_plugin_args *a, const run_d
         const int64_t p = d->full ? (int64_t)i : st->pages[i];
         for (int32_t s = 0; s < S; s++)
             for (int32_t g = 0; g < hk; g++) {
-                const int64_t src =
-                    p * a->kv_stride_page + s * a->kv_stride_slot + g * a->kv_stride_head;
-                const size_t dst = i * d->page_bytes + ((size_t)s * hk + g) * row;
-                memcpy(A + o->k + dst, a->k_cache + src, row);
-                memcpy(A + o->v + dst, a->v_cache + src, row);
+                const size_t src =
+                    (size_t)(p * a->kv_stride_page + s * a->kv_stride_slot + g * a->kv_stride_head);
+                const size_t at = (size_t)s * hk + g;
+                memcpy(A + o->k + i * d->k_page_bytes + at * d->krow, K + src * d->kb, d->krow);
+                memcpy(A + o->v + i * d->v_page_bytes + at * d->vrow, V + src * d->vb, d->vrow);
             }
     }
     fill_guard(A + o->o);
@@ -208,6 +239,27 @@ static void write_dense(const pystate *st, const kvf_plugin_args *a, const run_d
     fill_guard(A + o->lse);
     poison(A + o->lse + G, d->n_lse, 4, KVF_HOST_POISON_LSE);
     fill_guard(A + o->lse + G + (size_t)d->n_lse * 4);
+}
+
+/* The scales between the host and the arena: into the arena (`in`), else a changed scale back
+ * onto the host's (the scales are inputs: the host's check finds the change). Per-slot scales
+ * go for the pages sent, in their order. */
+static void copy_scales(const pystate *st, const kvf_plugin_args *a, const run_dims *d,
+                        const arena_layout *o, int in) {
+    if (!d->n_scale) return;
+    float *host[2] = {(float *)a->k_scale, (float *)a->v_scale};
+    const size_t at[2] = {o->ks, o->vs};
+    const int per_page = d->gran == KVF_SCALE_TOKEN && !d->full;
+    const size_t n = per_page ? (size_t)d->S * d->hk : (size_t)d->n_scale;
+    for (int w = 0; w < 2; w++)
+        for (size_t i = 0; i < (per_page ? d->np : 1); i++) {
+            float *h = host[w] + (per_page ? (size_t)st->pages[i] * n : 0);
+            uint8_t *copy = st->arena + at[w] + i * n * 4;
+            if (in)
+                memcpy(copy, h, n * 4);
+            else if (memcmp(h, copy, n * 4))
+                memcpy(h, copy, n * 4);
+        }
 }
 
 /* Copies the host's buffers into the arena (the pages sent, renumbered indices in compact
@@ -220,10 +272,11 @@ static void write_arena(const pystate *st, const kvf_plugin_args *a, const run_d
     if (d->strided) {
         /* Each buffer as the host laid it out, its padding's poison included. */
         memcpy(A + o->q, a->q, (size_t)d->q_ext * 2);
+        const uint8_t *K = (const uint8_t *)a->k_cache, *V = (const uint8_t *)a->v_cache;
         for (size_t i = 0; i < d->np; i++) {
-            const int64_t p = d->full ? (int64_t)i : st->pages[i];
-            memcpy(A + o->k + i * d->page_bytes, a->k_cache + p * a->kv_stride_page, d->page_bytes);
-            memcpy(A + o->v + i * d->page_bytes, a->v_cache + p * a->kv_stride_page, d->page_bytes);
+            const size_t p = (size_t)(d->full ? (int64_t)i : st->pages[i]);
+            memcpy(A + o->k + i * d->k_page_bytes, K + p * d->k_page_bytes, d->k_page_bytes);
+            memcpy(A + o->v + i * d->v_page_bytes, V + p * d->v_page_bytes, d->v_page_bytes);
         }
         fill_guard(A + o->o);
         memcpy(A + o->o + G, a->o, (size_t)d->o_ext * 2);
@@ -239,6 +292,7 @@ static void write_arena(const pystate *st, const kvf_plugin_args *a, const run_d
     for (int64_t i = 0; i < d->n_entries; i++)
         ix[i] = d->full ? a->kv_indices[i] : compact_id(st, d->np, a->kv_indices[i]);
     if (B) memcpy(A + o->last, a->kv_last_page_len, (size_t)B * 4);
+    copy_scales(st, a, d, o, 1);
 }
 
 /* Sends the request for the arena's run and waits for the worker's reply into r; a worker gone
@@ -267,6 +321,10 @@ static void call_worker(pystate *st, const kvf_plugin_args *a, const run_dims *d
                                 d->s.lse_batch, d->s.kv_page, d->s.kv_slot, d->s.kv_head};
     for (int i = 0; i < 8; i++)
         kvf__py_put64(&p, (uint64_t)strides[i]);
+    /* The caches' dtypes, the scales' granularity, where the scales lie and how many. */
+    kvf__py_put32(&p, (uint32_t)d->kd), kvf__py_put32(&p, (uint32_t)d->vd);
+    kvf__py_put32(&p, (uint32_t)d->gran);
+    kvf__py_put64(&p, o->ks), kvf__py_put64(&p, o->vs), kvf__py_put64(&p, (uint64_t)d->n_scale);
     if (kvf__py_send_all(st->sock, req, sizeof req) || kvf__py_recv_reply(st->sock, r, -1))
         kvf__py_die_like_worker(st);
 }
@@ -321,6 +379,7 @@ static void mirror_dense(const pystate *st, const kvf_plugin_args *a, const run_
                          const arena_layout *o) {
     const size_t row = d->row;
     const int32_t B = d->B, hq = d->hq, hk = d->hk, S = d->S;
+    uint8_t *K = (uint8_t *)a->k_cache, *V = (uint8_t *)a->v_cache;
     const uint8_t *A = st->arena;
     for (int32_t b = 0; b < B; b++)
         for (int32_t h = 0; h < hq; h++)
@@ -330,11 +389,13 @@ static void mirror_dense(const pystate *st, const kvf_plugin_args *a, const run_
         const int64_t pg = d->full ? (int64_t)i : st->pages[i];
         for (int32_t s = 0; s < S; s++)
             for (int32_t g = 0; g < hk; g++) {
-                const int64_t at =
-                    pg * a->kv_stride_page + s * a->kv_stride_slot + g * a->kv_stride_head;
-                const size_t src = i * d->page_bytes + ((size_t)s * hk + g) * row;
-                mirror_blob((uint16_t *)a->k_cache + at, A + o->k + src, row);
-                mirror_blob((uint16_t *)a->v_cache + at, A + o->v + src, row);
+                const size_t host = (size_t)(pg * a->kv_stride_page + s * a->kv_stride_slot +
+                                             g * a->kv_stride_head);
+                const size_t at = (size_t)s * hk + g;
+                mirror_blob(K + host * d->kb, A + o->k + i * d->k_page_bytes + at * d->krow,
+                            d->krow);
+                mirror_blob(V + host * d->vb, A + o->v + i * d->v_page_bytes + at * d->vrow,
+                            d->vrow);
             }
     }
 }
@@ -346,13 +407,11 @@ static void mirror_inputs(const pystate *st, const kvf_plugin_args *a, const run
     const uint8_t *A = st->arena;
     if (d->strided) {
         mirror_blob((void *)a->q, A + o->q, (size_t)d->q_ext * 2);
+        uint8_t *K = (uint8_t *)a->k_cache, *V = (uint8_t *)a->v_cache;
         for (size_t i = 0; i < d->np; i++) {
-            const int64_t pg = d->full ? (int64_t)i : st->pages[i];
-            const size_t at = i * d->page_bytes;
-            mirror_blob((void *)(a->k_cache + pg * a->kv_stride_page), A + o->k + at,
-                        d->page_bytes);
-            mirror_blob((void *)(a->v_cache + pg * a->kv_stride_page), A + o->v + at,
-                        d->page_bytes);
+            const size_t pg = (size_t)(d->full ? (int64_t)i : st->pages[i]);
+            mirror_blob(K + pg * d->k_page_bytes, A + o->k + i * d->k_page_bytes, d->k_page_bytes);
+            mirror_blob(V + pg * d->v_page_bytes, A + o->v + i * d->v_page_bytes, d->v_page_bytes);
         }
     } else {
         mirror_dense(st, a, d, o);
@@ -361,6 +420,7 @@ static void mirror_inputs(const pystate *st, const kvf_plugin_args *a, const run
         memcpy((int32_t *)a->kv_indptr, A + o->ip, (size_t)(B + 1) * 4);
     if (B && memcmp(a->kv_last_page_len, A + o->last, (size_t)B * 4))
         memcpy((int32_t *)a->kv_last_page_len, A + o->last, (size_t)B * 4);
+    copy_scales(st, a, d, o, 0);
     const int32_t *ix = (const int32_t *)(A + o->ix);
     const size_t np = d->np;
     for (int64_t i = 0; i < d->n_entries; i++) {
@@ -377,8 +437,12 @@ int kvf__py_run(void *state, const kvf_plugin_args *a, char *msg, size_t msg_siz
     run_dims d;
     int rc = plan_run(st, a, &d, msg, msg_size);
     if (rc) return rc;
-    snprintf(st->facts, sizeof st->facts, "python device=%s pool=%s pages=%zu", st->device,
-             d.full ? "full" : "referenced", d.np);
+    int n = snprintf(st->facts, sizeof st->facts, "python device=%s pool=%s pages=%zu", st->device,
+                     d.full ? "full" : "referenced", d.np);
+    if ((d.kd || d.vd || d.gran) && n > 0 && (size_t)n < sizeof st->facts)
+        snprintf(st->facts + n, sizeof st->facts - (size_t)n, " k=%s v=%s scales=%s",
+                 kvf_kv_dtype_name(d.kd), kvf_kv_dtype_name(d.vd),
+                 kvf_scale_granularity_name(d.gran));
     const arena_layout o = lay_out(&d);
     if ((rc = grow_arena(st, o.end, msg, msg_size))) return rc;
     write_arena(st, a, &d, &o);
