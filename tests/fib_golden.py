@@ -9,10 +9,15 @@ writers: only json and struct, every byte laid out here from FIB's documented fo
       definition and workloads as FIB's own serializer writes them with exclude_unset (axes
       {} and {"value": N}, inputs without "type"); OUT/empty: a batch whose every sequence is
       empty and one with an empty sequence between non-empty ones; OUT/bad/<name>/: one
-      definition.json + workloads.jsonl (+ blob) per malformed input.
+      definition.json + workloads.jsonl (+ blob) per malformed input; OUT/fp8: kvfuzz's FP8
+      definitions (float8 caches, k_scale and v_scale of shape [num_scales], num_scales const
+      1) of the tiny shape, in e4m3 and e5m2, and a workload of each whose FP8 bytes hold NaN,
+      inf, -0, subnormals and the largest values.
   fib_golden.py check-kvfz CASE.kvfz UUID
       decodes the .kvfz (docs/case-format.md) and compares its tensors bit for bit with what
-      `make` wrote for workload UUID, and its origin with the workload's names.
+      `make` wrote for workload UUID (an FP8 cache's bf16 images with the bytes' values, its
+      scales and dtypes with the quantization section), and its origin with the workload's
+      names.
   fib_golden.py check-export DIR UUID...
       reads the dataset kvfuzz exported and compares every blob tensor bit for bit with what
       `make` wrote, and checks the definition, workload and trace records.
@@ -21,8 +26,9 @@ writers: only json and struct, every byte laid out here from FIB's documented fo
       (definitions/<op_type>/<def>.json, workloads/<op_type>/<def>.jsonl,
       solutions/<author>/<op_type>/<def>/<name>.json, traces/<author>/<op_type>/<def>.jsonl),
       every record valid under FIB's pydantic models (Definition, Trace, Workload, Solution,
-      Evaluation, Correctness, Performance), and validate_dataset's CPU checks (path fields,
-      positive axes, inputs, blob keys and shapes, traces naming a solution it indexes).
+      Evaluation, Correctness, Performance), validate_dataset's CPU checks (path fields,
+      positive axes, inputs, blob keys and shapes, traces naming a solution it indexes), and
+      the dtype check of load_safetensors (each stored tensor of its definition's dtype).
   fib_golden.py trace DIR UUID
       prints the status, max_absolute_error and max_relative_error of the trace of UUID, as
       FIB's models read them (JSON numbers, or "NaN" / "Infinity" strings).
@@ -197,6 +203,101 @@ def blob_bytes(tensors, order=None):
 PS1_DEF = "gqa_paged_decode_h4_kv2_d8_ps1"
 PS1_W = dict(indptr=[0, 3, 5], indices=[5, 0, 2, 1, 4], last=[1, 1], pool=6,
              stored=("q", "k_cache", "v_cache"), scale=("scalar", 0.25))
+
+# kvfuzz's FP8 definitions of the tiny shape (docs/fib.md, "FP8 caches"): float8 caches, and
+# k_scale and v_scale of shape [num_scales] with num_scales const 1, after sm_scale.
+FIB_FP8 = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+ST_FP8 = {"e4m3": "F8_E4M3", "e5m2": "F8_E5M2"}
+FP8_DEFS = {dt: "%s_fp8_%s" % (DEF, dt) for dt in FIB_FP8}
+
+
+def fp8_definition(dtype, v_dtype=None, scales=True):
+    d = definition(FP8_DEFS[dtype], HQ, HK, D, S)
+    d["axes"]["num_scales"] = {"type": "const", "value": 1}
+    d["inputs"]["k_cache"]["dtype"] = FIB_FP8[dtype]
+    d["inputs"]["v_cache"]["dtype"] = FIB_FP8[v_dtype or dtype]
+    if scales:
+        d["inputs"]["k_scale"] = {"shape": ["num_scales"], "dtype": "float32"}
+        d["inputs"]["v_scale"] = {"shape": ["num_scales"], "dtype": "float32"}
+    d["tags"].append("quantization:" + FIB_FP8[dtype])
+    d["reference"] = ("def run(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, "
+                      "k_scale, v_scale):\n    pass\n")
+    return d
+
+
+def fp8_bytes(n, seed, dtype):
+    """FP8 bytes: ordinary ones with NaN, inf (e5m2), -0, the smallest subnormal and the largest
+    finite value salted in."""
+    special = {"e4m3": [0x7F, 0xFF, 0x80, 0x01, 0x7E, 0xFE], "e5m2": [0x7C, 0xFC, 0x7D, 0xFF, 0x80, 0x01, 0x7B]}[dtype]
+    g = lcg(seed)
+    out = []
+    for _ in range(n):
+        r = next(g)
+        out.append(special[r % len(special)] if r % 11 == 0 else (r >> 5) & 0xFF)
+    return out
+
+
+def fp8_image(x, dtype):
+    """The bf16 image kvfuzz keeps for an FP8 byte (kvfuzz/fp8.h): its value, or for a NaN byte
+    the quiet bf16 NaN of its sign whose low six bits are the byte's."""
+    mbits, bias, has_inf = (3, 7, False) if dtype == "e4m3" else (2, 15, True)
+    sign, mag = x >> 7, x & 0x7F
+    e, m = mag >> mbits, mag & ((1 << mbits) - 1)
+    if (not has_inf and mag == 0x7F) or (has_inf and e == 31 and m):
+        return sign << 15 | 0x7FC0 | (x & 0x3F)
+    if has_inf and e == 31:
+        return sign << 15 | 0x7F80
+    v = math.ldexp(m, 1 - bias - mbits) if e == 0 else math.ldexp((1 << mbits) | m, e - bias - mbits)
+    bits = struct.unpack("<I", struct.pack("<f", -v if sign else v))[0]
+    if bits & 0xFFFF:
+        raise ValueError("an FP8 value that is no bf16 value")
+    return bits >> 16
+
+
+FP8_W = {
+    "w-fp8-e4m3": dict(dtype="e4m3", indptr=[0, 2, 2, 3], indices=[4, 1, 2], last=[2, 0, 4], pool=6,
+                       stored=("q", "k_cache", "v_cache"), scale=("scalar", 0.25),
+                       k_scale=0.375, v_scale=1.5e-3),
+    "w-fp8-e5m2": dict(dtype="e5m2", indptr=[0, 1], indices=[0], last=[3], pool=2,
+                       stored=("q", "k_cache"), scale=("scalar", 0.5),
+                       k_scale=2.0 ** -20, v_scale=3.0e4),
+}
+FP8_INPUTS = ("q", "k_cache", "v_cache", "kv_indptr", "kv_indices", "kv_last_page_len", "sm_scale",
+              "k_scale", "v_scale")
+
+
+def fp8_tensors_of(uuid, w):
+    t = tensors_of(uuid, dict(w, stored=tuple(n for n in w["stored"] if n == "q")))
+    seed = sum(map(ord, uuid))
+    shape = [w["pool"], S, HK, D]
+    for i, name in enumerate(("k_cache", "v_cache")):
+        if name in w["stored"]:
+            vals = fp8_bytes(w["pool"] * S * HK * D, seed * 7 + i + 1, w["dtype"])
+            t[name] = (ST_FP8[w["dtype"]], shape, bytes(vals), vals)
+    for name in ("k_scale", "v_scale"):
+        t[name] = ("F32", [1], struct.pack("<f", w[name]), [w[name]])
+    return t
+
+
+def fp8_workload_line(defname, uuid, w, tensors, path=None):
+    line = workload_line(defname, uuid, w, tensors, path)
+    inputs = line["workload"]["inputs"]
+    for name in FP8_INPUTS:
+        if name in tensors:
+            inputs[name] = {"type": "safetensors", "path": path or blob_rel(defname, uuid), "tensor_key": name}
+    line["workload"]["inputs"] = {n: inputs[n] for n in FP8_INPUTS}
+    return line
+
+
+def make_fp8(out):
+    for dt, name in FP8_DEFS.items():
+        write(out + "/definitions/gqa_paged/%s.json" % name, json.dumps(fp8_definition(dt), indent=2))
+    for uuid, w in FP8_W.items():
+        name = FP8_DEFS[w["dtype"]]
+        t = fp8_tensors_of(uuid, w)
+        write(out + "/" + blob_rel(name, uuid), blob_bytes(t))
+        write(out + "/workloads/gqa_paged/%s.jsonl" % name, json.dumps(fp8_workload_line(name, uuid, w, t)) + "\n")
+
 
 SEED_W = dict(indptr=[0, 51], indices=[(7 * i + 3) % 52 for i in range(51)], last=[2], pool=52,
               stored=(), scale=("scalar", 0.08838834764831845))
@@ -389,6 +490,34 @@ def make_bad(out):
     d["axes"]["num_kv_heads"] = {"description": "no value: an AxisVar"}
     case("typeless-const-axis-without-value", defn=d)
 
+    # FP8: one malformed input each, beside an e4m3 workload that imports.
+    fw = FP8_W["w-fp8-e4m3"]
+
+    def fp8_case(name, tensors=None, defn=None, edit=None):
+        t = tensors or fp8_tensors_of("bad", fw)
+        line = fp8_workload_line(FP8_DEFS["e4m3"], "bad", fw, t, path="blob.safetensors")
+        if edit:
+            edit(line["workload"]["inputs"])
+        case(name, tensors=t, defn=defn or fp8_definition("e4m3"), line=line)
+    t = fp8_tensors_of("bad", fw)
+    t["k_cache"] = ("BF16", t["k_cache"][1], u16(bf16_values(len(t["k_cache"][2]), 3)), None)
+    fp8_case("fp8-cache-dtype", tensors=t)
+    t = fp8_tensors_of("bad", fw)
+    t["k_scale"] = ("F32", [2], struct.pack("<2f", 0.5, 0.5), None)
+    fp8_case("fp8-scale-shape", tensors=t)
+    t = fp8_tensors_of("bad", fw)
+    t["k_scale"] = ("F32", [1], struct.pack("<I", 0x7FC00000), None)
+    fp8_case("fp8-scale-nan", tensors=t)
+    t = fp8_tensors_of("bad", fw)
+    t["v_scale"] = ("F32", [1], struct.pack("<f", -1.5), None)
+    fp8_case("fp8-scale-negative", tensors=t)
+    fp8_case("fp8-scale-random", edit=lambda inputs: inputs.update(k_scale={"type": "random"}))
+    fp8_case("fp8-mixed-definition", defn=fp8_definition("e4m3", v_dtype="e5m2"))
+
+    def no_scales(inputs):
+        del inputs["k_scale"], inputs["v_scale"]
+    fp8_case("fp8-no-scales", defn=fp8_definition("e4m3", scales=False), edit=no_scales)
+
 
 # ---- checks ---------------------------------------------------------------------------------
 
@@ -437,12 +566,20 @@ def decode_kvfz(path):
         case["random_inputs"] = b[at]
         case["random_seed"] = struct.unpack_from("<Q", b, at + 4)[0]
         at += 12
+    if sections & 8:
+        fail("%s has a layout section, which no import writes" % path)
+    if sections & 16:
+        case["quant"] = tuple(b[at:at + 5])  # k dtype, v dtype, granularity, spread, fine
+        case["k_scale"], case["v_scale"] = b[at + 8:at + 12], b[at + 12:at + 16]
+        at += 16
     if at != len(b):
         fail("%s: %d bytes left after the sections" % (path, len(b) - at))
     return case
 
 
 def expected(uuid):
+    if uuid in FP8_W:
+        return FP8_DEFS[FP8_W[uuid]["dtype"]], FP8_W[uuid], fp8_tensors_of(uuid, FP8_W[uuid])
     if uuid in TYPELESS:
         return TYPELESS_DEF, TYPELESS[uuid], tensors_of(uuid, TYPELESS[uuid], s=2)
     if uuid in EMPTY:
@@ -472,11 +609,41 @@ def check_kvfz(path, uuid):
         fail("%s: page table %r %r (pool %d) differs from the workload's" % (path, c["seqs"], c["indices"], c["pool"]))
     if struct.pack("<f", c["scale"]) != struct.pack("<f", w["scale"][1]):
         fail("%s: sm_scale %r, wanted %r" % (path, c["scale"], w["scale"][1]))
-    for name in ("q", "k_cache", "v_cache"):
-        if name in t and c[name] != t[name][3]:
-            bad = next(i for i, (a, e) in enumerate(zip(c[name], t[name][3])) if a != e)
-            fail("%s: %s[%d] = 0x%04x, wanted 0x%04x" % (path, name, bad, c[name][bad], t[name][3][bad]))
+    dtype = w.get("dtype")
+    want = {n: t[n][3] for n in ("q", "k_cache", "v_cache") if n in t}
+    if dtype:  # FP8: the bytes' images, one scale each, both caches of the dtype
+        code = {"e4m3": 1, "e5m2": 2}[dtype]
+        if c.get("quant") != (code, code, 1, 0, 0):
+            fail("%s: quantization %r, wanted %s caches with tensor scales" % (path, c.get("quant"), dtype))
+        for name in ("k_scale", "v_scale"):
+            if c[name] != t[name][2]:
+                fail("%s: %s bits %s, wanted %s" % (path, name, c[name].hex(), t[name][2].hex()))
+        for n in ("k_cache", "v_cache"):
+            if n in t:
+                want[n] = [fp8_image(x, dtype) for x in t[n][3]]
+        for n in ("k_cache", "v_cache"):  # a random one: FIB's randn clamped to [-2, 2], rounded
+            if n not in t and any(fp8_from_image(v, dtype) < 0 or not abs(bf16_value(v)) <= 2
+                                  for v in c[n]):
+                fail("%s: the random %s holds values no clamped %s draw gives" % (path, n, dtype))
+    elif "quant" in c:
+        fail("%s: a quantization section for bf16 caches" % path)
+    for name, values in want.items():
+        if c[name] != values:
+            bad = next(i for i, (a, e) in enumerate(zip(c[name], values)) if a != e)
+            fail("%s: %s[%d] = 0x%04x, wanted 0x%04x" % (path, name, bad, c[name][bad], values[bad]))
     print("%s: %s bit for bit" % (path, ", ".join(n for n in ("q", "k_cache", "v_cache") if n in t) or "table"))
+
+
+def bf16_value(v):
+    return struct.unpack("<f", struct.pack("<I", v << 16))[0]
+
+
+def fp8_from_image(v, dtype):
+    """The byte whose image v is, or -1."""
+    for x in range(256):
+        if fp8_image(x, dtype) == v:
+            return x
+    return -1
 
 
 def read_safetensors(path):
@@ -542,6 +709,10 @@ def check_export(root, uuids):
 
 DTYPES = {"float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1", "int64",
           "int32", "int16", "int8", "bool"}
+# safetensors' dtypes as torch reads them, in FIB's names (load_safetensors compares the two)
+ST_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn",
+             "F8_E5M2": "float8_e5m2", "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
+             "BOOL": "bool"}
 LANGUAGES = {"python", "triton", "cpp", "cuda", "tilelang"}
 STATUSES = {"PASSED", "INCORRECT_SHAPE", "INCORRECT_NUMERICAL", "INCORRECT_DTYPE", "RUNTIME_ERROR",
             "COMPILE_ERROR", "TIMEOUT"}
@@ -812,6 +983,9 @@ def check_fib(root):
                     tensors, _ = read_safetensors(bp)
                     if i["tensor_key"] not in tensors:
                         err(where, "tensor key %s not in %s" % (i["tensor_key"], i["path"]))
+                    elif ST_DTYPES.get(tensors[i["tensor_key"]][0]) != spec["dtype"]:
+                        err(where, "load_safetensors: '%s' expected %s, got %s" % (
+                            k, spec["dtype"], tensors[i["tensor_key"]][0]))
                     elif tensors[i["tensor_key"]][1] != [sizes.get(a) for a in spec["shape"]]:
                         err(where, "%s shape %r, the definition gives %r" % (
                             k, tensors[i["tensor_key"]][1], [sizes.get(a) for a in spec["shape"]]))
@@ -867,6 +1041,7 @@ def main():
         make_good(sys.argv[2] + "/good", sys.argv[3])
         make_typeless(sys.argv[2] + "/typeless")
         make_empty(sys.argv[2] + "/empty")
+        make_fp8(sys.argv[2] + "/fp8")
         make_bad(sys.argv[2])
     elif len(sys.argv) == 4 and sys.argv[1] == "check-kvfz":
         check_kvfz(sys.argv[2], sys.argv[3])

@@ -8,7 +8,9 @@
 # as its schema and validator accept them (fib_golden.py check-fib), puts the fib verdict beside
 # strict's (and says when FIB flags a workload for the wrong reason), records the error figures
 # FIB's evaluator would, refuses a batch without a page-table entry, and import -> export ->
-# import is identical; every malformed input is refused with exit 2 and one sentence.
+# import is identical; FP8 findings with one scale per cache go out as kvfuzz's FP8 definitions
+# (FP8 bytes, F32 scales) and other quantizations are refused; every malformed input is refused
+# with exit 2 and one sentence.
 set -u
 kvfuzz=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") # absolute: one check runs from elsewhere
 src=$2
@@ -225,6 +227,78 @@ case "$($golden trace "$work/E2" finite-mask-sentinel)" in
   *) fail "finite-mask-sentinel's trace records $($golden trace "$work/E2" finite-mask-sentinel)" ;;
 esac
 
+# ---- FP8 caches --------------------------------------------------------------------------------
+# e4m3 and e5m2 findings with one scale per cache go out as kvfuzz's FP8 definitions of their
+# shape (the shipped ones for the seed shape): FP8 caches as their bytes, k_scale and v_scale as
+# F32 [1], both in the blob and named by the workload; kvfuzz's solution record takes the scales.
+mkdir -p "$work/fp8"
+for dt in e4m3 e5m2; do
+  "$kvfuzz" gen --preset tail-nan --seed 2 --k-dtype $dt --k-scale 0.375 --v-scale 3 -o "$work/fp8/$dt.kvfz" >/dev/null ||
+    fail "gen --k-dtype $dt"
+done
+"$kvfuzz" export-fib --kernel cpu-ref -o "$work/Q" "$work/fp8" >"$work/q.out" 2>&1 || fail "export of FP8 findings: $(cat "$work/q.out")"
+grep -q "^e4m3.kvfz (kernel cpu-ref): strict pass" "$work/q.out" || fail "the e4m3 finding's line: $(cat "$work/q.out")"
+$golden check-fib "$work/Q" || fail "the FP8 export is not valid as FIB reads it"
+for dt in e4m3 e5m2; do
+  cmp -s "$src/fib/definitions/gqa_paged/${S}_fp8_$dt.json" "$work/Q/definitions/gqa_paged/${S}_fp8_$dt.json" ||
+    fail "the export's ${S}_fp8_$dt.json differs from the shipped one"
+done
+python3 - "$work/Q" $S <<'PY' || fail "the FP8 blobs, workloads or solution records"
+import json, struct, sys
+root, shape = sys.argv[1], sys.argv[2]
+for dt, st in (("e4m3", "F8_E4M3"), ("e5m2", "F8_E5M2")):
+    d = "%s_fp8_%s" % (shape, dt)
+    w = json.loads(open("%s/workloads/gqa_paged/%s.jsonl" % (root, d)).readline())["workload"]
+    assert list(w["inputs"])[-3:] == ["sm_scale", "k_scale", "v_scale"], list(w["inputs"])
+    b = open("%s/%s" % (root, w["inputs"]["k_scale"]["path"]), "rb").read()
+    n = struct.unpack_from("<Q", b)[0]
+    h, data = json.loads(b[8:8 + n]), b[8 + n:]
+    for name in ("k_cache", "v_cache"):
+        assert h[name]["dtype"] == st and h[name]["shape"][1:] == [64, 4, 128], (name, h[name])
+        lo, hi = h[name]["data_offsets"]
+        assert hi - lo == h[name]["shape"][0] * 64 * 4 * 128, "one byte per element"
+    for name, want in (("k_scale", 0.375), ("v_scale", 3.0)):
+        lo, hi = h[name]["data_offsets"]
+        assert h[name]["dtype"] == "F32" and h[name]["shape"] == [1] and struct.unpack("<f", data[lo:hi])[0] == want, h[name]
+    s = json.load(open("%s/solutions/kvfuzz/gqa_paged/%s/kvfuzz-cpu-ref-%s.json" % (root, d, d[len("gqa_paged_decode_"):])))
+    assert "sm_scale, k_scale, v_scale, output, lse):" in s["sources"][0]["content"]
+PY
+# Quantizations no definition covers are refused before the run, in one sentence each.
+for q in "head:--k-dtype e4m3 --scales head:its scales are per KV head" \
+  "token:--k-dtype e5m2 --scales token:its scales are per page slot and KV head" \
+  "mixed:--k-dtype e4m3 --v-dtype e5m2:its caches differ in dtype" \
+  "none:--k-dtype e4m3 --scales none:its FP8 caches have no scales"; do
+  IFS=: read -r name opts why <<<"$q"
+  # shellcheck disable=SC2086 # opts are words
+  "$kvfuzz" gen --preset tail-nan $opts -o "$work/fp8-$name.kvfz" >/dev/null || fail "gen $opts"
+  refuse "an FP8 finding with $name scales" "fp8-$name.kvfz: the case's quantization (.*) has no FlashInfer-Bench definition: $why" \
+    export-fib --kernel cpu-ref -o "$work/Q-$name" "$work/fp8-$name.kvfz"
+done
+# Reading FP8 workloads back: FIB's own layout and bytes (the golden e4m3 and e5m2 workloads,
+# their NaN, inf, -0 and subnormal bytes as their images, a random v_cache drawn as FIB draws
+# it) and kvfuzz's export; export -> import -> export -> import is identical.
+"$kvfuzz" import-fib -o "$work/QG" "$work/g/fp8" >/dev/null 2>"$work/qg.err" || fail "import of the golden FP8 workloads: $(cat "$work/qg.err")"
+for u in w-fp8-e4m3 w-fp8-e5m2; do
+  f=$(ls "$work/QG"/*_$u.kvfz)
+  $golden check-kvfz "$f" $u || fail "imported $u differs from the golden FP8 bytes"
+done
+"$kvfuzz" import-fib -o "$work/QB" "$work/Q" >/dev/null 2>"$work/qb.err" || fail "re-import of the FP8 export: $(cat "$work/qb.err")"
+"$kvfuzz" export-fib --kernel cpu-ref -o "$work/Q2" "$work/QB" >/dev/null 2>&1 || fail "export of the imported FP8 cases"
+python3 - "$work/Q" "$work/Q2" $S <<'PY' || fail "export -> import -> export changed an FP8 blob's tensors"
+import json, struct, sys
+def tensors(p):
+    b = open(p, "rb").read()
+    n = struct.unpack_from("<Q", b)[0]
+    h, data = json.loads(b[8:8 + n]), b[8 + n:]
+    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in h.items() if k != "__metadata__"}
+for dt in ("e4m3", "e5m2"):
+    d = "%s_fp8_%s" % (sys.argv[3], dt)
+    rel = "/blob/workloads/gqa_paged/%s/%s_%s.safetensors" % (d, d, dt)
+    assert tensors(sys.argv[1] + rel) == tensors(sys.argv[2] + rel), dt  # the metadata gains the origin
+PY
+"$kvfuzz" import-fib -o "$work/QB2" "$work/Q2" >/dev/null 2>&1 || fail "re-import of the second FP8 export"
+for f in "$work"/QB/*.kvfz; do cmp -s "$f" "$work/QB2/$(basename "$f")" || fail "the FP8 round trip changed $(basename "$f")"; done
+
 # ---- malformed inputs: exit 2 and one sentence each ------------------------------------------
 bad() { refuse "$1" "$2" import-fib -o "$work/bad-out" "$work/g/bad/$1/definition.json" "$work/g/bad/$1/workloads.jsonl"; }
 bad lfs-pointer "is a Git LFS pointer, not the tensor data"
@@ -245,6 +319,13 @@ bad offsets-past-end "run past the"
 bad header-over-100MB "over the limit of 100 MB"
 bad typeless-var-axis-with-value "axis batch_size is not var (FIB reads an axis with an integer value and no type as const)"
 bad typeless-const-axis-without-value "axis num_kv_heads is not const with a value in \[1, 65535\]"
+bad fp8-cache-dtype "k_cache is BF16 \[6, 4, 2, 8\] in blob.safetensors, but the definition says float8_e4m3fn \[6, 4, 2, 8\]"
+bad fp8-scale-shape "k_scale is F32 \[2\] in blob.safetensors, but the definition says float32 \[1\]"
+bad fp8-scale-nan "workload bad's k_scale is nan; kvfuzz takes a finite, positive scale (the keys are k_scale \* k_cache)"
+bad fp8-scale-negative "workload bad's v_scale is -1.5; kvfuzz takes a finite, positive scale"
+bad fp8-scale-random "workload bad leaves k_scale random: FIB would draw it with randn"
+bad fp8-mixed-definition "k_cache is float8_e4m3fn and its v_cache float8_e5m2; kvfuzz's FP8 definitions hold both caches in one dtype"
+bad fp8-no-scales "is not paged decode as kvfuzz runs it: kvfuzz imports gqa_paged_decode definitions with float8_e4m3fn caches taking (.*, sm_scale, k_scale, v_scale)"
 # A workload whose pool the memory budget refuses is refused before the pool is drawn (it was
 # drawn and written, a case every other command then refused), and writes nothing; a batch
 # size at the top of int64 is named, not overflowed into len_indptr's check.

@@ -183,7 +183,7 @@ static void test_origin_section_round_trip(void) {
 }
 
 static void test_definition_parse(void) {
-    char *text = kvf_fib_definition_json(20, 4, 128, 64);
+    char *text = kvf_fib_definition_json(20, 4, 128, 64, KVF_KV_BF16);
     CHECK(text != NULL);
     if (!text) return;
     kvf_fib_definition d;
@@ -371,10 +371,10 @@ static void test_fib_evaluate(void) {
     CHECK(ev.passed && ev.max_absolute_error == 0 && ev.max_relative_error == 0);
 }
 
-/* A case with FP8 caches is not exported: FlashInfer-Bench's definitions take bf16 caches,
- * and the bf16 images without their scales would be another operation. The same case in bf16
- * is exportable. */
-static void test_quantized_case_not_exportable(void) {
+/* Which quantizations have a FlashInfer-Bench definition: bf16, and e4m3 or e5m2 caches (the
+ * same for k and v) with one scale each. Per-head and per-token scales, mixed dtypes and FP8
+ * without scales are refused, each with a sentence naming what is not covered. */
+static void test_quantization_coverage(void) {
     kvf_limits lim;
     kvf_limits_default(&lim);
     kvf_spec s;
@@ -384,16 +384,160 @@ static void test_quantized_case_not_exportable(void) {
     CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
     CHECK_OK(kvf_fib_check_exportable(&c, &err), &err);
     kvf_case_free(&c);
-    s.quant = (kvf_quant_recipe){{KVF_KV_E4M3, KVF_KV_E4M3, KVF_SCALE_TENSOR}, 0.5f, 2.0f, 0, 0};
-    CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
-    CHECK_INT_EQ(kvf_fib_check_exportable(&c, &err), KVF_EINVAL);
-    CHECK_STR_CONTAINS(err.msg, "quantized caches (k e4m3 v e4m3 scales tensor)");
-    kvf_case_free(&c);
+    static const struct {
+        kvf_quant_recipe q;
+        const char *refusal; /* NULL: exportable */
+    } rows[] = {
+        {{{KVF_KV_E4M3, KVF_KV_E4M3, KVF_SCALE_TENSOR}, 0.5f, 2.0f, 0, 0}, NULL},
+        {{{KVF_KV_E5M2, KVF_KV_E5M2, KVF_SCALE_TENSOR}, 0.5f, 2.0f, 0, 0}, NULL},
+        {{{KVF_KV_E4M3, KVF_KV_E4M3, KVF_SCALE_HEAD}, 0.5f, 2.0f, 3, 1},
+         "the case's quantization (k e4m3 v e4m3 scales head) has no FlashInfer-Bench "
+         "definition: its scales are per KV head, and the FP8 definitions take one scale per "
+         "cache"},
+        {{{KVF_KV_E5M2, KVF_KV_E5M2, KVF_SCALE_TOKEN}, 0.5f, 2.0f, 0, 0},
+         "(k e5m2 v e5m2 scales token) has no FlashInfer-Bench definition: its scales are per "
+         "page slot and KV head"},
+        {{{KVF_KV_E4M3, KVF_KV_E5M2, KVF_SCALE_TENSOR}, 0.5f, 2.0f, 0, 0},
+         "(k e4m3 v e5m2 scales tensor) has no FlashInfer-Bench definition: its caches differ in "
+         "dtype, and an FP8 definition holds both in one"},
+        {{{KVF_KV_E4M3, KVF_KV_E4M3, KVF_SCALE_NONE}, 1.0f, 1.0f, 0, 0},
+         "(k e4m3 v e4m3 scales none) has no FlashInfer-Bench definition: its FP8 caches have no "
+         "scales, and the FP8 definitions take k_scale and v_scale"},
+        {{{KVF_KV_BF16, KVF_KV_E5M2, KVF_SCALE_NONE}, 1.0f, 1.0f, 0, 0},
+         "(k bf16 v e5m2 scales none) has no FlashInfer-Bench definition: its caches differ"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        s.quant = rows[i].q;
+        CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
+        int rc = kvf_fib_check_exportable(&c, &err);
+        if (rows[i].refusal) {
+            CHECK_INT_EQ(rc, KVF_EINVAL);
+            CHECK_STR_CONTAINS(err.msg, rows[i].refusal);
+        } else {
+            CHECK_OK(rc, &err);
+        }
+        kvf_case_free(&c);
+    }
     kvf_spec_free(&s);
 }
 
+/* Replaces the first occurrence of `from` in text (a malloc'd string) by `to`. */
+static char *replace(char *text, const char *from, const char *to) {
+    char *p = text ? strstr(text, from) : NULL;
+    CHECK(p != NULL);
+    if (!p) return text;
+    size_t n = strlen(text), a = (size_t)(p - text), f = strlen(from), t = strlen(to);
+    char *out = malloc(n - f + t + 1);
+    memcpy(out, text, a);
+    memcpy(out + a, to, t);
+    memcpy(out + a + t, p + f, n - a - f + 1);
+    free(text);
+    return out;
+}
+
+/* kvfuzz's FP8 definitions: named after the dtype, float8 caches, k_scale and v_scale of shape
+ * [num_scales] with num_scales const 1, the reference dequantizing first; the shipped ones are
+ * the generated ones; other FP8 signatures are refused by what they lack. */
+static void test_fp8_definition_parse(void) {
+    static const struct {
+        int dtype;
+        const char *name, *fib_dtype;
+    } rows[] = {
+        {KVF_KV_E4M3, "gqa_paged_decode_h20_kv4_d128_ps64_fp8_e4m3", "float8_e4m3fn"},
+        {KVF_KV_E5M2, "gqa_paged_decode_h20_kv4_d128_ps64_fp8_e5m2", "float8_e5m2"},
+    };
+    kvf_error err = {0};
+    kvf_fib_definition d;
+    for (size_t r = 0; r < 2; r++) {
+        char *text = kvf_fib_definition_json(20, 4, 128, 64, rows[r].dtype);
+        CHECK(text != NULL);
+        if (!text) return;
+        CHECK_OK(kvf_fib_definition_parse(&d, text, strlen(text), "generated", &err), &err);
+        CHECK(strcmp(d.name, rows[r].name) == 0);
+        CHECK(d.kv_dtype == rows[r].dtype && d.has_last_page_len && d.page_size == 64);
+        CHECK_STR_CONTAINS(text,
+                           "\"num_scales\": {\n      \"type\": \"const\",\n      \"value\": 1");
+        CHECK_STR_CONTAINS(text, "\"quantization:");
+        CHECK_STR_CONTAINS(text, rows[r].fib_dtype);
+        /* the reference, as JSON escapes it */
+        CHECK_STR_CONTAINS(text, "def run(q, k_cache, v_cache, kv_indptr, kv_indices, "
+                                 "kv_last_page_len, sm_scale, k_scale, v_scale):\\n"
+                                 "    # k = k_scale * k_cache and v = v_scale * v_cache, each "
+                                 "product rounded to float32\\n"
+                                 "    k_cache = k_cache.to(torch.float32) * k_scale\\n"
+                                 "    v_cache = v_cache.to(torch.float32) * v_scale\\n");
+        const char *srcdir = getenv("KVF_SOURCE_DIR");
+        if (srcdir) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/fib/definitions/gqa_paged/%s.json", srcdir, d.name);
+            FILE *f = fopen(path, "rb");
+            CHECK(f != NULL);
+            if (f) {
+                static char shipped[65536];
+                size_t n = fread(shipped, 1, sizeof shipped - 1, f);
+                fclose(f);
+                shipped[n] = 0;
+                CHECK(strcmp(shipped, text) == 0);
+            }
+        }
+        free(text);
+    }
+    /* Page size 1: no kv_last_page_len, the scales still last. */
+    char *text = kvf_fib_definition_json(8, 8, 64, 1, KVF_KV_E5M2);
+    CHECK_OK(kvf_fib_definition_parse(&d, text, strlen(text), "generated", &err), &err);
+    CHECK(d.kv_dtype == KVF_KV_E5M2 && !d.has_last_page_len);
+    CHECK(strcmp(d.name, "gqa_paged_decode_h8_kv8_d64_ps1_fp8_e5m2") == 0);
+    free(text);
+    CHECK(kvf_fib_definition_json(8, 8, 64, 1, KVF_KV_DTYPE_COUNT) == NULL);
+    static const struct {
+        const char *from, *to, *refusal;
+    } bad[] = {
+        /* mixed dtypes */
+        {"\"dtype\": \"float8_e4m3fn\",\n      \"description\": \"paged value",
+         "\"dtype\": \"float8_e5m2\",\n      \"description\": \"paged value",
+         "k_cache is float8_e4m3fn and its v_cache float8_e5m2; kvfuzz's FP8 definitions hold "
+         "both caches in one dtype"},
+        /* FP8 caches without their scales */
+        {"\"k_scale\"", "\"k_scales\"",
+         "is not paged decode as kvfuzz runs it: kvfuzz imports gqa_paged_decode definitions "
+         "with float8_e4m3fn caches taking (q, k_cache, v_cache, kv_indptr, kv_indices, "
+         "kv_last_page_len, sm_scale, k_scale, v_scale), and this one takes (q, k_cache, "
+         "v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, k_scales, v_scale)"},
+        /* a scale of another dtype or shape */
+        {"\"dtype\": \"float32\",\n      \"description\": \"key scale",
+         "\"dtype\": \"bfloat16\",\n      \"description\": \"key scale",
+         "input k_scale is bfloat16; kvfuzz runs gqa_paged_decode with float32 k_scale"},
+        {"\"num_scales\"\n      ],\n      \"dtype\": \"float32\",\n      \"description\": \"value",
+         "\"num_kv_heads\"\n      ],\n      \"dtype\": \"float32\",\n      \"description\": "
+         "\"value",
+         "input v_scale does not have the shape [num_scales] kvfuzz's FP8 gqa_paged_decode gives "
+         "it"},
+        /* one scale per cache */
+        {"\"type\": \"const\",\n      \"value\": 1,", "\"type\": \"const\",\n      \"value\": 4,",
+         "axis num_scales is not const with the value 1 (kvfuzz's FP8 definitions take one "
+         "k_scale and one v_scale per cache)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        text =
+            replace(kvf_fib_definition_json(20, 4, 128, 64, KVF_KV_E4M3), bad[i].from, bad[i].to);
+        CHECK_INT_EQ(kvf_fib_definition_parse(&d, text, strlen(text), "edited", &err), KVF_EINVAL);
+        CHECK_STR_CONTAINS(err.msg, bad[i].refusal);
+        free(text);
+    }
+    /* bf16 caches with scales: the bf16 signature is named, and that FP8 caches add scales. */
+    text = replace(kvf_fib_definition_json(20, 4, 128, 64, KVF_KV_E4M3),
+                   "\"float8_e4m3fn\",\n      \"description\": \"paged key",
+                   "\"bfloat16\",\n      \"description\": \"paged key");
+    CHECK_INT_EQ(kvf_fib_definition_parse(&d, text, strlen(text), "edited", &err), KVF_EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "is not paged decode: kvfuzz imports gqa_paged_decode definitions "
+                                "taking (q, k_cache, v_cache, kv_indptr, kv_indices, "
+                                "kv_last_page_len, sm_scale) (FP8 caches add k_scale, v_scale)");
+    free(text);
+}
+
 static const check_test tests[] = {
-    {"quantized_case_not_exportable", test_quantized_case_not_exportable},
+    {"quantization_coverage", test_quantization_coverage},
+    {"fp8_definition_parse", test_fp8_definition_parse},
     {"writer_layout_and_round_trip", test_writer_layout_and_round_trip},
     {"reader_refuses", test_reader_refuses},
     {"origin_section_round_trip", test_origin_section_round_trip},

@@ -223,6 +223,71 @@ static void test_solution_record(void) {
     CHECK_INT_EQ(kvf_remove_tree(dir), 0);
 }
 
+/* FP8 findings go to kvfuzz's FP8 definition of their shape, one per dtype, beside the bf16
+ * one; the definition is written from the dtype, and kvfuzz's solution record takes the two
+ * scales after sm_scale, as the definition does. */
+static void test_fp8_definitions(void) {
+    memset(&ds, 0, sizeof ds);
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    kvf_spec s[3];
+    kvf_case c[3];
+    kvf_error err = {0};
+    static const char *const names[3] = {"gqa_paged_decode_h20_kv4_d128_ps64",
+                                         "gqa_paged_decode_h20_kv4_d128_ps64_fp8_e4m3",
+                                         "gqa_paged_decode_h20_kv4_d128_ps64_fp8_e5m2"};
+    kvf_fib_def *d[3];
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(kvf_spec_preset(&s[i], "seed-h20kv4", 1, &err), &err);
+        if (i)
+            s[i].quant =
+                (kvf_quant_recipe){{(uint8_t)i, (uint8_t)i, KVF_SCALE_TENSOR}, 0.25f, 4.0f, 0, 0};
+        CHECK_OK(kvf_case_build(&c[i], &s[i], &lim, &err), &err);
+        d[i] = kvf_fib_dataset_def_for(&ds, &c[i]);
+        CHECK(d[i] != NULL);
+        if (!d[i]) return;
+        CHECK_STR_EQ(d[i]->name, names[i]);
+        CHECK_INT_EQ(d[i]->kv_dtype, i);
+    }
+    CHECK_INT_EQ(ds.ndefs, 3);
+    kvf_fib_kernel_ref k = {&k, "cpu-ref", NULL, 0, NULL};
+    const kvf_fib_solution *sol = kvf_fib_dataset_solution_for(&ds, &k, d[2]);
+    CHECK_STR_EQ(sol->name, "kvfuzz-cpu-ref-h20_kv4_d128_ps64_fp8_e5m2");
+    kvf_fib_trace_file *tf = kvf_fib_dataset_trace_file_for(d[2], sol->author);
+    json_t *wl = json_pack("{s:s}", "uuid", "u1");
+    kvf_fib_trace_run run = {KVF_FIB_RUN_ERROR, "boom", &c[2], NULL, NULL, NULL, NULL};
+    CHECK_OK(
+        kvf_fib_dataset_add_trace(d[2], tf, sol, wl, kvf_fib_trace_evaluation(&run, NULL), &err),
+        &err);
+    json_decref(wl);
+    char root[] = "/tmp/kvfuzz-test-fib-dataset-XXXXXX", path[512];
+    CHECK(mkdtemp(root) != NULL);
+    size_t ndefs = 0;
+    CHECK_OK(kvf_fib_dataset_write(&ds, root, &ndefs, &err), &err);
+    CHECK_INT_EQ(ndefs, 1);
+    snprintf(path, sizeof path, "%s/definitions/gqa_paged/%s.json", root, names[2]);
+    json_t *def = json_load_file(path, 0, NULL);
+    CHECK_STR_EQ(json_string_value(json_object_get(
+                     json_object_get(json_object_get(def, "inputs"), "v_cache"), "dtype")),
+                 "float8_e5m2");
+    json_decref(def);
+    snprintf(path, sizeof path,
+             "%s/solutions/kvfuzz/gqa_paged/%s/kvfuzz-cpu-ref-h20_kv4_d128_ps64_fp8_e5m2.json",
+             root, names[2]);
+    json_t *rec = json_load_file(path, 0, NULL);
+    const char *src = json_string_value(
+        json_object_get(json_array_get(json_object_get(rec, "sources"), 0), "content"));
+    CHECK_STR_CONTAINS(src, "def run(q, k_cache, v_cache, kv_indptr, kv_indices, "
+                            "kv_last_page_len, sm_scale, k_scale, v_scale, output, lse):");
+    json_decref(rec);
+    CHECK_INT_EQ(kvf_remove_tree(root), 0);
+    kvf_fib_dataset_free(&ds);
+    for (int i = 0; i < 3; i++) {
+        kvf_case_free(&c[i]);
+        kvf_spec_free(&s[i]);
+    }
+}
+
 static const check_test tests[] = {
     {"definitions", test_definitions},
     {"solution_names", test_solution_names},
@@ -230,6 +295,7 @@ static const check_test tests[] = {
     {"evaluation", test_evaluation},
     {"write_and_publish", test_write_and_publish},
     {"solution_record", test_solution_record},
+    {"fp8_definitions", test_fp8_definitions},
     {NULL, NULL},
 };
 

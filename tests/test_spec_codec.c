@@ -226,12 +226,71 @@ static void test_quantization_section(void) {
     kvf_spec_free(&s);
 }
 
+/* Explicit FP8 caches with tensor scales (an imported FP8 workload): the quantization section
+ * beside the explicit tensors round-trips and builds into the case with its dtypes and the two
+ * scales; other scales beside explicit tensors, and an explicit FP8 element that is no image of
+ * a byte, are refused with one sentence. */
+static void test_explicit_quantization(void) {
+    kvf_limits lim = limits();
+    kvf_error err = {0};
+    kvf_spec s;
+    CHECK_OK(kvf_spec_preset(&s, "page1", 4, &err), &err);
+    s.quant = (kvf_quant_recipe){{KVF_KV_E5M2, KVF_KV_E5M2, KVF_SCALE_TENSOR}, 0.75f, 3.0f, 0, 0};
+    kvf_case gen;
+    CHECK_OK(kvf_case_build(&gen, &s, &lim, &err), &err);
+    s.has_explicit = 1;
+    s.explicit_tensors.num_pages = gen.num_pages;
+    int64_t entries = gen.kv_indptr[gen.batch_size];
+    s.explicit_tensors.kv_indices = malloc((size_t)entries * 4);
+    memcpy(s.explicit_tensors.kv_indices, gen.kv_indices, (size_t)entries * 4);
+    s.explicit_tensors.q = malloc((size_t)kvf_case_q_elems(&gen) * 2);
+    memcpy(s.explicit_tensors.q, gen.q, (size_t)kvf_case_q_elems(&gen) * 2);
+    s.explicit_tensors.k_cache = malloc(gen.pool_bytes);
+    s.explicit_tensors.v_cache = malloc(gen.pool_bytes);
+    memcpy(s.explicit_tensors.k_cache, gen.k_cache, gen.pool_bytes);
+    memcpy(s.explicit_tensors.v_cache, gen.v_cache, gen.pool_bytes);
+    uint8_t *bytes;
+    size_t n;
+    encode_or_fail(&s, &bytes, &n);
+    CHECK_INT_EQ(bytes[OFF_VERSION + 1] & 0x12, 0x12);
+    kvf_spec d;
+    CHECK_OK(kvf_spec_decode(&d, bytes, n, &lim, &err), &err);
+    CHECK(kvf_spec_equal(&s, &d));
+    kvf_case imp;
+    CHECK_OK(kvf_case_build(&imp, &d, &lim, &err), &err);
+    CHECK(memcmp(&imp.quant, &gen.quant, sizeof imp.quant) == 0);
+    CHECK(imp.k_scale[0] == 0.75f && imp.v_scale[0] == 3.0f);
+    CHECK(memcmp(imp.k_cache, gen.k_cache, gen.pool_bytes) == 0);
+    kvf_case_free(&imp);
+    kvf_spec_free(&d);
+    /* Per-head scales beside explicit tensors: the section's byte 2 is the granularity. */
+    bytes[n - 14] = KVF_SCALE_HEAD;
+    CHECK(kvf_spec_decode(&d, bytes, n, &lim, &err) == KVF_EFORMAT);
+    CHECK_STR_CONTAINS(err.msg, "explicit tensors can have only tensor scales");
+    s.quant.kv.granularity = KVF_SCALE_HEAD;
+    uint8_t *refused = NULL;
+    CHECK_INT_EQ(kvf_spec_encode(&s, &refused, &n, &err), KVF_EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "explicit caches take tensor scales only");
+    free(refused);
+    s.quant.kv.granularity = KVF_SCALE_TENSOR;
+    /* 0x3f81 (1.0078125) is a bf16 value no e5m2 byte has. */
+    s.explicit_tensors.k_cache[5] = 0x3f81;
+    CHECK_INT_EQ(kvf_case_build(&imp, &s, &lim, &err), KVF_EINVAL);
+    CHECK_STR_CONTAINS(err.msg,
+                       "explicit k_cache element 5 holds bf16 0x3f81, which is not an e5m2 "
+                       "value");
+    free(bytes);
+    kvf_case_free(&gen);
+    kvf_spec_free(&s);
+}
+
 BOTH_EXPANSIONS(test_preset_round_trip)
 BOTH_EXPANSIONS(test_explicit_tensors_round_trip)
 
 static const check_test tests[] = {
     {"versions_round_trip", test_versions_round_trip},
     {"quantization_section", test_quantization_section},
+    {"explicit_quantization", test_explicit_quantization},
     {"preset_round_trip", test_preset_round_trip_e1},
     {"preset_round_trip_expansion2", test_preset_round_trip_e2},
     {"explicit_tensors_round_trip", test_explicit_tensors_round_trip_e1},

@@ -579,6 +579,10 @@ int kvf_case_build(kvf_case *out, const kvf_spec *s, const kvf_limits *lim, kvf_
     if (s->has_explicit) {
         build_explicit(out, s);
         free(ids);
+        if ((rc = kvf__gen_quantize_explicit(out, s, lim, err))) {
+            kvf_case_free(out);
+            return rc;
+        }
         extra = malloc((size_t)(pool ? pool : 1) * sizeof *extra);
         if (!extra) {
             kvf_case_free(out);

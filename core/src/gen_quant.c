@@ -102,6 +102,41 @@ int kvf__gen_quantize(kvf_case *c, const kvf_spec *s, const int64_t *extra, int6
     return 0;
 }
 
+int kvf__gen_quantize_explicit(kvf_case *c, const kvf_spec *s, const kvf_limits *lim,
+                               kvf_error *err) {
+    const kvf_quant_recipe *q = &s->quant;
+    if (kvf_quant_recipe_is_plain(q)) return 0;
+    int rc = kvf_quant_recipe_check(q, err);
+    if (!rc && q->kv.granularity != KVF_SCALE_TENSOR)
+        rc = kvf_error_set(err, KVF_EINVAL,
+                           "explicit tensors take tensor scales only, not %s scales",
+                           kvf_scale_granularity_name(q->kv.granularity));
+    if (!rc) rc = kvf_case_set_quant(c, &q->kv, lim, err);
+    if (rc) return rc;
+    c->k_scale[0] = q->k_scale;
+    c->v_scale[0] = q->v_scale;
+    const int64_t n = c->num_pages * kvf_case_page_elems(c);
+    const int dts[2] = {q->kv.k_dtype, q->kv.v_dtype};
+    const kvf_bf16 *caches[2] = {c->k_cache, c->v_cache};
+    static const char *const names[2] = {"k_cache", "v_cache"};
+    pthread_once(&rounded_once, rounded_init);
+    for (int w = 0; w < 2; w++) {
+        if (!kvf_kv_dtype_is_fp8(dts[w])) continue;
+        /* An image is its own rounding, and a NaN image is one: NaN bytes round to +-NaN. */
+        const kvf_bf16 *lut = rounded[dts[w]];
+        for (int64_t i = 0; i < n; i++) {
+            kvf_bf16 b = caches[w][i];
+            uint8_t byte;
+            if (lut[b] != b && !kvf_fp8_from_bf16_exact(b, dts[w], &byte))
+                return kvf_error_set(err, KVF_EINVAL,
+                                     "explicit %s element %lld holds bf16 0x%04x, which is not an "
+                                     "%s value",
+                                     names[w], (long long)i, b, kvf_kv_dtype_name(dts[w]));
+        }
+    }
+    return 0;
+}
+
 void kvf_recipe_draw_quant(kvf_quant_recipe *q, kvf_recipe *rp, kvf_prng *r) {
     memset(q, 0, sizeof *q);
     q->kv.k_dtype = (uint8_t)(KVF_KV_E4M3 + kvf_prng_below(r, 2));

@@ -10,4 +10,11 @@
 int kvf__gen_quantize(kvf_case *c, const kvf_spec *s, const int64_t *extra, int64_t num_extra,
                       const kvf_limits *lim, kvf_error *err);
 
+/* For a spec with explicit tensors and a quantization recipe (tensor scales): sets the case's
+ * dtypes and its two scales, the recipe's bases. The explicit FP8 caches are taken as they are:
+ * every element must be an image of its dtype's bytes (KVF_EINVAL naming the first that is
+ * not), since every explicit page holds data. Nothing for a plain recipe. */
+int kvf__gen_quantize_explicit(kvf_case *c, const kvf_spec *s, const kvf_limits *lim,
+                               kvf_error *err);
+
 #endif

@@ -376,9 +376,13 @@ int kvf_spec_decode(kvf_spec *out, const uint8_t *data, size_t size, const kvf_l
     out->has_origin = (sections & SECTION_ORIGIN) != 0;
     if ((sections & SECTION_LAYOUT) && (rc = decode_layout(&r, &out->layout))) goto fail;
     if ((sections & SECTION_QUANT) && (rc = decode_quant(&r, &out->quant))) goto fail;
-    if ((sections & SECTION_QUANT) && (sections & SECTION_EXPLICIT)) {
+    /* Explicit caches carry their scales in the section's bases: one per cache. */
+    if ((sections & SECTION_QUANT) && (sections & SECTION_EXPLICIT) &&
+        out->quant.kv.granularity != KVF_SCALE_TENSOR) {
         rc = kvf_error_set(err, KVF_EFORMAT,
-                           "a case with explicit tensors cannot have a quantization section");
+                           "a case with explicit tensors can have only tensor scales in its "
+                           "quantization section, not %s scales",
+                           kvf_scale_granularity_name(out->quant.kv.granularity));
         goto fail;
     }
     if (r.left) {
@@ -488,10 +492,15 @@ int kvf_spec_encode(const kvf_spec *s, uint8_t **out_data, size_t *out_size, kvf
     if (!kvf_quant_recipe_is_plain(&s->quant)) {
         const kvf_quant_recipe *q = &s->quant;
         int qrc = kvf_quant_recipe_check(q, err);
-        if (!qrc && (kvf_kv_quant_is_plain(&q->kv) || s->has_explicit))
+        if (!qrc && kvf_kv_quant_is_plain(&q->kv))
             qrc = kvf_error_set(err, KVF_EINVAL,
                                 "the case's quantization recipe has bf16 caches without scales "
-                                "but a base, or comes with explicit tensors");
+                                "but a base");
+        if (!qrc && s->has_explicit && q->kv.granularity != KVF_SCALE_TENSOR)
+            qrc = kvf_error_set(err, KVF_EINVAL,
+                                "the case's explicit tensors come with %s scales; explicit caches "
+                                "take tensor scales only (the bases)",
+                                kvf_scale_granularity_name(q->kv.granularity));
         if (qrc) {
             free(w.p);
             return qrc;

@@ -30,8 +30,9 @@ static void sanitize(char *s) {
 
 kvf_fib_def *kvf_fib_dataset_def_for(kvf_fib_dataset *ds, const kvf_case *c) {
     char name[160];
+    const int kv_dtype = kvf_kv_quant_is_plain(&c->quant) ? KVF_KV_BF16 : c->quant.k_dtype;
     kvf_fib_definition_name(name, sizeof name, c->num_qo_heads, c->num_kv_heads, c->head_dim,
-                            c->page_size);
+                            c->page_size, kv_dtype);
     for (size_t i = 0; i < ds->ndefs; i++)
         if (strcmp(ds->defs[i].name, name) == 0) return &ds->defs[i];
     if (ds->ndefs == KVF_FIB_MAX_DEFS) return NULL;
@@ -39,6 +40,7 @@ kvf_fib_def *kvf_fib_dataset_def_for(kvf_fib_dataset *ds, const kvf_case *c) {
     memset(d, 0, sizeof *d);
     snprintf(d->name, sizeof d->name, "%.128s", name);
     d->hq = c->num_qo_heads, d->hk = c->num_kv_heads, d->d = c->head_dim, d->s = c->page_size;
+    d->kv_dtype = kv_dtype;
     return d;
 }
 

@@ -54,10 +54,11 @@ static json_t *kvfuzz_solution(const kvf_fib_solution *r) {
              "# FlashInfer-Bench cannot run it: replay a finding with\n"
              "# `kvfuzz replay --kernel KERNEL FINDING.kvfz`.\n"
              "KERNEL = \"%s\"\n\n\n"
-             "def run(q, k_cache, v_cache, kv_indptr, kv_indices, %ssm_scale, output, lse):\n"
+             "def run(q, k_cache, v_cache, kv_indptr, kv_indices, %ssm_scale, %soutput, lse):\n"
              "    raise NotImplementedError(KERNEL + \" runs inside kvfuzz only; "
              "FlashInfer-Bench cannot run it\")\n",
-             name, r->def->s == 1 ? "" : "kv_last_page_len, ");
+             name, r->def->s == 1 ? "" : "kv_last_page_len, ",
+             kvf_kv_dtype_is_fp8(r->def->kv_dtype) ? "k_scale, v_scale, " : "");
     snprintf(desc, sizeof desc,
              "kvfuzz's kernel %s, which runs inside kvfuzz only: this record names the kernel "
              "kvfuzz's traces were recorded on (calling it raises NotImplementedError).",
@@ -91,7 +92,7 @@ static int write_definitions(const kvf_fib_dataset *ds, const char *dir, size_t 
         const kvf_fib_def *d = &ds->defs[i];
         if (!d->wlen) continue; /* its findings were refused */
         (*ndefs)++;
-        char *def = kvf_fib_definition_json(d->hq, d->hk, d->d, d->s);
+        char *def = kvf_fib_definition_json(d->hq, d->hk, d->d, d->s, d->kv_dtype);
         if (!def)
             return kvf_error_set(err, KVF_ENOMEM, "out of memory writing definition %s", d->name);
         rc = write_text(dir, "definitions/" KVF_FIB_OP_TYPE, d->name, ".json", def, strlen(def),

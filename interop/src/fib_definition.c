@@ -24,7 +24,49 @@ const kvf__fib_tensor kvf__fib_inputs[IN_COUNT] = {
     {"kv_indices", "int32", KVF_ST_I32, 1, {"num_kv_indices"}},
     {"kv_last_page_len", "int32", KVF_ST_I32, 1, {"batch_size"}},
     {"sm_scale", "float32", KVF_ST_F32, -1, {0}},
+    {"k_scale", "float32", KVF_ST_F32, 1, {KVF__FIB_SCALE_AXIS}},
+    {"v_scale", "float32", KVF_ST_F32, 1, {KVF__FIB_SCALE_AXIS}},
 };
+
+/* k_cache and v_cache of the FP8 definitions, by kvf_kv_dtype (KVF_KV_E4M3, KVF_KV_E5M2). */
+static const kvf__fib_tensor fp8_caches[2][2] = {
+    {{"k_cache",
+      "float8_e4m3fn",
+      KVF_ST_F8_E4M3,
+      4,
+      {"num_pages", "page_size", "num_kv_heads", "head_dim"}},
+     {"v_cache",
+      "float8_e4m3fn",
+      KVF_ST_F8_E4M3,
+      4,
+      {"num_pages", "page_size", "num_kv_heads", "head_dim"}}},
+    {{"k_cache",
+      "float8_e5m2",
+      KVF_ST_F8_E5M2,
+      4,
+      {"num_pages", "page_size", "num_kv_heads", "head_dim"}},
+     {"v_cache",
+      "float8_e5m2",
+      KVF_ST_F8_E5M2,
+      4,
+      {"num_pages", "page_size", "num_kv_heads", "head_dim"}}},
+};
+
+const kvf__fib_tensor *kvf__fib_input(int in, int kv_dtype) {
+    if ((in == IN_K || in == IN_V) && kvf_kv_dtype_is_fp8(kv_dtype))
+        return &fp8_caches[kv_dtype - KVF_KV_E4M3][in - IN_K];
+    return &kvf__fib_inputs[in];
+}
+
+int kvf__fib_takes(int in, int has_last, int kv_dtype) {
+    if (in == IN_LAST) return has_last;
+    if (in == IN_K_SCALE || in == IN_V_SCALE) return kvf_kv_dtype_is_fp8(kv_dtype);
+    return in >= 0 && in < IN_COUNT;
+}
+
+const char *kvf__fib_kv_dtype_name(int kv_dtype) {
+    return kvf_kv_dtype_is_fp8(kv_dtype) ? fp8_caches[kv_dtype - KVF_KV_E4M3][0].dtype : "bfloat16";
+}
 
 const kvf__fib_tensor kvf__fib_outputs[2] = {
     {"output", "bfloat16", KVF_ST_BF16, 3, {"batch_size", "num_qo_heads", "head_dim"}},
@@ -148,6 +190,25 @@ const char *kvf__fib_input_type(json_t *desc) {
     return "random";
 }
 
+/* The input names a definition takes, in order, comma-separated. */
+static void signature(char *buf, size_t n, int has_last, int kv_dtype) {
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < IN_COUNT && at < n; i++)
+        if (kvf__fib_takes(i, has_last, kv_dtype))
+            at +=
+                (size_t)snprintf(buf + at, n - at, "%s%s", at ? ", " : "", kvf__fib_inputs[i].name);
+}
+
+int kvf__fib_quant_covered(const kvf_kv_quant *q) {
+    return kvf_kv_dtype_is_fp8(q->k_dtype) && q->v_dtype == q->k_dtype &&
+           q->granularity == KVF_SCALE_TENSOR;
+}
+
+int kvf__fib_case_kv_dtype(const kvf_case *c) {
+    return kvf_kv_quant_is_plain(&c->quant) ? KVF_KV_BF16 : c->quant.k_dtype;
+}
+
 static int known_fib_dtype(const char *s) {
     for (size_t i = 0; i < sizeof fib_dtypes / sizeof fib_dtypes[0]; i++)
         if (strcmp(s, fib_dtypes[i]) == 0) return 1;
@@ -184,11 +245,12 @@ static int check_spec(const char *def, const char *kind, json_t *spec, const kvf
         size_t at = 0;
         for (int i = 0; i < w->rank; i++)
             at += (size_t)snprintf(want + at, sizeof want - at, "%s%s", i ? ", " : "", w->shape[i]);
+        int scale = w == &kvf__fib_inputs[IN_K_SCALE] || w == &kvf__fib_inputs[IN_V_SCALE];
         return kvf_error_set(err, KVF_EINVAL,
-                             "definition %s's %s %s does not have the shape %s%s%s FIB's "
+                             "definition %s's %s %s does not have the shape %s%s%s %s "
                              "gqa_paged_decode gives it",
                              def, kind, w->name, w->rank < 0 ? "null" : "[", want,
-                             w->rank < 0 ? "" : "]");
+                             w->rank < 0 ? "" : "]", scale ? "kvfuzz's FP8" : "FIB's");
     }
     return 0;
 }
@@ -223,24 +285,44 @@ int kvf_fib_definition_parse(kvf_fib_definition *out, const char *text, size_t s
                            "definition %s lacks its axes, inputs or outputs object", name);
         goto done;
     }
-    char have[512];
+    char have[512], want[2][256];
     kvf_json_key_list(inputs, have, sizeof have);
-    static const char *const want7 =
-        "q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale";
-    static const char *const want6 = "q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale";
-    out->has_last_page_len = strcmp(have, want7) == 0;
+    /* The caches' dtype picks the signature: FP8 caches come with their scales. */
+    const char *kdt = kvf__fib_get_str(json_object_get(inputs, "k_cache"), "dtype");
+    out->kv_dtype = kdt && strcmp(kdt, "float8_e4m3fn") == 0 ? KVF_KV_E4M3
+                    : kdt && strcmp(kdt, "float8_e5m2") == 0 ? KVF_KV_E5M2
+                                                             : KVF_KV_BF16;
+    for (int last = 0; last < 2; last++)
+        signature(want[last], sizeof want[last], last, out->kv_dtype);
+    out->has_last_page_len = strcmp(have, want[1]) == 0;
     if (strncmp(name, KVF_FIB_FAMILY, strlen(KVF_FIB_FAMILY)) != 0 ||
-        (!out->has_last_page_len && strcmp(have, want6) != 0)) {
+        (!out->has_last_page_len && strcmp(have, want[0]) != 0)) {
+        if (out->kv_dtype == KVF_KV_BF16)
+            rc = kvf_error_set(err, KVF_EINVAL,
+                               "definition %s is not paged decode: kvfuzz imports " KVF_FIB_FAMILY
+                               " definitions taking (%s) (FP8 caches add k_scale, v_scale), and "
+                               "this one takes (%s)",
+                               name, want[1], have);
+        else
+            rc = kvf_error_set(err, KVF_EINVAL,
+                               "definition %s is not paged decode as kvfuzz runs it: kvfuzz "
+                               "imports " KVF_FIB_FAMILY " definitions with %s caches taking (%s), "
+                               "and this one takes (%s)",
+                               name, kdt, want[1], have);
+        goto done;
+    }
+    const char *vdt = kvf__fib_get_str(json_object_get(inputs, "v_cache"), "dtype");
+    if (out->kv_dtype != KVF_KV_BF16 && vdt && strcmp(vdt, kdt) != 0) {
         rc = kvf_error_set(err, KVF_EINVAL,
-                           "definition %s is not paged decode: kvfuzz imports " KVF_FIB_FAMILY
-                           " definitions taking (%s), and this one takes (%s)",
-                           name, want7, have);
+                           "definition %s's k_cache is %s and its v_cache %.32s; kvfuzz's FP8 "
+                           "definitions hold both caches in one dtype",
+                           name, kdt, vdt);
         goto done;
     }
     for (int i = 0; i < IN_COUNT; i++) {
-        if (i == IN_LAST && !out->has_last_page_len) continue;
+        if (!kvf__fib_takes(i, out->has_last_page_len, out->kv_dtype)) continue;
         if ((rc = check_spec(name, "input", json_object_get(inputs, kvf__fib_inputs[i].name),
-                             &kvf__fib_inputs[i], err)))
+                             kvf__fib_input(i, out->kv_dtype), err)))
             goto done;
     }
     kvf_json_key_list(outputs, have, sizeof have);
@@ -281,6 +363,18 @@ int kvf_fib_definition_parse(kvf_fib_definition *out, const char *text, size_t s
             goto done;
         }
     }
+    /* One scale per cache: k = k_scale * k_cache over the whole pool. */
+    int64_t nscales = 0;
+    if (out->kv_dtype != KVF_KV_BF16 &&
+        (kvf__fib_axis_kind(json_object_get(axes, KVF__FIB_SCALE_AXIS), &nscales) != 'c' ||
+         nscales != 1)) {
+        rc = kvf_error_set(err, KVF_EINVAL,
+                           "definition %s's axis " KVF__FIB_SCALE_AXIS
+                           " is not const with the value 1 (kvfuzz's FP8 definitions take one "
+                           "k_scale and one v_scale per cache)",
+                           name);
+        goto done;
+    }
     if (!out->has_last_page_len && out->page_size != 1) {
         rc = kvf_error_set(err, KVF_EINVAL,
                            "definition %s has no kv_last_page_len input, which only page size 1 "
@@ -304,26 +398,38 @@ int kvf_fib_definition_load(kvf_fib_definition *out, const char *path, kvf_error
     return rc;
 }
 
-void kvf_fib_definition_name(char *out, size_t size, int32_t hq, int32_t hk, int32_t d, int32_t s) {
-    snprintf(out, size, KVF_FIB_FAMILY "_h%d_kv%d_d%d_ps%d", hq, hk, d, s);
+void kvf_fib_definition_name(char *out, size_t size, int32_t hq, int32_t hk, int32_t d, int32_t s,
+                             int kv_dtype) {
+    snprintf(out, size, KVF_FIB_FAMILY "_h%d_kv%d_d%d_ps%d%s%s", hq, hk, d, s,
+             kvf_kv_dtype_is_fp8(kv_dtype) ? "_fp8_" : "",
+             kvf_kv_dtype_is_fp8(kv_dtype) ? kvf_kv_dtype_name(kv_dtype) : "");
 }
 
 /* FIB's semantics in a torch reference of kvfuzz's own writing (docs/fib.md): fp32 logits and
  * softmax, lse in base 2, an empty sequence gives o = 0 and lse = -inf, and the last page's
  * length is clamped into [0, page_size] the way a slice clamps it. Page size 1 has no
- * kv_last_page_len (FIB's ps1 definitions take six inputs): REF_SIGNATURE and REF_LAST differ. */
+ * kv_last_page_len (FIB's ps1 definitions take six inputs): REF_SIGNATURE and REF_LAST differ.
+ * FP8 caches take k_scale and v_scale and are dequantized first (REF_DEQUANT), in float32,
+ * the precision the rest computes in; the rest is the bf16 reference, word for word, so the two
+ * differ only where the scales are. */
 #define REF_SIGNATURE_7 "kv_indices, kv_last_page_len, sm_scale):\n"
 #define REF_SIGNATURE_6 "kv_indices, sm_scale):\n"
+#define REF_SIGNATURE_9 "kv_indices, kv_last_page_len, sm_scale, k_scale, v_scale):\n"
+#define REF_SIGNATURE_8 "kv_indices, sm_scale, k_scale, v_scale):\n"
 #define REF_LAST_7 "        last = min(max(int(kv_last_page_len[b]), 0), page_size)\n"
 #define REF_LAST_6 "        last = page_size  # one-token pages are always full\n"
-#define REFERENCE(SIGNATURE, LAST)                                                                 \
+#define REF_DEQUANT                                                                                \
+    "    # k = k_scale * k_cache and v = v_scale * v_cache, each product rounded to float32\n"     \
+    "    k_cache = k_cache.to(torch.float32) * k_scale\n"                                          \
+    "    v_cache = v_cache.to(torch.float32) * v_scale\n"
+#define REFERENCE(SIGNATURE, DEQUANT, LAST)                                                        \
     "import math\n"                                                                                \
     "\n"                                                                                           \
     "import torch\n"                                                                               \
     "\n"                                                                                           \
     "\n"                                                                                           \
     "@torch.no_grad()\n"                                                                           \
-    "def run(q, k_cache, v_cache, kv_indptr, " SIGNATURE                                           \
+    "def run(q, k_cache, v_cache, kv_indptr, " SIGNATURE DEQUANT                                   \
     "    batch_size, num_qo_heads, head_dim = q.shape\n"                                           \
     "    _, page_size, num_kv_heads, _ = k_cache.shape\n"                                          \
     "    group = num_qo_heads // num_kv_heads\n"                                                   \
@@ -347,8 +453,10 @@ void kvf_fib_definition_name(char *out, size_t size, int32_t hq, int32_t hk, int
     "        output[b] = o.reshape(num_qo_heads, head_dim).to(torch.bfloat16)\n"                   \
     "    return output, lse\n"
 
-static const char reference_7[] = REFERENCE(REF_SIGNATURE_7, REF_LAST_7);
-static const char reference_6[] = REFERENCE(REF_SIGNATURE_6, REF_LAST_6);
+static const char reference_7[] = REFERENCE(REF_SIGNATURE_7, "", REF_LAST_7);
+static const char reference_6[] = REFERENCE(REF_SIGNATURE_6, "", REF_LAST_6);
+static const char reference_9[] = REFERENCE(REF_SIGNATURE_9, REF_DEQUANT, REF_LAST_7);
+static const char reference_8[] = REFERENCE(REF_SIGNATURE_8, REF_DEQUANT, REF_LAST_6);
 
 static json_t *tensor_spec(const kvf__fib_tensor *w, const char *description) {
     json_t *shape;
@@ -363,9 +471,11 @@ static json_t *tensor_spec(const kvf__fib_tensor *w, const char *description) {
                      description);
 }
 
-char *kvf_fib_definition_json(int32_t hq, int32_t hk, int32_t d, int32_t s) {
+char *kvf_fib_definition_json(int32_t hq, int32_t hk, int32_t d, int32_t s, int kv_dtype) {
+    if (kv_dtype < 0 || kv_dtype >= KVF_KV_DTYPE_COUNT) return NULL;
+    const int fp8 = kvf_kv_dtype_is_fp8(kv_dtype);
     char name[160];
-    kvf_fib_definition_name(name, sizeof name, hq, hk, d, s);
+    kvf_fib_definition_name(name, sizeof name, hq, hk, d, s, kv_dtype);
     json_t *axes = json_pack(
         "{s:{s:s, s:s}, s:{s:s, s:i}, s:{s:s, s:i}, s:{s:s, s:i}, s:{s:s, s:s}, s:{s:s, s:i}, "
         "s:{s:s, s:s}, s:{s:s, s:s}}",
@@ -375,6 +485,10 @@ char *kvf_fib_definition_json(int32_t hq, int32_t hk, int32_t d, int32_t s) {
         "pages in the KV-cache pool", "page_size", "type", "const", "value", s, "len_indptr",
         "type", "var", "description", "batch_size + 1", "num_kv_indices", "type", "var",
         "description", "page-table entries, kv_indptr[-1]");
+    if (fp8)
+        json_object_set_new(axes, KVF__FIB_SCALE_AXIS,
+                            json_pack("{s:s, s:i, s:s}", "type", "const", "value", 1, "description",
+                                      "scales per cache: one for the whole cache"));
     static const char *const in_desc[IN_COUNT] = {
         "one query token per sequence",
         "paged key cache (NHD)",
@@ -382,28 +496,44 @@ char *kvf_fib_definition_json(int32_t hq, int32_t hk, int32_t d, int32_t s) {
         "sequence b's pages are kv_indices[kv_indptr[b]:kv_indptr[b + 1]]",
         "page ids into k_cache and v_cache",
         "tokens in each sequence's last page",
-        "softmax scale"};
+        "softmax scale",
+        "key scale: the keys are k_scale * k_cache",
+        "value scale: the values are v_scale * v_cache"};
+    static const char *const fp8_desc[2] = {"paged key cache (NHD), scaled by k_scale",
+                                            "paged value cache (NHD), scaled by v_scale"};
     json_t *inputs = json_object();
     for (int i = 0; i < IN_COUNT; i++)
-        if (i != IN_LAST || s != 1)
-            json_object_set_new(inputs, kvf__fib_inputs[i].name,
-                                tensor_spec(&kvf__fib_inputs[i], in_desc[i]));
+        if (kvf__fib_takes(i, s != 1, kv_dtype))
+            json_object_set_new(
+                inputs, kvf__fib_inputs[i].name,
+                tensor_spec(kvf__fib_input(i, kv_dtype),
+                            fp8 && (i == IN_K || i == IN_V) ? fp8_desc[i - IN_K] : in_desc[i]));
     json_t *outputs = json_object();
     json_object_set_new(outputs, "output", tensor_spec(&kvf__fib_outputs[0], "attention output"));
     json_object_set_new(
         outputs, "lse",
         tensor_spec(&kvf__fib_outputs[1], "log-sum-exp of the scaled logits, base 2"));
-    char desc[256];
-    snprintf(desc, sizeof desc,
-             "Batched GQA decode over a paged KV cache: %d query heads sharing %d KV heads, "
-             "head dim %d, page size %d.",
-             hq, hk, d, s);
+    char desc[512], tag[64];
+    int at = snprintf(desc, sizeof desc,
+                      "Batched GQA decode over a paged KV cache: %d query heads sharing %d KV "
+                      "heads, head dim %d, page size %d.",
+                      hq, hk, d, s);
+    if (fp8)
+        snprintf(desc + at, sizeof desc - (size_t)at,
+                 " The caches hold %s values with one float32 scale each: the keys are k_scale "
+                 "* k_cache, the values v_scale * v_cache.",
+                 kvf__fib_kv_dtype_name(kv_dtype));
+    snprintf(tag, sizeof tag, "quantization:%s", kvf__fib_kv_dtype_name(kv_dtype));
+    /* FIB's own gqa_paged definitions have no FP8 variant: kvfuzz's are drafts there. */
+    json_t *tags = fp8 ? json_pack("[s, s, s]", "stage:decode", "status:draft", tag)
+                       : json_pack("[s, s]", "stage:decode", "status:verified");
+    const char *reference =
+        fp8 ? (s == 1 ? reference_8 : reference_9) : (s == 1 ? reference_6 : reference_7);
     json_t *def =
-        json_pack("{s:s, s:s, s:s, s:[s, s], s:o, s:[s, s], s:o, s:o, s:s}", "name", name,
-                  "op_type", KVF_FIB_OP_TYPE, "description", desc, "tags", "stage:decode",
-                  "status:verified", "axes", axes, "constraints", "len_indptr == batch_size + 1",
-                  "num_kv_indices == kv_indptr[-1].item()", "inputs", inputs, "outputs", outputs,
-                  "reference", s == 1 ? reference_6 : reference_7);
+        json_pack("{s:s, s:s, s:s, s:o, s:o, s:[s, s], s:o, s:o, s:s}", "name", name, "op_type",
+                  KVF_FIB_OP_TYPE, "description", desc, "tags", tags, "axes", axes, "constraints",
+                  "len_indptr == batch_size + 1", "num_kv_indices == kv_indptr[-1].item()",
+                  "inputs", inputs, "outputs", outputs, "reference", reference);
     if (!def) return NULL;
     char *text = json_dumps(def, JSON_INDENT(2));
     json_decref(def);

@@ -23,15 +23,26 @@ int kvf_fib_check_exportable(const kvf_case *c, kvf_error *err) {
                              "the case's page pool is %zu bytes per cache; a FIB blob holds every "
                              "page, and kvfuzz writes at most 1 GiB per cache",
                              c->pool_bytes);
-    /* FlashInfer-Bench's paged decode definitions take bf16 caches without scales: exporting
-     * the images of FP8 bytes would drop the quantization silently. */
-    if (!kvf_kv_quant_is_plain(&c->quant)) {
+    /* The FP8 definitions take both caches in one FP8 dtype and one scale for each: any other
+     * quantization would lose its scales or dtypes on the way, and be another operation. */
+    const kvf_kv_quant *q = &c->quant;
+    if (!kvf_kv_quant_is_plain(q) && !kvf__fib_quant_covered(q)) {
         char text[96];
-        kvf_kv_quant_text(&c->quant, text, sizeof text);
+        const char *why;
+        kvf_kv_quant_text(q, text, sizeof text);
+        if (q->k_dtype != q->v_dtype)
+            why = "its caches differ in dtype, and an FP8 definition holds both in one";
+        else if (q->granularity == KVF_SCALE_NONE)
+            why = "its FP8 caches have no scales, and the FP8 definitions take k_scale and v_scale";
+        else
+            why = q->granularity == KVF_SCALE_HEAD
+                      ? "its scales are per KV head, and the FP8 definitions take one scale per "
+                        "cache"
+                      : "its scales are per page slot and KV head, and the FP8 definitions take "
+                        "one scale per cache";
         return kvf_error_set(err, KVF_EINVAL,
-                             "the case has quantized caches (%s), and FlashInfer-Bench's paged "
-                             "decode definitions take bf16 k_cache and v_cache without scales",
-                             text);
+                             "the case's quantization (%s) has no FlashInfer-Bench definition: %s",
+                             text, why);
     }
     /* No smaller valid shape keeps the case: num_kv_indices must equal kv_indptr[-1], so a
      * page-table entry could only come with a page for some sequence, another case. */
@@ -95,6 +106,87 @@ void kvf_fib_evaluate(const kvf_case *c, const kvf_bf16 *o, const float *lse, co
     out->passed = !exceeds;
 }
 
+/* An FP8 cache's bytes from the bf16 images the case keeps (kvfuzz/fp8.h), into *out
+ * (malloc'd). Only the pages holding data are converted: every other page is all zero bits, the
+ * image of the byte 0. An element that is no image of the dtype's bytes is refused: the case
+ * model puts none where a sequence reads, but the blob holds every element. */
+static int fp8_bytes(const kvf_case *c, const kvf_bf16 *images, int dtype, const char *name,
+                     uint8_t **out, kvf_error *err) {
+    const int64_t pe = kvf_case_page_elems(c), n = c->num_pages * pe;
+    uint8_t *bytes = calloc((size_t)(n ? n : 1), 1);
+    int16_t *table = malloc(65536 * sizeof *table); /* image -> byte, -1: no image */
+    if (!bytes || !table) {
+        free(bytes);
+        free(table);
+        return kvf_error_set(err, KVF_ENOMEM, "out of memory writing the FP8 %s", name);
+    }
+    for (uint32_t b = 0; b < 65536; b++) {
+        uint8_t x;
+        table[b] = kvf_fp8_from_bf16_exact((kvf_bf16)b, dtype, &x) ? (int16_t)x : -1;
+    }
+    for (int64_t r = 0; r < c->num_resident_pages; r++) {
+        const int64_t base = c->resident_pages[r] * pe;
+        for (int64_t i = base; i < base + pe; i++) {
+            if (table[images[i]] < 0) {
+                free(bytes);
+                free(table);
+                return kvf_error_set(err, KVF_EINVAL,
+                                     "%s element %" PRId64 " holds bf16 0x%04x, which is not an "
+                                     "%s value",
+                                     name, i, images[i], kvf_kv_dtype_name(dtype));
+            }
+            bytes[i] = (uint8_t)table[images[i]];
+        }
+    }
+    free(table);
+    *out = bytes;
+    return 0;
+}
+
+/* The blob's tensors for case c: every input the definition of its shape and cache dtype takes
+ * but sm_scale (a scalar in the workload), in the definition's order; FP8 caches from their
+ * bytes in fp8[2]. Returns how many. */
+static int blob_tensors(const kvf_case *c, int kv_dtype, uint8_t *const fp8[2],
+                        kvf_st_out t[IN_COUNT]) {
+    const int64_t B = c->batch_size, entries = c->kv_indptr[B];
+    const int64_t pool[4] = {c->num_pages, c->page_size, c->num_kv_heads, c->head_dim};
+    int n = 0;
+    for (int i = 0; i < IN_COUNT; i++) {
+        if (i == IN_SCALE || !kvf__fib_takes(i, c->page_size != 1, kv_dtype)) continue;
+        const kvf__fib_tensor *w = kvf__fib_input(i, kv_dtype);
+        kvf_st_out *o = &t[n++];
+        memset(o, 0, sizeof *o);
+        o->name = w->name;
+        o->dtype = w->st_dtype;
+        o->rank = w->rank;
+        switch (i) {
+        case IN_Q:
+            o->shape[0] = B, o->shape[1] = c->num_qo_heads, o->shape[2] = c->head_dim;
+            o->data = c->q;
+            break;
+        case IN_K:
+        case IN_V:
+            memcpy(o->shape, pool, sizeof pool);
+            o->data = fp8[i - IN_K] ? (const void *)fp8[i - IN_K]
+                                    : (const void *)(i == IN_K ? c->k_cache : c->v_cache);
+            break;
+        case IN_INDPTR:
+            o->shape[0] = B + 1, o->data = c->kv_indptr;
+            break;
+        case IN_INDICES:
+            o->shape[0] = entries, o->data = c->kv_indices;
+            break;
+        case IN_LAST:
+            o->shape[0] = B, o->data = c->kv_last_page_len;
+            break;
+        default: /* k_scale, v_scale: one each */
+            o->shape[0] = 1, o->data = i == IN_K_SCALE ? c->k_scale : c->v_scale;
+            break;
+        }
+    }
+    return n;
+}
+
 int kvf_fib_export(const char *root, const char *def_name, const char *uuid, const kvf_spec *spec,
                    const kvf_case *c, char **line, kvf_error *err) {
     *line = NULL;
@@ -112,23 +204,16 @@ int kvf_fib_export(const char *root, const char *def_name, const char *uuid, con
         return kvf_error_set(err, KVF_EIO, "the dataset path %.80s is too long", root);
     rc = kvf_mkdirs(dir, err);
     if (rc) return rc;
-    int64_t B = c->batch_size, entries = c->kv_indptr[B];
-    kvf_st_out t[IN_COUNT - 1] = {
-        {"q", KVF_ST_BF16, 3, {B, c->num_qo_heads, c->head_dim}, c->q},
-        {"k_cache",
-         KVF_ST_BF16,
-         4,
-         {c->num_pages, c->page_size, c->num_kv_heads, c->head_dim},
-         c->k_cache},
-        {"v_cache",
-         KVF_ST_BF16,
-         4,
-         {c->num_pages, c->page_size, c->num_kv_heads, c->head_dim},
-         c->v_cache},
-        {"kv_indptr", KVF_ST_I32, 1, {B + 1}, c->kv_indptr},
-        {"kv_indices", KVF_ST_I32, 1, {entries}, c->kv_indices},
-        {"kv_last_page_len", KVF_ST_I32, 1, {B}, c->kv_last_page_len},
-    };
+    const int kv_dtype = kvf__fib_case_kv_dtype(c);
+    uint8_t *fp8[2] = {NULL, NULL};
+    if (kvf_kv_dtype_is_fp8(kv_dtype) &&
+        ((rc = fp8_bytes(c, c->k_cache, kv_dtype, "k_cache", &fp8[0], err)) ||
+         (rc = fp8_bytes(c, c->v_cache, kv_dtype, "v_cache", &fp8[1], err)))) {
+        free(fp8[0]);
+        return rc;
+    }
+    kvf_st_out t[IN_COUNT];
+    int ntensors = blob_tensors(c, kv_dtype, fp8, t);
     const char *mk[2] = {"kvfuzz.random_inputs", "kvfuzz.random_seed"};
     char inputs[64] = "", seed[32] = "";
     const char *mv[2] = {inputs, seed};
@@ -142,22 +227,28 @@ int kvf_fib_export(const char *root, const char *def_name, const char *uuid, con
                  (o->random_inputs & KVF_ORIGIN_RANDOM_V) ? "v_cache" : "");
         snprintf(seed, sizeof seed, "%" PRIu64, o->random_seed);
     }
-    /* One-token pages are always full: FIB's page-size-1 definitions have no kv_last_page_len
-     * (it is the last input before sm_scale, so leaving it out is dropping the last tensor). */
-    int ntensors = c->page_size == 1 ? IN_COUNT - 2 : IN_COUNT - 1;
     rc = kvf_st_write(path, t, (size_t)ntensors, mk, mv, spec->has_origin ? 2 : 0, err);
+    free(fp8[0]);
+    free(fp8[1]);
     if (rc) return rc;
+    /* Every input but sm_scale is in the blob, in the definition's order. */
     json_t *in = json_object();
-    for (int i = 0; i < ntensors; i++) {
-        json_object_set_new(in, kvf__fib_inputs[i].name,
-                            json_pack("{s:s, s:s, s:s}", "type", "safetensors", "path", rel,
-                                      "tensor_key", kvf__fib_inputs[i].name));
+    for (int i = 0; i < IN_COUNT; i++) {
+        if (!kvf__fib_takes(i, c->page_size != 1, kv_dtype)) continue;
+        if (i == IN_SCALE)
+            json_object_set_new(
+                in, "sm_scale",
+                json_pack("{s:s, s:f}", "type", "scalar", "value", (double)c->sm_scale));
+        else
+            json_object_set_new(in, kvf__fib_inputs[i].name,
+                                json_pack("{s:s, s:s, s:s}", "type", "safetensors", "path", rel,
+                                          "tensor_key", kvf__fib_inputs[i].name));
     }
-    json_object_set_new(in, "sm_scale",
-                        json_pack("{s:s, s:f}", "type", "scalar", "value", (double)c->sm_scale));
-    json_t *w = json_pack("{s:s, s:{s:I, s:I, s:I, s:I}, s:o}", "uuid", uuid, "axes", "batch_size",
-                          (json_int_t)B, "num_pages", (json_int_t)c->num_pages, "len_indptr",
-                          (json_int_t)(B + 1), "num_kv_indices", (json_int_t)entries, "inputs", in);
+    const int64_t B = c->batch_size;
+    json_t *w =
+        json_pack("{s:s, s:{s:I, s:I, s:I, s:I}, s:o}", "uuid", uuid, "axes", "batch_size",
+                  (json_int_t)B, "num_pages", (json_int_t)c->num_pages, "len_indptr",
+                  (json_int_t)(B + 1), "num_kv_indices", (json_int_t)c->kv_indptr[B], "inputs", in);
     *line = w ? json_dumps(w, JSON_COMPACT) : NULL;
     json_decref(w);
     if (!*line) return kvf_error_set(err, KVF_ENOMEM, "out of memory writing workload %s", uuid);

@@ -64,7 +64,7 @@ static void shape_text(char *buf, size_t n, int rank, const int64_t *shape) {
  * workload's axes give it. */
 static int get_tensor(import_ctx *x, json_t *desc, int in, int rank, const int64_t *shape,
                       const kvf_st_tensor **out) {
-    const kvf__fib_tensor *w = &kvf__fib_inputs[in];
+    const kvf__fib_tensor *w = kvf__fib_input(in, x->def->kv_dtype);
     const char *path = kvf__fib_get_str(desc, "path"), *key = kvf__fib_get_str(desc, "tensor_key");
     if (!path || !*path || !key || !*key)
         return kvf_error_set(x->err, KVF_EINVAL,
@@ -101,11 +101,21 @@ static int32_t le_i32(const uint8_t *p) {
                      ((uint32_t)p[3] << 24));
 }
 
-static void fill_random(kvf_bf16 *dst, int64_t n, uint64_t seed, uint64_t stream) {
+/* Values FIB's random inputs have: normal of variance 1 (torch.randn) rounded to bf16; for an
+ * FP8 cache clamped to [-2, 2] first and rounded to the FP8 dtype (FIB's _rand_tensor), kept as
+ * their bf16 images. */
+static void fill_random(kvf_bf16 *dst, int64_t n, int dtype, uint64_t seed, uint64_t stream) {
     kvf_prng rng;
     kvf_prng_seed_stream(&rng, seed, stream);
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = kvf_f32_to_bf16_rne((float)kvf_prng_normal(&rng));
+    for (int64_t i = 0; i < n; i++) {
+        double x = kvf_prng_normal(&rng);
+        if (dtype == KVF_KV_BF16) {
+            dst[i] = kvf_f32_to_bf16_rne((float)x);
+            continue;
+        }
+        x = x < -2 ? -2 : x > 2 ? 2 : x;
+        dst[i] = kvf_fp8_to_bf16(kvf_fp8_from_f32((float)x, dtype), dtype);
+    }
 }
 
 static int parse_random_meta(import_ctx *x, const kvf_st_file *f, kvf_origin *o) {
@@ -250,7 +260,7 @@ static int check_input_names(import_ctx *x, const workload *wl) {
         int known = 0;
         for (int i = 0; i < IN_COUNT; i++)
             known |= strcmp(key, kvf__fib_inputs[i].name) == 0 &&
-                     (i != IN_LAST || def->has_last_page_len);
+                     kvf__fib_takes(i, def->has_last_page_len, def->kv_dtype);
         const char *type = kvf__fib_input_type(desc);
         if (!known)
             return kvf_error_set(x->err, KVF_EINVAL,
@@ -276,10 +286,12 @@ static int get_inputs(import_ctx *x, workload *wl) {
                                    {batch + 1},
                                    {wl->entries},
                                    {batch},
-                                   {0}};
+                                   {0},
+                                   {1},
+                                   {1}};
     wl->random_bits = 0;
     for (int i = 0; i < IN_COUNT; i++) {
-        if (i == IN_LAST && !x->def->has_last_page_len) continue;
+        if (!kvf__fib_takes(i, x->def->has_last_page_len, x->def->kv_dtype)) continue;
         const kvf__fib_tensor *wi = &kvf__fib_inputs[i];
         json_t *desc = json_object_get(wl->inputs, wi->name);
         const char *type = desc ? kvf__fib_input_type(desc) : "random"; /* absent: FIB draws it */
@@ -302,11 +314,18 @@ static int get_inputs(import_ctx *x, workload *wl) {
                 i == IN_LAST ? " (FIB's decode tracing saves only kv_indptr, "
                                "kv_indices and sm_scale)"
                              : "");
+        if (strcmp(type, "random") == 0) /* k_scale, v_scale */
+            return kvf_error_set(x->err, KVF_EINVAL,
+                                 "workload %s leaves %s random: FIB would draw it with randn, "
+                                 "which can be zero or negative, and the case model takes positive "
+                                 "scales only; kvfuzz needs it stored in a blob",
+                                 uuid, wi->name);
         return kvf_error_set(x->err, KVF_EINVAL,
                              "workload %s's %s is %s, which kvfuzz cannot take for it (%s)", uuid,
                              wi->name, type,
-                             i == IN_SCALE ? "give a scalar value or a float32 tensor"
-                                           : "give a tensor or leave it random");
+                             i == IN_SCALE     ? "give a scalar value or a float32 tensor"
+                             : i >= IN_K_SCALE ? "give a float32 tensor of shape [1] in a blob"
+                                               : "give a tensor or leave it random");
     }
     return 0;
 }
@@ -380,6 +399,31 @@ static int read_scale(import_ctx *x, const workload *wl, kvf_recipe *rp) {
     return 0;
 }
 
+/* An FP8 definition's k_scale and v_scale into the spec's quantization: tensor scales whose
+ * bases are the two values (kvfuzz/spec.h, kvf_quant_recipe), which the case model takes finite
+ * and positive. */
+static int read_kv_scales(import_ctx *x, const workload *wl, kvf_quant_recipe *q) {
+    const int dtype = x->def->kv_dtype;
+    if (!kvf_kv_dtype_is_fp8(dtype)) return 0;
+    float v[2];
+    for (int w = 0; w < 2; w++) {
+        v[w] = kvf_f32_from_bits((uint32_t)le_i32(wl->t[IN_K_SCALE + w]->data));
+        if (!(isfinite(v[w]) && v[w] > 0))
+            return kvf_error_set(x->err, KVF_EINVAL,
+                                 "workload %s's %s is %g; kvfuzz takes a finite, positive scale "
+                                 "(the %s are %s * %s)",
+                                 wl->uuid, kvf__fib_inputs[IN_K_SCALE + w].name, (double)v[w],
+                                 w ? "values" : "keys", kvf__fib_inputs[IN_K_SCALE + w].name,
+                                 w ? "v_cache" : "k_cache");
+    }
+    memset(q, 0, sizeof *q);
+    q->kv.k_dtype = q->kv.v_dtype = (uint8_t)dtype;
+    q->kv.granularity = KVF_SCALE_TENSOR;
+    q->k_scale = v[0];
+    q->v_scale = v[1];
+    return kvf_quant_recipe_check(q, x->err);
+}
+
 /* The case's explicit tensors: the page indices, and q and the caches stored or drawn. */
 static int fill_explicit(import_ctx *x, const workload *wl, kvf_spec *out) {
     kvf_explicit *ex = &out->explicit_tensors;
@@ -406,10 +450,19 @@ static int fill_explicit(import_ctx *x, const workload *wl, kvf_spec *out) {
     kvf_bf16 *dst[3] = {ex->q, ex->k_cache, ex->v_cache};
     int64_t counts[3] = {q_elems, pool_elems, pool_elems};
     for (int i = 0; i < 3; i++) {
-        if (wl->t[i])
+        const int dtype = i == IN_Q ? KVF_KV_BF16 : x->def->kv_dtype;
+        if (!wl->t[i]) {
+            fill_random(dst[i], counts[i], dtype, x->opts->seed, (uint64_t)i + 1);
+        } else if (dtype == KVF_KV_BF16) {
             memcpy(dst[i], wl->t[i]->data, (size_t)counts[i] * 2);
-        else
-            fill_random(dst[i], counts[i], x->opts->seed, (uint64_t)i + 1);
+        } else { /* every byte is an FP8 value or NaN, and has its image */
+            const uint8_t *bytes = wl->t[i]->data;
+            kvf_bf16 image[256];
+            for (int b = 0; b < 256; b++)
+                image[b] = kvf_fp8_to_bf16((uint8_t)b, dtype);
+            for (int64_t e = 0; e < counts[i]; e++)
+                dst[i][e] = image[bytes[e]];
+        }
     }
     return 0;
 }
@@ -447,6 +500,7 @@ int kvf_fib_import(kvf_spec *out, const kvf_fib_definition *def, const char *lin
     if (!rc) rc = get_inputs(&x, &wl);
     if (!rc) rc = read_page_table(&x, &wl, out);
     if (!rc) rc = read_scale(&x, &wl, &out->recipe);
+    if (!rc) rc = read_kv_scales(&x, &wl, &out->quant);
     if (!rc) rc = kvf_recipe_check(&out->recipe, &opts->limits, err);
     /* The budget the case file will be held to when read, before the pool is allocated. */
     if (!rc) rc = kvf_explicit_pool_budget(&out->recipe, wl.pool, &opts->limits, err);

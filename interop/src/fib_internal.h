@@ -15,11 +15,41 @@ typedef struct kvf__fib_tensor {
     const char *shape[4];
 } kvf__fib_tensor;
 
-enum { IN_Q, IN_K, IN_V, IN_INDPTR, IN_INDICES, IN_LAST, IN_SCALE, IN_COUNT };
+enum {
+    IN_Q,
+    IN_K,
+    IN_V,
+    IN_INDPTR,
+    IN_INDICES,
+    IN_LAST,
+    IN_SCALE,
+    IN_K_SCALE,
+    IN_V_SCALE,
+    IN_COUNT
+};
 
-/* q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale; output, lse. */
+/* q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, k_scale, v_scale in
+ * the definitions' order, caches in bf16; output, lse. */
 extern const kvf__fib_tensor kvf__fib_inputs[IN_COUNT];
 extern const kvf__fib_tensor kvf__fib_outputs[2];
+
+/* The const axis the FP8 definitions' k_scale and v_scale are shaped by: one scale per cache. */
+#define KVF__FIB_SCALE_AXIS "num_scales"
+
+/* Input `in` of a definition whose caches hold kv_dtype (kvf_kv_dtype): k_cache and v_cache in
+ * that dtype, every other input as kvf__fib_inputs has it. */
+const kvf__fib_tensor *kvf__fib_input(int in, int kv_dtype);
+/* Whether such a definition takes input `in`: kv_last_page_len only with has_last (every page
+ * size but 1), k_scale and v_scale only with FP8 caches. */
+int kvf__fib_takes(int in, int has_last, int kv_dtype);
+/* FIB's name of a cache dtype: "bfloat16", "float8_e4m3fn", "float8_e5m2". */
+const char *kvf__fib_kv_dtype_name(int kv_dtype);
+/* Whether an FP8 definition covers a quantization: both caches in one FP8 dtype, one scale
+ * each (tensor granularity). */
+int kvf__fib_quant_covered(const kvf_kv_quant *q);
+/* The cache dtype of the definition of case c: KVF_KV_BF16 for bf16 caches without scales, else
+ * its k cache's (meaningful where kvf__fib_quant_covered holds). */
+int kvf__fib_case_kv_dtype(const kvf_case *c);
 
 /* A member's string value, or NULL. */
 const char *kvf__fib_get_str(json_t *o, const char *key);

@@ -225,7 +225,8 @@ typedef struct kvf_spec {
      * for the dense layout, which writes no section. */
     kvf_layout layout;
     /* The caches' dtypes and scales: all zero for bf16 without scales, which writes no
-     * section. Not with explicit tensors. */
+     * section. With explicit tensors only tensor scales (the bases are the scales), and the
+     * explicit FP8 caches hold images of their bytes (an imported FP8 workload, docs/fib.md). */
     kvf_quant_recipe quant;
 } kvf_spec;
 

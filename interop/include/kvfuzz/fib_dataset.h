@@ -35,10 +35,11 @@ typedef struct kvf_fib_trace_file {
     size_t len;
 } kvf_fib_trace_file;
 
-/* A definition of the export: its shape, workloads and traces so far. */
+/* A definition of the export: its shape and cache dtype, workloads and traces so far. */
 typedef struct kvf_fib_def {
     char name[KVF_ORIGIN_NAME_MAX + 1];
     int32_t hq, hk, d, s;
+    int kv_dtype;    /* kvf_kv_dtype of both caches: bf16, or FP8 with a scale each */
     char *workloads; /* JSONL text so far */
     size_t wlen;
     kvf_fib_trace_file traces[KVF_FIB_MAX_KERNELS]; /* one per author: at most one per kernel */
@@ -72,7 +73,9 @@ typedef struct kvf_fib_dataset {
     size_t nuuids;
 } kvf_fib_dataset;
 
-/* The definition of c's shape, made on first use; NULL past KVF_FIB_MAX_DEFS. */
+/* The definition of c's shape and cache dtype (kvfuzz's FP8 definition of the shape for FP8
+ * caches; c must pass kvf_fib_check_exportable), made on first use; NULL past
+ * KVF_FIB_MAX_DEFS. */
 kvf_fib_def *kvf_fib_dataset_def_for(kvf_fib_dataset *ds, const kvf_case *c);
 
 /* The solution record of kernel k on def, made on first use; NULL when the table is full. Its
