@@ -60,7 +60,8 @@ int kvf__cuda_plan_check_launch(const kvf_cuda_plan *p, const kvf_cuda_tensors *
     if (p->B == 0) return 1;
     if (!t->q || !t->kv_indptr || !t->kv_last_page_len || !t->o || !t->lse)
         return kvf_error_set(err, KVF_EINVAL, "A device tensor pointer is NULL.");
-    if (p->scale_gran && (!t->k_scale || !t->v_scale))
+    // A pool without pages has no per-slot scales (none to pass); a page read needs them.
+    if (p->scale_gran && p->n_entries > 0 && (!t->k_scale || !t->v_scale))
         return kvf_error_set(err, KVF_EINVAL,
                              "The prepared problem has scales and k_scale or v_scale is NULL.");
     if (p->ws_bytes &&
