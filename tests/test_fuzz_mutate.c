@@ -160,7 +160,58 @@ static void crossover_is_valid(void) {
     }
 }
 
+/* An imported FP8 workload (explicit tensors, e5m2 caches, tensor scales): its mutants keep the
+ * quantization while they keep the tensors (a value written into a cache is an image of an FP8
+ * byte), keep it as a recipe once a structural move drops them, and always build. */
+static void explicit_fp8_keeps_its_scales(void) {
+    kvf_limits cl = case_limits();
+    kvf_mutate_limits ml;
+    kvf_mutate_limits_default(&ml);
+    ml.max_work = INT64_MAX / 4; /* no shrinking that would drop the tensors by itself */
+    ml.max_pool_elems = INT64_MAX / 4;
+    kvf_error err = {0};
+    kvf_prng rng;
+    kvf_prng_seed(&rng, 13);
+    int kept_explicit = 0, kept_recipe = 0;
+    for (int i = 0; i < 200; i++) {
+        kvf_spec s = small_spec(2);
+        s.quant =
+            (kvf_quant_recipe){{KVF_KV_E5M2, KVF_KV_E5M2, KVF_SCALE_TENSOR}, 0.5f, 2.0f, 0, 0};
+        kvf_case gen;
+        CHECK_OK(kvf_case_build(&gen, &s, &cl, &err), &err);
+        kvf_explicit *ex = &s.explicit_tensors;
+        const int64_t entries = gen.kv_indptr[gen.batch_size];
+        s.has_explicit = 1;
+        ex->num_pages = gen.num_pages;
+        ex->kv_indices = malloc((size_t)(entries > 0 ? entries : 1) * 4);
+        ex->q = malloc((size_t)kvf_case_q_elems(&gen) * 2 + 2);
+        ex->k_cache = malloc(gen.pool_bytes + 2);
+        ex->v_cache = malloc(gen.pool_bytes + 2);
+        if (entries) memcpy(ex->kv_indices, gen.kv_indices, (size_t)entries * 4);
+        memcpy(ex->q, gen.q, (size_t)kvf_case_q_elems(&gen) * 2);
+        memcpy(ex->k_cache, gen.k_cache, gen.pool_bytes);
+        memcpy(ex->v_cache, gen.v_cache, gen.pool_bytes);
+        kvf_case_free(&gen);
+        for (int k = 0; k < 6; k++)
+            kvf_spec_mutate(&s, &rng, i % 2 ? KVF_MUT_EXPLICIT : -1, &ml, &cl);
+        kvf_case c;
+        CHECK_OK(kvf_spec_repair(&s, &cl, 0, &c, &err), &err);
+        if (c.quant.granularity == KVF_SCALE_TENSOR && c.quant.k_dtype == KVF_KV_E5M2) {
+            CHECK(c.k_scale && c.k_scale[0] > 0);
+            if (s.has_explicit)
+                kept_explicit++;
+            else
+                kept_recipe++;
+        }
+        kvf_case_free(&c);
+        kvf_spec_free(&s);
+    }
+    CHECK(kept_explicit > 0);
+    CHECK(kept_recipe > 0);
+}
+
 static const check_test tests[] = {
+    {"explicit_fp8_keeps_its_scales", explicit_fp8_keeps_its_scales},
     {"mutations_stay_valid", mutations_stay_valid},
     {"lengths_jump_to_edges", lengths_jump_to_edges},
     {"pool_estimate_bounds_the_generator", pool_estimate_bounds_the_generator},

@@ -308,6 +308,13 @@ static int mutate_value(kvf_spec *s, kvf_prng *rng, const kvf_case *c, int allow
     return add_override(s, target, (uint64_t)offset, v) ? -1 : 0;
 }
 
+/* A bf16 value as an element of a cache of dtype dt: itself for bf16, else the image of its
+ * nearest FP8 byte (an explicit FP8 cache holds images only, docs/case-format.md). */
+static kvf_bf16 as_cache_value(kvf_bf16 v, int dt) {
+    if (!kvf_kv_dtype_is_fp8(dt)) return v;
+    return kvf_fp8_to_bf16(kvf_fp8_from_f32(kvf_bf16_to_f32(v), dt), dt);
+}
+
 static int mutate_explicit(kvf_spec *s, kvf_prng *rng, int allow_nonfinite) {
     kvf_explicit *ex = &s->explicit_tensors;
     const kvf_recipe *rp = &s->recipe;
@@ -328,9 +335,11 @@ static int mutate_explicit(kvf_spec *s, kvf_prng *rng, int allow_nonfinite) {
     }
     default: {
         if (pool_elems == 0) return 1;
-        kvf_bf16 *t = below(rng, 2) ? ex->k_cache : ex->v_cache;
+        const int is_v = (int)below(rng, 2);
+        kvf_bf16 *t = is_v ? ex->v_cache : ex->k_cache;
         uint64_t i = below(rng, (uint64_t)pool_elems);
-        t[i] = pick_special(rng, t[i], !allow_nonfinite);
+        t[i] = as_cache_value(pick_special(rng, t[i], !allow_nonfinite),
+                              is_v ? s->quant.kv.v_dtype : s->quant.kv.k_dtype);
         return 0;
     }
     }
@@ -654,7 +663,9 @@ static void fit_layout(kvf_spec *s, const kvf_mutate_limits *lim) {
 static void fit_quant(kvf_spec *s, const kvf_mutate_limits *lim) {
     kvf_quant_recipe *q = &s->quant;
     if (kvf_quant_recipe_is_plain(q)) return;
-    if (!lim->allow_quant || s->has_explicit) {
+    /* Explicit tensors keep tensor scales (an imported FP8 workload; their values are images,
+     * and mutate_explicit writes images); other quantizations cannot sit beside them. */
+    if (!lim->allow_quant || (s->has_explicit && q->kv.granularity != KVF_SCALE_TENSOR)) {
         memset(q, 0, sizeof *q);
         return;
     }
