@@ -2,6 +2,8 @@
  * one sentence; definitions read from a dataset's layout (a signature in another order, no
  * kv_last_page_len, the eight-argument call); and solutions that load and run, which skip, with
  * the reason, where no python3 imports torch. */
+#include <jansson.h>
+
 #include "python_fixtures.h"
 
 /* A FlashInfer-Bench definition: const axes, the inputs named in order, outputs output, lse. */
@@ -179,7 +181,80 @@ out:
     rmdir(dir);
 }
 
+/* A solution of an FP8 definition (docs/fib.md: both caches float8, one f32 scale each after
+ * sm_scale): its function takes the eleven arguments in the definition's order; it declares the
+ * definition's dtype with tensor scales, and its supports() takes exactly those caches (the gate
+ * lets bf16 through to every kernel). A torch without float8 dtypes refuses it at load; an FP8
+ * definition without the scales, or with caches of two dtypes, is a load error. */
+static void test_fp8_solution(void) {
+    char py[1024];
+    NEED_PYTHON(py);
+    char root[] = "/tmp/kvfuzz-test-fp8-XXXXXX", path[512], def[512], sol[512], src[1024];
+    CHECK(mkdtemp(root) != NULL);
+    const char *name = "gqa_paged_decode_h20_kv4_d128_ps64_fp8_e4m3";
+    snprintf(path, sizeof path, "%s/definitions", root);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/solutions", root);
+    mkdir(path, 0700);
+    snprintf(def, sizeof def, "%s/definitions/%s.json", root, name);
+    snprintf(sol, sizeof sol, "%s/solutions/s.json", root);
+    snprintf(src, sizeof src, "%s/fib/definitions/gqa_paged/%s.json", source_dir(), name);
+    json_error_t je;
+    json_t *d = json_load_file(src, 0, &je);
+    CHECK(d != NULL);
+    if (!d) return;
+    CHECK_INT_EQ(json_dump_file(d, def, 0), 0);
+    write_solution_with(sol, "python", "main.py::run", "torch_decode.py", name,
+                        "def run(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, "
+                        "sm_scale, k_scale, v_scale, output, lse):\n"
+                        "    pass\n");
+    saved_env env;
+    use_stub_torch(&env, py);
+    expect_make_error(sol, KVF_ENOTFOUND,
+                      "definition has e4m3 caches but torch 0+kvfuzz.stub under ");
+    setenv("KVF_STUB_TORCH_FLOAT8", "1", 1);
+    kvf_kernel *k = make(sol);
+    CHECK(k && kvf_kernel_takes_quant(k));
+    if (k) {
+        char why[256] = "";
+        kvf_plugin_shape sh = {.struct_size = sizeof sh};
+        sh.num_qo_heads = 20, sh.num_kv_heads = 4, sh.head_dim = 128, sh.page_size = 64;
+        sh.k_dtype = sh.v_dtype = KVF_KV_E4M3, sh.scale_granularity = KVF_SCALE_TENSOR;
+        CHECK_INT_EQ(k->desc->supports(k->desc, &sh, why, sizeof why), 1);
+        sh.k_dtype = sh.v_dtype = KVF_KV_BF16, sh.scale_granularity = KVF_SCALE_NONE;
+        CHECK_INT_EQ(k->desc->supports(k->desc, &sh, why, sizeof why), 0);
+        CHECK_STR_CONTAINS(why, "takes e4m3 caches with tensor scales, not k bf16 and v bf16");
+        sh.k_dtype = sh.v_dtype = KVF_KV_E4M3, sh.scale_granularity = KVF_SCALE_HEAD;
+        CHECK_INT_EQ(k->desc->supports(k->desc, &sh, why, sizeof why), 0);
+        sh.v_dtype = KVF_KV_E5M2, sh.scale_granularity = KVF_SCALE_TENSOR;
+        CHECK_INT_EQ(k->desc->supports(k->desc, &sh, why, sizeof why), 0);
+    }
+    kvf__python_kernel_free(k);
+    env_restore(&env);
+    /* The same caches without their scales, then with two dtypes. */
+    json_t *in = json_object_get(d, "inputs");
+    json_object_del(in, "k_scale");
+    json_object_del(in, "v_scale");
+    CHECK_INT_EQ(json_dump_file(d, def, 0), 0);
+    expect_make_error(sol, KVF_EINVAL, "has e4m3 caches without k_scale and v_scale");
+    json_decref(d);
+    d = json_load_file(src, 0, &je);
+    json_object_set_new(json_object_get(json_object_get(d, "inputs"), "v_cache"), "dtype",
+                        json_string("float8_e5m2"));
+    CHECK_INT_EQ(json_dump_file(d, def, 0), 0);
+    expect_make_error(sol, KVF_EINVAL, "gives k_cache and v_cache different dtypes");
+    json_decref(d);
+    unlink(sol);
+    unlink(def);
+    snprintf(path, sizeof path, "%s/definitions", root);
+    rmdir(path);
+    snprintf(path, sizeof path, "%s/solutions", root);
+    rmdir(path);
+    rmdir(root);
+}
+
 static const check_test tests[] = {
+    {"fp8_solution", test_fp8_solution},
     {"solution_json", test_solution_json},
     {"solution_definitions", test_solution_definitions},
     {NULL, NULL},

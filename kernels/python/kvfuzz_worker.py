@@ -21,9 +21,10 @@ one of three modes:
 
 PYTHON is the interpreter as kvfuzz names it (for messages). TARGET is `module NAME FUNCTION`
 (NAME a dotted module importable from the working directory or PYTHONPATH, or a path to a .py
-file) or `solution DIR ENTRY_FILE FUNCTION NARGS` (the sources of a FlashInfer-Bench solution
-written into DIR; NARGS 8 for a definition without kv_last_page_len, whose function is called
-without it).
+file) or `solution DIR ENTRY_FILE FUNCTION NARGS [KV_DTYPE]` (the sources of a FlashInfer-Bench
+solution written into DIR; NARGS 8 for a definition without kv_last_page_len, whose function
+is called without it; 10 or 11 for a definition with FP8 caches of KV_DTYPE, e4m3 or e5m2,
+whose function takes k_scale and v_scale after sm_scale, in the definition's order).
 
 A module target's function may carry these attributes (docs/python-kernels.md):
 
@@ -108,6 +109,15 @@ SCALE_GRANULARITIES = ("none", "tensor", "head", "token")
 ARGS = "q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, output, lse"
 ARGS_8 = "q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale, output, lse"
 
+
+def solution_args(nargs):
+    """The arguments a solution's function takes, as text: its definition's inputs and outputs in
+    order (FP8 definitions put k_scale and v_scale after sm_scale)."""
+    args = ARGS if nargs in (9, 11) else ARGS_8
+    if nargs >= 10:
+        args = args.replace("sm_scale,", "sm_scale, k_scale, v_scale,")
+    return args
+
 # torch's words for CUDA faults, and the CUDA error names kvfuzz files as crashes (an illegal
 # address in a kernel is a crash, whichever language launched it).
 CUDA_FAULTS = (
@@ -181,6 +191,9 @@ def load_function(target):
     elif kind == "solution":
         folder, entry, func = target[1], target[2], target[3]
         nargs = int(target[4]) if len(target) > 4 else 9
+        if nargs not in (8, 9, 10, 11) or (nargs >= 10) != (len(target) > 5):
+            raise TargetError(EXIT_INVALID, "solution target with %d arguments and %s" % (
+                nargs, "a KV dtype" if len(target) > 5 else "no KV dtype"))
         sys.path.insert(0, folder)
         path = os.path.join(folder, entry)
         modname = os.path.splitext(entry)[0].replace("/", ".")
@@ -210,7 +223,8 @@ def load_function(target):
         except TypeError:
             raise TargetError(
                 EXIT_INVALID, "%s.%s%s cannot take kvfuzz's %s arguments (%s)"
-                % (name, func, sig, "nine" if nargs == 9 else "eight", ARGS if nargs == 9 else ARGS_8))
+                % (name, func, sig, {8: "eight", 9: "nine", 10: "ten", 11: "eleven"}[nargs],
+                   solution_args(nargs)))
     return fn, "%s.%s" % (name, func), nargs
 
 
@@ -287,15 +301,26 @@ def declared_names(fn, shown, attr, known, order, what, whats):
     return tuple(name for name in order if name in names)
 
 
-def declared_caches(fn, shown, kind, nargs, torch):
+def declared_caches(fn, shown, target, nargs, torch):
     """The cache dtypes and scale granularities the function declares, each a tuple of names in
     code order (() for bf16 caches only, as every solution's function). Checked at load, against
     this torch and the function's signature, so that a kernel kvfuzz would send FP8 caches to can
     take them: FP8 dtypes need scales to be drawn (kvfuzz's campaigns draw FP8 caches with scales
     for kernels that take both), scales need FP8 dtypes to dequantize, FP8 tensors need torch's
     float8 dtypes (torch 2.1 and later), and scales arrive as the keywords k_scale and v_scale."""
-    if kind != "module":
-        return (), ()
+    if target[0] != "module":
+        # A solution takes its definition's caches: FP8 ones (NARGS 10 or 11, the dtype in the
+        # target) with one scale each, passed in the definition's order.
+        if nargs < 10:
+            return (), ()
+        d = KV_DTYPE_NAMES.get(target[5])
+        if d not in TORCH_FP8:
+            raise TargetError(EXIT_INVALID, "solution target with KV dtype %s" % short(target[5]))
+        if getattr(torch, TORCH_FP8[d], None) is None:
+            raise TargetError(EXIT_NOTFOUND, "%s's definition has %s caches but torch %s under %s "
+                              "has no torch.%s, as FP8 tensors need torch 2.1 or later"
+                              % (shown, d, torch.__version__, PYTHON, TORCH_FP8[d]))
+        return ("bf16", d), ("none", "tensor")
     dtypes = declared_names(fn, shown, "kvfuzz_kv_dtypes", KV_DTYPE_NAMES, KV_DTYPES,
                             "KV cache dtype", "KV cache dtypes")
     grans = declared_names(fn, shown, "kvfuzz_scale_granularities",
@@ -403,7 +428,7 @@ def check(target):
         device = pick_device(torch)
         fn, shown, nargs = load_function(target)
         precision, supports, promises = attributes(fn, shown, target[0])
-        dtypes, grans = declared_caches(fn, shown, target[0], nargs, torch)
+        dtypes, grans = declared_caches(fn, shown, target, nargs, torch)
     except TargetError as e:
         print(str(e), flush=True)
         return e.code
@@ -438,7 +463,7 @@ def serve(sock_fd, mem_fd, target):
         device = pick_device(torch)
         fn, shown, nargs = load_function(target)
         _, supports, _ = attributes(fn, shown, target[0])
-        declared_caches(fn, shown, target[0], nargs, torch)
+        declared_caches(fn, shown, target, nargs, torch)
     except TargetError as e:
         reply(sock, STATUS_INTERNAL, str(e))
         return 0
@@ -587,10 +612,15 @@ def launch(torch, device, fn, nargs, arena, r):
     a = {arg: t[region][first:].view(getattr(torch, dtype)).as_strided(shape, strides)
          for arg, (region, dtype, first, shape, strides) in tensors.items()}
     args = [a["q"], a["k_cache"], a["v_cache"], a["kv_indptr"], a["kv_indices"]]
-    if nargs == 9:  # else page size 1: every last page holds its one token
+    if nargs in (9, 11):  # else page size 1: every last page holds its one token
         args.append(a["kv_last_page_len"])
-    args += [float(r["sm_scale"]), a["output"], a["lse"]]
+    args.append(float(r["sm_scale"]))
     scales = dict((name, a[name]) for name in ("k_scale", "v_scale") if name in a)
+    if nargs >= 10:  # a FlashInfer-Bench FP8 definition: the scales in its order
+        if len(scales) != 2:  # kvfuzz's supports() sends it scaled FP8 cases only
+            return STATUS_INTERNAL, "a FlashInfer-Bench FP8 solution got a case without scales"
+        args += [scales.pop("k_scale"), scales.pop("v_scale")]
+    args += [a["output"], a["lse"]]
     try:
         fn(*args, **scales)
         if device != "cpu":

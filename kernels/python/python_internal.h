@@ -65,8 +65,8 @@ typedef struct pyk {
     kvf_plugin_kernel desc;
     char *name, *description;
     char *python, *worker;
-    char *target[5]; /* worker argv naming the function: module NAME FN | solution DIR FILE FN
-                        NARGS */
+    char *target[6]; /* worker argv naming the function: module NAME FN | solution DIR FILE FN
+                        NARGS [KV_DTYPE] */
     int ntarget;
     kvf__solution solution; /* zeroed for python:MODULE:FUNCTION */
     char *precision;        /* fn.kvfuzz_precision; NULL when absent (f32) */

@@ -119,7 +119,7 @@ static int parse_mask(const pyk *k, const char *attr, const char *list, int (*pa
  * learns the function's precision model, whether it has a supports(), its promises and the
  * caches it reads. */
 static int run_check(pyk *k, char *line, size_t line_size, kvf_error *err) {
-    char *argv[10] = {k->python, k->worker, "check", k->python};
+    char *argv[4 + 6 + 1] = {k->python, k->worker, "check", k->python}; /* + target + NULL */
     int argc = 4;
     for (int i = 0; i < k->ntarget; i++)
         argv[argc++] = k->target[i];
@@ -253,6 +253,24 @@ static int py_supports(const kvf_plugin_kernel *self, const kvf_plugin_shape *sh
                      want, have);
         return 0;
     }
+    /* A solution takes its definition's caches only: bf16 without scales, or both caches in
+     * its FP8 dtype with one scale each (the gate lets bf16 through to every kernel). */
+    if (k->solution.definition) {
+        const int has = shape->struct_size >= offsetof(kvf_plugin_shape, scale_granularity) +
+                                                  sizeof shape->scale_granularity;
+        const int32_t kd = has ? shape->k_dtype : 0, vd = has ? shape->v_dtype : 0;
+        const int32_t gr = has ? shape->scale_granularity : 0, dt = s->kv_dtype;
+        const int32_t want_gr = kvf_kv_dtype_is_fp8(dt) ? KVF_SCALE_TENSOR : KVF_SCALE_NONE;
+        if (kd != dt || vd != dt || gr != want_gr) {
+            if (why && why_size)
+                snprintf(why, why_size,
+                         "definition %s takes %s caches%s, not k %s and v %s with %s scales",
+                         s->definition, kvf_kv_dtype_name(dt), want_gr ? " with tensor scales" : "",
+                         kvf_kv_dtype_name(kd), kvf_kv_dtype_name(vd),
+                         kvf_scale_granularity_name(gr));
+            return 0;
+        }
+    }
     if (!k->has_supports) return 1;
     const pid_t self_pid = getpid();
     if (self_pid == k->owner) return owner_supports(k, shape, why, why_size);
@@ -376,9 +394,16 @@ int kvf__python_kernel_make(const char *spec, kvf_kernel **out, kvf_error *err) 
     } else if (kvf__python_kernel_spec(spec)) {
         if ((rc = kvf__solution_load(spec, &k->solution, err))) goto fail;
         const kvf__solution *s = &k->solution;
-        const char *argv[5] = {"solution", s->dir, s->entry_file, s->function,
-                               s->num_args == 8 ? "8" : "9"};
-        if (set_target(k, argv, 5) || !(k->name = kvf__py_dup_str(s->name))) goto nomem;
+        /* An FP8 definition's function takes the scales, and the worker names its dtype. */
+        static const char *const nargs[4] = {"8", "9", "10", "11"};
+        const char *argv[6] = {"solution",
+                               s->dir,
+                               s->entry_file,
+                               s->function,
+                               nargs[s->num_args - 8],
+                               kvf_kv_dtype_name(s->kv_dtype)};
+        if (set_target(k, argv, s->num_args >= 10 ? 6 : 5) || !(k->name = kvf__py_dup_str(s->name)))
+            goto nomem;
     } else {
         rc =
             kvf_error_set(err, KVF_EINVAL,

@@ -183,7 +183,7 @@ int kvf__py_start(const pyk *k, const char *mode, int memfd, pid_t *pid, int *so
         snprintf(msg, msg_size, "cannot create the Python worker's socket: %s", strerror(errno));
         return -1;
     }
-    char *argv[12] = {k->python, k->worker, (char *)mode, k->python, "3"};
+    char *argv[6 + 6 + 1] = {k->python, k->worker, (char *)mode, k->python, "3"}; /* + target */
     int argc = 5;
     if (memfd >= 0) argv[argc++] = "4";
     for (int i = 0; i < k->ntarget; i++)

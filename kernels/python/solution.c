@@ -1,6 +1,7 @@
 /* FlashInfer-Bench Solution JSON files (solution.h). */
 
 #include "kvfuzz/file.h"
+#include "kvfuzz/fp8.h"
 #include "kvfuzz/json_io.h"
 #include "solution.h"
 
@@ -133,11 +134,43 @@ static int load_json(const char *path, const char *what, json_t **out, kvf_error
     return *out ? 0 : kvf_error_set(err, KVF_EINVAL, "%s %s is not JSON: %s", what, path, msg);
 }
 
+/* The caches' dtype of a definition: bf16, or one FP8 dtype for both caches, which the
+ * signature's scales (num_args 10 or 11) come with. */
+static int cache_dtype(kvf__solution *s, json_t *inputs, kvf_error *err) {
+    int dts[2];
+    static const char *const caches[2] = {"k_cache", "v_cache"};
+    for (int w = 0; w < 2; w++) {
+        const char *dt = get_string(json_object_get(inputs, caches[w]), "dtype");
+        /* No dtype: bf16, as every definition kvfuzz took before FP8 ones. */
+        dts[w] = !dt || strcmp(dt, "bfloat16") == 0 ? KVF_KV_BF16 : kvf_kv_dtype_parse(dt);
+        if (dts[w] < 0)
+            return kvf_error_set(err, KVF_EINVAL, "definition %s gives %s the dtype %s",
+                                 s->definition, caches[w], dt);
+    }
+    if (dts[0] != dts[1])
+        return kvf_error_set(err, KVF_EINVAL,
+                             "definition %s gives k_cache and v_cache different dtypes",
+                             s->definition);
+    const int fp8 = kvf_kv_dtype_is_fp8(dts[0]), scaled = s->num_args >= 10;
+    if (fp8 != scaled)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "definition %s has %s caches %s k_scale and v_scale; kvfuzz runs "
+                             "bf16 caches without scales and FP8 caches with one scale each",
+                             s->definition, kvf_kv_dtype_name(dts[0]), scaled ? "with" : "without");
+    s->kv_dtype = dts[0];
+    return 0;
+}
+
 /* Checks a definition's signature against kvfuzz's call and takes its const axes. */
 static int check_definition(kvf__solution *s, const char *path, kvf_error *err) {
     static const char *const want9 =
         "q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale";
     static const char *const want8 = "q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale";
+    /* FP8 definitions (docs/fib.md): one f32 scale per cache after sm_scale. */
+    static const char *const want11 = "q, k_cache, v_cache, kv_indptr, kv_indices, "
+                                      "kv_last_page_len, sm_scale, k_scale, v_scale";
+    static const char *const want10 =
+        "q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale, k_scale, v_scale";
     json_t *d;
     int lrc = load_json(path, "definition", &d, err);
     if (lrc) return lrc;
@@ -161,6 +194,10 @@ static int check_definition(kvf__solution *s, const char *path, kvf_error *err) 
         s->num_args = 9;
     } else if (strcmp(have, want8) == 0) {
         s->num_args = 8;
+    } else if (strcmp(have, want11) == 0) {
+        s->num_args = 11;
+    } else if (strcmp(have, want10) == 0) {
+        s->num_args = 10;
     } else {
         rc = kvf_error_set(err, KVF_EINVAL,
                            "definition %s takes (%s); kvfuzz calls (%s) with the outputs after",
@@ -183,8 +220,9 @@ static int check_definition(kvf__solution *s, const char *path, kvf_error *err) 
         if (type && strcmp(type, "const") == 0 && json_is_integer(value))
             *fields[i] = (int32_t)json_integer_value(value);
     }
+    if ((rc = cache_dtype(s, inputs, err))) goto done;
     /* Without kv_last_page_len every last page is full: well defined for one-token pages. */
-    if (s->num_args == 8 && s->page_size != 1) {
+    if ((s->num_args == 8 || s->num_args == 10) && s->page_size != 1) {
         rc = kvf_error_set(err, KVF_EINVAL,
                            "definition %s has no kv_last_page_len input, which kvfuzz can leave "
                            "out only for page size 1",

@@ -37,9 +37,12 @@ typedef struct kvf__solution {
     /* Fixed by the definition (its const axes, else its name); 0 where it fixes nothing. */
     int32_t num_qo_heads, num_kv_heads, head_dim, page_size;
     /* The definition file found beside the solution (NULL when none was), and the arguments
-     * its signature takes: 9, or 8 for a definition without kv_last_page_len (page size 1). */
+     * its signature takes: 9, or 8 for a definition without kv_last_page_len (page size 1);
+     * 11 or 10 for a definition with FP8 caches, k_scale and v_scale after sm_scale. */
     char *definition_path;
     int num_args;
+    /* The caches' dtype (kvf_kv_dtype: both caches, one f32 scale each when FP8). */
+    int32_t kv_dtype;
 } kvf__solution;
 
 int kvf__solution_load(const char *path, kvf__solution *out, kvf_error *err);
