@@ -213,10 +213,7 @@ def load_function(target):
         raise TargetError(EXIT_NOTFOUND, "%s has no function %s" % (where, func))
     if not callable(fn):
         raise TargetError(EXIT_INVALID, "%s.%s is not a function" % (name, func))
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        sig = None  # a builtin or a jitted object: trust it
+    sig = signature_of(fn)
     if sig is not None:
         try:
             sig.bind(*range(nargs))
@@ -301,6 +298,23 @@ def declared_names(fn, shown, attr, known, order, what, whats):
     return tuple(name for name in order if name in names)
 
 
+def signature_of(fn):
+    """The function's signature, or None for a builtin or a jitted object (then trusted)."""
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+def need_float8(torch, d, who):
+    """Refuses FP8 dtype d under a torch without its float8 dtype (before 2.1): one sentence,
+    `who` saying what takes the FP8 caches."""
+    if getattr(torch, TORCH_FP8[d], None) is None:
+        raise TargetError(EXIT_NOTFOUND, "%s but torch %s under %s has no torch.%s, as FP8 "
+                          "tensors need torch 2.1 or later"
+                          % (who, torch.__version__, PYTHON, TORCH_FP8[d]))
+
+
 def declared_caches(fn, shown, target, nargs, torch):
     """The cache dtypes and scale granularities the function declares, each a tuple of names in
     code order (() for bf16 caches only, as every solution's function). Checked at load, against
@@ -316,10 +330,7 @@ def declared_caches(fn, shown, target, nargs, torch):
         d = KV_DTYPE_NAMES.get(target[5])
         if d not in TORCH_FP8:
             raise TargetError(EXIT_INVALID, "solution target with KV dtype %s" % short(target[5]))
-        if getattr(torch, TORCH_FP8[d], None) is None:
-            raise TargetError(EXIT_NOTFOUND, "%s's definition has %s caches but torch %s under %s "
-                              "has no torch.%s, as FP8 tensors need torch 2.1 or later"
-                              % (shown, d, torch.__version__, PYTHON, TORCH_FP8[d]))
+        need_float8(torch, d, "%s's definition has %s caches" % (shown, d))
         return ("bf16", d), ("none", "tensor")
     dtypes = declared_names(fn, shown, "kvfuzz_kv_dtypes", KV_DTYPE_NAMES, KV_DTYPES,
                             "KV cache dtype", "KV cache dtypes")
@@ -338,15 +349,9 @@ def declared_caches(fn, shown, target, nargs, torch):
                           "and kvfuzz draws FP8 caches only for kernels that take scales"
                           % (shown, ",".join(fp8), shown))
     for d in fp8:
-        if getattr(torch, TORCH_FP8[d], None) is None:
-            raise TargetError(EXIT_NOTFOUND, "%s declares %s caches (kvfuzz_kv_dtypes) but torch "
-                              "%s under %s has no torch.%s, as FP8 tensors need torch 2.1 or later"
-                              % (shown, d, torch.__version__, PYTHON, TORCH_FP8[d]))
+        need_float8(torch, d, "%s declares %s caches (kvfuzz_kv_dtypes)" % (shown, d))
     if scaled:
-        try:
-            sig = inspect.signature(fn)
-        except (TypeError, ValueError):
-            sig = None  # a builtin or a jitted object: trust it
+        sig = signature_of(fn)
         if sig is not None:
             try:
                 sig.bind(*range(nargs), k_scale=None, v_scale=None)
