@@ -36,6 +36,15 @@ static int fuzz_setup(cli_fuzz *f, kvf_precision *model, cli_precision_source *m
     } else {
         f->o.kernel = kvf_default_kernel();
     }
+    /* FP8 caches in every case (--kv-dtype fp8, e4m3, e5m2) need a kernel that reads them. */
+    const unsigned dtypes = kvf_kv_dtypes_norm(f->o.mutate.kv_dtypes);
+    if (!f->o.oracle_only && f->o.kernel && !(dtypes & KVF_KV_DTYPES_BF16) &&
+        !kvf_kernel_takes_quant(f->o.kernel))
+        return cli_usage_error(cmd,
+                               "--kv-dtype %s asks for FP8 caches in every case, but kernel %s "
+                               "does not read them (`kvfuzz kernels --kernel %s` shows what it "
+                               "reads)",
+                               kvf_kv_dtypes_name(dtypes), f->o.kernel->name, f->o.kernel->name);
     if (!f->seed_given) f->o.seed = kvf_campaign_clock_seed();
     if (f->o.nrules == 0) f->o.nrules = kvf_rule_default_set(f->o.rules, KVF_MAX_RULES);
     /* strict and fa judge the kernel within the precision it declares (docs/precision.md). */

@@ -54,7 +54,8 @@ enum {
     FUZZ_OPT_LANES,
     FUZZ_OPT_PRECISION,
     FUZZ_OPT_TAG,
-    FUZZ_OPT_MINIMIZE_TIME
+    FUZZ_OPT_MINIMIZE_TIME,
+    FUZZ_OPT_KV_DTYPE
 };
 
 /* The options of one `kvfuzz fuzz` run, as parsed. */

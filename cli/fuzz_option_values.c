@@ -223,6 +223,17 @@ int cli_fuzz_case_option(cli_fuzz *f, int ch, const char *v) {
         rc = parse_int(cmd, "--shape-set", v, 0, 256, &n);
         f->o.shape_set = (int)n;
         return rc;
+    case FUZZ_OPT_KV_DTYPE: {
+        /* Small and large cases alike; the kernel is checked once it is known (cmd_fuzz.c). */
+        const int set = kvf_kv_dtypes_parse(v);
+        if (set < 0)
+            return cli_usage_error(cmd,
+                                   "--kv-dtype must be any, bf16, fp8, e4m3 or e5m2, got "
+                                   "\"%s\"",
+                                   v);
+        f->o.mutate.kv_dtypes = f->o.large.kv_dtypes = (unsigned)set;
+        return rc;
+    }
     case FUZZ_OPT_LARGE_WORK:
         rc = parse_int(cmd, "--large-work", v, KVF_MUTATE_MIN_WORK, INT64_MAX / 4, &n);
         f->o.large.max_work = n;

@@ -11,10 +11,10 @@ static void fuzz_help(void) {
         "                   [--stats FILE] [--stats-interval SEC] [--deadline SEC]\n"
         "                   [--determinism N] [--relations N] [--max-batch N] [--max-pages N]\n"
         "                   [--max-page-size N] [--max-work N] [--large-share PCT]\n"
-        "                   [--large-work N] [--shape-set N] [--require-overflow]\n"
-        "                   [--stop-on-finding] [--max-findings N] [--workers N] [--lanes N]\n"
-        "                   [--devices all|LIST] [--generators N] [--tag TEXT]\n"
-        "                   [--minimize-time SEC] [--in-process] [--oracle-only]\n"
+        "                   [--large-work N] [--shape-set N] [--kv-dtype T]\n"
+        "                   [--require-overflow] [--stop-on-finding] [--max-findings N]\n"
+        "                   [--workers N] [--lanes N] [--devices all|LIST] [--generators N]\n"
+        "                   [--tag TEXT] [--minimize-time SEC] [--in-process] [--oracle-only]\n"
         "                   [--oracle fast|mpfr] [--verbose]\n\n"
         "Generates cases (random recipes over every strategy, and structure-aware mutations\n"
         "of a corpus that grows with cases reaching new error buckets), runs the kernel in a\n"
@@ -92,6 +92,14 @@ static void fuzz_help(void) {
         "                      compiling per shape reuses its compilations; 0 to 256, 0 draws\n"
         "                      every shape anew (default 4 for a Python kernel on a GPU,\n"
         "                      else 0).\n"
+        "  --kv-dtype T        the KV caches' dtype in every case made: any (default: FP8 in\n"
+        "                      about 1 case in 4 for a kernel that reads FP8 caches, bf16 in\n"
+        "                      the rest), bf16 (no FP8 case), fp8 (FP8 K and V caches in\n"
+        "                      every case, e4m3 or e5m2 as drawn), e4m3 or e5m2 (FP8 in every\n"
+        "                      case, both caches of that dtype). fp8, e4m3 and e5m2 need a\n"
+        "                      kernel that reads FP8 caches. Initial corpus entries take the\n"
+        "                      dtype too, except that explicit tensors (imported workloads)\n"
+        "                      keep the dtypes they came with under fp8, e4m3 and e5m2.\n"
         "  --require-overflow  count violations on rows whose logits exceed the f32 range\n"
         "                      (class overflow) as findings.\n"
         "  --workers N         kernel worker processes (default 1; per device with\n"
@@ -169,6 +177,7 @@ static const struct option fuzz_options[] = {
     {"shape-set", required_argument, NULL, FUZZ_OPT_SHAPE_SET},
     {"large-work", required_argument, NULL, FUZZ_OPT_LARGE_WORK},
     {"tag", required_argument, NULL, FUZZ_OPT_TAG},
+    {"kv-dtype", required_argument, NULL, FUZZ_OPT_KV_DTYPE},
     {NULL, 0, NULL, 0},
 };
 

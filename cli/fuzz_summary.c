@@ -45,6 +45,8 @@ void cli_fuzz_banner(const cli_fuzz *f, const kvf_precision *model,
         for (int r = 0; r < f->o.nrules; r++)
             fprintf(stderr, " %s", f->o.rules[r].name);
     }
+    const unsigned dtypes = kvf_kv_dtypes_norm(f->o.mutate.kv_dtypes);
+    if (dtypes != KVF_KV_DTYPES_ALL) fprintf(stderr, ", kv caches %s", kvf_kv_dtypes_name(dtypes));
     fprintf(stderr, ", %s in %s%s%s\n", f->o.oracle_only ? "statistics" : "findings",
             f->o.findings_dir, f->o.corpus_dir ? ", corpus " : "",
             f->o.corpus_dir ? f->o.corpus_dir : "");

@@ -3,7 +3,7 @@
 # accepts, numbers are strict decimals, contradictory options and bad environment variables are
 # one sentence and exit 2, a kernel that cannot start is exit 2 in every command, replay's
 # summary stays true when the oracle fails or SIGINT stops it, --oracle-only names no kernel,
-# and JSON output is JSON (docs/cli.md).
+# fuzz --kv-dtype keeps every case within its dtype, and JSON output is JSON (docs/cli.md).
 #   cli_options_test.sh KVFUZZ SOURCE_DIR [FUZZ_DECODE_CPU_REPLAY]
 set -u
 kvfuzz=$1
@@ -112,6 +112,14 @@ expect 2 "--quiet leaves nothing to do" -- "$kvfuzz" report --quiet "$tmp/none.j
 expect 2 "--title names the report page: give -o DIR too" -- "$kvfuzz" report --title T "$tmp/none.json"
 expect 2 "--deadline needs a worker process" -- "$kvfuzz" minimize --in-process --deadline 5 "$seed" -o "$tmp/m.kvfz"
 expect 2 "a crash finding cannot be minimized --in-process" -- "$kvfuzz" minimize --in-process --class crash "$seed" -o "$tmp/m.kvfz"
+# --kv-dtype: a dtype set by name, and FP8 in every case only for a kernel that reads FP8 caches
+# (test-planted reads bf16 only); refused before any file is made.
+expect 2 '^kvfuzz fuzz: --kv-dtype must be any, bf16, fp8, e4m3 or e5m2, got "fp16"$' -- "$kvfuzz" fuzz --kv-dtype fp16 --runs 1 --findings "$tmp/kvd-none"
+for t in fp8 e4m3 e5m2; do
+  expect 2 "^kvfuzz fuzz: --kv-dtype $t asks for FP8 caches in every case, but kernel test-planted does not read them" -- \
+    "$kvfuzz" fuzz --kernel test-planted --kv-dtype $t --runs 1 --findings "$tmp/kvd-none"
+done
+[ ! -e "$tmp/kvd-none" ] || fail "a refused --kv-dtype made the findings folder"
 
 # ---- environment variables --------------------------------------------------------------------
 expect 2 'KVF_MAX_POOL_GIB must be a decimal integer in \[1, 65536\], got "abc"' -- env KVF_MAX_POOL_GIB=abc "$kvfuzz" show "$seed"
@@ -246,6 +254,31 @@ if grep -q "kernel cpu\|worst margin" "$tmp/oo.out"; then fail "the --oracle-onl
 grep -Eq "kvfuzz fuzz: +[0-9]+s  cases [0-9]+ \([0-9.]+/s\)  tokens .*  corpus [0-9]+$" "$tmp/oo6.err" || fail "fuzz --oracle-only printed no progress line: $(cat "$tmp/oo6.err")"
 grep -q "^kvfuzz fuzz: oracle only (no kernel, nothing judged), seed 1" "$tmp/oo6.err" || fail "fuzz --oracle-only does not open by saying it runs no kernel: $(head -1 "$tmp/oo6.err")"
 if grep -q "worst margin\|findings\|kernel cpu" "$tmp/oo6.err"; then fail "the --oracle-only progress line shows findings or margins: $(cat "$tmp/oo6.err")"; fi
+
+# ---- --kv-dtype e5m2: every case judged has e5m2 K and V caches ---------------------------------
+# Two bf16 seeds in the initial corpus take the dtype too; the summary counts the FP8 cases among
+# those judged, and every case the campaign added to the corpus holds e5m2 caches.
+mkdir -p "$tmp/kvd-corpus"
+cp "$src/corpus/seeds/01-mixed-lengths.kvfz" "$src/corpus/seeds/06-gqa7.kvfz" "$tmp/kvd-corpus/"
+"$kvfuzz" fuzz --kernel cpu-splitkv --kv-dtype e5m2 --runs 50 --seed 5 --jobs 2 --minimize-time 0 \
+  --findings "$tmp/kvd" --corpus "$tmp/kvd-corpus" >"$tmp/kvd.out" 2>"$tmp/kvd.err"
+rc=$?
+[ "$rc" -le 1 ] || fail "fuzz --kv-dtype e5m2 exited $rc: $(tail -3 "$tmp/kvd.err")"
+grep -q "^kvfuzz fuzz: kernel cpu-splitkv, seed 5, rules .*, kv caches e5m2," "$tmp/kvd.err" ||
+  fail "the start line does not name the dtype: $(head -1 "$tmp/kvd.err")"
+judged=$(sed -n 's/^  cases [0-9]* ([0-9.]*\/s), judged \([0-9]*\),.*/\1/p' "$tmp/kvd.out")
+fp8=$(sed -n 's/^  kv caches: \([0-9]*\) of the judged cases had FP8 caches (--kv-dtype e5m2)$/\1/p' "$tmp/kvd.out")
+[ -n "$judged" ] && [ "$judged" -gt 0 ] && [ "$fp8" = "$judged" ] ||
+  fail "--kv-dtype e5m2 judged ${judged:-?} cases, ${fp8:-?} of them FP8: $(grep -E 'judged|kv caches' "$tmp/kvd.out")"
+added=0
+for f in "$tmp/kvd-corpus"/*.kvfz; do
+  case "$(basename "$f")" in 01-mixed-lengths.kvfz | 06-gqa7.kvfz) continue ;; esac
+  added=$((added + 1))
+  "$kvfuzz" show "$f" >"$tmp/kvd.json" || { fail "show $f failed"; continue; }
+  grep -q '"k_dtype": "e5m2"' "$tmp/kvd.json" && grep -q '"v_dtype": "e5m2"' "$tmp/kvd.json" ||
+    fail "corpus case $(basename "$f") of --kv-dtype e5m2 has other caches: $(grep -E '"text"|dtype' "$tmp/kvd.json" | head -3)"
+done
+[ "$added" -gt 0 ] || fail "the --kv-dtype e5m2 campaign added no case to its corpus"
 
 # ---- JSON is JSON ------------------------------------------------------------------------------
 strict_json() { # FILE: parses with no bare NaN/Infinity and prints nothing

@@ -1,6 +1,7 @@
 /* Unit tests for the structure-aware mutator (fuzz/search/mutate.c): mutants stay valid, inside
  * the budget and inside the finite input domain while reaching every move and edge length;
- * crossover stays valid. */
+ * crossover stays valid; a cache dtype set (kvf_mutate_limits.kv_dtypes) holds for fresh specs,
+ * mutants, cross-overs and large specs, and the full set mutates as before it existed. */
 #include "fuzz_fixtures.h"
 
 static int64_t seq_len(const kvf_recipe *rp, uint32_t b) {
@@ -210,7 +211,233 @@ static void explicit_fp8_keeps_its_scales(void) {
     CHECK(kept_recipe > 0);
 }
 
+/* ---- cache dtypes (kvf_mutate_limits.kv_dtypes) ---------------------------------------------- */
+
+static void digest_spec(uint64_t *h, const kvf_spec *s) {
+    uint8_t *bytes;
+    size_t n;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_encode(s, &bytes, &n, &err), &err);
+    for (size_t i = 0; i < n; i++) {
+        *h ^= bytes[i];
+        *h *= 0x100000001B3ull;
+    }
+    free(bytes);
+}
+
+/* A fresh spec as a campaign's generator makes one (kvf_mutate_random_opts, then fitted). */
+static kvf_spec fresh_spec(uint64_t seed, const kvf_mutate_limits *ml) {
+    kvf_random_opts ro;
+    kvf_mutate_random_opts(&ro, ml);
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_random(&s, seed, &ro, &err), &err);
+    kvf_spec_fit(&s, ml);
+    return s;
+}
+
+/* 40 fresh specs, each mutated 25 times (every fifth move the quant move) and crossed with the
+ * one before: the digest of every spec and move on the way. The full dtype set (and 0, its
+ * stand-in) walks exactly as the mutator did before the set existed (recorded then). */
+static void every_dtype_mutates_as_before(void) {
+    static const unsigned sets[] = {KVF_KV_DTYPES_ALL, 0};
+    kvf_limits cl = case_limits();
+    for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) {
+        kvf_mutate_limits ml;
+        kvf_mutate_limits_default(&ml);
+        ml.kv_dtypes = sets[k];
+        kvf_prng rng;
+        kvf_prng_seed(&rng, 21);
+        uint64_t h = 0xCBF29CE484222325ull;
+        int quantized = 0, have_prev = 0;
+        kvf_spec prev;
+        for (int i = 0; i < 40; i++) {
+            kvf_spec s = fresh_spec(kvf_prng_next(&rng), &ml);
+            digest_spec(&h, &s);
+            for (int j = 0; j < 25; j++) {
+                int m = kvf_spec_mutate(&s, &rng, j % 5 == 4 ? KVF_MUT_QUANT : -1, &ml, &cl);
+                for (size_t b = 0; b < sizeof m; b++) { /* the move, as its bytes */
+                    h ^= ((const unsigned char *)&m)[b];
+                    h *= 0x100000001B3ull;
+                }
+                digest_spec(&h, &s);
+                quantized += !kvf_quant_recipe_is_plain(&s.quant);
+            }
+            if (have_prev) {
+                kvf_spec x;
+                CHECK_INT_EQ(kvf_spec_crossover(&x, &s, &prev, &rng, &ml), 0);
+                digest_spec(&h, &x);
+                kvf_spec_free(&x);
+                kvf_spec_free(&prev);
+            }
+            prev = s;
+            have_prev = 1;
+        }
+        kvf_spec_free(&prev);
+        CHECK_INT_EQ(quantized, 626);
+        CHECK_HEX_EQ(h, 0x2d29b42eeab0f88eull);
+    }
+}
+
+/* Whether a spec's caches are FP8 of the set's dtypes, and whether it builds into a valid case
+ * holding them (kvf_spec_repair builds and validates). */
+static void check_fp8_spec(const kvf_spec *s0, unsigned set, const char *what, int i) {
+    kvf_limits cl = case_limits();
+    const kvf_kv_quant *q = &s0->quant.kv;
+    if (!kvf_kv_dtype_is_fp8(q->k_dtype) || !kvf_kv_dtype_is_fp8(q->v_dtype) ||
+        !kvf_kv_dtypes_has(set, q->k_dtype) || !kvf_kv_dtypes_has(set, q->v_dtype)) {
+        CHECK_FAIL_AT("%s %d under %s: caches k %s v %s", what, i, kvf_kv_dtypes_name(set),
+                      kvf_kv_dtype_name(q->k_dtype), kvf_kv_dtype_name(q->v_dtype));
+        return;
+    }
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_copy(&s, s0, &err), &err);
+    kvf_case c;
+    if (kvf_spec_repair(&s, &cl, 0, &c, &err)) {
+        CHECK_FAIL_AT("%s %d under %s does not build: %s", what, i, kvf_kv_dtypes_name(set),
+                      err.msg);
+    } else {
+        CHECK(c.quant.k_dtype == q->k_dtype && c.quant.v_dtype == q->v_dtype);
+        CHECK_OK(kvf_case_validate(&c, &cl, &err), &err);
+        kvf_case_free(&c);
+    }
+    kvf_spec_free(&s);
+}
+
+/* With FP8 required (fp8, e4m3, e5m2), every fresh spec, every mutant (from bf16 specs too,
+ * whatever the move), every cross-over and every large spec has FP8 caches of the set's
+ * dtypes and builds; fitting a bf16 spec gives it the same caches every time. */
+static void fp8_sets_hold_every_case(void) {
+    static const unsigned sets[] = {KVF_KV_DTYPES_FP8, 1u << KVF_KV_E4M3, 1u << KVF_KV_E5M2};
+    kvf_limits cl = case_limits();
+    kvf_campaign_opts co;
+    kvf_campaign_opts_default(&co);
+    for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) {
+        kvf_mutate_limits ml = co.mutate, large = co.large;
+        ml.kv_dtypes = large.kv_dtypes = sets[k];
+        kvf_prng rng;
+        kvf_prng_seed(&rng, 31 + k);
+        int dtypes_seen[KVF_KV_DTYPE_COUNT] = {0};
+        for (int i = 0; i < 80; i++) {
+            kvf_spec s = fresh_spec(kvf_prng_next(&rng), &ml);
+            check_fp8_spec(&s, sets[k], "fresh spec", i);
+            /* A bf16 spec (a corpus entry, say) mutated: FP8 after any move. */
+            kvf_spec b = small_spec((uint64_t)i);
+            CHECK(kvf_quant_recipe_is_plain(&b.quant));
+            kvf_spec_mutate(&b, &rng, -1, &ml, &cl);
+            check_fp8_spec(&b, sets[k], "mutated bf16 spec", i);
+            for (int j = 0; j < 6; j++) {
+                kvf_spec_mutate(&s, &rng, j % 3 == 2 ? KVF_MUT_QUANT : -1, &ml, &cl);
+                check_fp8_spec(&s, sets[k], "mutant", i);
+                dtypes_seen[s.quant.kv.k_dtype]++;
+                dtypes_seen[s.quant.kv.v_dtype]++;
+            }
+            kvf_spec x, plain = small_spec((uint64_t)i + 1);
+            CHECK_INT_EQ(kvf_spec_crossover(&x, &plain, &s, &rng, &ml), 0);
+            check_fp8_spec(&x, sets[k], "cross-over", i);
+            kvf_spec_free(&x);
+            /* Fitting is deterministic: the same bf16 spec gets the same caches. */
+            kvf_spec f1, f2;
+            kvf_error err = {0};
+            CHECK_OK(kvf_spec_copy(&f1, &plain, &err), &err);
+            CHECK_OK(kvf_spec_copy(&f2, &plain, &err), &err);
+            kvf_spec_fit(&f1, &ml);
+            kvf_spec_fit(&f2, &ml);
+            CHECK(kvf_spec_equal(&f1, &f2));
+            kvf_spec_free(&f1);
+            kvf_spec_free(&f2);
+            kvf_spec_free(&plain);
+            if (i % 40 == 0) { /* a large spec (campaign's large limits), drawn and fitted */
+                kvf_spec l = fresh_spec(kvf_prng_next(&rng), &large);
+                check_fp8_spec(&l, sets[k], "large spec", i);
+                kvf_spec_free(&l);
+            }
+            kvf_spec_free(&b);
+            kvf_spec_free(&s);
+        }
+        CHECK(dtypes_seen[KVF_KV_BF16] == 0);
+        if (sets[k] == KVF_KV_DTYPES_FP8)
+            CHECK(dtypes_seen[KVF_KV_E4M3] > 0 && dtypes_seen[KVF_KV_E5M2] > 0);
+    }
+}
+
+/* With bf16 only, no spec keeps FP8 caches: fresh specs, mutants with the quant move, and
+ * FP8 specs fitted all come out plain. */
+static void bf16_set_holds_no_fp8(void) {
+    kvf_limits cl = case_limits();
+    kvf_mutate_limits ml, fp8;
+    kvf_mutate_limits_default(&ml);
+    kvf_mutate_limits_default(&fp8);
+    ml.kv_dtypes = KVF_KV_DTYPES_BF16;
+    fp8.kv_dtypes = KVF_KV_DTYPES_FP8;
+    kvf_prng rng;
+    kvf_prng_seed(&rng, 41);
+    for (int i = 0; i < 100; i++) {
+        kvf_spec s = fresh_spec(kvf_prng_next(&rng), &ml);
+        CHECK(kvf_quant_recipe_is_plain(&s.quant));
+        kvf_spec_mutate(&s, &rng, KVF_MUT_QUANT, &ml, &cl);
+        CHECK(kvf_quant_recipe_is_plain(&s.quant));
+        kvf_spec_free(&s);
+        kvf_spec q = fresh_spec(kvf_prng_next(&rng), &fp8);
+        CHECK(!kvf_quant_recipe_is_plain(&q.quant));
+        kvf_spec_fit(&q, &ml);
+        CHECK(kvf_quant_recipe_is_plain(&q.quant));
+        kvf_spec_free(&q);
+    }
+}
+
+/* A spec whose caches are FP8 of another dtype, or mixed with bf16, takes the set's dtypes
+ * when fitted; explicit tensors keep the dtypes they came with. */
+static void fit_moves_caches_into_the_set(void) {
+    kvf_limits cl = case_limits();
+    kvf_mutate_limits ml;
+    kvf_mutate_limits_default(&ml);
+    ml.kv_dtypes = 1u << KVF_KV_E5M2;
+    kvf_spec s = small_spec(7);
+    s.quant = (kvf_quant_recipe){{KVF_KV_E4M3, KVF_KV_BF16, KVF_SCALE_NONE}, 1.0f, 1.0f, 0, 0};
+    kvf_spec_fit(&s, &ml);
+    CHECK_INT_EQ(s.quant.kv.k_dtype, KVF_KV_E5M2);
+    CHECK_INT_EQ(s.quant.kv.v_dtype, KVF_KV_E5M2);
+    check_fp8_spec(&s, ml.kv_dtypes, "refitted spec", 0);
+    kvf_spec_free(&s);
+    ml.kv_dtypes = KVF_KV_DTYPES_FP8;
+    s = small_spec(8);
+    s.quant = (kvf_quant_recipe){{KVF_KV_BF16, KVF_KV_E5M2, KVF_SCALE_NONE}, 1.0f, 1.0f, 0, 0};
+    kvf_spec_fit(&s, &ml);
+    CHECK_INT_EQ(s.quant.kv.k_dtype, KVF_KV_E5M2); /* the other cache's FP8 dtype */
+    CHECK_INT_EQ(s.quant.kv.v_dtype, KVF_KV_E5M2);
+    kvf_spec_free(&s);
+    /* Explicit bf16 tensors: no FP8 to give them without other values. */
+    s = small_spec(9);
+    kvf_case gen;
+    kvf_error err = {0};
+    CHECK_OK(kvf_case_build(&gen, &s, &cl, &err), &err);
+    kvf_explicit *ex = &s.explicit_tensors;
+    const int64_t entries = gen.kv_indptr[gen.batch_size];
+    s.has_explicit = 1;
+    ex->num_pages = gen.num_pages;
+    ex->kv_indices = malloc((size_t)(entries > 0 ? entries : 1) * 4);
+    ex->q = malloc((size_t)kvf_case_q_elems(&gen) * 2 + 2);
+    ex->k_cache = malloc(gen.pool_bytes + 2);
+    ex->v_cache = malloc(gen.pool_bytes + 2);
+    if (entries) memcpy(ex->kv_indices, gen.kv_indices, (size_t)entries * 4);
+    memcpy(ex->q, gen.q, (size_t)kvf_case_q_elems(&gen) * 2);
+    memcpy(ex->k_cache, gen.k_cache, gen.pool_bytes);
+    memcpy(ex->v_cache, gen.v_cache, gen.pool_bytes);
+    kvf_case_free(&gen);
+    ml.max_work = ml.max_pool_elems = INT64_MAX / 4;
+    kvf_spec_fit(&s, &ml);
+    CHECK(s.has_explicit);
+    CHECK(kvf_quant_recipe_is_plain(&s.quant));
+    kvf_spec_free(&s);
+}
+
 static const check_test tests[] = {
+    {"every_dtype_mutates_as_before", every_dtype_mutates_as_before},
+    {"fp8_sets_hold_every_case", fp8_sets_hold_every_case},
+    {"bf16_set_holds_no_fp8", bf16_set_holds_no_fp8},
+    {"fit_moves_caches_into_the_set", fit_moves_caches_into_the_set},
     {"explicit_fp8_keeps_its_scales", explicit_fp8_keeps_its_scales},
     {"mutations_stay_valid", mutations_stay_valid},
     {"lengths_jump_to_edges", lengths_jump_to_edges},

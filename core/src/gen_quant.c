@@ -137,11 +137,34 @@ int kvf__gen_quantize_explicit(kvf_case *c, const kvf_spec *s, const kvf_limits 
     return 0;
 }
 
+/* The other FP8 dtype. */
+static uint8_t other_fp8(uint8_t dt) {
+    return (uint8_t)(KVF_KV_E4M3 + KVF_KV_E5M2 - dt);
+}
+
+/* dt when the set holds it, else the other FP8 dtype. */
+static uint8_t fp8_within(uint8_t dt, unsigned set) {
+    return kvf_kv_dtypes_has(set, dt) ? dt : other_fp8(dt);
+}
+
 void kvf_recipe_draw_quant(kvf_quant_recipe *q, kvf_recipe *rp, kvf_prng *r) {
+    kvf_recipe_draw_quant_in(q, rp, r, KVF_KV_DTYPES_ALL);
+}
+
+void kvf_recipe_draw_quant_seeded(kvf_quant_recipe *q, kvf_recipe *rp, unsigned kv_dtypes) {
+    kvf_prng qr;
+    kvf_prng_seed_stream(&qr, rp->seed, KVF__STREAM_QUANT);
+    (void)kvf_prng_below(&qr, 4); /* kvf_spec_random's one-in-four, as it draws it */
+    kvf_recipe_draw_quant_in(q, rp, &qr, kv_dtypes);
+}
+
+void kvf_recipe_draw_quant_in(kvf_quant_recipe *q, kvf_recipe *rp, kvf_prng *r,
+                              unsigned kv_dtypes) {
     memset(q, 0, sizeof *q);
-    q->kv.k_dtype = (uint8_t)(KVF_KV_E4M3 + kvf_prng_below(r, 2));
+    /* Every draw is made whatever the set, so a restricted draw keeps the stream's order. */
+    q->kv.k_dtype = fp8_within((uint8_t)(KVF_KV_E4M3 + kvf_prng_below(r, 2)), kv_dtypes);
     q->kv.v_dtype =
-        kvf_prng_below(r, 4) ? q->kv.k_dtype : (uint8_t)(KVF_KV_E4M3 + KVF_KV_E5M2 - q->kv.k_dtype);
+        fp8_within(kvf_prng_below(r, 4) ? q->kv.k_dtype : other_fp8(q->kv.k_dtype), kv_dtypes);
     static const uint8_t grans[8] = {KVF_SCALE_NONE,   KVF_SCALE_TENSOR, KVF_SCALE_TENSOR,
                                      KVF_SCALE_TENSOR, KVF_SCALE_HEAD,   KVF_SCALE_HEAD,
                                      KVF_SCALE_TOKEN,  KVF_SCALE_TOKEN};

@@ -70,6 +70,7 @@ void kvf_random_opts_default(kvf_random_opts *o) {
     o->expansion = KVF_EXPANSION_DEFAULT;
     o->layouts = 1;
     o->quant = 0; /* FP8 caches only for callers that ask (their kernels read them) */
+    o->kv_dtypes = KVF_KV_DTYPES_ALL;
 }
 
 /* A padding: mostly 0 or a multiple of 8 elements, now and then an odd amount. */
@@ -263,11 +264,15 @@ int kvf_spec_random(kvf_spec *out, uint64_t seed, const kvf_random_opts *o, kvf_
         kvf_prng_seed_stream(&lr, seed, KVF__STREAM_LAYOUT);
         if (kvf_prng_below(&lr, 4) == 0) kvf_recipe_draw_layout(&out->layout, rp, &lr);
     }
-    /* Quantized caches likewise, from their own stream after the layout. */
-    if (o->quant) {
+    /* Quantized caches likewise, from their own stream after the layout: one recipe in four,
+     * or every one when the dtype set leaves out bf16 (kvf_recipe_draw_quant_seeded draws the
+     * same). */
+    const unsigned dtypes = kvf_kv_dtypes_norm(o->kv_dtypes);
+    if (o->quant && (dtypes & KVF_KV_DTYPES_FP8)) {
         kvf_prng qr;
         kvf_prng_seed_stream(&qr, seed, KVF__STREAM_QUANT);
-        if (kvf_prng_below(&qr, 4) == 0) kvf_recipe_draw_quant(&out->quant, rp, &qr);
+        if (kvf_prng_below(&qr, 4) == 0 || !(dtypes & KVF_KV_DTYPES_BF16))
+            kvf_recipe_draw_quant_in(&out->quant, rp, &qr, dtypes);
     }
     return 0;
 }

@@ -66,3 +66,25 @@ void kvf_kv_quant_text(const kvf_kv_quant *q, char *buf, size_t size) {
     snprintf(buf, size, "k %s v %s scales %s", kvf_kv_dtype_name(q->k_dtype),
              kvf_kv_dtype_name(q->v_dtype), kvf_scale_granularity_name(q->granularity));
 }
+
+static const struct {
+    const char *name;
+    unsigned set;
+} dtype_sets[] = {{"any", KVF_KV_DTYPES_ALL},
+                  {"bf16", KVF_KV_DTYPES_BF16},
+                  {"fp8", KVF_KV_DTYPES_FP8},
+                  {"e4m3", 1u << KVF_KV_E4M3},
+                  {"e5m2", 1u << KVF_KV_E5M2}};
+
+int kvf_kv_dtypes_parse(const char *name) {
+    for (size_t i = 0; name && i < sizeof dtype_sets / sizeof dtype_sets[0]; i++)
+        if (!strcmp(name, dtype_sets[i].name)) return (int)dtype_sets[i].set;
+    return -1;
+}
+
+const char *kvf_kv_dtypes_name(unsigned set) {
+    set = kvf_kv_dtypes_norm(set);
+    for (size_t i = 0; i < sizeof dtype_sets / sizeof dtype_sets[0]; i++)
+        if (dtype_sets[i].set == set) return dtype_sets[i].name;
+    return "?";
+}

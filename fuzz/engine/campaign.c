@@ -235,9 +235,12 @@ void kvf_campaign_print_summary(FILE *f, const kvf_campaign_opts *o, const kvf_c
     fprintf(f, "  corpus %" PRId64 " (+%" PRId64 " new", st->corpus_size, st->corpus_added);
     if (st->corpus_unsaved) fprintf(f, ", %" PRId64 " of them not saved", st->corpus_unsaved);
     fprintf(f, ")\n");
-    if (st->judged_quant)
-        fprintf(f, "  kv caches: %" PRId64 " of the judged cases had FP8 caches\n",
-                st->judged_quant);
+    const unsigned dtypes = kvf_kv_dtypes_norm(o->mutate.kv_dtypes);
+    if (st->judged_quant || dtypes != KVF_KV_DTYPES_ALL) {
+        fprintf(f, "  kv caches: %" PRId64 " of the judged cases had FP8 caches", st->judged_quant);
+        if (dtypes != KVF_KV_DTYPES_ALL) fprintf(f, " (--kv-dtype %s)", kvf_kv_dtypes_name(dtypes));
+        fputc('\n', f);
+    }
     if (st->shape_set_size)
         fprintf(f,
                 "  shapes: %d in the shape set, %" PRId64 " case(s) took one of them instead of "
@@ -284,6 +287,14 @@ int kvf_campaign_init(kvf_campaign **out, const kvf_campaign_opts *o, kvf_campai
     *out = NULL;
     memset(st, 0, sizeof *st);
     if (!o->kernel && !o->oracle_only) return kvf_error_set(err, KVF_EINVAL, "no kernel given");
+    /* FP8 caches in every case (a dtype set without bf16) need a kernel that reads them. */
+    const int quant_kernel = !o->kernel || o->oracle_only || kvf_kernel_takes_quant(o->kernel);
+    if (!quant_kernel && (!(kvf_kv_dtypes_norm(o->mutate.kv_dtypes) & KVF_KV_DTYPES_BF16) ||
+                          !(kvf_kv_dtypes_norm(o->large.kv_dtypes) & KVF_KV_DTYPES_BF16)))
+        return kvf_error_set(err, KVF_EINVAL,
+                             "kernel %s does not read FP8 caches, and every case was to have "
+                             "them",
+                             o->kernel->name);
     kvf_campaign *cp = calloc(1, sizeof *cp);
     if (!cp) return kvf_error_set(err, KVF_ENOMEM, "out of memory");
     /* Buffer layouts only for a kernel whose host lays them out (kvf_kernel_takes_layouts). */
@@ -291,8 +302,7 @@ int kvf_campaign_init(kvf_campaign **out, const kvf_campaign_opts *o, kvf_campai
     if (o->kernel && !kvf_kernel_takes_layouts(o->kernel))
         cp->own_opts.mutate.allow_layouts = cp->own_opts.large.allow_layouts = 0;
     /* Quantized caches only for a kernel that reads them (kvf_kernel_takes_quant). */
-    if (o->kernel && !o->oracle_only && !kvf_kernel_takes_quant(o->kernel))
-        cp->own_opts.mutate.allow_quant = cp->own_opts.large.allow_quant = 0;
+    if (!quant_kernel) cp->own_opts.mutate.allow_quant = cp->own_opts.large.allow_quant = 0;
     cp->opts = &cp->own_opts;
     int shapes = o->shape_set;
     if (shapes < 0)

@@ -149,6 +149,12 @@ static kvf__job *make_job(struct kvf_campaign *cp, kvf__generator *g, uint64_t i
                 for (int m = 0; m < moves; m++)
                     kvf_spec_mutate(&s, rng, -1, &o->mutate, &o->case_limits);
             }
+            /* An initial entry runs as it is, but for its caches' dtypes when the campaign
+             * restricts them (--kv-dtype): a bf16 entry gets the FP8 caches of its seed, an
+             * FP8 one is made bf16 or takes the dtypes asked for; explicit tensors keep theirs
+             * (kvf_spec_fit_quant). */
+            if (as_is && kvf_kv_dtypes_norm(o->mutate.kv_dtypes) != KVF_KV_DTYPES_ALL)
+                kvf_spec_fit_quant(&s, &o->mutate);
             j->from_corpus = as_is;
         }
         free(base.bytes);

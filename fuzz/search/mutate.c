@@ -36,6 +36,15 @@ void kvf_mutate_limits_default(kvf_mutate_limits *lim) {
     lim->allow_nonfinite = 0;
     lim->allow_layouts = 1;
     lim->allow_quant = 1;
+    lim->kv_dtypes = KVF_KV_DTYPES_ALL;
+}
+
+/* Whether lim lets a case hold FP8 caches, and whether it asks for them in every case. */
+static int quant_allowed(const kvf_mutate_limits *lim) {
+    return lim->allow_quant && (kvf_kv_dtypes_norm(lim->kv_dtypes) & KVF_KV_DTYPES_FP8);
+}
+static int quant_required(const kvf_mutate_limits *lim) {
+    return quant_allowed(lim) && !(kvf_kv_dtypes_norm(lim->kv_dtypes) & KVF_KV_DTYPES_BF16);
 }
 
 static uint64_t below(kvf_prng *rng, uint64_t n) {
@@ -56,6 +65,7 @@ void kvf_mutate_random_opts(kvf_random_opts *o, const kvf_mutate_limits *lim) {
     o->allow_high_ids = lim->allow_high_ids;
     o->layouts = lim->allow_layouts;
     o->quant = lim->allow_quant;
+    o->kv_dtypes = kvf_kv_dtypes_norm(lim->kv_dtypes);
 }
 
 /* ---- overrides ------------------------------------------------------------------------------ */
@@ -586,12 +596,14 @@ static int apply(kvf_spec *s, kvf_prng *rng, int m, const kvf_mutate_limits *lim
     case KVF_MUT_EXPLICIT:
         return s->has_explicit ? mutate_explicit(s, rng, lim->allow_nonfinite) : 1;
     case KVF_MUT_QUANT:
-        if (!lim->allow_quant || s->has_explicit) return 1;
-        /* Back to bf16 half the time the caches are quantized; otherwise drawn anew. */
-        if (!kvf_quant_recipe_is_plain(&s->quant) && below(rng, 2))
+        if (!quant_allowed(lim) || s->has_explicit) return 1;
+        /* Back to bf16 half the time the caches are quantized (where bf16 is allowed: the
+         * draw is made either way, so a seed moves the same under both); otherwise drawn
+         * anew. */
+        if (!kvf_quant_recipe_is_plain(&s->quant) && below(rng, 2) && !quant_required(lim))
             memset(&s->quant, 0, sizeof s->quant);
         else
-            kvf_recipe_draw_quant(&s->quant, &s->recipe, rng);
+            kvf_recipe_draw_quant_in(&s->quant, &s->recipe, rng, lim->kv_dtypes);
         return 0;
     default:
         return 1;
@@ -657,15 +669,34 @@ static void fit_layout(kvf_spec *s, const kvf_mutate_limits *lim) {
     if ((int64_t)l->kv_page_pad > kvf_recipe_max_page_pad(rp)) l->kv_page_pad = 0;
 }
 
-/* Quantized caches only where allowed and without explicit tensors; per-slot scales only for a
- * pool of at most 2^20 slots and KV heads (else per head); K and V overrides rounded to the
- * caches' FP8 values, which the case must hold (kvf_case_validate). */
-static void fit_quant(kvf_spec *s, const kvf_mutate_limits *lim) {
+/* A cache's dtype within the set, which holds an FP8 dtype: its own when the set holds it,
+ * else the other cache's when that is an FP8 dtype inside the set, else the set's first FP8
+ * dtype. */
+static uint8_t dtype_within(int dt, int other, unsigned set) {
+    if (kvf_kv_dtypes_has(set, dt)) return (uint8_t)dt;
+    if (kvf_kv_dtype_is_fp8(other) && kvf_kv_dtypes_has(set, other)) return (uint8_t)other;
+    return kvf_kv_dtypes_has(set, KVF_KV_E4M3) ? KVF_KV_E4M3 : KVF_KV_E5M2;
+}
+
+/* Quantized caches only where allowed and, with explicit tensors, with tensor scales only;
+ * FP8 caches of the set's dtypes where the limits require them (explicit tensors excepted);
+ * per-slot scales only for a pool of at most 2^20 slots and KV heads (else per head); K and V
+ * overrides rounded to the caches' FP8 values, which the case must hold (kvf_case_validate). */
+void kvf_spec_fit_quant(kvf_spec *s, const kvf_mutate_limits *lim) {
     kvf_quant_recipe *q = &s->quant;
+    /* Explicit tensors hold the values they came with (an imported workload): their dtypes
+     * stay, since other dtypes would mean other values. */
+    if (quant_required(lim) && !s->has_explicit && kvf_quant_recipe_is_plain(q))
+        kvf_recipe_draw_quant_seeded(q, &s->recipe, lim->kv_dtypes);
+    if (quant_allowed(lim) && !s->has_explicit && !kvf_quant_recipe_is_plain(q)) {
+        const int k = q->kv.k_dtype, v = q->kv.v_dtype;
+        q->kv.k_dtype = dtype_within(k, v, lim->kv_dtypes);
+        q->kv.v_dtype = dtype_within(v, q->kv.k_dtype, lim->kv_dtypes);
+    }
     if (kvf_quant_recipe_is_plain(q)) return;
     /* Explicit tensors keep tensor scales (an imported FP8 workload; their values are images,
      * and mutate_explicit writes images); other quantizations cannot sit beside them. */
-    if (!lim->allow_quant || (s->has_explicit && q->kv.granularity != KVF_SCALE_TENSOR)) {
+    if (!quant_allowed(lim) || (s->has_explicit && q->kv.granularity != KVF_SCALE_TENSOR)) {
         memset(q, 0, sizeof *q);
         return;
     }
@@ -765,7 +796,7 @@ void kvf_spec_fit(kvf_spec *s, const kvf_mutate_limits *lim) {
     }
     if (!uses_high_ids(rp->table)) rp->page_id_base = 0;
     fit_layout(s, lim);
-    fit_quant(s, lim);
+    kvf_spec_fit_quant(s, lim);
     kvf_strides st;
     kvf_layout_strides(&s->layout, rp->num_qo_heads, rp->num_kv_heads, rp->head_dim, rp->page_size,
                        &st);

@@ -44,4 +44,26 @@ int64_t kvf_kv_quant_scale_count(const kvf_kv_quant *q, int32_t num_kv_heads, in
 /* "bf16", "k e4m3 v e5m2 scales per head": for messages. */
 void kvf_kv_quant_text(const kvf_kv_quant *q, char *buf, size_t size);
 
+/* A set of cache dtypes: bit 1 << d for each kvf_kv_dtype d a cache may hold. Generators and
+ * mutators take one (kvf_random_opts.kv_dtypes, kvf_mutate_limits.kv_dtypes) to keep every
+ * case they make within it; 0 stands for every dtype. A set without bf16 asks for FP8 caches
+ * in every case. */
+#define KVF_KV_DTYPES_BF16 (1u << KVF_KV_BF16)
+#define KVF_KV_DTYPES_FP8 ((1u << KVF_KV_E4M3) | (1u << KVF_KV_E5M2))
+#define KVF_KV_DTYPES_ALL (KVF_KV_DTYPES_BF16 | KVF_KV_DTYPES_FP8)
+/* The set itself, with 0 read as KVF_KV_DTYPES_ALL. */
+static inline unsigned kvf_kv_dtypes_norm(unsigned set) {
+    set &= KVF_KV_DTYPES_ALL;
+    return set ? set : KVF_KV_DTYPES_ALL;
+}
+static inline int kvf_kv_dtypes_has(unsigned set, int dtype) {
+    return dtype >= 0 && dtype < KVF_KV_DTYPE_COUNT && (kvf_kv_dtypes_norm(set) >> dtype) & 1u;
+}
+/* The set named `name`: "any" (every dtype), "bf16", "fp8" (e4m3 and e5m2), "e4m3", "e5m2";
+ * -1 for any other name. */
+int kvf_kv_dtypes_parse(const char *name);
+/* The name kvf_kv_dtypes_parse takes for a set ("any" for 0), or "?" for a set it has none
+ * for. */
+const char *kvf_kv_dtypes_name(unsigned set);
+
 #endif

@@ -288,6 +288,11 @@ typedef struct kvf_random_opts {
     int expansion;      /* kvf_expansion of the recipes drawn; 0 means KVF_EXPANSION_DEFAULT */
     int layouts;        /* may draw a buffer layout other than the dense one (one in four) */
     int quant;          /* may draw quantized caches (kvf_recipe_draw_quant, one in four) */
+    /* With quant, the dtypes a cache may hold (KVF_KV_DTYPES_*, kvfuzz/kv_quant.h; 0: all).
+     * Without bf16 every recipe is quantized (the draw that one recipe in four makes), its FP8
+     * dtypes restricted to the set; without FP8 none is. KVF_KV_DTYPES_ALL draws as before the
+     * set existed. */
+    unsigned kv_dtypes;
 } kvf_random_opts;
 
 void kvf_random_opts_default(kvf_random_opts *opts);
@@ -310,6 +315,17 @@ int64_t kvf_recipe_max_page_pad(const kvf_recipe *rp);
  * tens of them, fine significands half the time. One in two draws also moves the k or v
  * distribution's scale to the dtype's largest values (saturation) or its subnormals. */
 void kvf_recipe_draw_quant(kvf_quant_recipe *out, kvf_recipe *rp, kvf_prng *r);
+/* The same draw with each cache's FP8 dtype kept within `kv_dtypes` (KVF_KV_DTYPES_*; 0: all):
+ * a dtype outside it is replaced by the other FP8 dtype, before the draws that depend on it.
+ * With both FP8 dtypes in the set it is kvf_recipe_draw_quant, draw for draw. The set must
+ * hold an FP8 dtype. */
+void kvf_recipe_draw_quant_in(kvf_quant_recipe *out, kvf_recipe *rp, kvf_prng *r,
+                              unsigned kv_dtypes);
+/* The quantization kvf_spec_random gives rp's seed when every recipe must be quantized, the
+ * draw from the seed's own quantization stream, within `kv_dtypes`: for callers that must give
+ * a recipe FP8 caches without a generator of their own (kvf_spec_fit), so that the same recipe
+ * always gets the same caches. */
+void kvf_recipe_draw_quant_seeded(kvf_quant_recipe *out, kvf_recipe *rp, unsigned kv_dtypes);
 
 /* A random, valid spec from `seed`: every table kind, distribution, logit shape, poison bit
  * and GQA group 1..16 (with 5 and 7) can come out; shapes from the grid D in {64,128,256},

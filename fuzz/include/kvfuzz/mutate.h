@@ -35,6 +35,14 @@ typedef struct kvf_mutate_limits {
                             domain, docs/design.md §4); unused slots take them regardless */
     int allow_layouts;   /* may give a case a buffer layout other than the dense one */
     int allow_quant;     /* may give a case FP8 caches and scales (kvf_recipe_draw_quant) */
+    /* The dtypes a cache may hold (KVF_KV_DTYPES_*, kvfuzz/kv_quant.h; 0: all), honoured by
+     * fresh recipes, moves and fitting alike. Without bf16 (and with allow_quant) every case
+     * gets FP8 caches: a bf16 spec is given the quantization kvf_spec_random draws for its
+     * seed, a cache of a dtype outside the set takes one inside it, and the quant move never
+     * goes back to bf16; explicit tensors then keep the dtypes they came with, since other
+     * dtypes would need other values. Without FP8 no case keeps quantized caches, explicit
+     * tensors included (as without allow_quant). */
+    unsigned kv_dtypes;
 } kvf_mutate_limits;
 
 /* The smallest max_work under which a case is not empty: one token of one head of one
@@ -43,7 +51,7 @@ typedef struct kvf_mutate_limits {
 
 /* Defaults: batch <= 4, <= 8 pages of <= 256 slots, D <= 256, group <= 16, work <= 2^17,
  * pool <= 2^15 elements per cache, 16 overrides, overflow and high ids allowed, NaN/inf only where
- * they are never read. */
+ * they are never read, every cache dtype. */
 void kvf_mutate_limits_default(kvf_mutate_limits *lim);
 
 /* The moves, for counting and tests. */
@@ -68,7 +76,8 @@ typedef enum kvf_mutation {
     KVF_MUT_DROP_OVERRIDE, /* remove one override */
     KVF_MUT_EXPLICIT,      /* one element or page id of explicit tensors */
     KVF_MUT_LAYOUT,        /* the buffer layout: drawn anew, or back to dense */
-    KVF_MUT_QUANT,         /* the caches' dtypes and scales: drawn anew, or back to bf16 */
+    KVF_MUT_QUANT,         /* the caches' dtypes and scales: drawn anew, or back to bf16
+                              (never when lim->kv_dtypes leaves bf16 out) */
     KVF_MUT_COUNT
 } kvf_mutation;
 
@@ -89,8 +98,15 @@ int kvf_spec_crossover(kvf_spec *out, const kvf_spec *a, const kvf_spec *b, kvf_
 
 /* Shrinks a spec into the budget: batch, pages, page size, head dim, group, work, pool and
  * override count, in that order, changing as little as it can. Explicit tensors are dropped
- * when the shape must change. */
+ * when the shape must change. The caches' quantization is then fitted (kvf_spec_fit_quant). */
 void kvf_spec_fit(kvf_spec *spec, const kvf_mutate_limits *lim);
+
+/* The caches' quantization alone brought within lim (allow_quant, kv_dtypes), everything else
+ * kept: dropped where not allowed, drawn from the spec's seed (kvf_recipe_draw_quant_seeded)
+ * or its dtypes changed where FP8 caches of other dtypes are required, per-slot scales made
+ * per-head for a large pool, K and V overrides rounded to the caches' dtypes. Deterministic:
+ * the same spec and limits give the same result. */
+void kvf_spec_fit_quant(kvf_spec *spec, const kvf_mutate_limits *lim);
 
 /* Makes the overrides consistent with the expanded case (indices and page ids wrapped into
  * range, impossible ones dropped) and checks that the spec builds. Unless allow_nonfinite, it
