@@ -33,7 +33,8 @@
 // row, half a bf16 tile, with two more stages in flight; 16-byte chunks of odd rows are swizzled
 // (f8_chunk) instead of padded. Each lane widens 16 key bytes of its token per 64 dims to bf16
 // (exact: fp8.cuh) straight into the MMA's B fragments, q's A fragments taking the dims in the
-// matching order, and each V element to f32 where P.V reads it. Scales as FlashInfer applies
+// matching order, and each V element to f32 where P.V reads it; by bit placement and one bf16
+// FMA, or, for a warp whose bytes of the tile hold a NaN (or e5m2 infinity), by conversions. Scales as FlashInfer applies
 // them: a per-tensor or per-head k_scale folded into the logit scale, v_scale multiplying o
 // after the division (here, or in the merge); per-token scales multiply each dot and each
 // weight (their copies ride in the ring, 4 bytes a row). docs/strict-rule.md ("Quantized
@@ -57,6 +58,13 @@
 #include "../mutants.h"
 #include "fp8.cuh"
 #include "split_item.h"
+
+#ifndef KVF_FP8_FAST_K
+#define KVF_FP8_FAST_K 1
+#endif
+#ifndef KVF_FP8_FAST_V
+#define KVF_FP8_FAST_V 1
+#endif
 
 namespace kvf {
 
@@ -597,21 +605,38 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
         float sc[4] = {0.f, 0.f, 0.f, 0.f};
         if constexpr (F8) {
             // Lane (r, tq) widens 16 key bytes of token r per 64 dims, four MMAs' B fragments
-            // (the dims order of qf above).
+            // (the dims order of qf above). Without a NaN (or e5m2 infinity) byte among the
+            // warp's keys of this tile, by bit placement (fp8.cuh); else by conversions. The
+            // choice is the warp's, as the MMAs need all its lanes.
             const unsigned char *kb = sk8 + (nb * 8 + r) * C::ROWB;
+            uint32_t kw[D / 16];
+            uint32_t special = 0;
 #pragma unroll
             for (int j = 0; j < D / 64; ++j) {
                 const uint4 w = *reinterpret_cast<const uint4 *>(kb + f8_chunk<D>(r, 4 * j + tq));
-                const uint32_t wi[4] = {w.x, w.y, w.z, w.w};
+                kw[4 * j] = w.x, kw[4 * j + 1] = w.y, kw[4 * j + 2] = w.z, kw[4 * j + 3] = w.w;
+            }
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    uint2 bf = fp8x4_to_bf16x4(wi[i], k_e5m2);
-                    if constexpr (KVF_BUG(B, FP8_SUBNORMAL_FLUSH)) {
-                        const float4 f = mut_fp8_flush(fp8x4_to_float4(wi[i], k_e5m2), k_e5m2);
-                        bf = make_uint2(pack_bf16x2_rn(f.x, f.y), pack_bf16x2_rn(f.z, f.w));
-                    }
-                    mma_bf16_16816(sc, qf[4 * j + i], bf.x, bf.y);
+            for (int i = 0; i < D / 16; ++i)
+                special |= fp8_special_sum(kw[i], k_e5m2);
+            auto scores8 = [&](auto widen) {
+#pragma unroll
+                for (int i = 0; i < D / 16; ++i) {
+                    const uint2 bf = widen(kw[i]);
+                    mma_bf16_16816(sc, qf[i], bf.x, bf.y);
                 }
+            };
+            if (KVF_FP8_FAST_K && !KVF_BUG(B, FP8_SUBNORMAL_FLUSH) &&
+                !__any_sync(0xffffffffu, special & 0x80808080u)) {
+                scores8([&](uint32_t w) { return fp8x4_to_bf16x4_fast(w, k_e5m2); });
+            } else {
+                scores8([&](uint32_t w) {
+                    if constexpr (KVF_BUG(B, FP8_SUBNORMAL_FLUSH)) {
+                        const float4 f = mut_fp8_flush(fp8x4_to_float4(w, k_e5m2), k_e5m2);
+                        return make_uint2(pack_bf16x2_rn(f.x, f.y), pack_bf16x2_rn(f.z, f.w));
+                    }
+                    return fp8x4_to_bf16x4(w, k_e5m2);
+                });
             }
         } else if constexpr (kMma) {
             const uint16_t *kb = sk + (nb * 8 + (lane & 7)) * C::ROW + (lane >> 3) * 8;
@@ -716,35 +741,69 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
             }
         }
         const uint16_t *vb = sv + nb * 8 * C::ROW + ms * C::DSL + lane * C::DPL;
-        const unsigned char *vb8 = sv8 + nb * 8 * C::ROWB;
+        // P.V over the block's 8 rows; value_row(j, vf) gives this lane's DPL values of row j.
+        auto pv = [&](auto value_row) {
 #pragma unroll
-        for (int jh = 0; jh < 8; jh += 4) {
-            float4 w4[G];
+            for (int jh = 0; jh < 8; jh += 4) {
+                float4 w4[G];
 #pragma unroll
-            for (int g = 0; g < G; ++g)
-                w4[g] = *reinterpret_cast<const float4 *>(pw + g * C::PW + jh);
+                for (int g = 0; g < G; ++g)
+                    w4[g] = *reinterpret_cast<const float4 *>(pw + g * C::PW + jh);
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                float vf[C::DPL];
-                const uint16_t *vrow = vb + (jh + j) * C::ROW;
-                if constexpr (F8) {
-                    // Rows alternate parity with j (nb * 8 and jh are even): two offsets.
-                    const unsigned char *vr = vb8 + (jh + j) * C::ROWB + ((j & 1) ? voff1 : voff0);
-                    if constexpr (C::DPL == 4) {
-                        const float4 f =
-                            fp8x4_to_float4(*reinterpret_cast<const uint32_t *>(vr), v_e5m2);
-                        vf[0] = f.x, vf[1] = f.y, vf[2] = f.z, vf[3] = f.w;
-                    } else {
-                        const float2 f =
-                            fp8x2_to_float2(*reinterpret_cast<const uint16_t *>(vr), v_e5m2);
-                        vf[0] = f.x, vf[1] = f.y;
+                for (int j = 0; j < 4; ++j) {
+                    float vf[C::DPL];
+                    value_row(jh + j, vf);
+#pragma unroll
+                    for (int g = 0; g < G; ++g) {
+                        const float pj = j == 0   ? w4[g].x
+                                         : j == 1 ? w4[g].y
+                                         : j == 2 ? w4[g].z
+                                                  : w4[g].w;
+#pragma unroll
+                        for (int v = 0; v < C::DPL; ++v) {
+                            if constexpr (KVF_BUG_BF16_ACC(B)) // P.V accumulated in bf16
+                                acc[g][v] = mut_bf16_round(fmaf(pj, vf[v], acc[g][v]));
+                            else
+                                acc[g][v] = fmaf(pj, vf[v], acc[g][v]);
+                        }
                     }
+                }
+            }
+        };
+        if constexpr (F8) {
+            // This lane's DPL value bytes of each row (rows alternate parity: two offsets), read
+            // first so that one test finds a NaN (or e5m2 infinity) byte among them: without
+            // one anywhere in the warp, widened by bit placement; else by conversions (fp8.cuh).
+            const unsigned char *vb8 = sv8 + nb * 8 * C::ROWB;
+            uint32_t vw[8];
+            uint32_t special = 0;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const unsigned char *vr = vb8 + j * C::ROWB + ((j & 1) ? voff1 : voff0);
+                vw[j] = C::DPL == 4 ? *reinterpret_cast<const uint32_t *>(vr)
+                                    : *reinterpret_cast<const uint16_t *>(vr);
+                special |= fp8_special_sum(vw[j], v_e5m2);
+            }
+            auto fp8_rows = [&](auto widen4) {
+                return [&, widen4](int j, float *vf) {
+                    const float4 f = widen4(vw[j]);
+                    vf[0] = f.x, vf[1] = f.y;
+                    if constexpr (C::DPL == 4) vf[2] = f.z, vf[3] = f.w;
                     if constexpr (KVF_BUG(B, FP8_SUBNORMAL_FLUSH)) {
 #pragma unroll
                         for (int v = 0; v < C::DPL; ++v)
                             vf[v] = mut_fp8_flush1(vf[v], v_e5m2);
                     }
-                } else if constexpr (C::DPL == 4) {
+                };
+            };
+            if (KVF_FP8_FAST_V && !__any_sync(0xffffffffu, special & 0x80808080u))
+                pv(fp8_rows([&](uint32_t w) { return fp8x4_to_float4_fast(w, v_e5m2); }));
+            else
+                pv(fp8_rows([&](uint32_t w) { return fp8x4_to_float4(w, v_e5m2); }));
+        } else {
+            pv([&](int j, float *vf) {
+                const uint16_t *vrow = vb + j * C::ROW;
+                if constexpr (C::DPL == 4) {
                     const uint2 w = *reinterpret_cast<const uint2 *>(vrow);
                     vf[0] = bf16lo(w.x), vf[1] = bf16hi(w.x), vf[2] = bf16lo(w.y);
                     vf[3] = bf16hi(w.y);
@@ -752,21 +811,7 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
                     const uint32_t w = *reinterpret_cast<const uint32_t *>(vrow);
                     vf[0] = bf16lo(w), vf[1] = bf16hi(w);
                 }
-#pragma unroll
-                for (int g = 0; g < G; ++g) {
-                    const float pj = j == 0   ? w4[g].x
-                                     : j == 1 ? w4[g].y
-                                     : j == 2 ? w4[g].z
-                                              : w4[g].w;
-#pragma unroll
-                    for (int v = 0; v < C::DPL; ++v) {
-                        if constexpr (KVF_BUG_BF16_ACC(B)) // P.V accumulated in bf16
-                            acc[g][v] = mut_bf16_round(fmaf(pj, vf[v], acc[g][v]));
-                        else
-                            acc[g][v] = fmaf(pj, vf[v], acc[g][v]);
-                    }
-                }
-            }
+            });
         }
     }
 

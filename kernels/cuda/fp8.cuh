@@ -7,6 +7,16 @@
 //   e4m3 -> f16: cvt.rn.f16x2.e4m3x2 (sm_89 and newer), exact;
 //   f16 -> f32 -> bf16: exact conversions.
 // Shared by the split kernel (decode.cuh) and cuda-naive (naive.cu).
+//
+// The split kernel's common path widens without conversion instructions, whose issue rate is a
+// quarter of the integer and FMA pipes' and bounded its FP8 throughput (docs/performance.md):
+//   fp8x4_to_bf16x4_fast places each byte's sign and magnitude bits where a bf16's sit, a bf16
+//   whose value is the element's times 2^-bias (a subnormal bf16 for a subnormal element), and
+//   multiplies by 2^bias (bias 120 for e4m3, 112 for e5m2) in one bf16x2 FMA: exact, as a power
+//   of two times a bf16 whose result is a normal bf16, and the FMA keeps subnormal operands.
+//   The NaN bytes (and e5m2's infinities) would widen to finite numbers there: fp8x4_special
+//   finds them first, and the caller takes the conversion path for them.
+// tests/test_fp8_widen.c checks both paths against the host's decoding for every byte.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -51,6 +61,53 @@ __device__ __forceinline__ uint2 fp8x4_to_bf16x4(uint32_t w, bool e5m2) {
     const float4 f = fp8x4_to_float4(w, e5m2);
     __nv_bfloat162 lo = __floats2bfloat162_rn(f.x, f.y), hi = __floats2bfloat162_rn(f.z, f.w);
     return make_uint2(*reinterpret_cast<uint32_t *>(&lo), *reinterpret_cast<uint32_t *>(&hi));
+}
+
+// Nonzero when one of the four FP8 elements of w is one that fp8x4_to_bf16x4_fast does not
+// widen: an e4m3 NaN (S.1111.111) or an e5m2 infinity or NaN (S.11111.xx). The byte's bits
+// below the sign, masked to the exponent (and e4m3's mantissa), plus one unit carry into bit 7
+// only when all are set, and never into the next byte. Callers may OR the sums of several
+// words before the final mask: kvf::fp8_special_sum, then & 0x80808080.
+__device__ __forceinline__ uint32_t fp8_special_sum(uint32_t w, bool e5m2) {
+    return (w & (e5m2 ? 0x7C7C7C7Cu : 0x7F7F7F7Fu)) + (e5m2 ? 0x04040404u : 0x01010101u);
+}
+__device__ __forceinline__ uint32_t fp8x4_special(uint32_t w, bool e5m2) {
+    return fp8_special_sum(w, e5m2) & 0x80808080u;
+}
+
+// PTX prmt in its default mode: a selector nibble of 8 + i replicates byte i's sign bit.
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t sel) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, 0, %2;" : "=r"(d) : "r"(a), "r"(sel));
+    return d;
+}
+
+// x * s per bf16 half, rounded to nearest (exact for the operands below); -0 as the addend
+// keeps the product's sign for zeros.
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t x, uint32_t s) {
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(x), "r"(s), "r"(0x80008000u));
+    return d;
+}
+
+// Four FP8 elements as two bf16x2 words, as fp8x4_to_bf16x4 gives them, for a word where
+// fp8x4_special(w) is 0. Each half of prmt's result is a byte sign-extended to 16 bits; shifted
+// left so that its 7 magnitude bits sit under a bf16's exponent and mantissa (4 for e4m3's
+// 4-bit exponent, 5 for e5m2's 5), the mask keeps them and one sign bit.
+__device__ __forceinline__ uint2 fp8x4_to_bf16x4_fast(uint32_t w, bool e5m2) {
+    const int sh = e5m2 ? 5 : 4;
+    const uint32_t keep = e5m2 ? 0x8FE08FE0u : 0x87F087F0u;
+    const uint32_t pow2 = e5m2 ? 0x77807780u : 0x7B807B80u; // 2^112 or 2^120, each half
+    const uint32_t lo = (prmt(w, 0x9180u) << sh) & keep;    // bytes 0, 1
+    const uint32_t hi = (prmt(w, 0xB3A2u) << sh) & keep;    // bytes 2, 3
+    return make_uint2(bf16x2_mul(lo, pow2), bf16x2_mul(hi, pow2));
+}
+
+// The same four elements as f32, from the bf16 words (a bf16 is an f32's high half).
+__device__ __forceinline__ float4 fp8x4_to_float4_fast(uint32_t w, bool e5m2) {
+    const uint2 b = fp8x4_to_bf16x4_fast(w, e5m2);
+    return make_float4(__uint_as_float(b.x << 16), __uint_as_float(b.x & 0xffff0000u),
+                       __uint_as_float(b.y << 16), __uint_as_float(b.y & 0xffff0000u));
 }
 
 // One FP8 element as f32.
