@@ -33,8 +33,9 @@
 // row, half a bf16 tile, with two more stages in flight; 16-byte chunks of odd rows are swizzled
 // (f8_chunk) instead of padded. Each lane widens 16 key bytes of its token per 64 dims to bf16
 // (exact: fp8.cuh) straight into the MMA's B fragments, q's A fragments taking the dims in the
-// matching order, and each V element to f32 where P.V reads it; by bit placement and one bf16
-// FMA, or, for a warp whose bytes of the tile hold a NaN (or e5m2 infinity), by conversions. Scales as FlashInfer applies
+// matching order, and each V element to f32 where P.V reads it: by conversions, or, in a build
+// with KVF_FP8_FAST_K/V, by bit placement and one bf16 FMA unless the warp's bytes of the tile
+// hold a NaN (or e5m2 infinity). Scales as FlashInfer applies
 // them: a per-tensor or per-head k_scale folded into the logit scale, v_scale multiplying o
 // after the division (here, or in the merge); per-token scales multiply each dot and each
 // weight (their copies ride in the ring, 4 bytes a row). docs/strict-rule.md ("Quantized
@@ -59,11 +60,14 @@
 #include "fp8.cuh"
 #include "split_item.h"
 
+// FP8 keys (K) and values (V) widened by bit placement where no byte of the warp's tile is a
+// NaN or e5m2 infinity (fp8.cuh). Off unless the build asks (CMake KVF_CUDA_FP8_FAST_WIDEN):
+// the conversions are the measured path (docs/performance.md, "FP8 caches").
 #ifndef KVF_FP8_FAST_K
-#define KVF_FP8_FAST_K 1
+#define KVF_FP8_FAST_K 0
 #endif
 #ifndef KVF_FP8_FAST_V
-#define KVF_FP8_FAST_V 1
+#define KVF_FP8_FAST_V 0
 #endif
 
 namespace kvf {

@@ -8,12 +8,14 @@
 //   f16 -> f32 -> bf16: exact conversions.
 // Shared by the split kernel (decode.cuh) and cuda-naive (naive.cu).
 //
-// The split kernel's common path widens without conversion instructions, whose issue rate is a
-// quarter of the integer and FMA pipes' and bounded its FP8 throughput (docs/performance.md):
+// The split kernel can widen without conversion instructions (a build with KVF_FP8_FAST_K/V,
+// decode.cuh), whose issue rate on sm_90 is a quarter of the integer pipe's and an eighth of
+// the FMA pipe's: the likely bound of its FP8 throughput (docs/performance.md, "FP8 caches"):
 //   fp8x4_to_bf16x4_fast places each byte's sign and magnitude bits where a bf16's sit, a bf16
 //   whose value is the element's times 2^-bias (a subnormal bf16 for a subnormal element), and
 //   multiplies by 2^bias (bias 120 for e4m3, 112 for e5m2) in one bf16x2 FMA: exact, as a power
-//   of two times a bf16 whose result is a normal bf16, and the FMA keeps subnormal operands.
+//   of two times a bf16 whose result is a normal bf16, provided the FMA keeps subnormal
+//   operands (PTX has no flush-to-zero for bf16; test_fp8_widen checks it on the device).
 //   The NaN bytes (and e5m2's infinities) would widen to finite numbers there: fp8x4_special
 //   finds them first, and the caller takes the conversion path for them.
 // tests/test_fp8_widen.c checks both paths against the host's decoding for every byte.
