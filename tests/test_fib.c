@@ -182,6 +182,23 @@ static void test_origin_section_round_trip(void) {
     kvf_spec_free(&s);
 }
 
+/* The definition shipped under fib/definitions/gqa_paged/NAME.json (when KVF_SOURCE_DIR names
+ * the checkout) is `text`, byte for byte. */
+static void check_shipped_definition(const char *name, const char *text) {
+    const char *srcdir = getenv("KVF_SOURCE_DIR");
+    if (!srcdir) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/fib/definitions/gqa_paged/%s.json", srcdir, name);
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    if (!f) return;
+    static char shipped[65536];
+    size_t n = fread(shipped, 1, sizeof shipped - 1, f);
+    fclose(f);
+    shipped[n] = 0;
+    CHECK(strcmp(shipped, text) == 0);
+}
+
 static void test_definition_parse(void) {
     char *text = kvf_fib_definition_json(20, 4, 128, 64, KVF_KV_BF16);
     CHECK(text != NULL);
@@ -194,20 +211,7 @@ static void test_definition_parse(void) {
     CHECK(d.num_qo_heads == 20 && d.num_kv_heads == 4 && d.head_dim == 128 && d.page_size == 64);
     CHECK(d.has_last_page_len);
     /* The shipped seed definition is the generated one. */
-    const char *srcdir = getenv("KVF_SOURCE_DIR");
-    if (srcdir) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/fib/definitions/gqa_paged/%s.json", srcdir, d.name);
-        FILE *f = fopen(path, "rb");
-        CHECK(f != NULL);
-        if (f) {
-            static char shipped[65536];
-            size_t n = fread(shipped, 1, sizeof shipped - 1, f);
-            fclose(f);
-            shipped[n] = 0;
-            CHECK(strcmp(shipped, text) == 0);
-        }
-    }
+    check_shipped_definition(d.name, text);
     /* A dtype kvfuzz does not run, with its name. */
     char *p = strstr(text, "\"dtype\": \"bfloat16\"");
     CHECK(p != NULL);
@@ -466,20 +470,7 @@ static void test_fp8_definition_parse(void) {
                                  "product rounded to float32\\n"
                                  "    k_cache = k_cache.to(torch.float32) * k_scale\\n"
                                  "    v_cache = v_cache.to(torch.float32) * v_scale\\n");
-        const char *srcdir = getenv("KVF_SOURCE_DIR");
-        if (srcdir) {
-            char path[4096];
-            snprintf(path, sizeof path, "%s/fib/definitions/gqa_paged/%s.json", srcdir, d.name);
-            FILE *f = fopen(path, "rb");
-            CHECK(f != NULL);
-            if (f) {
-                static char shipped[65536];
-                size_t n = fread(shipped, 1, sizeof shipped - 1, f);
-                fclose(f);
-                shipped[n] = 0;
-                CHECK(strcmp(shipped, text) == 0);
-            }
-        }
+        check_shipped_definition(d.name, text);
         free(text);
     }
     /* Page size 1: no kv_last_page_len, the scales still last. */

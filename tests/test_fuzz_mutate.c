@@ -2,6 +2,7 @@
  * the budget and inside the finite input domain while reaching every move and edge length;
  * crossover stays valid; a cache dtype set (kvf_mutate_limits.kv_dtypes) holds for fresh specs,
  * mutants, cross-overs and large specs, and the full set mutates as before it existed. */
+#include "explicit_fixture.h"
 #include "fuzz_fixtures.h"
 
 static int64_t seq_len(const kvf_recipe *rp, uint32_t b) {
@@ -161,26 +162,6 @@ static void crossover_is_valid(void) {
     }
 }
 
-/* Gives s its own generated tensors as explicit ones, the way an imported workload holds them. */
-static void give_explicit_tensors(kvf_spec *s, const kvf_limits *cl) {
-    kvf_case gen;
-    kvf_error err = {0};
-    CHECK_OK(kvf_case_build(&gen, s, cl, &err), &err);
-    kvf_explicit *ex = &s->explicit_tensors;
-    const int64_t entries = gen.kv_indptr[gen.batch_size];
-    s->has_explicit = 1;
-    ex->num_pages = gen.num_pages;
-    ex->kv_indices = malloc((size_t)(entries > 0 ? entries : 1) * 4);
-    ex->q = malloc((size_t)kvf_case_q_elems(&gen) * 2 + 2);
-    ex->k_cache = malloc(gen.pool_bytes + 2);
-    ex->v_cache = malloc(gen.pool_bytes + 2);
-    if (entries) memcpy(ex->kv_indices, gen.kv_indices, (size_t)entries * 4);
-    memcpy(ex->q, gen.q, (size_t)kvf_case_q_elems(&gen) * 2);
-    memcpy(ex->k_cache, gen.k_cache, gen.pool_bytes);
-    memcpy(ex->v_cache, gen.v_cache, gen.pool_bytes);
-    kvf_case_free(&gen);
-}
-
 /* An imported FP8 workload (explicit tensors, e5m2 caches, tensor scales): its mutants keep the
  * quantization while they keep the tensors (a value written into a cache is an image of an FP8
  * byte), keep it as a recipe once a structural move drops them, and always build. */
@@ -198,7 +179,7 @@ static void explicit_fp8_keeps_its_scales(void) {
         kvf_spec s = small_spec(2);
         s.quant =
             (kvf_quant_recipe){{KVF_KV_E5M2, KVF_KV_E5M2, KVF_SCALE_TENSOR}, 0.5f, 2.0f, 0, 0};
-        give_explicit_tensors(&s, &cl);
+        give_explicit_tensors(&s, &cl, NULL);
         for (int k = 0; k < 6; k++)
             kvf_spec_mutate(&s, &rng, i % 2 ? KVF_MUT_EXPLICIT : -1, &ml, &cl);
         kvf_case c;
@@ -416,7 +397,7 @@ static void fit_moves_caches_into_the_set(void) {
     kvf_spec_free(&s);
     /* Explicit bf16 tensors: no FP8 to give them without other values. */
     s = small_spec(9);
-    give_explicit_tensors(&s, &cl);
+    give_explicit_tensors(&s, &cl, NULL);
     ml.max_work = ml.max_pool_elems = INT64_MAX / 4;
     kvf_spec_fit(&s, &ml);
     CHECK(s.has_explicit);

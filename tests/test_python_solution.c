@@ -30,6 +30,30 @@ static void write_definition(const char *path, const char *name, const char *inp
     fclose(f);
 }
 
+/* A dataset's folders under root: definitions/ (with gqa_paged/ when op_folder), solutions/. */
+static void dataset_folders(const char *root, int op_folder) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/definitions", root);
+    mkdir(path, 0700);
+    if (op_folder) {
+        snprintf(path, sizeof path, "%s/definitions/gqa_paged", root);
+        mkdir(path, 0700);
+    }
+    snprintf(path, sizeof path, "%s/solutions", root);
+    mkdir(path, 0700);
+}
+
+/* Removes those folders (emptied by the test) and root; a folder not made is skipped. */
+static void dataset_remove(const char *root) {
+    static const char *const sub[] = {"definitions/gqa_paged", "definitions", "solutions"};
+    char path[512];
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", root, sub[i]);
+        rmdir(path);
+    }
+    rmdir(root);
+}
+
 #define INPUTS_9 "q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale"
 #define INPUTS_8 "q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale"
 
@@ -37,14 +61,9 @@ static void write_definition(const char *path, const char *name, const char *inp
  * axes fix the shapes, and one without kv_last_page_len gets the eight-argument call. */
 static void test_solution_definitions(void) {
     /* "[set]" in the folder's name: it is found as itself, not as a glob character class. */
-    char root[] = "/tmp/kvfuzz-test-data[set]-XXXXXX", path[512], def[512], sol[512];
+    char root[] = "/tmp/kvfuzz-test-data[set]-XXXXXX", def[512], sol[512];
     CHECK(mkdtemp(root) != NULL);
-    snprintf(path, sizeof path, "%s/definitions", root);
-    mkdir(path, 0700);
-    snprintf(path, sizeof path, "%s/definitions/gqa_paged", root);
-    mkdir(path, 0700);
-    snprintf(path, sizeof path, "%s/solutions", root);
-    mkdir(path, 0700);
+    dataset_folders(root, 1);
     snprintf(sol, sizeof sol, "%s/solutions/s.json", root);
 
     /* A signature in another order. */
@@ -102,13 +121,7 @@ static void test_solution_definitions(void) {
     kvf__python_kernel_free(k);
     unlink(sol);
     unlink(def);
-    snprintf(path, sizeof path, "%s/definitions/gqa_paged", root);
-    rmdir(path);
-    snprintf(path, sizeof path, "%s/definitions", root);
-    rmdir(path);
-    snprintf(path, sizeof path, "%s/solutions", root);
-    rmdir(path);
-    rmdir(root);
+    dataset_remove(root);
 }
 
 static void test_solution_json(void) {
@@ -189,13 +202,10 @@ out:
 static void test_fp8_solution(void) {
     char py[1024];
     NEED_PYTHON(py);
-    char root[] = "/tmp/kvfuzz-test-fp8-XXXXXX", path[512], def[512], sol[512], src[1024];
+    char root[] = "/tmp/kvfuzz-test-fp8-XXXXXX", def[512], sol[512], src[1024];
     CHECK(mkdtemp(root) != NULL);
     const char *name = "gqa_paged_decode_h20_kv4_d128_ps64_fp8_e4m3";
-    snprintf(path, sizeof path, "%s/definitions", root);
-    mkdir(path, 0700);
-    snprintf(path, sizeof path, "%s/solutions", root);
-    mkdir(path, 0700);
+    dataset_folders(root, 0);
     snprintf(def, sizeof def, "%s/definitions/%s.json", root, name);
     snprintf(sol, sizeof sol, "%s/solutions/s.json", root);
     snprintf(src, sizeof src, "%s/fib/definitions/gqa_paged/%s.json", source_dir(), name);
@@ -246,11 +256,7 @@ static void test_fp8_solution(void) {
     json_decref(d);
     unlink(sol);
     unlink(def);
-    snprintf(path, sizeof path, "%s/definitions", root);
-    rmdir(path);
-    snprintf(path, sizeof path, "%s/solutions", root);
-    rmdir(path);
-    rmdir(root);
+    dataset_remove(root);
 }
 
 static const check_test tests[] = {

@@ -3,6 +3,7 @@
  * explicit tensors round-trip (decode(encode(s)) == s, encode(decode(b)) == b) and rebuild the
  * same case, and an explicit pool counts against the memory budget at decode. Malformed input:
  * tests/test_spec_malformed.c. */
+#include "explicit_fixture.h"
 #include "spec_fixtures.h"
 
 /* ---- expansions ---------------------------------------------------------------------------- */
@@ -117,20 +118,10 @@ static void test_explicit_tensors_round_trip(void) {
     kvf_error err = {0};
     CHECK_OK(kvf_spec_preset(&s, "page1", 4, &err), &err);
     s.recipe.expansion = (uint8_t)g_expansion;
-    kvf_case gen;
-    CHECK_OK(kvf_case_build(&gen, &s, &lim, &err), &err);
     /* Import the generated tensors as explicit ones, as a captured workload would arrive. */
-    s.has_explicit = 1;
-    s.explicit_tensors.num_pages = gen.num_pages;
-    int64_t entries = gen.kv_indptr[gen.batch_size];
-    s.explicit_tensors.kv_indices = malloc((size_t)entries * 4);
-    memcpy(s.explicit_tensors.kv_indices, gen.kv_indices, (size_t)entries * 4);
-    s.explicit_tensors.q = malloc((size_t)kvf_case_q_elems(&gen) * 2);
-    memcpy(s.explicit_tensors.q, gen.q, (size_t)kvf_case_q_elems(&gen) * 2);
-    s.explicit_tensors.k_cache = malloc(gen.pool_bytes);
-    s.explicit_tensors.v_cache = malloc(gen.pool_bytes);
-    memcpy(s.explicit_tensors.k_cache, gen.k_cache, gen.pool_bytes);
-    memcpy(s.explicit_tensors.v_cache, gen.v_cache, gen.pool_bytes);
+    kvf_case gen;
+    give_explicit_tensors(&s, &lim, &gen);
+    const int64_t entries = gen.kv_indptr[gen.batch_size];
     uint8_t *bytes;
     size_t n;
     encode_or_fail(&s, &bytes, &n);
@@ -237,18 +228,7 @@ static void test_explicit_quantization(void) {
     CHECK_OK(kvf_spec_preset(&s, "page1", 4, &err), &err);
     s.quant = (kvf_quant_recipe){{KVF_KV_E5M2, KVF_KV_E5M2, KVF_SCALE_TENSOR}, 0.75f, 3.0f, 0, 0};
     kvf_case gen;
-    CHECK_OK(kvf_case_build(&gen, &s, &lim, &err), &err);
-    s.has_explicit = 1;
-    s.explicit_tensors.num_pages = gen.num_pages;
-    int64_t entries = gen.kv_indptr[gen.batch_size];
-    s.explicit_tensors.kv_indices = malloc((size_t)entries * 4);
-    memcpy(s.explicit_tensors.kv_indices, gen.kv_indices, (size_t)entries * 4);
-    s.explicit_tensors.q = malloc((size_t)kvf_case_q_elems(&gen) * 2);
-    memcpy(s.explicit_tensors.q, gen.q, (size_t)kvf_case_q_elems(&gen) * 2);
-    s.explicit_tensors.k_cache = malloc(gen.pool_bytes);
-    s.explicit_tensors.v_cache = malloc(gen.pool_bytes);
-    memcpy(s.explicit_tensors.k_cache, gen.k_cache, gen.pool_bytes);
-    memcpy(s.explicit_tensors.v_cache, gen.v_cache, gen.pool_bytes);
+    give_explicit_tensors(&s, &lim, &gen);
     uint8_t *bytes;
     size_t n;
     encode_or_fail(&s, &bytes, &n);
