@@ -300,8 +300,8 @@ static int decode_explicit(reader *r, kvf_spec *out, const kvf_limits *lim) {
     if (!ex->kv_indices || !ex->q || !ex->k_cache || !ex->v_cache)
         return kvf_error_set(r->err, KVF_ENOMEM, "could not allocate the explicit tensors");
     for (int64_t i = 0; i < entries; i++) {
-        uint32_t id;
-        read_u32(r, &id, "an explicit page id");
+        uint32_t id = 0;
+        if (read_u32(r, &id, "an explicit page id")) break; /* r->err holds why */
         ex->kv_indices[i] = (int32_t)id;
     }
     read_bf16_array(r, ex->q, q_elems, "explicit q");

@@ -31,7 +31,8 @@ const char *kvf_kernel_identity(const char *kernel, char *buf, size_t size) {
 
 uint64_t kvf_outcome_signature(const kvf_outcome *out, const char *kernel_name, char *text,
                                size_t size) {
-    char buf[512], identity[512];
+    /* Room for the identity and every other field: a signature is never truncated. */
+    char identity[512], buf[sizeof identity + 256];
     /* The library's folder is where it was built, not what it is: two builds of one plugin
      * give one signature (docs/plugins.md, "Names"). */
     const char *kernel = kvf_kernel_identity(kernel_name, identity, sizeof identity);
