@@ -52,6 +52,17 @@ static uint64_t case_hash(const kvf_case *c) {
         fnv_bytes(&f, c->k_cache + p * pe, (size_t)pe * 2);
         fnv_bytes(&f, c->v_cache + p * pe, (size_t)pe * 2);
     }
+    /* FP8 caches: the dtypes and every scale (bf16 cases hash as they always have). */
+    if (!kvf_kv_quant_is_plain(&c->quant)) {
+        fnv_i64(&f, c->quant.k_dtype);
+        fnv_i64(&f, c->quant.v_dtype);
+        fnv_i64(&f, c->quant.granularity);
+        int64_t ns = kvf_case_scale_count(c);
+        for (int64_t i = 0; i < ns; i++) {
+            fnv_i64(&f, kvf_f32_bits(c->k_scale[i]));
+            fnv_i64(&f, kvf_f32_bits(c->v_scale[i]));
+        }
+    }
     return f.h;
 }
 
