@@ -67,13 +67,19 @@ static int64_t splitkv_seq_len(const kvf_case *c, int32_t b) {
     return (n - 1) * c->page_size + c->kv_last_page_len[b];
 }
 
+/* The page-table entry of token t of sequence b. */
+static int64_t splitkv_entry(const kvf_case *c, int32_t b, int64_t t) {
+    int64_t entry = c->kv_indptr[b] + t / c->page_size;
+    if (KVF_MUT(EXTRA_PAGE) && entry >= c->kv_indptr[c->batch_size])
+        entry = 0; /* past the table: whatever is there */
+    return entry;
+}
+
 /* Address of (token t of sequence b, kv head g, dim 0) in a cache. */
 static const kvf_bf16 *splitkv_row(const kvf_case *c, const kvf_bf16 *cache, int32_t b, int64_t t,
                                    int32_t g) {
-    int64_t entry = c->kv_indptr[b] + t / c->page_size;
+    int64_t entry = splitkv_entry(c, b, t);
     int64_t slot = t % c->page_size;
-    if (KVF_MUT(EXTRA_PAGE) && entry >= c->kv_indptr[c->batch_size])
-        entry = 0; /* past the table: whatever is there */
     if (KVF_MUT(PAGE_SIZE_128) && c->page_size > 128)
         slot = t % 128; /* B18: slot arithmetic sized for S <= 128 */
     int64_t page = c->kv_indices[entry];
@@ -97,9 +103,11 @@ static int splitkv_scale_kv_head(const kvf_case *c, int32_t h, int32_t g) {
 static float splitkv_scale(const kvf_case *c, const float *scales, int32_t b, int64_t t,
                            int32_t sg) {
     if (!c->quant.granularity) return 1.0f;
-    if (KVF_MUT(TOKEN_SCALE_SLOT) && c->quant.granularity == KVF_SCALE_TOKEN)
-        t -= t % c->page_size; /* the page's first slot */
-    return scales[kvf_case_scale_index(c, b, t, sg)];
+    if (c->quant.granularity != KVF_SCALE_TOKEN) return scales[kvf_case_scale_index(c, b, t, sg)];
+    if (KVF_MUT(TOKEN_SCALE_SLOT)) t -= t % c->page_size; /* the page's first slot */
+    /* The slot's scale beside the row the kernel reads (a mutant's extra page included). */
+    int64_t page = c->kv_indices[splitkv_entry(c, b, t)];
+    return scales[(page * c->page_size + t % c->page_size) * c->num_kv_heads + sg];
 }
 
 /* A cache element as the kernel decodes it: the case's image, or a mutant's misreading of
