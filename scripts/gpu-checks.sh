@@ -101,7 +101,9 @@ bench() { # label, kvfuzz binary, bench arguments...
 say "benches (output in $out/bench.txt)"
 : >"$out/bench.txt"
 bench_failed=0
-for bin in "$kvfuzz" $compare; do
+bins=("$kvfuzz")
+[ -n "$compare" ] && bins+=("$compare")
+for bin in "${bins[@]}"; do
   label=$([ "$bin" = "$kvfuzz" ] && echo build || echo compare)
   for dt in e4m3 e5m2; do
     bench "$label" "$bin" --kv-dtype $dt --scales tensor --batch 32 --len 4096 --kernel cuda "${fargs[@]}"

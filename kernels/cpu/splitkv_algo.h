@@ -107,7 +107,7 @@ static float splitkv_scale(const kvf_case *c, const float *scales, int32_t b, in
     if (KVF_MUT(TOKEN_SCALE_SLOT)) t -= t % c->page_size; /* the page's first slot */
     /* The slot's scale beside the row the kernel reads (a mutant's extra page included). */
     int64_t page = c->kv_indices[splitkv_entry(c, b, t)];
-    return scales[(page * c->page_size + t % c->page_size) * c->num_kv_heads + sg];
+    return scales[kvf_case_slot_scale_index(c, page, t % c->page_size, sg)];
 }
 
 /* A cache element as the kernel decodes it: the case's image, or a mutant's misreading of

@@ -108,6 +108,11 @@ static inline int64_t kvf_case_kv_offset(const kvf_case *c, int32_t b, int64_t t
 static inline int64_t kvf_case_scale_count(const kvf_case *c) {
     return kvf_kv_quant_scale_count(&c->quant, c->num_kv_heads, c->page_size, c->num_pages);
 }
+/* Index into per-token k_scale / v_scale of (page, slot, KV head g). */
+static inline int64_t kvf_case_slot_scale_index(const kvf_case *c, int64_t page, int64_t slot,
+                                                int32_t g) {
+    return (page * c->page_size + slot) * c->num_kv_heads + g;
+}
 /* Index into k_scale / v_scale of token t of sequence b, KV head g. Valid cases with scales. */
 static inline int64_t kvf_case_scale_index(const kvf_case *c, int32_t b, int64_t t, int32_t g) {
     switch (c->quant.granularity) {
@@ -115,7 +120,7 @@ static inline int64_t kvf_case_scale_index(const kvf_case *c, int32_t b, int64_t
         return g;
     case KVF_SCALE_TOKEN: {
         int64_t page = c->kv_indices[c->kv_indptr[b] + t / c->page_size];
-        return (page * c->page_size + t % c->page_size) * c->num_kv_heads + g;
+        return kvf_case_slot_scale_index(c, page, t % c->page_size, g);
     }
     default:
         return 0;
