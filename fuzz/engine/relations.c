@@ -60,7 +60,7 @@ static void note_pair(kvf_campaign_stats *st, const kvf_relation_pair *p, const 
                  d->b, d->h, d->first_bits, d->second_bits);
     else
         snprintf(st->relation_example[r], sizeof st->relation_example[r],
-                 "case %" PRIu64 ", %.120s (seed %" PRIu64 "): %.80s", j->index, p->what, p->seed,
+                 "case %" PRIu64 ", %.120s (seed %" PRIu64 "): %.320s", j->index, p->what, p->seed,
                  out->message);
 }
 

@@ -62,7 +62,7 @@
 
 // FP8 keys (K) and values (V) widened by bit placement where no byte of the warp's tile is a
 // NaN or e5m2 infinity (fp8.cuh). Off unless the build asks (CMake KVF_CUDA_FP8_FAST_WIDEN):
-// the conversions are the measured path (docs/performance.md, "FP8 caches").
+// measured 4-5% slower than the conversions on an H100 (docs/performance.md, "FP8 caches").
 #ifndef KVF_FP8_FAST_K
 #define KVF_FP8_FAST_K 0
 #endif

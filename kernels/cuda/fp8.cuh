@@ -10,7 +10,8 @@
 //
 // The split kernel can widen without conversion instructions (a build with KVF_FP8_FAST_K/V,
 // decode.cuh), whose issue rate on sm_90 is a quarter of the integer pipe's and an eighth of
-// the FMA pipe's: the likely bound of its FP8 throughput (docs/performance.md, "FP8 caches"):
+// the FMA pipe's. They turned out not to bound its FP8 throughput: the widening below measured
+// 4-5% slower than the conversions (docs/performance.md, "FP8 caches"), so it stays off:
 //   fp8x4_to_bf16x4_fast places each byte's sign and magnitude bits where a bf16's sit, a bf16
 //   whose value is the element's times 2^-bias (a subnormal bf16 for a subnormal element), and
 //   multiplies by 2^bias (bias 120 for e4m3, 112 for e5m2) in one bf16x2 FMA: exact, as a power

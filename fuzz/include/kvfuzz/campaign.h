@@ -187,7 +187,7 @@ typedef struct kvf_campaign_stats {
      * pairs checked and broken per relation, and the first broken pair of each in words. */
     unsigned relations_promised;
     int64_t relation_checked[KVF_RELATION_COUNT], relation_broken[KVF_RELATION_COUNT];
-    char relation_example[KVF_RELATION_COUNT][256];
+    char relation_example[KVF_RELATION_COUNT][512]; /* room for the kernel's whole sentence */
     int64_t crashes_unconfirmed; /* crashes that did not happen again on a re-run: not filed */
     /* Launches filed so (crashes once confirmed): by_class's counts of these classes by name,
      * for the summary and the progress line. */
