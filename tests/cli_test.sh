@@ -4,24 +4,9 @@
 set -u
 kvfuzz=$1
 src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# expect CODE PATTERN -- command...: exit code and a stderr line matching PATTERN.
-expect() {
-  local code=$1 pattern=$2
-  shift 3
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [ "$rc" -eq "$code" ] || fail "$* exited $rc, expected $code; stderr: $(cat "$tmp/err")"
-  if [ -n "$pattern" ]; then
-    grep -Eq -e "$pattern" "$tmp/err" || fail "$*: stderr does not match /$pattern/: $(cat "$tmp/err")"
-    [ "$(wc -l <"$tmp/err")" -le 2 ] || fail "$*: error is not one sentence: $(cat "$tmp/err")"
-  fi
-}
+# shellcheck source=tests/script_check.sh
+. "$(dirname "$0")/script_check.sh"
+expect_lines=2 # as this script has always allowed
 
 for sub in replay gen show oracle kernels rules bench mutants report fuzz minimize; do
   expect 0 "" -- "$kvfuzz" "$sub" --help
@@ -208,5 +193,4 @@ for sub in replay minimize mutants fuzz export-fib; do
   "$kvfuzz" "$sub" --help | grep -q -- "--precision MODEL" || fail "$sub --help does not document --precision"
 done
 
-[ "$failures" -eq 0 ] && echo "cli: all checks passed" || echo "cli: $failures failure(s)"
-[ "$failures" -eq 0 ]
+finish cli

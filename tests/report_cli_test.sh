@@ -6,24 +6,8 @@
 set -u
 kvfuzz=$1
 src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# expect CODE PATTERN -- command...: exit code and a one-line stderr matching PATTERN.
-expect() {
-  local code=$1 pattern=$2
-  shift 3
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [ "$rc" -eq "$code" ] || fail "$* exited $rc, expected $code; stderr: $(cat "$tmp/err")"
-  if [ -n "$pattern" ]; then
-    grep -Eq "$pattern" "$tmp/err" || fail "$*: stderr does not match /$pattern/: $(cat "$tmp/err")"
-    [ "$(wc -l <"$tmp/err")" -le 1 ] || fail "$*: error is not one sentence: $(cat "$tmp/err")"
-  fi
-}
+# shellcheck source=tests/script_check.sh
+. "$(dirname "$0")/script_check.sh"
 
 expect 0 "" -- "$kvfuzz" report --help
 grep -q "usage: kvfuzz report" "$tmp/out" || fail "report --help does not print its usage"
@@ -206,8 +190,4 @@ ba = s["findings"]["by_attribution"]
 assert ba["defect"] == 1 and ba["not_attributed"] == 3, ba
 PY
 
-if [ "$failures" -gt 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "report command line: all checks passed"
+finish "report command line"
