@@ -9,25 +9,9 @@ set -u
 kvfuzz=$1
 src=$2
 harness=${3:-}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
+# shellcheck source=tests/script_check.sh
+. "$(dirname "$0")/script_check.sh"
 seed="$src/corpus/seeds/00-seed-h20kv4.kvfz"
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# expect CODE PATTERN -- command...: exit code and a one-line stderr matching PATTERN.
-expect() {
-  local code=$1 pattern=$2
-  shift 3
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [ "$rc" -eq "$code" ] || fail "$* exited $rc, expected $code; stderr: $(cat "$tmp/err")"
-  if [ -n "$pattern" ]; then
-    grep -Eq -e "$pattern" "$tmp/err" || fail "$*: stderr does not match /$pattern/: $(cat "$tmp/err")"
-    [ "$(wc -l <"$tmp/err")" -le 1 ] || fail "$*: error is not one sentence: $(cat "$tmp/err")"
-  fi
-}
 
 # ---- help and parser agree --------------------------------------------------------------------
 # Every option of a --help (its option list and its usage lines) is accepted by the parser: a
@@ -307,5 +291,4 @@ import json, sys
 v = json.load(open(sys.argv[1]))["values"]["k_used"]
 assert v["count"] == 0 and v["min"] is None and v["max"] is None and v["mean"] is None, v' "$tmp/nothing.json" || fail "an empty summary prints numbers: $(cat "$tmp/nothing.json")"
 
-[ "$failures" -eq 0 ] && echo "cli_options: all checks passed" || echo "cli_options: $failures failure(s)"
-[ "$failures" -eq 0 ]
+finish cli_options
