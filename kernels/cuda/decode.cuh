@@ -6,14 +6,15 @@
 // The split-KV kernel (flash-decoding). One CTA handles one work item (a chunk of one sequence's
 // tokens; loaded from the plan's schedule, or computed from the CTA's index when every sequence
 // has the same length: split_item.h) for one KV head and all G query heads of that head, so
-// every K/V byte is read once per group. Tiles of T tokens (64; 32 for D = 256) go through a
-// 3-stage shared-memory ring filled by cp.async (16-byte copies; rows past the chunk's end are
-// zero-stored, never loaded, so unused last-page slots never reach shared memory). Each warp owns
-// one 8-token block of every tile and keeps an online-softmax state of its own (the strict rule's
-// model: one running-max rescale per tile and head, never per token), so the only CTA barrier per
-// tile is the ring's:
-//   1. scores on tensor cores: q.k for the block's 8 tokens and all G heads (the MMA's 16 rows,
-//      heads past G zero) with chained mma.sync m16n8k16 bf16 -> fp32 over D, q held in
+// every K/V byte is read once per group. Tiles of T tokens (64; 32 for D = 256; twice that for
+// FP8 caches) go through a 3-stage shared-memory ring filled by cp.async (16-byte copies; rows
+// past the chunk's end are zero-stored, never loaded, so unused last-page slots never reach
+// shared memory). Each warp owns one block of every tile, 8 tokens (FP8: 16, two 8-token MMA
+// blocks), and keeps an online-softmax state of its own (the strict rule's model: one
+// running-max rescale per tile and head, never per token), so the only CTA barrier per tile is
+// the ring's:
+//   1. scores on tensor cores: q.k for each 8 tokens of the block and all G heads (the MMA's 16
+//      rows, heads past G zero) with chained mma.sync m16n8k16 bf16 -> fp32 over D, q held in
 //      registers as A fragments. The MMA's accumulation truncates (measured by
 //      tests/test_mma_model.c); docs/strict-rule.md (K2) models it. The bf16-qk mutant computes
 //      the same scores with CUDA-core FMAs instead, the dot product it corrupts;
@@ -30,9 +31,12 @@
 // docs/performance.md.
 //
 // FP8 caches (the F8 instances, decode_split_fp8_d*.cu): the ring holds the cache's bytes, D a
-// row, half a bf16 tile, with two more stages in flight; 16-byte chunks of odd rows are swizzled
-// (f8_chunk) instead of padded. Each lane widens 16 key bytes of its token per 64 dims to bf16
-// (exact: fp8.cuh) straight into the MMA's B fragments, q's A fragments taking the dims in the
+// row, twice a bf16 tile's tokens in about its bytes; 16-byte chunks of odd rows are swizzled
+// (f8_chunk) instead of padded. A warp's two 8-token blocks give it two independent MMA chains
+// and halve the barriers and the softmax work per token: with 8-token blocks and tiles of a
+// bf16 tile's tokens, the FP8 path took about as long per tile as bf16 for half the bytes
+// (docs/performance.md, "FP8 caches"). Each lane widens 16 key bytes of its token per 64 dims to
+// bf16 (exact: fp8.cuh) straight into the MMA's B fragments, q's A fragments taking the dims in the
 // matching order, and each V element to f32 where P.V reads it: by conversions, or, in a build
 // with KVF_FP8_FAST_K/V, by bit placement and one bf16 FMA unless the warp's bytes of the tile
 // hold a NaN (or e5m2 infinity). Scales as FlashInfer applies
@@ -132,24 +136,29 @@ struct SplitParamsMut : SplitParams {
 
 // Compile-time geometry of one (D, G) instance, for bf16 caches or (F8) FP8 ones.
 template <int D, int G, bool F8 = false> struct SplitCfg {
-    static constexpr int T = D == 256 ? 32 : 64; // tile tokens: equal bytes per tile for D=256
-    static constexpr int EB = F8 ? 1 : 2;        // bytes per cache element
+    // A warp's tokens of a tile: one 8-token MMA block (bf16), or two (FP8), whose score
+    // chains are independent and whose softmax, weights and P.V share one pass: an FP8 tile
+    // holds the bytes of a bf16 one, and the warp's work between two CTA barriers doubles.
+    static constexpr int SUB = F8 ? 2 : 1; // 8-token MMA blocks per warp and tile
+    static constexpr int BT = 8 * SUB;     // a warp's tokens of a tile
+    // Tile tokens: equal bytes per tile for D = 256, and for FP8.
+    static constexpr int T = (D == 256 ? 32 : 64) * SUB;
+    static constexpr int EB = F8 ? 1 : 2; // bytes per cache element
     // Shared-memory row stride in bytes. bf16: D + 8 elements, the +16 B keeping the ldmatrix
     // rows and V row reads conflict-free. FP8: D bytes, its 16-byte chunks swizzled instead
     // (f8_chunk): the score reads take 16 bytes of 8 rows at once.
     static constexpr int ROWB = F8 ? D : (D + 8) * 2;
     static constexpr int ROW = ROWB / 2; // bf16 elements per row (bf16 caches)
-    // Ring depth: tiles i+1 .. i+STAGES-1 load during tile i. An FP8 tile holds half the
-    // bytes, so it keeps two more in flight for about the same bytes per CTA.
-    static constexpr int STAGES = F8 ? kStages + 2 : kStages;
+    // Ring depth: tiles i+1 .. i+STAGES-1 load during tile i.
+    static constexpr int STAGES = kStages;
     static constexpr int NW = kThreads / 32;
-    static constexpr int NB = T / 8;        // 8-token blocks of a tile, one warp each (per slice)
+    static constexpr int NB = T / BT;       // warp blocks of a tile, one warp each (per slice)
     static constexpr int MS = NW / NB;      // warps sharing a block: P.V slices of D (1, or 2 for
                                             // D = 256; both compute the block's scores)
     static constexpr int DSL = D / MS;      // P.V dims per warp
     static constexpr int DPL = DSL / 32;    // P.V dims per lane
     static constexpr int KS = D / 16;       // chained MMAs per score (k = 16 each)
-    static constexpr int PW = 12;           // floats per head in a warp's weight buffer: the 8
+    static constexpr int PW = BT + 4;       // floats per head in a warp's weight buffer: the BT
                                             // weights, the rescale factor, padding to 16 bytes
     static constexpr int CPR = D * EB / 16; // 16-byte chunks per K/V row
     static constexpr int RSTEP = kThreads / CPR;
@@ -603,32 +612,47 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
         stage = stage == NST - 1 ? 0 : stage + 1;
         const uint16_t *sv = sk + C::KV_TILE;
         const unsigned char *sv8 = sk8 + C::KV_TILE_B;
-        const int blk = tok_beg + tile * T + nb * 8; // the block's first token
+        const int blk = tok_beg + tile * T + nb * C::BT; // the warp block's first token
+        constexpr int SUB = C::SUB, BT = C::BT;
 
-        // Scores of heads r, r + 8 for tokens 2 tq, 2 tq + 1 of the block (the MMA's C layout).
-        float sc[4] = {0.f, 0.f, 0.f, 0.f};
+        // Scores of heads r, r + 8 for tokens 8 s + 2 tq, +1 of the warp's block (the MMA's C
+        // layout, one independent chain per 8-token block s).
+        float sc[SUB][4];
+#pragma unroll
+        for (int s = 0; s < SUB; ++s)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                sc[s][e] = 0.f;
         if constexpr (F8) {
-            // Lane (r, tq) widens 16 key bytes of token r per 64 dims, four MMAs' B fragments
-            // (the dims order of qf above). Without a NaN (or e5m2 infinity) byte among the
-            // warp's keys of this tile, by bit placement (fp8.cuh); else by conversions. The
+            // Lane (r, tq) widens 16 key bytes of token 8 s + r per 64 dims, four MMAs' B
+            // fragments (the dims order of qf above). Without a NaN (or e5m2 infinity) byte among
+            // the warp's keys of this tile, by bit placement (fp8.cuh); else by conversions. The
             // choice is the warp's, as the MMAs need all its lanes.
-            const unsigned char *kb = sk8 + (nb * 8 + r) * C::ROWB;
-            uint32_t kw[D / 16];
+            uint32_t kw[SUB][D / 16];
             uint32_t special = 0;
 #pragma unroll
-            for (int j = 0; j < D / 64; ++j) {
-                const uint4 w = *reinterpret_cast<const uint4 *>(kb + f8_chunk<D>(r, 4 * j + tq));
-                kw[4 * j] = w.x, kw[4 * j + 1] = w.y, kw[4 * j + 2] = w.z, kw[4 * j + 3] = w.w;
-            }
+            for (int s = 0; s < SUB; ++s) {
+                const int row = nb * BT + 8 * s + r;
+                const unsigned char *kb = sk8 + row * C::ROWB;
 #pragma unroll
-            for (int i = 0; i < D / 16; ++i)
-                special |= fp8_special_sum(kw[i], k_e5m2);
+                for (int j = 0; j < D / 64; ++j) {
+                    const uint4 w =
+                        *reinterpret_cast<const uint4 *>(kb + f8_chunk<D>(row, 4 * j + tq));
+                    kw[s][4 * j] = w.x, kw[s][4 * j + 1] = w.y;
+                    kw[s][4 * j + 2] = w.z, kw[s][4 * j + 3] = w.w;
+                }
+#pragma unroll
+                for (int i = 0; i < D / 16; ++i)
+                    special |= fp8_special_sum(kw[s][i], k_e5m2);
+            }
             auto scores8 = [&](auto widen) {
 #pragma unroll
-                for (int i = 0; i < D / 16; ++i) {
-                    const uint2 bf = widen(kw[i]);
-                    mma_bf16_16816(sc, qf[i], bf.x, bf.y);
-                }
+                for (int i = 0; i < D / 16; ++i)
+#pragma unroll
+                    for (int s = 0; s < SUB; ++s) {
+                        const uint2 bf = widen(kw[s][i]);
+                        mma_bf16_16816(sc[s], qf[i], bf.x, bf.y);
+                    }
             };
             if (KVF_FP8_FAST_K && !KVF_BUG(B, FP8_SUBNORMAL_FLUSH) &&
                 !__any_sync(0xffffffffu, special & 0x80808080u)) {
@@ -643,13 +667,13 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
                 });
             }
         } else if constexpr (kMma) {
-            const uint16_t *kb = sk + (nb * 8 + (lane & 7)) * C::ROW + (lane >> 3) * 8;
+            const uint16_t *kb = sk + (nb * BT + (lane & 7)) * C::ROW + (lane >> 3) * 8;
 #pragma unroll
             for (int kk = 0; kk < C::KS; kk += 2) {
                 uint32_t kf[4];
                 ldmatrix_x4(kf, kb + kk * 16);
-                mma_bf16_16816(sc, qf[kk], kf[0], kf[1]);
-                mma_bf16_16816(sc, qf[kk + 1], kf[2], kf[3]);
+                mma_bf16_16816(sc[0], qf[kk], kf[0], kf[1]);
+                mma_bf16_16816(sc[0], qf[kk + 1], kf[2], kf[3]);
             }
         } else {
             // bf16-qk: q.k accumulated in bf16, the accumulator rounded after every term.
@@ -657,42 +681,52 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
             for (int e = 0; e < 4; ++e) {
                 const int g = r + 8 * (e >> 1);
                 if (g >= G) continue;
-                const uint16_t *krow = sk + (nb * 8 + 2 * tq + (e & 1)) * C::ROW;
+                const uint16_t *krow = sk + (nb * BT + 2 * tq + (e & 1)) * C::ROW;
                 float a = 0.f;
                 for (int d = 0; d < D; d += 2) {
                     const uint32_t w = *reinterpret_cast<const uint32_t *>(krow + d);
                     a = mut_bf16_round(fmaf(s_q[g * D + d], bf16lo(w), a));
                     a = mut_bf16_round(fmaf(s_q[g * D + d + 1], bf16hi(w), a));
                 }
-                sc[e] = a;
+                sc[0][e] = a;
             }
         }
 
-        // Per-token scales of this lane's two tokens (FP8, scale_mode 2).
-        float2 tks = make_float2(1.f, 1.f), tvs = make_float2(1.f, 1.f);
-        if (tok_scales) {
-            tks = *reinterpret_cast<const float2 *>(ssc + nb * 8 + 2 * tq);
-            tvs = *reinterpret_cast<const float2 *>(ssc + T + nb * 8 + 2 * tq);
-            if constexpr (KVF_BUG(B, K_SCALE_TWICE)) tks.x *= tks.x, tks.y *= tks.y;
-            if constexpr (KVF_BUG(B, V_SCALE_IGNORED)) tvs = make_float2(1.f, 1.f);
+        // Per-token scales of this lane's tokens (FP8, scale_mode 2).
+        float2 tks[SUB], tvs[SUB];
+#pragma unroll
+        for (int s = 0; s < SUB; ++s) {
+            tks[s] = make_float2(1.f, 1.f), tvs[s] = make_float2(1.f, 1.f);
+            if (tok_scales) {
+                const int t = nb * BT + 8 * s + 2 * tq;
+                tks[s] = *reinterpret_cast<const float2 *>(ssc + t);
+                tvs[s] = *reinterpret_cast<const float2 *>(ssc + T + t);
+                if constexpr (KVF_BUG(B, K_SCALE_TWICE)) tks[s].x *= tks[s].x, tks[s].y *= tks[s].y;
+                if constexpr (KVF_BUG(B, V_SCALE_IGNORED)) tvs[s] = make_float2(1.f, 1.f);
+            }
         }
 
-        // Online softmax of this warp's block, per head row, in registers.
+        // Online softmax of this warp's block, per head row, in registers: one maximum and one
+        // rescale factor per head over all the block's tokens.
 #pragma unroll
         for (int h = 0; h < HR; ++h) {
             const int g = r + 8 * h;
-            float x[2];
+            float x[SUB][2];
             float tmax = -INFINITY;
 #pragma unroll
-            for (int k = 0; k < 2; ++k) {
-                // Mask by token index: tokens past the chunk never count (B13).
-                // FP8: a per-token key scale times the dot, then the logit scale; a CTA's key
-                // scale is folded into xscale (docs/strict-rule.md, Q1).
-                const float dot = tok_scales ? sc[2 * h + k] * (k ? tks.y : tks.x) : sc[2 * h + k];
-                x[k] = blk + 2 * tq + k < tok_end ? dot * mut_row_xscale<B>(p, xscale, hq0 + g)
-                                                  : -INFINITY;
-                tmax = fmaxf(tmax, x[k]);
-            }
+            for (int s = 0; s < SUB; ++s)
+#pragma unroll
+                for (int k = 0; k < 2; ++k) {
+                    // Mask by token index: tokens past the chunk never count (B13).
+                    // FP8: a per-token key scale times the dot, then the logit scale; a CTA's
+                    // key scale is folded into xscale (docs/strict-rule.md, Q1).
+                    const float dot = tok_scales ? sc[s][2 * h + k] * (k ? tks[s].y : tks[s].x)
+                                                 : sc[s][2 * h + k];
+                    x[s][k] = blk + 8 * s + 2 * tq + k < tok_end
+                                  ? dot * mut_row_xscale<B>(p, xscale, hq0 + g)
+                                  : -INFINITY;
+                    tmax = fmaxf(tmax, x[s][k]);
+                }
             tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
             tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
             const float m_old = run_m[h];
@@ -701,34 +735,41 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
             // -inf - -inf would be NaN (B02): an empty running state scales by 0.
             const float alpha = m_old == -INFINITY ? 0.f : ex2_approx(m_old - m_new);
             float l = run_l[h] * alpha; // the same factor as the numerators (exact when 1)
-            float pk[2];
+            float pk[SUB][2];
 #pragma unroll
-            for (int k = 0; k < 2; ++k) {
-                if constexpr (KVF_BUG_ROUNDS_P(B)) // B12: weights rounded to bf16 (and sum)
-                    pk[k] = x[k] == -INFINITY ? 0.f : mut_bf16_round(ex2_approx(x[k] - m_new));
-                else
-                    pk[k] = x[k] == -INFINITY ? 0.f : ex2_approx(x[k] - m_new);
-                l += pk[k];
-                if constexpr (KVF_BUG(B, TAIL_IN_DENOMINATOR)) {
-                    // B13: a zero-padded slot past the end (its K row is zeros: score 0) enters
-                    // the denominator; it still gets weight 0 in P.V.
-                    if (blk + 2 * tq + k >= tok_end) l += ex2_approx(0.f - m_new);
+            for (int s = 0; s < SUB; ++s)
+#pragma unroll
+                for (int k = 0; k < 2; ++k) {
+                    if constexpr (KVF_BUG_ROUNDS_P(B)) // B12: weights rounded to bf16 (and sum)
+                        pk[s][k] = x[s][k] == -INFINITY
+                                       ? 0.f
+                                       : mut_bf16_round(ex2_approx(x[s][k] - m_new));
+                    else
+                        pk[s][k] = x[s][k] == -INFINITY ? 0.f : ex2_approx(x[s][k] - m_new);
+                    l += pk[s][k];
+                    if constexpr (KVF_BUG(B, TAIL_IN_DENOMINATOR)) {
+                        // B13: a zero-padded slot past the end (its K row is zeros: score 0)
+                        // enters the denominator; it still gets weight 0 in P.V.
+                        if (blk + 8 * s + 2 * tq + k >= tok_end) l += ex2_approx(0.f - m_new);
+                    }
                 }
-            }
             run_l[h] = l;
             run_m[h] = m_new;
             if (g < G) {
-                // FP8 per-token value scales join the weights, not the denominator (Q2).
-                float2 wv = tok_scales ? make_float2(pk[0] * tvs.x, pk[1] * tvs.y)
-                                       : make_float2(pk[0], pk[1]);
-                if constexpr (KVF_BUG(B, V_SCALE_FP16_WEIGHTS)) {
-                    // v_scale folded into the weights, held in fp16.
-                    const float s = tok_scales ? 1.f : p.scale_mode == 1 ? vs_cta : 1.f;
-                    wv = make_float2(__half2float(__float2half_rn(wv.x * s)),
-                                     __half2float(__float2half_rn(wv.y * s)));
+#pragma unroll
+                for (int s = 0; s < SUB; ++s) {
+                    // FP8 per-token value scales join the weights, not the denominator (Q2).
+                    float2 wv = tok_scales ? make_float2(pk[s][0] * tvs[s].x, pk[s][1] * tvs[s].y)
+                                           : make_float2(pk[s][0], pk[s][1]);
+                    if constexpr (KVF_BUG(B, V_SCALE_FP16_WEIGHTS)) {
+                        // v_scale folded into the weights, held in fp16.
+                        const float vsc = tok_scales ? 1.f : p.scale_mode == 1 ? vs_cta : 1.f;
+                        wv = make_float2(__half2float(__float2half_rn(wv.x * vsc)),
+                                         __half2float(__float2half_rn(wv.y * vsc)));
+                    }
+                    *reinterpret_cast<float2 *>(pw + g * C::PW + 8 * s + 2 * tq) = wv;
                 }
-                *reinterpret_cast<float2 *>(pw + g * C::PW + 2 * tq) = wv;
-                if (tq == 0) pw[g * C::PW + 8] = alpha;
+                if (tq == 0) pw[g * C::PW + BT] = alpha;
             }
         }
         __syncwarp();
@@ -737,18 +778,18 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
         // did not move (alpha = 1 exactly: the product would change no bit). Warp-uniform.
 #pragma unroll
         for (int g = 0; g < G; ++g) {
-            const float a = pw[g * C::PW + 8];
+            const float a = pw[g * C::PW + BT];
             if (a != 1.f) {
 #pragma unroll
                 for (int v = 0; v < C::DPL; ++v)
                     acc[g][v] *= a;
             }
         }
-        const uint16_t *vb = sv + nb * 8 * C::ROW + ms * C::DSL + lane * C::DPL;
-        // P.V over the block's 8 rows; value_row(j, vf) gives this lane's DPL values of row j.
+        const uint16_t *vb = sv + nb * BT * C::ROW + ms * C::DSL + lane * C::DPL;
+        // P.V over the block's BT rows; value_row(j, vf) gives this lane's DPL values of row j.
         auto pv = [&](auto value_row) {
 #pragma unroll
-            for (int jh = 0; jh < 8; jh += 4) {
+            for (int jh = 0; jh < BT; jh += 4) {
                 float4 w4[G];
 #pragma unroll
                 for (int g = 0; g < G; ++g)
@@ -778,11 +819,11 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
             // This lane's DPL value bytes of each row (rows alternate parity: two offsets), read
             // first so that one test finds a NaN (or e5m2 infinity) byte among them: without
             // one anywhere in the warp, widened by bit placement; else by conversions (fp8.cuh).
-            const unsigned char *vb8 = sv8 + nb * 8 * C::ROWB;
-            uint32_t vw[8];
+            const unsigned char *vb8 = sv8 + nb * C::BT * C::ROWB;
+            uint32_t vw[C::BT];
             uint32_t special = 0;
 #pragma unroll
-            for (int j = 0; j < 8; ++j) {
+            for (int j = 0; j < C::BT; ++j) {
                 const unsigned char *vr = vb8 + j * C::ROWB + ((j & 1) ? voff1 : voff0);
                 vw[j] = C::DPL == 4 ? *reinterpret_cast<const uint32_t *>(vr)
                                     : *reinterpret_cast<const uint16_t *>(vr);
