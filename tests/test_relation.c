@@ -3,6 +3,7 @@
  * v-scaling bit for bit on generated cases, and cpu-ref holds batch invariance; the int32
  * page-offset mutant breaks placement once pages move past the int32 edge; compare maps heads,
  * sequences and the v scale back, and counts a planted difference. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +131,49 @@ static void quantized_cases_hold_the_relations(void) {
         for (int g = KVF_SCALE_TENSOR; g < KVF_SCALE_GRANULARITY_COUNT; g++)
             CHECK(per_gran[g] >= 5);
     }
+}
+
+/* A tensor or per-head value scale is read for every row, an empty sequence's too: v-scaling
+ * never scales one past f32's range, even when no token is in the batch (the derived case
+ * would hold an infinite scale, and a correct kernel's 0 x inf there is NaN). */
+static void v_scaling_keeps_every_value_scale_finite(void) {
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    int derived = 0;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        kvf_random_opts ro;
+        kvf_random_opts_default(&ro);
+        ro.max_work = 1 << 14;
+        kvf_spec s;
+        kvf_error err = {0};
+        CHECK_OK(kvf_spec_random(&s, seed, &ro, &err), &err);
+        kvf_prng r;
+        kvf_prng_seed_stream(&r, seed, 22);
+        kvf_recipe_draw_quant(&s.quant, &s.recipe, &r);
+        s.quant.kv.granularity = (uint8_t)(seed % 2 ? KVF_SCALE_TENSOR : KVF_SCALE_HEAD);
+        for (uint32_t b = 0; b < s.recipe.batch_size; b++)
+            kvf_recipe_set_seq_len(&s.recipe, b, 0);
+        kvf_case c;
+        if (kvf_case_build(&c, &s, &lim, &err) == 0 && c.batch_size > 0) {
+            for (int64_t i = 0; i < kvf_case_scale_count(&c); i++)
+                c.v_scale[i] = 0x1.8p126f; /* 2^1 x this is past f32's top */
+            kvf_relation_pair p;
+            const int rc = kvf_relation_derive(&p, KVF_RELATION_V_SCALING, &c, seed, &lim, &err);
+            if (rc == 0) {
+                derived++;
+                CHECK(p.shift < 0);
+                for (int64_t i = 0; i < kvf_case_scale_count(&p.derived); i++)
+                    CHECK(isfinite(p.derived.v_scale[i]));
+            } else {
+                CHECK_INT_EQ(rc, KVF_EUNSUPPORTED);
+            }
+            kvf_relation_pair_free(&p);
+            kvf_case_free(&c);
+        }
+        kvf_spec_free(&s);
+    }
+    printf("  v-scaling of empty batches with value scales near f32's top: %d derived\n", derived);
+    CHECK(derived >= 10);
 }
 
 static void correct_kernels_hold_the_default_relations(void) {
@@ -312,6 +356,7 @@ static void docs_table_matches_def(void) {
 
 static const check_test tests[] = {
     {"quantized_cases_hold_the_relations", quantized_cases_hold_the_relations},
+    {"v_scaling_keeps_every_value_scale_finite", v_scaling_keeps_every_value_scale_finite},
     {"docs_table_matches_def", docs_table_matches_def},
     {"correct_kernels_hold_the_default_relations", correct_kernels_hold_the_default_relations},
     {"derivation_is_deterministic_and_valid", derivation_is_deterministic_and_valid},

@@ -438,8 +438,15 @@ static int v_scales(const kvf_case *c, int k) {
 
 /* The same for scaled caches: every value scale a sequence reads times 2^k a normal f32 (so
  * the product is exact and no kernel flushes it), with L x max|v_scale v| x 2^k far from f32's
- * top. */
+ * top. A tensor or per-head scale is read for every row, an empty sequence's too (a kernel may
+ * multiply its zero output by it), so each of those stays finite as well: an infinite value
+ * scale would put the derived case outside the input model, where 0 x inf is NaN. */
 static int v_scale_scales(const kvf_case *c, int k) {
+    if (c->quant.granularity == KVF_SCALE_TENSOR || c->quant.granularity == KVF_SCALE_HEAD)
+        for (int64_t i = 0; i < kvf_case_scale_count(c); i++) {
+            const double vs = fabs(ldexp((double)c->v_scale[i], k));
+            if (vs != 0 && !(vs >= 0x1p-126 && vs <= 0x1p127)) return 0;
+        }
     for (int32_t b = 0; b < c->batch_size; b++) {
         const int64_t len = kvf_case_seq_len(c, b);
         for (int64_t t = 0; t < len; t++)
