@@ -74,7 +74,10 @@ kvfuzz=$build/cli/kvfuzz
 [ -x "$kvfuzz" ] || { echo "gpu-checks: $kvfuzz is not an executable (build first, or give --build)" >&2; exit 2; }
 [ -z "$compare" ] || [ -x "$compare" ] || { echo "gpu-checks: --compare $compare is not an executable" >&2; exit 2; }
 [ -z "$fi" ] || [ -f "$fi" ] || { echo "gpu-checks: --flashinfer $fi does not exist" >&2; exit 2; }
-if ! "$kvfuzz" kernels | grep -q '^cuda ' || "$kvfuzz" kernels | grep -q 'CUDA kernels unavailable'; then
+# The list is read whole first: grep -q stops reading at its match, and under pipefail the
+# writer's broken pipe would count as "no GPU" on a machine that has one.
+kernels_list=$("$kvfuzz" kernels 2>&1)
+if ! grep -q '^cuda ' <<<"$kernels_list" || grep -q 'CUDA kernels unavailable' <<<"$kernels_list"; then
   echo "gpu-checks: no usable GPU (kvfuzz kernels lists no usable cuda kernel): nothing to check"
   exit 77
 fi

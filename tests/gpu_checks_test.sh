@@ -34,4 +34,19 @@ else
   echo "a usable GPU: the exit without one (77) is not checked here"
 fi
 
+# A kvfuzz whose kernel list names a usable cuda kernel early and goes on for long (the real
+# list grows with the mutants): the script must see the GPU, not take the writer's broken pipe
+# for its absence. Its `tests` step finds no test binaries in the fake tree and passes.
+mkdir -p "$tmp/fake/cli"
+cat >"$tmp/fake/cli/kvfuzz" <<'EOF2'
+#!/usr/bin/env bash
+[ "${1:-}" = kernels ] || exit 3
+echo "kernel  dev  precision  description"
+echo "cuda    cuda f32        CUDA split-KV decode"
+for i in $(seq 1 20000); do echo "cpu-splitkv/mut=filler-$i  cpu  f32  a long list"; done
+EOF2
+chmod +x "$tmp/fake/cli/kvfuzz"
+expect 0 "" -- "$script" --build "$tmp/fake" --steps tests --out "$tmp/fake-out"
+grep -q 'gpu tests' "$tmp/out" || fail "with a usable cuda kernel listed, the tests step did not run"
+
 finish "gpu-checks contract"
