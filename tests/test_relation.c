@@ -78,6 +78,22 @@ static void relate(const kvf_kernel *k, const kvf_case *c, uint64_t seed, int64_
     outputs_free(&base);
 }
 
+/* A random spec from seed (at most max_work) with quantized caches of the given scale
+ * granularity: one scale a cache without spread below per-head, 1 without scales. */
+static void quantized_spec(kvf_spec *s, uint64_t seed, int64_t max_work, uint8_t granularity) {
+    kvf_random_opts ro;
+    kvf_random_opts_default(&ro);
+    ro.max_work = max_work;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_random(s, seed, &ro, &err), &err);
+    kvf_prng r;
+    kvf_prng_seed_stream(&r, seed, 21);
+    kvf_recipe_draw_quant(&s->quant, &s->recipe, &r);
+    s->quant.kv.granularity = granularity;
+    if (granularity <= KVF_SCALE_TENSOR) s->quant.spread = s->quant.fine = 0;
+    if (granularity == KVF_SCALE_NONE) s->quant.k_scale = s->quant.v_scale = 1.0f;
+}
+
 /* Quantized caches: placement, head permutation and the batch relation move the scales with
  * their pages and heads, v-scaling scales the value scales, and the correct kernels hold them
  * bit for bit (cpu-ref, whose sequences are computed alone, the batch relation too); v-scaling
@@ -92,18 +108,9 @@ static void quantized_cases_hold_the_relations(void) {
         int64_t checked[KVF_RELATION_COUNT] = {0}, broken[KVF_RELATION_COUNT] = {0};
         int per_gran[KVF_SCALE_GRANULARITY_COUNT] = {0};
         for (uint64_t seed = 1; seed <= 60; seed++) {
-            kvf_random_opts ro;
-            kvf_random_opts_default(&ro);
-            ro.max_work = 1 << 16;
             kvf_spec s;
             kvf_error err = {0};
-            CHECK_OK(kvf_spec_random(&s, seed, &ro, &err), &err);
-            kvf_prng r;
-            kvf_prng_seed_stream(&r, seed, 21);
-            kvf_recipe_draw_quant(&s.quant, &s.recipe, &r);
-            s.quant.kv.granularity = (uint8_t)(seed % 4);
-            if (s.quant.kv.granularity <= KVF_SCALE_TENSOR) s.quant.spread = s.quant.fine = 0;
-            if (s.quant.kv.granularity == KVF_SCALE_NONE) s.quant.k_scale = s.quant.v_scale = 1.0f;
+            quantized_spec(&s, seed, 1 << 16, (uint8_t)(seed % 4));
             kvf_case c;
             if (kvf_case_build(&c, &s, &lim, &err) == 0) {
                 per_gran[c.quant.granularity]++;
@@ -141,16 +148,9 @@ static void v_scaling_keeps_every_value_scale_finite(void) {
     kvf_limits_default(&lim);
     int derived = 0;
     for (uint64_t seed = 1; seed <= 40; seed++) {
-        kvf_random_opts ro;
-        kvf_random_opts_default(&ro);
-        ro.max_work = 1 << 14;
         kvf_spec s;
         kvf_error err = {0};
-        CHECK_OK(kvf_spec_random(&s, seed, &ro, &err), &err);
-        kvf_prng r;
-        kvf_prng_seed_stream(&r, seed, 22);
-        kvf_recipe_draw_quant(&s.quant, &s.recipe, &r);
-        s.quant.kv.granularity = (uint8_t)(seed % 2 ? KVF_SCALE_TENSOR : KVF_SCALE_HEAD);
+        quantized_spec(&s, seed, 1 << 14, seed % 2 ? KVF_SCALE_TENSOR : KVF_SCALE_HEAD);
         for (uint32_t b = 0; b < s.recipe.batch_size; b++)
             kvf_recipe_set_seq_len(&s.recipe, b, 0);
         kvf_case c;
