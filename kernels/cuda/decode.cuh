@@ -359,7 +359,7 @@ template <int D, int G, class B, bool F8 = false>
 __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
     splitkv_kernel(const ParamsFor<B, SplitParams, SplitParamsMut> p) {
     using C = SplitCfg<D, G, F8>;
-    constexpr int T = C::T, NST = C::STAGES;
+    constexpr int T = C::T, NST = C::STAGES, SUB = C::SUB, BT = C::BT;
     extern __shared__ __align__(16) unsigned char smem[];
     uint16_t *s_kv = reinterpret_cast<uint16_t *>(smem);
     unsigned char *s_kv8 = smem;                               // FP8: the ring, as bytes
@@ -612,8 +612,7 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
         stage = stage == NST - 1 ? 0 : stage + 1;
         const uint16_t *sv = sk + C::KV_TILE;
         const unsigned char *sv8 = sk8 + C::KV_TILE_B;
-        const int blk = tok_beg + tile * T + nb * C::BT; // the warp block's first token
-        constexpr int SUB = C::SUB, BT = C::BT;
+        const int blk = tok_beg + tile * T + nb * BT; // the warp block's first token
 
         // Scores of heads r, r + 8 for tokens 8 s + 2 tq, +1 of the warp's block (the MMA's C
         // layout, one independent chain per 8-token block s).
@@ -819,11 +818,11 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
             // This lane's DPL value bytes of each row (rows alternate parity: two offsets), read
             // first so that one test finds a NaN (or e5m2 infinity) byte among them: without
             // one anywhere in the warp, widened by bit placement; else by conversions (fp8.cuh).
-            const unsigned char *vb8 = sv8 + nb * C::BT * C::ROWB;
-            uint32_t vw[C::BT];
+            const unsigned char *vb8 = sv8 + nb * BT * C::ROWB;
+            uint32_t vw[BT];
             uint32_t special = 0;
 #pragma unroll
-            for (int j = 0; j < C::BT; ++j) {
+            for (int j = 0; j < BT; ++j) {
                 const unsigned char *vr = vb8 + j * C::ROWB + ((j & 1) ? voff1 : voff0);
                 vw[j] = C::DPL == 4 ? *reinterpret_cast<const uint32_t *>(vr)
                                     : *reinterpret_cast<const uint16_t *>(vr);
