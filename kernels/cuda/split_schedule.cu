@@ -58,7 +58,8 @@ int kvf__cuda_sched_ready_on(kvf__cuda_sched *s, cudaStream_t st, kvf_error *err
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     KVF_CUDA_TRY(cudaStreamIsCapturing(st, &capture), "Asking whether the stream is capturing");
     if (capture == cudaStreamCaptureStatusActive) {
-        // Into the graph, changed or not, so that each replay uploads what plan() staged last;
+        // Into the graph, changed or not: every replay uploads the schedule its captured launch
+        // was planned with (stage() leaves these buffers to the graph once a plan changes it);
         // no event: one recorded under a capture belongs to the graph and cannot be waited on.
         if (s->host_len > 0)
             KVF_CUDA_TRY(cudaMemcpyAsync(s->dev, s->host, s->host_len * sizeof(int32_t),
