@@ -3,6 +3,10 @@
 // Staging a schedule only marks it dirty when it changed; the next launch enqueues the upload
 // on the launch's own stream ahead of the kernels (kvf__cuda_sched_ready_on), so a run pays no
 // synchronous copy and no extra wait for it, and an unchanged schedule is not uploaded again.
+// A launch captured into a CUDA graph always captures the upload; a plan() after it that
+// changes the schedule moves to new buffers, so that the graph's replay keeps the schedule its
+// captured grid and arguments were planned with: it recomputes the captured batch (right for
+// the same schedule, wrong but in bounds for another: docs/invariance.md, "Graph replay").
 //
 // Ownership: the plan (plan.cuh) holds one kvf__cuda_sched, set up by kvf__cuda_sched_init and
 // released by kvf__cuda_sched_destroy. Errors as device_buffer.cuh.
@@ -24,6 +28,13 @@ struct kvf__cuda_sched {
     cudaEvent_t uploaded; // recorded after the last upload: host is free to change
     int upload_recorded;  // and dev is complete once it fires
     cudaStream_t stream;  // where that upload was enqueued
+    // The last upload was captured into a CUDA graph, which copies host (host_len entries at
+    // the capture) to dev at every replay. A different schedule staged after it leaves both
+    // buffers to the graph (graph_host, graph_dev, freed by the next such hand-over or by
+    // destroy) and takes new ones, so that a replay stays consistent with its captured launch.
+    int captured;
+    int32_t *graph_host;
+    void *graph_dev;
 };
 
 // Zeroes s and creates its event; returns the CUDA error.
