@@ -186,6 +186,22 @@ template <int D, int G, bool F8 = false> struct SplitCfg {
 // The byte offset of 16-byte chunk `c` of an FP8 ring row `row`: odd rows swap the halves of
 // each 128 bytes, so that the score reads (chunks 4j + lane % 4 of rows r and r + 1 in one
 // quarter-warp) and the V reads (a whole row per warp) both hit 32 distinct banks.
+// With Split, calls f(std::true_type) for e5m2 and f(std::false_type) for e4m3: the widening
+// inside f sees its format as a constant, a warp-uniform branch per tile instead of both
+// formats' instructions, predicated, for every word. Without, f(e5m2): the code is not
+// duplicated, for instances whose registers are already short (ptxas: the FP8 d128 instances
+// with G = 9-11 spill 140-288 bytes split, 0-132 not).
+template <bool Split, class F> __device__ __forceinline__ void fp8_format(bool e5m2, F &&f) {
+    if constexpr (Split) {
+        if (e5m2)
+            f(std::true_type{});
+        else
+            f(std::false_type{});
+    } else {
+        f(e5m2);
+    }
+}
+
 template <int D> __device__ __forceinline__ int f8_chunk(int row, int c) {
     return (D >= 128 ? c ^ ((row & 1) << 2) : c) * 16;
 }
@@ -657,12 +673,15 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
                 !__any_sync(0xffffffffu, special & 0x80808080u)) {
                 scores8([&](uint32_t w) { return fp8x4_to_bf16x4_fast(w, k_e5m2); });
             } else {
-                scores8([&](uint32_t w) {
-                    if constexpr (KVF_BUG(B, FP8_SUBNORMAL_FLUSH)) {
-                        const float4 f = mut_fp8_flush(fp8x4_to_float4(w, k_e5m2), k_e5m2);
-                        return make_uint2(pack_bf16x2_rn(f.x, f.y), pack_bf16x2_rn(f.z, f.w));
-                    }
-                    return fp8x4_to_bf16x4(w, k_e5m2);
+                fp8_format<(G <= 8)>(k_e5m2, [&](auto e5) {
+                    const bool E5 = e5;
+                    scores8([&](uint32_t w) {
+                        if constexpr (KVF_BUG(B, FP8_SUBNORMAL_FLUSH)) {
+                            const float4 f = mut_fp8_flush(fp8x4_to_float4(w, E5), E5);
+                            return make_uint2(pack_bf16x2_rn(f.x, f.y), pack_bf16x2_rn(f.z, f.w));
+                        }
+                        return fp8x4_to_bf16x4(w, E5);
+                    });
                 });
             }
         } else if constexpr (kMma) {
@@ -843,7 +862,10 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
             if (KVF_FP8_FAST_V && !__any_sync(0xffffffffu, special & 0x80808080u))
                 pv(fp8_rows([&](uint32_t w) { return fp8x4_to_float4_fast(w, v_e5m2); }));
             else
-                pv(fp8_rows([&](uint32_t w) { return fp8x4_to_float4(w, v_e5m2); }));
+                fp8_format<(G <= 8)>(v_e5m2, [&](auto e5) {
+                    const bool E5 = e5;
+                    pv(fp8_rows([&](uint32_t w) { return fp8x4_to_float4(w, E5); }));
+                });
         } else {
             pv([&](int j, float *vf) {
                 const uint16_t *vrow = vb + j * C::ROW;
