@@ -183,9 +183,6 @@ template <int D, int G, bool F8 = false> struct SplitCfg {
     static_assert(!F8 || D % 64 == 0, "FP8 scores take 64 dims of a row per 16-byte read");
 };
 
-// The byte offset of 16-byte chunk `c` of an FP8 ring row `row`: odd rows swap the halves of
-// each 128 bytes, so that the score reads (chunks 4j + lane % 4 of rows r and r + 1 in one
-// quarter-warp) and the V reads (a whole row per warp) both hit 32 distinct banks.
 // With Split, calls f(std::true_type) for e5m2 and f(std::false_type) for e4m3: the widening
 // inside f sees its format as a constant, a warp-uniform branch per tile instead of both
 // formats' instructions, predicated, for every word. Without, f(e5m2): the code is not
@@ -202,6 +199,9 @@ template <bool Split, class F> __device__ __forceinline__ void fp8_format(bool e
     }
 }
 
+// The byte offset of 16-byte chunk `c` of an FP8 ring row `row`: odd rows swap the halves of
+// each 128 bytes, so that the score reads (chunks 4j + lane % 4 of rows r and r + 1 in one
+// quarter-warp) and the V reads (a whole row per warp) both hit 32 distinct banks.
 template <int D> __device__ __forceinline__ int f8_chunk(int row, int c) {
     return (D >= 128 ? c ^ ((row & 1) << 2) : c) * 16;
 }
