@@ -42,7 +42,8 @@ static const cli_option bench_options[] = {
      "a CUDA kernel: cuda, cuda-naive, cuda/mut=..., PATH.so (every CUDA\n"
      "kernel of a plugin, any number; a plugin lists at most 4096) or\n"
      "PATH.so:NAME; repeat it or give a comma-\n"
-     "separated list (default: cuda and cuda-naive)"},
+     "separated list (default: cuda and cuda-naive)",
+     1},
     {"preset", BENCH_PRESET, "P",
      "seed:  batch 1, 51 pages of 64, the last holding 2 (3202 tokens),\n"
      "Hq 20, Hk 4, D 128 (the seed case file's workload)\n"

@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +155,15 @@ int cli_next(cli_parser *p, const char **arg) {
         else
             cli_usage_error(p->cmd, "unknown option \"%s\" (see kvfuzz %s --help)", bad, p->cmd);
         return CLI_ERROR;
+    }
+    const cli_option *o = find_key(p->opts, c);
+    const ptrdiff_t at = o && o != &help_option ? o - p->opts : -1;
+    if (o && o->arg && !o->many && at >= 0 && at < CLI_MAX_OPTIONS) {
+        if (p->seen[at])
+            return cli_usage_error(p->cmd, "%s is given twice; it takes one value",
+                                   cli_option_name(p->opts, c)),
+                   CLI_ERROR;
+        p->seen[at] = 1;
     }
     *arg = optarg;
     return c;

@@ -12,7 +12,8 @@ enum { KERNELS_KERNEL = 256 };
 static const cli_option kernels_options[] = {
     {"kernel", KERNELS_KERNEL, "K",
      "a plugin PATH.so, PATH.so:NAME, python:MODULE:FUNCTION, a\nsolution .json or a built-in name "
-     "(repeatable)"},
+     "(repeatable)",
+     1},
     {0},
 };
 

@@ -33,12 +33,14 @@ static const cli_option mutants_options[] = {
      "also run kernel K through (a) as a control (repeatable): a\n"
      "plugin's kernels of role reference for PATH.so (all of them;\n"
      "a plugin lists at most 4096 kernels), or the one named by\n"
-     "PATH.so:NAME, python:MODULE:FUNCTION, a built-in"},
+     "PATH.so:NAME, python:MODULE:FUNCTION, a built-in",
+     1},
     {"kernel", MUT_KERNEL, "PATH.so",
      "a plugin's own benchmark instead of the built-in one: its\n"
      "kernels of role mutant are the mutants (their bug class from\n"
      "`models`), its kernels of role reference the controls, and\n"
-     "the device theirs (docs/plugins.md)"},
+     "the device theirs (docs/plugins.md)",
+     1},
     {"device", MUT_DEVICE, "D", "cpu (default) or cuda"},
     {"budget", MUT_BUDGET, "S", "seconds of (a) per mutant (default 60)"},
     {"controls-budget", MUT_CONTROLS_BUDGET, "S",

@@ -34,12 +34,14 @@ static const cli_option replay_options[] = {
      "them) record, when all record the same; else cuda when a GPU\n"
      "is usable, else cpu-splitkv. Each\n"
      "kernel runs in a worker process: a crash or hang is reported\n"
-     "for its case and the others still run."},
+     "for its case and the others still run.",
+     1},
     {"deadline", REPLAY_DEADLINE, "SEC",
      "per launch, after which the kernel counts as hung (default 60)"},
     {"rule", REPLAY_RULE, "R",
      "rule (repeatable; `kvfuzz rules`). Default: strict, fa, and\n"
-     "the failing rule the findings' reports record."},
+     "the failing rule the findings' reports record.",
+     1},
     {"precision", REPLAY_PRECISION, "MODEL", CLI_PRECISION_HELP},
     {"jobs", REPLAY_JOBS, "N", "oracle threads (default: all cores)."},
     {"oracle", REPLAY_ORACLE, "P",

@@ -192,10 +192,19 @@ int cli_fuzz_parse(cli_fuzz *f, int argc, char **argv) {
      * ":": a missing value comes back as ':' so the message is ours. */
     optind = 0;
     opterr = 0;
+    /* Options with a value given so far, by table index: a second one would drop a value
+     * (docs/cli.md, "Contradictions"); --rule alone adds one each time. */
+    unsigned char seen[sizeof fuzz_options / sizeof fuzz_options[0]] = {0};
     for (;;) {
-        int prev = optind ? optind : 1;
-        int ch = getopt_long(argc, argv, "-:h", fuzz_options, NULL);
+        int prev = optind ? optind : 1, at = -1;
+        int ch = getopt_long(argc, argv, "-:h", fuzz_options, &at);
         if (ch == -1) break;
+        if (at >= 0 && fuzz_options[at].has_arg == required_argument && ch != FUZZ_OPT_RULE) {
+            if (seen[at])
+                return cli_usage_error(cmd, "--%s is given twice; it takes one value",
+                                       fuzz_options[at].name);
+            seen[at] = 1;
+        }
         const char *a = option_text(argv, prev);
         const char *v = optarg;
         switch (ch) {

@@ -139,6 +139,17 @@ int kvf__host_status(const kvf_plugin_kernel *desc, int status, const char *msg,
     }
 }
 
+int kvf__host_workspace_bytes(const kvf_plugin_kernel *desc, void *state,
+                              const kvf_plugin_shape *shape, size_t *bytes, kvf_error *err) {
+    *bytes = desc->workspace_bytes ? desc->workspace_bytes(state, shape) : 0;
+    if (*bytes > KVF_PLUGIN_MAX_WORKSPACE_BYTES)
+        return kvf_error_set(err, KVF_EKERNEL,
+                             "%s asks for a workspace of %zu bytes, over kvfuzz's limit of %zu "
+                             "(64 GiB)",
+                             desc->name, *bytes, (size_t)KVF_PLUGIN_MAX_WORKSPACE_BYTES);
+    return 0;
+}
+
 int kvf__host_check_case(const kvf_case *c, kvf_error *err) {
     if (c->num_qo_heads < 1 || c->num_kv_heads < 1 || c->num_qo_heads % c->num_kv_heads != 0)
         return kvf_error_set(err, KVF_EINVAL,

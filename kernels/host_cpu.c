@@ -73,6 +73,8 @@ static void *data_of(guarded *g) {
 
 /* Sizes the buffer for `size` bytes (grown, never shrunk) and writes both guards. */
 static int guarded_prepare(guarded *g, size_t size, kvf_error *err) {
+    if (size > SIZE_MAX / 2 - 2 * G)
+        return kvf_error_set(err, KVF_ENOMEM, "a %zu-byte kernel buffer is past any memory", size);
     if (size + 2 * G > g->cap) {
         size_t cap = size + 2 * G;
         void *p = NULL;
@@ -230,8 +232,9 @@ static int pools_build(cpu_host *h, pools *pl, const kvf_case *c, const kvf__hos
         pl->v = v == MAP_FAILED ? NULL : v;
     }
     if (!pl->k || !pl->v) {
+        const size_t bytes = pl->bytes; /* pools_free clears it */
         pools_free(pl);
-        return kvf_error_set(err, KVF_ENOMEM, "cannot map two %zu-byte page pools", pl->bytes);
+        return kvf_error_set(err, KVF_ENOMEM, "cannot map two %zu-byte page pools", bytes);
     }
     /* Only the slots some sequence reads carry the case's data; an unreferenced page is all
      * poison (a page image with no used slots), whatever the case file put there, and so is
@@ -398,7 +401,9 @@ int kvf__cpu_host_run(void *hv, const kvf_case *c, kvf_bf16 *o, float *lse, kvf_
                               "plan", err);
         if (rc) return rc;
     }
-    const size_t ws_bytes = d->workspace_bytes ? d->workspace_bytes(h->state, &shape) : 0;
+    size_t ws_bytes = 0;
+    rc = kvf__host_workspace_bytes(d, h->state, &shape, &ws_bytes, err);
+    if (rc) return rc;
     kvf__host_layout L;
     kvf__host_layout_of(c, &L);
     const int64_t no = L.o_elems, nl = L.lse_elems;

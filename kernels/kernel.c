@@ -473,8 +473,25 @@ int kvf_kernel_resolve_list(const char *spec, kvf_kernel_lookup_fn extra, kvf_ke
     if (!k && extra) k = extra(spec);
     if (k) return kvf_kernel_list_push(list, k, err);
     if (is_file(spec)) return resolve_plugin(spec, NULL, list, err);
+    /* KERNEL/mut=ID of a built-in kernel names a mutant, not a file. */
+    const char *mut = strstr(spec, "/mut=");
+    if (mut && !is_file(spec)) {
+        char base[128];
+        const size_t n = (size_t)(mut - spec);
+        if (n < sizeof base) {
+            memcpy(base, spec, n);
+            base[n] = 0;
+            if (kvf_kernel_find(base) || (extra && extra(base)))
+                return kvf_error_set(err, KVF_ENOTFOUND,
+                                     "kernel %s has no mutant %s (`kvfuzz kernels` lists them)",
+                                     base, mut + 5);
+        }
+    }
     /* PATH:NAME, split at the last colon (a kernel name has none). */
     const char *colon = strrchr(spec, ':');
+    if (colon && !colon[1])
+        return kvf_error_set(err, KVF_EINVAL,
+                             "kernel %s ends with ':' and names no kernel (PATH.so:NAME)", spec);
     if (colon && colon > spec && colon[1]) {
         char path[4096];
         size_t n = (size_t)(colon - spec);

@@ -122,6 +122,15 @@ static int check_descriptor(const char *path, const kvf_plugin *p, kvf_error *er
                              "bytes of ABI version %u",
                              path, p->kernel_struct_size, (size_t)KVF_PLUGIN_KERNEL_V1_SIZE,
                              KVF_PLUGIN_ABI_VERSION);
+    /* The array's stride: an absurd or misaligned one would walk far past the array, or read
+     * its entries' pointers misaligned, before any entry could be checked. */
+    if (p->kernel_struct_size > KVF_PLUGIN_MAX_KERNEL_SIZE ||
+        p->kernel_struct_size % _Alignof(kvf_plugin_kernel) != 0)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "plugin %s's kernel entries are %u bytes; kvfuzz takes a multiple "
+                             "of %zu up to %u",
+                             path, p->kernel_struct_size, (size_t) _Alignof(kvf_plugin_kernel),
+                             (unsigned)KVF_PLUGIN_MAX_KERNEL_SIZE);
     if (p->num_kernels == 0 || !p->kernels)
         return kvf_error_set(err, KVF_EINVAL, "plugin %s lists no kernels", path);
     /* Checked before any entry is read: a garbage count would otherwise walk far past the

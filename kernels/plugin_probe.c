@@ -58,7 +58,11 @@ static int write_all(int fd, const void *p, size_t n) {
     return 0;
 }
 
-/* deadline_s < 0: wait forever. */
+/* How long loading a library and its descriptor may take in the probe. */
+enum { kProbeLoadSeconds = 60 };
+
+/* deadline_s < 0: wait forever. -1 when the peer is gone or fails, -2 when nothing came for
+ * deadline_s seconds. */
 static int read_all(int fd, void *p, size_t n, int deadline_s) {
     char *c = p;
     while (n) {
@@ -66,7 +70,8 @@ static int read_all(int fd, void *p, size_t n, int deadline_s) {
             struct pollfd pfd = {fd, POLLIN, 0};
             int pr = poll(&pfd, 1, deadline_s * 1000);
             if (pr < 0 && errno == EINTR) continue;
-            if (pr <= 0) return -1;
+            if (pr == 0) return -2;
+            if (pr < 0) return -1;
         }
         ssize_t r = recv(fd, c, n, 0);
         if (r < 0 && errno == EINTR) continue;
@@ -148,14 +153,20 @@ int kvf__probe_start(const char *path, kvf__probe **out, kvf__probe_kernel **ker
     int rc = 0;
     if (!p) {
         rc = kvf_error_set(err, KVF_ENOMEM, "out of memory for the plugin probe");
-    } else if (read_all(sv[0], &h, sizeof h, 60)) {
+    } else if ((rc = read_all(sv[0], &h, sizeof h, kProbeLoadSeconds)) != 0) {
         int status = 0;
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
-        rc = kvf_error_set(err, KVF_EINVAL,
-                           "plugin %s could not be loaded: the process loading it %s %d", path,
-                           WIFSIGNALED(status) ? "was killed by signal" : "exited with status",
-                           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+        if (rc == -2)
+            rc = kvf_error_set(err, KVF_EINVAL,
+                               "plugin %s could not be loaded: loading it and calling "
+                               "kvf_plugin_v1 did not finish within %d s",
+                               path, kProbeLoadSeconds);
+        else
+            rc = kvf_error_set(err, KVF_EINVAL,
+                               "plugin %s could not be loaded: the process loading it %s %d", path,
+                               WIFSIGNALED(status) ? "was killed by signal" : "exited with status",
+                               WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
         pid = 0;
     } else if (h.rc) {
         char msg[KVF_ERROR_MSG_MAX] = {0};

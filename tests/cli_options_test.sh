@@ -157,6 +157,28 @@ expect 2 "cannot read .*/no-seeds: No such file" -- timeout 20 "$kvfuzz" mutants
 mkdir -p "$tmp/empty-seeds"
 expect 2 "--seeds .*/empty-seeds holds no .kvfz case" -- timeout 20 "$kvfuzz" mutants --seeds "$tmp/empty-seeds" --budget 1
 
+# ---- an option with one value given twice is refused, not one value dropped -------------------
+expect 2 "^kvfuzz gen: --seed is given twice; it takes one value$" -- "$kvfuzz" gen --seed 1 --seed 2 -o "$tmp/twice.kvfz"
+[ ! -e "$tmp/twice.kvfz" ] || fail "gen --seed 1 --seed 2 wrote a case"
+expect 2 "^kvfuzz replay: --precision is given twice" -- "$kvfuzz" replay --precision f32 --precision ftz "$seed"
+expect 2 "^kvfuzz fuzz: --runs is given twice; it takes one value$" -- "$kvfuzz" fuzz --runs 1 --runs 2
+# Repeatable ones add: two --rule, two --kernel.
+expect 0 "" -- "$kvfuzz" replay --kernel cpu-ref --kernel cpu-splitkv --rule strict --rule fib "$seed"
+# A mutant that does not exist is named as one, and PATH.so: names no kernel.
+expect 2 "kernel cpu-splitkv has no mutant nope \(" -- "$kvfuzz" replay --kernel cpu-splitkv/mut=nope "$seed"
+expect 2 "ends with ':' and names no kernel" -- "$kvfuzz" replay --kernel "$tmp/x.so:" "$seed"
+
+# ---- outputs are regular files: a FIFO or a device in their place is refused, never replaced ----
+mkfifo "$tmp/fifo.kvfz"
+expect 2 "cannot write .*/fifo.kvfz: it is a FIFO, not a regular file" -- "$kvfuzz" gen --seed 1 -o "$tmp/fifo.kvfz"
+[ -p "$tmp/fifo.kvfz" ] || fail "gen -o FIFO replaced the FIFO"
+# A device node of the test's own (mknod needs root; never the system's /dev/null: a failure
+# here would replace it).
+if mknod "$tmp/null" c 1 3 2>/dev/null; then
+  expect 2 "cannot write .*/null: it is a character device, not a regular file" -- "$kvfuzz" replay --kernel cpu-ref --stats "$tmp/null" "$seed"
+  [ -c "$tmp/null" ] || fail "replay --stats DEVICE replaced the device"
+fi
+
 # ---- a kernel that cannot start is exit 2 with its reason, in every command -------------------
 reason="kernel test-nostart could not start: test-nostart: create\(\) fails on purpose$"
 expect 2 "$reason" -- "$kvfuzz" replay --kernel test-nostart "$seed"

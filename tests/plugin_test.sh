@@ -34,6 +34,14 @@ load_error "$broken_dir/libkvf_broken_duplicate.so" "lists kernel same twice"
 load_error "$broken_dir/libkvf_broken_null.so" "returned no descriptor"
 load_error "$broken_dir/libkvf_broken_states.so" "sets concurrent_states to 65; it must be 0 to 64"
 load_error "$broken_dir/libkvf_broken_promises.so" "\"graph-safety\" in the promises"
+load_error "$broken_dir/libkvf_broken_stride.so" "kernel entries are 1073741824 bytes; kvfuzz takes a multiple"
+load_error "$broken_dir/libkvf_broken_odd.so" "kvfuzz takes a multiple of 8 up to 4096"
+# A workspace past the limit is the kernel's error, before any allocation (its size would wrap).
+"$kvfuzz" replay --kernel "$broken_dir/libkvf_broken_workspace.so" "$src/corpus/seeds/00-seed-h20kv4.kvfz" \
+  >"$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "asks for a workspace of 18446744073709551516 bytes, over kvfuzz's limit" "$tmp/out" ||
+  fail "a kernel asking for 2^64 - 100 bytes of workspace: exit $rc, $(tail -3 "$tmp/out")"
 # An entry without the concurrent_states field (the first version-1 size) still loads.
 "$kvfuzz" kernels --kernel "$broken_dir/libkvf_broken_v1.so" >"$tmp/out" 2>&1 ||
   fail "a version-1 entry without concurrent_states does not load: $(cat "$tmp/out")"

@@ -78,6 +78,12 @@ struct kvf_runner {
  * result that arrives is read at once (whichever launch it belongs to), so neither side can
  * block the other however large the cases and results. */
 
+/* Where lse starts in an in-process launch's payload: after o and its spare element, rounded up
+ * to 16 bytes, so that a kernel stores its floats aligned (o's bf16 count is usually even). */
+static size_t lse_offset(int64_t n_o) {
+    return ((size_t)(n_o + 1) * sizeof(kvf_bf16) + 15) & ~(size_t)15;
+}
+
 /* The i-th launch in flight, 0 being the oldest (the head). */
 static launch *at(kvf_runner *r, int i) {
     return &r->q[(r->head + i) % r->ring];
@@ -480,11 +486,11 @@ static int submit_launch(kvf_runner *r, const kvf_case *c, int graph, uint64_t s
                                      r->opts.kernel->name, e.msg);
             r->created = 1;
         }
-        size_t need = (size_t)(l->n_o + 1) * sizeof(kvf_bf16) + (size_t)(l->n_lse + 1) * 4;
+        size_t need = lse_offset(l->n_o) + (size_t)(l->n_lse + 1) * 4;
         if (kvf__wire_grow((void **)&l->payload, &l->payload_cap, need))
             return kvf_error_set(err, KVF_ENOMEM, "out of memory for kernel outputs");
         kvf_bf16 *o = (kvf_bf16 *)l->payload;
-        float *lse = (float *)(l->payload + (size_t)(l->n_o + 1) * sizeof(kvf_bf16));
+        float *lse = (float *)(l->payload + lse_offset(l->n_o));
         double t0 = kvf__wire_now_s();
         int rc = graph ? kvf_kernel_graph_relation_run(r->opts.kernel, r->state, c, seed,
                                                        &r->opts.limits, o, lse, &e)
@@ -614,8 +620,7 @@ void kvf_runner_collect(kvf_runner *r, kvf_bf16 *o, float *lse, kvf_run_result *
         if (res->status == KVF_RUN_OK) {
             if (l->n_o) memcpy(o, l->payload, (size_t)l->n_o * sizeof *o);
             if (l->n_lse)
-                memcpy(lse, l->payload + (size_t)(l->n_o + 1) * sizeof(kvf_bf16),
-                       (size_t)l->n_lse * sizeof *lse);
+                memcpy(lse, l->payload + lse_offset(l->n_o), (size_t)l->n_lse * sizeof *lse);
         }
         pop_head(r, res->status != KVF_RUN_OK);
         return;

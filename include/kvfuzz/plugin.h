@@ -289,6 +289,12 @@ struct kvf_plugin_kernel {
  * rather than costing thousands of worker processes in `replay --kernel PATH.so`. */
 #define KVF_PLUGIN_MAX_KERNELS 4096u
 
+/* The largest kernel_struct_size (the kernel array's stride) kvfuzz accepts; it must also be a
+ * multiple of the entry's alignment. Entries grow by appended fields, far below this. */
+#define KVF_PLUGIN_MAX_KERNEL_SIZE 4096u
+/* The most scratch workspace_bytes() may ask for (64 GiB): more is the kernel's error. */
+#define KVF_PLUGIN_MAX_WORKSPACE_BYTES ((size_t)1 << 36)
+
 typedef struct kvf_plugin {
     uint32_t abi_version;        /* KVF_PLUGIN_ABI_VERSION */
     uint32_t struct_size;        /* sizeof(kvf_plugin) */

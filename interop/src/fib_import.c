@@ -21,6 +21,7 @@ typedef struct import_ctx {
     char paths[MAX_BLOBS][PATH_MAX];
     kvf_st_file blobs[MAX_BLOBS];
     int nblobs;
+    size_t blob_bytes; /* of the blobs loaded so far */
     kvf_error *err;
 } import_ctx;
 
@@ -44,10 +45,16 @@ static int load_blob(import_ctx *x, const char *rel, const kvf_st_file **out) {
     if (x->nblobs == MAX_BLOBS)
         return kvf_error_set(x->err, KVF_ELIMIT, "workload %s reads more than %d blob files",
                              x->uuid, MAX_BLOBS);
-    /* A blob holds at most what a case may hold (its tensors within the resident limit). */
-    size_t max = (size_t)x->opts->limits.max_resident_bytes * 2 + ((size_t)64 << 20);
-    int rc = kvf_st_load(&x->blobs[x->nblobs], p, max, x->err);
+    /* The blobs of a workload hold at most what a case may hold (its tensors within the
+     * resident limit), all of them together: each is read whole. */
+    const size_t all = (size_t)x->opts->limits.max_resident_bytes * 2 + ((size_t)64 << 20);
+    if (x->blob_bytes >= all)
+        return kvf_error_set(x->err, KVF_ELIMIT,
+                             "workload %s's blobs hold more than the %zu bytes a case may hold",
+                             x->uuid, all);
+    int rc = kvf_st_load(&x->blobs[x->nblobs], p, all - x->blob_bytes, x->err);
     if (rc) return rc;
+    x->blob_bytes += x->blobs[x->nblobs].owned_bytes;
     snprintf(x->paths[x->nblobs], PATH_MAX, "%s", p);
     *out = &x->blobs[x->nblobs++];
     return 0;
@@ -226,9 +233,9 @@ static int read_axes(import_ctx *x, workload *wl) {
         pool > lim->max_pool_pages || pool > INT32_MAX || entries > lim->max_table_entries)
         return kvf_error_set(err, KVF_ELIMIT,
                              "workload %s (batch %" PRId64 ", %" PRId64 " pages of %" PRId64
-                             ", %" PRId64 " table entries, %" PRId64 " q heads) exceeds kvfuzz's "
-                             "case limits",
-                             uuid, batch, pool, s, entries, hq);
+                             ", %" PRId64 " table entries, %" PRId64 " q heads, %" PRId64
+                             " kv heads, head dim %" PRId64 ") exceeds kvfuzz's case limits",
+                             uuid, batch, pool, s, entries, hq, hk, d);
     int64_t page_elems = s * hk * d, q_elems = batch * hq * d;
     if (pool * page_elems * 2 > lim->max_pool_bytes ||
         pool * page_elems * 4 + q_elems * 2 > lim->max_resident_bytes)

@@ -294,6 +294,7 @@ int kvf_st_load(kvf_st_file *out, const char *path, size_t max_size, kvf_error *
         return rc;
     }
     out->owned = (uint8_t *)buf;
+    out->owned_bytes = n;
     return 0;
 }
 

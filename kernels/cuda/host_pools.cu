@@ -354,7 +354,8 @@ void plan_slots(Host *h, const kvf_case *c) {
             const int st = d->plan(s->state, &h->shape, &index, msg, sizeof msg - 1);
             s->rc = kvf__host_status(d, st, msg, "plan", &s->why);
         }
-        if (!s->rc && d->workspace_bytes) s->ws_bytes = d->workspace_bytes(s->state, &h->shape);
+        if (!s->rc)
+            s->rc = kvf__host_workspace_bytes(d, s->state, &h->shape, &s->ws_bytes, &s->why);
     }
 }
 

@@ -11,9 +11,14 @@
 #define BROKEN_NULL 6
 #define BROKEN_STATES 7 /* concurrent_states out of range */
 #define BROKEN_V1                                                                                  \
-    8 /* not broken: an entry of the first version-1 size, without the later                       \
-         concurrent_states field, which must still load */
+    8                     /* not broken: an entry of the first version-1 size, without the later   \
+                             concurrent_states field, which must still load */
 #define BROKEN_PROMISES 9 /* promises a relation kvfuzz does not know */
+#define BROKEN_STRIDE 10  /* a kernel array stride of 2^30 bytes */
+#define BROKEN_ODD 11     /* a stride that is not a multiple of the entry's alignment */
+#define BROKEN_WORKSPACE                                                                           \
+    12 /* loads: its kernel asks for 2^64 - 100 bytes of workspace, past any memory (a size that   \
+          would wrap an allocation's arithmetic) */
 
 #if KVF_BROKEN != BROKEN_NO_ENTRY
 static int yes(const kvf_plugin_kernel *self, const kvf_plugin_shape *s, char *why, size_t n) {
@@ -31,8 +36,15 @@ static int run(void *state, const kvf_plugin_args *a, char *msg, size_t n) {
         .supports = yes, .run = run                                                                \
     }
 static const kvf_plugin_kernel two_same[] = {KERNEL("same"), KERNEL("same")};
-#if KVF_BROKEN == BROKEN_STATES || KVF_BROKEN == BROKEN_V1 || KVF_BROKEN == BROKEN_PROMISES
+#if KVF_BROKEN == BROKEN_STATES || KVF_BROKEN == BROKEN_V1 || KVF_BROKEN == BROKEN_PROMISES ||     \
+    KVF_BROKEN == BROKEN_WORKSPACE
 static kvf_plugin_kernel single[] = {KERNEL("single")};
+#endif
+#if KVF_BROKEN == BROKEN_WORKSPACE
+static size_t huge(void *state, const kvf_plugin_shape *s) {
+    (void)state, (void)s;
+    return (size_t)-100;
+}
 #endif
 
 const kvf_plugin *kvf_plugin_v1(void) {
@@ -56,6 +68,14 @@ const kvf_plugin *kvf_plugin_v1(void) {
     p.kernels = single;
 #elif KVF_BROKEN == BROKEN_PROMISES
     single[0].promises = "batch-invariance,graph-safety";
+    p.num_kernels = 1;
+    p.kernels = single;
+#elif KVF_BROKEN == BROKEN_STRIDE
+    p.kernel_struct_size = 1u << 30;
+#elif KVF_BROKEN == BROKEN_ODD
+    p.kernel_struct_size = sizeof(kvf_plugin_kernel) + 1;
+#elif KVF_BROKEN == BROKEN_WORKSPACE
+    single[0].workspace_bytes = huge;
     p.num_kernels = 1;
     p.kernels = single;
 #elif KVF_BROKEN == BROKEN_V1

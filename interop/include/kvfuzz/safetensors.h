@@ -68,7 +68,8 @@ typedef struct kvf_st_file {
     size_t count;
     char **meta_keys, **meta_values; /* "__metadata__", in header order */
     size_t meta_count;
-    uint8_t *owned; /* the file's bytes when kvf_st_load read them */
+    uint8_t *owned;     /* the file's bytes when kvf_st_load read them */
+    size_t owned_bytes; /* how many */
 } kvf_st_file;
 
 /* Parses size bytes. `what` names the input in messages (a path, "the blob"). */
