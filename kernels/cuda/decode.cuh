@@ -501,58 +501,67 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
             }
         }
     };
+    // Copies row row0 + RSTEP j of a tile into ring stage `stage` from element offset `off` of
+    // the caches (when `valid`; else zeros), with its per-token scales from slot `slot` of page
+    // `page` (FP8 scale_mode 2).
+    auto copy_row = [&](int stage, int j, bool valid, int64_t off, int64_t page, int slot) {
+        const int row = row0 + C::RSTEP * j;
+        uint16_t *dk = s_kv + stage * 2 * C::KV_TILE + row * C::ROW + cc * 8;
+        uint16_t *dv = dk + C::KV_TILE;
+        if constexpr (F8) {
+            unsigned char *dk8 =
+                s_kv8 + stage * 2 * C::KV_TILE_B + row * C::ROWB + f8_chunk<D>(row, cc);
+            dk = reinterpret_cast<uint16_t *>(dk8);
+            dv = reinterpret_cast<uint16_t *>(dk8 + C::KV_TILE_B);
+        }
+        if (valid) {
+            if constexpr (KVF_BUG(B, INT32_OFFSET)) off = mut_int32_offset(off, p.pool_elems);
+            if constexpr (F8) {
+                cp_async16(dk, reinterpret_cast<const unsigned char *>(p.k) + off);
+                cp_async16(dv, reinterpret_cast<const unsigned char *>(p.v) + off);
+                if (p.scale_mode == 2 && cc == 0) {
+                    // Per-token scales: the row's pair, one 4-byte copy each.
+                    if constexpr (KVF_BUG(B, TOKEN_SCALE_SLOT)) slot = 0; // the page's first
+                    const int64_t si = (page * S + slot) * p.num_kv_heads + hk;
+                    float *ds = s_sc + stage * 2 * T + row;
+                    cp_async4(ds, p.k_scale + si);
+                    cp_async4(ds + T, p.v_scale + si);
+                }
+            } else {
+                cp_async16(dk, p.k + off);
+                cp_async16(dv, p.v + off);
+            }
+        } else {
+            // Past the chunk's end: zeros, and no global read at all (B03).
+            *reinterpret_cast<uint4 *>(dk) = make_uint4(0, 0, 0, 0);
+            *reinterpret_cast<uint4 *>(dv) = make_uint4(0, 0, 0, 0);
+            if (F8 && p.scale_mode == 2 && cc == 0)
+                s_sc[stage * 2 * T + row] = 0.f, s_sc[stage * 2 * T + T + row] = 0.f;
+        }
+    };
     auto issue = [&](int tile, int stage) {
         if (tile < ntiles) {
             const int t0 = tok_beg + tile * T;
-            uint16_t *kdst = s_kv + stage * 2 * C::KV_TILE + row0 * C::ROW + cc * 8;
-            unsigned char *kdst8 = s_kv8 + stage * 2 * C::KV_TILE_B;
             // 64-bit on purpose: page * page_elems passes 2^31 past page 65535 at the seed
             // shape (bug class B10); slot * Hk * D can too for wide pages.
-            int64_t base = 0;
-            if (p.tile_in_page)
-                base = (int64_t)pg[0] * p.page_elems + (int64_t)(sl[0] + row0) * p.row_elems +
-                       head_off;
+            if (p.tile_in_page) {
+                // One page holds the tile: its rows are row_elems apart, one offset stepped
+                // per row instead of each row's own page arithmetic.
+                const int64_t base = (int64_t)pg[0] * p.page_elems +
+                                     (int64_t)(sl[0] + row0) * p.row_elems + head_off;
+                const int64_t step = (int64_t)C::RSTEP * p.row_elems;
 #pragma unroll
-            for (int j = 0; j < C::LROWS; ++j) {
-                const int row = row0 + C::RSTEP * j;
-                uint16_t *dk = kdst + C::RSTEP * j * C::ROW;
-                uint16_t *dv = dk + C::KV_TILE;
-                if constexpr (F8) {
-                    dk = reinterpret_cast<uint16_t *>(kdst8 + row * C::ROWB + f8_chunk<D>(row, cc));
-                    dv = reinterpret_cast<uint16_t *>(reinterpret_cast<unsigned char *>(dk) +
-                                                      C::KV_TILE_B);
+                for (int j = 0; j < C::LROWS; ++j) {
+                    const int row = row0 + C::RSTEP * j;
+                    copy_row(stage, j, t0 + row < tok_end, base + j * step, pg[0], sl[0] + row);
                 }
-                const bool valid = p.tile_in_page ? t0 + row < tok_end : pg[j] >= 0;
-                if (valid) {
-                    int64_t off = p.tile_in_page ? base + (int64_t)(C::RSTEP * j) * p.row_elems
-                                                 : (int64_t)pg[j] * p.page_elems +
-                                                       (int64_t)sl[j] * p.row_elems + head_off;
-                    if constexpr (KVF_BUG(B, INT32_OFFSET))
-                        off = mut_int32_offset(off, p.pool_elems);
-                    if constexpr (F8) {
-                        cp_async16(dk, reinterpret_cast<const unsigned char *>(p.k) + off);
-                        cp_async16(dv, reinterpret_cast<const unsigned char *>(p.v) + off);
-                        if (p.scale_mode == 2 && cc == 0) {
-                            // Per-token scales: the row's pair, one 4-byte copy each.
-                            const int64_t pgj = p.tile_in_page ? pg[0] : pg[j];
-                            int slj = p.tile_in_page ? sl[0] + row : sl[j];
-                            if constexpr (KVF_BUG(B, TOKEN_SCALE_SLOT)) slj = 0; // page's first
-                            const int64_t si = (pgj * S + slj) * p.num_kv_heads + hk;
-                            float *ds = s_sc + stage * 2 * T + row;
-                            cp_async4(ds, p.k_scale + si);
-                            cp_async4(ds + T, p.v_scale + si);
-                        }
-                    } else {
-                        cp_async16(dk, p.k + off);
-                        cp_async16(dv, p.v + off);
-                    }
-                } else {
-                    // Past the chunk's end: zeros, and no global read at all (B03).
-                    *reinterpret_cast<uint4 *>(dk) = make_uint4(0, 0, 0, 0);
-                    *reinterpret_cast<uint4 *>(dv) = make_uint4(0, 0, 0, 0);
-                    if (F8 && p.scale_mode == 2 && cc == 0)
-                        s_sc[stage * 2 * T + row] = 0.f, s_sc[stage * 2 * T + T + row] = 0.f;
-                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < C::LROWS; ++j)
+                    copy_row(stage, j, pg[j] >= 0,
+                             (int64_t)pg[j] * p.page_elems + (int64_t)sl[j] * p.row_elems +
+                                 head_off,
+                             pg[j], sl[j]);
             }
         }
         cp_async_commit(); // empty groups keep the wait_group arithmetic uniform
