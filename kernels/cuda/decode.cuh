@@ -37,13 +37,24 @@
 // bf16 tile's tokens, the FP8 path took about as long per tile as bf16 for half the bytes
 // (docs/performance.md, "FP8 caches"). Each lane widens 16 key bytes of its token per 64 dims to
 // bf16 (exact: fp8.cuh) straight into the MMA's B fragments, q's A fragments taking the dims in the
-// matching order, and each V element to f32 where P.V reads it: by conversions, or, in a build
+// matching order (or to f16, below), and each V element to f32 where P.V reads it: by
+// conversions, or, in a build
 // with KVF_FP8_FAST_K/V, by bit placement and one bf16 FMA unless the warp's bytes of the tile
 // hold a NaN (or e5m2 infinity). Scales as FlashInfer applies
 // them: a per-tensor or per-head k_scale folded into the logit scale, v_scale multiplying o
 // after the division (here, or in the merge); per-token scales multiply each dot and each
 // weight (their copies ride in the ring, 4 bytes a row). docs/strict-rule.md ("Quantized
 // caches") charges each of these roundings.
+//
+// The scores in f16 (FP8, D <= 128, G <= 8). e4m3 and e5m2 widen to f16 in one instruction a pair,
+// where bf16 takes f16, then f32, then bf16 (three). So when every head of the CTA's q is, after a
+// power of two 2^-s of its own, a vector of normal f16 values (its nonzero elements within 30
+// binades of each other) and s keeps every product and partial sum normal and finite in f32,
+// the CTA computes 2^-s q . k with f16 MMAs and multiplies each score by 2^s. Every product and
+// partial sum is then the bf16 path's times 2^-s exactly, so the scores are the same bits: the
+// path changes no rounding (tests/test_gpu_determinism.c compares the two paths bit for bit).
+// Any other q (wider ranges, subnormals, NaN or infinity) takes the bf16 path. The
+// KVF_CUDA_FP8_BF16_SCORES environment variable forces the bf16 path (docs/cli.md).
 //
 // Mutants (kernels/mutants.def): the kernels take a bug policy, Bug<KVF__MUT_<ID>> (below), as
 // a template parameter and test it with `if constexpr (KVF_BUG(B, <ID>))`, the way FlashInfer's
@@ -126,6 +137,7 @@ struct SplitParams {
     const float *k_scale, *v_scale;
     int32_t scale_mode, scale_head_stride;
     int32_t k_e5m2, v_e5m2; // the caches' FP8 formats: 1 e5m2, 0 e4m3
+    int32_t f16_scores;     // FP8: the scores may run in f16 (the header comment)
 };
 // A mutant's split kernel takes two fields more, which two mutants read. They live in a struct
 // of their own so that the production kernels' parameter block is the one they always had.
@@ -281,6 +293,59 @@ __device__ __forceinline__ void mma_bf16_16816(float c[4], const uint32_t a[4], 
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The same with f16 operands (the FP8 scores in f16: the header comment).
+__device__ __forceinline__ void mma_f16_16816(float c[4], const uint32_t a[4], uint32_t b0,
+                                              uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The FP8 scores in f16 (the header comment): q's head rows r as A fragments of 2^-s q, in
+// place, where that is exact for every head of the CTA. a[kk][0], a[kk][2] hold this lane's
+// words of row r (the 4 lanes of a row hold all of it; rows r + 8 are zero for G <= 8). Returns
+// whether the CTA converted (the same answer in every warp: each holds all of q), with
+// *scale = 2^s for row r (1 when it did not).
+template <int KS> __device__ __forceinline__ bool q_to_f16(uint32_t (&a)[KS][4], float *scale) {
+    // Biased exponents of the row's nonzero elements: 0 for a subnormal, 255 for NaN or
+    // infinity, both outside every window accepted below.
+    int emin = 255, emax = 0;
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk)
+#pragma unroll
+        for (int w = 0; w < 4; w += 2)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const uint32_t mag = (a[kk][w] >> (16 * h)) & 0x7fffu;
+                if (mag) emin = min(emin, (int)(mag >> 7)), emax = max(emax, (int)(mag >> 7));
+            }
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+        emin = min(emin, __shfl_xor_sync(0xffffffffu, emin, o));
+        emax = max(emax, __shfl_xor_sync(0xffffffffu, emax, o));
+    }
+    // The largest element times 2^-s lies in [2^15, 2^16) (at most 65280, an f16), the smallest
+    // nonzero one at least 2^-14 (a normal f16: its 8 significant bits fit). With -86 <= s <= 88
+    // every product of 2^-s q and an FP8 value (at most 2^16, its last bit at least 2^-16) is a
+    // multiple of 2^-40 and every partial sum of 128 is below 2^39, so times 2^s all of them are
+    // normal or zero and finite in f32: both paths compute the same values, scaled.
+    const int s = emax >= emin ? emax - 127 - 15 : 0; // a zero row: any s
+    const bool ok = emax < emin || (emin >= emax - 29 && s >= -86 && s <= 88);
+    *scale = 1.f;
+    if (!__all_sync(0xffffffffu, ok)) return false;
+    const float down = __int_as_float((127 - s) << 23); // 2^-s, a normal f32
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk)
+#pragma unroll
+        for (int w = 0; w < 4; w += 2) {
+            const __half2 h = __floats2half2_rn(bf16lo(a[kk][w]) * down, bf16hi(a[kk][w]) * down);
+            a[kk][w] = *reinterpret_cast<const uint32_t *>(&h);
+        }
+    *scale = __int_as_float((127 + s) << 23);
+    return true;
 }
 
 // 2^x with one MUFU.EX2 (relative error about 2^-22, subnormal results flushed to zero): the
@@ -465,6 +530,16 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
         }
     }
     (void)qw, (void)qf;
+    // FP8: the scores in f16 where q allows (the header comment); qs = 2^s of head row r.
+    // Not for D = 256, whose instances already spill under the two-CTA register cap (ptxas:
+    // 160-284 bytes at G <= 8), which the f16 path's second copy of the scores would raise to
+    // 168-428.
+    constexpr bool kQ16 = F8 && kMma && G <= 8 && D <= 128 && !KVF_BUG(B, FP8_SUBNORMAL_FLUSH);
+    bool q16 = false;
+    float qs = 1.f;
+    if constexpr (kQ16)
+        if (p.f16_scores) q16 = q_to_f16<C::KS>(qf, &qs);
+    (void)q16, (void)qs;
 
     // Copy assignment: thread copies 16-byte chunk `cc` of rows row0 + RSTEP*j.
     const int cc = tid % C::CPR, row0 = tid / C::CPR;
@@ -669,28 +744,40 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
                 for (int i = 0; i < D / 16; ++i)
                     special |= fp8_special_sum(kw[s][i], k_e5m2);
             }
-            auto scores8 = [&](auto widen) {
+            auto scores8 = [&](auto widen, auto f16) {
 #pragma unroll
                 for (int i = 0; i < D / 16; ++i)
 #pragma unroll
                     for (int s = 0; s < SUB; ++s) {
-                        const uint2 bf = widen(kw[s][i]);
-                        mma_bf16_16816(sc[s], qf[i], bf.x, bf.y);
+                        const uint2 b = widen(kw[s][i]);
+                        if constexpr (decltype(f16)::value)
+                            mma_f16_16816(sc[s], qf[i], b.x, b.y);
+                        else
+                            mma_bf16_16816(sc[s], qf[i], b.x, b.y);
                     }
             };
-            if (KVF_FP8_FAST_K && !KVF_BUG(B, FP8_SUBNORMAL_FLUSH) &&
-                !__any_sync(0xffffffffu, special & 0x80808080u)) {
-                scores8([&](uint32_t w) { return fp8x4_to_bf16x4_fast(w, k_e5m2); });
+            constexpr std::false_type in_bf16{};
+            if (q16) { // always false unless kQ16
+                fp8_format<true>(k_e5m2, [&](auto e5) {
+                    const bool E5 = e5;
+                    scores8([&](uint32_t w) { return fp8x4_to_f16x4(w, E5); }, std::true_type{});
+                });
+            } else if (KVF_FP8_FAST_K && !KVF_BUG(B, FP8_SUBNORMAL_FLUSH) &&
+                       !__any_sync(0xffffffffu, special & 0x80808080u)) {
+                scores8([&](uint32_t w) { return fp8x4_to_bf16x4_fast(w, k_e5m2); }, in_bf16);
             } else {
                 fp8_format<(G <= 8)>(k_e5m2, [&](auto e5) {
                     const bool E5 = e5;
-                    scores8([&](uint32_t w) {
-                        if constexpr (KVF_BUG(B, FP8_SUBNORMAL_FLUSH)) {
-                            const float4 f = mut_fp8_flush(fp8x4_to_float4(w, E5), E5);
-                            return make_uint2(pack_bf16x2_rn(f.x, f.y), pack_bf16x2_rn(f.z, f.w));
-                        }
-                        return fp8x4_to_bf16x4(w, E5);
-                    });
+                    scores8(
+                        [&](uint32_t w) {
+                            if constexpr (KVF_BUG(B, FP8_SUBNORMAL_FLUSH)) {
+                                const float4 f = mut_fp8_flush(fp8x4_to_float4(w, E5), E5);
+                                return make_uint2(pack_bf16x2_rn(f.x, f.y),
+                                                  pack_bf16x2_rn(f.z, f.w));
+                            }
+                            return fp8x4_to_bf16x4(w, E5);
+                        },
+                        in_bf16);
                 });
             }
         } else if constexpr (kMma) {
@@ -747,8 +834,9 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
                     // Mask by token index: tokens past the chunk never count (B13).
                     // FP8: a per-token key scale times the dot, then the logit scale; a CTA's
                     // key scale is folded into xscale (docs/strict-rule.md, Q1).
-                    const float dot = tok_scales ? sc[s][2 * h + k] * (k ? tks[s].y : tks[s].x)
-                                                 : sc[s][2 * h + k];
+                    // f16 scores: times 2^s, exact (q_to_f16); 1 otherwise.
+                    const float sk = kQ16 ? sc[s][2 * h + k] * qs : sc[s][2 * h + k];
+                    const float dot = tok_scales ? sk * (k ? tks[s].y : tks[s].x) : sk;
                     x[s][k] = blk + 8 * s + 2 * tq + k < tok_end
                                   ? dot * mut_row_xscale<B>(p, xscale, hq0 + g)
                                   : -INFINITY;
