@@ -46,15 +46,18 @@
 // weight (their copies ride in the ring, 4 bytes a row). docs/strict-rule.md ("Quantized
 // caches") charges each of these roundings.
 //
-// The scores in f16 (FP8, D <= 128, G <= 8). e4m3 and e5m2 widen to f16 in one instruction a pair,
-// where bf16 takes f16, then f32, then bf16 (three). So when every head of the CTA's q is, after a
-// power of two 2^-s of its own, a vector of normal f16 values (its nonzero elements within 30
-// binades of each other) and s keeps every product and partial sum normal and finite in f32,
-// the CTA computes 2^-s q . k with f16 MMAs and multiplies each score by 2^s. Every product and
-// partial sum is then the bf16 path's times 2^-s exactly, so the scores are the same bits: the
-// path changes no rounding (tests/test_gpu_determinism.c compares the two paths bit for bit).
-// Any other q (wider ranges, subnormals, NaN or infinity) takes the bf16 path. The
-// KVF_CUDA_FP8_BF16_SCORES environment variable forces the bf16 path (docs/cli.md).
+// The scores in f16 (e4m3 keys, D <= 128, G <= 8). e4m3 widens to f16 in one instruction a
+// pair, where bf16 takes f16, then f32, then bf16 (three). So when every head of the CTA's q is,
+// after a power of two 2^-s of its own, a vector of normal f16 values (its nonzero elements
+// within 30 binades of each other) and s keeps every product and partial sum normal and finite
+// in f32, the CTA computes 2^-s q . k with f16 MMAs and multiplies each score by 2^s. Every
+// product and partial sum is then the bf16 path's times 2^-s exactly, and every operand is a
+// normal number in both formats (e4m3's smallest subnormal, 2^-9, is a normal f16), so the MMA
+// aligns the terms to the same exponent (docs/strict-rule.md, K2) and the scores are the same
+// bits: the path changes no rounding (tests/test_gpu_determinism.c compares the two paths bit
+// for bit). Any other q (wider ranges, subnormals, NaN or infinity) takes the bf16 path, and so
+// do e5m2 keys: their subnormals are subnormal f16 values, whose alignment in the MMA is not
+// characterized. KVF_CUDA_FP8_BF16_SCORES=1 forces the bf16 path (docs/cli.md).
 //
 // Mutants (kernels/mutants.def): the kernels take a bug policy, Bug<KVF__MUT_<ID>> (below), as
 // a template parameter and test it with `if constexpr (KVF_BUG(B, <ID>))`, the way FlashInfer's
@@ -534,11 +537,12 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
     // Not for D = 256, whose instances already spill under the two-CTA register cap (ptxas:
     // 160-284 bytes at G <= 8), which the f16 path's second copy of the scores would raise to
     // 168-428.
-    constexpr bool kQ16 = F8 && kMma && G <= 8 && D <= 128 && !KVF_BUG(B, FP8_SUBNORMAL_FLUSH);
+    constexpr bool kQ16 = F8 && kMma && G <= 8 && D <= 128 && !KVF_BUG(B, FP8_SUBNORMAL_FLUSH) &&
+                          !KVF_BUG(B, E4M3_AS_E5M2);
     bool q16 = false;
     float qs = 1.f;
     if constexpr (kQ16)
-        if (p.f16_scores) q16 = q_to_f16<C::KS>(qf, &qs);
+        if (p.f16_scores && !p.k_e5m2) q16 = q_to_f16<C::KS>(qf, &qs);
     (void)q16, (void)qs;
 
     // Copy assignment: thread copies 16-byte chunk `cc` of rows row0 + RSTEP*j.
@@ -757,11 +761,8 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
                     }
             };
             constexpr std::false_type in_bf16{};
-            if (q16) { // always false unless kQ16
-                fp8_format<true>(k_e5m2, [&](auto e5) {
-                    const bool E5 = e5;
-                    scores8([&](uint32_t w) { return fp8x4_to_f16x4(w, E5); }, std::true_type{});
-                });
+            if (q16) { // always false unless kQ16; e4m3 keys
+                scores8([&](uint32_t w) { return fp8x4_to_f16x4(w, false); }, std::true_type{});
             } else if (KVF_FP8_FAST_K && !KVF_BUG(B, FP8_SUBNORMAL_FLUSH) &&
                        !__any_sync(0xffffffffu, special & 0x80808080u)) {
                 scores8([&](uint32_t w) { return fp8x4_to_bf16x4_fast(w, k_e5m2); }, in_bf16);
