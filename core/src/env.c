@@ -61,6 +61,7 @@ static const env_var vars[] = {
     {"KVF_CUDA_STAGE_BYTES", 0, 32, (int64_t)1 << 30, 16}, /* host_cuda.cu: staging buffer */
     {"KVF_CUDA_VERIFY_POOL", 1, 0, 1, 0},                  /* host_cuda.cu: re-read the pools */
     {"KVF_CUDA_HOST_TIMING", 1, 0, 1, 0},                  /* host_cuda.cu: host time split */
+    {"KVF_CUDA_FP8_BF16_SCORES", 1, 0, 1, 0},              /* split_launch.cuh: FP8 scores */
     {"KVF_WORKER_TIMING", 1, 0, 1, 0},                     /* runner.c: worker time split */
     {"KVF_FUZZ_MAX_WORK", 0, 0, INT64_MAX / 4, 0},         /* fuzz/targets/harness.c; 0: no cap */
     {"KVF_FUZZ_JOBS", 0, 1, 256, 0},                       /* fuzz/targets/harness.c */

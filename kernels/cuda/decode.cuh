@@ -37,13 +37,27 @@
 // bf16 tile's tokens, the FP8 path took about as long per tile as bf16 for half the bytes
 // (docs/performance.md, "FP8 caches"). Each lane widens 16 key bytes of its token per 64 dims to
 // bf16 (exact: fp8.cuh) straight into the MMA's B fragments, q's A fragments taking the dims in the
-// matching order, and each V element to f32 where P.V reads it: by conversions, or, in a build
+// matching order (or to f16, below), and each V element to f32 where P.V reads it: by
+// conversions, or, in a build
 // with KVF_FP8_FAST_K/V, by bit placement and one bf16 FMA unless the warp's bytes of the tile
 // hold a NaN (or e5m2 infinity). Scales as FlashInfer applies
 // them: a per-tensor or per-head k_scale folded into the logit scale, v_scale multiplying o
 // after the division (here, or in the merge); per-token scales multiply each dot and each
 // weight (their copies ride in the ring, 4 bytes a row). docs/strict-rule.md ("Quantized
 // caches") charges each of these roundings.
+//
+// The scores in f16 (e4m3 keys, D <= 128, G <= 8). e4m3 widens to f16 in one instruction a
+// pair, where bf16 takes f16, then f32, then bf16 (three). So when every head of the CTA's q is,
+// after a power of two 2^-s of its own, a vector of normal f16 values (its nonzero elements
+// within 30 binades of each other) and s keeps every product and partial sum normal and finite
+// in f32, the CTA computes 2^-s q . k with f16 MMAs and multiplies each score by 2^s. Every
+// product and partial sum is then the bf16 path's times 2^-s exactly, and every operand is a
+// normal number in both formats (e4m3's smallest subnormal, 2^-9, is a normal f16), so the MMA
+// aligns the terms to the same exponent (docs/strict-rule.md, K2) and the scores are the same
+// bits: the path changes no rounding (tests/test_gpu_determinism.c compares the two paths bit
+// for bit). Any other q (wider ranges, subnormals, NaN or infinity) takes the bf16 path, and so
+// do e5m2 keys: their subnormals are subnormal f16 values, whose alignment in the MMA is not
+// characterized. KVF_CUDA_FP8_BF16_SCORES=1 forces the bf16 path (docs/cli.md).
 //
 // Mutants (kernels/mutants.def): the kernels take a bug policy, Bug<KVF__MUT_<ID>> (below), as
 // a template parameter and test it with `if constexpr (KVF_BUG(B, <ID>))`, the way FlashInfer's
@@ -126,6 +140,7 @@ struct SplitParams {
     const float *k_scale, *v_scale;
     int32_t scale_mode, scale_head_stride;
     int32_t k_e5m2, v_e5m2; // the caches' FP8 formats: 1 e5m2, 0 e4m3
+    int32_t f16_scores;     // FP8: the scores may run in f16 (the header comment)
 };
 // A mutant's split kernel takes two fields more, which two mutants read. They live in a struct
 // of their own so that the production kernels' parameter block is the one they always had.
@@ -281,6 +296,59 @@ __device__ __forceinline__ void mma_bf16_16816(float c[4], const uint32_t a[4], 
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The same with f16 operands (the FP8 scores in f16: the header comment).
+__device__ __forceinline__ void mma_f16_16816(float c[4], const uint32_t a[4], uint32_t b0,
+                                              uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The FP8 scores in f16 (the header comment): q's head rows r as A fragments of 2^-s q, in
+// place, where that is exact for every head of the CTA. a[kk][0], a[kk][2] hold this lane's
+// words of row r (the 4 lanes of a row hold all of it; rows r + 8 are zero for G <= 8). Returns
+// whether the CTA converted (the same answer in every warp: each holds all of q), with
+// *scale = 2^s for row r (1 when it did not).
+template <int KS> __device__ __forceinline__ bool q_to_f16(uint32_t (&a)[KS][4], float *scale) {
+    // Biased exponents of the row's nonzero elements: 0 for a subnormal, 255 for NaN or
+    // infinity, both outside every window accepted below.
+    int emin = 255, emax = 0;
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk)
+#pragma unroll
+        for (int w = 0; w < 4; w += 2)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const uint32_t mag = (a[kk][w] >> (16 * h)) & 0x7fffu;
+                if (mag) emin = min(emin, (int)(mag >> 7)), emax = max(emax, (int)(mag >> 7));
+            }
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+        emin = min(emin, __shfl_xor_sync(0xffffffffu, emin, o));
+        emax = max(emax, __shfl_xor_sync(0xffffffffu, emax, o));
+    }
+    // The largest element times 2^-s lies in [2^15, 2^16) (at most 65280, an f16), the smallest
+    // nonzero one at least 2^-14 (a normal f16: its 8 significant bits fit). With -86 <= s <= 88
+    // every product of 2^-s q and an FP8 value (at most 2^16, its last bit at least 2^-16) is a
+    // multiple of 2^-40 and every partial sum of 128 is below 2^39, so times 2^s all of them are
+    // normal or zero and finite in f32: both paths compute the same values, scaled.
+    const int s = emax >= emin ? emax - 127 - 15 : 0; // a zero row: any s
+    const bool ok = emax < emin || (emin >= emax - 29 && s >= -86 && s <= 88);
+    *scale = 1.f;
+    if (!__all_sync(0xffffffffu, ok)) return false;
+    const float down = __int_as_float((127 - s) << 23); // 2^-s, a normal f32
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk)
+#pragma unroll
+        for (int w = 0; w < 4; w += 2) {
+            const __half2 h = __floats2half2_rn(bf16lo(a[kk][w]) * down, bf16hi(a[kk][w]) * down);
+            a[kk][w] = *reinterpret_cast<const uint32_t *>(&h);
+        }
+    *scale = __int_as_float((127 + s) << 23);
+    return true;
 }
 
 // 2^x with one MUFU.EX2 (relative error about 2^-22, subnormal results flushed to zero): the
@@ -465,6 +533,17 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
         }
     }
     (void)qw, (void)qf;
+    // FP8: the scores in f16 where q allows (the header comment); qs = 2^s of head row r.
+    // Not for D = 256, whose instances already spill under the two-CTA register cap (ptxas:
+    // 160-284 bytes at G <= 8), which the f16 path's second copy of the scores would raise to
+    // 168-428.
+    constexpr bool kQ16 = F8 && kMma && G <= 8 && D <= 128 && !KVF_BUG(B, FP8_SUBNORMAL_FLUSH) &&
+                          !KVF_BUG(B, E4M3_AS_E5M2);
+    bool q16 = false;
+    float qs = 1.f;
+    if constexpr (kQ16)
+        if (p.f16_scores && !p.k_e5m2) q16 = q_to_f16<C::KS>(qf, &qs);
+    (void)q16, (void)qs;
 
     // Copy assignment: thread copies 16-byte chunk `cc` of rows row0 + RSTEP*j.
     const int cc = tid % C::CPR, row0 = tid / C::CPR;
@@ -501,58 +580,67 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
             }
         }
     };
+    // Copies row row0 + RSTEP j of a tile into ring stage `stage` from element offset `off` of
+    // the caches (when `valid`; else zeros), with its per-token scales from slot `slot` of page
+    // `page` (FP8 scale_mode 2).
+    auto copy_row = [&](int stage, int j, bool valid, int64_t off, int64_t page, int slot) {
+        const int row = row0 + C::RSTEP * j;
+        uint16_t *dk = s_kv + stage * 2 * C::KV_TILE + row * C::ROW + cc * 8;
+        uint16_t *dv = dk + C::KV_TILE;
+        if constexpr (F8) {
+            unsigned char *dk8 =
+                s_kv8 + stage * 2 * C::KV_TILE_B + row * C::ROWB + f8_chunk<D>(row, cc);
+            dk = reinterpret_cast<uint16_t *>(dk8);
+            dv = reinterpret_cast<uint16_t *>(dk8 + C::KV_TILE_B);
+        }
+        if (valid) {
+            if constexpr (KVF_BUG(B, INT32_OFFSET)) off = mut_int32_offset(off, p.pool_elems);
+            if constexpr (F8) {
+                cp_async16(dk, reinterpret_cast<const unsigned char *>(p.k) + off);
+                cp_async16(dv, reinterpret_cast<const unsigned char *>(p.v) + off);
+                if (p.scale_mode == 2 && cc == 0) {
+                    // Per-token scales: the row's pair, one 4-byte copy each.
+                    if constexpr (KVF_BUG(B, TOKEN_SCALE_SLOT)) slot = 0; // the page's first
+                    const int64_t si = (page * S + slot) * p.num_kv_heads + hk;
+                    float *ds = s_sc + stage * 2 * T + row;
+                    cp_async4(ds, p.k_scale + si);
+                    cp_async4(ds + T, p.v_scale + si);
+                }
+            } else {
+                cp_async16(dk, p.k + off);
+                cp_async16(dv, p.v + off);
+            }
+        } else {
+            // Past the chunk's end: zeros, and no global read at all (B03).
+            *reinterpret_cast<uint4 *>(dk) = make_uint4(0, 0, 0, 0);
+            *reinterpret_cast<uint4 *>(dv) = make_uint4(0, 0, 0, 0);
+            if (F8 && p.scale_mode == 2 && cc == 0)
+                s_sc[stage * 2 * T + row] = 0.f, s_sc[stage * 2 * T + T + row] = 0.f;
+        }
+    };
     auto issue = [&](int tile, int stage) {
         if (tile < ntiles) {
             const int t0 = tok_beg + tile * T;
-            uint16_t *kdst = s_kv + stage * 2 * C::KV_TILE + row0 * C::ROW + cc * 8;
-            unsigned char *kdst8 = s_kv8 + stage * 2 * C::KV_TILE_B;
             // 64-bit on purpose: page * page_elems passes 2^31 past page 65535 at the seed
             // shape (bug class B10); slot * Hk * D can too for wide pages.
-            int64_t base = 0;
-            if (p.tile_in_page)
-                base = (int64_t)pg[0] * p.page_elems + (int64_t)(sl[0] + row0) * p.row_elems +
-                       head_off;
+            if (p.tile_in_page) {
+                // One page holds the tile: its rows are row_elems apart, one offset stepped
+                // per row instead of each row's own page arithmetic.
+                const int64_t base = (int64_t)pg[0] * p.page_elems +
+                                     (int64_t)(sl[0] + row0) * p.row_elems + head_off;
+                const int64_t step = (int64_t)C::RSTEP * p.row_elems;
 #pragma unroll
-            for (int j = 0; j < C::LROWS; ++j) {
-                const int row = row0 + C::RSTEP * j;
-                uint16_t *dk = kdst + C::RSTEP * j * C::ROW;
-                uint16_t *dv = dk + C::KV_TILE;
-                if constexpr (F8) {
-                    dk = reinterpret_cast<uint16_t *>(kdst8 + row * C::ROWB + f8_chunk<D>(row, cc));
-                    dv = reinterpret_cast<uint16_t *>(reinterpret_cast<unsigned char *>(dk) +
-                                                      C::KV_TILE_B);
+                for (int j = 0; j < C::LROWS; ++j) {
+                    const int row = row0 + C::RSTEP * j;
+                    copy_row(stage, j, t0 + row < tok_end, base + j * step, pg[0], sl[0] + row);
                 }
-                const bool valid = p.tile_in_page ? t0 + row < tok_end : pg[j] >= 0;
-                if (valid) {
-                    int64_t off = p.tile_in_page ? base + (int64_t)(C::RSTEP * j) * p.row_elems
-                                                 : (int64_t)pg[j] * p.page_elems +
-                                                       (int64_t)sl[j] * p.row_elems + head_off;
-                    if constexpr (KVF_BUG(B, INT32_OFFSET))
-                        off = mut_int32_offset(off, p.pool_elems);
-                    if constexpr (F8) {
-                        cp_async16(dk, reinterpret_cast<const unsigned char *>(p.k) + off);
-                        cp_async16(dv, reinterpret_cast<const unsigned char *>(p.v) + off);
-                        if (p.scale_mode == 2 && cc == 0) {
-                            // Per-token scales: the row's pair, one 4-byte copy each.
-                            const int64_t pgj = p.tile_in_page ? pg[0] : pg[j];
-                            int slj = p.tile_in_page ? sl[0] + row : sl[j];
-                            if constexpr (KVF_BUG(B, TOKEN_SCALE_SLOT)) slj = 0; // page's first
-                            const int64_t si = (pgj * S + slj) * p.num_kv_heads + hk;
-                            float *ds = s_sc + stage * 2 * T + row;
-                            cp_async4(ds, p.k_scale + si);
-                            cp_async4(ds + T, p.v_scale + si);
-                        }
-                    } else {
-                        cp_async16(dk, p.k + off);
-                        cp_async16(dv, p.v + off);
-                    }
-                } else {
-                    // Past the chunk's end: zeros, and no global read at all (B03).
-                    *reinterpret_cast<uint4 *>(dk) = make_uint4(0, 0, 0, 0);
-                    *reinterpret_cast<uint4 *>(dv) = make_uint4(0, 0, 0, 0);
-                    if (F8 && p.scale_mode == 2 && cc == 0)
-                        s_sc[stage * 2 * T + row] = 0.f, s_sc[stage * 2 * T + T + row] = 0.f;
-                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < C::LROWS; ++j)
+                    copy_row(stage, j, pg[j] >= 0,
+                             (int64_t)pg[j] * p.page_elems + (int64_t)sl[j] * p.row_elems +
+                                 head_off,
+                             pg[j], sl[j]);
             }
         }
         cp_async_commit(); // empty groups keep the wait_group arithmetic uniform
@@ -660,28 +748,37 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
                 for (int i = 0; i < D / 16; ++i)
                     special |= fp8_special_sum(kw[s][i], k_e5m2);
             }
-            auto scores8 = [&](auto widen) {
+            auto scores8 = [&](auto widen, auto f16) {
 #pragma unroll
                 for (int i = 0; i < D / 16; ++i)
 #pragma unroll
                     for (int s = 0; s < SUB; ++s) {
-                        const uint2 bf = widen(kw[s][i]);
-                        mma_bf16_16816(sc[s], qf[i], bf.x, bf.y);
+                        const uint2 b = widen(kw[s][i]);
+                        if constexpr (decltype(f16)::value)
+                            mma_f16_16816(sc[s], qf[i], b.x, b.y);
+                        else
+                            mma_bf16_16816(sc[s], qf[i], b.x, b.y);
                     }
             };
-            if (KVF_FP8_FAST_K && !KVF_BUG(B, FP8_SUBNORMAL_FLUSH) &&
-                !__any_sync(0xffffffffu, special & 0x80808080u)) {
-                scores8([&](uint32_t w) { return fp8x4_to_bf16x4_fast(w, k_e5m2); });
+            constexpr std::false_type in_bf16{};
+            if (q16) { // always false unless kQ16; e4m3 keys
+                scores8([&](uint32_t w) { return fp8x4_to_f16x4(w, false); }, std::true_type{});
+            } else if (KVF_FP8_FAST_K && !KVF_BUG(B, FP8_SUBNORMAL_FLUSH) &&
+                       !__any_sync(0xffffffffu, special & 0x80808080u)) {
+                scores8([&](uint32_t w) { return fp8x4_to_bf16x4_fast(w, k_e5m2); }, in_bf16);
             } else {
                 fp8_format<(G <= 8)>(k_e5m2, [&](auto e5) {
                     const bool E5 = e5;
-                    scores8([&](uint32_t w) {
-                        if constexpr (KVF_BUG(B, FP8_SUBNORMAL_FLUSH)) {
-                            const float4 f = mut_fp8_flush(fp8x4_to_float4(w, E5), E5);
-                            return make_uint2(pack_bf16x2_rn(f.x, f.y), pack_bf16x2_rn(f.z, f.w));
-                        }
-                        return fp8x4_to_bf16x4(w, E5);
-                    });
+                    scores8(
+                        [&](uint32_t w) {
+                            if constexpr (KVF_BUG(B, FP8_SUBNORMAL_FLUSH)) {
+                                const float4 f = mut_fp8_flush(fp8x4_to_float4(w, E5), E5);
+                                return make_uint2(pack_bf16x2_rn(f.x, f.y),
+                                                  pack_bf16x2_rn(f.z, f.w));
+                            }
+                            return fp8x4_to_bf16x4(w, E5);
+                        },
+                        in_bf16);
                 });
             }
         } else if constexpr (kMma) {
@@ -738,8 +835,9 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
                     // Mask by token index: tokens past the chunk never count (B13).
                     // FP8: a per-token key scale times the dot, then the logit scale; a CTA's
                     // key scale is folded into xscale (docs/strict-rule.md, Q1).
-                    const float dot = tok_scales ? sc[s][2 * h + k] * (k ? tks[s].y : tks[s].x)
-                                                 : sc[s][2 * h + k];
+                    // f16 scores: times 2^s, exact (q_to_f16); 1 otherwise.
+                    const float sk = kQ16 ? sc[s][2 * h + k] * qs : sc[s][2 * h + k];
+                    const float dot = tok_scales ? sk * (k ? tks[s].y : tks[s].x) : sk;
                     x[s][k] = blk + 8 * s + 2 * tq + k < tok_end
                                   ? dot * mut_row_xscale<B>(p, xscale, hq0 + g)
                                   : -INFINITY;

@@ -67,6 +67,13 @@ __device__ __forceinline__ uint2 fp8x4_to_bf16x4(uint32_t w, bool e5m2) {
     return make_uint2(*reinterpret_cast<uint32_t *>(&lo), *reinterpret_cast<uint32_t *>(&hi));
 }
 
+// Four FP8 elements as two f16x2 words (elements 0, 1 in .x; 2, 3 in .y): one conversion (e4m3)
+// or one byte permute (e5m2) a pair, exact. The split kernel's f16 scores take them (decode.cuh,
+// "The scores in f16").
+__device__ __forceinline__ uint2 fp8x4_to_f16x4(uint32_t w, bool e5m2) {
+    return make_uint2(fp8x2_to_f16x2(w, e5m2), fp8x2_to_f16x2(w >> 16, e5m2));
+}
+
 // Nonzero when one of the four FP8 elements of w is one that fp8x4_to_bf16x4_fast does not
 // widen: an e4m3 NaN (S.1111.111) or an e5m2 infinity or NaN (S.11111.xx). The byte's bits
 // below the sign, masked to the exponent (and e4m3's mantissa), plus one unit carry into bit 7

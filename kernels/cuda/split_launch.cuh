@@ -177,6 +177,10 @@ static int split_launch(kvf_cuda_plan *p, const kvf_cuda_tensors *t, cudaStream_
     sp.scale_mode = p->scale_gran == 0 ? 0 : p->scale_gran == 3 ? 2 : 1;
     sp.scale_head_stride = p->scale_gran == 2 ? 1 : 0;
     sp.k_e5m2 = p->k_dtype == 2, sp.v_e5m2 = p->v_dtype == 2;
+    // The FP8 scores in f16 where q allows (decode.cuh, "The scores in f16"): the same bits as
+    // in bf16, which KVF_CUDA_FP8_BF16_SCORES=1 forces (docs/cli.md) to show it.
+    const char *bf16_scores = getenv("KVF_CUDA_FP8_BF16_SCORES");
+    sp.f16_scores = !(bf16_scores && *bf16_scores && strcmp(bf16_scores, "0") != 0);
     set_mutant_fields(sp, p);
     void *args[] = {&sp};
     // One CTA per item and kv head, or per q head for the mutants that map heads their own way,
