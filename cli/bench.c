@@ -42,8 +42,7 @@ static const cli_option bench_options[] = {
      "a CUDA kernel: cuda, cuda-naive, cuda/mut=..., PATH.so (every CUDA\n"
      "kernel of a plugin, any number; a plugin lists at most 4096) or\n"
      "PATH.so:NAME; repeat it or give a comma-\n"
-     "separated list (default: cuda and cuda-naive)",
-     1},
+     "separated list (default: cuda and cuda-naive)"},
     {"preset", BENCH_PRESET, "P",
      "seed:  batch 1, 51 pages of 64, the last holding 2 (3202 tokens),\n"
      "Hq 20, Hk 4, D 128 (the seed case file's workload)\n"
@@ -281,6 +280,7 @@ static int bench_option(const char *cmd, bench_opts *o, int key, const char *val
 static int bench_parse(const char *cmd, bench_opts *o, int argc, char **argv) {
     cli_parser p;
     cli_parser_init(&p, cmd, argc, argv, bench_options);
+    cli_parser_repeatable(&p, BENCH_KERNEL);
     const char *val;
     for (int key; (key = cli_next(&p, &val)) != CLI_END;) {
         if (key == CLI_HELP) bench_help(stdout);

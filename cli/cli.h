@@ -79,8 +79,6 @@ typedef struct cli_option {
                          0 ends the table */
     const char *arg;  /* the value's name in the help ("K", "SEC"), NULL for a flag */
     const char *help; /* lines separated by '\n', printed beside and below the option */
-    int many;         /* an option with a value that may come more than once, each adding one
-                         (--kernel K); any other given twice is refused */
 } cli_option;
 
 #define CLI_MAX_OPTIONS 40
@@ -96,14 +94,18 @@ typedef struct cli_parser {
     struct option longs[CLI_MAX_OPTIONS + 2];
     char shorts[3 * CLI_MAX_OPTIONS + 8];
     unsigned char seen[CLI_MAX_OPTIONS]; /* by table index: options with a value given so far */
+    int repeatable[4], nrepeatable;      /* keys that may come more than once, each adding one */
 } cli_parser;
 
 /* argv[0] is the command's name; options and operands may come in any order ("--" ends the
  * options). */
 void cli_parser_init(cli_parser *p, const char *cmd, int argc, char **argv, const cli_option *opts);
+/* Marks an option with a value as one that may be given more than once, each adding one value
+ * (--kernel K); at most 4 a parser. */
+void cli_parser_repeatable(cli_parser *p, int key);
 /* The next option's key, with *arg its value (NULL for a flag), or CLI_END / CLI_ERROR /
- * CLI_HELP. An option with a value given a second time is CLI_ERROR unless it is `many`: one
- * of the two values would be dropped. */
+ * CLI_HELP. An option with a value given a second time is CLI_ERROR unless it is repeatable:
+ * one of the two values would be dropped. */
 int cli_next(cli_parser *p, const char **arg);
 /* After CLI_END: the operands (pointers into argv, in order) and their count. */
 int cli_operands(cli_parser *p, char ***operands);

@@ -105,6 +105,11 @@ void cli_parser_init(cli_parser *p, const char *cmd, int argc, char **argv,
     opterr = 0;
 }
 
+void cli_parser_repeatable(cli_parser *p, int key) {
+    if (p->nrepeatable < (int)(sizeof p->repeatable / sizeof p->repeatable[0]))
+        p->repeatable[p->nrepeatable++] = key;
+}
+
 static const cli_option *find_key(const cli_option *opts, int key) {
     for (const cli_option *o = opts; o->key; o++)
         if (o->key == key) return o;
@@ -158,7 +163,10 @@ int cli_next(cli_parser *p, const char **arg) {
     }
     const cli_option *o = find_key(p->opts, c);
     const ptrdiff_t at = o && o != &help_option ? o - p->opts : -1;
-    if (o && o->arg && !o->many && at >= 0 && at < CLI_MAX_OPTIONS) {
+    int repeatable = 0;
+    for (int i = 0; i < p->nrepeatable; i++)
+        repeatable |= p->repeatable[i] == c;
+    if (o && o->arg && !repeatable && at >= 0 && at < CLI_MAX_OPTIONS) {
         if (p->seen[at])
             return cli_usage_error(p->cmd, "%s is given twice; it takes one value",
                                    cli_option_name(p->opts, c)),

@@ -12,8 +12,7 @@ enum { KERNELS_KERNEL = 256 };
 static const cli_option kernels_options[] = {
     {"kernel", KERNELS_KERNEL, "K",
      "a plugin PATH.so, PATH.so:NAME, python:MODULE:FUNCTION, a\nsolution .json or a built-in name "
-     "(repeatable)",
-     1},
+     "(repeatable)"},
     {0},
 };
 
@@ -120,6 +119,7 @@ int kvf_cmd_kernels(int argc, char **argv) {
     kvf_kernel_list ks = {0};
     cli_parser p;
     cli_parser_init(&p, cmd, argc, argv, kernels_options);
+    cli_parser_repeatable(&p, KERNELS_KERNEL);
     const char *v;
     for (int key; (key = cli_next(&p, &v)) != CLI_END;) {
         if (key == CLI_HELP || key == CLI_ERROR) {

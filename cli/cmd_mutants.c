@@ -33,14 +33,12 @@ static const cli_option mutants_options[] = {
      "also run kernel K through (a) as a control (repeatable): a\n"
      "plugin's kernels of role reference for PATH.so (all of them;\n"
      "a plugin lists at most 4096 kernels), or the one named by\n"
-     "PATH.so:NAME, python:MODULE:FUNCTION, a built-in",
-     1},
+     "PATH.so:NAME, python:MODULE:FUNCTION, a built-in"},
     {"kernel", MUT_KERNEL, "PATH.so",
      "a plugin's own benchmark instead of the built-in one: its\n"
      "kernels of role mutant are the mutants (their bug class from\n"
      "`models`), its kernels of role reference the controls, and\n"
-     "the device theirs (docs/plugins.md)",
-     1},
+     "the device theirs (docs/plugins.md)"},
     {"device", MUT_DEVICE, "D", "cpu (default) or cuda"},
     {"budget", MUT_BUDGET, "S", "seconds of (a) per mutant (default 60)"},
     {"controls-budget", MUT_CONTROLS_BUDGET, "S",
@@ -112,6 +110,8 @@ static int parse_control(mutants_args *a, const char *v) {
 static int mutants_parse(mutants_args *a, int argc, char **argv) {
     cli_parser p;
     cli_parser_init(&p, a->cmd, argc, argv, mutants_options);
+    cli_parser_repeatable(&p, MUT_CONTROL);
+    cli_parser_repeatable(&p, MUT_KERNEL);
     const char *v;
     int bad = 0;
     for (int key; !bad && (key = cli_next(&p, &v)) != CLI_END;) {

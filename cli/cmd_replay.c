@@ -34,14 +34,12 @@ static const cli_option replay_options[] = {
      "them) record, when all record the same; else cuda when a GPU\n"
      "is usable, else cpu-splitkv. Each\n"
      "kernel runs in a worker process: a crash or hang is reported\n"
-     "for its case and the others still run.",
-     1},
+     "for its case and the others still run."},
     {"deadline", REPLAY_DEADLINE, "SEC",
      "per launch, after which the kernel counts as hung (default 60)"},
     {"rule", REPLAY_RULE, "R",
      "rule (repeatable; `kvfuzz rules`). Default: strict, fa, and\n"
-     "the failing rule the findings' reports record.",
-     1},
+     "the failing rule the findings' reports record."},
     {"precision", REPLAY_PRECISION, "MODEL", CLI_PRECISION_HELP},
     {"jobs", REPLAY_JOBS, "N", "oracle threads (default: all cores)."},
     {"oracle", REPLAY_ORACLE, "P",
@@ -158,6 +156,8 @@ static int replay_option(cli_replay *r, int key, const char *v) {
 static int replay_parse(cli_replay *r, int argc, char **argv) {
     cli_parser cp;
     cli_parser_init(&cp, r->cmd, argc, argv, replay_options);
+    cli_parser_repeatable(&cp, REPLAY_KERNEL);
+    cli_parser_repeatable(&cp, REPLAY_RULE);
     const char *v;
     for (int key; (key = cli_next(&cp, &v)) != CLI_END;) {
         if (key == CLI_HELP) {
