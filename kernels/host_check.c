@@ -1,6 +1,7 @@
 /* The buffer layout and the post-run checks shared by the CPU and CUDA buffer hosts
  * (kernel_host.h). Everything here works on host images of the buffers. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,14 +114,31 @@ int kvf__host_supports(const kvf_plugin_kernel *desc, const kvf_plugin_shape *sh
                        kvf_error *err) {
     char why[KVF_ERROR_MSG_MAX] = {0};
     if (kvf__plugin_kernel_supports(desc, shape, why, sizeof why - 1)) return 0;
-    why[sizeof why - 1] = 0;
+    why[sizeof why - 1] = 0; /* kvf__plugin_kernel_supports flattened it */
     return kvf_error_set(err, KVF_EUNSUPPORTED, "%s does not support this case: %s", desc->name,
                          why[0] ? why : "no reason given");
 }
 
+/* The plugin's message on one line, or `none` when it wrote nothing. */
+static const char *plugin_message(char *buf, size_t n, const char *msg, const char *none) {
+    snprintf(buf, n, "%s", msg ? msg : "");
+    kvf__plugin_text_flatten(buf);
+    return buf[0] ? buf : none;
+}
+
+int kvf__host_create_failed(const kvf_plugin_kernel *desc, int status, const char *msg,
+                            kvf_error *err) {
+    char buf[KVF_ERROR_MSG_MAX];
+    return kvf_error_set(err, status == KVF_PLUGIN_NOMEM ? KVF_ENOMEM : KVF_EKERNEL,
+                         "%s could not start: %s", desc->name,
+                         plugin_message(buf, sizeof buf, msg, "create() failed without a message"));
+}
+
 int kvf__host_status(const kvf_plugin_kernel *desc, int status, const char *msg, const char *what,
                      kvf_error *err) {
-    const char *m = msg && msg[0] ? msg : "no message";
+    char buf[KVF_ERROR_MSG_MAX];
+    const char *m =
+        status == KVF_PLUGIN_OK ? "" : plugin_message(buf, sizeof buf, msg, "no message");
     switch (status) {
     case KVF_PLUGIN_OK:
         return 0;

@@ -362,9 +362,7 @@ int kvf__cpu_host_create(const kvf_plugin_kernel *desc, void **out, kvf_error *e
         int st = desc->create(desc, &h->state, msg, sizeof msg - 1);
         if (st != KVF_PLUGIN_OK) {
             free(h);
-            return kvf_error_set(err, st == KVF_PLUGIN_NOMEM ? KVF_ENOMEM : KVF_EKERNEL,
-                                 "%s could not start: %s", desc->name,
-                                 msg[0] ? msg : "create() failed without a message");
+            return kvf__host_create_failed(desc, st, msg, err);
         }
     }
     *out = h;

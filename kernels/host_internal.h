@@ -43,6 +43,11 @@ int kvf__host_supports(const kvf_plugin_kernel *desc, const kvf_plugin_shape *sh
 int kvf__host_status(const kvf_plugin_kernel *desc, int status, const char *msg, const char *what,
                      kvf_error *err);
 
+/* Turns a create() that returned `status` (not KVF_PLUGIN_OK) with `msg` into KVF_ENOMEM or
+ * KVF_EKERNEL, the message on one line. */
+int kvf__host_create_failed(const kvf_plugin_kernel *desc, int status, const char *msg,
+                            kvf_error *err);
+
 /* Calls desc->workspace_bytes (0 when it has none) into *bytes; a request past
  * KVF_PLUGIN_MAX_WORKSPACE_BYTES is KVF_EKERNEL with one sentence, before anything is allocated. */
 int kvf__host_workspace_bytes(const kvf_plugin_kernel *desc, void *state,

@@ -50,6 +50,14 @@ uint32_t kvf__plugin_kernel_scale_granularities(const kvf_plugin_kernel *k) {
     return k->struct_size >= end ? k->scale_granularities : 0;
 }
 
+void kvf__plugin_text_flatten(char *s) {
+    size_t n = 0;
+    for (; s[n]; n++)
+        if ((unsigned char)s[n] < 0x20 || s[n] == 0x7f) s[n] = ' ';
+    while (n > 0 && s[n - 1] == ' ')
+        s[--n] = 0;
+}
+
 int kvf__plugin_kernel_supports(const kvf_plugin_kernel *k, const kvf_plugin_shape *shape,
                                 char *why, size_t why_size) {
     const uint32_t dtypes = kvf__plugin_kernel_kv_dtypes(k) | 1u;
@@ -64,7 +72,12 @@ int kvf__plugin_kernel_supports(const kvf_plugin_kernel *k, const kvf_plugin_sha
                      kvf_kv_dtype_name(vd), kvf_scale_granularity_name(gr));
         return 0;
     }
-    return k->supports(k, shape, why, why_size) ? 1 : 0;
+    const int yes = k->supports(k, shape, why, why_size) ? 1 : 0;
+    if (!yes && why && why_size) {
+        why[why_size - 1] = 0;
+        kvf__plugin_text_flatten(why);
+    }
+    return yes;
 }
 
 /* A precision model text as the ABI allows it: lower-case letters, digits, '-' and '+', at most

@@ -37,6 +37,10 @@ uint32_t kvf__plugin_kernel_scale_granularities(const kvf_plugin_kernel *k);
  * granularity are outside the kernel's masks (supports() is then not called), else its answer. */
 int kvf__plugin_kernel_supports(const kvf_plugin_kernel *k, const kvf_plugin_shape *shape,
                                 char *why, size_t why_size);
+/* Text a plugin wrote (a supports() reason, a create(), plan() or run() message) made fit for
+ * one line of a report: each control character (a newline, a tab, an escape) becomes a space,
+ * and trailing spaces go. Other bytes, UTF-8 included, stay. */
+void kvf__plugin_text_flatten(char *s);
 /* The most concurrent_states kvfuzz accepts. */
 #define KVF_PLUGIN_MAX_STATES 64
 

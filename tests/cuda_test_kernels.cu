@@ -80,6 +80,11 @@ template <Mode M> int run_mode(void *state, const kvf_plugin_args *a, char *msg,
     return KVF_PLUGIN_OK;
 }
 
+// 2^64 - 100 bytes: past any memory, and a size that would wrap an allocation's arithmetic.
+size_t huge_workspace(void *, const kvf_plugin_shape *) {
+    return (size_t)-100;
+}
+
 // clang-format off
 #define TEST_DESC(NAME, TEXT, MODE)                                                                \
     {sizeof(kvf_plugin_kernel),                                                                    \
@@ -95,6 +100,9 @@ template <Mode M> int run_mode(void *state, const kvf_plugin_args *a, char *msg,
      NULL,                                                                                         \
      run_mode<MODE>,                                                                               \
      NULL}
+#define TEST_DESC_WS(NAME, TEXT, MODE, WS)                                                         \
+    {sizeof(kvf_plugin_kernel), NAME, TEXT, KVF_PLUGIN_DEVICE_CUDA, KVF_PLUGIN_ROLE_UNDER_TEST,    \
+     NULL, supports, NULL, NULL, NULL, WS, run_mode<MODE>, NULL}
 // clang-format on
 
 } // namespace
@@ -109,3 +117,6 @@ extern "C" const kvf_plugin_kernel kvf_test_cuda_pdl =
     TEST_DESC("test-pdl", "writes every output from a programmatic dependent launch", kPdl);
 extern "C" const kvf_plugin_kernel kvf_test_cuda_sync =
     TEST_DESC("test-sync", "synchronizes its stream inside run()", kSync);
+extern "C" const kvf_plugin_kernel kvf_test_cuda_huge_workspace =
+    TEST_DESC_WS("test-huge-workspace", "asks for 2^64 - 100 bytes of workspace", kPdl,
+                 huge_workspace);

@@ -9,11 +9,12 @@
 extern "C" {
 #endif
 
-extern const kvf_plugin_kernel kvf_test_cuda_unwritten; /* KVF_EUNWRITTEN expected */
-extern const kvf_plugin_kernel kvf_test_cuda_oob_o;     /* KVF_EOOBWRITE */
-extern const kvf_plugin_kernel kvf_test_cuda_modify_k;  /* KVF_EINPUTMOD */
-extern const kvf_plugin_kernel kvf_test_cuda_pdl;       /* correct: 0 */
-extern const kvf_plugin_kernel kvf_test_cuda_sync;      /* correct eagerly; no graph capture */
+extern const kvf_plugin_kernel kvf_test_cuda_unwritten;      /* KVF_EUNWRITTEN expected */
+extern const kvf_plugin_kernel kvf_test_cuda_oob_o;          /* KVF_EOOBWRITE */
+extern const kvf_plugin_kernel kvf_test_cuda_modify_k;       /* KVF_EINPUTMOD */
+extern const kvf_plugin_kernel kvf_test_cuda_pdl;            /* correct: 0 */
+extern const kvf_plugin_kernel kvf_test_cuda_sync;           /* correct eagerly; no graph capture */
+extern const kvf_plugin_kernel kvf_test_cuda_huge_workspace; /* KVF_EKERNEL before allocating */
 
 #ifdef __cplusplus
 }

@@ -62,6 +62,14 @@ for bad in "0,0" "5" "x" "0,,1" "" "-1"; do
 done
 CUDA_VISIBLE_DEVICES= run 2 -- "$kvfuzz" fuzz --kernel cpu-ref --devices all --runs 5 --findings "$tmp/f5"
 has "$tmp/err" "no GPU is visible"
+# Without CUDA_VISIBLE_DEVICES, the driver's listing or a GPU device file, no device exists.
+if [ ! -e /proc/driver/nvidia/gpus ] && [ ! -e /dev/nvidia0 ] && [ ! -e /dev/nvidiactl ] &&
+  [ ! -e /dev/dxg ]; then
+  (unset CUDA_VISIBLE_DEVICES
+    run 2 -- "$kvfuzz" fuzz --kernel cpu-ref --devices 99 --runs 5 --findings "$tmp/f5"
+    has "$tmp/err" "no GPU is visible (no NVIDIA driver lists one and no GPU device file exists), so there is no device 99"
+    exit $failures) || failures=$((failures + 1))
+fi
 run 2 -- "$kvfuzz" fuzz --kernel cpu-ref --devices 0 --in-process --runs 5 --findings "$tmp/f5"
 has "$tmp/err" "cannot go with --in-process"
 

@@ -42,6 +42,17 @@ load_error "$broken_dir/libkvf_broken_odd.so" "kvfuzz takes a multiple of 8 up t
 rc=$?
 [ $rc -eq 1 ] && grep -q "asks for a workspace of 18446744073709551516 bytes, over kvfuzz's limit" "$tmp/out" ||
   fail "a kernel asking for 2^64 - 100 bytes of workspace: exit $rc, $(tail -3 "$tmp/out")"
+# A plugin's reason and error message of several lines (a tab, a terminal escape) are shown on one.
+"$kvfuzz" kernels --kernel "$broken_dir/libkvf_broken_multiline.so" >"$tmp/out" 2>&1 ||
+  fail "kernels with a multi-line refusal failed: $(cat "$tmp/out")"
+grep -q "first refusal: first line   second line third" "$tmp/out" && ! grep -q $'\e' "$tmp/out" ||
+  fail "a multi-line supports() reason is not shown on one line: $(cat -A "$tmp/out")"
+"$kvfuzz" replay --kernel "$broken_dir/libkvf_broken_multiline.so" "$src/corpus/seeds/00-seed-h20kv4.kvfz" \
+  >"$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "reported an error from run(): first line   second line third" "$tmp/out" &&
+  ! grep -q $'\e' "$tmp/out" && ! grep -q "^  second line" "$tmp/out" ||
+  fail "a multi-line run() message: exit $rc, $(cat -A "$tmp/out" | tail -5)"
 # An entry without the concurrent_states field (the first version-1 size) still loads.
 "$kvfuzz" kernels --kernel "$broken_dir/libkvf_broken_v1.so" >"$tmp/out" 2>&1 ||
   fail "a version-1 entry without concurrent_states does not load: $(cat "$tmp/out")"

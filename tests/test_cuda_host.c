@@ -236,7 +236,39 @@ static void test_graph_capture_failure(void) {
     kvf_spec_free(&spec);
 }
 
+/* A workspace past KVF_PLUGIN_MAX_WORKSPACE_BYTES is the kernel's error, named before anything
+ * is allocated (2^64 - 100 bytes would wrap the host's size arithmetic); the host then runs a
+ * correct kernel as before. */
+static void test_huge_workspace(void) {
+    char why[256];
+    if (!kvf_cuda_available(why, sizeof why)) CHECK_SKIP("%s", why);
+    kvf_error err = {0};
+    kvf_spec spec;
+    kvf_case c;
+    CHECK_OK(build(&c, &spec, 0, &err), &err);
+    kvf_host *h = NULL;
+    CHECK_OK(kvf_host_create(&kvf_test_cuda_huge_workspace, &h, &err), &err);
+    kvf_bf16 *o = calloc((size_t)kvf_case_o_elems(&c), sizeof *o);
+    float *lse = calloc((size_t)kvf_case_lse_elems(&c), sizeof *lse);
+    for (int round = 0; h && round < 2; round++) {
+        kvf_error_clear(&err);
+        CHECK_INT_EQ(kvf_host_run(h, &c, o, lse, &err), KVF_EKERNEL);
+        CHECK_STR_CONTAINS(err.msg, "asks for a workspace of 18446744073709551516 bytes, over "
+                                    "kvfuzz's limit");
+    }
+    kvf_host_destroy(h);
+    h = NULL;
+    CHECK_OK(kvf_host_create(&kvf_test_cuda_pdl, &h, &err), &err);
+    if (h) CHECK_OK(kvf_host_run(h, &c, o, lse, &err), &err);
+    kvf_host_destroy(h);
+    free(o);
+    free(lse);
+    kvf_case_free(&c);
+    kvf_spec_free(&spec);
+}
+
 static const check_test tests[] = {
+    {"huge_workspace", test_huge_workspace},
     {"violations", test_violations},
     {"graph_capture_failure", test_graph_capture_failure},
     {"unwritten_place", test_unwritten_place},

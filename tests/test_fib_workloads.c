@@ -377,6 +377,18 @@ static void test_fp8_malformed(void) {
     CHECK(c.quant.granularity == KVF_SCALE_TENSOR && c.k_scale[0] == 0.5f && c.v_scale[0] == 2.0f);
     kvf_case_free(&c);
     kvf_spec_free(&s);
+    /* "./" and a name with dots in it stay inside the root. */
+    const fp8_blob dotted = {KVF_ST_F8_E4M3,
+                             1,
+                             1,
+                             0.5f,
+                             2.0f,
+                             "{\"type\": \"safetensors\", \"path\": \"./blob.safetensors\", "
+                             "\"tensor_key\": \"k_scale\"}",
+                             2};
+    CHECK_OK(import_fp8(&dotted, &s, &err), &err);
+    CHECK(s.quant.k_scale == 0.5f);
+    kvf_spec_free(&s);
     static const struct {
         fp8_blob b;
         const char *refusal;
@@ -408,6 +420,22 @@ static void test_fp8_malformed(void) {
          "workload f1 leaves k_scale random: FIB would draw it with randn, which can be zero or "
          "negative"},
         {{KVF_ST_F8_E4M3, 1, 1, 0.5f, 2.0f, "{}", 2}, "workload f1 leaves k_scale random"},
+        /* Blob paths that leave the dataset root: a trace must not read files the user never
+         * pointed kvfuzz at. */
+        {{KVF_ST_F8_E4M3, 1, 1, 0.5f, 2.0f,
+          "{\"type\": \"safetensors\", \"path\": \"/tmp/blob.safetensors\", \"tensor_key\": "
+          "\"k_scale\"}",
+          2},
+         "workload f1's blob path /tmp/blob.safetensors leaves the dataset root (an absolute path "
+         "or a \"..\" component); FIB blob paths are relative to it"},
+        {{KVF_ST_F8_E4M3, 1, 1, 0.5f, 2.0f,
+          "{\"type\": \"safetensors\", \"path\": \"x/../../blob.safetensors\", \"tensor_key\": "
+          "\"k_scale\"}",
+          2},
+         "workload f1's blob path x/../../blob.safetensors leaves the dataset root"},
+        {{KVF_ST_F8_E4M3, 1, 1, 0.5f, 2.0f,
+          "{\"type\": \"safetensors\", \"path\": \"..\", \"tensor_key\": \"k_scale\"}", 2},
+         "workload f1's blob path .. leaves the dataset root"},
         {{KVF_ST_F8_E4M3, 1, 1, 0.5f, 2.0f, "{\"type\": \"scalar\", \"value\": 0.5}", 2},
          "workload f1's k_scale is scalar, which kvfuzz cannot take for it (give a float32 tensor "
          "of shape [1] in a blob)"},

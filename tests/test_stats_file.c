@@ -128,6 +128,29 @@ static void test_roundtrip_and_malformed(void) {
         {"m-oom.json", "\"out_of_model_rows\": {\"o\"", "\"out_of_model_rows\": {\"x\"",
          "out_of_model_rows.o"},
         {"m-nonfinite.json", "\"max_margin\": \"NaN\"", "\"max_margin\": \"nan\"", "max_margin"},
+        /* Values no campaign writes: more violations than elements, a negative or NaN maximum
+         * over elements, a cell with more failures than elements, a rule or kernel name that
+         * is none. */
+        {"m-viol.json", "\"elements\": 1, \"violations\": 0", "\"elements\": 1, \"violations\": 2",
+         "violations 2 is more than its 1 elements"},
+        {"m-maxabs.json", "\"max_abs\": 0, \"max_rel\": 0", "\"max_abs\": -1, \"max_rel\": 0",
+         "\"max_abs\" is -1; it is a number >= 0"},
+        {"m-maxnan.json", "\"max_margin\": 0,", "\"max_margin\": \"NaN\",",
+         "\"max_margin\" is nan; it is a number >= 0"},
+        {"m-cellfails.json", "[[0, 1, 0, 0, 1", "[[0, 1, 2, 0, 1",
+         "counts more failing, nonfinite or measured elements than its 1"},
+        {"m-rule.json", "\"rule\": \"strict\"", "\"rule\": \"stricter\"",
+         "\"rule\" is not a rule this kvfuzz knows"},
+        {"m-kname.json", "\"kernel\": \"k\", \"rule\"", "\"kernel\": \"k\\n\", \"rule\"",
+         "groups[0]: \"kernel\" or \"rule\" is missing or not a name"},
+        {"m-seconds.json", "\"cases\": [], ",
+         "\"cases\": [], \"sources\": [{\"devices\": [{\"device\": 0, \"cases\": 1, "
+         "\"seconds\": -2, \"crashes\": 0, \"hangs\": 0, \"kernel_errors\": 0, "
+         "\"retired\": false}]}], ",
+         "\"seconds\" is -2; it is a number >= 0"},
+        {"m-kernels.json", "\"kernels\": []",
+         "\"kernels\": [{\"kernel\": \"\", \"ran\": 0, \"unsupported\": 0}]",
+         "kernels[0]: \"kernel\" is missing or not a name"},
     };
     for (size_t i = 0; i < sizeof defects / sizeof defects[0]; i++) {
         char bad[12288];

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Whether CUDA takes a CUDA_VISIBLE_DEVICES entry as a device: an ordinal (digits) or a GPU or
  * MIG UUID. CUDA stops at the first entry that is neither (`-1`, or Slurm's `NoDevFiles` for a
@@ -19,8 +20,19 @@ static int cuda_entry(const char *p, size_t len) {
     return 1;
 }
 
+/* Whether the NVIDIA character devices or WSL's GPU paravirtualisation device exist: where
+ * /proc/driver/nvidia/gpus is missing (WSL has none, nor do some containers), a GPU may still
+ * be usable through them. */
+static int gpu_device_files(void) {
+    static const char *const files[] = {"/dev/nvidia0", "/dev/nvidiactl", "/dev/dxg"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        if (access(files[i], F_OK) == 0) return 1;
+    return 0;
+}
+
 /* The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries (or driver ordinals).
- * Returns how many, or -1 when nothing says (no variable, no driver listing). */
+ * Returns how many; 0 when none can be (an empty variable, or no driver listing and no GPU
+ * device file); -1 when a GPU may be there but nothing says how many. */
 static int visible_devices(char ids[][KVF_DEVICE_ID_MAX], int max) {
     const char *env = getenv("CUDA_VISIBLE_DEVICES");
     if (env) { /* set, even empty: CUDA sees exactly these (none when empty) */
@@ -42,7 +54,7 @@ static int visible_devices(char ids[][KVF_DEVICE_ID_MAX], int max) {
     /* One directory per GPU, named by its PCI address; the driver numbers them in that order
      * by default, but all that matters here is how many there are. */
     DIR *d = opendir("/proc/driver/nvidia/gpus");
-    if (!d) return -1;
+    if (!d) return gpu_device_files() ? -1 : 0;
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d)) && n < max)
@@ -104,9 +116,14 @@ int kvf_devices_parse(kvf_device_set *out, const char *text, kvf_error *err) {
         for (int i = 0; i < out->n; i++)
             if (out->ordinal[i] == v)
                 return kvf_error_set(err, KVF_EINVAL, "--devices: device %d is listed twice", v);
-        if (nvis == 0)
+        if (nvis == 0 && getenv("CUDA_VISIBLE_DEVICES"))
             return kvf_error_set(err, KVF_EINVAL,
                                  "--devices: CUDA_VISIBLE_DEVICES is set and lists no GPU");
+        if (nvis == 0)
+            return kvf_error_set(err, KVF_EINVAL,
+                                 "--devices: no GPU is visible (no NVIDIA driver lists one and "
+                                 "no GPU device file exists), so there is no device %d",
+                                 v);
         if (nvis > 0 && v >= nvis)
             return kvf_error_set(err, KVF_EINVAL,
                                  "--devices: device %d does not exist (%d visible: 0..%d)", v, nvis,

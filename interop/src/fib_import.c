@@ -30,13 +30,32 @@ static void ctx_free(import_ctx *x) {
         kvf_st_free(&x->blobs[i]);
 }
 
+/* Whether `rel` names a file outside the dataset root: an absolute path or one with a ".."
+ * component. A trace file is input like any other, and its blob paths must not reach files the
+ * user never pointed kvfuzz at. */
+static int blob_path_leaves_root(const char *rel) {
+    if (rel[0] == '/') return 1;
+    for (const char *c = rel; *c;) {
+        size_t n = strcspn(c, "/");
+        if (n == 2 && c[0] == '.' && c[1] == '.') return 1;
+        c += n;
+        if (*c == '/') c++;
+    }
+    return 0;
+}
+
 static int load_blob(import_ctx *x, const char *rel, const kvf_st_file **out) {
     char path[PATH_MAX];
     const char *root = x->opts->root && *x->opts->root ? x->opts->root : ".";
-    if ((size_t)snprintf(path, sizeof path, "%s/%s", rel[0] == '/' ? "" : root, rel) >= sizeof path)
+    if (blob_path_leaves_root(rel))
+        return kvf_error_set(x->err, KVF_EINVAL,
+                             "workload %s's blob path %.80s leaves the dataset root (an absolute "
+                             "path or a \"..\" component); FIB blob paths are relative to it",
+                             x->uuid, rel);
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", root, rel) >= sizeof path)
         return kvf_error_set(x->err, KVF_EINVAL, "workload %s's blob path %.80s is too long",
                              x->uuid, rel);
-    const char *p = rel[0] == '/' ? rel : path;
+    const char *p = path;
     for (int i = 0; i < x->nblobs; i++)
         if (strcmp(x->paths[i], p) == 0) {
             *out = &x->blobs[i];

@@ -103,9 +103,7 @@ int host_create(const kvf_plugin_kernel *const *descs, int n, Host **out, kvf_er
             char msg[KVF_ERROR_MSG_MAX] = {0};
             const int st = s->desc->create(s->desc, &s->state, msg, sizeof msg - 1);
             if (st != KVF_PLUGIN_OK) {
-                rc = kvf_error_set(err, st == KVF_PLUGIN_NOMEM ? KVF_ENOMEM : KVF_EKERNEL,
-                                   "%s could not start: %s", s->desc->name,
-                                   msg[0] ? msg : "create() failed without a message");
+                rc = kvf__host_create_failed(s->desc, st, msg, err);
                 break; // no state to destroy
             }
         }

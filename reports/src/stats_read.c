@@ -3,12 +3,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "kvfuzz/json_io.h"
+#include "kvfuzz/judge.h"
 #include "stats_internal.h"
 
 typedef struct reader {
@@ -54,6 +56,33 @@ static int get_num(reader *r, const json_t *obj, const char *key, double *out, c
     return 0;
 }
 
+/* A number no statistic can hold below 0 or as NaN: an error, a margin, a time. Checked only
+ * where `check` (a maximum over no element is the writer's starting value). */
+static int get_nonneg(reader *r, const json_t *obj, const char *key, int check, double *out,
+                      const char *ctx) {
+    if (get_num(r, obj, key, out, ctx)) return -1;
+    if (check && !(*out >= 0))
+        return bad(r, "%s: \"%s\" is %g; it is a number >= 0", ctx, key, *out);
+    return 0;
+}
+
+/* A count that cannot pass another (violations among elements). */
+static int check_within(reader *r, int64_t part, const char *pname, int64_t whole,
+                        const char *wname, const char *ctx) {
+    if (part > whole)
+        return bad(r, "%s: %s %lld is more than its %lld %s", ctx, pname, (long long)part,
+                   (long long)whole, wname);
+    return 0;
+}
+
+/* A kernel or rule name: 1 to 4096 bytes, no control character (it is printed on a line). */
+static int name_ok(const char *s) {
+    size_t n = 0;
+    for (; s[n]; n++)
+        if ((unsigned char)s[n] < 0x20 || s[n] == 0x7f) return 0;
+    return n >= 1 && n <= 4096;
+}
+
 /* A string member (strdup'd into *out) or null / absent (*out = NULL). */
 static int get_opt_str(reader *r, const json_t *obj, const char *key, char **out, const char *ctx) {
     const json_t *v = json_object_get(obj, key);
@@ -88,12 +117,13 @@ static int read_devices(reader *r, const json_t *v, kvf__source *src, const char
         int64_t ord;
         if (!json_is_object(dj)) return bad(r, "%s: devices[%zu] is not an object", ctx, k);
         if (get_i64(r, dj, "device", 0, &ord, ctx) || get_i64(r, dj, "cases", 0, &d->cases, ctx) ||
-            get_num(r, dj, "seconds", &d->seconds, ctx) ||
+            get_nonneg(r, dj, "seconds", 1, &d->seconds, ctx) ||
             get_i64(r, dj, "crashes", 0, &d->crashes, ctx) ||
             get_i64(r, dj, "hangs", 0, &d->hangs, ctx) ||
             get_i64(r, dj, "kernel_errors", 0, &d->kernel_errors, ctx))
             return -1;
         if (ord > 1000000) return bad(r, "%s: devices[%zu]: device %lld", ctx, k, (long long)ord);
+        if (isinf(d->seconds)) return bad(r, "%s: devices[%zu]: \"seconds\" is not finite", ctx, k);
         d->ordinal = (int)ord;
         const json_t *ret = json_object_get(dj, "retired"), *why = json_object_get(dj, "why");
         if (!json_is_boolean(ret))
@@ -167,10 +197,14 @@ static int read_cells(reader *r, const json_t *arr, kvf__map *m, int slot, const
         for (size_t j = 0; ok && j < 6; j++)
             ok = kvf_json_to_i64(json_array_get(p, first + j), &ints[j]) == 0 && ints[j] >= 0;
         for (size_t j = 0; ok && j < 2; j++)
-            ok =
-                kvf_json_to_double(json_array_get(p, first + 6 + j), &dbl[j]) == 0 && !(dbl[j] < 0);
+            ok = kvf_json_to_double(json_array_get(p, first + 6 + j), &dbl[j]) == 0 && dbl[j] >= 0;
         if (!ok || (key > INT32_MAX && !slot))
             return bad(r, "%s[%zu] is not a well-formed class cell", ctx, i);
+        /* fails, nonfinite and bits_n count among its n elements */
+        if (ints[1] > ints[0] || ints[2] > ints[0] || ints[3] > ints[0])
+            return bad(r,
+                       "%s[%zu] counts more failing, nonfinite or measured elements than its %lld",
+                       ctx, i, (long long)ints[0]);
         kvf__cell *c = kvf__map_get(m, slot ? KVF_SLOT_KEY(key, key2) : key, 1);
         if (!c) return bad(r, "out of memory");
         if (c->n) return bad(r, "%s[%zu] repeats a class already listed", ctx, i);
@@ -240,10 +274,17 @@ static int read_outstats(reader *r, const json_t *v, kvf__outstats *o, int worst
     if (get_i64(r, v, "elements", 0, &o->elements, ctx) ||
         get_i64(r, v, "violations", 0, &o->violations, ctx) ||
         get_i64(r, v, "nonfinite", 0, &o->nonfinite, ctx) ||
-        get_num(r, v, "max_abs", &o->max_abs, ctx) || get_num(r, v, "max_rel", &o->max_rel, ctx) ||
         get_i64(r, v, "max_ulps", 0, &o->max_ulps, ctx) ||
-        get_num(r, v, "max_margin", &o->max_margin, ctx) ||
-        get_num(r, v, "max_excess_margin", &o->max_excess, ctx))
+        check_within(r, o->violations, "violations", o->elements, "elements", ctx) ||
+        check_within(r, o->nonfinite, "nonfinite", o->elements, "elements", ctx))
+        return -1;
+    /* The maxima of no element are whatever the writer started from; of one or more, errors
+     * and margins, each >= 0. */
+    const int any = o->elements > 0;
+    if (get_nonneg(r, v, "max_abs", any, &o->max_abs, ctx) ||
+        get_nonneg(r, v, "max_rel", any, &o->max_rel, ctx) ||
+        get_nonneg(r, v, "max_margin", any, &o->max_margin, ctx) ||
+        get_nonneg(r, v, "max_excess_margin", any, &o->max_excess, ctx))
         return -1;
     const json_t *hist = json_object_get(v, "hist");
     kvf__hist *hs[4] = {&o->abs, &o->rel, &o->ulp, &o->margin};
@@ -380,13 +421,17 @@ static int read_kernels(reader *r, const json_t *root, kvf_stats *s) {
         const json_t *k = json_array_get(kernels, i);
         const json_t *name = json_object_get(k, "kernel");
         snprintf(ctx, sizeof ctx, "kernels[%zu]", i);
-        if (!name || !json_is_string(name))
-            return bad(r, "%s: \"kernel\" is missing or not a string", ctx);
+        if (!name || !json_is_string(name) || !name_ok(json_string_value(name)))
+            return bad(r,
+                       "%s: \"kernel\" is missing or not a name (1 to 4096 characters, none a "
+                       "control character)",
+                       ctx);
         for (size_t j = 0; j < s->nkernels; j++)
             if (strcmp(s->kernels[j].kernel, json_string_value(name)) == 0)
                 return bad(r, "%s: kernel \"%s\" is listed twice", ctx, json_string_value(name));
         kvf__kernel_runs *kr = kvf__kernel_runs_get(s, json_string_value(name));
         if (!kr) return bad(r, "out of memory");
+        if (!json_is_object(k)) return bad(r, "%s is not an object", ctx);
         if (get_i64(r, k, "ran", 0, &kr->ran, ctx) ||
             get_i64(r, k, "unsupported", 0, &kr->unsupported, ctx))
             return -1;
@@ -506,8 +551,13 @@ static int read_groups(reader *r, const json_t *root, kvf_stats *s, kvf__case_in
         const json_t *gv = json_array_get(groups, i);
         const json_t *kn = json_object_get(gv, "kernel"), *rn = json_object_get(gv, "rule");
         snprintf(ctx, sizeof ctx, "groups[%zu]", i);
-        if (!kn || !json_is_string(kn) || !rn || !json_is_string(rn))
-            return bad(r, "%s: \"kernel\" or \"rule\" is missing or not a string", ctx);
+        if (!kn || !json_is_string(kn) || !rn || !json_is_string(rn) ||
+            !name_ok(json_string_value(kn)))
+            return bad(r, "%s: \"kernel\" or \"rule\" is missing or not a name", ctx);
+        kvf_rule rule;
+        kvf_error rerr = {0};
+        if (kvf_rule_parse(&rule, json_string_value(rn), &rerr))
+            return bad(r, "%s: \"rule\" is not a rule this kvfuzz knows (%s)", ctx, rerr.msg);
         size_t before = s->ngroups;
         kvf__group *g = kvf__group_get(s, json_string_value(kn), json_string_value(rn));
         if (!g) return bad(r, "out of memory");

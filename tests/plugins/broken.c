@@ -19,6 +19,9 @@
 #define BROKEN_WORKSPACE                                                                           \
     12 /* loads: its kernel asks for 2^64 - 100 bytes of workspace, past any memory (a size that   \
           would wrap an allocation's arithmetic) */
+#define BROKEN_MULTILINE                                                                           \
+    13 /* loads: its refusals and its run() error are several lines, with a tab and a terminal     \
+          escape, which kvfuzz shows on one line */
 
 #if KVF_BROKEN != BROKEN_NO_ENTRY
 static int yes(const kvf_plugin_kernel *self, const kvf_plugin_shape *s, char *why, size_t n) {
@@ -37,13 +40,30 @@ static int run(void *state, const kvf_plugin_args *a, char *msg, size_t n) {
     }
 static const kvf_plugin_kernel two_same[] = {KERNEL("same"), KERNEL("same")};
 #if KVF_BROKEN == BROKEN_STATES || KVF_BROKEN == BROKEN_V1 || KVF_BROKEN == BROKEN_PROMISES ||     \
-    KVF_BROKEN == BROKEN_WORKSPACE
+    KVF_BROKEN == BROKEN_WORKSPACE || KVF_BROKEN == BROKEN_MULTILINE
 static kvf_plugin_kernel single[] = {KERNEL("single")};
 #endif
 #if KVF_BROKEN == BROKEN_WORKSPACE
 static size_t huge(void *state, const kvf_plugin_shape *s) {
     (void)state, (void)s;
     return (size_t)-100;
+}
+#endif
+#if KVF_BROKEN == BROKEN_MULTILINE
+#include <stdio.h>
+static const char lines[] = "first line\n  second line\tthird\x1b[2J\r\n";
+/* Group 5 only (the seed's), so that `kvfuzz kernels` shows a refusal and a replay reaches run().
+ */
+static int group5(const kvf_plugin_kernel *self, const kvf_plugin_shape *s, char *why, size_t n) {
+    (void)self;
+    if (s->num_qo_heads == 5 * s->num_kv_heads) return 1;
+    snprintf(why, n, "%s", lines);
+    return 0;
+}
+static int run_lines(void *state, const kvf_plugin_args *a, char *msg, size_t n) {
+    (void)state, (void)a;
+    snprintf(msg, n, "%s", lines);
+    return KVF_PLUGIN_ERROR;
 }
 #endif
 
@@ -76,6 +96,11 @@ const kvf_plugin *kvf_plugin_v1(void) {
     p.kernel_struct_size = sizeof(kvf_plugin_kernel) + 1;
 #elif KVF_BROKEN == BROKEN_WORKSPACE
     single[0].workspace_bytes = huge;
+    p.num_kernels = 1;
+    p.kernels = single;
+#elif KVF_BROKEN == BROKEN_MULTILINE
+    single[0].supports = group5;
+    single[0].run = run_lines;
     p.num_kernels = 1;
     p.kernels = single;
 #elif KVF_BROKEN == BROKEN_V1

@@ -7,12 +7,14 @@
  * CUDA_VISIBLE_DEVICES is already set, ordinal i is its i-th entry (a number or a GPU UUID) and
  * the worker gets that entry; otherwise the worker gets the number itself. `all` is every
  * visible GPU: the entries of CUDA_VISIBLE_DEVICES where set, else the GPUs the NVIDIA driver
- * lists under /proc/driver/nvidia/gpus (read without touching CUDA).
+ * lists under /proc/driver/nvidia/gpus (read without touching CUDA). Where neither says and no
+ * GPU device file exists (/dev/nvidia0, /dev/nvidiactl, WSL's /dev/dxg), no GPU is visible;
+ * where such a file exists but nothing counts the GPUs, a list is taken as given.
  *
  * Ownership: kvf_device_set is a plain value, filled by kvf_devices_parse; nothing to free.
  * Errors: KVF_EINVAL with one sentence for an empty list, a list entry that is not a decimal
  * device number, a device listed twice, a number past the visible devices, more than
- * KVF_MAX_DEVICES devices, or `all` when no GPU is visible. */
+ * KVF_MAX_DEVICES devices, or `all` or any list when no GPU is visible. */
 #ifndef KVFUZZ_DEVICES_H
 #define KVFUZZ_DEVICES_H
 
