@@ -55,9 +55,8 @@ static int load_blob(import_ctx *x, const char *rel, const kvf_st_file **out) {
     if ((size_t)snprintf(path, sizeof path, "%s/%s", root, rel) >= sizeof path)
         return kvf_error_set(x->err, KVF_EINVAL, "workload %s's blob path %.80s is too long",
                              x->uuid, rel);
-    const char *p = path;
     for (int i = 0; i < x->nblobs; i++)
-        if (strcmp(x->paths[i], p) == 0) {
+        if (strcmp(x->paths[i], path) == 0) {
             *out = &x->blobs[i];
             return 0;
         }
@@ -71,10 +70,10 @@ static int load_blob(import_ctx *x, const char *rel, const kvf_st_file **out) {
         return kvf_error_set(x->err, KVF_ELIMIT,
                              "workload %s's blobs hold more than the %zu bytes a case may hold",
                              x->uuid, all);
-    int rc = kvf_st_load(&x->blobs[x->nblobs], p, all - x->blob_bytes, x->err);
+    int rc = kvf_st_load(&x->blobs[x->nblobs], path, all - x->blob_bytes, x->err);
     if (rc) return rc;
     x->blob_bytes += x->blobs[x->nblobs].owned_bytes;
-    snprintf(x->paths[x->nblobs], PATH_MAX, "%s", p);
+    snprintf(x->paths[x->nblobs], PATH_MAX, "%s", path);
     *out = &x->blobs[x->nblobs++];
     return 0;
 }

@@ -431,7 +431,6 @@ static int read_kernels(reader *r, const json_t *root, kvf_stats *s) {
                 return bad(r, "%s: kernel \"%s\" is listed twice", ctx, json_string_value(name));
         kvf__kernel_runs *kr = kvf__kernel_runs_get(s, json_string_value(name));
         if (!kr) return bad(r, "out of memory");
-        if (!json_is_object(k)) return bad(r, "%s is not an object", ctx);
         if (get_i64(r, k, "ran", 0, &kr->ran, ctx) ||
             get_i64(r, k, "unsupported", 0, &kr->unsupported, ctx))
             return -1;
