@@ -8,6 +8,7 @@
 //                   another (as FlashInfer does on Hopper): correct, so the host must pass it
 //   test-sync       writes every output, then synchronizes its stream inside run(): correct
 //                   eagerly, but run() cannot be captured in a CUDA graph
+//   test-trap       traps on the device: the context is lost, so a test runs it last
 #include <cuda_runtime.h>
 
 #include <stdint.h>
@@ -18,7 +19,7 @@
 
 namespace {
 
-enum Mode { kUnwritten, kOobO, kModifyK, kPdl, kSync };
+enum Mode { kUnwritten, kOobO, kModifyK, kPdl, kSync, kTrap };
 
 // Zero o (n_o elements, `extra` past the end too) and lse; optionally flip k[page * stride].
 __global__ void write_kernel(uint16_t *o, int64_t n_o, int64_t extra, float *lse, int64_t n_lse,
@@ -34,6 +35,10 @@ __global__ void write_kernel(uint16_t *o, int64_t n_o, int64_t extra, float *lse
 
 __global__ void busy_kernel(int *sink) {
     if (threadIdx.x == 0 && sink) *sink = 1;
+}
+
+__global__ void trap_kernel() {
+    __trap();
 }
 
 int supports(const kvf_plugin_kernel *self, const kvf_plugin_shape *shape, char *why,
@@ -54,7 +59,10 @@ template <Mode M> int run_mode(void *state, const kvf_plugin_args *a, char *msg,
     cudaStream_t st = (cudaStream_t)a->stream;
     uint16_t *k = M == kModifyK && s->num_entries > 0 ? (uint16_t *)a->k_cache : NULL;
     cudaError_t e;
-    if (M == kPdl) {
+    if (M == kTrap) {
+        trap_kernel<<<1, 32, 0, st>>>();
+        e = cudaGetLastError();
+    } else if (M == kPdl) {
         busy_kernel<<<1, 32, 0, st>>>(NULL);
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3(64);
@@ -117,6 +125,7 @@ extern "C" const kvf_plugin_kernel kvf_test_cuda_pdl =
     TEST_DESC("test-pdl", "writes every output from a programmatic dependent launch", kPdl);
 extern "C" const kvf_plugin_kernel kvf_test_cuda_sync =
     TEST_DESC("test-sync", "synchronizes its stream inside run()", kSync);
-extern "C" const kvf_plugin_kernel kvf_test_cuda_huge_workspace =
-    TEST_DESC_WS("test-huge-workspace", "asks for 2^64 - 100 bytes of workspace", kPdl,
-                 huge_workspace);
+extern "C" const kvf_plugin_kernel kvf_test_cuda_trap =
+    TEST_DESC("test-trap", "traps on the device", kTrap);
+extern "C" const kvf_plugin_kernel kvf_test_cuda_huge_workspace = TEST_DESC_WS(
+    "test-huge-workspace", "asks for 2^64 - 100 bytes of workspace", kPdl, huge_workspace);

@@ -15,6 +15,7 @@ extern const kvf_plugin_kernel kvf_test_cuda_modify_k;       /* KVF_EINPUTMOD */
 extern const kvf_plugin_kernel kvf_test_cuda_pdl;            /* correct: 0 */
 extern const kvf_plugin_kernel kvf_test_cuda_sync;           /* correct eagerly; no graph capture */
 extern const kvf_plugin_kernel kvf_test_cuda_huge_workspace; /* KVF_EKERNEL before allocating */
+extern const kvf_plugin_kernel kvf_test_cuda_trap;           /* KVF_EDEVICE; the context is lost */
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "cuda_test_kernels.h"
+#include "kvfuzz/bench_session.h"
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/kernel_host.h"
 #include "kvfuzz/spec.h"
@@ -267,12 +268,45 @@ static void test_huge_workspace(void) {
     kvf_spec_free(&spec);
 }
 
+/* A kernel that fails on the device during `kvfuzz bench`'s checked run ends the run with a
+ * sentence naming the kernel, the workload and the device's error. It runs last: a trap leaves
+ * the process's context unusable. */
+static void test_bench_device_error(void) {
+    char why[256];
+    if (!kvf_cuda_available(why, sizeof why)) CHECK_SKIP("%s", why);
+    kvf_kernel trap = {0};
+    trap.name = kvf_test_cuda_trap.name;
+    trap.description = kvf_test_cuda_trap.description;
+    trap.device = KVF_DEVICE_CUDA;
+    trap.desc = &kvf_test_cuda_trap;
+    trap.role = KVF_PLUGIN_ROLE_UNDER_TEST;
+    const kvf_kernel *kernels[] = {&trap};
+    kvf_bench_settings st = {{20, 4, 128, 64, 0, 0}, 1, 0, 1};
+    kvf_bench_workloads w = {0};
+    kvf_bench_session *s = NULL;
+    kvf_bench_device dev;
+    kvf_bench_measure m;
+    kvf_error err = {0};
+    CHECK_OK(kvf_bench_workloads_make(&w, NULL, 2, 256, 1, &err), &err);
+    CHECK_OK(kvf_bench_session_create(&s, kernels, 1, &st, &err), &err);
+    if (s) CHECK_OK(kvf_bench_session_start(s, &err), &err);
+    if (s) CHECK_OK(kvf_bench_session_prepare(s, &dev, &err), &err);
+    if (s && w.count == 1) {
+        kvf_error_clear(&err);
+        CHECK_INT_EQ(kvf_bench_session_run(s, &w.items[0], 1, &m, &err), KVF_EDEVICE);
+        CHECK_STR_CONTAINS(err.msg, "test-trap failed on the device on b2-l256");
+    }
+    kvf_bench_session_destroy(s);
+    kvf_bench_workloads_free(&w);
+}
+
 static const check_test tests[] = {
     {"huge_workspace", test_huge_workspace},
     {"violations", test_violations},
     {"graph_capture_failure", test_graph_capture_failure},
     {"unwritten_place", test_unwritten_place},
     {"two_phase", test_two_phase},
+    {"bench_device_error", test_bench_device_error}, /* last: it loses the context */
     {NULL, NULL},
 };
 

@@ -162,7 +162,9 @@ static int check_all(kvf_bench_session *s, const kvf_bench_workload *w, const kv
             return kvf_error_set(err, st, "the reference %s fails on %s: %s", s->descs[k]->name,
                                  w->name, e.msg);
         }
-        if (st == KVF_EDEVICE) return silent(err, st); /* the context may be gone */
+        if (st == KVF_EDEVICE) /* the context may be gone: no kernel after it runs */
+            return kvf_error_set(err, st, "%s failed on the device on %s, which ends the run: %s",
+                                 s->descs[k]->name, w->name, e.msg);
     }
     for (int k = 0; k < s->timed; k++)
         if (runnable[k])

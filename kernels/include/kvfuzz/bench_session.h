@@ -15,9 +15,10 @@
  * Errors: 0 or a negative KVF_E* code with one sentence in err: KVF_ENOMEM, a descriptor that
  * cannot be loaded (its loader's code and sentence), the host's errors (kernel_bench.h),
  * KVF_EDEVICE for a CUDA call that fails ("allocating the L2 flush buffer failed: <cudaError
- * name> (<its text>)."), KVF_ELIMIT for a workload of more than 2^31-1 pages. Where `kvfuzz
- * bench` has never said more than its exit status (host memory running out while a workload is
- * built, a device error in a kernel's checked run) the message is empty. */
+ * name> (<its text>)."), KVF_EDEVICE for a kernel that fails on the device in its checked run,
+ * which ends the run ("<kernel> failed on the device on <workload>, which ends the run: <why>"),
+ * KVF_ELIMIT for a workload of more than 2^31-1 pages. Where host memory runs out while a
+ * workload is built the message is empty (`kvfuzz bench` says no more than its exit status). */
 #ifndef KVFUZZ_BENCH_SESSION_H
 #define KVFUZZ_BENCH_SESSION_H
 
