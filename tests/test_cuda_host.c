@@ -294,7 +294,9 @@ static void test_bench_device_error(void) {
     if (s && w.count == 1) {
         kvf_error_clear(&err);
         CHECK_INT_EQ(kvf_bench_session_run(s, &w.items[0], 1, &m, &err), KVF_EDEVICE);
-        CHECK_STR_CONTAINS(err.msg, "test-trap failed on the device on b2-l256");
+        CHECK_STR_CONTAINS(err.msg, "kernel test-trap on workload b2-l256: test-trap failed on "
+                                    "the device: ");
+        CHECK_STR_CONTAINS(err.msg, "; the run ends there");
     }
     kvf_bench_session_destroy(s);
     kvf_bench_workloads_free(&w);

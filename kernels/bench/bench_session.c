@@ -163,7 +163,7 @@ static int check_all(kvf_bench_session *s, const kvf_bench_workload *w, const kv
                                  w->name, e.msg);
         }
         if (st == KVF_EDEVICE) /* the context may be gone: no kernel after it runs */
-            return kvf_error_set(err, st, "%s failed on the device on %s, which ends the run: %s",
+            return kvf_error_set(err, st, "kernel %s on workload %s: %s; the run ends there",
                                  s->descs[k]->name, w->name, e.msg);
     }
     for (int k = 0; k < s->timed; k++)
