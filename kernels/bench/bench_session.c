@@ -25,15 +25,6 @@ struct kvf_bench_session {
     kvf_bench_result *res; /* [timed]: the last workload's rows */
 };
 
-/* A failure bench has never reported beyond its exit status: the code, no sentence. */
-static int silent(kvf_error *err, int code) {
-    if (err) {
-        err->code = code;
-        err->msg[0] = '\0';
-    }
-    return code;
-}
-
 static int cuda_ok(cudaError_t e, const char *what, kvf_error *err) {
     if (e == cudaSuccess) return 1;
     kvf_error_set(err, KVF_EDEVICE, "%s failed: %s (%s).", what, cudaGetErrorName(e),
@@ -80,7 +71,7 @@ int kvf_bench_session_start(kvf_bench_session *s, kvf_error *err) {
 int kvf_bench_session_prepare(kvf_bench_session *s, kvf_bench_device *dev, kvf_error *err) {
     const int events = s->st.iters * (s->timed + 1) * 2;
     s->ev = calloc((size_t)events, sizeof *s->ev);
-    if (!s->ev) return silent(err, KVF_ENOMEM);
+    if (!s->ev) return kvf_error_set(err, KVF_ENOMEM, "out of host memory for the timing events");
     if (!cuda_ok(cudaMalloc(&s->flush, KVF_BENCH_FLUSH_BYTES), "allocating the L2 flush buffer",
                  err) ||
         !cuda_ok(
@@ -124,7 +115,7 @@ static int time_round_robin(kvf_bench_session *s, const int *runnable, const voi
     }
     if (!cuda_ok(cudaStreamSynchronize(s->stream), "timed launches", err)) return KVF_EDEVICE;
     float *ms = malloc(sizeof(float) * (size_t)iters);
-    if (!ms) return silent(err, KVF_ENOMEM);
+    if (!ms) return kvf_error_set(err, KVF_ENOMEM, "out of host memory for the timings");
     for (int e = 0; e < entries; e++) {
         if (e > 0 && !runnable[e - 1]) continue;
         for (int t = 0; t < iters; t++) {
@@ -148,7 +139,9 @@ static int check_all(kvf_bench_session *s, const kvf_bench_workload *w, const kv
     for (int k = 0; k < s->n; k++) {
         outs_o[k] = malloc(q_b + 2);
         outs_lse[k] = malloc(lse_b + 4);
-        if (!outs_o[k] || !outs_lse[k]) return silent(err, KVF_ENOMEM);
+        if (!outs_o[k] || !outs_lse[k])
+            return kvf_error_set(err, KVF_ENOMEM, "out of host memory for the outputs of %s",
+                                 w->name);
         kvf_error e = {0};
         int st = kvf_bench_host_check(s->host, k, outs_o[k], outs_lse[k], &e);
         if (k < s->timed) {
@@ -224,7 +217,6 @@ int kvf_bench_session_run(kvf_bench_session *s, const kvf_bench_workload *w, int
     memset(s->res, 0, (size_t)s->timed * sizeof *s->res);
     kvf_case c;
     int rc = kvf_bench_case_build(&c, w, &s->st.shape, s->st.seed, first, err);
-    if (rc == KVF_ENOMEM) return silent(err, rc);
     if (rc) return rc;
     rc = measure(s, w, &c, m, err);
     /* The host keeps its buffers for the next workload; the case is the session's own. */

@@ -17,9 +17,7 @@
  * KVF_EDEVICE for a CUDA call that fails ("allocating the L2 flush buffer failed: <cudaError
  * name> (<its text>)."), KVF_EDEVICE for a kernel that fails on the device in its checked run,
  * which ends the run ("kernel <name> on workload <workload>: <the host's sentence>; the run
- * ends there"), KVF_ELIMIT for a workload of more than 2^31-1 pages. Where host memory runs out
- * while a workload is built the message is empty (`kvfuzz bench` says no more than its exit
- * status). */
+ * ends there"), KVF_ELIMIT for a workload of more than 2^31-1 pages. */
 #ifndef KVFUZZ_BENCH_SESSION_H
 #define KVFUZZ_BENCH_SESSION_H
 
