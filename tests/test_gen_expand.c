@@ -2,7 +2,7 @@
  * shuffled table, deterministically; poison in tail slots and unreferenced pages; page ids past
  * 32-bit element offsets in a sparse pool; the ascending logit pattern; overrides that make an
  * invalid case rejected naming the field. The behaviour, under both expansions; the bits are
- * pinned by tests/test_gen_hash.c. */
+ * pinned by tests/test_gen_hash.c. FP8 overrides hold FP8 values wherever they land. */
 #include "spec_fixtures.h"
 
 /* Same spec, same bits: a fixed hash of the seed workload's expansion pins the generator, so
@@ -121,6 +121,62 @@ static void test_invalid_overrides_rejected_by_build(void) {
     }
 }
 
+/* An override of an FP8 cache holds an FP8 value's image wherever it lands: in a slot a sequence
+ * reads (kvf_case_validate), and in an unused tail slot or an unreferenced page too, which the
+ * kernel's FP8 buffer receives as well. Images are taken there, other bf16 values refused. */
+static void test_fp8_overrides_are_fp8_values_everywhere(void) {
+    kvf_limits lim = limits();
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_preset(&s, "seed-h20kv4", 1, &err), &err);
+    s.quant.kv = (kvf_kv_quant){KVF_KV_E4M3, KVF_KV_E5M2, KVF_SCALE_TENSOR};
+    s.quant.k_scale = s.quant.v_scale = 1.0f;
+    kvf_case c;
+    CHECK_OK(kvf_case_build(&c, &s, &lim, &err), &err);
+    const int64_t pe = kvf_case_page_elems(&c);
+    /* The last page holds 2 of its 64 slots; one pool page is referenced by no sequence. */
+    const uint64_t tail = (uint64_t)(c.kv_indices[50] * pe + 10 * 4 * 128 + 7);
+    int64_t unref = -1;
+    for (int64_t p = 0; p < c.num_pages && unref < 0; p++) {
+        int used = 0;
+        for (int i = 0; i < c.kv_indptr[1]; i++)
+            used |= c.kv_indices[i] == p;
+        if (!used) unref = p;
+    }
+    CHECK(unref >= 0);
+    kvf_case_free(&c);
+    const uint64_t spare = (uint64_t)(unref * pe + 100);
+    struct {
+        kvf_override o;
+        const char *word; /* NULL: accepted */
+    } ov[] = {
+        {{KVF_OVERRIDE_K, tail, 0x7F80}, "sets k_cache["}, /* +inf: no e4m3 value */
+        {{KVF_OVERRIDE_K, tail, 0x3F81}, "not an e4m3 value"},
+        {{KVF_OVERRIDE_V, spare, 0x3F81}, "not an e5m2 value"},
+        {{KVF_OVERRIDE_V, spare, 0xFFC1}, "0xffc1"}, /* a NaN, but no e5m2 NaN's image */
+        {{KVF_OVERRIDE_K, tail, 0x43E0}, NULL},      /* 448, e4m3's largest */
+        {{KVF_OVERRIDE_V, spare, 0x7F80}, NULL},     /* +inf is e5m2's */
+    };
+    for (size_t i = 0; i < sizeof ov / sizeof ov[0]; i++) {
+        free(s.overrides);
+        s.overrides = malloc(sizeof(kvf_override));
+        s.overrides[0] = ov[i].o;
+        s.num_overrides = 1;
+        int rc = kvf_case_build(&c, &s, &lim, &err);
+        if (ov[i].word) {
+            CHECK_INT_EQ(rc, KVF_EINVAL);
+            CHECK_STR_CONTAINS(err.msg, ov[i].word);
+            continue;
+        }
+        CHECK_OK(rc, &err);
+        if (rc) continue;
+        const kvf_bf16 *cache = ov[i].o.target == KVF_OVERRIDE_K ? c.k_cache : c.v_cache;
+        CHECK_INT_EQ(cache[ov[i].o.index], ov[i].o.value);
+        kvf_case_free(&c);
+    }
+    kvf_spec_free(&s);
+}
+
 /* The ascending pattern: for the first q head of each group, every token's exact logit is
  * strictly above every earlier one (so an online softmax rescales at every token), on the
  * preset and on a random recipe that draws the pattern. Dot products in double are exact here
@@ -200,6 +256,7 @@ static const check_test tests[] = {
     {"high_ids_cross_32bit_offsets", test_high_ids_cross_32bit_offsets_e1},
     {"high_ids_cross_32bit_offsets_expansion2", test_high_ids_cross_32bit_offsets_e2},
     {"invalid_overrides_rejected_by_build", test_invalid_overrides_rejected_by_build},
+    {"fp8_overrides_are_fp8_values_everywhere", test_fp8_overrides_are_fp8_values_everywhere},
     {NULL, NULL},
 };
 

@@ -25,6 +25,7 @@
 #include "gen_internal.h"
 #include "gen_quant.h"
 #include "kvfuzz/cost.h"
+#include "kvfuzz/fp8.h"
 #include "kvfuzz/prng.h"
 #include "kvfuzz/spec.h"
 
@@ -395,6 +396,17 @@ static int apply_overrides(kvf_case *c, const kvf_spec *s, int64_t **extra, int6
                     "override %u sets %s_cache[%llu] but the pool has %lld elements", i,
                     o->target == KVF_OVERRIDE_K ? "k" : "v", (unsigned long long)o->index,
                     (long long)pool_elems);
+            /* Every element of an FP8 cache is an FP8 value's image, read or not: a slot no
+             * sequence reads is still copied into the kernel's FP8 buffer, and a value with no
+             * FP8 byte would be rounded on the way (docs/case-format.md, "Quantization"). */
+            const int dt = o->target == KVF_OVERRIDE_K ? c->quant.k_dtype : c->quant.v_dtype;
+            uint8_t byte;
+            if (kvf_kv_dtype_is_fp8(dt) && !kvf_fp8_from_bf16_exact((kvf_bf16)o->value, dt, &byte))
+                return kvf_error_set(err, KVF_EINVAL,
+                                     "override %u sets %s_cache[%llu] to bf16 0x%04x, which is not "
+                                     "an %s value",
+                                     i, o->target == KVF_OVERRIDE_K ? "k" : "v",
+                                     (unsigned long long)o->index, o->value, kvf_kv_dtype_name(dt));
             (o->target == KVF_OVERRIDE_K ? c->k_cache : c->v_cache)[o->index] = (kvf_bf16)o->value;
             int64_t *grown = realloc(*extra, (size_t)(*num_extra + 1) * sizeof **extra);
             if (!grown) return kvf_error_set(err, KVF_ENOMEM, "out of memory applying overrides");
