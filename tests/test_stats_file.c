@@ -1,6 +1,6 @@
 /* Unit tests of the stats file (reports/src/stats_write.c, stats_read.c): the round trip, the
- * embedded case bytes, malformed input named in one sentence, atomic replacement under a
- * concurrent reader, write errors and the flush interval of kvf_stats_tick. */
+ * embedded case bytes (a case file under its hash), malformed input named in one sentence, atomic
+ * replacement under a concurrent reader, write errors and the flush interval of kvf_stats_tick. */
 #include <dirent.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -160,6 +160,53 @@ static void test_roundtrip_and_malformed(void) {
         snprintf(bad, sizeof bad, "%.*s%s%s", (int)(at - good), good, defects[i].to,
                  at + strlen(defects[i].from));
         expect_format_error(defects[i].name, bad, defects[i].needle);
+    }
+    /* An embedded case is the .kvfz file its hash names (a report writes it out under that
+     * name): bytes that hash elsewhere, or that hash right but are no case file, or a case
+     * without its hash, are defects; a real case file is taken. */
+    static const uint8_t not_a_case[] = {0x00};
+    kvf_spec sp;
+    CHECK_OK(kvf_spec_preset(&sp, "seed-h20kv4", 1, &err), &err);
+    uint8_t *kvfz = NULL;
+    size_t kvfz_n = 0;
+    CHECK_OK(kvf_spec_encode(&sp, &kvfz, &kvfz_n, &err), &err);
+    kvf_spec_free(&sp);
+    char seed_hex[2 * 256 + 1] = "";
+    CHECK(kvfz_n < 256);
+    for (size_t i = 0; i < kvfz_n && i < 256; i++)
+        snprintf(seed_hex + 2 * i, 3, "%02x", kvfz[i]);
+    struct {
+        const char *name, *hash, *hex, *needle; /* needle NULL: read */
+        uint64_t h;
+    } cases[] = {
+        {"m-casehash.json", NULL, "00", "does not hash to its \"hash\"", 1},
+        {"m-casebad.json", NULL, "00",
+         "\"kvfz_hex\" is not a case file: ", kvf_hash64(not_a_case, 1)},
+        {"m-casenohash.json", "null", seed_hex, "\"kvfz_hex\" is given without its \"hash\"", 0},
+        {"m-casegood.json", NULL, seed_hex, NULL, kvf_hash64(kvfz, kvfz_n)},
+    };
+    free(kvfz);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char hash[32], entry[1024], with[12288];
+        if (cases[i].hash)
+            snprintf(hash, sizeof hash, "%s", cases[i].hash);
+        else
+            snprintf(hash, sizeof hash, "\"%016llx\"", (unsigned long long)cases[i].h);
+        snprintf(entry, sizeof entry, "\"cases\": [{\"hash\": %s, \"kvfz_hex\": \"%s\"}], ", hash,
+                 cases[i].hex);
+        const char *at = strstr(good, "\"cases\": [], ");
+        CHECK(at != NULL);
+        if (!at) continue;
+        snprintf(with, sizeof with, "%.*s%s%s", (int)(at - good), good, entry,
+                 at + strlen("\"cases\": [], "));
+        if (cases[i].needle) {
+            expect_format_error(cases[i].name, with, cases[i].needle);
+            continue;
+        }
+        tmp_path(path, sizeof path, cases[i].name);
+        write_text(path, with);
+        CHECK_OK(kvf_stats_read(&back, path, &err), &err);
+        kvf_stats_free(back);
     }
     (void)buf;
 }

@@ -11,6 +11,8 @@
 
 #include "kvfuzz/json_io.h"
 #include "kvfuzz/judge.h"
+#include "kvfuzz/prng.h"
+#include "kvfuzz/spec.h"
 #include "stats_internal.h"
 
 typedef struct reader {
@@ -444,6 +446,41 @@ static int read_kernels(reader *r, const json_t *root, kvf_stats *s) {
     return 0;
 }
 
+/* An embedded case is the .kvfz file its entry's "hash" names: its bytes hash to it and decode,
+ * as a report writes it out for replay under the hash as its name. The shape limits are the
+ * defaults, the byte and cost ones open (a campaign's may have been raised, KVF_MAX_POOL_GIB,
+ * KVF_MAX_MEMORY_MIB): only the file's structure counts here. */
+static int check_embedded_case(reader *r, const char *hex, int has_hash, uint64_t hash,
+                               const char *ctx) {
+    if (!has_hash) return bad(r, "%s: \"kvfz_hex\" is given without its \"hash\"", ctx);
+    const size_t n = strlen(hex) / 2;
+    uint8_t *bytes = malloc(n ? n : 1);
+    if (!bytes) return bad(r, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *h = hex + 2 * i;
+        const int hi = h[0] <= '9' ? h[0] - '0' : h[0] - 'a' + 10;
+        const int lo = h[1] <= '9' ? h[1] - '0' : h[1] - 'a' + 10;
+        bytes[i] = (uint8_t)(hi << 4 | lo);
+    }
+    int rc = 0;
+    if (kvf_hash64(bytes, n) != hash) {
+        rc = bad(r, "%s: \"kvfz_hex\" does not hash to its \"hash\" %016" PRIx64, ctx, hash);
+    } else {
+        kvf_limits wide;
+        kvf_limits_default(&wide);
+        wide.max_pool_bytes = wide.max_resident_bytes = INT64_MAX;
+        wide.max_memory_bytes = wide.max_work = INT64_MAX;
+        kvf_spec spec;
+        kvf_error err = {0};
+        if (kvf_spec_decode(&spec, bytes, n, &wide, &err))
+            rc = bad(r, "%s: \"kvfz_hex\" is not a case file: %s", ctx, err.msg);
+        else
+            kvf_spec_free(&spec);
+    }
+    free(bytes);
+    return rc;
+}
+
 /* "cases": the cases the worst entries name, into *cases (*ncases of them, each referenced
  * once; the caller releases them, also after an error). */
 static int read_cases(reader *r, const json_t *root, kvf__case_info ***cases, size_t *ncases) {
@@ -475,6 +512,11 @@ static int read_cases(reader *r, const json_t *root, kvf__case_info ***cases, si
             free(path);
             free(hex);
             return bad(r, "%s: \"kvfz_hex\" is not an even run of lowercase hex digits", ctx);
+        }
+        if (hex && check_embedded_case(r, hex, has_hash, hash, ctx)) {
+            free(path);
+            free(hex);
+            return -1;
         }
         (*cases)[*ncases] = kvf__case_info_new(has_hash, hash, path, NULL, 0, hex);
         free(path);
