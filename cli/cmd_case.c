@@ -41,7 +41,7 @@ static const cli_option gen_options[] = {
     {"k-dtype", GEN_K_DTYPE, "T",
      "bf16, e4m3 or e5m2: the k cache's element type (docs/design.md §1,\n"
      "\"KV dtypes and scales\"); FP8 values are the recipe's rounded to it"},
-    {"v-dtype", GEN_V_DTYPE, "T", "the v cache's; default the k cache's"},
+    {"v-dtype", GEN_V_DTYPE, "T", "the v cache's (with --k-dtype); default the k cache's"},
     {"scales", GEN_SCALES, "G",
      "none, tensor, head or token: the f32 scales' granularity (FP8\n"
      "caches only); default tensor for FP8 caches"},
@@ -128,8 +128,13 @@ int kvf_cmd_gen(int argc, char **argv) {
     kvf_quant_recipe quant = {0};
     const int quantized =
         kd >= 0 || vd >= 0 || gran >= 0 || kscale != 1.0 || vscale != 1.0 || spread || fine;
+    /* The usage nests --v-dtype under --k-dtype: alone it would leave the k cache's type to a
+     * guess (bf16, or the v cache's). */
+    if (vd >= 0 && kd < 0)
+        return cli_usage_error(cmd, "--v-dtype needs --k-dtype: give the k cache's type too "
+                                    "(bf16, e4m3 or e5m2)");
     if (quantized) {
-        quant.kv.k_dtype = (uint8_t)(kd >= 0 ? kd : vd >= 0 ? vd : KVF_KV_BF16);
+        quant.kv.k_dtype = (uint8_t)(kd >= 0 ? kd : KVF_KV_BF16);
         quant.kv.v_dtype = (uint8_t)(vd >= 0 ? vd : quant.kv.k_dtype);
         const int fp8 =
             kvf_kv_dtype_is_fp8(quant.kv.k_dtype) && kvf_kv_dtype_is_fp8(quant.kv.v_dtype);

@@ -35,6 +35,9 @@ expect 2 "bytes, more than the" -- env KVF_MAX_MEMORY_MIB=65536 timeout 10 "$kvf
 expect 2 "unknown preset" -- "$kvfuzz" gen --preset nope -o "$tmp/x.kvfz"
 expect 2 "seed" -- "$kvfuzz" gen --seed -3 -o "$tmp/x.kvfz"
 expect 2 "FILE is required" -- "$kvfuzz" gen
+# --v-dtype alone would leave the k cache's type to a guess.
+expect 2 "--v-dtype needs --k-dtype" -- "$kvfuzz" gen --v-dtype e4m3 -o "$tmp/x.kvfz"
+[ ! -e "$tmp/x.kvfz" ] || fail "a refused gen wrote its file"
 expect 2 "--device must be cpu or cuda" -- "$kvfuzz" mutants --device tpu
 expect 2 "positive number of seconds" -- "$kvfuzz" mutants --budget -1
 
