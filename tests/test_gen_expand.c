@@ -177,6 +177,24 @@ static void test_fp8_overrides_are_fp8_values_everywhere(void) {
     kvf_spec_free(&s);
 }
 
+/* Per-token scales of a pool past 2^24 page slots and KV heads are refused from the pool's size,
+ * before the caches are written (a pool of 5,001 pages of 1,024 slots, Hk 4: about 330 MB each). */
+static void test_token_scales_past_the_limit_refused(void) {
+    kvf_limits lim = limits();
+    kvf_spec s;
+    kvf_error err = {0};
+    CHECK_OK(kvf_spec_preset(&s, "seed-h20kv4", 1, &err), &err);
+    s.recipe.num_qo_heads = 4, s.recipe.num_kv_heads = 4, s.recipe.head_dim = 8;
+    s.recipe.page_size = 1024;
+    s.recipe.num_pages[0] = 5000, s.recipe.last_page_len[0] = 1;
+    s.quant.kv = (kvf_kv_quant){KVF_KV_E4M3, KVF_KV_E4M3, KVF_SCALE_TOKEN};
+    s.quant.k_scale = s.quant.v_scale = 1.0f;
+    kvf_case c;
+    CHECK_INT_EQ(kvf_case_build(&c, &s, &lim, &err), KVF_ELIMIT);
+    CHECK_STR_CONTAINS(err.msg, "per-token scales of 20484096 page slots and KV heads");
+    kvf_spec_free(&s);
+}
+
 /* The ascending pattern: for the first q head of each group, every token's exact logit is
  * strictly above every earlier one (so an online softmax rescales at every token), on the
  * preset and on a random recipe that draws the pattern. Dot products in double are exact here
@@ -257,6 +275,7 @@ static const check_test tests[] = {
     {"high_ids_cross_32bit_offsets_expansion2", test_high_ids_cross_32bit_offsets_e2},
     {"invalid_overrides_rejected_by_build", test_invalid_overrides_rejected_by_build},
     {"fp8_overrides_are_fp8_values_everywhere", test_fp8_overrides_are_fp8_values_everywhere},
+    {"token_scales_past_the_limit_refused", test_token_scales_past_the_limit_refused},
     {NULL, NULL},
 };
 

@@ -135,17 +135,22 @@ int kvf__case_alloc(kvf_case *out, int32_t hq, int32_t hk, int32_t d, int32_t s,
     return 0;
 }
 
+int kvf__case_scale_limit(int64_t n, const kvf_limits *lim, kvf_error *err) {
+    if (n > KVF_CASE_MAX_SCALES || n * 4 > lim->max_pool_bytes)
+        return kvf_error_set(err, KVF_ELIMIT,
+                             "per-token scales of %lld page slots and KV heads are past the limit "
+                             "of %lld (2^24, or max_pool_bytes / 4)",
+                             (long long)n, (long long)KVF_CASE_MAX_SCALES);
+    return 0;
+}
+
 int kvf_case_set_quant(kvf_case *c, const kvf_kv_quant *quant, const kvf_limits *lim,
                        kvf_error *err) {
     int rc = kvf_kv_quant_check(quant, err);
     if (rc) return rc;
     c->quant = *quant;
     int64_t n = kvf_case_scale_count(c);
-    if (n > KVF_CASE_MAX_SCALES || n * 4 > lim->max_pool_bytes)
-        return kvf_error_set(err, KVF_ELIMIT,
-                             "per-token scales of %lld page slots and KV heads are past the limit "
-                             "of %lld (2^24, or max_pool_bytes / 4)",
-                             (long long)n, (long long)KVF_CASE_MAX_SCALES);
+    if ((rc = kvf__case_scale_limit(n, lim, err))) return rc;
     if (!n) return 0;
     c->scale_bytes = (size_t)n * sizeof(float);
     c->k_scale = reserve(c->scale_bytes, 1);

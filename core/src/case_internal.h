@@ -12,4 +12,9 @@ int kvf__case_alloc(kvf_case *out, int32_t hq, int32_t hk, int32_t d, int32_t s,
                     int64_t table_entries, int64_t num_pages, int zero_caches,
                     const kvf_limits *lim, kvf_error *err);
 
+/* The scale arrays' limit, KVF_CASE_MAX_SCALES and max_pool_bytes / 4 entries each (KVF_ELIMIT
+ * with one sentence): kvf_case_set_quant's check, which kvf_case_build also makes from the
+ * pool's size before it allocates or writes anything. */
+int kvf__case_scale_limit(int64_t n, const kvf_limits *lim, kvf_error *err);
+
 #endif

@@ -573,6 +573,12 @@ int kvf_case_build(kvf_case *out, const kvf_spec *s, const kvf_limits *lim, kvf_
         free(ids);
         return rc;
     }
+    /* Per-token scales grow with the pool: refused at its size, before the caches are written. */
+    if (s->quant.kv.granularity == KVF_SCALE_TOKEN &&
+        (rc = kvf__case_scale_limit(pool * rp->page_size * rp->num_kv_heads, lim, err))) {
+        free(ids);
+        return rc;
+    }
     /* Explicit tensors fill the pool by copy, and fill_pool writes a small pool in full (or
      * zeroes it): neither needs it zeroed first. */
     rc = kvf__case_alloc(out, rp->num_qo_heads, rp->num_kv_heads, rp->head_dim, rp->page_size,
