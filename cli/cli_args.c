@@ -68,7 +68,9 @@ int cli_opt_seconds(const char *cmd, const char *opt, const char *text, double h
 int cli_opt_scale(const char *cmd, const char *opt, const char *text, double *out) {
     double v;
     if (kvf_parse_double(text, &v) || !(v > 0) || !isfinite((float)v) || (float)v == 0)
-        return cli_usage_error(cmd, "%s must be a positive number within the f32 range, got \"%s\"",
+        return cli_usage_error(cmd,
+                               "%s must be a positive decimal number within the f32 range (such "
+                               "as 0.375 or 2e-3), got \"%s\"",
                                opt, text);
     *out = (double)(float)v;
     return KVF_EXIT_OK;

@@ -38,6 +38,7 @@ expect 2 "FILE is required" -- "$kvfuzz" gen
 # --v-dtype alone would leave the k cache's type to a guess.
 expect 2 "--v-dtype needs --k-dtype" -- "$kvfuzz" gen --v-dtype e4m3 -o "$tmp/x.kvfz"
 [ ! -e "$tmp/x.kvfz" ] || fail "a refused gen wrote its file"
+expect 2 "--k-scale must be a positive decimal number" -- "$kvfuzz" gen --k-dtype e4m3 --k-scale 0x1p0 -o "$tmp/x.kvfz"
 expect 2 "--device must be cpu or cuda" -- "$kvfuzz" mutants --device tpu
 expect 2 "positive number of seconds" -- "$kvfuzz" mutants --budget -1
 
