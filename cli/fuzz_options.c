@@ -1,6 +1,7 @@
 /* kvfuzz fuzz's help, option table and parser (fuzz_cli.h). */
 #include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "fuzz_cli.h"
 
@@ -181,6 +182,13 @@ static const struct option fuzz_options[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* Whether the option `name` (one that takes a value) was given, from the parser's `seen`. */
+static int given(const unsigned char *seen, const char *name) {
+    for (size_t i = 0; fuzz_options[i].name; i++)
+        if (strcmp(fuzz_options[i].name, name) == 0) return seen[i];
+    return 0;
+}
+
 /* The option as the user wrote it, for messages. */
 static const char *option_text(char **argv, int index) {
     return index > 0 && argv[index] ? argv[index] : "?";
@@ -195,6 +203,7 @@ int cli_fuzz_parse(cli_fuzz *f, int argc, char **argv) {
     /* Options with a value given so far, by table index: a second one would drop a value
      * (docs/cli.md, "Contradictions"); --rule alone adds one each time. */
     unsigned char seen[sizeof fuzz_options / sizeof fuzz_options[0]] = {0};
+    int stop_on_finding = 0, require_overflow = 0, rule = 0;
     for (;;) {
         int prev = optind ? optind : 1, at = -1;
         int ch = getopt_long(argc, argv, "-:h", fuzz_options, &at);
@@ -218,14 +227,47 @@ int cli_fuzz_parse(cli_fuzz *f, int argc, char **argv) {
         case '?':
             return cli_usage_error(cmd, "unknown option \"%s\" (see kvfuzz fuzz --help)", a);
         }
+        if (ch == FUZZ_OPT_STOP_ON_FINDING) stop_on_finding = 1;
+        if (ch == FUZZ_OPT_REQUIRE_OVERFLOW) require_overflow = 1;
+        if (ch == FUZZ_OPT_RULE) rule = 1;
         int rc = cli_fuzz_run_option(f, ch, v);
         if (rc < 0) rc = cli_fuzz_case_option(f, ch, v);
         if (rc < 0)
             return cli_usage_error(cmd, "unknown option \"%s\" (see kvfuzz fuzz --help)", a);
         if (rc) return rc;
     }
+    /* After "--" getopt stops: what follows is an operand, and fuzz takes none. */
+    if (optind < argc)
+        return cli_usage_error(cmd, "unexpected argument \"%s\" (see kvfuzz fuzz --help)",
+                               argv[optind]);
     if (f->o.time_limit_s > 0 && f->o.max_runs > 0)
         return cli_usage_error(cmd, "give --time or --runs, not both");
+    /* Options that one of the others would silently drop (docs/cli.md, "Contradictions"). */
+    if (stop_on_finding && given(seen, "max-findings"))
+        return cli_usage_error(cmd, "--stop-on-finding is --max-findings 1: give one of them");
+    if (f->o.oracle_only) {
+        static const char *const judged[] = {"kernel",       "rule",         "precision",
+                                             "deadline",     "determinism",  "workers",
+                                             "max-findings", "minimize-time"};
+        for (size_t i = 0; i < sizeof judged / sizeof judged[0]; i++)
+            if (given(seen, judged[i]))
+                return cli_usage_error(cmd,
+                                       "--oracle-only runs no kernel and judges nothing: it "
+                                       "cannot go with --%s",
+                                       judged[i]);
+        if (stop_on_finding || require_overflow || rule)
+            return cli_usage_error(cmd,
+                                   "--oracle-only runs no kernel and judges nothing: it cannot "
+                                   "go with --%s",
+                                   stop_on_finding    ? "stop-on-finding"
+                                   : require_overflow ? "require-overflow"
+                                                      : "rule");
+    }
+    if (f->o.in_process && (given(seen, "deadline") || given(seen, "workers")))
+        return cli_usage_error(cmd,
+                               "--in-process runs the kernel in this process, with no worker to "
+                               "time out or add: it cannot go with --%s",
+                               given(seen, "deadline") ? "deadline" : "workers");
     if (f->o.lanes > 0 && (f->o.in_process || f->o.oracle_only))
         return cli_usage_error(cmd,
                                "--lanes runs cases side by side in a worker: it cannot go "

@@ -5,9 +5,17 @@
 #include "cli.h"
 #include "kvfuzz/precision.h"
 
+/* An empty --precision would read as f32 (the library's reading of a kernel that declares no
+ * model) and silently replace what the kernel declares: on the command line it names nothing. */
+static int empty_model(const char *cmd) {
+    return cli_usage_error(cmd, "--precision is empty; give f32 or a model such as bf16-p "
+                                "(docs/precision.md)");
+}
+
 int cli_precision_check(const char *cmd, const char *text) {
     kvf_precision p;
     kvf_error err = {0};
+    if (!text[0]) return empty_model(cmd);
     if (kvf_precision_parse(&p, text, &err))
         return cli_usage_error(cmd, "--precision: %s", err.msg);
     return 0;
@@ -19,6 +27,7 @@ int cli_kernel_precision(const char *cmd, const kvf_kernel *k, const char *overr
     *source = CLI_PRECISION_DEFAULT;
     kvf_error err = {0};
     if (override) {
+        if (!override[0]) return empty_model(cmd);
         if (kvf_precision_parse(out, override, &err))
             return cli_usage_error(cmd, "--precision: %s", err.msg);
         *source = CLI_PRECISION_OVERRIDE;

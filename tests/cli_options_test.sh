@@ -251,6 +251,18 @@ ran = d["kernels"][0]["ran"]
 assert d["incomplete"] is False and ran == int(sys.argv[2]) and ran < 540, (ran, sys.argv[2])
 PY
 
+# ---- options another would silently drop are refused, and so are operands after "--" ----------
+expect 2 '^kvfuzz fuzz: --stop-on-finding is --max-findings 1: give one of them$' -- "$kvfuzz" fuzz --kernel cpu-splitkv --runs 1 --stop-on-finding --max-findings 5 --findings "$tmp/cx"
+for o in "--kernel cpu-splitkv:kernel" "--rule fib:rule" "--precision bf16-p:precision" "--deadline 3:deadline" "--max-findings 3:max-findings" "--minimize-time 5:minimize-time" "--require-overflow:require-overflow"; do
+  # shellcheck disable=SC2086
+  expect 2 "^kvfuzz fuzz: --oracle-only runs no kernel and judges nothing: it cannot go with --${o##*:}\$" -- "$kvfuzz" fuzz --oracle-only --runs 1 ${o%%:*} --findings "$tmp/cx"
+done
+expect 2 'it cannot go with --deadline$' -- "$kvfuzz" fuzz --kernel cpu-splitkv --runs 1 --in-process --deadline 5 --findings "$tmp/cx"
+expect 2 'it cannot go with --workers$' -- "$kvfuzz" fuzz --kernel cpu-splitkv --runs 1 --in-process --workers 3 --findings "$tmp/cx"
+expect 2 '^kvfuzz fuzz: unexpected argument "foo"' -- "$kvfuzz" fuzz --kernel cpu-splitkv --runs 1 --findings "$tmp/cx" -- foo
+expect 2 '^kvfuzz fuzz: --precision is empty' -- "$kvfuzz" fuzz --kernel cpu-splitkv --runs 1 --precision "" --findings "$tmp/cx"
+[ ! -e "$tmp/cx" ] || fail "a refused fuzz made its findings folder"
+
 # ---- --oracle-only claims no kernel -----------------------------------------------------------
 "$kvfuzz" fuzz --oracle-only --runs 20 --seed 1 --findings "$tmp/oo" >"$tmp/oo.out" 2>"$tmp/oo.err" || fail "fuzz --oracle-only failed"
 grep -q "oracle only (no kernel, nothing judged)" "$tmp/oo.out" || fail "the --oracle-only summary does not say it ran no kernel"
