@@ -65,6 +65,9 @@ int cli_opt_i64(const char *cmd, const char *opt, const char *text, int64_t lo, 
 int cli_opt_seconds(const char *cmd, const char *opt, const char *text, double hi, double *out);
 /* A scale: positive and, rounded to f32, finite and nonzero (*out is the f32 value). */
 int cli_opt_scale(const char *cmd, const char *opt, const char *text, double *out);
+/* A statistics file's path (fuzz --stats, replay --stats, report --merge): a .kvfz name is a
+ * case file's, which the statistics (JSON) would replace: one sentence and KVF_EXIT_USAGE. */
+int cli_opt_stats_path(const char *cmd, const char *opt, const char *path);
 
 /* True when argv[i] is -h or --help. */
 int cli_is_help(const char *arg);

@@ -76,6 +76,16 @@ int cli_opt_scale(const char *cmd, const char *opt, const char *text, double *ou
     return KVF_EXIT_OK;
 }
 
+int cli_opt_stats_path(const char *cmd, const char *opt, const char *path) {
+    const size_t len = strlen(path);
+    if (len >= 5 && strcmp(path + len - 5, ".kvfz") == 0)
+        return cli_usage_error(cmd,
+                               "%s %s names a case file (.kvfz): writing the statistics would "
+                               "replace it; give a .json name",
+                               opt, path);
+    return KVF_EXIT_OK;
+}
+
 /* ---- options ---------------------------------------------------------------------------- */
 
 static const cli_option help_option = {"help", 'h', NULL, "this help"};

@@ -135,7 +135,7 @@ static int replay_option(cli_replay *r, int key, const char *v) {
         return 0;
     case REPLAY_STATS:
         r->stats_path = v;
-        return 0;
+        return cli_opt_stats_path(r->cmd, "--stats", v);
     case REPLAY_PRECISION:
         r->precision = v;
         return cli_precision_check(r->cmd, v);

@@ -75,6 +75,7 @@ int kvf_cmd_report(int argc, char **argv) {
             findings = v;
             break;
         case REPORT_MERGE:
+            if (cli_opt_stats_path(cmd, "--merge", v)) goto done;
             merge_to = v;
             break;
         case REPORT_TITLE:

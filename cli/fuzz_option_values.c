@@ -157,18 +157,10 @@ int cli_fuzz_case_option(cli_fuzz *f, int ch, const char *v) {
     case FUZZ_OPT_FINDINGS:
         f->o.findings_dir = v;
         return rc;
-    case FUZZ_OPT_STATS: {
-        /* A .kvfz name is a case file's (a corpus entry, a finding): the statistics, JSON,
-         * would replace it. */
-        size_t len = strlen(v);
-        if (len >= 5 && strcmp(v + len - 5, ".kvfz") == 0)
-            return cli_usage_error(cmd,
-                                   "--stats %s names a case file (.kvfz): writing the "
-                                   "statistics would replace it; give a .json name",
-                                   v);
+    case FUZZ_OPT_STATS:
+        if (cli_opt_stats_path(cmd, "--stats", v)) return KVF_EXIT_USAGE;
         f->stats_path = v;
         return rc;
-    }
     case FUZZ_OPT_STATS_INTERVAL:
         rc = parse_seconds(cmd, "--stats-interval", v, &f->stats_interval);
         return rc;

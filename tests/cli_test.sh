@@ -56,6 +56,11 @@ assert two[4] == 2 and one[4] == 1 and one[:4] + one[5:] == two[:4] + two[5:]
 PY
 "$kvfuzz" show "$tmp/good2.kvfz" | grep -q '"format_version": 2' || fail "show does not report version 2"
 expect 2 "--expansion" -- "$kvfuzz" gen --expansion 3 -o "$tmp/x.kvfz"
+# A statistics file never replaces a case file (fuzz --stats: fuzz_cli_test.sh).
+cp "$tmp/good2.kvfz" "$tmp/keep.kvfz"
+expect 2 "^kvfuzz replay: --stats .*keep.kvfz names a case file" -- "$kvfuzz" replay --kernel cpu-ref --stats "$tmp/keep.kvfz" "$tmp/good2.kvfz"
+expect 2 "^kvfuzz report: --merge .*keep.kvfz names a case file" -- "$kvfuzz" report --merge "$tmp/keep.kvfz" "$tmp/none.json"
+cmp -s "$tmp/keep.kvfz" "$tmp/good2.kvfz" || fail "a refused --stats or --merge changed the case file"
 # Flag the overrides section and append one override: kv_indices[7] = 52 (pool has 52 pages).
 python3 - "$tmp" <<'PY' || fail "could not craft bad files"
 import struct, sys
