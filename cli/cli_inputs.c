@@ -197,11 +197,31 @@ int cli_recorded_kernel_present(const char *cmd, const char *kernel) {
 int cli_case_folder(const char *cmd, const char *option, const char *dir) {
     char *d = (char *)dir, **found = NULL;
     size_t nfound = 0;
+    struct stat st;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
+        return cli_usage_error(cmd, "%s %s is not a folder", option, dir);
+    if (cli_collect_cases(cmd, &d, 1, &found, &nfound)) return KVF_EXIT_USAGE;
+    /* A folder of files that are not case files would leave the option with nothing to do. */
+    size_t readable = 0;
+    kvf_limits lim;
+    cli_limits(&lim);
+    for (size_t i = 0; i < nfound && !readable; i++) {
+        char *data;
+        size_t n;
+        if (kvf_read_file(found[i], &data, &n)) continue;
+        kvf_spec spec;
+        if (kvf_spec_decode(&spec, (const uint8_t *)data, n, &lim, NULL) == 0) {
+            readable++;
+            kvf_spec_free(&spec);
+        }
+        free(data);
+    }
     int bad = 0;
-    if (cli_collect_cases(cmd, &d, 1, &found, &nfound))
-        bad = KVF_EXIT_USAGE;
-    else if (nfound == 0)
+    if (nfound == 0)
         bad = cli_usage_error(cmd, "%s %s holds no .kvfz case", option, dir);
+    else if (!readable)
+        bad = cli_usage_error(cmd, "%s %s holds no .kvfz case kvfuzz can read (%zu unreadable)",
+                              option, dir, nfound);
     cli_free_paths(found, nfound);
     return bad;
 }

@@ -156,6 +156,10 @@ fi
 expect 2 "cannot read .*/no-seeds: No such file" -- timeout 20 "$kvfuzz" mutants --seeds "$tmp/no-seeds" --budget 1
 mkdir -p "$tmp/empty-seeds"
 expect 2 "--seeds .*/empty-seeds holds no .kvfz case" -- timeout 20 "$kvfuzz" mutants --seeds "$tmp/empty-seeds" --budget 1
+# A case file is not a folder, and a folder of files that are no case files has no seed either.
+expect 2 "--seeds $seed is not a folder" -- timeout 20 "$kvfuzz" mutants --seeds "$seed" --budget 1
+mkdir -p "$tmp/junk-seeds" && printf 'not a case' >"$tmp/junk-seeds/a.kvfz"
+expect 2 "--seeds .*/junk-seeds holds no .kvfz case kvfuzz can read \(1 unreadable\)" -- timeout 20 "$kvfuzz" mutants --seeds "$tmp/junk-seeds" --budget 1
 
 # ---- an option with one value given twice is refused, not one value dropped -------------------
 expect 2 "^kvfuzz gen: --seed is given twice; it takes one value$" -- "$kvfuzz" gen --seed 1 --seed 2 -o "$tmp/twice.kvfz"
