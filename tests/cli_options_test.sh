@@ -266,6 +266,12 @@ expect 2 'it cannot go with --workers$' -- "$kvfuzz" fuzz --kernel cpu-splitkv -
 expect 2 '^kvfuzz fuzz: unexpected argument "foo"' -- "$kvfuzz" fuzz --kernel cpu-splitkv --runs 1 --findings "$tmp/cx" -- foo
 expect 2 '^kvfuzz fuzz: --precision is empty' -- "$kvfuzz" fuzz --kernel cpu-splitkv --runs 1 --precision "" --findings "$tmp/cx"
 [ ! -e "$tmp/cx" ] || fail "a refused fuzz made its findings folder"
+# More lanes than the kernel runs at once: refused when the worker starts, not clamped.
+"$kvfuzz" fuzz --kernel cpu-splitkv --runs 1 --seed 1 --lanes 64 --findings "$tmp/lanes64" >/dev/null 2>"$tmp/lanes64.err"
+rc=$?
+[ "$rc" -eq 2 ] || fail "fuzz --lanes 64 on cpu-splitkv exited $rc, expected 2"
+grep -q 'could not start: --lanes 64 is more than the 8 state(s) kernel cpu-splitkv runs at once' "$tmp/lanes64.err" ||
+  fail "fuzz --lanes 64 does not say the kernel runs 8 states at once: $(cat "$tmp/lanes64.err")"
 
 # ---- --oracle-only claims no kernel -----------------------------------------------------------
 "$kvfuzz" fuzz --oracle-only --runs 20 --seed 1 --findings "$tmp/oo" >"$tmp/oo.out" 2>"$tmp/oo.err" || fail "fuzz --oracle-only failed"

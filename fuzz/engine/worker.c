@@ -390,14 +390,22 @@ static void pipeline_main(worker *w, lane *lanes, int n) {
 
 /* Creates up to `want` kernel states (0: the default, KVF_RUNNER_AUTO_LANES for a kernel whose
  * runs overlap, else 1): the first failure of the first is the worker's error; a later one is
- * too (a device with room for fewer states should be asked for fewer lanes). */
+ * too (a device with room for fewer states should be asked for fewer lanes), and so is a `want`
+ * above the kernel's concurrent_states. */
 static int create_states(const kvf_kernel *k, lane *lanes, int want, int *made, kvf_error *err) {
     *made = 0;
     int rc = kvf_kernel_create(k, &lanes[0].state, err);
     if (rc) return rc;
     *made = 1;
+    const int asked = want;
     if (want == 0) want = kvf_kernel_overlaps(k, lanes[0].state) ? KVF_RUNNER_AUTO_LANES : 1;
     int n = kvf_kernel_concurrent_states(k, lanes[0].state);
+    /* More lanes than the kernel can run is a bad --lanes, not a smaller campaign in silence. */
+    if (asked > n)
+        return kvf_error_set(err, KVF_EINVAL,
+                             "--lanes %d is more than the %d state(s) kernel %s runs at once (its "
+                             "concurrent_states)",
+                             asked, n, k->name);
     if (n > want) n = want;
     for (int i = 1; i < n; i++) {
         kvf_error e = {0};
