@@ -17,7 +17,9 @@ enum { BO_ORACLE = 256, BO_CASES, BO_SEED, BO_REPEAT };
 
 static const cli_option bench_oracle_options[] = {
     {"oracle", BO_ORACLE, NULL, "the oracle benchmark (this one; it comes first)"},
-    {"cases", BO_CASES, "N", "generated cases (default 2000; not with FILE)"},
+    {"cases", BO_CASES, "N",
+     "generated cases (default 2000; not with FILE), held in memory\nwhole: within the memory "
+     "budget (KVF_MAX_MEMORY_MIB)"},
     {"seed", BO_SEED, "N", "generator seed (default 1; not with FILE)"},
     {"repeat", BO_REPEAT, "N", "repetitions, the best of each path reported (default 3)"},
     {0},
@@ -177,8 +179,12 @@ static int build_cases(kvf_oracle_bench_set *set, const bench_args *a, char **fi
         int failed = -1;
         if (!kvf_oracle_bench_load(set, files, nfiles, &lim, build_s, &failed, &err)) return 0;
         if (failed >= 0) return cli_usage_error("bench", "%s: %s", files[failed], err.msg);
-    } else if (!kvf_oracle_bench_generate(set, a->ncases, a->useed, build_s, &err)) {
-        return 0;
+    } else {
+        const int rc = kvf_oracle_bench_generate(set, a->ncases, a->useed, build_s, &err);
+        if (!rc) return 0;
+        /* Past the memory budget: too many --cases, a usage error like a case past it. */
+        if (rc == KVF_ELIMIT)
+            return cli_usage_error("bench", "--cases %" PRId64 ": %s", a->ncases, err.msg);
     }
     fprintf(stderr, "kvfuzz bench: %s\n", err.msg);
     return KVF_EXIT_FINDINGS;

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "kvfuzz/campaign.h"
+#include "kvfuzz/cost.h"
 #include "kvfuzz/kernel.h"
 #include "kvfuzz/mutate.h"
 #include "kvfuzz/oracle_bench.h"
@@ -17,6 +18,23 @@ double kvf_oracle_bench_cpu_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* What a case holds in memory: its written pages of both caches, q, the table and the scales. */
+static int64_t case_bytes(const kvf_case *c) {
+    return 4 * c->num_resident_pages * kvf_case_page_elems(c) + 2 * kvf_case_q_elems(c) +
+           4 * (int64_t)c->kv_indptr[c->batch_size] + 2 * (int64_t)c->scale_bytes;
+}
+
+/* KVF_ELIMIT when c would take the set past `budget` bytes. */
+static int over_budget(const kvf_oracle_bench_set *s, const kvf_case *c, int64_t budget,
+                       kvf_error *err) {
+    if (s->bytes + case_bytes(c) <= budget) return 0;
+    return kvf_error_set(
+        err, KVF_ELIMIT,
+        "the cases would hold more than the memory budget of %.2f GiB after %" PRId64
+        " of them (KVF_MAX_MEMORY_MIB raises it); ask for fewer",
+        (double)budget / (double)((int64_t)1 << 30), s->n);
 }
 
 /* Adds c, and its recipe when sp is not NULL (both then belong to the set). */
@@ -36,6 +54,7 @@ static int set_add(kvf_oracle_bench_set *s, const kvf_case *c, const kvf_spec *s
     if (sp) s->specs[s->n] = *sp;
     s->cases[s->n++] = *c;
     s->tokens += kvf_case_total_tokens(c);
+    s->bytes += case_bytes(c);
     s->rows += (int64_t)c->batch_size * c->num_qo_heads;
     return 0;
 }
@@ -59,6 +78,11 @@ int kvf_oracle_bench_generate(kvf_oracle_bench_set *s, int64_t ncases, uint64_t 
     kvf_mutate_random_opts(&ro, &co.mutate);
     kvf_prng rng;
     kvf_prng_seed(&rng, seed);
+    kvf_limits lim;
+    kvf_limits_default(&lim);
+    int64_t budget, work;
+    int rc = kvf_limits_budgets(&lim, &budget, &work, err);
+    if (rc) return rc;
     int oom = 0;
     for (int64_t tries = 0; !oom && s->n < ncases && tries < 100 * ncases; tries++) {
         kvf_spec sp;
@@ -69,12 +93,14 @@ int kvf_oracle_bench_generate(kvf_oracle_bench_set *s, int64_t ncases, uint64_t 
             kvf_spec_free(&sp);
             continue;
         }
-        if ((oom = set_add(s, &c, &sp))) {
+        if ((rc = over_budget(s, &c, budget, err)) || (oom = set_add(s, &c, &sp))) {
             kvf_case_free(&c);
             kvf_spec_free(&sp);
+            if (rc) break;
         }
     }
     *build_s = kvf_oracle_bench_cpu_s() - t0;
+    if (rc) return rc;
     if (s->n == ncases) return 0;
     return kvf_error_set(err, oom ? KVF_ENOMEM : KVF_EINVAL, "could not generate %" PRId64 " cases",
                          ncases);
@@ -83,11 +109,15 @@ int kvf_oracle_bench_generate(kvf_oracle_bench_set *s, int64_t ncases, uint64_t 
 int kvf_oracle_bench_load(kvf_oracle_bench_set *s, char *const *paths, int n, const kvf_limits *lim,
                           double *build_s, int *failed, kvf_error *err) {
     *failed = -1;
+    int64_t budget, work;
+    int brc = kvf_limits_budgets(lim, &budget, &work, err);
+    if (brc) return brc;
     for (int i = 0; i < n; i++) {
         kvf_case c;
         double t0 = kvf_oracle_bench_cpu_s();
         int rc = kvf_case_load(paths[i], NULL, &c, lim, err);
         *build_s += kvf_oracle_bench_cpu_s() - t0;
+        if (!rc && (rc = over_budget(s, &c, budget, err))) kvf_case_free(&c);
         if (rc) {
             *failed = i;
             return rc;

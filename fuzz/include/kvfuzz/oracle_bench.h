@@ -34,19 +34,22 @@ typedef struct kvf_oracle_bench_set {
     kvf_spec *specs; /* generated cases' recipes (the statistics' case identity); NULL: files */
     int64_t n, cap;
     int64_t tokens, rows;
+    int64_t bytes; /* the cases' tensors as written (resident pages, q, table, scales) */
 } kvf_oracle_bench_set;
 
 /* The calling thread's CPU time in seconds (what every time here measures). */
 double kvf_oracle_bench_cpu_s(void);
 
 /* Adds ncases generated cases from `seed` (up to 100 tries a case) to an empty set, *build_s
- * the thread CPU time it took. */
+ * the thread CPU time it took. The set is held in memory whole: past the memory budget
+ * (kvf_limits_budgets) it stops with KVF_ELIMIT and one sentence. */
 int kvf_oracle_bench_generate(kvf_oracle_bench_set *s, int64_t ncases, uint64_t seed,
                               double *build_s, kvf_error *err);
 
 /* Loads the n case files under lim into the set, their loading's thread CPU time added to
  * *build_s. On an error the set keeps the cases before it, and *failed is the index of the file
- * that could not be loaded (its error in err), or -1 when memory ran out adding it. */
+ * that could not be loaded (its error in err; KVF_ELIMIT when it would take the set past lim's
+ * memory budget), or -1 when memory ran out adding it. */
 int kvf_oracle_bench_load(kvf_oracle_bench_set *s, char *const *paths, int n, const kvf_limits *lim,
                           double *build_s, int *failed, kvf_error *err);
 
