@@ -7,7 +7,8 @@
 
 static void fuzz_help(void) {
     printf(
-        "usage: kvfuzz fuzz [--kernel K] [--rule R]... [--time SEC | --runs N] [--jobs N]\n"
+        "usage: kvfuzz fuzz [--kernel K] [--rule R]... [--precision MODEL]\n"
+        "                   [--time SEC | --runs N] [--jobs N]\n"
         "                   [--seed N] [--corpus DIR] [--reload SEC] [--findings DIR]\n"
         "                   [--stats FILE] [--stats-interval SEC] [--deadline SEC]\n"
         "                   [--determinism N] [--relations N] [--max-batch N] [--max-pages N]\n"
