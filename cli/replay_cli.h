@@ -47,7 +47,7 @@ typedef struct cli_replay {
 /* ---- replay_setup.c ---- */
 
 /* The statistics are written before any case is read: a --stats that names a case of the run,
- * or the report beside one, would replace it. */
+ * or the report beside one, or any other .kvfz file, would replace it. */
 int cli_replay_check_stats_path(const cli_replay *r);
 /* Without --kernel (and --rule): the kernel (and failing rule) the findings' reports record,
  * else cuda when a GPU is usable, else cpu-splitkv; the default rule set. */

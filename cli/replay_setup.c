@@ -9,10 +9,12 @@
 
 int cli_replay_check_stats_path(const cli_replay *r) {
     int report = 0;
-    if (kvf_replay_stats_clash(r->stats_path, r->paths, r->npaths, &report) < 0) return 0;
-    return cli_usage_error(r->cmd, "--stats %s is %s: writing the statistics would replace it",
-                           r->stats_path,
-                           report ? "the report of a case to replay" : "a case to replay");
+    if (kvf_replay_stats_clash(r->stats_path, r->paths, r->npaths, &report) >= 0)
+        return cli_usage_error(r->cmd, "--stats %s is %s: writing the statistics would replace it",
+                               r->stats_path,
+                               report ? "the report of a case to replay" : "a case to replay");
+    /* Any other case file too (a corpus entry, a finding not replayed now). */
+    return r->stats_path ? cli_opt_stats_path(r->cmd, "--stats", r->stats_path) : 0;
 }
 
 /* The default set, plus the rule the findings' reports record. It keeps a model it names
