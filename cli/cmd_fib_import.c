@@ -94,6 +94,10 @@ static int import_parse(kvf_fib_importer *im, const char **root, const char **on
             if (cli_opt_u64(cmd, "--seed", v, &im->opts.seed)) return -1 - KVF_EXIT_USAGE;
             break;
         case IMPORT_ROOT:
+            if (!v[0]) { /* an empty path would read as the working folder */
+                cli_usage_error(cmd, "--root is empty; give the dataset's folder");
+                return -1 - KVF_EXIT_USAGE;
+            }
             *root = v;
             break;
         case IMPORT_DEFINITION:

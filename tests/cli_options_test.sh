@@ -178,6 +178,9 @@ expect 2 "ends with ':' and names no kernel" -- "$kvfuzz" replay --kernel "$tmp/
 mkfifo "$tmp/fifo.kvfz"
 expect 2 "cannot write .*/fifo.kvfz: it is a FIFO, not a regular file" -- "$kvfuzz" gen --seed 1 -o "$tmp/fifo.kvfz"
 [ -p "$tmp/fifo.kvfz" ] || fail "gen -o FIFO replaced the FIFO"
+expect 2 "^kvfuzz import-fib: --root is empty" -- "$kvfuzz" import-fib --root "" -o "$tmp/imp" "$tmp/def.json"
+mkdir -p "$tmp/a-folder"
+expect 2 "cannot write .*/a-folder: it is a directory, not a regular file" -- "$kvfuzz" gen --seed 1 -o "$tmp/a-folder"
 # A device node of the test's own (mknod needs root; never the system's /dev/null: a failure
 # here would replace it).
 if mknod "$tmp/null" c 1 3 2>/dev/null; then

@@ -133,8 +133,9 @@ int kvf_write_atomic_ex(const char *path, kvf_write_mode mode, int (*fill)(FILE 
     /* rename() would put a regular file in place of a device, FIFO or socket (as root, even of
      * /dev/full): such a path is not a file to write. */
     struct stat st;
-    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode) &&
-        !S_ISDIR(st.st_mode)) /* rename() refuses a directory itself: KVF_EIO below */
+    /* A folder too: rename() would refuse it, but with an errno that names no folder ("." is
+     * "Device or resource busy"). */
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
         return kvf_error_set(err, KVF_EINVAL, "cannot write %s: it is %s, not a regular file", path,
                              kind_of(st.st_mode));
     size_t n = strlen(path);

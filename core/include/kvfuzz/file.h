@@ -28,8 +28,8 @@ int kvf_read_file(const char *path, char **data, size_t *size);
  * directory and returns 0 (or nonzero, errno set, to abandon the write); the file is flushed,
  * fsync'd, renamed over path, and the directory is fsync'd. A reader sees the old file or the
  * new one, never a mix; on any failure the old file is left as it was. Errors: KVF_EIO (or
- * KVF_ENOMEM) with one sentence naming path; KVF_EINVAL when path is a device, a FIFO or a
- * socket, which is never replaced (a directory is KVF_EIO). */
+ * KVF_ENOMEM) with one sentence naming path; KVF_EINVAL when path is a device, a FIFO, a
+ * socket or a directory, which is never replaced. */
 int kvf_write_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ctx, kvf_error *err);
 
 /* The same for bytes already in memory. */
