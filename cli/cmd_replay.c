@@ -60,7 +60,7 @@ static const cli_option replay_options[] = {
      "invariance finding's report beside its case adds its relation\n"
      "and seed without this option."},
     {"relation-seed", REPLAY_RELATION_SEED, "N",
-     "the seed that derives the transformed cases (default 1)"},
+     "with --relations: the seed that derives the transformed cases\n(default 1)"},
     {"stats", REPLAY_STATS, "FILE",
      "also keep error statistics of every element judged (per\n"
      "kernel, rule and output) and write them to FILE atomically\n"
@@ -147,6 +147,7 @@ static int replay_option(cli_replay *r, int key, const char *v) {
     case REPLAY_RELATION_SEED:
         if (cli_parse_u64(v, &r->relation_seed))
             return cli_usage_error(r->cmd, "--relation-seed needs a number, got \"%s\"", v);
+        r->relation_seed_given = 1;
         return 0;
     }
     return 0;
@@ -167,6 +168,11 @@ static int replay_parse(cli_replay *r, int argc, char **argv) {
         if (replay_option(r, key, v)) return KVF_EXIT_USAGE;
     }
     char **rest;
+    /* A finding's own relation runs with the seed its report records: --relation-seed seeds
+     * only the --relations runs. */
+    if (r->relation_seed_given && !r->relations)
+        return cli_usage_error(r->cmd, "--relation-seed seeds the --relations runs: give "
+                                       "--relations too");
     int nargs = cli_operands(&cp, &rest);
     if (nargs == 0)
         return cli_usage_error(r->cmd, "no case files given (see kvfuzz replay --help)");

@@ -42,6 +42,7 @@ typedef struct cli_replay {
     size_t done;            /* case files handled */
     unsigned relations;     /* --relations (kvf_relation mask) */
     uint64_t relation_seed; /* --relation-seed (default 1) */
+    int relation_seed_given;
 } cli_replay;
 
 /* ---- replay_setup.c ---- */

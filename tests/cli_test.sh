@@ -61,6 +61,7 @@ cp "$tmp/good2.kvfz" "$tmp/keep.kvfz"
 expect 2 "^kvfuzz replay: --stats .*keep.kvfz names a case file" -- "$kvfuzz" replay --kernel cpu-ref --stats "$tmp/keep.kvfz" "$tmp/good2.kvfz"
 expect 2 "^kvfuzz report: --merge .*keep.kvfz names a case file" -- "$kvfuzz" report --merge "$tmp/keep.kvfz" "$tmp/none.json"
 cmp -s "$tmp/keep.kvfz" "$tmp/good2.kvfz" || fail "a refused --stats or --merge changed the case file"
+expect 2 "^kvfuzz replay: --relation-seed seeds the --relations runs" -- "$kvfuzz" replay --relation-seed 5 "$tmp/good2.kvfz"
 # Flag the overrides section and append one override: kv_indices[7] = 52 (pool has 52 pages).
 python3 - "$tmp" <<'PY' || fail "could not craft bad files"
 import struct, sys
