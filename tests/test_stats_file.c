@@ -279,11 +279,12 @@ static void test_atomic_write(void) {
     CHECK_INT_EQ(kvf_stats_write(a, bad, &err), KVF_EIO);
     CHECK_STR_CONTAINS(err.msg, "cannot write");
     CHECK_STR_CONTAINS(err.msg, "no-such-dir");
-    /* A path that is a directory: rename fails, the temporary is removed. */
+    /* A path that is a directory: refused before any temporary is made, naming what it is. */
     char dirpath[600];
     snprintf(dirpath, sizeof dirpath, "%s/a-directory", tmp_dir());
     mkdir(dirpath, 0755);
-    CHECK_INT_EQ(kvf_stats_write(a, dirpath, &err), KVF_EIO);
+    CHECK_INT_EQ(kvf_stats_write(a, dirpath, &err), KVF_EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "it is a directory, not a regular file");
     CHECK_INT_EQ(count_tmp_files(tmp_dir(), "a-directory"), 0);
 
     /* tick: an interval of 0 writes at once; an hour does not write. */
