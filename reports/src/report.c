@@ -332,12 +332,13 @@ static int fill_csv(FILE *f, void *ctx) {
 
 static int fill_hex(FILE *f, void *ctx) {
     const char *hex = ctx;
-    for (size_t i = 0; hex[i] && hex[i + 1]; i += 2) {
-        int hi = hex[i] <= '9' ? hex[i] - '0' : hex[i] - 'a' + 10;
-        int lo = hex[i + 1] <= '9' ? hex[i + 1] - '0' : hex[i + 1] - 'a' + 10;
-        fputc(hi << 4 | lo, f);
-    }
-    return ferror(f) ? -1 : 0;
+    const size_t n = strlen(hex) / 2;
+    uint8_t *bytes = malloc(n ? n : 1);
+    if (!bytes) return -1;
+    kvf__hex_bytes(hex, bytes);
+    const size_t put = fwrite(bytes, 1, n, f);
+    free(bytes);
+    return put != n || ferror(f) ? -1 : 0;
 }
 
 static int write_cases(const kvf__rmodel *m, const char *dir, kvf_error *err) {

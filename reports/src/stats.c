@@ -40,6 +40,14 @@ void kvf__case_info_unref(kvf__case_info *ci) {
     free(ci);
 }
 
+void kvf__hex_bytes(const char *hex, uint8_t *out) {
+    for (size_t i = 0; hex[i] && hex[i + 1]; i += 2) {
+        const int hi = hex[i] <= '9' ? hex[i] - '0' : hex[i] - 'a' + 10;
+        const int lo = hex[i + 1] <= '9' ? hex[i + 1] - '0' : hex[i + 1] - 'a' + 10;
+        out[i / 2] = (uint8_t)(hi << 4 | lo);
+    }
+}
+
 kvf__case_info *kvf__case_info_new(int has_hash, uint64_t hash, const char *path,
                                    const uint8_t *bytes, size_t size, const char *hex) {
     kvf__case_info *ci = calloc(1, sizeof *ci);

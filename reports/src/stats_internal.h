@@ -237,6 +237,10 @@ void kvf__pending_add_exact(kvf__pending *p, kvf__outstats *o, const kvf_exact_r
 int kvf__pending_finish(kvf_stats *s, kvf__pending *p);
 void kvf__pending_free(kvf__pending *p);
 
+/* The bytes of an even run of lowercase hex digits (a case_info's hex), hex's length / 2 of
+ * them into out. */
+void kvf__hex_bytes(const char *hex, uint8_t *out);
+
 /* Case records: created with one reference; hex, when given, is copied as is, else bytes up to
  * KVF_STATS_EMBED_MAX are embedded. NULL on OOM. */
 kvf__case_info *kvf__case_info_new(int has_hash, uint64_t hash, const char *path,

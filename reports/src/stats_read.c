@@ -456,12 +456,7 @@ static int check_embedded_case(reader *r, const char *hex, int has_hash, uint64_
     const size_t n = strlen(hex) / 2;
     uint8_t *bytes = malloc(n ? n : 1);
     if (!bytes) return bad(r, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        const char *h = hex + 2 * i;
-        const int hi = h[0] <= '9' ? h[0] - '0' : h[0] - 'a' + 10;
-        const int lo = h[1] <= '9' ? h[1] - '0' : h[1] - 'a' + 10;
-        bytes[i] = (uint8_t)(hi << 4 | lo);
-    }
+    kvf__hex_bytes(hex, bytes);
     int rc = 0;
     if (kvf_hash64(bytes, n) != hash) {
         rc = bad(r, "%s: \"kvfz_hex\" does not hash to its \"hash\" %016" PRIx64, ctx, hash);
