@@ -183,7 +183,7 @@ static const struct option fuzz_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* Whether the option `name` (one that takes a value) was given, from the parser's `seen`. */
+/* Whether the option `name` was given, from the parser's `seen`. */
 static int given(const unsigned char *seen, const char *name) {
     for (size_t i = 0; fuzz_options[i].name; i++)
         if (strcmp(fuzz_options[i].name, name) == 0) return seen[i];
@@ -201,16 +201,15 @@ int cli_fuzz_parse(cli_fuzz *f, int argc, char **argv) {
      * ":": a missing value comes back as ':' so the message is ours. */
     optind = 0;
     opterr = 0;
-    /* Options with a value given so far, by table index: a second one would drop a value
-     * (docs/cli.md, "Contradictions"); --rule alone adds one each time. */
+    /* Options given so far, by table index: a second value would drop the first (docs/cli.md,
+     * "Contradictions"; --rule alone adds one each time), and some pairs drop one another. */
     unsigned char seen[sizeof fuzz_options / sizeof fuzz_options[0]] = {0};
-    int stop_on_finding = 0, require_overflow = 0, rule = 0;
     for (;;) {
         int prev = optind ? optind : 1, at = -1;
         int ch = getopt_long(argc, argv, "-:h", fuzz_options, &at);
         if (ch == -1) break;
-        if (at >= 0 && fuzz_options[at].has_arg == required_argument && ch != FUZZ_OPT_RULE) {
-            if (seen[at])
+        if (at >= 0) {
+            if (fuzz_options[at].has_arg == required_argument && ch != FUZZ_OPT_RULE && seen[at])
                 return cli_usage_error(cmd, "--%s is given twice; it takes one value",
                                        fuzz_options[at].name);
             seen[at] = 1;
@@ -228,9 +227,6 @@ int cli_fuzz_parse(cli_fuzz *f, int argc, char **argv) {
         case '?':
             return cli_usage_error(cmd, "unknown option \"%s\" (see kvfuzz fuzz --help)", a);
         }
-        if (ch == FUZZ_OPT_STOP_ON_FINDING) stop_on_finding = 1;
-        if (ch == FUZZ_OPT_REQUIRE_OVERFLOW) require_overflow = 1;
-        if (ch == FUZZ_OPT_RULE) rule = 1;
         int rc = cli_fuzz_run_option(f, ch, v);
         if (rc < 0) rc = cli_fuzz_case_option(f, ch, v);
         if (rc < 0)
@@ -244,25 +240,18 @@ int cli_fuzz_parse(cli_fuzz *f, int argc, char **argv) {
     if (f->o.time_limit_s > 0 && f->o.max_runs > 0)
         return cli_usage_error(cmd, "give --time or --runs, not both");
     /* Options that one of the others would silently drop (docs/cli.md, "Contradictions"). */
-    if (stop_on_finding && given(seen, "max-findings"))
+    if (given(seen, "stop-on-finding") && given(seen, "max-findings"))
         return cli_usage_error(cmd, "--stop-on-finding is --max-findings 1: give one of them");
     if (f->o.oracle_only) {
-        static const char *const judged[] = {"kernel",       "rule",         "precision",
-                                             "deadline",     "determinism",  "workers",
-                                             "max-findings", "minimize-time"};
+        static const char *const judged[] = {
+            "kernel",  "rule",         "precision",     "deadline",        "determinism",
+            "workers", "max-findings", "minimize-time", "stop-on-finding", "require-overflow"};
         for (size_t i = 0; i < sizeof judged / sizeof judged[0]; i++)
             if (given(seen, judged[i]))
                 return cli_usage_error(cmd,
                                        "--oracle-only runs no kernel and judges nothing: it "
                                        "cannot go with --%s",
                                        judged[i]);
-        if (stop_on_finding || require_overflow || rule)
-            return cli_usage_error(cmd,
-                                   "--oracle-only runs no kernel and judges nothing: it cannot "
-                                   "go with --%s",
-                                   stop_on_finding    ? "stop-on-finding"
-                                   : require_overflow ? "require-overflow"
-                                                      : "rule");
     }
     if (f->o.in_process && (given(seen, "deadline") || given(seen, "workers")))
         return cli_usage_error(cmd,
