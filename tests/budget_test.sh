@@ -77,7 +77,7 @@ refused "empty KVF_MAX_MEMORY_MIB is the default budget" "memory budget of 2.00 
 # A case file larger than half the memory budget is refused before it is read (a sparse 1 GiB
 # file: reading it would take 1 GiB).
 truncate -s 1G "$tmp/big.kvfz"
-refused "file past the budget" "past the memory budget of 0.25 GiB" \
+refused "file past the budget" "past the memory budget of 256.00 MiB" \
   KVF_MAX_MEMORY_MIB=256 "$kvfuzz" show "$tmp/big.kvfz"
 /usr/bin/time -f %M -o "$tmp/rss" env KVF_MAX_MEMORY_MIB=256 "$kvfuzz" replay "$tmp/big.kvfz" \
   >/dev/null 2>&1

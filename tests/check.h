@@ -68,6 +68,13 @@ extern int check_skipped;
                           check_n_);                                                               \
     } while (0)
 
+#define CHECK_STR_EQ(got, want)                                                                    \
+    do {                                                                                           \
+        const char *check_g_ = (got), *check_w_ = (want);                                          \
+        if (!check_g_ || strcmp(check_g_, check_w_) != 0)                                          \
+            CHECK_FAIL_AT("%s: \"%s\" != \"%s\"", #got, check_g_ ? check_g_ : "(null)", check_w_); \
+    } while (0)
+
 #define CHECK_SKIP(...)                                                                            \
     do {                                                                                           \
         printf("SKIP: ");                                                                          \

@@ -93,7 +93,7 @@ expect 2 "--oracle selects the oracle benchmark and comes first" -- "$kvfuzz" be
 expect 2 "--cases sets the generated cases: not with FILE" -- "$kvfuzz" bench --oracle --cases 5 "$seed"
 expect 2 "--seed sets the generated cases: not with FILE" -- "$kvfuzz" bench --oracle --seed 5 "$seed"
 # The generated cases are held whole: past the memory budget, refused before any timing.
-expect 2 "^kvfuzz bench: --cases 10000000: the cases would hold more than the memory budget of 0.01 GiB after [0-9]+ of them" -- env KVF_MAX_MEMORY_MIB=8 timeout 60 "$kvfuzz" bench --oracle --cases 10000000
+expect 2 "^kvfuzz bench: --cases 10000000: the cases would hold more than the memory budget of 8.00 MiB after [0-9]+ of them" -- env KVF_MAX_MEMORY_MIB=8 timeout 60 "$kvfuzz" bench --oracle --cases 10000000
 expect 2 "--quiet leaves nothing to do" -- "$kvfuzz" report --quiet "$tmp/none.json"
 expect 2 "--title names the report page: give -o DIR too" -- "$kvfuzz" report --title T "$tmp/none.json"
 expect 2 "--deadline needs a worker process" -- "$kvfuzz" minimize --in-process --deadline 5 "$seed" -o "$tmp/m.kvfz"

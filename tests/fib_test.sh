@@ -342,7 +342,7 @@ wide["workload"]["axes"].update(batch_size=2**63 - 1, len_indptr=2**63 - 1)
 open(sys.argv[2] + "/batch.jsonl", "w").write(json.dumps(wide) + "\n")
 PY
 KVF_MAX_MEMORY_MIB=64 refuse "a random pool past the memory budget" \
-  "explicit pool of 1000000 pages needs about .* past the memory budget of 0.06 GiB" import-fib --root "$good" -o "$work/huge/out" \
+  "explicit pool of 1000000 pages needs about .* past the memory budget of 64.00 MiB" import-fib --root "$good" -o "$work/huge/out" \
   "$good/definitions/gqa_paged/$D.json" "$work/huge/pool.jsonl"
 [ -z "$(ls -A "$work/huge/out" 2>/dev/null)" ] || fail "the refused pool left files: $(ls "$work/huge/out")"
 refuse "batch_size 2^63 - 1" "len_indptr 9223372036854775807 but batch_size 9223372036854775807" \

@@ -53,7 +53,7 @@ static void test_budgets_refuse_costly_cases(void) {
     kvf_spec_free(&s);
     setenv("KVF_MAX_MEMORY_MIB", "256", 1);
     CHECK_INT_EQ(kvf_spec_decode(&s, longest, n_long, &lim, &err), KVF_ELIMIT);
-    CHECK_STR_CONTAINS(err.msg, "past the memory budget of 0.25 GiB");
+    CHECK_STR_CONTAINS(err.msg, "past the memory budget of 256.00 MiB");
     CHECK(strchr(err.msg, '\n') == NULL);
     unsetenv("KVF_MAX_MEMORY_MIB");
     CHECK_INT_EQ(kvf_spec_decode(&s, empty, n_empty, &lim, &err), KVF_ELIMIT);
@@ -122,8 +122,21 @@ static void test_budgets_refuse_costly_cases(void) {
     free(empty);
 }
 
+/* Sizes in messages carry the unit that keeps them readable: a 1 MiB budget is not "0.00 GiB". */
+static void test_size_text_units(void) {
+    char buf[KVF_SIZE_TEXT_MAX];
+    CHECK_STR_EQ(kvf_size_text(0, buf), "0 bytes");
+    CHECK_STR_EQ(kvf_size_text(1023, buf), "1023 bytes");
+    CHECK_STR_EQ(kvf_size_text(1536, buf), "1.50 KiB");
+    CHECK_STR_EQ(kvf_size_text((int64_t)1 << 20, buf), "1.00 MiB");
+    CHECK_STR_EQ(kvf_size_text(((int64_t)1 << 30) - 1, buf), "1024.00 MiB");
+    CHECK_STR_EQ(kvf_size_text((int64_t)5 << 29, buf), "2.50 GiB");
+    CHECK_STR_EQ(kvf_size_text(INT64_MAX, buf), "8589934592.00 GiB");
+}
+
 static const check_test tests[] = {
     {"budgets_refuse_costly_cases", test_budgets_refuse_costly_cases},
+    {"size_text_units", test_size_text_units},
     {NULL, NULL},
 };
 

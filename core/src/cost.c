@@ -7,6 +7,8 @@
  * pinned by what depends on it (KVF_MAX_WORK's meaning; every mutation and campaign seed). */
 #include "kvfuzz/cost.h"
 
+#include <stdio.h>
+
 #include "cost_internal.h"
 #include "kvfuzz/env.h"
 #include "kvfuzz/spec.h"
@@ -70,8 +72,19 @@ int kvf_limits_budgets(const kvf_limits *lim, int64_t *max_memory, int64_t *max_
     return 0;
 }
 
-static double gib(int64_t bytes) {
-    return (double)bytes / (double)((int64_t)1 << 30);
+const char *kvf_size_text(int64_t bytes, char buf[KVF_SIZE_TEXT_MAX]) {
+    static const struct {
+        int shift;
+        const char *unit;
+    } units[] = {{30, "GiB"}, {20, "MiB"}, {10, "KiB"}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (bytes >= (int64_t)1 << units[i].shift) {
+            snprintf(buf, KVF_SIZE_TEXT_MAX, "%.2f %s",
+                     (double)bytes / (double)((int64_t)1 << units[i].shift), units[i].unit);
+            return buf;
+        }
+    snprintf(buf, KVF_SIZE_TEXT_MAX, "%lld bytes", (long long)bytes);
+    return buf;
 }
 
 int kvf_explicit_pool_budget(const kvf_recipe *rp, int64_t pool, const kvf_limits *lim,
@@ -85,12 +98,14 @@ int kvf_explicit_pool_budget(const kvf_recipe *rp, int64_t pool, const kvf_limit
     kvf_recipe_cost(rp, &cost);
     int64_t page_elems = kvf_recipe_page_elems(rp);
     int64_t explicit_bytes = pool * page_elems * 2 * 2 * 2;
+    char need[KVF_SIZE_TEXT_MAX], budget[KVF_SIZE_TEXT_MAX];
     if (cost.memory_bytes + explicit_bytes > max_memory)
         return kvf_error_set(err, KVF_ELIMIT,
-                             "the case with its explicit pool of %lld pages needs about %.2f GiB, "
-                             "past the memory budget of %.2f GiB (KVF_MAX_MEMORY_MIB raises it)",
-                             (long long)pool, gib(cost.memory_bytes + explicit_bytes),
-                             gib(max_memory));
+                             "the case with its explicit pool of %lld pages needs about %s, past "
+                             "the memory budget of %s (KVF_MAX_MEMORY_MIB raises it)",
+                             (long long)pool,
+                             kvf_size_text(cost.memory_bytes + explicit_bytes, need),
+                             kvf_size_text(max_memory, budget));
     return 0;
 }
 
@@ -100,13 +115,15 @@ int kvf__recipe_check_budgets(const kvf_recipe *rp, const kvf_limits *lim, kvf_e
     if (rc) return rc;
     kvf_case_cost c;
     kvf_recipe_cost(rp, &c);
+    char need[KVF_SIZE_TEXT_MAX], t[KVF_SIZE_TEXT_MAX], o[KVF_SIZE_TEXT_MAX], k[KVF_SIZE_TEXT_MAX],
+        budget[KVF_SIZE_TEXT_MAX];
     if (c.memory_bytes > max_memory)
         return kvf_error_set(err, KVF_ELIMIT,
-                             "the case needs about %.2f GiB (tensors %.2f, oracle %.2f, kernel "
-                             "buffers %.2f), past the memory budget of %.2f GiB "
-                             "(KVF_MAX_MEMORY_MIB raises it)",
-                             gib(c.memory_bytes), gib(c.tensor_bytes), gib(c.oracle_bytes),
-                             gib(c.kernel_bytes), gib(max_memory));
+                             "the case needs about %s (tensors %s, oracle %s, kernel buffers %s), "
+                             "past the memory budget of %s (KVF_MAX_MEMORY_MIB raises it)",
+                             kvf_size_text(c.memory_bytes, need), kvf_size_text(c.tensor_bytes, t),
+                             kvf_size_text(c.oracle_bytes, o), kvf_size_text(c.kernel_bytes, k),
+                             kvf_size_text(max_memory, budget));
     if (c.work > max_work)
         return kvf_error_set(err, KVF_ELIMIT,
                              "the case needs %lld units of oracle work, past the work budget of "

@@ -21,12 +21,13 @@ int kvf_case_load(const char *path, kvf_spec *spec_out, kvf_case *case_out, cons
     int brc = kvf_limits_budgets(lim, &max_memory, &max_work, err);
     if (brc) return brc;
     struct stat st;
+    char file_size[KVF_SIZE_TEXT_MAX], budget[KVF_SIZE_TEXT_MAX];
     if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (int64_t)st.st_size > max_memory / 2)
         return kvf_error_set(err, KVF_ELIMIT,
-                             "%s is %.2f GiB; the case it holds needs at least twice that, past "
-                             "the memory budget of %.2f GiB (KVF_MAX_MEMORY_MIB raises it)",
-                             path, (double)st.st_size / (double)(1 << 30),
-                             (double)max_memory / (double)(1 << 30));
+                             "%s is %s; the case it holds needs at least twice that, past the "
+                             "memory budget of %s (KVF_MAX_MEMORY_MIB raises it)",
+                             path, kvf_size_text((int64_t)st.st_size, file_size),
+                             kvf_size_text(max_memory, budget));
     int rrc = kvf_read_file_max(path, max_file, &text, &size, err);
     if (rrc) return rrc;
     uint8_t *buf = (uint8_t *)text;

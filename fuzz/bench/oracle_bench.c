@@ -30,11 +30,11 @@ static int64_t case_bytes(const kvf_case *c) {
 static int over_budget(const kvf_oracle_bench_set *s, const kvf_case *c, int64_t budget,
                        kvf_error *err) {
     if (s->bytes + case_bytes(c) <= budget) return 0;
-    return kvf_error_set(
-        err, KVF_ELIMIT,
-        "the cases would hold more than the memory budget of %.2f GiB after %" PRId64
-        " of them (KVF_MAX_MEMORY_MIB raises it); ask for fewer",
-        (double)budget / (double)((int64_t)1 << 30), s->n);
+    char text[KVF_SIZE_TEXT_MAX];
+    return kvf_error_set(err, KVF_ELIMIT,
+                         "the cases would hold more than the memory budget of %s after %" PRId64
+                         " of them (KVF_MAX_MEMORY_MIB raises it); ask for fewer",
+                         kvf_size_text(budget, text), s->n);
 }
 
 /* Adds c, and its recipe when sp is not NULL (both then belong to the set). */

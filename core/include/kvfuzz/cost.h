@@ -65,6 +65,11 @@ typedef struct kvf_case_cost {
 
 void kvf_recipe_cost(const struct kvf_recipe *rp, kvf_case_cost *out);
 
+/* `bytes` as a person reads a size in a message: "1.00 MiB", "2.50 GiB", "512 bytes" (GiB
+ * from 1 GiB up, MiB from 1 MiB, KiB from 1 KiB), written into buf, which it returns. */
+#define KVF_SIZE_TEXT_MAX 32
+const char *kvf_size_text(int64_t bytes, char buf[KVF_SIZE_TEXT_MAX]);
+
 /* The budgets in force for `limits`: its fields when positive, else KVF_MAX_MEMORY_MIB (MiB)
  * and KVF_MAX_WORK when set and not empty, else the defaults. KVF_EINVAL, with a sentence
  * naming the variable, when one is set to anything but a decimal integer in its range (the
