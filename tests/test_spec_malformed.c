@@ -1,7 +1,14 @@
 /* Unit tests of the .kvfz decoder (core/src/spec_codec.c) on malformed input: each defect of
  * the header, the sequence list, the overrides and the explicit tensors rejected with one
- * sentence naming the field, and random bytes and corruptions of valid files never crashing it
- * (accepted files re-encode to the same bytes). Both expansions. */
+ * sentence naming the field, random bytes and corruptions of valid files never crashing it
+ * (accepted files re-encode to the same bytes; both expansions), and every committed case file
+ * cut at every length and with bits flipped, each copy decoded or refused in one line. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvfuzz/file.h"
 #include "spec_fixtures.h"
 
 /* ---- malformed inputs ---------------------------------------------------------------------- */
@@ -282,6 +289,95 @@ static void test_arbitrary_bytes(void) {
     CHECK(accepted > 0);
 }
 
+/* One damaged copy of a committed case: it decodes (and then builds, or is refused with a
+ * sentence) or is refused with one sentence of one line; never a crash. */
+#define KVF_DAMAGED_BUILD_MAX_BYTES ((int64_t)16 << 20)
+static void judge_damaged(const uint8_t *bytes, size_t n, const kvf_limits *lim, const char *what,
+                          int *decoded, int *refused, int *built_skipped) {
+    kvf_spec d;
+    kvf_error e = {0};
+    if (kvf_spec_decode(&d, bytes, n, lim, &e) == 0) {
+        (*decoded)++;
+        /* Building is the generator's time, not the decoder's: only small cases are built (the
+         * larger ones go through `kvfuzz show` in the shell test's sample). */
+        kvf_case_cost cost;
+        kvf_recipe_cost(&d.recipe, &cost);
+        kvf_case c;
+        if (cost.tensor_bytes > KVF_DAMAGED_BUILD_MAX_BYTES) {
+            (*built_skipped)++;
+        } else if (kvf_case_build(&c, &d, lim, &e) == 0) {
+            kvf_case_free(&c);
+        } else if (e.msg[0] == '\0' || strchr(e.msg, '\n')) {
+            CHECK_FAIL_AT("%s: built with an empty or multi-line error \"%s\"", what, e.msg);
+        }
+        kvf_spec_free(&d);
+        return;
+    }
+    (*refused)++;
+    if (e.msg[0] == '\0' || strchr(e.msg, '\n'))
+        CHECK_FAIL_AT("%s: refused with an empty or multi-line error \"%s\"", what, e.msg);
+}
+
+/* Every committed case file (corpus/seeds and corpus/fuzz_case) cut at every length, and with
+ * single bits flipped at spread positions (the header's first bytes among them): the decoder's
+ * side of tests/hostile_files_test.sh, which runs a sample of the same through the command. */
+static void test_committed_cases_cut_and_flipped(void) {
+    const char *src = getenv("KVF_SOURCE_DIR");
+    if (!src) CHECK_SKIP("KVF_SOURCE_DIR is not set");
+    static const struct {
+        const char *dir;
+        int flips;
+    } dirs[] = {{"corpus/seeds", 32}, {"corpus/fuzz_case", 8}};
+    const kvf_limits lim = limits();
+    int files = 0, decoded = 0, refused = 0, skipped = 0;
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", src, dirs[i].dir);
+        DIR *dir = opendir(path);
+        CHECK(dir != NULL);
+        if (!dir) continue;
+        struct dirent *de;
+        while ((de = readdir(dir))) {
+            size_t len = strlen(de->d_name);
+            if (len <= 5 || strcmp(de->d_name + len - 5, ".kvfz") != 0) continue;
+            char file[8192];
+            snprintf(file, sizeof file, "%s/%s", path, de->d_name);
+            char *text = NULL;
+            size_t size = 0;
+            kvf_error err = {0};
+            CHECK_OK(kvf_read_file_max(file, (size_t)1 << 20, &text, &size, &err), &err);
+            if (!text) continue;
+            files++;
+            uint8_t *copy = malloc(size ? size : 1);
+            CHECK(copy != NULL);
+            char what[8400];
+            for (size_t n = 0; copy && n < size; n++) {
+                memcpy(copy, text, n);
+                snprintf(what, sizeof what, "%s cut to %zu bytes", de->d_name, n);
+                judge_damaged(copy, n, &lim, what, &decoded, &refused, &skipped);
+            }
+            for (int f = 0; copy && size > 0 && f < dirs[i].flips; f++) {
+                const size_t pos = ((size_t)f * 7919) % size;
+                memcpy(copy, text, size);
+                copy[pos] ^= (uint8_t)(1u << (f % 8));
+                snprintf(what, sizeof what, "%s with bit %d of byte %zu flipped", de->d_name, f % 8,
+                         pos);
+                judge_damaged(copy, size, &lim, what, &decoded, &refused, &skipped);
+            }
+            free(copy);
+            free(text);
+        }
+        closedir(dir);
+    }
+    CHECK(files >= 20);
+    CHECK(refused > 0);
+    CHECK(decoded > 0);
+    CHECK(skipped < decoded);
+    printf("  %d files: %d damaged copies decoded (%d too large to build here), %d refused in one "
+           "sentence\n",
+           files, decoded, skipped, refused);
+}
+
 BOTH_EXPANSIONS(test_malformed_inputs_rejected)
 BOTH_EXPANSIONS(test_arbitrary_bytes)
 
@@ -290,6 +386,7 @@ static const check_test tests[] = {
     {"malformed_inputs_rejected_expansion2", test_malformed_inputs_rejected_e2},
     {"arbitrary_bytes", test_arbitrary_bytes_e1},
     {"arbitrary_bytes_expansion2", test_arbitrary_bytes_e2},
+    {"committed_cases_cut_and_flipped", test_committed_cases_cut_and_flipped},
     {NULL, NULL},
 };
 
