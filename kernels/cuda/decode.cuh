@@ -268,6 +268,28 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
     unsigned s = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
+// The K/V rows of the tiles: each byte is read once, so a build may ask L2 to evict those lines
+// first (KVF_CUDA_KV_L2_HINT, kernels/CMakeLists.txt) and keep other lines, dirty ones among
+// them, out of the way of the stream. The policy is the 64-bit evict-first descriptor as a
+// constant: a `createpolicy` whose result feeds only these copies is dropped by some ptxas
+// 13.x versions, leaving the copies reading an uninitialised descriptor (docs/performance.md).
+__device__ __forceinline__ void cp_async16_stream(void *smem, const void *gmem) {
+#if defined(KVF_KV_L2_EVICT_FIRST)
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    const uint64_t evict_first = 0x12F0000000000000ull;
+#if defined(KVF_KV_L2_PREFETCH_256B)
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2;\n" ::"r"(s),
+                 "l"(gmem), "l"(evict_first)
+                 : "memory");
+#else
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(s),
+                 "l"(gmem), "l"(evict_first)
+                 : "memory");
+#endif
+#else
+    cp_async16(smem, gmem);
+#endif
+}
 __device__ __forceinline__ void cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
@@ -596,8 +618,8 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
         if (valid) {
             if constexpr (KVF_BUG(B, INT32_OFFSET)) off = mut_int32_offset(off, p.pool_elems);
             if constexpr (F8) {
-                cp_async16(dk, reinterpret_cast<const unsigned char *>(p.k) + off);
-                cp_async16(dv, reinterpret_cast<const unsigned char *>(p.v) + off);
+                cp_async16_stream(dk, reinterpret_cast<const unsigned char *>(p.k) + off);
+                cp_async16_stream(dv, reinterpret_cast<const unsigned char *>(p.v) + off);
                 if (p.scale_mode == 2 && cc == 0) {
                     // Per-token scales: the row's pair, one 4-byte copy each.
                     if constexpr (KVF_BUG(B, TOKEN_SCALE_SLOT)) slot = 0; // the page's first
@@ -607,8 +629,8 @@ __global__ void __launch_bounds__(kThreads, SplitCfg<D, G, F8>::MIN_BLOCKS)
                     cp_async4(ds + T, p.v_scale + si);
                 }
             } else {
-                cp_async16(dk, p.k + off);
-                cp_async16(dv, p.v + off);
+                cp_async16_stream(dk, p.k + off);
+                cp_async16_stream(dv, p.v + off);
             }
         } else {
             // Past the chunk's end: zeros, and no global read at all (B03).
