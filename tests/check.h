@@ -68,11 +68,11 @@ extern int check_skipped;
                           check_n_);                                                               \
     } while (0)
 
-#define CHECK_STR_EQ(got, want)                                                                    \
+#define CHECK_STR_EQ(a, b)                                                                         \
     do {                                                                                           \
-        const char *check_g_ = (got), *check_w_ = (want);                                          \
-        if (!check_g_ || strcmp(check_g_, check_w_) != 0)                                          \
-            CHECK_FAIL_AT("%s: \"%s\" != \"%s\"", #got, check_g_ ? check_g_ : "(null)", check_w_); \
+        const char *check_x_ = (a), *check_y_ = (b);                                               \
+        if (!check_x_ || strcmp(check_x_, check_y_) != 0)                                          \
+            CHECK_FAIL_AT("%s == \"%s\": \"%s\"", #a, check_y_, check_x_ ? check_x_ : "(null)");   \
     } while (0)
 
 #define CHECK_SKIP(...)                                                                            \

@@ -6,13 +6,6 @@
 #include "kvfuzz/bench_workload.h"
 #include "kvfuzz/bf16.h"
 
-#define CHECK_STR_EQ(a, b)                                                                         \
-    do {                                                                                           \
-        const char *check_x_ = (a), *check_y_ = (b);                                               \
-        if (!check_x_ || strcmp(check_x_, check_y_) != 0)                                          \
-            CHECK_FAIL_AT("%s == \"%s\": \"%s\"", #a, check_y_, check_x_ ? check_x_ : "(null)");   \
-    } while (0)
-
 static void test_presets(void) {
     kvf_bench_workloads w;
     kvf_error err = {0};

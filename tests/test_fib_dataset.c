@@ -9,13 +9,6 @@
 #include "kvfuzz/fib_dataset.h"
 #include "kvfuzz/file.h"
 
-#define CHECK_STR_EQ(a, b)                                                                         \
-    do {                                                                                           \
-        const char *check_x_ = (a), *check_y_ = (b);                                               \
-        if (!check_x_ || strcmp(check_x_, check_y_) != 0)                                          \
-            CHECK_FAIL_AT("%s == \"%s\": \"%s\"", #a, check_y_, check_x_ ? check_x_ : "(null)");   \
-    } while (0)
-
 static kvf_fib_dataset ds; /* large: not on the stack */
 
 static void built_case(const char *preset, kvf_spec *s, kvf_case *c) {

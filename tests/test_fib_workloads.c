@@ -11,13 +11,6 @@
 #include "kvfuzz/file.h"
 #include "kvfuzz/safetensors.h"
 
-#define CHECK_STR_EQ(a, b)                                                                         \
-    do {                                                                                           \
-        const char *check_x_ = (a), *check_y_ = (b);                                               \
-        if (!check_x_ || strcmp(check_x_, check_y_) != 0)                                          \
-            CHECK_FAIL_AT("%s == \"%s\": \"%s\"", #a, check_y_, check_x_ ? check_x_ : "(null)");   \
-    } while (0)
-
 #define DEF "gqa_paged_decode_h20_kv4_d128_ps64"
 
 static void write_file(const char *dir, const char *rel, const char *text) {

@@ -6,13 +6,6 @@
 #include "kvfuzz/finding_fib.h"
 #include "kvfuzz/test_kernels.h"
 
-#define CHECK_STR_EQ(a, b)                                                                         \
-    do {                                                                                           \
-        const char *check_x_ = (a), *check_y_ = (b);                                               \
-        if (!check_x_ || strcmp(check_x_, check_y_) != 0)                                          \
-            CHECK_FAIL_AT("%s == \"%s\": \"%s\"", #a, check_y_, check_x_ ? check_x_ : "(null)");   \
-    } while (0)
-
 /* Runs kernel `name` on preset `preset` (in a worker unless in_process) into *x. */
 static void rerun(const char *name, const char *preset, int in_process, kvf_spec *s, kvf_case *c,
                   kvf_finding_rerun *x) {

@@ -9,13 +9,6 @@
 
 #define MUTANT "cpu-splitkv/mut=trunc-store"
 
-#define CHECK_STR_EQ(a, b)                                                                         \
-    do {                                                                                           \
-        const char *check_x_ = (a), *check_y_ = (b);                                               \
-        if (!check_x_ || strcmp(check_x_, check_y_) != 0)                                          \
-            CHECK_FAIL_AT("%s == \"%s\": \"%s\"", #a, check_y_, check_x_ ? check_x_ : "(null)");   \
-    } while (0)
-
 static void cases_init(kvf_mutant_cases *cache, uint64_t seed) {
     kvf_limits lim;
     kvf_limits_default(&lim);
