@@ -5,13 +5,6 @@
 #include "check.h"
 #include "kvfuzz/mutant_table.h"
 
-#define CHECK_STR_EQ(a, b)                                                                         \
-    do {                                                                                           \
-        const char *check_x_ = (a), *check_y_ = (b);                                               \
-        if (!check_x_ || strcmp(check_x_, check_y_) != 0)                                          \
-            CHECK_FAIL_AT("%s ==\n\"%s\":\n\"%s\"", #a, check_y_, check_x_ ? check_x_ : "(null)"); \
-    } while (0)
-
 /* What a table writer wrote, as one string (the caller frees it). */
 typedef struct captured {
     char *text;
